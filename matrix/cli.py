@@ -1,0 +1,62 @@
+"""The ``torch-matrix`` command line: plan, report, pins, run.
+
+Each subcommand lives in the module that owns its job; this file only parses
+arguments and turns ``UserError`` into one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from .errors import EXIT_BAD_INPUT, UserError
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="torch-matrix", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    plan = sub.add_parser("plan", help="print the cells a spec expands to, without installing")
+    plan.add_argument("--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)")
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.add_argument("--shard", help="only the cells of shard K/N (1-based)")
+    plan.add_argument("--shards", type=int, help="print the N shards (with --json: a list for a CI matrix)")
+    plan.set_defaults(handler="matrix.plan_cli:main")
+
+    report = sub.add_parser("report", help="merge cell results and print the compatibility table")
+    report.add_argument("results_dir", nargs="?", default="results")
+    report.add_argument("--pivot", action="store_true", help="torch rows x variant/python columns")
+    report.add_argument("--spec", help="flag cells this spec plans that have no result")
+    report.add_argument("--max-summary-bytes", type=int, default=None)
+    report.set_defaults(handler="matrix.report_cli:main")
+
+    pins = sub.add_parser("pins", help="derive suggested requirement pins from cell results")
+    pins.add_argument("results_dir", nargs="?", default="results")
+    pins.add_argument("--out", help="directory for constraints.txt, requirements snippet, pins.json")
+    pins.add_argument("--apply", metavar="FILE", help="update a requirements.txt or pyproject.toml in place")
+    pins.add_argument("--dry-run", action="store_true", help="with --apply: show the diff only")
+    pins.set_defaults(handler="matrix.pins_cli:main")
+    return parser
+
+
+def _resolve(handler: str) -> Callable[[argparse.Namespace], int]:
+    module_name, func_name = handler.split(":")
+    module = __import__(module_name, fromlist=[func_name])
+    return getattr(module, func_name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    try:
+        return int(_resolve(args.handler)(args) or 0)
+    except UserError as error:
+        print(error.one_line(), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("torch-matrix: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

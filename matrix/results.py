@@ -1,0 +1,272 @@
+"""Cell result files on disk: atomic writes, schema-validated loading and merging, resume checks.
+
+Result files come from many machines (CI shards, artifacts downloaded into one folder),
+so loading is defensive: a corrupt, truncated, foreign or newer file is reported by
+name and skipped, never raised. Writes are atomic so a Ctrl-C never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import jsonschema
+
+from .errors import UserError
+from .records import INSTALLED, SCHEMA_ID, SCHEMA_VERSION, UNSATISFIABLE, Cell, CellResult
+
+SCHEMA_PATH = Path(__file__).parent / "schema" / "cell-result.schema.json"
+MERGED_SCHEMA_ID = "torch-matrix/results"
+MERGED_SCHEMA_VERSION = 1
+MERGED_NAME = "results.json"
+
+
+@dataclass
+class LoadedResults:
+    results: list[CellResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line each, naming the file
+
+
+def cells_dir(results_root: str | os.PathLike[str], run_name: str) -> Path:
+    return Path(results_root) / run_name / "cells"
+
+
+@lru_cache(maxsize=1)
+def cell_result_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.protocols.Validator:
+    """Compiled once: building a validator per file costs more than validating it."""
+    schema = cell_result_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+# ---------------------------------------------------------------------------- writing
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    """Temp file in the same directory, fsync, rename: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
+    """Write ``<directory>/<cell-id>.json`` atomically and return its path."""
+    path = Path(directory) / f"{result.cell.id}.json"
+    text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+    _atomic_write_text(path, text)
+    return path
+
+
+def write_merged(results: Iterable[CellResult], path: str | os.PathLike[str]) -> Path:
+    """One ``results.json`` holding every cell, for artifacts and later merges."""
+    payload = {"schema": MERGED_SCHEMA_ID, "schema_version": MERGED_SCHEMA_VERSION,
+               "cells": [result.to_json() for result in results]}
+    target = Path(path)
+    _atomic_write_text(target, json.dumps(payload, indent=1) + "\n")
+    return target
+
+
+# ---------------------------------------------------------------------------- reading
+
+def _describe_schema_error(data: Any) -> str | None:
+    """None when ``data`` is a valid cell result of our version, else why not (one line)."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+        return "not a torch-matrix cell result"
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return f"schema_version {version} is newer than this tool understands ({SCHEMA_VERSION})"
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "top level"
+    message = " ".join(error.message.split())
+    if len(message) > 160:
+        message = message[:157] + "..."
+    return f"invalid cell result at {where}: {message}"
+
+
+def _read_json(path: Path) -> tuple[Any, str | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except OSError as error:
+        return None, f"cannot read ({error.strerror or error})"
+    if not text.strip():
+        return None, "empty file"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as error:
+        return None, f"not JSON (line {error.lineno} column {error.colno})"
+    except RecursionError:
+        return None, "not JSON (nested too deeply)"
+
+
+@dataclass
+class _Entry:
+    result: CellResult
+    source: str  # "results/x/cells/a.json" or "results/results.json[3]"
+    merged: bool  # came from a merged results.json (a derived copy)
+    data: dict[str, Any]
+
+
+def _entries_from_file(path: Path, shown: str, problems: list[str]) -> Iterator[_Entry]:
+    data, problem = _read_json(path)
+    if problem:
+        problems.append(f"{shown}: {problem}")
+        return
+    if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA_ID:
+        version = data.get("schema_version")
+        if isinstance(version, int) and version > MERGED_SCHEMA_VERSION:
+            problems.append(f"{shown}: schema_version {version} is newer than this tool "
+                            f"understands ({MERGED_SCHEMA_VERSION})")
+            return
+        cells = data.get("cells")
+        if version != MERGED_SCHEMA_VERSION or not isinstance(cells, list):
+            problems.append(f"{shown}: not a torch-matrix merged results file")
+            return
+        for position, item in enumerate(cells):
+            entry = _entry_from_data(item, f"{shown}[{position}]", problems, merged=True)
+            if entry:
+                yield entry
+        return
+    if path.name == MERGED_NAME and not (isinstance(data, dict) and data.get("schema") == SCHEMA_ID):
+        problems.append(f"{shown}: not a torch-matrix results file")
+        return
+    entry = _entry_from_data(data, shown, problems, merged=False)
+    if entry:
+        yield entry
+
+
+def _entry_from_data(data: Any, shown: str, problems: list[str], merged: bool) -> _Entry | None:
+    problem = _describe_schema_error(data)
+    if problem:
+        problems.append(f"{shown}: {problem}")
+        return None
+    try:
+        result = CellResult.from_json(data)
+    except (KeyError, TypeError, ValueError) as error:  # schema and records out of step
+        problems.append(f"{shown}: cannot read cell result ({type(error).__name__}: {error})")
+        return None
+    return _Entry(result, shown, merged, data)
+
+
+def _candidate_files(root: Path) -> list[Path]:
+    found = set(root.rglob("cells/*.json")) | set(root.rglob(MERGED_NAME))
+    if root.name == "cells":
+        found |= set(root.glob("*.json"))
+    return sorted(path for path in found if path.is_file())
+
+
+def _finished_key(entry: _Entry) -> tuple[int, Any]:
+    stamp = entry.result.finished_at
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return (1, moment.timestamp())
+    except ValueError:
+        return (0, stamp)
+
+
+def load_results(root: str | os.PathLike[str]) -> LoadedResults:
+    """Every cell result under ``root`` (a folder at any depth, or one file), newest per cell id.
+
+    Looks for ``**/cells/*.json`` and merged ``**/results.json``. Bad files go to
+    ``problems``. When one cell id has several different results, the one that finished
+    last wins; that is reported unless the loser is a copy in a merged results.json
+    (a merged file is expected to be superseded by cells rerun after it was written).
+    """
+    base = Path(root)
+    if not base.exists():
+        raise UserError("results directory does not exist", str(root))
+    files = [base] if base.is_file() else _candidate_files(base)
+    problems: list[str] = []
+    chosen: dict[str, _Entry] = {}
+    for path in files:
+        shown = str(path)
+        for entry in _entries_from_file(path, shown, problems):
+            cell_id = entry.result.cell.id
+            if not entry.merged and path.stem != cell_id:
+                problems.append(f"{shown}: holds cell {cell_id!r}; file name does not match (loaded anyway)")
+            previous = chosen.get(cell_id)
+            if previous is None:
+                chosen[cell_id] = entry
+                continue
+            if previous.data == entry.data:
+                if previous.merged and not entry.merged:
+                    chosen[cell_id] = entry  # name the real cell file as the source
+                continue
+            keep, drop = (entry, previous) if _finished_key(entry) > _finished_key(previous) \
+                else (previous, entry)
+            chosen[cell_id] = keep
+            if not drop.merged:
+                problems.append(f"{drop.source}: duplicate result for cell {cell_id}; kept the newer one "
+                                f"from {keep.source} (finished {keep.result.finished_at or '?'})")
+    results = [chosen[key].result for key in sorted(chosen)]
+    return LoadedResults(results=results, problems=problems)
+
+
+def read_result(path: str | os.PathLike[str]) -> CellResult | None:
+    """One cell result file, or None if it is missing or not a valid current result."""
+    file = Path(path)
+    if not file.is_file():
+        return None
+    problems: list[str] = []
+    entries = list(_entries_from_file(file, str(file), problems))
+    return entries[0].result if len(entries) == 1 and not entries[0].merged else None
+
+
+def has_complete_result(directory: str | os.PathLike[str], cell: Cell, fingerprint: str) -> bool:
+    """True when resume may skip ``cell``: same fingerprint, a final install outcome, all probes.
+
+    ``error`` installs are infrastructure trouble, so they are always retried.
+    """
+    stored = read_result(Path(directory) / f"{cell.id}.json")
+    if stored is None or stored.fingerprint != fingerprint or stored.cell.id != cell.id:
+        return False
+    if stored.install.status == UNSATISFIABLE:
+        return True
+    if stored.install.status != INSTALLED:
+        return False
+    have = {probe.name for probe in stored.probes}
+    wanted = set(cell.probes) | set(cell.required_probes)
+    if not wanted:
+        return bool(have)
+    return wanted <= have

@@ -1,0 +1,295 @@
+"""Result files: the published schema, atomic writes, defensive loading, merging, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from factories import make_cell, make_probe, make_result
+from matrix import records, results
+from matrix.errors import UserError
+from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+
+
+def schema_validator():
+    schema = results.cell_result_schema()
+    return jsonschema.Draft202012Validator(schema)
+
+
+def full_result() -> CellResult:
+    """Every optional field filled, so the schema sees the whole shape."""
+    probe = make_probe("training_step", "fail", "loss is nan", observed=[float("1.5")], expected="finite loss",
+                       repro="python -c 'import torch'", traceback="Traceback...", output_tail="tail",
+                       evidence={"loss": 1.5, "steps": [1, 2]})
+    return make_result(make_cell(extras={"numpy": "<2"}, probes=("install_sanity", "training_step"),
+                                 required_probes=("training_step",)),
+                       probes=[make_probe("install_sanity"), probe],
+                       resolved={"torch": "2.5.1+cpu", "torchvision": "0.20.1", "numpy": "1.26.4"})
+
+
+# ------------------------------------------------------------------------------ schema
+
+def test_schema_is_a_valid_draft_2020_12_schema():
+    schema = results.cell_result_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@pytest.mark.parametrize("result", [full_result(), make_result(status=UNSATISFIABLE, message="no wheel"),
+                                    make_result(status=INSTALL_ERROR, probes=[])])
+def test_schema_accepts_what_to_json_writes(result):
+    schema_validator().validate(result.to_json())
+
+
+def test_schema_stays_in_sync_with_records():
+    schema = results.cell_result_schema()
+    props = schema["properties"]
+    assert props["schema"]["const"] == records.SCHEMA_ID
+    assert props["schema_version"]["const"] == records.SCHEMA_VERSION
+    assert tuple(schema["$defs"]["install"]["properties"]["status"]["enum"]) == records.INSTALL_STATUSES
+    assert tuple(schema["$defs"]["probe"]["properties"]["status"]["enum"]) == records.PROBE_STATUSES
+    # Every key to_json can write is declared, and every always-written key is required.
+    data = full_result().to_json()
+    assert set(data) == set(props) == set(schema["required"])
+    assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
+    assert set(data["install"]) == set(schema["$defs"]["install"]["required"])
+    assert set(data["probes"][1]) == set(schema["$defs"]["probe"]["properties"])
+    policy_values = set(schema["$defs"]["cell"]["properties"]["policy"]["additionalProperties"]["enum"])
+    assert set(records.DEFAULT_POLICY.values()) <= policy_values
+
+
+def _broken(mutate):
+    data = full_result().to_json()
+    mutate(data)
+    return data
+
+
+@pytest.mark.parametrize("data", [
+    _broken(lambda d: d.pop("cell")),
+    _broken(lambda d: d["install"].update(status="maybe")),
+    _broken(lambda d: d["probes"][0].update(status="passed")),
+    _broken(lambda d: d["probes"][0].pop("name")),
+    _broken(lambda d: d["cell"].update(id="t2.5.1 py3.11; rm -rf /")),
+    _broken(lambda d: d["cell"]["axes"].pop("torch")),
+    _broken(lambda d: d["timings"].update(total="12s")),
+    _broken(lambda d: d.update(extra_key=1)),
+    _broken(lambda d: d.update(schema_version=2)),
+    _broken(lambda d: d.update(probes={})),
+], ids=["no-cell", "install-status", "probe-status", "probe-name", "unsafe-id", "no-torch-axis",
+        "timing-type", "unknown-key", "version", "probes-type"])
+def test_schema_rejects_broken_shapes(data):
+    assert list(schema_validator().iter_errors(data))
+
+
+# ------------------------------------------------------------------------------ writing
+
+def test_cells_dir_layout(tmp_path):
+    assert results.cells_dir(tmp_path, "nightly") == tmp_path / "nightly" / "cells"
+
+
+def test_write_then_load_round_trips(tmp_path):
+    original = full_result()
+    path = results.write_result(original, results.cells_dir(tmp_path, "default"))
+    assert path == tmp_path / "default" / "cells" / f"{original.cell.id}.json"
+    loaded = results.load_results(tmp_path)
+    assert loaded.problems == []
+    assert loaded.results == [original]
+
+
+def test_write_leaves_no_temp_files(tmp_path):
+    results.write_result(make_result(), tmp_path)
+    results.write_result(make_result(), tmp_path)  # overwrite
+    assert [p.name for p in tmp_path.iterdir()] == ["t2.5.1-py3.11.json"]
+
+
+def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
+    path = results.write_result(make_result(total_s=1.0), tmp_path)
+    before = path.read_bytes()
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(results.os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        results.write_result(make_result(total_s=99.0), tmp_path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_write_merged_round_trips_and_is_loadable(tmp_path):
+    cells = [make_result(torch="2.4.1"), make_result(torch="2.5.1", status=UNSATISFIABLE, message="no")]
+    path = results.write_merged(cells, tmp_path / "results.json")
+    data = json.loads(path.read_text())
+    assert data["schema"] == "torch-matrix/results" and data["schema_version"] == 1
+    assert len(data["cells"]) == 2
+    loaded = results.load_results(tmp_path)
+    assert loaded.problems == []
+    assert sorted(r.cell.id for r in loaded.results) == ["t2.4.1-py3.11", "t2.5.1-py3.11"]
+    assert results.load_results(path).results == loaded.results  # a single file works too
+
+
+# ------------------------------------------------------------------------------ loading
+
+def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
+    cells = results.cells_dir(tmp_path, "default")
+    good = results.write_result(make_result(), cells)
+    (cells / "corrupt.json").write_text("{not json")
+    truncated_text = good.read_text()[: len(good.read_text()) // 2]
+    (cells / "truncated.json").write_text(truncated_text)
+    (cells / "foreign.json").write_text(json.dumps({"name": "something else"}))
+    newer = make_result(torch="2.6.0").to_json()
+    newer["schema_version"] = 7
+    (cells / "t2.6.0-py3.11.json").write_text(json.dumps(newer))
+    invalid = make_result(torch="2.7.0").to_json()
+    invalid["install"]["status"] = "sort-of"
+    (cells / "t2.7.0-py3.11.json").write_text(json.dumps(invalid))
+    (cells / "empty.json").write_text("")
+    (cells / "list.json").write_text("[1, 2]")
+
+    loaded = results.load_results(tmp_path)
+
+    assert [r.cell.id for r in loaded.results] == ["t2.5.1-py3.11"]
+    by_file = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in loaded.problems}
+    assert by_file[str(cells / "corrupt.json")] == "not JSON (line 1 column 2)"
+    assert by_file[str(cells / "truncated.json")].startswith("not JSON (line ")
+    assert by_file[str(cells / "foreign.json")] == "not a torch-matrix cell result"
+    assert by_file[str(cells / "list.json")] == "not a torch-matrix cell result"
+    assert by_file[str(cells / "empty.json")] == "empty file"
+    assert by_file[str(cells / "t2.6.0-py3.11.json")] == \
+        "schema_version 7 is newer than this tool understands (1)"
+    assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith("invalid cell result at install/status")
+    assert len(loaded.problems) == 7
+
+
+def test_finds_cells_at_any_depth_like_downloaded_artifacts(tmp_path):
+    results.write_result(make_result(torch="2.4.1"), tmp_path / "shard-1" / "default" / "cells")
+    results.write_result(make_result(torch="2.5.1"), tmp_path / "shard-2" / "default" / "cells")
+    results.write_result(make_result(torch="2.6.0"), tmp_path / "nightly" / "cells")
+    (tmp_path / "shard-1" / "nox-report.json").write_text("{}")  # not a cell file: ignored
+    loaded = results.load_results(tmp_path)
+    assert [r.cell.id for r in loaded.results] == ["t2.4.1-py3.11", "t2.5.1-py3.11", "t2.6.0-py3.11"]
+    assert loaded.problems == []
+
+
+def test_loading_the_cells_dir_itself_works(tmp_path):
+    directory = results.write_result(make_result(), tmp_path / "cells").parent
+    assert len(results.load_results(directory).results) == 1
+
+
+def test_duplicate_cell_keeps_newest_and_reports_it(tmp_path):
+    old = make_result(finished_at="2026-11-20T23:00:00+00:00", status=INSTALL_ERROR, probes=[])
+    new = make_result(finished_at="2026-11-21T01:00:00+00:00")
+    old_path = results.write_result(old, tmp_path / "a" / "cells")
+    results.write_result(new, tmp_path / "b" / "cells")
+    loaded = results.load_results(tmp_path)
+    assert loaded.results == [new]
+    assert len(loaded.problems) == 1
+    assert loaded.problems[0].startswith(f"{old_path}: duplicate result for cell t2.5.1-py3.11")
+
+
+def test_identical_copies_and_stale_merged_copies_are_not_problems(tmp_path):
+    first = make_result(finished_at="2026-11-20T23:00:00+00:00")
+    results.write_result(first, results.cells_dir(tmp_path, "default"))
+    results.write_merged([first], tmp_path / "results.json")
+    assert results.load_results(tmp_path).problems == []
+    rerun = make_result(finished_at="2026-11-21T09:00:00+00:00", total_s=3.0)
+    results.write_result(rerun, results.cells_dir(tmp_path, "default"))
+    loaded = results.load_results(tmp_path)
+    assert loaded.results == [rerun]
+    assert loaded.problems == []
+
+
+def test_foreign_results_json_is_reported(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"sessions": []}))
+    loaded = results.load_results(tmp_path)
+    assert loaded.results == []
+    assert loaded.problems == [f"{tmp_path / 'results.json'}: not a torch-matrix results file"]
+
+
+def test_bad_entry_inside_merged_file_is_named_by_position(tmp_path):
+    path = results.write_merged([make_result(torch="2.4.1"), make_result(torch="2.5.1")],
+                                tmp_path / "results.json")
+    data = json.loads(path.read_text())
+    data["cells"][1]["probes"] = "nope"
+    path.write_text(json.dumps(data))
+    loaded = results.load_results(tmp_path)
+    assert [r.cell.id for r in loaded.results] == ["t2.4.1-py3.11"]
+    assert loaded.problems[0].startswith(f"{path}[1]: invalid cell result at probes")
+
+
+def test_missing_root_is_a_user_error(tmp_path):
+    with pytest.raises(UserError) as caught:
+        results.load_results(tmp_path / "nowhere")
+    assert str(tmp_path / "nowhere") in caught.value.one_line()
+
+
+def test_empty_root_loads_nothing(tmp_path):
+    loaded = results.load_results(tmp_path)
+    assert loaded.results == [] and loaded.problems == []
+
+
+# ------------------------------------------------------------------------------ resume
+
+def _stored(tmp_path, result):
+    results.write_result(result, tmp_path)
+    return result
+
+
+def test_resume_skips_a_complete_installed_cell(tmp_path):
+    cell = make_cell(probes=("install_sanity", "training_step"))
+    _stored(tmp_path, make_result(cell))
+    assert results.has_complete_result(tmp_path, cell, cell.fingerprint())
+
+
+def test_resume_counts_a_failing_probe_as_complete(tmp_path):
+    cell = make_cell()
+    _stored(tmp_path, make_result(cell, probes=[make_probe("install_sanity", "fail", "nms missing")]))
+    assert results.has_complete_result(tmp_path, cell, cell.fingerprint())
+
+
+def test_resume_skips_unsatisfiable_but_retries_error(tmp_path):
+    cell = make_cell()
+    _stored(tmp_path, make_result(cell, status=UNSATISFIABLE, message="no wheel for cp313"))
+    assert results.has_complete_result(tmp_path, cell, cell.fingerprint())
+    _stored(tmp_path, make_result(cell, status=INSTALL_ERROR, message="connection reset"))
+    assert not results.has_complete_result(tmp_path, cell, cell.fingerprint())
+
+
+def test_resume_reruns_when_fingerprint_differs(tmp_path):
+    cell = make_cell()
+    _stored(tmp_path, make_result(cell))
+    assert not results.has_complete_result(tmp_path, cell, "another-spec")
+
+
+def test_resume_reruns_when_a_probe_result_is_missing(tmp_path):
+    cell = make_cell(probes=("install_sanity", "training_step"))
+    _stored(tmp_path, make_result(cell, probes=[make_probe("install_sanity")]))
+    assert not results.has_complete_result(tmp_path, cell, cell.fingerprint())
+
+
+def test_resume_reruns_when_file_is_missing_or_corrupt(tmp_path):
+    cell = make_cell()
+    assert not results.has_complete_result(tmp_path, cell, cell.fingerprint())
+    (tmp_path / f"{cell.id}.json").write_text('{"schema": "torch-matrix/cell-res')
+    assert not results.has_complete_result(tmp_path, cell, cell.fingerprint())
+
+
+def test_interrupted_write_leaves_resume_state_consistent(tmp_path, monkeypatch):
+    """A Ctrl-C during the write keeps the finished older file valid for resume."""
+    cell = make_cell()
+    _stored(tmp_path, make_result(cell))
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(results.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        results.write_result(make_result(cell, total_s=5.0), tmp_path)
+    monkeypatch.undo()
+    assert results.has_complete_result(tmp_path, cell, cell.fingerprint())
+    assert sorted(os.listdir(tmp_path)) == [f"{cell.id}.json"]
+    assert Path(tmp_path / f"{cell.id}.json").read_text().count('"total": 12.5') == 1

@@ -1,0 +1,352 @@
+"""uv at the edge: build the install command, run it with bounded retries, classify, verify.
+
+Only three install outcomes exist (``records.INSTALL_STATUSES``). The distinction that
+matters is between *the resolver said no* (``unsatisfiable``: a fact about the cell,
+kept with uv's own words) and *the machine had trouble* (``error``: network, disk,
+killed; retried a few times, never a finding). An install that "succeeded" but left
+other versions in the venv than the cell asked for is also ``error``: the cell would
+otherwise report evidence about packages it never tested (nox field note: a failed
+install later "passed" with ``--install-only`` then ``-R``).
+
+Variant cells and indexes (uv #5001): with the official PyTorch index we pass
+``--torch-backend <variant>``, which sends only the PyTorch-ecosystem packages to
+``download.pytorch.org/whl/<variant>`` and everything else to the normal index. uv has
+no command-line way to pin single packages to a mirror, so with a mirror we add
+``--index <mirror>/<variant>``: it is searched first, and under uv's default
+``first-index`` strategy any project the mirror also carries (numpy, pillow, ...) comes
+from the mirror, possibly an older copy. That is the price of a mirror; the exact
+command is recorded in every result so the choice is visible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, Cell, InstallOutcome
+
+OFFICIAL_PYTORCH_INDEX = "https://download.pytorch.org/whl"
+DEFAULT_RETRIES = 2
+DEFAULT_BACKOFF_S = 3.0
+MESSAGE_LIMIT = 4000
+
+# uv's words for "this cannot be installed as asked" (checked after the infra patterns).
+_UNSATISFIABLE_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
+    r"No solution found when resolving",
+    r"no matching distribution",
+    r"not available for",
+    r"requires-python",
+    r"does not satisfy Python",
+    r"have no wheels with a matching",
+    r"has no wheels with a matching",
+    r"no version of [\w.-]+",
+    r"not found in the package registry",
+    r"requirements are unsatisfiable",
+    r"(?:is|are) incompatible",
+    r"Distribution not found",
+    r"no matching (?:wheel|version)",
+)]
+
+# Infrastructure trouble: retry, then give up as ``error``. Checked first, because a
+# network failure can surface inside a resolver error ("...and there was an error").
+_ERROR_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
+    r"Request failed after",
+    r"Failed to fetch",
+    r"error sending request",
+    r"tcp connect error",
+    r"Connection (?:refused|reset|closed|aborted)",
+    r"dns error|failed to lookup address|Name or service not known|Temporary failure in name",
+    r"timed? ?out",
+    r"No space left on device|os error 28|Disk quota exceeded",
+    r"\b5\d\d (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)",
+    r"HTTP status server error",
+    r"Too many open files",
+    r"Failed to download",
+    r"Broken pipe",
+    r"unexpected end of file|incomplete message|IncompleteMessage",
+    r"Killed",
+)]
+
+_NOISE = re.compile(r"^(Using Python .* environment at:|Resolved \d+ packages?|Prepared|Audited)")
+
+
+@dataclass(frozen=True)
+class Classification:
+    status: str  # UNSATISFIABLE or INSTALL_ERROR
+    message: str
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What is really in the venv, and every way it differs from what the cell asked."""
+
+    resolved: Mapping[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def uv_executable() -> str:
+    """The uv that came with this package (the ``uv`` wheel), else the one on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except Exception:  # noqa: BLE001 - not installed as a package, or no binary in it
+        return shutil.which("uv") or "uv"
+
+
+def _index_field(index_config: Any, name: str, default: Any) -> Any:
+    if index_config is None:
+        return default
+    if isinstance(index_config, Mapping):
+        return index_config.get(name, default)
+    return getattr(index_config, name, default)
+
+
+def install_command(cell: Cell, index_config: Any, venv_python: str,
+                    uv: str = "uv") -> list[str]:
+    """The exact ``uv pip install`` for ``cell``; pure, so it can be shown and recorded.
+
+    ``index_config`` is a ``spec.IndexConfig`` (or a mapping with the same keys:
+    default, pytorch, extra, find_links).
+    """
+    command = [uv, "pip", "install", "--python", str(venv_python)]
+    default = _index_field(index_config, "default", "") or ""
+    if default:
+        command += ["--default-index", default]
+    for url in _index_field(index_config, "extra", ()) or ():
+        command += ["--index", url]
+    for path in _index_field(index_config, "find_links", ()) or ():
+        command += ["--find-links", str(path)]
+    variant = cell.variant
+    if variant and variant != "default":
+        pytorch = (_index_field(index_config, "pytorch", "") or OFFICIAL_PYTORCH_INDEX).rstrip("/")
+        if pytorch == OFFICIAL_PYTORCH_INDEX:
+            command += ["--torch-backend", variant]
+        else:
+            command += ["--index", f"{pytorch}/{variant}/"]
+    command += list(cell.requirements)
+    return command
+
+
+def _trim(output: str) -> str:
+    lines = [line.rstrip() for line in output.splitlines() if line.strip() and not _NOISE.match(line)]
+    text = "\n".join(lines)
+    return text if len(text) <= MESSAGE_LIMIT else "..." + text[-MESSAGE_LIMIT:]
+
+
+def classify_install_failure(returncode: int, output: str) -> Classification:
+    """Decide whether a failed install is a fact about the cell or trouble with the machine."""
+    message = _trim(output)
+    if returncode < 0 or returncode in (137, 143):
+        return Classification(INSTALL_ERROR, f"installer killed (exit {returncode}): {message}".strip())
+    if any(p.search(output) for p in _ERROR_PATTERNS):
+        return Classification(INSTALL_ERROR, message)
+    if any(p.search(output) for p in _UNSATISFIABLE_PATTERNS):
+        return Classification(UNSATISFIABLE, message)
+    return Classification(INSTALL_ERROR, message or f"installer exited with {returncode} and no output")
+
+
+def install(cell: Cell, index_config: Any, venv_python: str, *,
+            retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S,
+            timeout_s: float | None = None, env: Mapping[str, str] | None = None,
+            uv: str | None = None, runner: Runner = subprocess.run,
+            sleep: Callable[[float], None] = time.sleep) -> InstallOutcome:
+    """Install the cell's requirements; retry only ``error`` outcomes, at most ``retries`` times."""
+    command = install_command(cell, index_config, venv_python, uv=uv or uv_executable())
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            done = runner(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(env) if env is not None else None, timeout=timeout_s)
+            returncode, output = done.returncode, done.stdout or ""
+        except subprocess.TimeoutExpired:
+            returncode, output = -9, f"install timed out after {timeout_s:g} s"
+        except OSError as error:
+            returncode, output = 127, f"cannot run {command[0]}: {error}"
+        if returncode == 0:
+            return InstallOutcome(INSTALLED, tuple(command), _trim(output), attempt)
+        verdict = classify_install_failure(returncode, output)
+        if verdict.status == UNSATISFIABLE or attempt > retries:
+            return InstallOutcome(verdict.status, tuple(command), verdict.message, attempt)
+        sleep(backoff_s * attempt)
+
+
+# ---------------------------------------------------------------- verification
+
+# Runs inside the cell's interpreter (any Python 3.8+): each package's own version
+# string. ``<pkg>/version.py`` is read without importing the package when it holds a
+# literal ``__version__`` (torch, torchvision: importing torch costs seconds);
+# otherwise the package is imported.
+_VERSIONS_SCRIPT = r"""
+import ast, importlib, importlib.util, json, os, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception as e:
+        out[name] = {"error": repr(e)}; continue
+    if spec is None:
+        out[name] = {"error": "not importable"}; continue
+    found = None
+    for base in (spec.submodule_search_locations or []):
+        path = os.path.join(base, "version.py")
+        if os.path.isfile(path):
+            try:
+                tree = ast.parse(open(path, encoding="utf-8").read())
+            except Exception:
+                tree = None
+            for node in (tree.body if tree else []):
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__version__" for t in node.targets):
+                    try:
+                        found = ast.literal_eval(node.value)
+                    except Exception:
+                        found = None
+        if found:
+            break
+    if not isinstance(found, str):
+        try:
+            found = str(importlib.import_module(name).__version__)
+        except Exception as e:
+            out[name] = {"error": "%s: %s" % (type(e).__name__, e)}; continue
+    out[name] = {"version": found}
+print(json.dumps(out))
+"""
+
+
+def parse_freeze(text: str) -> dict[str, str]:
+    """``uv pip freeze`` lines -> {canonical name: version}; direct references keep their URL."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        found[canonicalize_name(req.name)] = pins[0] if pins else (req.url or "")
+    return found
+
+
+def _local_matches_variant(local: str | None, variant: str) -> bool:
+    """A labelled build must be the variant's build (``+cu124`` for cu124); no label is fine."""
+    if not local or variant in ("", "default"):
+        return True
+    return local.lower() == variant.lower()
+
+
+def check_installed(cell: Cell, frozen: Mapping[str, str],
+                    own_versions: Mapping[str, Mapping[str, str]]) -> Verification:
+    """Compare the venv with the cell's requirements (pure).
+
+    Public-version equality is what ``==`` means (``2.5.1+cu124`` satisfies ``==2.5.1``);
+    the local label is kept in ``resolved`` and must name the cell's variant when present.
+    ``own_versions`` maps import names to ``{"version": ...}`` or ``{"error": ...}``.
+    """
+    resolved: dict[str, str] = {}
+    problems: list[str] = []
+    for text in cell.requirements:
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        installed = frozen.get(name)
+        if installed is None:
+            problems.append(f"{req.name}: asked {req.specifier or 'any'}, not installed")
+            continue
+        resolved[name] = installed
+        try:
+            version = Version(installed)
+        except InvalidVersion:
+            problems.append(f"{req.name}: installed {installed!r} is not a version")
+            continue
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            problems.append(f"{req.name}: asked {req.specifier}, got {installed}")
+        if name in ("torch", "torchvision", "torchaudio") and not _local_matches_variant(
+                version.local, cell.variant):
+            problems.append(f"{req.name}: asked the {cell.variant} build, got {installed}")
+        own = own_versions.get(req.name.replace("-", "_").lower())
+        if own is None:
+            continue
+        if "error" in own:
+            problems.append(f"{req.name}: cannot read its __version__: {own['error']}")
+        elif own.get("version") != installed and _public(own.get("version")) != _public(installed):
+            problems.append(f"{req.name}: __version__ says {own.get('version')}, "
+                            f"uv pip freeze says {installed}")
+    return Verification(resolved, tuple(problems))
+
+
+def _public(text: str | None) -> str | None:
+    try:
+        return Version(text or "").public
+    except InvalidVersion:
+        return text
+
+
+# Projects whose import name is the project name and whose __version__ we check.
+VERSIONED_IMPORTS = ("torch", "torchvision", "torchaudio", "numpy")
+
+
+def verify(cell: Cell, venv_python: str, outcome: InstallOutcome, *,
+           env: Mapping[str, str] | None = None, uv: str | None = None,
+           runner: Runner = subprocess.run, timeout_s: float = 300.0) -> InstallOutcome:
+    """Check that the venv holds what the cell asked for; a mismatch turns ``installed`` into ``error``."""
+    if outcome.status != INSTALLED:
+        return outcome
+    freeze_cmd = [uv or uv_executable(), "pip", "freeze", "--python", str(venv_python)]
+    try:
+        frozen_run = runner(freeze_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(env) if env is not None else None, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return replace(outcome, status=INSTALL_ERROR, message=f"verify: uv pip freeze failed: {error}")
+    if frozen_run.returncode != 0:
+        return replace(outcome, status=INSTALL_ERROR,
+                       message=f"verify: uv pip freeze failed: {_trim(frozen_run.stderr or '')}")
+    frozen = parse_freeze(frozen_run.stdout)
+    names = [n for n in VERSIONED_IMPORTS
+             if any(canonicalize_name(Requirement(r).name) == n for r in cell.requirements)]
+    own: dict[str, Any] = {}
+    if names:
+        # -I: the cell's interpreter sees only its own site-packages, never ours or the cwd.
+        try:
+            done = runner([str(venv_python), "-I", "-c", _VERSIONS_SCRIPT, *names],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=dict(env) if env is not None else None, timeout=timeout_s)
+            own = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
+                n: {"error": _trim(done.stderr or "")[-300:]} for n in names}
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as error:
+            own = {n: {"error": str(error)} for n in names}
+    checked = check_installed(cell, frozen, own)
+    if checked.ok:
+        return replace(outcome, resolved=dict(checked.resolved))
+    return replace(outcome, status=INSTALL_ERROR, resolved=dict(checked.resolved),
+                   message="installed versions differ from the cell: " + "; ".join(checked.problems))
+
+
+def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for uv and the cell: ours, minus what would leak our venv into the cell."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONNOUSERSITE")}
+    env.update(extra or {})
+    return env
+
+
+def requirement_names(requirements: Sequence[str]) -> list[str]:
+    return [canonicalize_name(Requirement(r).name) for r in requirements]

@@ -1,0 +1,335 @@
+"""Tiny pure-Python stand-ins for torch / torchvision / numpy, and a local PEP 503 index.
+
+The end-to-end test needs real resolver behaviour (exact pins between torchvision and
+torch, a wheel that exists only for a Python tag we do not have) without the network or
+gigabytes of wheels. Each wheel is a correct wheel (METADATA, WHEEL, RECORD with hashes)
+so uv installs it like any other. The index also serves PEP 658 ``.metadata`` files so an
+index reader can get ``Requires-Dist`` without downloading the wheel.
+
+Stand-in behaviour: ``torch`` has ``__version__``, ``version.cuda`` (None: a CPU build),
+``cuda.is_available()`` and a minimal ``tensor`` good enough for ``torchvision.ops.nms``.
+A ``broken`` torchvision raises the same message a real mismatched pair raises.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+TORCH_INIT = '''\
+"""Synthetic torch {version} (test stand-in)."""
+__version__ = "{version}"
+from . import version, cuda
+from ._tensor import Tensor, tensor, float32, int64, arange, zeros, ones, allclose, manual_seed
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+'''
+
+TORCH_VERSION = '''\
+__version__ = "{version}"
+cuda = {cuda!r}
+git_version = "synthetic"
+hip = None
+'''
+
+TORCH_CUDA = '''\
+def is_available():
+    return False
+
+def device_count():
+    return 0
+
+def is_initialized():
+    return False
+'''
+
+TORCH_TENSOR = '''\
+float32 = "float32"
+int64 = "int64"
+
+
+class Tensor:
+    """Just enough of a tensor for the install-sanity probe: 1-D/2-D nested lists."""
+
+    def __init__(self, data, dtype=None):
+        self.data = [list(row) if isinstance(row, (list, tuple)) else row for row in data]
+        self.dtype = dtype or float32
+
+    def tolist(self):
+        return [list(row) if isinstance(row, list) else row for row in self.data]
+
+    def numel(self):
+        return sum(len(row) if isinstance(row, list) else 1 for row in self.data)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, index):
+        item = self.data[index]
+        return Tensor(item, self.dtype) if isinstance(item, list) else item
+
+    def __iter__(self):
+        return iter(self.data)
+
+    @property
+    def shape(self):
+        if self.data and isinstance(self.data[0], list):
+            return (len(self.data), len(self.data[0]))
+        return (len(self.data),)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def sum(self):
+        return sum(sum(row) if isinstance(row, list) else row for row in self.data)
+
+    def item(self):
+        return self.data[0]
+
+    def __eq__(self, other):
+        other_data = other.data if isinstance(other, Tensor) else other
+        return self.data == other_data
+
+    def __repr__(self):
+        return "tensor(%r)" % (self.data,)
+
+
+def tensor(data, dtype=None, device=None):
+    return Tensor(data, dtype)
+
+
+def arange(n, dtype=None):
+    return Tensor([float(i) for i in range(int(n))], dtype)
+
+
+def zeros(n, dtype=None):
+    return Tensor([0.0] * int(n), dtype)
+
+
+def ones(n, dtype=None):
+    return Tensor([1.0] * int(n), dtype)
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8):
+    return a.tolist() == b.tolist()
+
+
+def manual_seed(seed):
+    return None
+'''
+
+TORCHVISION_INIT = '''\
+"""Synthetic torchvision {version} (test stand-in)."""
+__version__ = "{version}"
+from . import ops, version
+'''
+
+TORCHVISION_VERSION = '''\
+__version__ = "{version}"
+cuda = None
+'''
+
+TORCHVISION_OPS_GOOD = '''\
+import torch
+
+
+def _iou(a, b):
+    x1, y1 = max(a[0], b[0]), max(a[1], b[1])
+    x2, y2 = min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x2 - x1) * max(0.0, y2 - y1)
+    area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / area if area else 0.0
+
+
+def nms(boxes, scores, iou_threshold):
+    boxes, scores = boxes.tolist(), scores.tolist()
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    keep = []
+    for i in order:
+        if all(_iou(boxes[i], boxes[j]) <= iou_threshold for j in keep):
+            keep.append(i)
+    return torch.tensor(keep, dtype=torch.int64)
+'''
+
+TORCHVISION_OPS_BROKEN = '''\
+def nms(boxes, scores, iou_threshold):
+    raise RuntimeError("operator torchvision::nms does not exist")
+'''
+
+NUMPY_INIT = '''\
+"""Synthetic numpy {version} (test stand-in)."""
+__version__ = "{version}"
+'''
+
+
+@dataclass(frozen=True)
+class WheelSpec:
+    """One wheel to build. ``files`` maps archive paths to text."""
+
+    name: str
+    version: str
+    files: dict[str, str]
+    requires_dist: tuple[str, ...] = ()
+    requires_python: str = ""
+    python_tag: str = "py3"
+    abi_tag: str = "none"
+    platform_tag: str = "any"
+
+    @property
+    def filename(self) -> str:
+        dist = canonicalize_name(self.name).replace("-", "_")
+        return f"{dist}-{self.version}-{self.python_tag}-{self.abi_tag}-{self.platform_tag}.whl"
+
+    @property
+    def dist_info(self) -> str:
+        return f"{canonicalize_name(self.name).replace('-', '_')}-{self.version}.dist-info"
+
+    def metadata(self) -> str:
+        lines = ["Metadata-Version: 2.1", f"Name: {self.name}", f"Version: {self.version}",
+                 "Summary: synthetic test stand-in"]
+        if self.requires_python:
+            lines.append(f"Requires-Python: {self.requires_python}")
+        lines += [f"Requires-Dist: {req}" for req in self.requires_dist]
+        return "\n".join(lines) + "\n"
+
+
+def _record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def build_wheel(spec: WheelSpec, dest: Path) -> Path:
+    """Write ``spec`` as a wheel into ``dest`` (deterministic bytes) and return its path."""
+    tag = f"{spec.python_tag}-{spec.abi_tag}-{spec.platform_tag}"
+    wheel_meta = (f"Wheel-Version: 1.0\nGenerator: torch-matrix-tests\nRoot-Is-Purelib: true\n"
+                  f"Tag: {tag}\n")
+    entries = dict(spec.files)
+    entries[f"{spec.dist_info}/METADATA"] = spec.metadata()
+    entries[f"{spec.dist_info}/WHEEL"] = wheel_meta
+    record_path = f"{spec.dist_info}/RECORD"
+    record_lines = []
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, text in entries.items():
+            data = text.encode()
+            archive.writestr(zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0)), data)
+            record_lines.append(f"{path},{_record_hash(data)},{len(data)}")
+        record_lines.append(f"{record_path},,")
+        archive.writestr(zipfile.ZipInfo(record_path, date_time=(2020, 1, 1, 0, 0, 0)),
+                         "\n".join(record_lines) + "\n")
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / spec.filename
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
+                cuda: str | None = None) -> WheelSpec:
+    fmt = {"version": version, "cuda": cuda}
+    files = {
+        "torch/__init__.py": TORCH_INIT.format(**fmt),
+        "torch/version.py": TORCH_VERSION.format(**fmt),
+        "torch/cuda/__init__.py": TORCH_CUDA,
+        "torch/_tensor.py": TORCH_TENSOR,
+    }
+    return WheelSpec("torch", version, files, python_tag=python_tag, abi_tag=abi_tag)
+
+
+def torchvision_wheel(version: str, torch_version: str, broken: bool = False) -> WheelSpec:
+    files = {
+        "torchvision/__init__.py": TORCHVISION_INIT.format(version=version),
+        "torchvision/version.py": TORCHVISION_VERSION.format(version=version),
+        "torchvision/ops/__init__.py": TORCHVISION_OPS_BROKEN if broken else TORCHVISION_OPS_GOOD,
+    }
+    return WheelSpec("torchvision", version, files, requires_dist=(f"torch=={torch_version}",))
+
+
+def numpy_wheel(version: str) -> WheelSpec:
+    return WheelSpec("numpy", version, {"numpy/__init__.py": NUMPY_INIT.format(version=version)})
+
+
+# The default synthetic world used by the end-to-end test:
+#   torch 2.1.0 + torchvision 0.16.0  -> good pair
+#   torch 2.2.0 + torchvision 0.17.0  -> torchvision's ops are broken (probe fails)
+#   torch 2.3.0 (cp38-only wheel) + torchvision 0.18.0 -> unsatisfiable on Python 3.9+
+def default_wheels() -> list[WheelSpec]:
+    return [
+        torch_wheel("2.1.0"),
+        torch_wheel("2.2.0"),
+        torch_wheel("2.3.0", python_tag="cp38", abi_tag="cp38"),
+        torchvision_wheel("0.16.0", "2.1.0"),
+        torchvision_wheel("0.17.0", "2.2.0", broken=True),
+        torchvision_wheel("0.18.0", "2.3.0"),
+        numpy_wheel("1.26.4"),
+        numpy_wheel("2.1.0"),
+    ]
+
+
+@dataclass
+class LocalIndex:
+    """A PEP 503 simple index on disk; ``url`` is its ``file://`` address."""
+
+    root: Path
+    wheels: list[Path] = field(default_factory=list)
+
+    @property
+    def simple_dir(self) -> Path:
+        return self.root / "simple"
+
+    @property
+    def files_dir(self) -> Path:
+        return self.root / "files"
+
+    @property
+    def url(self) -> str:
+        return self.simple_dir.as_uri()
+
+
+def build_index(root: Path, specs: list[WheelSpec] | None = None) -> LocalIndex:
+    """Build every wheel and a PEP 503 index (with PEP 658 metadata files) under ``root``."""
+    index = LocalIndex(Path(root))
+    specs = default_wheels() if specs is None else specs
+    by_project: dict[str, list[tuple[WheelSpec, Path]]] = {}
+    for spec in specs:
+        path = build_wheel(spec, index.files_dir)
+        (index.files_dir / (path.name + ".metadata")).write_text(spec.metadata())
+        index.wheels.append(path)
+        by_project.setdefault(canonicalize_name(spec.name), []).append((spec, path))
+    index.simple_dir.mkdir(parents=True, exist_ok=True)
+    root_links = []
+    for project, entries in sorted(by_project.items()):
+        project_dir = index.simple_dir / project
+        project_dir.mkdir(parents=True, exist_ok=True)
+        links = []
+        for spec, path in entries:
+            wheel_hash = hashlib.sha256(path.read_bytes()).hexdigest()
+            meta_hash = hashlib.sha256(spec.metadata().encode()).hexdigest()
+            attrs = (f'href="../../files/{path.name}#sha256={wheel_hash}"'
+                     f' data-dist-info-metadata="sha256={meta_hash}"'
+                     f' data-core-metadata="sha256={meta_hash}"')
+            if spec.requires_python:
+                attrs += f' data-requires-python="{html.escape(spec.requires_python)}"'
+            links.append(f"    <a {attrs}>{path.name}</a><br/>")
+        page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
+                f"content=\"1.0\"><title>Links for {project}</title></head><body>\n"
+                f"<h1>Links for {project}</h1>\n" + "\n".join(links) + "\n</body></html>\n")
+        (project_dir / "index.html").write_text(page)
+        root_links.append(f'    <a href="{project}/">{project}</a><br/>')
+    (index.simple_dir / "index.html").write_text(
+        "<!DOCTYPE html>\n<html><body>\n" + "\n".join(root_links) + "\n</body></html>\n")
+    return index
+
+
+if __name__ == "__main__":  # build one by hand: python tests/synthetic_wheels.py DIR
+    import sys
+
+    built = build_index(Path(sys.argv[1]))
+    print(built.url)

@@ -33,6 +33,10 @@ TIMEOUT = "timeout"
 CRASH = "crash"  # the interpreter died: segfault, abort, os._exit
 PROBE_STATUSES = (PASS, FAIL, UNSUPPORTED, SKIP, ERROR, TIMEOUT, CRASH)
 
+# The name of the synthetic probe result a cell gets when ``python -m probes`` itself died
+# (no output file, timeout): status ``error``, never evidence about the cell (see verdict).
+PROBE_RUNNER = "probe-runner"
+
 # A required probe that says the API does not exist fails the cell (the repo needs it);
 # one skipped for lack of a GPU does not. The spec's [probes] table can change both.
 DEFAULT_POLICY = {"unsupported": "fail", "skip": "pass"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .records import (CRASH, ERROR, FAIL, INSTALL_ERROR, INSTALLED, PASS, SKIP, TIMEOUT,
-                      UNSATISFIABLE, UNSUPPORTED, CellResult)
+from .records import (CRASH, ERROR, FAIL, INSTALL_ERROR, INSTALLED, PASS, PROBE_RUNNER, SKIP,
+                      TIMEOUT, UNSATISFIABLE, UNSUPPORTED, CellResult)
 
 COMPATIBLE = "compatible"
 INCOMPATIBLE = "incompatible"
@@ -48,6 +48,9 @@ def verdict_of(result: CellResult) -> Verdict:
         return Verdict(NOT_INSTALLABLE, reason=result.install.message)
     if result.install.status == INSTALL_ERROR or result.install.status != INSTALLED:
         return Verdict(NO_EVIDENCE, reason=result.install.message or "install did not finish")
+    runner = result.probe(PROBE_RUNNER)
+    if runner is not None and runner.status != PASS:
+        return Verdict(NO_EVIDENCE, reason=f"probe runner: {runner.message}")
     required = result.cell.required_probes or tuple(p.name for p in result.probes)
     by_name = {p.name: p for p in result.probes}
     missing = tuple(name for name in required if name not in by_name)

@@ -1,0 +1,509 @@
+"""Read and validate a matrix spec (``matrix.toml``) into typed, frozen records.
+
+The spec is user input: every problem becomes one ``UserError`` that names the file,
+the dotted key and the bad value, never a traceback. ``parse_spec`` is pure; only
+``load_spec`` looks at the file system and the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import UserError
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DEFAULT_SPEC_PATH = Path(__file__).with_name("default_matrix.toml")
+SPEC_ENV = "TORCH_MATRIX_SPEC"
+CURRENT_PYTHON = "current"
+DEFAULT_VARIANT = "default"
+VARIANT_RE = re.compile(r"^(default|cpu|cu\d{2,3}|rocm\d+(\.\d+)*|xpu)$")
+PYTHON_RE = re.compile(r"^\d+\.\d+$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+PROBE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+TORCH_SELECT = ("all", "latest-patch")
+POLICY_VALUES = ("fail", "pass")
+PYPI_SIMPLE = "https://pypi.org/simple"
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
+# Axes whose values are versions: exclude/include rules match them as PEP 440 specifiers.
+VERSIONED_AXES = ("python", "torch", "torchvision")
+
+
+@dataclass(frozen=True)
+class TorchSelection:
+    """Which torch releases become cells: explicit versions, or a range plus a policy."""
+
+    explicit: tuple[str, ...] = ()
+    versions: str = ""  # PEP 440 specifier set ("" = any release)
+    select: str = "latest-patch"  # "all" | "latest-patch"
+    newest: int | None = None  # keep only the N newest minor releases
+
+    @property
+    def specifier(self) -> SpecifierSet:
+        return SpecifierSet(self.versions)
+
+
+@dataclass(frozen=True)
+class ExtraAxis:
+    """A further pinned dependency, e.g. numpy with values ``<2`` and ``>=2``."""
+
+    name: str  # the project name as written
+    values: tuple[str, ...]  # normalised specifier strings
+    label: str  # short prefix for cell ids and tags
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    run: tuple[str, ...] = ()  # empty = the whole standard suite
+    required: tuple[str, ...] = ()  # empty = every probe that runs
+    unsupported: str = "fail"
+    skip: str = "pass"
+    dirs: tuple[str, ...] = ()  # absolute paths
+    commands: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 300.0
+
+    @property
+    def policy(self) -> dict[str, str]:
+        return {"unsupported": self.unsupported, "skip": self.skip}
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """Where packages come from; resolved against pip's environment so uv sees what pip sees."""
+
+    default: str = ""  # "" = uv's default ($UV_DEFAULT_INDEX or PyPI)
+    pytorch: str = PYTORCH_INDEX  # base of the per-variant indexes (<pytorch>/<variant>/)
+    extra: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+
+    def variant_url(self, variant: str) -> str:
+        return f"{self.pytorch.rstrip('/')}/{variant}/"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"default": self.default, "pytorch": self.pytorch,
+                "extra": list(self.extra), "find_links": list(self.find_links)}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One exclude or include entry: axis name -> accepted values (any of)."""
+
+    values: Mapping[str, tuple[str, ...]]
+    where: str
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    python: tuple[str, ...]
+    torch: TorchSelection
+    torchvision: str | tuple[str, ...]  # "paired" | "none" | explicit versions
+    variants: tuple[str, ...]
+    extras: tuple[ExtraAxis, ...]
+    exclude: tuple[Rule, ...]
+    include: tuple[Rule, ...]
+    probes: ProbeConfig
+    index: IndexConfig
+    interpreters: Mapping[str, str]
+    path: str  # where the spec came from, for messages
+    base_dir: str  # relative paths in the spec are relative to this
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return ("python", "torch", "torchvision", "variant") + tuple(e.name for e in self.extras)
+
+    def extra(self, name: str) -> ExtraAxis | None:
+        for axis in self.extras:
+            if axis.name == name:
+                return axis
+        return None
+
+
+# ---------------------------------------------------------------- loading
+
+
+def spec_path(path: str | os.PathLike[str] | None = None,
+              environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> Path:
+    """Explicit path, then $TORCH_MATRIX_SPEC, then ./matrix.toml, then the built-in default."""
+    if path:
+        return Path(path)
+    if environ.get(SPEC_ENV):
+        return Path(environ[SPEC_ENV])
+    local = Path(cwd or os.getcwd()) / "matrix.toml"
+    if local.is_file():
+        return local
+    return DEFAULT_SPEC_PATH
+
+
+def load_spec(path: str | os.PathLike[str] | None = None,
+              environ: Mapping[str, str] = os.environ) -> Spec:
+    chosen = spec_path(path, environ)
+    try:
+        text = chosen.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"cannot read spec: {error.strerror or error}", where=str(chosen)) from None
+    return parse_spec(text, str(chosen), environ=environ, base_dir=str(chosen.resolve().parent))
+
+
+def parse_spec(text: str, where: str = "matrix.toml", *, environ: Mapping[str, str] | None = None,
+               base_dir: str | None = None) -> Spec:
+    """Validate a spec's text. Pure: ``environ`` (pip variables) is only what the caller passes."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"invalid TOML: {error}", where=where) from None
+    return _Parser(where, environ or {}, base_dir or os.path.dirname(os.path.abspath(where))).spec(data)
+
+
+# ---------------------------------------------------------------- parsing
+
+
+class _Parser:
+    TOP_KEYS = ("name", "python", "torch", "torchvision", "variant", "extras", "exclude",
+                "include", "probes", "index", "interpreters")
+
+    def __init__(self, where: str, environ: Mapping[str, str], base_dir: str) -> None:
+        self.where = where
+        self.environ = environ
+        self.base_dir = base_dir
+
+    def error(self, key: str, message: str) -> UserError:
+        return UserError(message, where=f"{self.where}: {key}" if key else self.where)
+
+    # -- small typed readers
+
+    def check_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str) -> None:
+        for name in table:
+            if name not in allowed:
+                dotted = f"{key}.{name}" if key else name
+                raise self.error(dotted, f"unknown key {name!r} (expected one of: {', '.join(allowed)})")
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {_show(value)}")
+        return value
+
+    def string_list(self, value: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list of strings, got {_show(value)}")
+        items = tuple(self.string(item, f"{key}[{i}]") for i, item in enumerate(value))
+        if not items and not allow_empty:
+            raise self.error(key, "must not be empty")
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if item in seen:
+                raise self.error(f"{key}[{i}]", f"duplicate value {item!r}")
+            seen.add(item)
+        return items
+
+    def table(self, value: Any, key: str) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table, got {_show(value)}")
+        return value
+
+    def version(self, value: Any, key: str) -> str:
+        text = self.string(value, key).strip()
+        try:
+            parsed = Version(text)
+        except InvalidVersion:
+            raise self.error(key, f"invalid version {text!r}") from None
+        if parsed.local:
+            raise self.error(key, f"{text!r}: local labels (+cu124) are chosen by `variant`, "
+                                  "give the public version")
+        return str(parsed)
+
+    def specifier(self, value: Any, key: str) -> str:
+        text = self.string(value, key).strip()
+        try:
+            return str(SpecifierSet(text))
+        except InvalidSpecifier:
+            raise self.error(key, f"invalid version specifier {text!r}") from None
+
+    def pin(self, value: Any, key: str) -> str:
+        """An extras value: a specifier (``<2``), or a bare version meaning ``==``."""
+        text = self.string(value, key).strip()
+        if text and text[0].isdigit():
+            self.version(text, key)
+            text = "==" + text
+        if not text:
+            raise self.error(key, "empty value (use a specifier such as '<2' or a version)")
+        return self.specifier(text, key)
+
+    def path(self, value: Any, key: str) -> str:
+        text = os.path.expanduser(self.string(value, key))
+        if "://" in text:
+            return text
+        return os.path.normpath(os.path.join(self.base_dir, text))
+
+    # -- sections
+
+    def spec(self, data: Mapping[str, Any]) -> Spec:
+        self.check_keys(data, self.TOP_KEYS, "")
+        name = self.string(data.get("name", "default"), "name")
+        if not NAME_RE.match(name):
+            raise self.error("name", f"invalid name {name!r} (letters, digits, '.', '_', '-')")
+        python = self.pythons(data.get("python", [CURRENT_PYTHON]))
+        torch = self.torch(data.get("torch", {}))
+        torchvision = self.torchvision(data.get("torchvision", "paired"))
+        variants = self.variants(data.get("variant", [DEFAULT_VARIANT]))
+        extras = self.extras(data.get("extras", {}))
+        axes = ("python", "torch", "torchvision", "variant") + tuple(e.name for e in extras)
+        exclude = self.rules(data.get("exclude", []), "exclude", axes, extras)
+        include = self.rules(data.get("include", []), "include", axes, extras)
+        for rule in include:
+            for required in ("python", "torch"):
+                if required not in rule.values:
+                    raise self.error(rule.where, f"an include entry needs {required!r}")
+            for axis, values in rule.values.items():
+                if len(values) != 1:
+                    raise self.error(f"{rule.where}.{axis}", "an include entry takes one value per axis")
+        return Spec(
+            name=name, python=python, torch=torch, torchvision=torchvision, variants=variants,
+            extras=extras, exclude=exclude, include=include,
+            probes=self.probes(data.get("probes", {})),
+            index=self.index(data.get("index", {})),
+            interpreters=self.interpreters(data.get("interpreters", {})),
+            path=self.where, base_dir=self.base_dir,
+        )
+
+    def pythons(self, value: Any) -> tuple[str, ...]:
+        items = self.string_list(value, "python")
+        for i, item in enumerate(items):
+            if item != CURRENT_PYTHON and not PYTHON_RE.match(item):
+                raise self.error(f"python[{i}]", f"invalid Python version {item!r} "
+                                                 "(expected X.Y such as '3.11', or 'current')")
+        return items
+
+    def torch(self, value: Any) -> TorchSelection:
+        if isinstance(value, list):
+            explicit = self.string_list(value, "torch")
+            return TorchSelection(explicit=tuple(self.version(v, f"torch[{i}]")
+                                                 for i, v in enumerate(explicit)))
+        if isinstance(value, str):
+            return TorchSelection(versions=self.specifier(value, "torch"))
+        table = self.table(value, "torch")
+        self.check_keys(table, ("versions", "select", "newest"), "torch")
+        versions = self.specifier(table.get("versions", ""), "torch.versions")
+        select = self.string(table.get("select", "latest-patch"), "torch.select")
+        if select not in TORCH_SELECT:
+            raise self.error("torch.select", f"invalid value {select!r} (expected one of: "
+                                             f"{', '.join(TORCH_SELECT)})")
+        newest = table.get("newest")
+        if newest is not None and (isinstance(newest, bool) or not isinstance(newest, int) or newest < 1):
+            raise self.error("torch.newest", f"expected a positive integer, got {_show(newest)}")
+        return TorchSelection(versions=versions, select=select, newest=newest)
+
+    def torchvision(self, value: Any) -> str | tuple[str, ...]:
+        if isinstance(value, str):
+            if value not in ("paired", "none"):
+                raise self.error("torchvision", f"invalid value {value!r} "
+                                                "(expected 'paired', 'none' or a list of versions)")
+            return value
+        items = self.string_list(value, "torchvision")
+        return tuple(self.version(v, f"torchvision[{i}]") for i, v in enumerate(items))
+
+    def variants(self, value: Any) -> tuple[str, ...]:
+        items = self.string_list(value, "variant")
+        for i, item in enumerate(items):
+            if not VARIANT_RE.match(item):
+                raise self.error(f"variant[{i}]", f"invalid variant {item!r} (expected default, cpu, "
+                                                  "cuXYZ such as cu124, rocmX.Y or xpu)")
+        return items
+
+    def extras(self, value: Any) -> tuple[ExtraAxis, ...]:
+        table = self.table(value, "extras")
+        axes = []
+        labels: dict[str, str] = {}
+        for name, spec in table.items():
+            key = f"extras.{name}"
+            try:
+                requirement = Requirement(name)
+            except InvalidRequirement:
+                requirement = None
+            if requirement is None or str(requirement) != name:
+                raise self.error(key, f"invalid project name {name!r}")
+            if canonicalize_name(name) in ("torch", "torchvision", "python", "variant"):
+                raise self.error(key, f"{name!r} is a core axis, set it at the top level")
+            label = re.sub(r"[^A-Za-z0-9]", "", name).lower()
+            if isinstance(spec, dict):
+                self.check_keys(spec, ("values", "label"), key)
+                if "values" not in spec:
+                    raise self.error(key, "missing key 'values'")
+                raw_values = spec["values"]
+                if "label" in spec:
+                    label = self.string(spec["label"], f"{key}.label")
+                    if not re.match(r"^[A-Za-z][A-Za-z0-9]*$", label):
+                        raise self.error(f"{key}.label", f"invalid label {label!r} (letters and digits)")
+                values_key = f"{key}.values"
+            else:
+                raw_values, values_key = spec, key
+            items = self.string_list(raw_values, values_key)
+            values = tuple(self.pin(v, f"{values_key}[{i}]") for i, v in enumerate(items))
+            if len(set(values)) != len(values):
+                raise self.error(values_key, f"duplicate values {list(items)!r}")
+            if label in labels:
+                raise self.error(key, f"label {label!r} is already used by extras.{labels[label]}")
+            labels[label] = name
+            axes.append(ExtraAxis(name=name, values=values, label=label))
+        return tuple(axes)
+
+    def rules(self, value: Any, key: str, axes: tuple[str, ...],
+              extras: tuple[ExtraAxis, ...]) -> tuple[Rule, ...]:
+        if not isinstance(value, list):
+            raise self.error(key, f"expected an array of tables ([[{key}]]), got {_show(value)}")
+        rules = []
+        for i, entry in enumerate(value):
+            where = f"{key}[{i}]"
+            table = self.table(entry, where)
+            if not table:
+                raise self.error(where, "empty rule")
+            self.check_keys(table, axes, where)
+            values: dict[str, tuple[str, ...]] = {}
+            for axis, raw in table.items():
+                akey = f"{where}.{axis}"
+                items = self.string_list(raw, akey)
+                checked = []
+                for j, item in enumerate(items):
+                    ikey = akey if len(items) == 1 else f"{akey}[{j}]"
+                    checked.append(self.rule_value(axis, item, ikey, key == "include", extras))
+                values[axis] = tuple(checked)
+            rules.append(Rule(values=values, where=where))
+        return tuple(rules)
+
+    def rule_value(self, axis: str, value: str, key: str, include: bool,
+                   extras: tuple[ExtraAxis, ...]) -> str:
+        if include:
+            # Include entries name one exact cell.
+            if axis == "python":
+                if value != CURRENT_PYTHON and not PYTHON_RE.match(value):
+                    raise self.error(key, f"invalid Python version {value!r}")
+                return value
+            if axis == "torch":
+                return self.version(value, key)
+            if axis == "torchvision":
+                return value if value in ("paired", "none") else self.version(value, key)
+            if axis == "variant":
+                if not VARIANT_RE.match(value):
+                    raise self.error(key, f"invalid variant {value!r}")
+                return value
+            return self.pin(value, key)
+        if axis in VERSIONED_AXES:
+            return str(version_matcher(value, key, self.where))
+        if axis != "variant" and value and value[0] in "<>=!~":
+            return self.pin(value, key)  # normalise so it compares equal to the axis value
+        return value
+
+    def probes(self, value: Any) -> ProbeConfig:
+        table = self.table(value, "probes")
+        self.check_keys(table, ("run", "required", "unsupported", "skip", "dirs", "commands", "timeout"),
+                        "probes")
+        run = self.string_list(table.get("run", []), "probes.run", allow_empty=True)
+        required = self.string_list(table.get("required", []), "probes.required", allow_empty=True)
+        commands_table = self.table(table.get("commands", {}), "probes.commands")
+        commands = {}
+        for name, command in commands_table.items():
+            if not PROBE_NAME_RE.match(name):
+                raise self.error(f"probes.commands.{name}", f"invalid probe name {name!r}")
+            commands[name] = self.string(command, f"probes.commands.{name}")
+            if not commands[name].strip():
+                raise self.error(f"probes.commands.{name}", "empty command")
+        for key, names in (("probes.run", run), ("probes.required", required)):
+            for i, name in enumerate(names):
+                if not PROBE_NAME_RE.match(name):
+                    raise self.error(f"{key}[{i}]", f"invalid probe name {name!r}")
+        if run:
+            runs = set(run) | set(commands)
+            for i, name in enumerate(required):
+                if name not in runs:
+                    raise self.error(f"probes.required[{i}]",
+                                     f"{name!r} is required but not in probes.run")
+        policy = {}
+        for key in ("unsupported", "skip"):
+            policy[key] = self.string(table.get(key, "fail" if key == "unsupported" else "pass"),
+                                      f"probes.{key}")
+            if policy[key] not in POLICY_VALUES:
+                raise self.error(f"probes.{key}", f"invalid value {policy[key]!r} (expected 'fail' or 'pass')")
+        timeout = table.get("timeout", 300)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise self.error("probes.timeout", f"expected a positive number of seconds, got {_show(timeout)}")
+        dirs = tuple(self.path(d, f"probes.dirs[{i}]")
+                     for i, d in enumerate(self.string_list(table.get("dirs", []), "probes.dirs",
+                                                            allow_empty=True)))
+        return ProbeConfig(run=run, required=required, dirs=dirs, commands=commands,
+                           timeout=float(timeout), **policy)
+
+    def index(self, value: Any) -> IndexConfig:
+        table = self.table(value, "index")
+        self.check_keys(table, ("default", "pytorch", "extra", "find_links"), "index")
+        env = self.environ
+        if "default" in table:
+            default = self.url(table["default"], "index.default", allow_empty=True)
+        else:
+            default = env.get("PIP_INDEX_URL", "").strip()
+        pytorch = self.url(table.get("pytorch", PYTORCH_INDEX), "index.pytorch")
+        if "extra" in table:
+            extra = tuple(self.url(u, f"index.extra[{i}]") for i, u in
+                          enumerate(self.string_list(table["extra"], "index.extra", allow_empty=True)))
+        else:
+            extra = tuple(env.get("PIP_EXTRA_INDEX_URL", "").split())
+        if "find_links" in table:
+            find_links = tuple(self.path(u, f"index.find_links[{i}]") for i, u in enumerate(
+                self.string_list(table["find_links"], "index.find_links", allow_empty=True)))
+        else:
+            find_links = tuple(env.get("PIP_FIND_LINKS", "").split())
+        return IndexConfig(default=default, pytorch=pytorch, extra=extra, find_links=find_links)
+
+    def url(self, value: Any, key: str, *, allow_empty: bool = False) -> str:
+        text = self.string(value, key).strip()
+        if not text and allow_empty:
+            return ""
+        if not re.match(r"^(https?|file)://\S+$", text):
+            raise self.error(key, f"invalid index URL {text!r} (expected http(s):// or file://)")
+        return text
+
+    def interpreters(self, value: Any) -> dict[str, str]:
+        table = self.table(value, "interpreters")
+        found = {}
+        for version, path in table.items():
+            key = f"interpreters.{version!r}" if "." in version else f"interpreters.{version}"
+            if not PYTHON_RE.match(version):
+                raise self.error(key, f"invalid Python version {version!r} (expected X.Y)")
+            found[version] = self.path(path, key)
+        return found
+
+
+def version_matcher(value: str, key: str = "", where: str = "matrix.toml") -> SpecifierSet:
+    """A rule value for a versioned axis: a specifier, or a bare version meaning that release series."""
+    text = value.strip()
+    try:
+        if text and text[0].isdigit():
+            Version(text)
+            return SpecifierSet(f"=={text}.*")
+        if not text:
+            raise InvalidSpecifier(text)
+        return SpecifierSet(text)
+    except (InvalidSpecifier, InvalidVersion):
+        raise UserError(f"invalid version or specifier {value!r}", where=f"{where}: {key}") from None
+
+
+def _show(value: Any) -> str:
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "table"}.get(type(value), type(value).__name__)
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{kind} {text}"

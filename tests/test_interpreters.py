@@ -1,0 +1,66 @@
+"""matrix.interpreters against fake PATH and PYENV_ROOT trees of stub executables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from matrix.errors import UserError
+from matrix.interpreters import find_interpreters
+
+
+def stub(path: Path, version: str, exit_code: int = 0) -> Path:
+    """An executable that answers the version probe like a real interpreter would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho '{version} {path} cpython'\nexit {exit_code}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_pyenv_installs_are_found_newest_patch_first(tmp_path):
+    root = tmp_path / "pyenv"
+    stub(root / "versions" / "3.9.2" / "bin" / "python", "3.9.2")
+    newest = stub(root / "versions" / "3.9.10" / "bin" / "python", "3.9.10")
+    stub(root / "versions" / "3.10.4" / "bin" / "python", "3.10.4")
+    (root / "versions" / "3.9.99").mkdir()  # no bin/python: not a usable install
+    found = find_interpreters(["3.9", "3.7"], {}, {"PYENV_ROOT": str(root), "PATH": ""}, use_uv=False)
+    assert found["3.9"].path == str(newest) and found["3.9"].version == "3.9.10"
+    assert found["3.7"] is None
+
+
+def test_a_shim_that_exits_127_does_not_count_but_a_real_install_does(tmp_path):
+    shims = tmp_path / "pyenv" / "shims"
+    stub(shims / "python3.12", "3.12.0", exit_code=127)
+    real = stub(tmp_path / "pyenv" / "versions" / "3.12.1" / "bin" / "python", "3.12.1")
+    environ = {"PYENV_ROOT": str(tmp_path / "pyenv"), "PATH": str(shims)}
+    assert find_interpreters(["3.12"], {}, environ, use_uv=False)["3.12"].path == str(real)
+    (tmp_path / "pyenv" / "versions" / "3.12.1" / "bin" / "python").unlink()
+    alone = {"PYENV_ROOT": str(tmp_path / "pyenv"), "PATH": str(shims)}
+    assert find_interpreters(["3.12"], {}, alone, use_uv=False)["3.12"] is None
+
+
+def test_path_interpreter_is_used_and_its_version_confirmed(tmp_path):
+    bin_dir = tmp_path / "bin"
+    good = stub(bin_dir / "python3.11", "3.11.9")
+    stub(bin_dir / "python3.13", "3.12.0")  # lies about its name
+    environ = {"PYENV_ROOT": str(tmp_path / "none"), "PATH": str(bin_dir)}
+    found = find_interpreters(["3.11", "3.13"], {}, environ, use_uv=False)
+    assert found["3.11"].path == str(good) and found["3.11"].minor == "3.11"
+    assert found["3.13"] is None
+
+
+def test_configured_path_wins_and_a_wrong_one_is_a_user_error(tmp_path):
+    configured = stub(tmp_path / "opt" / "py" / "python", "3.10.1")
+    found = find_interpreters(["3.10"], {"3.10": str(configured)}, {"PATH": ""}, use_uv=False)
+    assert found["3.10"].version == "3.10.1"
+    with pytest.raises(UserError) as caught:
+        find_interpreters(["3.11"], {"3.11": str(configured)}, {"PATH": ""}, use_uv=False)
+    assert "interpreters" in caught.value.where and "3.10.1" in caught.value.one_line()
+
+
+def test_current_is_the_running_interpreter():
+    found = find_interpreters(["current"], {}, {"PATH": ""}, use_uv=False)["current"]
+    assert found.path == sys.executable
+    assert found.minor == f"{sys.version_info[0]}.{sys.version_info[1]}"

@@ -167,14 +167,19 @@ def install(cell: Cell, index_config: Any, venv_python: str, *,
             retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S,
             timeout_s: float | None = None, env: Mapping[str, str] | None = None,
             uv: str | None = None, runner: Runner = subprocess.run,
-            sleep: Callable[[float], None] = time.sleep) -> InstallOutcome:
-    """Install the cell's requirements; retry only ``error`` outcomes, at most ``retries`` times."""
+            sleep: Callable[[float], None] = time.sleep, dry_run: bool = False) -> InstallOutcome:
+    """Install the cell's requirements; retry only ``error`` outcomes, at most ``retries`` times.
+
+    ``dry_run`` asks only the resolver (nothing downloaded or installed); the outcome still
+    records the real install command, which is what a user would rerun.
+    """
     command = install_command(cell, index_config, venv_python, uv=uv or uv_executable())
+    executed = command[:3] + ["--dry-run"] + command[3:] if dry_run else command
     attempt = 0
     while True:
         attempt += 1
         try:
-            done = runner(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            done = runner(executed, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=dict(env) if env is not None else None, timeout=timeout_s)
             returncode, output = done.returncode, done.stdout or ""
         except subprocess.TimeoutExpired:

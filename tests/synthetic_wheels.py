@@ -232,7 +232,7 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
 
 
 def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
-                cuda: str | None = None) -> WheelSpec:
+                cuda: str | None = None, requires_dist: tuple[str, ...] = ()) -> WheelSpec:
     fmt = {"version": version, "cuda": cuda}
     files = {
         "torch/__init__.py": TORCH_INIT.format(**fmt),
@@ -240,7 +240,8 @@ def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
         "torch/cuda/__init__.py": TORCH_CUDA,
         "torch/_tensor.py": TORCH_TENSOR,
     }
-    return WheelSpec("torch", version, files, python_tag=python_tag, abi_tag=abi_tag)
+    return WheelSpec("torch", version, files, requires_dist=requires_dist, python_tag=python_tag,
+                     abi_tag=abi_tag)
 
 
 def torchvision_wheel(version: str, torch_version: str, broken: bool = False) -> WheelSpec:
@@ -260,14 +261,22 @@ def numpy_wheel(version: str) -> WheelSpec:
 #   torch 2.1.0 + torchvision 0.16.0  -> good pair
 #   torch 2.2.0 + torchvision 0.17.0  -> torchvision's ops are broken (probe fails)
 #   torch 2.3.0 (cp38-only wheel) + torchvision 0.18.0 -> unsatisfiable on Python 3.9+
+#       (the planner sees the wheel tags: no install attempted)
+#   torch 2.4.0 + torchvision 0.19.0 -> unsatisfiable by the resolver: torch 2.4.0 needs a
+#       dependency the index does not have (as a real torch needs triton / nvidia-* wheels)
+MISSING_DEPENDENCY = "triton==3.0.0"
+
+
 def default_wheels() -> list[WheelSpec]:
     return [
         torch_wheel("2.1.0"),
         torch_wheel("2.2.0"),
         torch_wheel("2.3.0", python_tag="cp38", abi_tag="cp38"),
+        torch_wheel("2.4.0", requires_dist=(MISSING_DEPENDENCY,)),
         torchvision_wheel("0.16.0", "2.1.0"),
         torchvision_wheel("0.17.0", "2.2.0", broken=True),
         torchvision_wheel("0.18.0", "2.3.0"),
+        torchvision_wheel("0.19.0", "2.4.0"),
         numpy_wheel("1.26.4"),
         numpy_wheel("2.1.0"),
     ]

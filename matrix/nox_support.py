@@ -1,0 +1,262 @@
+"""What ``noxfile.py`` does, kept here so the noxfile stays a thin list of sessions.
+
+Exit status of ``nox -s matrix`` (a deliberate choice):
+
+- a cell session **fails** only when the cell produced no evidence because of trouble
+  (install ``error`` after retries, a probe runner that died, a missing interpreter
+  when ``CI`` is set). These are what a nightly job must go red on;
+- an ``incompatible`` cell is a *finding*, not a failure of the run: the session
+  succeeds with a loud ``INCOMPATIBLE`` line, and the table shows it. Gate on findings
+  with the report (``torch-matrix report`` / pins), not with nox's exit code;
+- an ``unsatisfiable`` cell (no wheel, no pairing, resolver says no) succeeds with a
+  loud line too: it is a fact about the matrix, not trouble.
+
+Resume: a cell whose result file is complete for the same fingerprint (cell + index
+configuration, as ``torch-matrix plan --json`` prints it) is skipped with
+``session.skip``; ``TORCH_MATRIX_REDO=1`` or ``nox -s matrix -- --redo`` reruns it. Each
+cell's file is written the moment the cell ends, so Ctrl-C loses only the cell that
+was running.
+
+Parallel: ``nox -j N -s matrix report`` runs cells concurrently (``allow_parallel=True``;
+each cell has its own venv, uv's cache is safe to share). ``session.notify`` is not
+allowed under ``--parallel``, so there the report must be named on the command line;
+it is ``allow_parallel=False``, so nox starts it only when no cell is running, i.e. last.
+With ``TORCH_MATRIX_GPUS=0,1,...`` each running cell holds one device (a lock file per
+device under the results root) and sees only it through ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from .errors import UserError
+from .records import PROBE_RUNNER, Cell
+
+RESULTS_ENV = "TORCH_MATRIX_RESULTS"
+SHARD_ENV = "TORCH_MATRIX_SHARD"
+REDO_ENV = "TORCH_MATRIX_REDO"
+GPUS_ENV = "TORCH_MATRIX_GPUS"
+DEFAULT_RESULTS = "results"
+MATRIX_SESSION = "matrix"
+
+
+@dataclass
+class MatrixPlan:
+    """The cells this nox invocation offers, and what running them needs."""
+
+    spec: Any = None  # matrix.spec.Spec; None when planning was not needed
+    cells: list[Cell] = field(default_factory=list)  # after the shard filter
+    interpreters: dict[str, str] = field(default_factory=dict)  # "3.11" -> absolute path
+    missing_pythons: list[str] = field(default_factory=list)
+    results_root: Path = Path(DEFAULT_RESULTS)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.results_root / (self.spec.name if self.spec is not None else "default")
+
+    @property
+    def cells_dir(self) -> Path:
+        return self.run_dir / "cells"
+
+    def fingerprint(self, cell: Cell) -> str:
+        """Same as ``torch-matrix plan --json`` prints, so CI shards and resume agree."""
+        return cell.fingerprint(self.spec.index.to_json())
+
+    def interpreter_for(self, cell: Cell) -> str:
+        """An absolute interpreter path; ours when the cell's Python is missing (see module doc)."""
+        return self.interpreters.get(cell.python) or sys.executable
+
+    def has_interpreter(self, cell: Cell) -> bool:
+        return cell.python in self.interpreters
+
+
+def wants_matrix(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
+    """False only when the command line clearly selects sessions other than the matrix.
+
+    ``nox -s report`` (a CI merge job, say) should not need the index just to be listed.
+    Anything we cannot read for sure (``-l``, ``-k``, ``-t``, no ``-s``) plans.
+    """
+    names: list[str] = []
+    collecting = False
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg in ("-s", "-e", "--session", "--sessions"):
+            collecting = True  # nox allows ``-s a b``: every following non-option token
+        elif arg.startswith(("--session=", "--sessions=")):
+            names.append(arg.split("=", 1)[1])
+            collecting = False
+        elif arg.startswith("-"):
+            collecting = False
+        elif collecting:
+            names.append(arg)
+    if not names and environ.get("NOXSESSION"):
+        names = environ["NOXSESSION"].split(",")
+    if not names:
+        return True
+    return any(n.strip().startswith(MATRIX_SESSION) for name in names for n in name.split(","))
+
+
+def results_root(environ: Mapping[str, str] = os.environ) -> Path:
+    return Path(environ.get(RESULTS_ENV) or DEFAULT_RESULTS).absolute()
+
+
+def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> MatrixPlan:
+    """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard)."""
+    from .spec import load_spec
+
+    spec = load_spec(None, environ)
+    root = results_root(environ)
+    if not plan:
+        return MatrixPlan(spec=spec, results_root=root)
+    from .interpreters import find_interpreters
+    from .plan import parse_shard, select_shard
+    from .plan_cli import plan_for_spec
+
+    cells = plan_for_spec(spec, environ)
+    wanted = list(dict.fromkeys(list(spec.python) + [r.values["python"][0] for r in spec.include]))
+    found = find_interpreters(wanted, spec.interpreters, environ)  # cached: plan_for_spec ran them
+    interpreters: dict[str, str] = {}
+    missing: list[str] = []
+    for name, interpreter in found.items():
+        if interpreter is None:
+            missing.append(name)
+        else:
+            interpreters[interpreter.minor] = os.path.abspath(interpreter.path)
+    shard = environ.get(SHARD_ENV, "")
+    if shard:
+        k, n = parse_shard(shard, SHARD_ENV)
+        cells = select_shard(cells, k, n)
+    return MatrixPlan(spec=spec, cells=cells, interpreters=interpreters, missing_pythons=missing,
+                      results_root=root)
+
+
+def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> None:
+    """Say once, at load time, which Pythons are missing and what that means here."""
+    from .interpreters import SEARCHED
+
+    for version in plan.missing_pythons:
+        consequence = ("an error (CI is set)" if environ.get("CI")
+                       else "recorded as unsatisfiable")
+        print(f"torch-matrix: warning: no Python {version} interpreter found (looked in: {SEARCHED});"
+              f" its cells are {consequence}", file=sys.stderr)
+
+
+def params(plan: MatrixPlan) -> list[tuple[str, Cell, str, list[str]]]:
+    """(interpreter, cell, id, tags) for each cell, in plan order."""
+    return [(plan.interpreter_for(cell), cell, cell.id, list(cell.tags)) for cell in plan.cells]
+
+
+def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(REDO_ENV, "") not in ("", "0") or "--redo" in posargs
+
+
+def is_complete(plan: MatrixPlan, cell: Cell) -> bool:
+    """Resume check: a complete result for the same fingerprint, and no dead probe runner."""
+    from .results import has_complete_result, read_result
+
+    if not has_complete_result(plan.cells_dir, cell, plan.fingerprint(cell)):
+        return False
+    stored = read_result(plan.cells_dir / f"{cell.id}.json")
+    return stored is not None and stored.probe(PROBE_RUNNER) is None
+
+
+@contextlib.contextmanager
+def claim_gpu(devices: Sequence[str], lock_dir: Path, position: int = 0) -> Iterator[str | None]:
+    """Hold one of ``devices`` for the duration (an flock per device); None when none are listed."""
+    if not devices:
+        yield None
+        return
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    handles = []
+    try:
+        for device in devices:
+            handle = open(lock_dir / f"gpu-{device}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            handles.append(handle)
+            yield device
+            return
+        # All busy: wait for one, spreading waiters over the devices.
+        device = devices[position % len(devices)]
+        handle = open(lock_dir / f"gpu-{device}.lock", "w")
+        handles.append(handle)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield device
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+def gpu_list(environ: Mapping[str, str] = os.environ) -> list[str]:
+    return [d.strip() for d in environ.get(GPUS_ENV, "").split(",") if d.strip()]
+
+
+def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
+                    environ: Mapping[str, str] = os.environ) -> None:
+    """The body of one ``matrix(<cell-id>)`` session."""
+    from .cellrun import CellSettings, run_cell
+    from .verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+
+    if not getattr(session, "parallel", False):
+        with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
+            session.notify("report")
+    if not redo_requested(session.posargs, environ) and is_complete(plan, cell):
+        session.skip(f"already complete for this spec in {plan.cells_dir / (cell.id + '.json')} "
+                     f"({REDO_ENV}=1 or `-- --redo` reruns it)")
+    if not plan.has_interpreter(cell) and environ.get("CI"):
+        session.error(f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
+                      "install it or drop it from the spec")
+    position = plan.cells.index(cell) + 1 if cell in plan.cells else 0
+    venv = Path(session.virtualenv.location)
+    settings = CellSettings(
+        cells_dir=plan.cells_dir, work_dir=venv / "torch-matrix", index_config=plan.spec.index,
+        fingerprint=plan.fingerprint(cell), probe_dirs=tuple(plan.spec.probes.dirs),
+        probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
+        position=position, total=len(plan.cells))
+    venv_python = str(venv / "bin" / "python")
+    with claim_gpu(gpu_list(environ), plan.results_root / ".gpu-locks", position) as device:
+        if device is not None:
+            settings = _with_env(settings, {"CUDA_VISIBLE_DEVICES": device})
+            session.log(f"{cell.id}: using GPU {device}")
+        result = run_cell(cell, venv_python, settings)
+    verdict = verdict_of(result)
+    reason = verdict.reason.strip()
+    if verdict.kind == NO_EVIDENCE:
+        session.error(f"{cell.id}: ERROR (no evidence): {reason}")
+    if verdict.kind == INCOMPATIBLE:
+        session.warn(f"{cell.id}: INCOMPATIBLE: {reason}")
+    elif verdict.kind == COMPATIBLE:
+        session.log(f"{cell.id}: compatible")
+    else:
+        session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+
+
+def _with_env(settings: Any, extra: Mapping[str, str]) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(settings, env={**settings.env, **extra})
+
+
+def fail_cleanly(error: UserError) -> None:
+    """One line, exit 2, no nox traceback."""
+    print(error.one_line(), file=sys.stderr)
+    raise SystemExit(2)
+
+
+def run_dir_for_session(environ: Mapping[str, str] = os.environ) -> Path:
+    """``results/<run>`` for the report and pins sessions: needs only the spec's name."""
+    try:
+        return load_plan(environ, plan=False).run_dir
+    except UserError as error:
+        fail_cleanly(error)
+        raise  # unreachable

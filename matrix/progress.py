@@ -1,0 +1,59 @@
+"""Progress lines for long runs, one line per event so they read the same in CI logs.
+
+``[3/12] t2.5.1-cu124-py3.11 install ...`` when a phase starts, and
+``[3/12] t2.5.1-cu124-py3.11 install ... 24.1s installed`` when it ends. No carriage
+returns or colours: CI logs keep every line, and a parallel nox run buffers a session's
+output and prints it as one block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, TextIO
+
+
+@dataclass
+class PhaseNote:
+    """Set ``outcome`` inside the ``with`` block to have it printed on the closing line."""
+
+    outcome: str = ""
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class Progress:
+    cell_id: str
+    position: int = 0  # 1-based position of this cell in the planned run; 0 = unknown
+    total: int = 0
+    stream: TextIO | None = None
+    clock: Callable[[], float] = time.monotonic
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def prefix(self) -> str:
+        counter = f"[{self.position}/{self.total}] " if self.total else ""
+        return f"{counter}{self.cell_id}"
+
+    def line(self, text: str) -> None:
+        stream = self.stream or sys.stderr
+        print(f"{self.prefix} {text}", file=stream, flush=True)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[PhaseNote]:
+        """Time one phase (recorded in ``timings``) and print its start and end lines."""
+        note = PhaseNote()
+        self.line(f"{name} ...")
+        start = self.clock()
+        try:
+            yield note
+        except BaseException:
+            note.outcome = note.outcome or "interrupted"
+            raise
+        finally:
+            note.elapsed_s = self.clock() - start
+            self.timings[name] = self.timings.get(name, 0.0) + note.elapsed_s
+            tail = f" {note.outcome}" if note.outcome else ""
+            self.line(f"{name} ... {note.elapsed_s:.1f}s{tail}")

@@ -1,0 +1,76 @@
+"""``torch-matrix pins RESULTS_DIR [--out DIR] [--apply FILE [--dry-run]] [--no-coverage]``.
+
+Loads cell results, derives the suggestion (``matrix.pins``), prints it, writes
+constraints.txt, requirements-pins.txt and pins.json, and optionally updates a
+downstream requirements file. Coverage needs the released versions from the package
+index; offline or with ``--no-coverage`` the suggestion says coverage is unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .apply import apply_pins, atomic_write
+from .errors import UserError
+from .pins import package_axes, requirement_lines, suggest_pins
+from .pins_render import (CONSTRAINTS_NAME, JSON_NAME, REQUIREMENTS_NAME, render_constraints,
+                          render_json, render_requirements, render_text)
+from .results import load_results
+
+
+def released_versions(packages: Sequence[str], spec_path: str | None = None) -> Mapping[str, list[str]] | None:
+    """Released versions per package from the spec's index, or None when unavailable."""
+    try:
+        from .index import open_index
+        from .spec import load_spec
+
+        index = open_index(load_spec(spec_path).index)
+        return {package: [str(v) for v in index.versions(package)] for package in packages}
+    except (ImportError, OSError, UserError, Exception) as error:  # offline: coverage unknown
+        print(f"torch-matrix pins: coverage unknown (cannot list released versions: "
+              f"{' '.join(str(error).split())[:160]})", file=sys.stderr)
+        return None
+
+
+def write_outputs(suggestion, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in ((CONSTRAINTS_NAME, render_constraints(suggestion)),
+                       (REQUIREMENTS_NAME, render_requirements(suggestion)),
+                       (JSON_NAME, render_json(suggestion))):
+        path = out_dir / name
+        if not path.exists():
+            path.touch()
+        atomic_write(path, text)
+        written.append(path)
+    return written
+
+
+def main(args: argparse.Namespace) -> int:
+    loaded = load_results(args.results_dir)
+    for problem in loaded.problems:
+        print(f"torch-matrix pins: skipped: {problem}", file=sys.stderr)
+    if not loaded.results:
+        raise UserError("no cell results found", str(args.results_dir))
+    released = None
+    if not getattr(args, "no_coverage", False):
+        released = released_versions(package_axes(loaded.results), getattr(args, "spec", None))
+    suggestion = suggest_pins(loaded.results, released)
+    sys.stdout.write(render_text(suggestion))
+    out_dir = Path(args.out) if args.out else Path(args.results_dir) / "pins"
+    if not (args.apply and args.dry_run):
+        for path in write_outputs(suggestion, out_dir):
+            print(f"wrote {path}")
+    if args.apply:
+        result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
+        if result.changed:
+            sys.stdout.write(result.diff())
+        print(f"{args.apply}: " + ("no change needed" if not result.changed
+                                   else "would change (dry run, nothing written)" if args.dry_run
+                                   else f"updated ({len(result.changes)} requirement(s))"))
+        for note in result.notes:
+            print(f"note: {note}")
+    return 0

@@ -1,0 +1,192 @@
+"""Text forms of a pins ``Suggestion``: the printed report, constraints.txt, a commented
+requirements snippet and pins.json.
+
+Every form is deterministic (sorted, no timestamps, no paths) so a nightly job can commit
+the files and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .pins import (PYTHON, Answer, Exclusion, RequirementLine, Suggestion, requirement_lines)
+from .verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
+
+PINS_SCHEMA_ID = "torch-matrix/pins"
+PINS_SCHEMA_VERSION = 1
+CONSTRAINTS_NAME = "constraints.txt"
+REQUIREMENTS_NAME = "requirements-pins.txt"
+JSON_NAME = "pins.json"
+MAX_LISTED = 8
+
+
+def _listing(items: Any, limit: int = MAX_LISTED) -> str:
+    items = list(items)
+    text = ", ".join(items[:limit])
+    if len(items) > limit:
+        text += f", ... (+{len(items) - limit} more)"
+    return text
+
+
+def _counts_line(suggestion: Suggestion) -> str:
+    c = suggestion.counts
+    evidence = c.get(COMPATIBLE, 0) + c.get(INCOMPATIBLE, 0)
+    return (f"{evidence} evidence cells ({c.get(COMPATIBLE, 0)} compatible, "
+            f"{c.get(INCOMPATIBLE, 0)} incompatible), {c.get(NOT_INSTALLABLE, 0)} unsatisfiable, "
+            f"{c.get(NO_EVIDENCE, 0)} without evidence (install or runner error)")
+
+
+def _keeps(answer: Answer) -> str:
+    text = f"keeps {answer.kept}/{answer.good_total} compatible cells"
+    if answer.lost:
+        text += "; loses " + _listing(answer.lost, 4)
+    return text
+
+
+def _python_advice(answer: Answer) -> str:
+    pins = [pin for pin in answer.pins if pin.package == PYTHON and pin.condition is None]
+    return ",".join(spec for pin in pins for spec in pin.specifiers)
+
+
+def _comment_lines(exclusions: tuple[Exclusion, ...], prefix: str = "# ") -> list[str]:
+    return [prefix + "excluded " + exclusion.describe() for exclusion in exclusions]
+
+
+def _inline_reason(line: RequirementLine) -> str:
+    parts = []
+    for exclusion in line.exclusions:
+        if exclusion.paired_with:
+            parts.append(f"{exclusion.version}: paired with {exclusion.paired_with}")
+        else:
+            parts.append(f"{exclusion.version}: {'+'.join(exclusion.probes) or 'failed'} "
+                         f"({len(exclusion.cells)} cell{'s' if len(exclusion.cells) != 1 else ''})")
+    return "; ".join(parts)
+
+
+def render_text(suggestion: Suggestion) -> str:
+    """The report ``torch-matrix pins`` prints."""
+    out = ["torch-matrix pins: " + _counts_line(suggestion), ""]
+    out.append("Tested versions:")
+    width = max((len(axis) for axis in suggestion.evidence), default=6)
+    for axis, evidence in suggestion.evidence.items():
+        parts = []
+        if evidence.good:
+            parts.append("good " + _listing(evidence.good))
+        if evidence.bad:
+            parts.append("bad " + _listing(evidence.bad))
+        if evidence.mixed:
+            parts.append("in good and bad cells " + _listing(evidence.mixed))
+        out.append(f"  {axis:<{width}}  " + (" | ".join(parts) or "no evidence"))
+    out.append("")
+    recommended = suggestion.recommended
+    lines = [line for line in requirement_lines(recommended) if line.specifiers]
+    advice = _python_advice(recommended)
+    if not lines and not advice:
+        out.append("Suggested pins: none (no tested version needs excluding).")
+    else:
+        out.append(f"Suggested pins ({_keeps(recommended)}):")
+        for line in lines:
+            out.append("  " + line.text())
+            out.extend(_comment_lines(line.exclusions, "      # "))
+        if advice:
+            out.append(f"  Requires-Python advice: {advice}")
+            for pin in recommended.pins_for(PYTHON):
+                out.extend(_comment_lines(pin.exclusions, "      # "))
+    diagnosis = suggestion.diagnosis
+    if diagnosis is not None:
+        out += ["", "Interaction (no requirement can say this; the pins above approximate it):",
+                f"  {diagnosis.describe()}  ({_keeps(diagnosis)})"]
+        for pin in diagnosis.pins:
+            if pin.condition is not None:
+                out.extend(_comment_lines(pin.exclusions, "      # "))
+    if len(suggestion.answers) > 1:
+        out += ["", "Alternatives, best first:"]
+        for rank, answer in enumerate(suggestion.answers, 1):
+            marker = "" if answer.expressible else " [not expressible in PEP 508]"
+            out.append(f"  {rank}. {answer.describe()}  ({_keeps(answer)}){marker}")
+    if suggestion.unsatisfiable:
+        out += ["", "Unsatisfiable cells (nothing to install; not incompatibilities):"]
+        out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.unsatisfiable]
+    if suggestion.no_evidence:
+        out += ["", "Cells without evidence (no pins derived from them):"]
+        out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.no_evidence]
+    out += ["", "Coverage (admitted but never tested; 'not excluded' is not 'verified'):"]
+    out += ["  " + line for line in coverage_lines(suggestion)]
+    return "\n".join(out) + "\n"
+
+
+def coverage_lines(suggestion: Suggestion) -> list[str]:
+    lines = []
+    for package, cov in sorted(suggestion.coverage.items()):
+        if not cov.known:
+            lines.append(f"{package}: unknown (released versions not available)")
+            continue
+        parts = []
+        if cov.older:
+            parts.append("older than tested: " + _listing(cov.older))
+        if cov.untested:
+            parts.append("between tested versions: " + _listing(cov.untested))
+        if cov.newer:
+            parts.append("newer than tested: " + _listing(cov.newer))
+        lines.append(f"{package}: " + ("; ".join(parts) if parts else "every admitted release was tested"))
+    return lines or ["no package axes"]
+
+
+def render_constraints(suggestion: Suggestion) -> str:
+    """A constraints file for ``pip install -c`` / ``uv pip install -c`` (no extras, names only)."""
+    out = ["# Generated by `torch-matrix pins`; do not edit (regenerate from the results).",
+           "# Use: pip install -c constraints.txt ...   or   uv pip install -c constraints.txt ...",
+           "# " + _counts_line(suggestion)]
+    recommended = suggestion.recommended
+    advice = _python_advice(recommended)
+    if advice:
+        out.append(f"# Requires-Python advice: {advice}")
+    for line in requirement_lines(recommended):
+        if line.specifiers:
+            reason = _inline_reason(line)
+            out.append(line.text() + (f"  # {reason}" if reason else ""))
+    return "\n".join(out) + "\n"
+
+
+def render_requirements(suggestion: Suggestion) -> str:
+    """Requirement lines with the full reason of every exclusion above them."""
+    recommended = suggestion.recommended
+    out = ["# Suggested by `torch-matrix pins` (" + _keeps(recommended) + ")."]
+    advice = _python_advice(recommended)
+    if advice:
+        out.append(f"# Requires-Python advice: {advice}")
+        for pin in recommended.pins_for(PYTHON):
+            out.extend(_comment_lines(pin.exclusions))
+    for line in requirement_lines(recommended):
+        if line.specifiers:
+            out.extend(_comment_lines(line.exclusions))
+            out.append(line.text())
+    diagnosis = suggestion.diagnosis
+    if diagnosis is not None:
+        out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
+    for cov in coverage_lines(suggestion):
+        out.append("# coverage: " + cov)
+    return "\n".join(out) + "\n"
+
+
+def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
+    recommended = suggestion.recommended
+    return {
+        "schema": PINS_SCHEMA_ID,
+        "schema_version": PINS_SCHEMA_VERSION,
+        "counts": dict(sorted(suggestion.counts.items())),
+        "evidence": {axis: ev.to_json() for axis, ev in suggestion.evidence.items()},
+        "recommended": recommended.to_json(),
+        "requires_python": _python_advice(recommended),
+        "constraints": [line.text() for line in requirement_lines(recommended) if line.specifiers],
+        "diagnosis": suggestion.diagnosis.to_json() if suggestion.diagnosis else None,
+        "alternatives": [answer.to_json() for answer in suggestion.answers],
+        "unsatisfiable": [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.unsatisfiable],
+        "no_evidence": [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.no_evidence],
+        "coverage": {package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())},
+    }
+
+
+def render_json(suggestion: Suggestion) -> str:
+    return json.dumps(suggestion_to_json(suggestion), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,113 @@
+"""Golden tests: realistic grids -> the exact text a nightly job would commit.
+
+Regenerate after an intended change with ``TORCH_MATRIX_UPDATE_GOLDEN=1 pytest tests/test_pins_golden.py``
+and review the diff. Each grid also has explicit assertions on what a maintainer would write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from matrix.pins import requirement_lines, suggest_pins
+from matrix.pins_render import render_constraints, render_json, render_requirements, render_text
+from tests.pins_grids import GRIDS, RELEASED
+
+GOLDEN = Path(__file__).parent / "golden" / "pins"
+UPDATE = os.environ.get("TORCH_MATRIX_UPDATE_GOLDEN") == "1"
+
+
+def _suggest(name: str):
+    return suggest_pins(GRIDS[name](), RELEASED if name == "single_bad_patch" else None)
+
+
+def _constraint_lines(text: str) -> list[str]:
+    return [line.split("  #")[0] for line in text.splitlines() if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_outputs_match_golden_files(name):
+    suggestion = _suggest(name)
+    outputs = {"report.txt": render_text(suggestion), "constraints.txt": render_constraints(suggestion),
+               "requirements-pins.txt": render_requirements(suggestion), "pins.json": render_json(suggestion)}
+    for filename, text in outputs.items():
+        path = GOLDEN / name / filename
+        if UPDATE:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        assert path.read_text(encoding="utf-8") == text, f"{path} differs (see module docstring)"
+
+
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_outputs_are_deterministic_and_valid(name):
+    first, second = _suggest(name), suggest_pins(list(reversed(GRIDS[name]())),
+                                                 RELEASED if name == "single_bad_patch" else None)
+    assert render_text(first) == render_text(second)
+    assert render_json(first) == render_json(second)
+    for line in _constraint_lines(render_constraints(first)):
+        assert not Requirement(line).extras  # constraints files cannot carry extras
+    data = json.loads(render_json(first))
+    assert data["schema"] == "torch-matrix/pins"
+
+
+def test_single_bad_patch_release_is_excluded_alone():
+    suggestion = _suggest("single_bad_patch")
+    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=1.12.0"]
+    (exclusion,) = suggestion.recommended.pins[0].exclusions
+    assert exclusion.probes == ("lazy_cuda_init",)
+    assert exclusion.cells == ("t1.12.0-py3.10", "t1.12.0-py3.9")
+    assert "CUDA was initialised" in exclusion.summary and "observed True" in exclusion.summary
+    cov = suggestion.coverage["torch"]
+    assert (cov.older, cov.untested, cov.newer) == (("1.10.2",), ("1.13.0",), ("2.0.1",))  # no rc
+
+
+def test_bad_release_excludes_its_paired_torchvision_with_a_reason():
+    suggestion = _suggest("bad_release_paired_torchvision")
+    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=1.12.0", "torchvision!=0.13.0"]
+    (tv,) = suggestion.recommended.pins_for("torchvision")[0].exclusions
+    assert tv.paired_with == "torch 1.12.0"
+    assert "torchvision 0.13.0" in render_requirements(suggestion)
+
+
+def test_range_broken_only_with_numpy2_is_an_interaction_not_a_torch_pin():
+    suggestion = _suggest("numpy2_range")
+    assert _constraint_lines(render_constraints(suggestion)) == ["numpy<2"]
+    diagnosis = suggestion.diagnosis
+    assert diagnosis is not None and diagnosis.kept == diagnosis.good_total
+    assert diagnosis.describe() == "torch>=2.3 (only where numpy>=2)"
+    described = [answer.describe() for answer in suggestion.answers]
+    assert described.index("numpy<2") < described.index("torch>=2.3")  # ranked by good cells kept
+
+
+def test_break_on_one_python_becomes_a_marker():
+    suggestion = _suggest("one_python")
+    assert _constraint_lines(render_constraints(suggestion)) == ['torch>=2.4; python_version >= "3.12"']
+    lines = requirement_lines(suggestion.recommended)
+    assert [line.text() for line in lines] == ['torch; python_version < "3.12"',
+                                               'torch>=2.4; python_version >= "3.12"']
+    assert suggestion.recommended.lost == ()
+
+
+def test_all_bad_after_a_version_is_an_upper_bound():
+    suggestion = _suggest("upper_bound")
+    assert _constraint_lines(render_constraints(suggestion)) == ["torch<2.6"]
+    assert [e.version for e in suggestion.recommended.pins[0].exclusions] == ["2.6.0", "2.7.0"]
+
+
+def test_break_on_one_variant_is_diagnosed_and_approximated():
+    suggestion = _suggest("one_variant")
+    assert suggestion.diagnosis.describe() == "torch!=2.6.0 (only where variant cu118)"
+    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=2.6.0"]
+    assert suggestion.recommended.lost == ("t2.6.0-cu126-py3.11",)
+
+
+def test_install_errors_and_unsatisfiable_cells_make_no_pins():
+    suggestion = _suggest("install_errors")
+    assert _constraint_lines(render_constraints(suggestion)) == []
+    assert [n.cell_id for n in suggestion.unsatisfiable] == ["t1.12.0-py3.12"]
+    assert [n.cell_id for n in suggestion.no_evidence] == ["t2.6.0-py3.11"]
+    assert "incompatible" not in render_text(suggestion).split("Unsatisfiable")[1].split("\n\n")[0]

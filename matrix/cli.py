@@ -29,6 +29,18 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--pivot", action="store_true", help="torch rows x variant/python columns")
     report.add_argument("--spec", help="flag cells this spec plans that have no result")
     report.add_argument("--max-summary-bytes", type=int, default=None)
+    report.add_argument("--plan", metavar="PLAN_JSON",
+                        help="flag cells listed in this `torch-matrix plan --json` output that have no result")
+    report.add_argument("--out", metavar="DIR", help="where to write summary.md and results.json "
+                        "(default: RESULTS_DIR)")
+    report.add_argument("--format", choices=("text", "markdown"), default="text",
+                        help="stdout format (default: text tables)")
+    report.add_argument("--grid", action="store_true", help="also print a probe x cell status grid")
+    report.add_argument("--github-summary", action="store_true",
+                        help="append the Markdown summary to $GITHUB_STEP_SUMMARY, shortened to fit 1 MiB")
+    report.add_argument("--strict", action="store_true",
+                        help="exit 1 when a cell is an error, a planned cell is missing, or a result file "
+                             "is unreadable (infrastructure trouble); incompatible cells never fail it")
     report.set_defaults(handler="matrix.report_cli:main")
 
     pins = sub.add_parser("pins", help="derive suggested requirement pins from cell results")
@@ -36,6 +48,9 @@ def _build_parser() -> argparse.ArgumentParser:
     pins.add_argument("--out", help="directory for constraints.txt, requirements snippet, pins.json")
     pins.add_argument("--apply", metavar="FILE", help="update a requirements.txt or pyproject.toml in place")
     pins.add_argument("--dry-run", action="store_true", help="with --apply: show the diff only")
+    pins.add_argument("--no-coverage", action="store_true",
+                      help="do not ask the index for released versions (coverage unknown)")
+    pins.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
     pins.set_defaults(handler="matrix.pins_cli:main")
     return parser
 

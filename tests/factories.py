@@ -6,7 +6,8 @@ Every argument has a plain default so a test names only what it is about:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from matrix.records import INSTALLED, PASS, Cell, CellResult, InstallOutcome, ProbeResult
 
@@ -17,7 +18,11 @@ def cell_id(torch: str, python: str, variant: str = "default", extras: Mapping[s
     if variant != "default":
         parts.append(variant)
     parts.append(f"py{python}")
+    operators = (("<=", "le"), (">=", "ge"), ("==", "eq"), ("!=", "ne"), ("~=", "compat"), ("<", "lt"),
+                 (">", "gt"))
     for name, value in (extras or {}).items():
+        for operator, word in operators:
+            value = value.replace(operator, word)
         parts.append(name + "".join(ch for ch in value if ch.isalnum() or ch in "._-"))
     return "-".join(parts)
 
@@ -49,7 +54,8 @@ def make_result(cell: Cell | None = None, *, status: str = INSTALLED, message: s
                 probes: Iterable[ProbeResult] | None = None, resolved: Mapping[str, str] | None = None,
                 finished_at: str = "2026-11-21T08:00:10+00:00", fingerprint: str | None = None,
                 total_s: float = 12.5, **cell_fields: Any) -> CellResult:
-    """A finished cell. ``cell_fields`` go to ``make_cell`` when no ``cell`` is given.
+    """A finished cell. ``cell_fields`` go to ``make_cell`` when no ``cell`` is given
+    (``probes`` here are ProbeResults; to choose the probes a cell asks for, pass ``make_cell(probes=...)``).
 
     Installed cells default to one passing probe per probe the cell asked for;
     unsatisfiable/error cells default to no probes.

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
 
 import jsonschema
 import pytest
-
 from factories import make_cell, make_probe, make_result
+
 from matrix import records, results
 from matrix.errors import UserError
 from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
@@ -163,6 +164,7 @@ def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
         "schema_version 7 is newer than this tool understands (1)"
     assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith("invalid cell result at install/status")
     assert len(loaded.problems) == 7
+    assert len(loaded.skipped) == 7
 
 
 def test_finds_cells_at_any_depth_like_downloaded_artifacts(tmp_path):
@@ -293,3 +295,58 @@ def test_interrupted_write_leaves_resume_state_consistent(tmp_path, monkeypatch)
     assert results.has_complete_result(tmp_path, cell, cell.fingerprint())
     assert sorted(os.listdir(tmp_path)) == [f"{cell.id}.json"]
     assert Path(tmp_path / f"{cell.id}.json").read_text().count('"total": 12.5') == 1
+
+
+# ------------------------------------------------------------------------------ fast validation
+
+def test_fast_path_is_active_for_the_published_schema():
+    """If the schema gains a keyword the fast path does not know, loading gets ~20x slower."""
+    assert results._fast_check() is not None
+    assert results._fast_check()(full_result().to_json())
+
+
+_DELETE = object()
+_REPLACEMENTS = [None, True, 1, 1.0, -1, "", "x", "t2.5.1 py3.11", [], {}, ["x"], {"x": "y"},
+                 "installed", "pass", "fail", "maybe", "torch-matrix/cell-result", 2]
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _paths(item, (*prefix, index))
+
+
+def _mutated(data, path, replacement):
+    data = copy.deepcopy(data)
+    if not path:
+        return replacement
+    target = data
+    for part in path[:-1]:
+        target = target[part]
+    if replacement is _DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = replacement
+    return data
+
+
+def test_fast_path_never_accepts_what_jsonschema_rejects():
+    """Every single-point mutation of a full result: fast 'valid' implies jsonschema 'valid'."""
+    base = full_result().to_json()
+    base["cell"]["axes"]["extra"] = "v"
+    base["timings"]["odd"] = 1
+    fast, strict = results._fast_check(), schema_validator()
+    checked = 0
+    for path in list(_paths(base)):
+        for replacement in [*_REPLACEMENTS, _DELETE] if path else _REPLACEMENTS:
+            document = _mutated(base, path, replacement)
+            if fast(document):
+                assert strict.is_valid(document), (path, replacement)
+            checked += 1
+    added = _mutated(base, ("unknown",), 1)
+    assert not fast(added) and not strict.is_valid(added)
+    assert checked > 1000

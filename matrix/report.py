@@ -1,0 +1,441 @@
+"""Render cell results as tables: per cell, pivot, per-probe details, probe grid, Markdown summary.
+
+Pure: a function of ``CellResult`` records (and optionally planned-but-missing cells).
+Verdicts come from ``matrix.verdict.verdict_of`` so the report and the pins always agree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from tabulate import tabulate
+
+from .records import CORE_AXES, INSTALLED, PASS, Cell, CellResult
+from .verdict import (
+    COMPATIBLE,
+    INCOMPATIBLE,
+    NO_EVIDENCE,
+    NOT_INSTALLABLE,
+    VERDICTS,
+    Verdict,
+    probe_counts_as_failure,
+    verdict_of,
+)
+
+GITHUB_SUMMARY_LIMIT = 1024 * 1024  # $GITHUB_STEP_SUMMARY: 1 MiB per step
+GRID_MAX_CELLS = 30  # beyond this a probe x cell grid is too wide to read
+MISSING = "missing"
+
+TEXT_SYMBOLS = {COMPATIBLE: "✓", INCOMPATIBLE: "✗", NOT_INSTALLABLE: "–", NO_EVIDENCE: "!", MISSING: "?"}
+MARKDOWN_SYMBOLS = {COMPATIBLE: "✅", INCOMPATIBLE: "❌", NOT_INSTALLABLE: "➖", NO_EVIDENCE: "⚠️",
+                    MISSING: "❔"}
+PROBE_MARKS = {PASS: "pass", "fail": "FAIL", "unsupported": "unsup", "skip": "skip", "error": "ERROR",
+               "timeout": "TIMEOUT", "crash": "CRASH"}
+
+# How to rerun one cell from scratch; the noxfile names each cell's session ``matrix(<id>)``.
+CELL_REPRO = "TORCH_MATRIX_REDO=1 nox -s 'matrix({id})'"
+
+CELL_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras", "installed", "verdict", "time")
+DETAIL_HEADERS = ("cell", "probe", "status", "message", "observed vs expected", "probe repro")
+MISSING_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A result with its verdict, computed once."""
+
+    result: CellResult
+    verdict: Verdict
+
+    @property
+    def cell(self) -> Cell:
+        return self.result.cell
+
+
+@lru_cache(maxsize=4096)
+def _version_key(text: str) -> tuple:
+    try:
+        return (0, Version(text), text)
+    except InvalidVersion:
+        return (1, Version("0"), text)
+
+
+@lru_cache(maxsize=1024)
+def _variant_key(variant: str) -> tuple:
+    """default, cpu, then CUDA by number (cu92 < cu118), then the rest by name."""
+    if variant == "default":
+        return (0, 0, variant)
+    if variant == "cpu":
+        return (1, 0, variant)
+    if variant.startswith("cu") and variant[2:].isdigit():
+        return (2, int(variant[2:]), variant)
+    return (3, 0, variant)
+
+
+def extras_of(cell: Cell) -> dict[str, str]:
+    return {name: value for name, value in cell.axes.items() if name not in CORE_AXES}
+
+
+def cell_sort_key(cell: Cell) -> tuple:
+    return (_version_key(cell.torch), _version_key(cell.torchvision), _variant_key(cell.variant),
+            _version_key(cell.python), sorted(extras_of(cell).items()), cell.id)
+
+
+def judge(results: Iterable[CellResult]) -> list[Judged]:
+    """Verdict per result, in report order (torch, torchvision, variant, python, extras)."""
+    judged = [Judged(result, verdict_of(result)) for result in results]
+    return sorted(judged, key=lambda item: cell_sort_key(item.cell))
+
+
+def count_verdicts(judged: Iterable[Judged]) -> dict[str, int]:
+    counts = Counter(item.verdict.kind for item in judged)
+    return {kind: counts.get(kind, 0) for kind in VERDICTS}
+
+
+def counts_line(judged: Sequence[Judged], missing: Sequence[Cell | str] = ()) -> str:
+    counts = count_verdicts(judged)
+    line = f"{len(judged)} cells: " + ", ".join(f"{counts[kind]} {kind}" for kind in VERDICTS)
+    if missing:
+        line += f"; {len(missing)} planned but missing"
+    return line
+
+
+# ------------------------------------------------------------------------------ text helpers
+
+def shorten(text: str, width: int = 200) -> str:
+    """One line: resolver box-drawing removed, whitespace collapsed, cut with an ellipsis."""
+    cleaned = "".join(" " if ch in "×╰─▶│├┬┴┼╭╮╯" else ch for ch in str(text))
+    line = " ".join(cleaned.split())
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def _total_seconds(result: CellResult) -> float | None:
+    if "total" in result.timings:
+        return result.timings["total"]
+    return sum(result.timings.values()) if result.timings else None
+
+
+def _requirement_text(name: str, value: str) -> str:
+    if not value:
+        return name
+    return f"{name}{value}" if value[:1] in "<>=!~" else f"{name}=={value}"
+
+
+def extras_text(cell: Cell) -> str:
+    return " ".join(_requirement_text(name, value) for name, value in extras_of(cell).items())
+
+
+def installed_text(result: CellResult) -> str:
+    """The installed versions of the packages the cell is about (not the whole freeze)."""
+    resolved = {canonicalize_name(name): version for name, version in result.install.resolved.items()}
+    names = ["torch", "torchvision", *extras_of(result.cell)]
+    shown = []
+    for name in names:
+        version = resolved.get(canonicalize_name(name))
+        if version:
+            shown.append(f"{name} {version}")
+    return ", ".join(shown)
+
+
+def verdict_text(verdict: Verdict, symbols: Mapping[str, str] = TEXT_SYMBOLS, detail: bool = True) -> str:
+    text = f"{symbols.get(verdict.kind, '')} {verdict.kind}".strip()
+    if not detail:
+        return text
+    if verdict.failing:
+        text += ": " + ", ".join(verdict.failing)
+    elif verdict.kind == NO_EVIDENCE and verdict.missing:
+        text += ": no result for " + ", ".join(verdict.missing)
+    return text
+
+
+def cell_repro(cell: Cell) -> str:
+    return CELL_REPRO.format(id=cell.id)
+
+
+def _observed_vs_expected(observed: object, expected: object) -> str:
+    if observed is None and expected is None:
+        return ""
+    return shorten(f"{observed!r} vs {expected!r}", 120)
+
+
+# ------------------------------------------------------------------------------ tables (rows)
+
+def cell_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS) -> list[list[str]]:
+    rows = []
+    for item in judged:
+        cell = item.cell
+        rows.append([cell.id, cell.python, cell.torch, cell.torchvision, cell.variant, extras_text(cell),
+                     installed_text(item.result), verdict_text(item.verdict, symbols),
+                     format_seconds(_total_seconds(item.result))])
+    return rows
+
+
+def pivot_table(judged: Sequence[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS,
+                missing: Sequence[Cell] = ()) -> tuple[list[str], list[list[str]]]:
+    """torch (with torchvision and extras) rows x variant/python columns."""
+    entries: list[tuple[Cell, str]] = [(item.cell, item.verdict.kind) for item in judged]
+    entries += [(cell, MISSING) for cell in missing]
+    extra_names = sorted({name for cell, _ in entries for name in extras_of(cell)})
+    with_torchvision = any(cell.torchvision for cell, _ in entries)
+    variants = {cell.variant for cell, _ in entries}
+    columns = sorted({(cell.variant, cell.python) for cell, _ in entries},
+                     key=lambda key: (_variant_key(key[0]), _version_key(key[1])))
+
+    def column_label(key: tuple[str, str]) -> str:
+        return f"{key[0]} py{key[1]}" if len(variants) > 1 else f"py{key[1]}"
+
+    def row_key(cell: Cell) -> tuple:
+        return (cell.torch, cell.torchvision if with_torchvision else "",
+                tuple(cell.axes.get(name, "") for name in extra_names))
+
+    slots: dict[tuple, dict[tuple[str, str], list[str]]] = {}
+    order: dict[tuple, tuple] = {}
+    for cell, kind in entries:
+        key = row_key(cell)
+        order.setdefault(key, cell_sort_key(cell))
+        slots.setdefault(key, {}).setdefault((cell.variant, cell.python), []).append(kind)
+
+    headers = ["torch"] + (["torchvision"] if with_torchvision else []) + extra_names
+    headers += [column_label(column) for column in columns]
+    rows = []
+    for key in sorted(slots, key=lambda k: (_version_key(k[0]), _version_key(k[1]), k[2])):
+        row = [key[0]] + ([key[1]] if with_torchvision else []) + list(key[2])
+        for column in columns:
+            kinds = slots[key].get(column, [])
+            row.append(" / ".join(f"{symbols.get(kind, '')} {kind}".strip() for kind in kinds))
+        rows.append(row)
+    return headers, rows
+
+
+def detail_rows(judged: Iterable[Judged]) -> list[list[str]]:
+    """Why each cell that did not pass did not pass: failing probes, missing probes, install message."""
+    rows = []
+    for item in judged:
+        verdict, result, cell = item.verdict, item.result, item.cell
+        if verdict.kind == COMPATIBLE:
+            continue
+        if result.install.status != INSTALLED:
+            rows.append([cell.id, "(install)", result.install.status,
+                         shorten(result.install.message or verdict.reason or "no message"), "",
+                         ""])
+            continue
+        required = set(cell.required_probes or [p.name for p in result.probes])
+        for probe in result.probes:
+            if not probe_counts_as_failure(probe.status, dict(cell.policy)):
+                continue
+            status = probe.status if probe.name in required else f"{probe.status} (not required)"
+            rows.append([cell.id, probe.name, status, shorten(probe.message, 160),
+                         _observed_vs_expected(probe.observed, probe.expected), shorten(probe.repro, 160)])
+        for name in verdict.missing:
+            rows.append([cell.id, name, "missing", "required probe produced no result", "", ""])
+    return rows
+
+
+def repro_lines(judged: Iterable[Judged]) -> list[tuple[str, str]]:
+    """(cell id, shell line) for each cell that did not pass; unsatisfiable cells have nothing to rerun."""
+    lines = []
+    for item in judged:
+        if item.verdict.kind in (INCOMPATIBLE, NO_EVIDENCE):
+            lines.append((item.cell.id, cell_repro(item.cell)))
+    return lines
+
+
+def probe_grid(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]]:
+    """Probes as rows, cells as columns, each slot the probe's status (blank: not run)."""
+    names: list[str] = []
+    for item in judged:
+        for name in (*item.cell.probes, *(p.name for p in item.result.probes)):
+            if name not in names:
+                names.append(name)
+    headers = ["probe"] + [item.cell.id for item in judged]
+    rows = []
+    for name in names:
+        row = [name]
+        for item in judged:
+            probe = item.result.probe(name)
+            if probe is not None:
+                row.append(PROBE_MARKS.get(probe.status, probe.status))
+            elif item.result.install.status != INSTALLED:
+                row.append(f"({item.result.install.status})")
+            else:
+                row.append("")
+        rows.append(row)
+    return headers, rows
+
+
+def missing_rows(missing: Iterable[Cell | str]) -> list[list[str]]:
+    rows = []
+    for cell in missing:
+        if isinstance(cell, str):
+            rows.append([cell, "", "", "", "", ""])
+        else:
+            rows.append([cell.id, cell.python, cell.torch, cell.torchvision, cell.variant, extras_text(cell)])
+    return rows
+
+
+def _missing_cells(missing: Iterable[Cell | str]) -> list[Cell]:
+    return [cell for cell in missing if isinstance(cell, Cell)]
+
+
+# ------------------------------------------------------------------------------ terminal
+
+def render_text(results: Iterable[CellResult], *, pivot: bool = False, grid: bool = False,
+                missing: Sequence[Cell | str] = (), tablefmt: str = "simple") -> str:
+    """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass."""
+    judged = judge(results)
+    parts = [counts_line(judged, missing)]
+    if judged or missing:
+        if pivot:
+            headers, rows = pivot_table(judged, missing=_missing_cells(missing))
+            parts.append(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+        elif judged:
+            parts.append(tabulate(cell_rows(judged), headers=CELL_HEADERS, tablefmt=tablefmt,
+                                  disable_numparse=True))
+    details = detail_rows(judged)
+    if details:
+        parts.append("Cells that did not pass:\n" + tabulate(details, headers=DETAIL_HEADERS,
+                                                             tablefmt=tablefmt, disable_numparse=True))
+    repros = repro_lines(judged)
+    if repros:
+        parts.append("Rerun a cell:\n" + "\n".join(f"  {line}" for _, line in repros))
+    if missing:
+        parts.append(f"Planned but missing ({len(missing)}):\n" + tabulate(
+            missing_rows(missing), headers=MISSING_HEADERS, tablefmt=tablefmt, disable_numparse=True))
+    if grid and judged:
+        headers, rows = probe_grid(judged)
+        parts.append("Probe status per cell:\n" + tabulate(rows, headers=headers, tablefmt=tablefmt,
+                                                            disable_numparse=True))
+    return "\n\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------------------ Markdown
+
+class _Code(str):
+    """A table cell shown as inline code: backslashes stay literal, pipes are still escaped."""
+
+
+def _md_cell(value: object) -> str:
+    text = " ".join(str(value).split())
+    if isinstance(value, _Code):
+        if not text:
+            return ""
+        fence = "``" if "`" in text else "`"
+        return fence + " " + text.replace("|", "\\|") + " " + fence
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub pipe table. Unpadded on purpose: GitHub aligns it, and padding 2,000 rows through
+    tabulate's wide-character measuring costs more than the rest of the report."""
+    lines = ["| " + " | ".join(_md_cell(h) for h in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_md_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _md_details(judged: Sequence[Judged]) -> str:
+    rows = []
+    for row in detail_rows(judged):
+        rows.append([row[0], row[1], row[2], row[3], row[4], _Code(row[5])])
+    text = "### Cells that did not pass\n\n" + _md_table(DETAIL_HEADERS, rows)
+    repros = repro_lines(judged)
+    if repros:
+        text += "\n\nRerun a cell:\n\n```sh\n" + "\n".join(line for _, line in repros) + "\n```"
+    return text
+
+
+def _md_verdict_lists(judged: Sequence[Judged], missing: Sequence[Cell | str]) -> str:
+    """The smallest useful form: which cells are in each non-compatible group."""
+    groups: dict[str, list[str]] = {}
+    for item in judged:
+        groups.setdefault(item.verdict.kind, []).append(item.cell.id)
+    if missing:
+        groups[MISSING] = [cell if isinstance(cell, str) else cell.id for cell in missing]
+    lines = []
+    for kind in (*VERDICTS, MISSING):
+        ids = groups.get(kind, [])
+        if not ids:
+            continue
+        label = f"- {MARKDOWN_SYMBOLS[kind]} **{kind}**: {len(ids)}"
+        if kind != COMPATIBLE:
+            label += ": " + ", ".join(f"`{cell_id}`" for cell_id in ids)
+        lines.append(label)
+    return "\n".join(lines)
+
+
+def _byte_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _cut_to_bytes(text: str, limit: int) -> str:
+    return text.encode("utf-8")[: max(limit, 0)].decode("utf-8", errors="ignore")
+
+
+def render_markdown_summary(results: Iterable[CellResult], max_bytes: int | None = None,
+                            missing: Sequence[Cell | str] = (), title: str = "torch-matrix results") -> str:
+    """GitHub-flavoured Markdown for summary.md and $GITHUB_STEP_SUMMARY.
+
+    When the full text exceeds ``max_bytes`` it degrades in steps, and says so: first the
+    per-probe details and grid go, then the per-cell table, then the pivot is replaced by
+    lists of cell ids per verdict; as a last resort the text is cut.
+    """
+    judged = judge(results)
+    head = f"## {title}\n\n**{counts_line(judged, missing)}**"
+    missing_section = ""
+    if missing:
+        missing_section = (f"### {MARKDOWN_SYMBOLS[MISSING]} Planned but missing ({len(missing)})\n\n"
+                           + _md_table(MISSING_HEADERS, missing_rows(missing)))
+    pivot_section = cells_section = details_section = grid_section = ""
+    if judged or missing:
+        headers, rows = pivot_table(judged, MARKDOWN_SYMBOLS, _missing_cells(missing))
+        pivot_section = "### Compatibility\n\n" + _md_table(headers, rows)
+    if judged:
+        cells_section = "### Cells\n\n" + _md_table(CELL_HEADERS, cell_rows(judged, MARKDOWN_SYMBOLS))
+        if 0 < len(judged) <= GRID_MAX_CELLS:
+            headers, rows = probe_grid(judged)
+            grid_section = "### Probe status per cell\n\n" + _md_table(headers, rows)
+    if any(item.verdict.kind != COMPATIBLE for item in judged):
+        details_section = _md_details(judged)
+
+    def join(*sections: str) -> str:
+        return "\n\n".join(section for section in sections if section) + "\n"
+
+    levels = [
+        ("", [head, missing_section, pivot_section, cells_section, details_section, grid_section]),
+        ("per-probe details and the probe grid omitted",
+         [head, missing_section, pivot_section, cells_section]),
+        ("per-probe details, the probe grid and the per-cell table omitted",
+         [head, missing_section, pivot_section]),
+        ("tables omitted; cells listed by verdict", [head, _md_verdict_lists(judged, missing)]),
+    ]
+    limit = max_bytes if max_bytes is not None else None
+    for note, sections in levels:
+        if note and limit is not None:
+            sections = [sections[0], _shortened_note(note, limit), *sections[1:]]
+        text = join(*sections)
+        if limit is None or _byte_len(text) <= limit:
+            return text
+    note = _shortened_note("cut to fit", limit)
+    marker = "\n\n…\n"
+    body = join(head, note, _md_verdict_lists(judged, missing))
+    room = limit - _byte_len(marker)
+    return _cut_to_bytes(body, room) + marker if room > 0 else _cut_to_bytes(body, limit)
+
+
+def _shortened_note(what: str, limit: int | None) -> str:
+    return (f"> [!NOTE]\n> Summary shortened to fit {limit} bytes: {what}. "
+            "The full report is in the uploaded summary.md and results.json.")

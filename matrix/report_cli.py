@@ -1,0 +1,142 @@
+"""``torch-matrix report RESULTS_DIR``: merge every cell result found, print the table, write files.
+
+Writes ``summary.md`` (GitHub Markdown) and a merged ``results.json`` into the results
+directory (or ``--out``). Exit status: 0, also when cells are incompatible (those are
+findings, not failures). With ``--strict``: 1 when any cell is an ``error`` (install or
+probe-runner trouble), a planned cell has no result, or a result file could not be read:
+infrastructure trouble that a nightly job should fail on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .errors import UserError
+from .records import Cell
+from .results import MERGED_NAME, atomic_write_text, load_results, write_merged
+from .verdict import NO_EVIDENCE
+
+SUMMARY_NAME = "summary.md"
+EXIT_OK = 0
+EXIT_STRICT = 1
+
+
+def _arg(args: argparse.Namespace, name: str, default: Any = None) -> Any:
+    return getattr(args, name, default)
+
+
+def _cells_from_plan_json(data: Any, where: str) -> list[Cell | str]:
+    """Cells from ``torch-matrix plan --json`` output: a list of cells, or an object with "cells"."""
+    items = data.get("cells") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise UserError("expected a list of cells (the output of `torch-matrix plan --json`)", where)
+    cells: list[Cell | str] = []
+    for position, item in enumerate(items):
+        if isinstance(item, dict) and isinstance(item.get("cell"), dict):
+            item = item["cell"]
+        if isinstance(item, str):
+            cells.append(item)
+            continue
+        if not isinstance(item, dict) or "id" not in item:
+            raise UserError(f"entry {position} is not a cell (no id)", where)
+        try:
+            cells.append(Cell.from_json(item))
+        except (KeyError, TypeError, ValueError):
+            cells.append(str(item["id"]))
+    return cells
+
+
+def _planned_from_file(path: str) -> list[Cell | str]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError("plan file does not exist", path) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"cannot read plan file ({error})", path) from None
+    except json.JSONDecodeError as error:
+        raise UserError(f"not JSON (line {error.lineno} column {error.colno})", path) from None
+    return _cells_from_plan_json(data, path)
+
+
+def _planned_from_spec(spec_path: str) -> list[Cell | str]:
+    """Plan the spec the way ``torch-matrix plan`` does (reads the indexes); imported lazily so the
+    report works without the planner. In CI prefer ``--plan``: the plan the shards actually ran."""
+    try:
+        from .plan_cli import plan_for_spec
+        from .spec import load_spec
+    except ImportError as error:
+        raise UserError(f"--spec needs the planner, which is not available ({error}); "
+                        "pass --plan with the output of `torch-matrix plan --json` instead",
+                        spec_path) from None
+    return list(plan_for_spec(load_spec(spec_path)))
+
+
+def missing_cells(planned: Sequence[Cell | str], present_ids: set[str]) -> list[Cell | str]:
+    return [cell for cell in planned if (cell if isinstance(cell, str) else cell.id) not in present_ids]
+
+
+def _append_github_summary(results: list, missing: list, explicit_limit: int | None) -> None:
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        print("torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set", file=sys.stderr)
+        return
+    path = Path(target)
+    used = path.stat().st_size if path.exists() else 0
+    room = report.GITHUB_SUMMARY_LIMIT - used - 1
+    limit = min(room, explicit_limit) if explicit_limit else room
+    text = report.render_markdown_summary(results, max_bytes=max(limit, 0), missing=missing)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def main(args: argparse.Namespace) -> int:
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")
+    results_dir = Path(_arg(args, "results_dir", "results"))
+    loaded = load_results(results_dir)
+    for problem in loaded.problems:
+        print(f"torch-matrix: warning: {problem}", file=sys.stderr)
+
+    planned: list[Cell | str] = []
+    if _arg(args, "plan"):
+        planned = _planned_from_file(_arg(args, "plan"))
+    elif _arg(args, "spec"):
+        planned = _planned_from_spec(_arg(args, "spec"))
+    present = {result.cell.id for result in loaded.results}
+    missing = missing_cells(planned, present)
+
+    max_bytes = _arg(args, "max_summary_bytes")
+    if _arg(args, "format", "text") == "markdown":
+        sys.stdout.write(report.render_markdown_summary(loaded.results, max_bytes=max_bytes, missing=missing))
+    else:
+        sys.stdout.write(report.render_text(loaded.results, pivot=bool(_arg(args, "pivot")),
+                                            grid=bool(_arg(args, "grid")), missing=missing))
+
+    out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
+    summary = report.render_markdown_summary(loaded.results, max_bytes=max_bytes, missing=missing)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / SUMMARY_NAME, summary)
+    merged = write_merged(report_order(loaded.results), out_dir / MERGED_NAME)
+    print(f"wrote {out_dir / SUMMARY_NAME} and {merged}", file=sys.stderr)
+    if _arg(args, "github_summary"):
+        _append_github_summary(loaded.results, missing, max_bytes)
+
+    if _arg(args, "strict"):
+        errors = [item.cell.id for item in report.judge(loaded.results) if item.verdict.kind == NO_EVIDENCE]
+        unread = loaded.skipped
+        if errors or missing or unread:
+            print(f"torch-matrix: --strict: {len(errors)} error cell(s), {len(missing)} missing cell(s), "
+                  f"{len(unread)} unreadable file(s)", file=sys.stderr)
+            return EXIT_STRICT
+    return EXIT_OK
+
+
+def report_order(results: list) -> list:
+    return [item.result for item in report.judge(results)]

@@ -1,0 +1,207 @@
+"""The GitHub workflows are valid, and every command they run exists and accepts its arguments.
+
+A workflow that only breaks at 02:17 on a GPU runner is expensive to debug, so the checks
+that can run on a laptop run here: the GitHub workflow schema (check-jsonschema's vendored
+copy, offline), every ``nox`` invocation against the real noxfile (listed with ``-l`` over a
+tiny offline spec, so no network and no install), and every ``torch-matrix`` invocation
+against the CLI's own argparse parser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML  # check-jsonschema's own YAML library: YAML 1.2, `on` stays a key
+
+from matrix.cli import _build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+NOXFILE = REPO / "noxfile.py"
+
+# Values that stand in for shell variables when an invocation is parsed (by name; others: "x").
+SAMPLE_VALUES = {"SHARD_COUNT": "3", "TORCH_MATRIX_SPEC": "matrix.toml", "CELL_FILTER": "py3",
+                 "CELL_TAGS": "cpu", "TAGS": "cpu", "GPU_COUNT": "2"}
+# Where a command ends inside a shell line.
+_COMMAND_END = re.compile(r"(\|\||&&|[;|)>]|\s2>|$)")
+
+
+def _load(path: Path) -> dict:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def _run_scripts(workflow: dict) -> list[str]:
+    scripts = []
+    for job in workflow.get("jobs", {}).values():
+        for step in job.get("steps", []):
+            if "run" in step:
+                scripts.append(step["run"])
+    return scripts
+
+
+def _invocations(program: str, script: str) -> list[list[str]]:
+    """The argument lists ``program`` is called with in ``script``.
+
+    Shell variables become sample values; a bash array ``"${name[@]}"`` expands to every word
+    the script ever adds to it, so optional flags (``filters+=(-k "$X")``) are checked too.
+    """
+    arrays: dict[str, list[str]] = {}
+    found = []
+    for line in script.splitlines():
+        if line.strip().startswith("#"):
+            continue
+        for match in re.finditer(r"\b([A-Za-z_]\w*)\+?=\((.*?)\)(?:;|$|\s)", line):
+            arrays.setdefault(match.group(1), []).extend(
+                _expand(shlex.split(match.group(2)), arrays))
+        for match in re.finditer(rf"(?:^|[\s\"'(]){re.escape(program)}\s+(.*)", line):
+            rest = match.group(1)
+            end = _COMMAND_END.search(rest)
+            found.append(_expand(shlex.split(rest[: end.start()] if end else rest), arrays))
+    return found
+
+
+def _expand(words: list[str], arrays: dict[str, list[str]]) -> list[str]:
+    expanded = []
+    for word in words:
+        array = re.fullmatch(r"\$\{(\w+)\[@\]\}", word)
+        if array:
+            expanded += arrays.get(array.group(1), [SAMPLE_VALUES.get(array.group(1).upper(), "x")])
+        else:
+            expanded.append(_substitute(word))
+    return expanded
+
+
+def _substitute(word: str) -> str:
+    def value(match: re.Match) -> str:
+        return SAMPLE_VALUES.get(match.group(1), "x")
+
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}?", value, word)
+
+
+def _all_invocations(program: str) -> list[tuple[str, list[str]]]:
+    return [(path.name, args) for path in WORKFLOWS for script in _run_scripts(_load(path))
+            for args in _invocations(program, script)]
+
+
+def test_there_are_workflows_to_check():
+    assert {path.name for path in WORKFLOWS} >= {"ci.yml", "nightly.yml"}
+
+
+def test_workflows_match_the_github_workflow_schema():
+    result = subprocess.run(
+        ["check-jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
+        capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  build:\n    steps:\n      - run: echo no runs-on\n")
+    result = subprocess.run(
+        ["check-jsonschema", "--builtin-schema", "vendor.github-workflows", str(broken)],
+        capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+
+
+def test_invocations_are_found_in_a_script():
+    script = ('extra=()\nif [ -n "$CELL_FILTER" ]; then extra+=(-k "$CELL_FILTER"); fi\n'
+              'selected="$(nox -l --json -s matrix "${extra[@]}")"\n'
+              "  # nox runs the cells; not an invocation\n"
+              "torch-matrix report merged --strict > report.md\n"
+              'nox -s report pins\n')
+    assert _invocations("nox", script) == [["-l", "--json", "-s", "matrix", "-k", "py3"],
+                                           ["-s", "report", "pins"]]
+    assert _invocations("torch-matrix", script) == [["report", "merged", "--strict"]]
+
+
+def test_every_torch_matrix_invocation_parses():
+    invocations = _all_invocations("torch-matrix")
+    assert {args[0] for _, args in invocations} >= {"plan", "report", "pins"}
+    parser = _build_parser()
+    for workflow, args in invocations:
+        try:
+            parser.parse_args(args)
+        except SystemExit as exit_:  # argparse's way of saying "bad arguments"
+            pytest.fail(f"{workflow}: torch-matrix {shlex.join(args)} does not parse ({exit_})")
+
+
+def test_shell_never_interpolates_user_input():
+    """Inputs reach the shell as environment variables, never as ${{ }} text (injection)."""
+    for path in WORKFLOWS:
+        for script in _run_scripts(_load(path)):
+            assert "${{" not in script, f"{path.name}: use env: instead of ${{{{ }}}} in run:"
+
+
+def test_shards_run_the_matrix_session_selected_by_index():
+    nightly = _load(REPO / ".github" / "workflows" / "nightly.yml")
+    shard = nightly["jobs"]["shard"]
+    assert shard["strategy"]["fail-fast"] is False
+    assert shard["env"]["TORCH_MATRIX_SHARD"] == "${{ matrix.shard }}"
+    assert "self-hosted" in shard["runs-on"] and "gpu" in shard["runs-on"]
+    uploads = [s for s in shard["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert uploads and all(s.get("if") == "always()" for s in uploads)
+    merge = nightly["jobs"]["merge"]
+    assert merge["if"].startswith("always()")
+    assert merge["permissions"] == {"contents": "write", "pull-requests": "write"}
+    sessions = {session for _, args in _all_invocations("nox") for session in _sessions(args)}
+    assert "matrix" in sessions
+
+
+def _sessions(args: list[str]) -> list[str]:
+    names, taking = [], False
+    for word in args:
+        if word in ("-s", "--session", "--sessions", "-e"):
+            taking = True
+        elif word.startswith("-"):
+            taking = False
+        elif taking:
+            names.append(word)
+    return names
+
+
+@pytest.fixture(scope="module")
+def offline_spec(tmp_path_factory) -> Path:
+    """A two-cell spec whose index is a local directory of tiny wheels: planning needs no network."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from synthetic_wheels import build_index
+
+    root = tmp_path_factory.mktemp("wf-index")
+    index = build_index(root / "index")
+    spec = root / "matrix.toml"
+    spec.write_text(
+        'name = "workflows"\npython = ["current"]\ntorch = ["2.1.0", "2.2.0"]\n'
+        f'torchvision = "paired"\nvariant = ["default"]\n\n[index]\ndefault = "{index.url}"\n')
+    return spec
+
+
+@pytest.mark.skipif(not NOXFILE.exists(), reason="noxfile.py has not landed yet")
+def test_every_nox_invocation_selects_existing_sessions(offline_spec, tmp_path):
+    invocations = _all_invocations("nox")
+    assert invocations
+    env = {**os.environ, "TORCH_MATRIX_SPEC": str(offline_spec),
+           "TORCH_MATRIX_RESULTS": str(tmp_path / "results")}
+    env.pop("TORCH_MATRIX_SHARD", None)
+
+    def nox_list(*args: str, shard: str = "") -> subprocess.CompletedProcess:
+        extra = {"TORCH_MATRIX_SHARD": shard} if shard else {}
+        return subprocess.run([sys.executable, "-m", "nox", "-f", str(NOXFILE), "-l", "--json", *args],
+                              capture_output=True, text=True, cwd=tmp_path, env={**env, **extra},
+                              check=False)
+
+    for session in sorted({s for _, args in invocations for s in _sessions(args)}):
+        listed = nox_list("-s", session)
+        assert listed.returncode == 0, f"nox session {session!r} does not exist: {listed.stderr}"
+        assert session in {entry["name"] for entry in json.loads(listed.stdout)}
+    for workflow, args in invocations:
+        # The exact flags, listed instead of run: nox rejects unknown options and sessions.
+        listing = [word for word in args if word not in ("-l", "--list", "--json")]
+        checked = nox_list(*listing, shard="1/2")
+        assert checked.returncode == 0, f"{workflow}: nox {shlex.join(args)}: {checked.stderr}"
+        assert isinstance(json.loads(checked.stdout), list)

@@ -41,6 +41,8 @@ NO_CUDA = "no CUDA device"
 SHARED = "shared"
 PRISTINE = "pristine"
 
+DEFAULT_TIMEOUT = 120.0  # seconds, for probes that declare none (the runner's --timeout overrides it)
+
 
 class ProbeOutcome(Exception):
     status = ""
@@ -89,10 +91,29 @@ class Context:
         self.workdir = workdir or os.getcwd()
         self.timeout = timeout
         self.notes = {}  # type: Dict[str, Any]
+        # Filled by the runner: what happened when the runner's interpreter imported
+        # torch/torchvision ({"torchvision": {"ok": False, "error": "...", "traceback": "..."}}),
+        # and what it observed meanwhile (e.g. "import_torch": CUDA calls during `import torch`).
+        self.imports = {}  # type: Dict[str, Dict[str, Any]]
+        self.observations = {}  # type: Dict[str, Any]
+        self.isolation = ""
+        self.note_sink = None  # type: Optional[Callable[[str, Any], None]]
 
     def note(self, key: str, value: Any) -> None:
-        """Record evidence even when the probe later raises."""
+        """Record evidence even when the probe later raises (or crashes: the runner keeps a copy)."""
         self.notes[key] = value
+        if self.note_sink is not None:
+            try:
+                self.note_sink(key, value)
+            except Exception:
+                pass
+
+    def import_error(self, name: str) -> Optional[Dict[str, Any]]:
+        """The runner's failed import of ``name`` (message, traceback), or None if it imported or was not tried."""
+        info = self.imports.get(name)
+        if info and not info.get("ok", True):
+            return info
+        return None
 
     def cuda_available(self) -> bool:
         """True only when torch can use a CUDA device (never initialises CUDA if torch can't)."""
@@ -114,12 +135,14 @@ class ProbeSpec:
     """A registered probe: its function and how it must be run."""
 
     def __init__(self, name: str, func: Callable[[Context], Any], doc: str,
-                 isolation: str = SHARED, timeout: float = 120.0, module: str = "") -> None:
+                 isolation: str = SHARED, timeout: Optional[float] = 120.0, module: str = "") -> None:
         self.name = name
         self.func = func
         self.doc = doc
         self.isolation = isolation
-        self.timeout = timeout
+        # A probe that declares no timeout gets the runner's default (``--timeout``).
+        self.timeout_declared = timeout is not None
+        self.timeout = float(timeout) if timeout is not None else DEFAULT_TIMEOUT
         self.module = module
 
 
@@ -127,7 +150,7 @@ _REGISTRY = []  # type: List[ProbeSpec]
 
 
 def probe(name: str, doc: str = "", isolation: str = SHARED,
-          timeout: float = 120.0) -> Callable[[Callable[[Context], Any]], Callable[[Context], Any]]:
+          timeout: Optional[float] = None) -> Callable[[Callable[[Context], Any]], Callable[[Context], Any]]:
     """Register a probe. ``doc`` is its one-line description (defaults to the docstring)."""
     if isolation not in (SHARED, PRISTINE):
         raise ValueError("isolation must be %r or %r, not %r" % (SHARED, PRISTINE, isolation))

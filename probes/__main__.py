@@ -1,0 +1,5 @@
+import sys
+
+from probes.runner import main
+
+sys.exit(main())

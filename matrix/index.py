@@ -25,15 +25,21 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
-                             parse_sdist_filename, parse_wheel_filename)
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
@@ -79,7 +85,7 @@ class DistFile:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "DistFile":
+    def from_json(cls, data: Mapping[str, Any]) -> DistFile:
         return cls(**{**data, "tags": tuple(data.get("tags", ()))})
 
 

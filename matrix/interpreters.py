@@ -15,9 +15,9 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from .errors import UserError
 
@@ -25,7 +25,7 @@ CURRENT = "current"
 SEARCHED = "[interpreters] in the spec, PATH, $PYENV_ROOT/versions, uv python"
 _PROBE = "import sys, platform; print(platform.python_version(), sys.executable, " \
          "sys.implementation.name)"
-_confirmed: dict[str, "Interpreter | None"] = {}
+_confirmed: dict[str, Interpreter | None] = {}
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def confirm(path: str) -> Interpreter | None:
         return _confirmed[path]
     found = None
     try:
-        done = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=20,
+        done = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=20, check=False,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
         if done.returncode == 0:
             version, executable, implementation = done.stdout.split()[:3]
@@ -80,7 +80,8 @@ def _uv_candidates(version: str, environ: Mapping[str, str]) -> list[str]:
         return []
     try:
         done = subprocess.run([uv, "python", "list", version, "--only-installed", "--output-format",
-                               "json"], capture_output=True, text=True, timeout=30)
+                               "json"], capture_output=True, text=True, timeout=30,
+                              check=False)
         entries = json.loads(done.stdout) if done.returncode == 0 else []
     except (OSError, ValueError, subprocess.SubprocessError):
         return []

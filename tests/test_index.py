@@ -10,8 +10,14 @@ import pytest
 
 from matrix import index as index_mod
 from matrix.errors import UserError
-from matrix.index import (DiskCache, IndexUnavailable, PackageIndex, Source, open_index,
-                          parse_html_listing)
+from matrix.index import (
+    DiskCache,
+    IndexUnavailable,
+    PackageIndex,
+    Source,
+    open_index,
+    parse_html_listing,
+)
 from matrix.spec import IndexConfig
 
 

@@ -1,0 +1,85 @@
+"""``torch-matrix plan``: print the cells a spec expands to, without installing anything.
+
+Also the source for CI sharding: ``--shards N --json`` prints a GitHub Actions matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from tabulate import tabulate
+
+from .errors import UserError
+from .index import open_index, open_variant_index
+from .interpreters import find_interpreters
+from .plan import gather_facts, parse_shard, plan_cells, select_shard, shards
+from .records import Cell
+from .spec import DEFAULT_VARIANT, Spec, load_spec
+
+SHARD_ENV = "TORCH_MATRIX_SHARD"
+
+
+def plan_for_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> list[Cell]:
+    """The edge: read the indexes and find interpreters, then plan (pure)."""
+    index = open_index(spec.index, environ=environ)
+    variant_indexes = {variant: open_variant_index(spec.index, variant, environ=environ)
+                       for variant in spec.variants if variant != DEFAULT_VARIANT}
+    facts = gather_facts(spec, index, variant_indexes=variant_indexes)
+    wanted = list(dict.fromkeys(list(spec.python) + [r.values["python"][0] for r in spec.include]))
+    interpreters = find_interpreters(wanted, spec.interpreters, environ)
+    return plan_cells(spec, facts, interpreters)
+
+
+def cell_json(cell: Cell, spec: Spec) -> dict[str, Any]:
+    return {**cell.to_json(), "fingerprint": cell.fingerprint(spec.index.to_json())}
+
+
+def render_table(cells: list[Cell], spec: Spec) -> str:
+    extras = [axis.name for axis in spec.extras]
+    rows = []
+    for cell in cells:
+        rows.append([cell.id, cell.python, cell.torch, cell.torchvision or "-", cell.variant,
+                     " ".join(f"{n}{cell.axes[n]}" for n in extras if cell.axes.get(n)) or "-",
+                     " ".join(cell.requirements), cell.plan_note or ""])
+    headers = ["id", "python", "torch", "torchvision", "variant", "extras", "install pins", "note"]
+    return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def main(args: argparse.Namespace, out: TextIO = sys.stdout,
+         environ: Mapping[str, str] = os.environ) -> int:
+    spec = load_spec(getattr(args, "spec", None), environ)
+    cells = plan_for_spec(spec, environ)
+    shard_text = getattr(args, "shard", None) or environ.get(SHARD_ENV, "")
+    where = "--shard" if getattr(args, "shard", None) else SHARD_ENV
+    n_shards = getattr(args, "shards", None)
+    if n_shards is not None and n_shards < 1:
+        raise UserError(f"expected a positive number of shards, got {n_shards}", where="--shards")
+    if shard_text:
+        k, n = parse_shard(shard_text, where)
+        cells = select_shard(cells, k, n)
+
+    if n_shards:
+        entries = shards(cells, n_shards)
+        if getattr(args, "json", False):
+            out.write(json.dumps(entries) + "\n")
+        else:
+            for entry in entries:
+                out.write(f"shard {entry['shard']}: {entry['count']} cells, variants "
+                          f"{', '.join(entry['variants'])}, torch {', '.join(entry['torch'])}\n")
+                out.writelines(f"  {cell_id}\n" for cell_id in entry["cells"])
+        return 0
+    if getattr(args, "json", False):
+        out.write(json.dumps([cell_json(c, spec) for c in cells], indent=2) + "\n")
+        return 0
+    out.write(f"spec {spec.path} (run {spec.name!r}): {len(cells)} cells\n")
+    out.write(render_table(cells, spec) + "\n")
+    blocked = sum(1 for c in cells if c.plan_note)
+    if blocked:
+        out.write(f"{blocked} cell(s) cannot be installed as planned; they will be recorded "
+                  "as unsatisfiable\n")
+    return 0

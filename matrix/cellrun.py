@@ -215,6 +215,7 @@ def _finish(cell: Cell, settings: CellSettings, progress: Progress, started: str
             gpu: Mapping[str, Any] | None = None, wall_start: float) -> CellResult:
     timings = dict(progress.timings)
     timings["total"] = progress.clock() - wall_start
+    timings = {name: round(seconds, 3) for name, seconds in timings.items()}  # as stored
     result = CellResult(cell=cell, fingerprint=settings.fingerprint, install=install,
                         probes=tuple(probes), interpreter=dict(interpreter or {}),
                         platform=dict(platform_facts or host_platform()), gpu=dict(gpu or {}),

@@ -1,0 +1,216 @@
+"""One cell end to end on real uv venvs with synthetic wheels (offline, about a second per venv)."""
+
+from __future__ import annotations
+
+import io
+import json
+import site
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from matrix import cellrun
+from matrix.cellrun import CellSettings, expected_versions, headline, probe_command, run_cell
+from matrix.progress import Progress
+from matrix.records import ERROR, INSTALL_ERROR, INSTALLED, PROBE_RUNNER, UNSATISFIABLE
+from matrix.results import read_result
+from matrix.spec import IndexConfig
+from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from tests.factories import make_cell
+from tests.synthetic_wheels import build_index
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return build_index(tmp_path_factory.mktemp("index"))
+
+
+@pytest.fixture
+def uv_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.delenv("UV_INDEX", raising=False)
+    monkeypatch.delenv("UV_DEFAULT_INDEX", raising=False)
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+
+
+def make_venv(tmp_path: Path) -> str:
+    venv = tmp_path / "venv"
+    subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    return str(venv / "bin" / "python")
+
+
+def settings_for(tmp_path: Path, index=None, **fields) -> CellSettings:
+    config = IndexConfig(default=index.url if index else "", find_links=())
+    return CellSettings(cells_dir=tmp_path / "cells", work_dir=tmp_path / "work",
+                        index_config=config, fingerprint="f1", retry_backoff_s=0.0, **fields)
+
+
+def fake_probes(tmp_path: Path, body: str) -> Path:
+    """A stand-in ``probes`` package whose ``__main__`` is ``body`` (the runner's contract)."""
+    package = tmp_path / "fake" / "probes"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(textwrap.dedent(body))
+    return package
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def test_expected_versions_are_the_exact_pins():
+    cell = make_cell(torch="2.1.0", torchvision="0.16.0", extras={"numpy": "<2"})
+    assert expected_versions(cell) == {"torch": "2.1.0", "torchvision": "0.16.0"}
+
+
+def test_probe_command_follows_the_runner_interface(tmp_path):
+    cell = make_cell(torch="2.1.0", torchvision="0.16.0", variant="cpu",
+                     probes=("install_sanity", "training_step"))
+    settings = settings_for(tmp_path, probe_dirs=("/repo/my_probes",),
+                            probe_commands={"smoke": "python -c pass"})
+    command = probe_command(cell, "/v/bin/python", tmp_path / "out.json", settings)
+    assert command[:3] == ["/v/bin/python", "-m", "probes"]
+    pairs = list(zip(command, command[1:]))
+    for pair in [("--out", str(tmp_path / "out.json")), ("--variant", "cpu"),
+                 ("--select", "install_sanity,training_step"), ("--expect", "torch=2.1.0"),
+                 ("--expect", "torchvision=0.16.0"), ("--probe-dir", "/repo/my_probes"),
+                 ("--command", "smoke=python -c pass")]:
+        assert pair in pairs
+
+
+def test_headline_prefers_uvs_reason():
+    message = "error: No solution found when resolving dependencies\n  cause: Because x was not found"
+    assert headline(message) == "Because x was not found"
+    assert headline("plain") == "plain"
+
+
+def test_progress_lines_name_cell_phase_elapsed_and_count():
+    ticks = iter([10.0, 34.1])
+    stream = io.StringIO()
+    progress = Progress("t2.5.1-cu124-py3.11", 3, 12, stream=stream, clock=lambda: next(ticks))
+    with progress.phase("install") as note:
+        note.outcome = "installed"
+    assert stream.getvalue().splitlines() == [
+        "[3/12] t2.5.1-cu124-py3.11 install ...",
+        "[3/12] t2.5.1-cu124-py3.11 install ... 24.1s installed",
+    ]
+    assert progress.timings == {"install": pytest.approx(24.1)}
+
+
+# ---------------------------------------------------------------- real venvs
+
+
+def test_planned_unsatisfiable_is_recorded_without_installing(tmp_path):
+    cell = make_cell(plan_note="no torch 2.3.0 wheel for Python 3.11 on the index")
+    # A uv that does not exist proves nothing was run: any call would end as "error".
+    result = run_cell(cell, "/nonexistent/python", settings_for(tmp_path, uv="/nonexistent/uv"))
+    assert result.install.status == UNSATISFIABLE
+    assert result.install.message == cell.plan_note
+    stored = read_result(tmp_path / "cells" / f"{cell.id}.json")
+    assert stored is not None and stored.install.status == UNSATISFIABLE
+
+
+def test_good_cell_is_compatible_with_the_real_probe(tmp_path, index, uv_cache):
+    cell = make_cell(torch="2.1.0", torchvision="0.16.0", probes=("install_sanity",))
+    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
+    assert result.install.status == INSTALLED, result.install.message
+    assert dict(result.install.resolved) == {"torch": "2.1.0", "torchvision": "0.16.0"}
+    assert "--default-index" in result.install.command
+    assert verdict_of(result).kind == COMPATIBLE
+    assert {"resolve", "install", "verify", "probes", "total"} <= set(result.timings)
+    assert result.interpreter["version"].startswith("3.")
+    assert result.started_at and result.finished_at and result.tool_version
+    assert read_result(tmp_path / "cells" / f"{cell.id}.json") == result
+
+
+def test_broken_torchvision_is_incompatible(tmp_path, index, uv_cache):
+    cell = make_cell(torch="2.2.0", torchvision="0.17.0", probes=("install_sanity",))
+    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
+    verdict = verdict_of(result)
+    assert verdict.kind == INCOMPATIBLE
+    assert "operator torchvision::nms does not exist" in result.probe("install_sanity").message
+
+
+def test_resolver_refusal_keeps_the_message(tmp_path, index, uv_cache):
+    cell = make_cell(torch="2.4.0", torchvision="0.19.0")
+    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
+    assert result.install.status == UNSATISFIABLE
+    assert "triton was not found in the package registry" in result.install.message
+    assert result.install.attempts == 1 and not result.probes
+
+
+def test_unreachable_index_is_error_after_retries(tmp_path, uv_cache, monkeypatch):
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    cell = make_cell(torch="2.1.0", torchvision="")
+    config = IndexConfig(default="http://127.0.0.1:9/simple")
+    settings = CellSettings(cells_dir=tmp_path / "cells", work_dir=tmp_path / "work",
+                            index_config=config, install_retries=1, retry_backoff_s=0.0)
+    result = run_cell(cell, make_venv(tmp_path), settings)
+    assert result.install.status == INSTALL_ERROR
+    assert result.install.attempts == 2
+    assert "127.0.0.1:9" in result.install.message
+    assert verdict_of(result).kind == NO_EVIDENCE
+
+
+def test_a_dying_probe_runner_is_an_error_not_a_finding(tmp_path, index, uv_cache, monkeypatch):
+    package = fake_probes(tmp_path, """
+        import sys
+        print("segfault-ish", file=sys.stderr)
+        sys.exit(3)
+    """)
+    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
+    cell = make_cell(torch="2.1.0", torchvision="", probes=())
+    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
+    runner = result.probe(PROBE_RUNNER)
+    assert runner is not None and runner.status == ERROR
+    assert "exited with 3 without writing probes.json" in runner.message
+    assert "segfault-ish" in runner.output_tail
+    assert verdict_of(result).kind == NO_EVIDENCE
+
+
+def test_probe_runner_sees_only_the_staged_probes_and_the_venv(tmp_path, index, uv_cache,
+                                                               monkeypatch):
+    """The runner's sys.path: the staged copy and the venv, never our site-packages or repo."""
+    package = fake_probes(tmp_path, """
+        import json, sys
+        out = sys.argv[sys.argv.index("--out") + 1]
+        import torch
+        data = {"probes_schema": 1, "python": {"version": "3.x", "implementation": "cpython"},
+                "platform": {"system": "Plan9"}, "gpu": {"cuda_available": False},
+                "packages": {"torch": torch.__version__},
+                "results": [{"name": "paths", "status": "pass", "message": "",
+                             "duration_s": 0.1, "isolation": "shared",
+                             "evidence": {"path": sys.path, "probes": __file__}}]}
+        json.dump(data, open(out, "w"))
+    """)
+    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
+    cell = make_cell(torch="2.1.0", torchvision="", probes=())
+    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
+    probe = result.probe("paths")
+    assert probe is not None and probe.status == "pass"
+    assert probe.evidence["probes"].startswith(str(tmp_path / "work" / "stage"))
+    repo_root = str(Path(__file__).resolve().parent.parent)
+    ours = [p for p in probe.evidence["path"] if p and (p.startswith(repo_root) or p == ".")]
+    assert ours == []
+    our_site = set(site.getsitepackages())  # where torch-matrix itself is installed
+    assert not our_site & set(probe.evidence["path"])
+    assert result.platform == {"system": "Plan9"}
+    assert verdict_of(result).kind == COMPATIBLE
+
+
+def test_verify_catches_a_venv_that_does_not_hold_the_cell(tmp_path, index, uv_cache,
+                                                           monkeypatch):
+    """The install 'succeeds' (as with nox -R after a failed install) but the venv is wrong."""
+    def fake_install(cell, index_config, venv_python, **kwargs):
+        from matrix.records import InstallOutcome
+
+        return InstallOutcome(INSTALLED, ("uv", "pip", "install"))
+
+    monkeypatch.setattr(cellrun.environment, "install", fake_install)
+    cell = make_cell(torch="2.1.0", torchvision="0.16.0")
+    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
+    assert result.install.status == INSTALL_ERROR
+    assert "not installed" in result.install.message
+    assert json.loads((tmp_path / "cells" / f"{cell.id}.json").read_text())["install"]["status"] == "error"

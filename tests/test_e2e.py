@@ -1,0 +1,158 @@
+"""The real ``nox -s matrix`` (and its report) against a local index of synthetic wheels.
+
+Offline: the index is a directory of tiny pure-Python wheels (tests/synthetic_wheels.py).
+The world: torch 2.1.0 + torchvision 0.16.0 work; torchvision 0.17.0's ops are broken;
+torch 2.3.0 has only a cp38 wheel (the planner knows: unsatisfiable without installing);
+torch 2.4.0 needs a dependency the index lacks (the resolver says no: unsatisfiable with
+uv's message).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from matrix.results import load_results, read_result
+from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, verdict_of
+from tests.synthetic_wheels import build_index
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parent.parent
+NOXFILE = REPO / "noxfile.py"
+CELLS = ("t2.1.0-py3.11", "t2.2.0-py3.11", "t2.3.0-py3.11", "t2.4.0-py3.11")
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def cell_ids() -> list[str]:
+    return [cell.replace("py3.11", f"py{PY}") for cell in CELLS]
+
+
+def write_spec(path: Path, index_url: str, extra: str = "") -> Path:
+    path.write_text(f"""\
+name = "e2e"
+python = ["current"]
+torch = ["2.1.0", "2.2.0", "2.3.0", "2.4.0"]
+torchvision = "paired"
+{extra}
+[probes]
+run = ["install_sanity"]
+
+[index]
+default = "{index_url}"
+extra = []
+find_links = []
+""")
+    return path
+
+
+def nox_env(tmp: Path, spec: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX")) and k not in ("VIRTUAL_ENV",)}
+    env.update(TORCH_MATRIX_SPEC=str(spec), TORCH_MATRIX_RESULTS=str(tmp / "results"),
+               TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"), UV_CACHE_DIR=str(tmp / "uv-cache"),
+               UV_HTTP_RETRIES="0")
+    env.update(extra)
+    return env
+
+
+def run_nox(tmp: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "nox", "-f", str(NOXFILE), "--envdir", str(tmp / "nox"),
+               "--no-color", *args]
+    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+
+
+def snapshot(cells_dir: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(cells_dir.glob("*.json"))}
+
+
+def test_matrix_run_report_resume_and_redo(tmp_path):
+    index = build_index(tmp_path / "index")
+    spec = write_spec(tmp_path / "matrix.toml", index.url)
+    env = nox_env(tmp_path, spec)
+    cells_dir = tmp_path / "results" / "e2e" / "cells"
+
+    listed = run_nox(tmp_path, env, "-l")
+    assert listed.returncode == 0, listed.stderr
+    for cell in cell_ids():
+        assert f"matrix({cell})" in listed.stdout
+
+    first = run_nox(tmp_path, env, "-s", "matrix")
+    log = first.stdout + first.stderr
+    # Findings (incompatible) and facts (unsatisfiable) do not fail the run.
+    assert first.returncode == 0, log
+    good, broken, no_wheel, no_solution = cell_ids()
+    verdicts = {cell: verdict_of(read_result(cells_dir / f"{cell}.json")) for cell in cell_ids()}
+    assert verdicts[good].kind == COMPATIBLE
+    assert verdicts[broken].kind == INCOMPATIBLE
+    assert "operator torchvision::nms does not exist" in verdicts[broken].reason
+    assert verdicts[no_wheel].kind == NOT_INSTALLABLE
+    assert "wheel for Python" in verdicts[no_wheel].reason
+    assert verdicts[no_solution].kind == NOT_INSTALLABLE
+    assert "triton was not found in the package registry" in verdicts[no_solution].reason
+
+    # Progress lines and loud verdict lines in the log.
+    assert f"[1/4] {good} install ..." in log
+    assert f"{broken}: INCOMPATIBLE" in log
+    assert f"{no_solution}: UNSATISFIABLE" in log
+
+    # The report ran after the cells: table on the terminal, summary.md and results.json.
+    assert "Running session report" in log
+    assert "1 compatible, 1 incompatible, 2 unsatisfiable, 0 error" in first.stdout
+    run_dir = tmp_path / "results" / "e2e"
+    assert (run_dir / "summary.md").is_file()
+    merged = json.loads((run_dir / "results.json").read_text())
+    assert sorted(c["cell"]["id"] for c in merged["cells"]) == sorted(cell_ids())
+    loaded = load_results(run_dir)
+    assert loaded.problems == []
+    assert {r.cell.id: verdict_of(r).kind for r in loaded.results} == {
+        cell: verdicts[cell].kind for cell in cell_ids()}
+
+    # Resume: every finished cell is skipped and its file left alone.
+    before = snapshot(cells_dir)
+    second = run_nox(tmp_path, env, "-s", "matrix")
+    assert second.returncode == 0, second.stderr
+    for cell in cell_ids():
+        assert f"Session matrix({cell}) skipped: already complete" in second.stderr
+    assert snapshot(cells_dir) == before
+
+    # Redo: the one cell asked for runs again (new file); the others stay as they were.
+    redo_env = nox_env(tmp_path, spec, TORCH_MATRIX_REDO="1")
+    third = run_nox(tmp_path, redo_env, "-s", f"matrix({good})")
+    assert third.returncode == 0, third.stderr
+    assert f"[1/4] {good} probes ..." in third.stderr
+    after = snapshot(cells_dir)
+    assert after[f"{good}.json"] != before[f"{good}.json"]
+    assert {k: v for k, v in after.items() if k != f"{good}.json"} == {
+        k: v for k, v in before.items() if k != f"{good}.json"}
+
+
+def test_a_changed_spec_reruns_the_cell(tmp_path):
+    """Resume is per fingerprint: another index means the stored result is not this spec's."""
+    index = build_index(tmp_path / "index")
+    spec = write_spec(tmp_path / "matrix.toml", index.url)
+    env = nox_env(tmp_path, spec)
+    good = cell_ids()[0]
+    assert run_nox(tmp_path, env, "-s", f"matrix({good})").returncode == 0
+    # Same index, reached through a different (but equivalent) URL: a different spec.
+    write_spec(spec, index.url.rstrip("/") + "/")
+    again = run_nox(tmp_path, env, "-s", f"matrix({good})")
+    assert again.returncode == 0, again.stderr
+    assert "skipped" not in again.stderr
+    assert f"{good} probes ..." in again.stderr
+
+
+def test_bad_spec_is_one_line_and_exit_2(tmp_path):
+    spec = tmp_path / "matrix.toml"
+    spec.write_text('name = "e2e"\ntorch = ["2.1.0"]\ncolour = "blue"\n')
+    done = run_nox(tmp_path, nox_env(tmp_path, spec), "-l")
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("torch-matrix: error: ") and "colour" in lines[0]
+    assert str(spec) in lines[0]

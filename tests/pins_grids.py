@@ -7,7 +7,7 @@ from typing import Callable
 from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_probe, make_result
 
-PAIRED_TORCHVISION = {"1.11.0": "0.12.0", "1.12.0": "0.13.0", "1.12.1": "0.13.1", "1.13.1": "0.14.1",
+PAIRED_TORCHVISION = {"1.11.0": "0.12.0", "1.12.0": "0.13.0", "1.12.1": "0.13.1", "1.13.1": "0.14.1", "2.0.1": "0.15.2",
                       "2.1.2": "0.16.2", "2.2.2": "0.17.2", "2.3.1": "0.18.1", "2.4.1": "0.19.1",
                       "2.5.1": "0.20.1", "2.6.0": "0.21.0", "2.7.0": "0.22.0"}
 

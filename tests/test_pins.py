@@ -1,0 +1,197 @@
+"""Unit and property tests for matrix.pins: specifiers, markers, answers on random grids."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from matrix.pins import (PYTHON, Condition, build_specifiers, merge_specifiers, observe, package_axes,
+                         package_pins, requirement_lines, suggest_pins, version_evidence)
+from matrix.records import INSTALL_ERROR, UNSATISFIABLE
+from tests.factories import make_probe, make_result
+from tests.pins_grids import PAIRED_TORCHVISION, cell
+
+V = Version
+
+
+# ----------------------------------------------------------------------------- specifiers
+
+def test_bad_versions_below_and_above_become_rounded_bounds():
+    specs = build_specifiers([V("1.7.0"), V("1.8.1"), V("1.13.1")],
+                             [V("1.6.0"), V("1.12.0"), V("2.0.2"), V("2.1.0")])
+    assert specs == (">=1.7", "!=1.12.0", "<2")
+
+
+def test_a_run_of_bad_patches_between_good_versions_collapses_to_a_series():
+    specs = build_specifiers([V("1.11.0"), V("1.13.1")], [V("1.12.0"), V("1.12.1")])
+    assert specs == ("!=1.12.*",)
+    assert build_specifiers([V("1.11.0"), V("1.12.1")], [V("1.12.0")]) == ("!=1.12.0",)
+
+
+def test_bound_stays_exact_when_a_good_version_shares_the_series():
+    assert build_specifiers([V("2.5.0")], [V("2.5.1")]) == ("<2.5.1",)
+    assert build_specifiers([V("2.5.1")], [V("2.5.0")]) == (">=2.5.1",)
+
+
+def test_python_versions_are_excluded_as_series():
+    specs = build_specifiers([V("3.10"), V("3.11"), V("3.13")], [V("3.9"), V("3.12")], python=True)
+    assert specs == (">=3.10", "!=3.12.*")
+    assert not SpecifierSet(",".join(specs)).contains("3.12.4")
+
+
+def test_no_bad_versions_means_no_specifier():
+    assert build_specifiers([V("1.0")], []) == ()
+
+
+def test_merge_keeps_the_tighter_bound_and_drops_redundant_exclusions():
+    assert merge_specifiers([">=1.7.0"], [">=1.8", "!=1.12.0"]) == (">=1.8", "!=1.12.0")
+    assert merge_specifiers([">=2.0", "!=1.12.0"], ["<2.6"]) == (">=2.0", "<2.6")
+    assert merge_specifiers(["~=2.1"], ["!=2.2.0"]) == ("~=2.1", "!=2.2.0")
+
+
+versions = st.builds(lambda a, b, c: V(f"{a}.{b}.{c}"), st.integers(0, 3), st.integers(0, 14),
+                     st.integers(0, 3))
+
+
+@given(st.sets(versions, max_size=8), st.sets(versions, max_size=8))
+def test_specifiers_admit_every_good_and_exclude_every_bad(good, bad):
+    bad = bad - good
+    specs = SpecifierSet(",".join(build_specifiers(good, bad)))
+    assert all(specs.contains(v) for v in good)
+    assert not any(specs.contains(v) for v in bad)
+
+
+@given(st.lists(st.sampled_from([">=1.2", ">=1.5", "<2.1", "<3", "!=1.6.0", "!=2.5.0", "<=2.0.0", ">1.5"]),
+                max_size=4),
+       st.lists(st.sampled_from([">=1.3", "<2.0", "!=1.7.1", "!=0.9.0", ">=1.5"]), max_size=3),
+       st.lists(versions, min_size=1, max_size=10))
+def test_merge_is_the_intersection(existing, added, probes):
+    merged = SpecifierSet(",".join(merge_specifiers(existing, added)))
+    both = SpecifierSet(",".join(existing + added))
+    assert all(merged.contains(v) == both.contains(v) for v in probes)
+
+
+# ----------------------------------------------------------------------------- markers
+
+def test_python_condition_markers_partition_every_python_version():
+    tested = (V("3.9"), V("3.10"), V("3.12"), V("3.13"))
+    for members in ([V("3.12")], [V("3.9"), V("3.13")], [V("3.10"), V("3.12")], [V("3.13")]):
+        condition = Condition(PYTHON, tuple(members), tested)
+        inside, outside = Marker(condition.marker()), Marker(condition.complement().marker())
+        for minor in range(6, 16):
+            env = {"python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0"}
+            assert inside.evaluate(env) != outside.evaluate(env), (members, minor)
+        for version in tested:
+            env = {"python_version": str(version), "python_full_version": f"{version}.0"}
+            assert inside.evaluate(env) == (version in members)
+
+
+def test_single_python_uses_equality_marker():
+    tested = (V("3.10"), V("3.11"), V("3.12"))
+    assert Condition(PYTHON, (V("3.11"),), tested).marker() == 'python_version == "3.11"'
+    assert Condition(PYTHON, (V("3.10"), V("3.12")), tested).marker() == 'python_version != "3.11"'
+
+
+# ----------------------------------------------------------------------------- evidence
+
+def test_local_labels_are_stripped_and_axis_specifiers_use_the_installed_version():
+    results = [cell("2.5.1", local="cu124", numpy=("<2", "1.26.4"), torchvision="")]
+    (observation,), _, _ = observe(results)
+    assert observation.value("torch") == V("2.5.1")
+    assert observation.value("numpy") == V("1.26.4")
+    assert package_axes(results) == ("torch", "numpy")
+
+
+def test_unsupported_counts_by_the_cell_policy():
+    needs_compile = make_result(torch="1.13.1", torchvision="", probes=[make_probe("torch_compile", "unsupported")],
+                                required_probes=("torch_compile",))
+    optional = make_result(torch="1.13.1", python="3.10", torchvision="",
+                           probes=[make_probe("torch_compile", "unsupported")], required_probes=("torch_compile",),
+                           policy={"unsupported": "pass", "skip": "pass"})
+    assert suggest_pins([needs_compile]).counts["incompatible"] == 1
+    assert suggest_pins([optional]).counts["compatible"] == 1
+
+
+# ----------------------------------------------------------------------------- random grids
+
+TORCH = ["1.11.0", "1.12.0", "1.12.1", "1.13.1", "2.0.1", "2.1.2"]
+PYTHONS = ["3.9", "3.10", "3.11", "3.12"]
+NUMPY = [("<2", "1.26.4"), (">=2", "2.0.2")]
+OUTCOMES = ["good", "bad", "error", "unsat"]
+
+
+@st.composite
+def grids(draw):
+    torches = draw(st.lists(st.sampled_from(TORCH), min_size=1, max_size=4, unique=True))
+    pythons = draw(st.lists(st.sampled_from(PYTHONS), min_size=1, max_size=3, unique=True))
+    numpys = draw(st.sampled_from([[None], NUMPY]))
+    variants = draw(st.sampled_from([["default"], ["cu118", "cu124"]]))
+    paired = draw(st.booleans())
+    results = []
+    for torch in torches:
+        for python in pythons:
+            for numpy in numpys:
+                for variant in variants:
+                    outcome = draw(st.sampled_from(OUTCOMES))
+                    tv = PAIRED_TORCHVISION[torch] if paired else ""
+                    if outcome in ("error", "unsat"):
+                        extras = {"numpy": numpy[0]} if numpy else None
+                        results.append(make_result(
+                            torch=torch, python=python, variant=variant, torchvision=tv, extras=extras,
+                            status=INSTALL_ERROR if outcome == "error" else UNSATISFIABLE, message=outcome))
+                    else:
+                        results.append(cell(torch, python, variant=variant, torchvision=tv, numpy=numpy,
+                                            fail="training_step" if outcome == "bad" else "",
+                                            message="loss is nan"))
+    return results
+
+
+def _check_requirement_lines(answer):
+    for line in requirement_lines(answer):
+        parsed = Requirement(line.text())
+        assert str(parsed.specifier) == str(SpecifierSet(",".join(line.specifiers)))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grids())
+def test_answers_never_admit_a_bad_cell_and_keep_what_they_claim(results):
+    suggestion = suggest_pins(results)
+    observations, _, _ = observe(results)
+    assert suggestion.recommended.expressible
+    for answer in suggestion.answers:
+        lost = set(answer.lost)
+        for observation in observations:
+            if observation.good:
+                assert answer.admits(observation) == (observation.cell_id not in lost)
+            else:
+                assert not answer.admits(observation), (answer.describe(), observation.cell_id)
+        if answer.expressible:
+            _check_requirement_lines(answer)
+    kept = [answer.kept for answer in suggestion.answers]
+    assert suggestion.answers[0].kept == max(kept)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grids())
+def test_per_package_pins_exclude_bad_versions_and_admit_good_ones(results):
+    observations, _, _ = observe(results)
+    axes = list(package_axes(results)) + [PYTHON]
+    evidence = version_evidence(observations, axes)
+    for axis, specs in package_pins(observations, axes).items():
+        specifier = SpecifierSet(",".join(specs))
+        assert all(specifier.contains(v) for v in evidence[axis].good + evidence[axis].mixed)
+        assert not any(specifier.contains(v) for v in evidence[axis].bad)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grids())
+def test_cells_without_evidence_change_no_pin(results):
+    evidence_only = [r for r in results if r.install.status == "installed"]
+    with_all = suggest_pins(results).recommended
+    without = suggest_pins(evidence_only).recommended
+    assert [line.text() for line in requirement_lines(with_all)] == \
+        [line.text() for line in requirement_lines(without)]

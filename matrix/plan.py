@@ -430,7 +430,7 @@ def shard_bounds(cells: Sequence[Cell], n: int) -> tuple[list[int], list[int]]:
     slack = (total // n) // 4 if n else 0
     cuts = [0]
     for j in range(1, n):
-        ideal = round(j * total / n)
+        ideal = cuts[-1] + round((total - cuts[-1]) / (n - j + 1))  # spread what remains
         low, high = cuts[-1] + (1 if total >= n else 0), total - (n - j if total >= n else 0)
         best = ideal
         for distance in range(slack + 1):

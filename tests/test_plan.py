@@ -256,7 +256,7 @@ cells_strategy = st.lists(st.tuples(st.sampled_from(["default", "cpu", "cu124", 
                           max_size=60).map(lambda pairs: [cell(v, t, i) for i, (v, t) in enumerate(pairs)])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(cells_strategy, st.integers(min_value=1, max_value=9))
 def test_shards_partition_the_cells_deterministically_and_balanced(cells, n):
     parts = [select_shard(cells, k, n) for k in range(1, n + 1)]

@@ -1,0 +1,113 @@
+"""The real cells the benchmarks install: torch from PyPI, two releases, paired torchvision.
+
+Pins are exact (torchvision pairs read from PyPI metadata once: 0.19.1 requires
+torch==2.4.1, 0.20.1 requires torch==2.5.1), so every run installs the same wheels.
+Cells are built as ``matrix.records.Cell`` and installed through ``matrix.environment``,
+the tool's own code path; the index options come from ``matrix.spec`` as for a user.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from matrix.environment import base_env, install, install_command, verify
+from matrix.records import INSTALLED, Cell
+
+from .common import BenchError, interpreter_path, nox_venv, patched_environ, run_command
+
+PYTHON = "3.11"
+PAIRS = {"2.4.1": "0.19.1", "2.5.1": "0.20.1"}
+
+
+def make_cell(torch: str, numpy: str = "", python: str = PYTHON, torchvision: str | None = None) -> Cell:
+    torchvision = PAIRS[torch] if torchvision is None else torchvision
+    axes = {"python": python, "torch": torch, "torchvision": torchvision, "variant": "default"}
+    requirements = [f"torch=={torch}"] + ([f"torchvision=={torchvision}"] if torchvision else [])
+    cell_id = f"t{torch}-py{python}"
+    if numpy:
+        axes["numpy"] = numpy
+        requirements.append(f"numpy=={numpy}")
+        cell_id += f"-np{numpy}"
+    return Cell(id=cell_id, axes=axes, requirements=tuple(requirements),
+                probes=("install_sanity",), required_probes=("install_sanity",))
+
+
+def light_cell(numpy: str, pillow: str = "11.0.0") -> Cell:
+    """A few-MB cell for ``--quick``: same code path, no multi-GB torch stack."""
+    axes = {"python": PYTHON, "torch": "", "torchvision": "", "variant": "default", "numpy": numpy}
+    return Cell(id=f"light-np{numpy}-py{PYTHON}", axes=axes,
+                requirements=(f"numpy=={numpy}", f"pillow=={pillow}"))
+
+
+def warm_cell(quick: bool) -> Cell:
+    """Figure 1's cell: one torch release with its paired torchvision (light in --quick)."""
+    return light_cell("2.0.2") if quick else make_cell("2.4.1")
+
+
+def matrix_cells(quick: bool) -> list[Cell]:
+    """The cold matrix / disk cells: two torch releases, numpy as a second axis (5 cells).
+
+    Cells share wheels (torch, its nvidia-* stack) so the cache must fetch each once.
+    """
+    if quick:
+        return [light_cell(v) for v in ("1.25.2", "1.26.4", "2.0.2", "2.1.3", "2.2.6")]
+    return [make_cell("2.4.1", "1.26.4"), make_cell("2.4.1", "2.0.2"),
+            make_cell("2.5.1", "1.26.4"), make_cell("2.5.1", "2.0.2"), make_cell("2.5.1", "2.1.3")]
+
+
+def index_config() -> Any:
+    """The index options the tool would use here (pip's find-links etc. honoured), via matrix.spec."""
+    from matrix.spec import parse_spec
+
+    text = f'name = "bench"\npython = ["{PYTHON}"]\ntorch = {{ versions = "==2.5.1" }}\n'
+    return parse_spec(text, "benchmarks/cells.py", environ=os.environ).index
+
+
+def cell_ids(cells: Iterable[Cell]) -> list[str]:
+    return [cell.id for cell in cells]
+
+
+def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What a nox cell does before its probes: nox's uv backend venv, then install + verify.
+
+    ``env`` (e.g. a fresh ``UV_CACHE_DIR``) is applied to nox's process environment too,
+    because nox runs ``uv venv`` with ``os.environ``.
+    """
+    interpreter = interpreter_path(cell.python)
+    with patched_environ(env or {}):
+        start = time.perf_counter()
+        python = nox_venv(Path(location), interpreter, "uv")
+        created = time.perf_counter()
+        outcome = install(cell, index, str(python), env=base_env(env), retries=0)
+        installed = time.perf_counter()
+        outcome = verify(cell, str(python), outcome, env=base_env(env))
+        verified = time.perf_counter()
+    if outcome.status != INSTALLED:
+        raise BenchError(f"our cell {cell.id}: {outcome.status}: {outcome.message[-800:]}")
+    return {"venv_s": created - start, "install_s": installed - created, "verify_s": verified - installed,
+            "total_s": verified - start, "python": str(python), "resolved": dict(outcome.resolved),
+            "command": list(outcome.command), "message": outcome.message}
+
+
+def run_floor(cell: Cell, location: os.PathLike[str], index: Any,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The floor: bare ``uv venv`` + ``uv pip install`` with the same pins and index options."""
+    location = Path(location)
+    start = time.perf_counter()
+    run_command(["uv", "venv", "-q", "--clear", "-p", interpreter_path(cell.python), str(location)], env=env)
+    python = location / "bin" / "python"
+    run_command(install_command(cell, index, str(python), uv="uv"), env=env)
+    return {"total_s": time.perf_counter() - start, "python": str(python)}
+
+
+def run_virtualenv_pip(cell: Cell, location: os.PathLike[str], env: dict[str, str]) -> dict[str, Any]:
+    """nox's default backend for the same cell: virtualenv, then ``pip install`` of the pins."""
+    start = time.perf_counter()
+    python = nox_venv(Path(location), interpreter_path(cell.python), "virtualenv")
+    created = time.perf_counter()
+    run_command([str(python), "-m", "pip", "install", "-q", *cell.requirements], env=env)
+    return {"venv_s": created - start, "total_s": time.perf_counter() - start, "python": str(python)}

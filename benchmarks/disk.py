@@ -1,0 +1,150 @@
+"""Figure 3: disk -- N cells' venvs plus uv's cache against the cache alone.
+
+uv links each venv's files to the single unpacked copy in its cache (hardlinks on ext4),
+so N venvs should cost about one copy. ``du`` counts a hardlinked file once when all
+paths are given together, which is how "venvs + cache" is measured; "N full copies"
+(what pip's per-venv installs take) is the sum of each venv measured alone.
+
+Second part: the cache on a filesystem that cannot hardlink to the venvs (tmpfs at
+``/dev/shm``, venvs on the work disk). uv then copies every file into every venv, with
+only a warning in its output; ``link_mode_warning`` is the check the tool should run
+before a matrix (proposed for ``matrix.environment``), and is measured here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import cells
+from .common import BenchError, Context, du_bytes, filesystem_type, remove_tree, run_command
+from .stats import human_bytes, ratio, summarize, targets_for
+
+FIGURE = "3_disk"
+GOALS = {"(5 venvs + cache) / cache": ("<=", 1.1, "x")}
+N_VENVS = 5
+TMPFS = Path("/dev/shm")
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def link_mode_warning(cache_dir: Path, venv_dir: Path, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why uv would copy instead of link, or None. Cheap: two ``stat`` calls.
+
+    uv hardlinks from its cache only within one filesystem (uv #15875); across
+    filesystems, or with ``UV_LINK_MODE=copy``, every cell pays a full copy of torch.
+    """
+    mode = environ.get("UV_LINK_MODE", "")
+    if mode == "copy":
+        return ("UV_LINK_MODE=copy: uv copies every wheel into every cell's venv "
+                "(N cells take N full copies of torch); unset it to hardlink from the cache")
+    cache_dev = os.stat(_existing(cache_dir)).st_dev
+    venv_dev = os.stat(_existing(venv_dir)).st_dev
+    if cache_dev == venv_dev:
+        return None
+    return (f"uv's cache {cache_dir} and the venvs in {venv_dir} are on different filesystems: uv cannot "
+            f"hardlink and copies every wheel into every venv (N cells take N full copies of torch, and "
+            f"each install is slower); set UV_CACHE_DIR to a directory on the venvs' filesystem")
+
+
+def _linked_fraction(venv: Path) -> float:
+    total = linked = 0
+    for root, _, files in os.walk(venv):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                continue
+            total += 1
+            linked += os.stat(path).st_nlink > 1
+    return linked / total if total else 0.0
+
+
+def measure_same_filesystem(ctx: Context) -> dict[str, Any]:
+    cache, venvs = ctx.facts.get("matrix_cache"), ctx.facts.get("matrix_venvs")
+    if not cache or not venvs:  # figure 2 did not run: build the matrix into a fresh cache here
+        from .cold_matrix import install_matrix
+
+        cache = ctx.work / "disk-cache"
+        remove_tree(cache)
+        venvs, _ = install_matrix(ctx, cache, ctx.dir("disk-venvs"))
+    venvs = venvs[:N_VENVS]
+    samples = [(du_bytes([cache]), du_bytes([cache, *venvs])) for _ in range(3)]
+    cache_bytes = summarize(s[0] for s in samples)["median"]
+    together = summarize(s[1] for s in samples)["median"]
+    each = [du_bytes([v]) for v in venvs]
+    linked = ratio(together, cache_bytes)
+    copies = ratio(cache_bytes + sum(each), cache_bytes)
+    ctx.log(f"  cache {human_bytes(cache_bytes)}; cache + {len(venvs)} venvs {human_bytes(together)} "
+            f"-> {linked:.3f}x; as {len(venvs)} full copies {copies:.2f}x")
+    return {"n_venvs": len(venvs), "cache_bytes": cache_bytes, "cache_plus_venvs_bytes": together,
+            "venv_bytes_each_alone": each, "linked_ratio": linked, "full_copies_ratio": copies,
+            "hardlinked_file_fraction": [round(_linked_fraction(v), 4) for v in venvs],
+            "filesystem": filesystem_type(cache), "du_repeats": len(samples)}
+
+
+def measure_cross_filesystem(ctx: Context) -> dict[str, Any]:
+    """The same cell twice with the cache on tmpfs, against twice with it on the venvs' disk."""
+    if not TMPFS.is_dir():
+        raise BenchError(f"{TMPFS} not available")
+    cell = cells.warm_cell(ctx.quick)
+    index = cells.index_config()
+    tmp_cache = TMPFS / f"torch-matrix-bench-cache-{os.getpid()}"
+    disk_cache = ctx.work / "samefs-cache"
+    venv_root = ctx.dir("xfs-venvs")
+    warning = link_mode_warning(tmp_cache, venv_root)
+    try:
+        result: dict[str, Any] = {"cell": cell.id, "cache_fs": filesystem_type(TMPFS),
+                                  "venv_fs": filesystem_type(venv_root), "tool_warning": warning}
+        for label, cache in (("tmpfs_cache", tmp_cache), ("same_fs_cache", disk_cache)):
+            remove_tree(cache)
+            env = {"UV_CACHE_DIR": str(cache)}
+            cells.run_our_cell(cell, venv_root / f"{label}-fill", index, env=env)  # fills the cache
+            installs, messages, venvs = [], [], []
+            for i in range(2):
+                venv = venv_root / f"{label}-{i}"
+                run = cells.run_our_cell(cell, venv, index, env=env)
+                installs.append(run["install_s"])
+                messages.append(run["message"])
+                venvs.append(venv)
+            cache_bytes = du_bytes([cache])
+            venv_bytes = du_bytes(venvs) if label == "tmpfs_cache" else du_bytes([cache, *venvs]) - cache_bytes
+            uv_warned = [line for m in messages for line in m.splitlines() if "link" in line.lower()]
+            result[label] = {"install_s": summarize(installs), "cache_bytes": cache_bytes,
+                             "two_venvs_bytes": venv_bytes,
+                             "ratio_two_venvs_plus_cache_over_cache": ratio(cache_bytes + venv_bytes, cache_bytes),
+                             "uv_output_about_linking": uv_warned[:2]}
+            ctx.log(f"  {label}: install {result[label]['install_s']['median']:.2f} s, 2 venvs take "
+                    f"{human_bytes(venv_bytes)} beside a {human_bytes(cache_bytes)} cache; uv said: "
+                    f"{uv_warned[:1] or 'nothing about linking'}")
+            remove_tree(cache)
+        ctx.log(f"  tool warning: {warning}")
+        return result
+    finally:
+        remove_tree(tmp_cache)
+        remove_tree(disk_cache)
+        remove_tree(venv_root)
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    same = measure_same_filesystem(ctx)
+    for key in ("matrix_cache", "matrix_venvs"):
+        ctx.facts.pop(key, None)
+    remove_tree(ctx.work / "cold-cache")
+    remove_tree(ctx.work / "cold-venvs")
+    remove_tree(ctx.work / "disk-cache")
+    remove_tree(ctx.work / "disk-venvs")
+    try:
+        cross = measure_cross_filesystem(ctx)
+    except (BenchError, OSError) as error:
+        cross = {"error": str(error)}
+    return {"same_filesystem": same, "cache_on_other_filesystem": cross,
+            "targets": targets_for(FIGURE, GOALS, {"(5 venvs + cache) / cache": same["linked_ratio"]
+                                                   if same["n_venvs"] >= N_VENVS else None},
+                                   {"(5 venvs + cache) / cache": f"du of all paths together, "
+                                    f"median of {same['du_repeats']}; {same['n_venvs']} venvs"})}

@@ -156,3 +156,31 @@ def test_bad_spec_is_one_line_and_exit_2(tmp_path):
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("torch-matrix: error: ") and "colour" in lines[0]
     assert str(spec) in lines[0]
+
+
+REAL_FIND_LINKS = os.environ.get("PIP_FIND_LINKS", "")
+REAL_TORCH_WHEELS = [wheel for d in REAL_FIND_LINKS.split() if Path(d).is_dir()
+                     for wheel in Path(d).glob("torch-2.13.0+cpu-cp311-*.whl")]
+
+
+@pytest.mark.realwheels
+@pytest.mark.skipif(not REAL_TORCH_WHEELS, reason="needs PIP_FIND_LINKS with torch-2.13.0+cpu (cp311)")
+def test_real_cpu_torch_from_pips_find_links_is_compatible(tmp_path):
+    """A real torch wheel, found the way pip finds it (PIP_FIND_LINKS), with the real probe."""
+    spec = tmp_path / "matrix.toml"
+    # No [index] table: the spec layer takes PIP_FIND_LINKS from the environment, as pip does.
+    spec.write_text('name = "real"\npython = ["3.11"]\ntorch = ["2.13.0"]\ntorchvision = "none"\n'
+                    '[probes]\nrun = ["install_sanity"]\n')
+    env = nox_env(tmp_path, spec)
+    env.pop("UV_CACHE_DIR")  # the machine's warm uv cache: torch is unpacked there once
+    env.pop("TORCH_MATRIX_CACHE_DIR")
+    env["PIP_FIND_LINKS"] = REAL_FIND_LINKS
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = read_result(tmp_path / "results" / "real" / "cells" / "t2.13.0-py3.11.json")
+    assert result is not None, done.stderr
+    assert result.install.resolved["torch"] == "2.13.0+cpu"
+    assert any(arg == "--find-links" for arg in result.install.command)
+    assert verdict_of(result).kind == COMPATIBLE, verdict_of(result).reason
+    probe = result.probe("install_sanity")
+    assert probe.status == "pass" and probe.evidence.get("torch") == "2.13.0+cpu"

@@ -1,0 +1,169 @@
+"""The noxfile's logic without nox: what to plan, resume, redo, GPU claims, session outcomes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from matrix import nox_support
+from matrix.nox_support import (MatrixPlan, claim_gpu, gpu_list, is_complete, redo_requested,
+                                run_matrix_cell, wants_matrix)
+from matrix.records import ERROR, PROBE_RUNNER
+from matrix.results import write_result
+from matrix.spec import parse_spec
+from tests.factories import make_cell, make_probe, make_result
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], True),
+    (["-l"], True),
+    (["-k", "py3_11"], True),
+    (["-t", "torch2.5"], True),
+    (["-s", "matrix"], True),
+    (["-s", "matrix(t2.1.0-py3.11)"], True),
+    (["-s", "report"], False),
+    (["-s", "report", "pins"], False),
+    (["-s", "tests", "matrix"], True),
+    (["--session=lint"], False),
+    (["-f", "noxfile.py", "-s", "pins", "--", "-s", "matrix"], False),
+])
+def test_wants_matrix_plans_unless_other_sessions_are_named(argv, expected):
+    assert wants_matrix(argv, environ={}) is expected
+
+
+def test_noxsession_variable_counts_as_dash_s():
+    assert wants_matrix([], environ={"NOXSESSION": "report"}) is False
+    assert wants_matrix([], environ={"NOXSESSION": "report,matrix"}) is True
+
+
+def test_redo_by_variable_or_posarg():
+    assert redo_requested([], {"TORCH_MATRIX_REDO": "1"})
+    assert redo_requested(["--redo"], {})
+    assert not redo_requested([], {"TORCH_MATRIX_REDO": "0"})
+    assert not redo_requested([], {})
+
+
+def test_gpu_claims_hand_out_distinct_devices(tmp_path):
+    assert gpu_list({"TORCH_MATRIX_GPUS": "0, 1"}) == ["0", "1"]
+    with claim_gpu(["0", "1"], tmp_path) as first:
+        with claim_gpu(["0", "1"], tmp_path) as second:
+            assert {first, second} == {"0", "1"}
+    with claim_gpu([], tmp_path) as none:
+        assert none is None
+
+
+def plan_with(tmp_path: Path, cells, interpreters=None) -> MatrixPlan:
+    spec = parse_spec('name = "t"\n', "matrix.toml", environ={})
+    return MatrixPlan(spec=spec, cells=list(cells), interpreters=interpreters or {},
+                      results_root=tmp_path / "results")
+
+
+def test_resume_ignores_a_result_whose_probe_runner_died(tmp_path):
+    cell = make_cell(probes=())
+    plan = plan_with(tmp_path, [cell])
+    died = make_result(cell, probes=[make_probe(PROBE_RUNNER, ERROR, "exited with -11")],
+                       fingerprint=plan.fingerprint(cell))
+    write_result(died, plan.cells_dir)
+    assert not is_complete(plan, cell)
+    write_result(make_result(cell, probes=[make_probe("install_sanity")],
+                             fingerprint=plan.fingerprint(cell)), plan.cells_dir)
+    assert is_complete(plan, cell)
+
+
+class FakeSession:
+    """Just what run_matrix_cell touches; skip/error raise like nox's do."""
+
+    class Stop(Exception):
+        pass
+
+    def __init__(self, venv: Path, posargs=()):
+        self.posargs = list(posargs)
+        self.virtualenv = type("V", (), {"location": str(venv)})()
+        self.parallel = False
+        self.notified, self.logs, self.warnings = [], [], []
+
+    def notify(self, name):
+        self.notified.append(name)
+
+    def skip(self, message):
+        raise self.Stop(("skip", message))
+
+    def error(self, message):
+        raise self.Stop(("error", message))
+
+    def log(self, message):
+        self.logs.append(message)
+
+    def warn(self, message):
+        self.warnings.append(message)
+
+
+def test_missing_interpreter_is_unsatisfiable_on_a_workstation(tmp_path):
+    cell = make_cell(python="3.9", plan_note="no Python 3.9 interpreter found")
+    plan = plan_with(tmp_path, [cell])
+    session = FakeSession(tmp_path / "venv")
+    run_matrix_cell(session, plan, cell, environ={})
+    assert session.notified == ["report"]
+    assert any("UNSATISFIABLE" in w for w in session.warnings)
+    assert (plan.cells_dir / f"{cell.id}.json").is_file()
+
+
+def test_missing_interpreter_is_an_error_when_ci_is_set(tmp_path):
+    cell = make_cell(python="3.9", plan_note="no Python 3.9 interpreter found")
+    plan = plan_with(tmp_path, [cell])
+    with pytest.raises(FakeSession.Stop) as stop:
+        run_matrix_cell(FakeSession(tmp_path / "venv"), plan, cell, environ={"CI": "true"})
+    kind, message = stop.value.args[0]
+    assert kind == "error" and "no Python 3.9 interpreter" in message
+    assert not (plan.cells_dir / f"{cell.id}.json").exists()
+
+
+def test_a_complete_cell_is_skipped_unless_redo(tmp_path, monkeypatch):
+    cell = make_cell()
+    plan = plan_with(tmp_path, [cell], {"3.11": "/usr/bin/python3.11"})
+    write_result(make_result(cell, fingerprint=plan.fingerprint(cell)), plan.cells_dir)
+    with pytest.raises(FakeSession.Stop) as stop:
+        run_matrix_cell(FakeSession(tmp_path / "venv"), plan, cell, environ={})
+    assert stop.value.args[0][0] == "skip"
+    ran = []
+    monkeypatch.setattr("matrix.cellrun.run_cell",
+                        lambda c, py, settings: ran.append(settings) or make_result(c))
+    run_matrix_cell(FakeSession(tmp_path / "venv", ["--redo"]), plan, cell, environ={})
+    assert len(ran) == 1 and ran[0].fingerprint == plan.fingerprint(cell)
+
+
+def test_only_no_evidence_fails_the_session(tmp_path, monkeypatch):
+    cell = make_cell()
+    plan = plan_with(tmp_path, [cell], {"3.11": "/usr/bin/python3.11"})
+    outcomes = {
+        "incompatible": make_result(cell, probes=[make_probe("install_sanity", "fail", "nms")]),
+        "error": make_result(cell, status="error", message="Connection refused"),
+    }
+    monkeypatch.setattr("matrix.cellrun.run_cell", lambda c, py, s: outcomes[kind])
+    kind = "incompatible"
+    session = FakeSession(tmp_path / "venv")
+    run_matrix_cell(session, plan, cell, environ={"TORCH_MATRIX_REDO": "1"})
+    assert any("INCOMPATIBLE" in w for w in session.warnings)
+    kind = "error"
+    with pytest.raises(FakeSession.Stop) as stop:
+        run_matrix_cell(FakeSession(tmp_path / "venv"), plan, cell, environ={"TORCH_MATRIX_REDO": "1"})
+    assert stop.value.args[0][0] == "error" and "Connection refused" in stop.value.args[0][1]
+
+
+def test_parallel_sessions_do_not_notify(tmp_path):
+    cell = make_cell(plan_note="no wheel")
+    session = FakeSession(tmp_path / "venv")
+    session.parallel = True
+    run_matrix_cell(session, plan_with(tmp_path, [cell]), cell, environ={})
+    assert session.notified == []
+
+
+def test_interpreter_for_a_missing_python_is_ours():
+    import sys
+
+    plan = MatrixPlan(cells=[], interpreters={"3.11": "/x/python3.11"})
+    assert plan.interpreter_for(make_cell(python="3.11")) == "/x/python3.11"
+    assert plan.interpreter_for(make_cell(python="3.9")) == sys.executable
+    assert nox_support.params(MatrixPlan(cells=[make_cell(python="3.11")],
+                                         interpreters={"3.11": "/x/py"}))[0][0] == "/x/py"

@@ -47,7 +47,7 @@ def render_table(cells: list[Cell], spec: Spec) -> str:
                      " ".join(f"{n}{cell.axes[n]}" for n in extras if cell.axes.get(n)) or "-",
                      " ".join(cell.requirements), cell.plan_note or ""])
     headers = ["id", "python", "torch", "torchvision", "variant", "extras", "install pins", "note"]
-    return tabulate(rows, headers=headers, tablefmt="simple")
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
 def main(args: argparse.Namespace, out: TextIO = sys.stdout,

@@ -329,3 +329,10 @@ def test_plan_cli_table_json_and_shards(local_spec, tmp_path):
     assert sorted(i for e in matrix for i in e["cells"]) == sorted(d["id"] for d in data)
     only = json.loads(run_cli(local_spec, tmp_path, json=True, shard=matrix[1]["shard"]))
     assert [d["id"] for d in only] == matrix[1]["cells"]
+
+
+def test_human_table_keeps_python_versions_as_text():
+    text = 'python = ["3.10"]\ntorch = ["2.5.1"]\n[extras]\nnumpy = ["<2"]'
+    table = plan_cli.render_table(plan(text), spec(text))
+    assert "t2.5.1-py3.10-numpylt2" in table and " 3.10 " in table and " 3.1 " not in table
+    assert "torch==2.5.1 torchvision==0.20.1 numpy<2" in table

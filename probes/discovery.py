@@ -67,7 +67,8 @@ def load_source(source):
     try:
         _import_source(source)
     except BaseException as exc:
-        stem = os.path.splitext(os.path.basename(source.partition(":")[2].replace(".", "/")))[0]
+        kind, _, target = source.partition(":")
+        stem = target.rsplit(".", 1)[-1] if kind == "module" else os.path.splitext(os.path.basename(target))[0]
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])
         message = "probe module %s failed to import: %s: %s" % (source, type(exc).__name__, exc)
         return _new_specs(before, source), LoadProblem(stem, source, message, text)

@@ -14,6 +14,9 @@ import traceback
 
 from probes import api
 
+# Bound now: a probe that monkeypatches json (poisoned state) must not corrupt its own result.
+_dumps, _loads = json.dumps, json.loads
+
 FRAMES_KEPT = 8
 OUTPUT_TAIL_CHARS = 4000
 
@@ -21,7 +24,7 @@ OUTPUT_TAIL_CHARS = 4000
 def jsonable(value):
     """``value`` as plain JSON data; anything unknown becomes its repr."""
     try:
-        return json.loads(json.dumps(value, default=repr))
+        return _loads(_dumps(value, default=repr))
     except Exception:
         return repr(value)
 
@@ -59,8 +62,9 @@ def rerun_command(name, expected=None, variant="default"):
 
 def write_json_atomic(path, data):
     tmp = "%s.tmp%d" % (path, os.getpid())
+    text = _dumps(data, indent=1, default=repr)
     with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1, sort_keys=False, default=repr)
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
@@ -92,7 +96,7 @@ def make_context(request):
     if notes_path:
         def sink(key, value):
             with open(notes_path, "a") as handle:
-                handle.write(json.dumps({"k": key, "v": jsonable(value)}) + "\n")
+                handle.write(_dumps({"k": key, "v": jsonable(value)}) + "\n")
         ctx.note_sink = sink
     return ctx
 

@@ -73,6 +73,8 @@ def physical_gpu_count():
 def gpu_facts():
     """CUDA facts as torch sees them. Initialises CUDA: call it in a throwaway process."""
     facts = {"cuda_available": False, "torch_cuda": None, "devices": [], "driver": driver_version()}
+    if installed_version("torch") is None:
+        return facts
     try:
         import torch
     except Exception as exc:

@@ -108,10 +108,14 @@ class Progress(object):
         sys.stderr.flush()
 
     def result(self, result, index, total):
+        try:
+            seconds = float(result.get("duration_s") or 0.0)
+        except (TypeError, ValueError):
+            seconds = 0.0
         self.event("probe", "[%d/%d] %-24s %-11s %6.2fs%s" % (
-            index, total, result["name"], result["status"], result.get("duration_s", 0.0),
+            index, total, result["name"], result["status"], seconds,
             ("  " + result["message"].splitlines()[0][:100]) if result.get("message") else ""),
-            name=result["name"], status=result["status"], seconds=result.get("duration_s", 0.0),
+            name=result["name"], status=result["status"], seconds=seconds,
             index=index, total=total, message=result.get("message", ""))
 
 

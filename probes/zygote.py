@@ -219,7 +219,9 @@ class _Server(object):
         if spec is None:
             return {"name": request["name"], "status": "error", "isolation": "shared", "duration_s": 0.0,
                     "message": "the zygote does not know probe %r" % request["name"]}
-        request = dict(request, imports=self.imports, observations=self.observations)
+        imports = dict(request.get("imports") or {})  # the client's: includes imports that killed a zygote
+        imports.update(self.imports)
+        request = dict(request, imports=imports, observations=self.observations)
 
         def body():
             ctx = execute.make_context(request)
@@ -398,7 +400,7 @@ class Zygote(object):
         deadline = time.monotonic() + float(request["timeout"]) + CHILD_EXIT_GRACE_S
         started = time.time()
         try:
-            self._send(dict(request, op="run"))
+            self._send(dict(request, op="run", imports=self.imports))
             while True:
                 event = self._next_event(deadline)
                 if event["event"] == "started":

@@ -20,9 +20,11 @@ from probes.api import Fail, Skip, probe
 
 REPRO_TEMPLATE = """import sys
 seen = []
-def watch(frame, event, arg):  # C-level calls are visible even when there is no GPU or driver
-    if event == "c_call" and getattr(arg, "__name__", "") in %r:
-        seen.append("%%s at %%s:%%d" %% (arg.__name__, frame.f_code.co_filename, frame.f_lineno))
+def watch(frame, event, arg):  # calls are visible even when there is no GPU or driver
+    name = getattr(arg, "__name__", "") if event == "c_call" else frame.f_code.co_name if event == "call" else ""
+    if name in %r:
+        caller = frame if event == "c_call" else frame.f_back
+        seen.append("%%s at %%s:%%d" %% (name, caller.f_code.co_filename, caller.f_lineno))
 sys.setprofile(watch)
 import torch
 sys.setprofile(None)

@@ -86,9 +86,12 @@ def cell_sort_key(cell: Cell) -> tuple:
             _version_key(cell.python), sorted(extras_of(cell).items()), cell.id)
 
 
-def judge(results: Iterable[CellResult]) -> list[Judged]:
-    """Verdict per result, in report order (torch, torchvision, variant, python, extras)."""
-    judged = [Judged(result, verdict_of(result)) for result in results]
+def judge(results: Iterable[CellResult | Judged]) -> list[Judged]:
+    """Verdict per result, in report order (torch, torchvision, variant, python, extras).
+
+    Already-judged items pass through, so a caller rendering several views judges once.
+    """
+    judged = [item if isinstance(item, Judged) else Judged(item, verdict_of(item)) for item in results]
     return sorted(judged, key=lambda item: cell_sort_key(item.cell))
 
 
@@ -293,7 +296,7 @@ def _missing_cells(missing: Iterable[Cell | str]) -> list[Cell]:
 
 # ------------------------------------------------------------------------------ terminal
 
-def render_text(results: Iterable[CellResult], *, pivot: bool = False, grid: bool = False,
+def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, grid: bool = False,
                 missing: Sequence[Cell | str] = (), tablefmt: str = "simple") -> str:
     """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass."""
     judged = judge(results)
@@ -385,7 +388,7 @@ def _cut_to_bytes(text: str, limit: int) -> str:
     return text.encode("utf-8")[: max(limit, 0)].decode("utf-8", errors="ignore")
 
 
-def render_markdown_summary(results: Iterable[CellResult], max_bytes: int | None = None,
+def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: int | None = None,
                             missing: Sequence[Cell | str] = (), title: str = "torch-matrix results") -> str:
     """GitHub-flavoured Markdown for summary.md and $GITHUB_STEP_SUMMARY.
 

@@ -113,30 +113,27 @@ def main(args: argparse.Namespace) -> int:
     missing = missing_cells(planned, present)
 
     max_bytes = _arg(args, "max_summary_bytes")
+    judged = report.judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
-        sys.stdout.write(report.render_markdown_summary(loaded.results, max_bytes=max_bytes, missing=missing))
+        sys.stdout.write(report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing))
     else:
-        sys.stdout.write(report.render_text(loaded.results, pivot=bool(_arg(args, "pivot")),
+        sys.stdout.write(report.render_text(judged, pivot=bool(_arg(args, "pivot")),
                                             grid=bool(_arg(args, "grid")), missing=missing))
 
     out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
-    summary = report.render_markdown_summary(loaded.results, max_bytes=max_bytes, missing=missing)
+    summary = report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / SUMMARY_NAME, summary)
-    merged = write_merged(report_order(loaded.results), out_dir / MERGED_NAME)
+    merged = write_merged([item.result for item in judged], out_dir / MERGED_NAME)
     print(f"wrote {out_dir / SUMMARY_NAME} and {merged}", file=sys.stderr)
     if _arg(args, "github_summary"):
-        _append_github_summary(loaded.results, missing, max_bytes)
+        _append_github_summary(judged, missing, max_bytes)
 
     if _arg(args, "strict"):
-        errors = [item.cell.id for item in report.judge(loaded.results) if item.verdict.kind == NO_EVIDENCE]
+        errors = [item.cell.id for item in judged if item.verdict.kind == NO_EVIDENCE]
         unread = loaded.skipped
         if errors or missing or unread:
             print(f"torch-matrix: --strict: {len(errors)} error cell(s), {len(missing)} missing cell(s), "
                   f"{len(unread)} unreadable file(s)", file=sys.stderr)
             return EXIT_STRICT
     return EXIT_OK
-
-
-def report_order(results: list) -> list:
-    return [item.result for item in report.judge(results)]

@@ -61,6 +61,10 @@ class IndexUnavailable(Exception):
     """A source could not be read (network, HTTP 5xx, unreadable directory)."""
 
 
+class NotCached(Exception):
+    """Metadata asked for with ``cache_only`` is not in the cache yet."""
+
+
 @dataclass(frozen=True)
 class DistFile:
     filename: str
@@ -301,6 +305,7 @@ class PackageIndex:
         self.fetch = fetch
         self.prereleases = prereleases
         self._listings: dict[tuple[Source, str], list[DistFile]] = {}
+        self._grouped: dict[str, dict[str, list[DistFile]]] = {}
         self._lock = threading.Lock()
 
     # -- listings
@@ -401,11 +406,27 @@ class PackageIndex:
     def files(self, project: str, version: str | Version) -> list[DistFile]:
         """Files of one release. A version without a local label also matches ``+cpu`` builds."""
         wanted = Version(str(version))
-        exact = bool(wanted.local)
-        return [f for f in self.all_files(project)
-                if (Version(f.version) == wanted if exact else Version(f.version).public == wanted.public)]
+        by_public = self._by_public(project)
+        candidates = by_public.get(wanted.public, [])
+        if wanted.local:
+            return [f for f in candidates if Version(f.version) == wanted]
+        return list(candidates)
 
-    def requires_dist(self, project: str, version: str | Version) -> list[Requirement]:
+    def _by_public(self, project: str) -> dict[str, list[DistFile]]:
+        key = canonicalize_name(project)
+        with self._lock:
+            if key in self._grouped:
+                return self._grouped[key]
+        grouped: dict[str, list[DistFile]] = {}
+        for item in self.all_files(project):
+            grouped.setdefault(Version(item.version).public, []).append(item)
+        with self._lock:
+            self._grouped[key] = grouped
+        return grouped
+
+    def requires_dist(self, project: str, version: str | Version,
+                      cache_only: bool = False) -> list[Requirement]:
+        """Requires-Dist of a release. ``cache_only`` raises ``NotCached`` instead of fetching."""
         candidates = [f for f in self.files(project, version) if f.is_wheel]
         if not candidates:
             raise UserError(f"no wheel of {project} {version} to read metadata from",
@@ -416,7 +437,7 @@ class PackageIndex:
         problems = []
         for item in candidates[:3]:
             try:
-                lines = self._metadata(item)
+                lines = self._metadata(item, cache_only)
             except IndexUnavailable as error:
                 problems.append(str(error))
                 continue
@@ -434,17 +455,28 @@ class PackageIndex:
                            workers: int = 8) -> dict[str, list[Requirement]]:
         """Metadata of many releases; cold fetches run in parallel."""
         versions = [str(v) for v in versions]
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(versions)))) as pool:
-            return dict(zip(versions, pool.map(lambda v: self.requires_dist(project, v), versions)))
+        found: dict[str, list[Requirement]] = {}
+        missing = []
+        for version in versions:  # warm: all from the cache, no threads
+            try:
+                found[version] = self.requires_dist(project, version, cache_only=True)
+            except NotCached:
+                missing.append(version)
+        if missing:
+            with ThreadPoolExecutor(max_workers=max(1, min(workers, len(missing)))) as pool:
+                found.update(zip(missing, pool.map(lambda v: self.requires_dist(project, v), missing)))
+        return {v: found[v] for v in versions}
 
-    def _metadata(self, item: DistFile) -> list[str]:
+    def _metadata(self, item: DistFile, cache_only: bool = False) -> list[str]:
+        path = _local_path(item.url)
+        if path is not None:  # local wheels are cheap to read and can be rebuilt: no cache
+            return parse_metadata(_wheel_metadata(path.read_bytes(), item.filename))[0]
         cache_key = f"metadata {item.url}"
         cached = self.cache.read("metadata", cache_key)
         if cached is not None:
             return list(cached["requires_dist"])
-        path = _local_path(item.url)
-        if path is not None:  # local wheels change rarely but can be rebuilt: no cache
-            return parse_metadata(_wheel_metadata(path.read_bytes(), item.filename))[0]
+        if cache_only:
+            raise NotCached(item.url)
         text = None
         response = self.fetch(item.url + ".metadata", "*/*")
         if response is not None:

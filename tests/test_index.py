@@ -143,6 +143,7 @@ def remote(tmp_path: Path, http: FakeHttp, ttl: float = 3600, clock=None) -> Pac
 def test_json_api_listing_and_pep658_metadata(tmp_path):
     http = FakeHttp()
     index = remote(tmp_path, http)
+    assert list(index.requires_dist_many("torchvision", ["0.20.1"])) == ["0.20.1"]  # cold: fetched
     assert [str(v) for v in index.versions("torchvision")] == ["0.20.1"]
     (item,) = index.files("torchvision", "0.20.1")
     assert item.url == "https://pypi.example/files/torchvision-0.20.1-cp311-cp311-linux_x86_64.whl"
@@ -160,6 +161,8 @@ def test_warm_cache_makes_no_network_calls(tmp_path):
     second = remote(tmp_path, http)  # a new process: only the disk cache is shared
     assert [str(v) for v in second.versions("torchvision")] == ["0.20.1"]
     assert [str(r) for r in second.requires_dist("torchvision", "0.20.1")] == ["torch==2.5.1"]
+    assert [str(r) for r in second.requires_dist_many("torchvision", ["0.20.1"])["0.20.1"]] == [
+        "torch==2.5.1"]
     assert len(http.calls) == cold_calls
 
 

@@ -92,6 +92,9 @@ def update_requirement(text: str, pins: Sequence[RequirementLine], notes: list[s
     prefix = match.group(1)
     spec_text = head[len(prefix):]
     trailing = spec_text[len(spec_text.rstrip()):]
+    if not spec_text.strip():  # "torch ; marker": the specifier goes right after the name
+        trailing = prefix[len(prefix.rstrip()):]
+        prefix = prefix.rstrip()
     existing = _existing_specifiers(spec_text)
     exact = [s for s in existing if Specifier(s).operator in ("==", "===")]
     if exact:
@@ -248,7 +251,12 @@ def atomic_write(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         try:

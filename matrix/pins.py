@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from packaging.markers import Marker
@@ -424,8 +425,7 @@ class RequirementLine:
     def applies(self, python_version: Version | None) -> bool:
         if not self.marker or python_version is None:
             return True
-        env = {"python_version": str(python_version), "python_full_version": f"{python_version}.0"}
-        return Marker(self.marker).evaluate(env)
+        return _marker_applies(self.marker, str(python_version))
 
     def admits(self, observation: Observation) -> bool:
         value = observation.value(self.package)
@@ -473,7 +473,22 @@ class Answer:
                 if self.expressible else []}
 
 
+def _exclusion_key(exclusion: Exclusion) -> tuple:
+    return (_value_key(_public(exclusion.version)), exclusion.paired_with)
+
+
+@lru_cache(maxsize=4096)
+def _marker_applies(marker: str, python_version: str) -> bool:
+    env = {"python_version": python_version, "python_full_version": f"{python_version}.0"}
+    return Marker(marker).evaluate(env)
+
+
 def requirement_lines(answer: Answer) -> list[RequirementLine]:
+    return list(_requirement_lines(answer))
+
+
+@lru_cache(maxsize=1024)
+def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
     """PEP 508 lines per package; Python-scoped pins become complementary markers.
 
     ``torch!=1.12.0`` plus ``torch>=2.5`` on Python 3.12+ renders as two lines whose markers
@@ -496,12 +511,12 @@ def requirement_lines(answer: Answer) -> list[RequirementLine]:
         covered = {value for pin in scoped for value in pin.condition.values}
         rest = Condition(PYTHON, tuple(v for v in tested if v not in covered), tested)
         groups = [(pin.condition, merge_specifiers(base_specs, pin.specifiers),
-                   base_exclusions + pin.exclusions) for pin in scoped]
+                   tuple(sorted(base_exclusions + pin.exclusions, key=_exclusion_key))) for pin in scoped]
         if rest.values:
             groups.append((rest, base_specs, base_exclusions))
         for condition, specs, exclusions in sorted(groups, key=lambda g: sorted(g[0].values)):
             lines.append(RequirementLine(package, specs, condition.marker(), exclusions))
-    return lines
+    return tuple(lines)
 
 
 # ----------------------------------------------------------------------------- search
@@ -664,7 +679,7 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
         exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
         if excluded:
             specs = build_specifiers(goods - excluded, excluded, python=package == PYTHON)
-            pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=lambda e: Version(e.version)))))
+            pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key))))
         scoped = [a for a in mine if a.cond_axis]
         for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
             per_cond: dict[Value, frozenset] = {}

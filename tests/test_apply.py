@@ -226,3 +226,35 @@ def test_cli_bad_apply_file_is_one_line_exit_2(tmp_path, capsys):
     assert cli_main(["pins", str(results), "--no-coverage", "--apply", str(target), "--dry-run"]) == 2
     assert f"torch-matrix: error: {target}:1: cannot parse requirement" in capsys.readouterr().err
     assert os.path.exists(target)
+
+
+def test_bare_requirement_with_marker_gets_the_specifier_after_the_name(tmp_path):
+    path = write(tmp_path, "requirements.txt", 'torch ; sys_platform == "linux"\n')
+    apply_pins(path, TORCH_TV)
+    assert path.read_text() == 'torch!=1.12.0 ; sys_platform == "linux"\n'
+
+
+class FakeIndex:
+    def versions(self, project):
+        return {"torch": ["1.11.0", "1.12.0", "1.12.1", "1.13.0", "1.13.1", "2.0.0"],
+                "torchvision": ["0.12.0", "0.13.0", "0.13.1", "0.14.1"]}[project]
+
+
+def test_cli_coverage_from_the_index_and_offline_fallback(tmp_path, capsys, monkeypatch):
+    import matrix.index
+
+    results = _results_dir(tmp_path)
+    monkeypatch.setattr(matrix.index, "open_index", lambda config, **kwargs: FakeIndex())
+    assert cli_main(["pins", str(results), "--out", str(tmp_path / "a")]) == 0
+    printed = capsys.readouterr().out
+    assert "torch: between tested versions: 1.13.0; newer than tested: 2.0.0" in printed
+
+    def offline(config, **kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(matrix.index, "open_index", offline)
+    assert cli_main(["pins", str(results), "--out", str(tmp_path / "b")]) == 0
+    captured = capsys.readouterr()
+    assert "coverage unknown" in captured.err and "network is unreachable" in captured.err
+    assert "torch: unknown (released versions not available)" in captured.out
+    assert (tmp_path / "b" / "constraints.txt").read_text() == (tmp_path / "a" / "constraints.txt").read_text()

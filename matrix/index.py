@@ -12,7 +12,6 @@ they are cheap and a user expects a wheel dropped into a find-links dir to show 
 
 from __future__ import annotations
 
-import email.parser
 import hashlib
 import io
 import json
@@ -21,9 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -131,6 +128,9 @@ def warn_once(message: str) -> None:
 
 def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[str, bytes] | None:
     """GET over http(s). None for 404/410 (the project or file is not there)."""
+    import urllib.error  # imported here: a warm run never needs http, ssl or email
+    import urllib.request
+
     request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": USER_AGENT})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -149,7 +149,7 @@ def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[
 
 def _local_path(location: str) -> Path | None:
     if location.startswith("file://"):
-        return Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
+        return Path(urllib.parse.unquote(urllib.parse.urlparse(location).path))
     if "://" in location:
         return None
     return Path(location)
@@ -236,6 +236,8 @@ def parse_json_listing(data: Mapping[str, Any], base_url: str, project: str) -> 
 
 def parse_metadata(text: str) -> tuple[list[str], str]:
     """Requires-Dist lines and Requires-Python of a METADATA / .metadata file."""
+    import email.parser  # only cold reads parse metadata
+
     message = email.parser.HeaderParser().parsestr(text)
     return list(message.get_all("Requires-Dist") or []), message.get("Requires-Python", "") or ""
 

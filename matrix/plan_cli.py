@@ -12,8 +12,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from tabulate import tabulate
-
 from .errors import UserError
 from .index import open_index, open_variant_index
 from .interpreters import find_interpreters
@@ -40,6 +38,8 @@ def cell_json(cell: Cell, spec: Spec) -> dict[str, Any]:
 
 
 def render_table(cells: list[Cell], spec: Spec) -> str:
+    from tabulate import tabulate  # only the human output needs it
+
     extras = [axis.name for axis in spec.extras]
     rows = []
     for cell in cells:

@@ -12,6 +12,7 @@ the repository root, so a probe cannot accidentally import the wrong torch.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as _dt
 import importlib.util
@@ -19,11 +20,13 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from packaging.requirements import Requirement
 
@@ -49,6 +52,7 @@ class CellSettings:
     probe_dirs: tuple[str, ...] = ()
     probe_commands: Mapping[str, str] = field(default_factory=dict)
     probe_timeout_s: float = 300.0  # per probe; the runner as a whole gets a multiple of it
+    probe_grace_s: float = 60.0  # on top: interpreter start, importing torch once
     install_retries: int = environment.DEFAULT_RETRIES
     retry_backoff_s: float = environment.DEFAULT_BACKOFF_S
     install_timeout_s: float | None = 3600.0
@@ -160,8 +164,53 @@ class ProbeRun:
     data: Mapping[str, Any]  # the runner's whole output (python, platform, gpu, packages)
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stream_process(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
+                   echo: Callable[[str], None] | None = None) -> tuple[int, str, bool]:
+    """Run ``command``, echoing each output line as it comes (long probe runs stay visible).
+
+    Returns (returncode, last output, timed out). The child gets its own process group so
+    a timeout or Ctrl-C stops everything it forked (the probe runner's zygote children).
+    """
+    tail: collections.deque[str] = collections.deque(maxlen=400)
+    proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", cwd=str(cwd), env=dict(env),
+                            start_new_session=True)
+    expired = threading.Event()
+
+    def on_timeout() -> None:
+        expired.set()
+        _kill_group(proc)
+
+    timer = threading.Timer(timeout_s, on_timeout)
+    timer.daemon = True
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line)
+            if echo is not None:
+                echo(line.rstrip("\n"))
+        proc.wait()
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        timer.cancel()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    return proc.returncode, "".join(tail)[-OUTPUT_TAIL * 4:], expired.is_set()
+
+
 def run_probes(cell: Cell, venv_python: str, settings: CellSettings,
-               env: Mapping[str, str]) -> ProbeRun:
+               env: Mapping[str, str], echo: Callable[[str], None] | None = None) -> ProbeRun:
     work = Path(settings.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     out = work / "probes.json"
@@ -170,22 +219,19 @@ def run_probes(cell: Cell, venv_python: str, settings: CellSettings,
     stage = stage_probes(work)
     command = probe_command(cell, venv_python, out, settings)
     count = max(1, len(cell.probes) or 20) + len(settings.probe_commands)
-    timeout = settings.probe_timeout_s * count + 60
+    timeout = settings.probe_timeout_s * count + settings.probe_grace_s
     probe_env = dict(env)
     probe_env["PYTHONPATH"] = str(stage)
     probe_env["PYTHONNOUSERSITE"] = "1"
     probe_env["PYTHONDONTWRITEBYTECODE"] = "1"
     probe_env.update(settings.env)
     try:
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              cwd=str(work), env=probe_env, timeout=timeout)
-        returncode, output = done.returncode, done.stdout or ""
-    except subprocess.TimeoutExpired as expired:
-        output = expired.output or ""
-        output = output.decode(errors="replace") if isinstance(output, bytes) else output
-        return ProbeRun((runner_failure(f"probe runner ran past {timeout:g} s", output),), {})
+        returncode, output, timed_out = stream_process(command, cwd=work, env=probe_env,
+                                                       timeout_s=timeout, echo=echo)
     except OSError as error:
         return ProbeRun((runner_failure(f"cannot start the probe runner: {error}"),), {})
+    if timed_out:
+        return ProbeRun((runner_failure(f"probe runner ran past {timeout:g} s", output),), {})
     try:
         data = json.loads(out.read_text(encoding="utf-8"))
         probes = tuple(ProbeResult.from_json(item) for item in data["results"])
@@ -257,7 +303,8 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings) -> CellResult
         return _finish(cell, settings, progress, started, install=outcome,
                        interpreter=interpreter, wall_start=wall_start)
     with progress.phase("probes") as note:
-        run = run_probes(cell, venv_python, settings, env)
+        run = run_probes(cell, venv_python, settings, env,
+                         echo=lambda line: progress.line(f"  | {line}"))
         counts: dict[str, int] = {}
         for probe in run.probes:
             counts[probe.status] = counts.get(probe.status, 0) + 1

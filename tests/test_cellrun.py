@@ -214,3 +214,34 @@ def test_verify_catches_a_venv_that_does_not_hold_the_cell(tmp_path, index, uv_c
     assert result.install.status == INSTALL_ERROR
     assert "not installed" in result.install.message
     assert json.loads((tmp_path / "cells" / f"{cell.id}.json").read_text())["install"]["status"] == "error"
+
+
+def test_a_probe_runner_past_its_limit_is_stopped_and_recorded(tmp_path, index, uv_cache,
+                                                               monkeypatch):
+    package = fake_probes(tmp_path, """
+        import subprocess, sys, time
+        print("started", flush=True)
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a forked helper
+        time.sleep(60)
+    """)
+    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
+    cell = make_cell(torch="2.1.0", torchvision="", probes=("slow",))
+    settings = settings_for(tmp_path, index, probe_timeout_s=1.0, probe_grace_s=0.0)
+    result = run_cell(cell, make_venv(tmp_path), settings)
+    runner = result.probe(PROBE_RUNNER)
+    assert runner is not None and "ran past" in runner.message
+    assert "started" in runner.output_tail
+    assert verdict_of(result).kind == NO_EVIDENCE
+
+
+def test_probe_output_is_echoed_live_as_progress_lines(tmp_path, index, uv_cache, monkeypatch,
+                                                       capsys):
+    package = fake_probes(tmp_path, """
+        import sys
+        print("probe install_sanity ... pass", file=sys.stderr)
+        sys.exit(1)
+    """)
+    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
+    cell = make_cell(torch="2.1.0", torchvision="", probes=())
+    run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index, position=2, total=5))
+    assert "[2/5] t2.1.0-py3.11   | probe install_sanity ... pass" in capsys.readouterr().err

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from factories import make_cell, make_probe, make_result
 
 from matrix import cli, report, results
 from matrix.records import FAIL, INSTALL_ERROR, UNSATISFIABLE
+from tests.factories import make_cell, make_probe, make_result
 
 RESOLVER_MESSAGE = ("  × No solution found when resolving dependencies:\n"
                     "  ╰─▶ Because torch==2.4.1 has no wheels with a matching Python ABI tag (e.g., `cp313`) "

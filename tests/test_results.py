@@ -9,11 +9,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from factories import make_cell, make_probe, make_result
 
 from matrix import records, results
 from matrix.errors import UserError
 from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+from tests.factories import make_cell, make_probe, make_result
 
 
 def schema_validator():

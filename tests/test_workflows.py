@@ -144,7 +144,8 @@ def test_shards_run_the_matrix_session_selected_by_index():
     shard = nightly["jobs"]["shard"]
     assert shard["strategy"]["fail-fast"] is False
     assert shard["env"]["TORCH_MATRIX_SHARD"] == "${{ matrix.shard }}"
-    assert "self-hosted" in shard["runs-on"] and "gpu" in shard["runs-on"]
+    default_labels = re.search(r"\|\|\s*'(\[.*?\])'", shard["runs-on"]).group(1)
+    assert json.loads(default_labels) == ["self-hosted", "linux", "x64", "gpu"]
     uploads = [s for s in shard["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert uploads and all(s.get("if") == "always()" for s in uploads)
     merge = nightly["jobs"]["merge"]
@@ -152,6 +153,16 @@ def test_shards_run_the_matrix_session_selected_by_index():
     assert merge["permissions"] == {"contents": "write", "pull-requests": "write"}
     sessions = {session for _, args in _all_invocations("nox") for session in _sessions(args)}
     assert "matrix" in sessions
+
+
+def test_nightly_triggers_and_concurrency():
+    nightly = _load(REPO / ".github" / "workflows" / "nightly.yml")
+    for entry in nightly["on"]["schedule"]:
+        minute = entry["cron"].split()[0]
+        assert minute.isdigit() and int(minute) != 0, entry  # minute 0 is GitHub's busiest
+    assert {"spec", "cells", "tags"} <= set(nightly["on"]["workflow_dispatch"]["inputs"])
+    assert nightly["concurrency"]["cancel-in-progress"] is False
+    assert "${{" not in nightly["concurrency"]["group"]  # one group for every run
 
 
 def _sessions(args: list[str]) -> list[str]:

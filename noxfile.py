@@ -9,8 +9,8 @@ import nox
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the checkout's matrix package
 
-from matrix import nox_support  # noqa: E402
-from matrix.errors import UserError  # noqa: E402
+from matrix import nox_support
+from matrix.errors import UserError
 
 nox.options.sessions = ["matrix"]
 

@@ -22,19 +22,27 @@ import platform
 import shutil
 import signal
 import subprocess
-import sys
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from packaging.requirements import Requirement
 
 from . import __version__ as TOOL_VERSION
 from . import environment
 from .progress import Progress
-from .records import (ERROR, INSTALLED, PROBE_RUNNER, UNSATISFIABLE, Cell, CellResult,
-                      InstallOutcome, ProbeResult)
+from .records import (
+    ERROR,
+    INSTALLED,
+    PROBE_RUNNER,
+    UNSATISFIABLE,
+    Cell,
+    CellResult,
+    InstallOutcome,
+    ProbeResult,
+)
 from .results import write_result
 from .verdict import verdict_of
 
@@ -80,7 +88,7 @@ def host_gpu(timeout_s: float = 15.0) -> dict[str, Any]:
     try:
         done = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total",
                                "--format=csv,noheader"], capture_output=True, text=True,
-                              timeout=timeout_s)
+                              timeout=timeout_s, check=False)
     except (OSError, subprocess.SubprocessError):
         return {}
     if done.returncode != 0:
@@ -102,7 +110,7 @@ def interpreter_facts(venv_python: str, env: Mapping[str, str]) -> dict[str, Any
     facts: dict[str, Any] = {"path": str(venv_python)}
     try:
         done = subprocess.run([str(venv_python), "-I", "-c", script], capture_output=True,
-                              text=True, timeout=60, env=dict(env))
+                              text=True, timeout=60, env=dict(env), check=False)
         if done.returncode == 0:
             facts.update(json.loads(done.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -115,7 +123,7 @@ def probes_source() -> Path:
     spec = importlib.util.find_spec("probes")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the probes package is not importable")
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def stage_probes(work_dir: Path) -> Path:
@@ -284,8 +292,9 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings) -> CellResult
         outcome = InstallOutcome(UNSATISFIABLE, message=cell.plan_note, attempts=0)
         return _finish(cell, settings, progress, started, install=outcome, wall_start=wall_start)
     interpreter = interpreter_facts(venv_python, env)
-    common = dict(retries=settings.install_retries, backoff_s=settings.retry_backoff_s,
-                  timeout_s=settings.install_timeout_s, env=env, uv=settings.uv)
+    common: dict[str, Any] = {"retries": settings.install_retries,
+                              "backoff_s": settings.retry_backoff_s,
+                              "timeout_s": settings.install_timeout_s, "env": env, "uv": settings.uv}
     with progress.phase("resolve") as note:
         resolved = environment.install(cell, settings.index_config, venv_python, dry_run=True,
                                        **common)

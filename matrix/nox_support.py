@@ -31,9 +31,10 @@ import contextlib
 import fcntl
 import os
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from .errors import UserError
 from .records import PROBE_RUNNER, Cell
@@ -174,27 +175,20 @@ def claim_gpu(devices: Sequence[str], lock_dir: Path, position: int = 0) -> Iter
         yield None
         return
     lock_dir.mkdir(parents=True, exist_ok=True)
-    handles = []
-    try:
+    with contextlib.ExitStack() as stack:
         for device in devices:
-            handle = open(lock_dir / f"gpu-{device}.lock", "w")
+            handle = stack.enter_context(open(lock_dir / f"gpu-{device}.lock", "w"))
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                handle.close()
                 continue
-            handles.append(handle)
             yield device
             return
         # All busy: wait for one, spreading waiters over the devices.
         device = devices[position % len(devices)]
-        handle = open(lock_dir / f"gpu-{device}.lock", "w")
-        handles.append(handle)
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield device
-    finally:
-        for handle in handles:
-            handle.close()
+        with open(lock_dir / f"gpu-{device}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield device
 
 
 def gpu_list(environ: Mapping[str, str] = os.environ) -> list[str]:

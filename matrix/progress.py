@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TextIO
+from typing import TextIO
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import site
 import subprocess
@@ -72,7 +73,7 @@ def test_probe_command_follows_the_runner_interface(tmp_path):
                             probe_commands={"smoke": "python -c pass"})
     command = probe_command(cell, "/v/bin/python", tmp_path / "out.json", settings)
     assert command[:3] == ["/v/bin/python", "-m", "probes"]
-    pairs = list(zip(command, command[1:]))
+    pairs = list(itertools.pairwise(command))
     for pair in [("--out", str(tmp_path / "out.json")), ("--variant", "cpu"),
                  ("--select", "install_sanity,training_step"), ("--expect", "torch=2.1.0"),
                  ("--expect", "torchvision=0.16.0"), ("--probe-dir", "/repo/my_probes"),

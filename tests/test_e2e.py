@@ -64,7 +64,8 @@ def nox_env(tmp: Path, spec: Path, **extra: str) -> dict[str, str]:
 def run_nox(tmp: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "nox", "-f", str(NOXFILE), "--envdir", str(tmp / "nox"),
                "--no-color", *args]
-    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
 
 
 def snapshot(cells_dir: Path) -> dict[str, bytes]:

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from matrix.environment import (OFFICIAL_PYTORCH_INDEX, check_installed, classify_install_failure,
-                                install, install_command, parse_freeze, verify)
+from matrix.environment import (
+    OFFICIAL_PYTORCH_INDEX,
+    check_installed,
+    classify_install_failure,
+    install,
+    install_command,
+    parse_freeze,
+    verify,
+)
 from matrix.records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, InstallOutcome
 from matrix.spec import IndexConfig
 from tests.factories import make_cell

@@ -7,8 +7,15 @@ from pathlib import Path
 import pytest
 
 from matrix import nox_support
-from matrix.nox_support import (MatrixPlan, claim_gpu, gpu_list, is_complete, redo_requested,
-                                run_matrix_cell, wants_matrix)
+from matrix.nox_support import (
+    MatrixPlan,
+    claim_gpu,
+    gpu_list,
+    is_complete,
+    redo_requested,
+    run_matrix_cell,
+    wants_matrix,
+)
 from matrix.records import ERROR, PROBE_RUNNER
 from matrix.results import write_result
 from matrix.spec import parse_spec
@@ -46,9 +53,8 @@ def test_redo_by_variable_or_posarg():
 
 def test_gpu_claims_hand_out_distinct_devices(tmp_path):
     assert gpu_list({"TORCH_MATRIX_GPUS": "0, 1"}) == ["0", "1"]
-    with claim_gpu(["0", "1"], tmp_path) as first:
-        with claim_gpu(["0", "1"], tmp_path) as second:
-            assert {first, second} == {"0", "1"}
+    with claim_gpu(["0", "1"], tmp_path) as first, claim_gpu(["0", "1"], tmp_path) as second:
+        assert {first, second} == {"0", "1"}
     with claim_gpu([], tmp_path) as none:
         assert none is None
 

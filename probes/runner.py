@@ -315,7 +315,8 @@ def run_suite(args):
         "gpu": gpu,
         "imports": zygote.imports if zygote is not None else {},
         "zygote": {"used": zygote is not None, "starts": zygote.starts if zygote else 0,
-                   "ready_s": round(zygote.ready_seconds, 3) if zygote else 0.0},
+                   "ready_s": round(zygote.ready_seconds, 3) if zygote else 0.0,
+                   "prewarm": zygote.prewarm if zygote else {}},
         "results": results,
         "wall_s": round(time.time() - started, 3),
     }

@@ -29,7 +29,19 @@ from probes import execute
 CHILD_EXIT_GRACE_S = 30.0
 
 
+# Imported after torch, before forking: lazily imported by common training code, expensive.
+PREWARM = ("torch._dynamo",)
+
+
 # ----------------------------------------------------------------------------- server
+
+def _thread_count():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
 
 def wait_child(pid, timeout):
     """Wait for ``pid`` up to ``timeout`` seconds: its wait status, or None on timeout."""
@@ -197,6 +209,44 @@ class _Server(object):
         for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
             del sys.modules[key]
 
+    def prewarm(self, modules):
+        """Import heavy lazily-imported modules once, so forked children do not each pay for them.
+
+        torch's first optimizer step imports torch._dynamo (5-20 s here); without this every
+        probe that trains would re-import it in its child. Imports only, no torch ops. If a
+        prewarm import queried CUDA or started threads, fork safety is gone: the client
+        then restarts the zygote without prewarming (``tainted``).
+        """
+        import importlib.util
+
+        from probes.importwatch import ImportWatch
+
+        report = {"modules": [], "seconds": 0.0, "tainted": ""}
+        if not self.imports.get("torch", {}).get("ok", False):
+            return report
+        threads_before = _thread_count()
+        watch = ImportWatch()
+        watch.start("prewarm")
+        started = time.time()
+        try:
+            for name in modules:
+                try:
+                    if importlib.util.find_spec(name) is None:
+                        continue
+                    self.send("importing", module="prewarm:" + name)
+                    __import__(name)
+                    report["modules"].append(name)
+                except BaseException as exc:
+                    report.setdefault("failed", {})[name] = execute.one_line(exc)
+        finally:
+            observed = watch.stop()
+        report["seconds"] = round(time.time() - started, 3)
+        if observed["calls"]:
+            report["tainted"] = "prewarm imports queried CUDA: %s" % ", ".join(observed["functions"])
+        elif _thread_count() > threads_before:
+            report["tainted"] = "prewarm imports started threads (%d -> %d)" % (threads_before, _thread_count())
+        return report
+
     def discover(self, probe_dirs, standard):
         from probes import discovery
 
@@ -251,11 +301,14 @@ def server_main(argv=None):
     parser.add_argument("--imports", default="torch,torchvision")
     parser.add_argument("--probe-dir", action="append", default=[])
     parser.add_argument("--no-standard", action="store_true")
+    parser.add_argument("--prewarm", default="")
     args = parser.parse_args(argv)
     server = _Server(args.resp_fd)
     server.import_modules([m for m in args.imports.split(",") if m])
+    prewarm = server.prewarm([m for m in args.prewarm.split(",") if m])
     server.discover(args.probe_dir, not args.no_standard)
-    server.send("ready", imports=server.imports, observations=server.observations, pid=os.getpid())
+    server.send("ready", imports=server.imports, observations=server.observations, prewarm=prewarm,
+                pid=os.getpid())
     server.serve(sys.stdin)
     return 0
 
@@ -271,8 +324,11 @@ class Zygote(object):
 
     MAX_STARTS = 4
 
-    def __init__(self, modules, probe_dirs, standard, tmpdir, env, import_timeout=600.0, log=None):
+    def __init__(self, modules, probe_dirs, standard, tmpdir, env, import_timeout=600.0, log=None,
+                 prewarm=PREWARM):
         self.modules = list(modules)
+        self.prewarm_modules = list(prewarm)
+        self.prewarm = {}
         self.probe_dirs = list(probe_dirs)
         self.standard = standard
         self.tmpdir = tmpdir
@@ -296,7 +352,7 @@ class Zygote(object):
         self.log_path = os.path.join(self.tmpdir, "zygote-%d.log" % self.starts)
         log = open(self.log_path, "wb")
         command = [sys.executable, "-m", "probes.zygote", "--resp-fd", str(write_fd),
-                   "--imports", ",".join(self.modules)]
+                   "--imports", ",".join(self.modules), "--prewarm", ",".join(self.prewarm_modules)]
         for directory in self.probe_dirs:
             command += ["--probe-dir", directory]
         if not self.standard:
@@ -368,8 +424,16 @@ class Zygote(object):
                     event = self._next_event(deadline)
                     if event["event"] == "importing":
                         current = event["module"]
-                        self.log("importing %s" % current)
+                        self.log(current.replace("prewarm:", "prewarming ") if current.startswith("prewarm:")
+                                 else "importing %s" % current)
                     elif event["event"] == "ready":
+                        self.prewarm = event.get("prewarm") or {}
+                        if self.prewarm.get("tainted"):
+                            self.log("restarting the zygote without prewarm: %s" % self.prewarm["tainted"])
+                            self._send({"op": "exit"})
+                            self._death()
+                            self.prewarm_modules = []
+                            break
                         self.imports.update(event["imports"])
                         self.observations.update(event["observations"])
                         self.ready_seconds = time.time() - started
@@ -378,6 +442,12 @@ class Zygote(object):
                 timed_out = isinstance(exc, TimeoutError)
                 how = self._death()
                 tail = execute.tail_of(self.log_path)
+                if current is not None and current.startswith("prewarm:"):
+                    self.log("the zygote died (%s) while prewarming %s; restarting without prewarm"
+                             % (how, current[len("prewarm:"):]))
+                    self.prewarm = {"tainted": "died while prewarming %s (%s)" % (current[len("prewarm:"):], how)}
+                    self.prewarm_modules = []
+                    continue
                 if current is None:
                     self.log("zygote died before importing anything (%s): %s" % (how, tail[-500:]))
                     return False

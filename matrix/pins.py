@@ -562,6 +562,12 @@ class _Grid:
             self._cache[atom] = frozenset(i for i, o in enumerate(self.observations) if atom.covers(o))
         return self._cache[atom]
 
+    def named_by_probes(self, atom: Atom, cells: Iterable[int]) -> bool:
+        """True when every failing probe of ``cells`` is about this axis (``torchvision_ops``)."""
+        prefix = atom.axis + "_"
+        probes = [name for i in cells for name in self.observations[i].failing]
+        return bool(probes) and all(name.startswith(prefix) for name in probes)
+
     def lost(self, atoms: Iterable[Atom]) -> set[int]:
         return {i for atom in atoms for i in self.excluded(atom) if i in self.good}
 
@@ -594,7 +600,8 @@ def _greedy(grid: _Grid, uncovered: set[int], candidates: Iterable[Atom],
             if not hit:
                 continue
             cost = len((grid.excluded(atom) & grid.good) - lost)
-            key = (cost / len(hit), -len(hit), bool(atom.cond_axis), atom.sort_key())
+            key = (cost / len(hit), -len(hit), bool(atom.cond_axis), not grid.named_by_probes(atom, hit),
+                   atom.sort_key())
             if best_key is None or key < best_key:
                 best, best_key = atom, key
         if best is None:
@@ -644,8 +651,12 @@ def _blame_scoped(grid: _Grid, remaining: set[int], axis: str, cond_axis: str) -
 # ----------------------------------------------------------------------------- answers
 
 def _reason(package: str, version: Value, cells: Sequence[Observation]) -> Exclusion:
-    probes = sorted({name for o in cells for name in o.failing})
-    summaries = Counter(o.summaries[name] for o in cells for name in o.failing if name in o.summaries)
+    # The probes that failed in every one of these cells are the reason; others failed for
+    # another pin's reason (torch 1.12.0 + numpy 2 also fails numpy_interop).
+    common = set.intersection(*(set(o.failing) for o in cells)) if cells else set()
+    probes = sorted(common or {name for o in cells for name in o.failing})
+    summaries = Counter(o.summaries[name] for o in cells for name in o.failing
+                        if name in o.summaries and name in probes)
     summary = sorted(summaries.items(), key=lambda item: (-item[1], item[0]))[0][0] if summaries else ""
     return Exclusion(package, str(version), tuple(probes), summary,
                      tuple(sorted(o.cell_id for o in cells)))
@@ -673,7 +684,9 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
         if not mine and not paired:
             continue
         excluded = base_values | set(paired)
-        goods = {o.value(package) for o in observations if o.good and o.value(package) is not None}
+        # Admit every tested value not excluded here, even one whose cells another pin excludes:
+        # a bound must not exclude a tested version without a reason of its own.
+        goods = {o.value(package) for o in observations if o.value(package) is not None}
         exclusions = [_reason(package, v, [o for o in observations if not o.good and o.value(package) == v])
                       for v in sorted(base_values)]
         exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
@@ -696,7 +709,7 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
                                       _tested(grid, cond_axis))
                 inside = [o for o in observations if condition.matches(o)]
                 goods_inside = {o.value(package) for o in inside
-                                if o.good and o.value(package) is not None} - excluded - values
+                                if o.value(package) is not None} - excluded - values
                 specs = build_specifiers(goods_inside, values, python=package == PYTHON)
                 reasons = tuple(_reason(package, v, [o for o in inside if not o.good and o.value(package) == v])
                                 for v in sorted(values))

@@ -29,6 +29,14 @@ def _listing(items: Any, limit: int = MAX_LISTED) -> str:
     return text
 
 
+def _span(items: Any) -> str:
+    """A long run of releases as a count and its ends; a short one in full."""
+    items = list(items)
+    if len(items) <= MAX_LISTED:
+        return ", ".join(items)
+    return f"{len(items)} releases, {items[0]} to {items[-1]}"
+
+
 def _counts_line(suggestion: Suggestion) -> str:
     c = suggestion.counts
     evidence = c.get(COMPATIBLE, 0) + c.get(INCOMPATIBLE, 0)
@@ -124,11 +132,11 @@ def coverage_lines(suggestion: Suggestion) -> list[str]:
             continue
         parts = []
         if cov.older:
-            parts.append("older than tested: " + _listing(cov.older))
+            parts.append("older than tested: " + _span(cov.older))
         if cov.untested:
             parts.append("between tested versions: " + _listing(cov.untested))
         if cov.newer:
-            parts.append("newer than tested: " + _listing(cov.newer))
+            parts.append("newer than tested: " + _span(cov.newer))
         lines.append(f"{package}: " + ("; ".join(parts) if parts else "every admitted release was tested"))
     return lines or ["no package axes"]
 

@@ -15,10 +15,21 @@ from packaging.requirements import Requirement
 
 from matrix.pins import requirement_lines, suggest_pins
 from matrix.pins_render import render_constraints, render_json, render_requirements, render_text
+from matrix.results import load_results
 from tests.pins_grids import GRIDS, RELEASED
 
 GOLDEN = Path(__file__).parent / "golden" / "pins"
 UPDATE = os.environ.get("TORCH_MATRIX_UPDATE_GOLDEN") == "1"
+REAL_RUN = GOLDEN / "real_yolo_run"  # cells from a real `nox -s matrix` run of REAL_RUN/matrix.toml
+
+
+def _real_results():
+    loaded = load_results(REAL_RUN / "cells")
+    assert loaded.problems == []
+    return loaded.results
+
+
+GRIDS = {**GRIDS, "real_yolo_run": _real_results}
 
 
 def _suggest(name: str):
@@ -111,3 +122,15 @@ def test_install_errors_and_unsatisfiable_cells_make_no_pins():
     assert [n.cell_id for n in suggestion.unsatisfiable] == ["t1.12.0-py3.12"]
     assert [n.cell_id for n in suggestion.no_evidence] == ["t2.6.0-py3.11"]
     assert "incompatible" not in render_text(suggestion).split("Unsatisfiable")[1].split("\n\n")[0]
+
+
+def test_real_run_gives_what_a_maintainer_writes_by_hand():
+    """torch 1.11-1.13.1 (paired torchvision) x numpy <2 / >=2 on Python 3.10, CPU-only machine."""
+    suggestion = _suggest("real_yolo_run")
+    assert _constraint_lines(render_constraints(suggestion)) == [
+        "torch!=1.12.0", "torchvision>=0.13.1", "numpy<2"]
+    reasons = {(e.package, e.version): e for pin in suggestion.recommended.pins for e in pin.exclusions}
+    assert reasons["torch", "1.12.0"].probes == ("lazy_cuda_init",)
+    assert reasons["torchvision", "0.13.0"].paired_with == "torch 1.12.0"
+    assert reasons["numpy", "2.2.6"].probes == ("numpy_interop",)
+    assert len(reasons["numpy", "2.2.6"].cells) == 4

@@ -753,6 +753,11 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
     conditions = pinnable + [VARIANT]
     grid = _Grid(observations, pinnable, conditions)
     pairs = pairs or {}
+    if grid.bad and not grid.good:  # nothing works: exclude what failed, blame the first package
+        for axis in pinnable:
+            atoms = _blame_one(grid, grid.bad, axis)
+            if atoms is not None:
+                return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs)]
     pure = _pure_failures(grid)
     remaining = grid.bad - {i for atom in pure for i in grid.excluded(atom)}
     if not remaining:

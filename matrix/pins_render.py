@@ -90,6 +90,9 @@ def render_text(suggestion: Suggestion) -> str:
     recommended = suggestion.recommended
     lines = [line for line in requirement_lines(recommended) if line.specifiers]
     advice = _python_advice(recommended)
+    if recommended.good_total == 0 and suggestion.counts.get(INCOMPATIBLE, 0):
+        out.append("WARNING: no compatible cell at all: these pins only exclude what failed; "
+                   "nothing tested is known to work.")
     if not lines and not advice:
         out.append("Suggested pins: none (no tested version needs excluding).")
     else:

@@ -195,3 +195,20 @@ def test_cells_without_evidence_change_no_pin(results):
     without = suggest_pins(evidence_only).recommended
     assert [line.text() for line in requirement_lines(with_all)] == \
         [line.text() for line in requirement_lines(without)]
+
+
+def test_when_nothing_works_torch_takes_the_blame_with_a_warning():
+    from matrix.pins_render import render_text
+
+    results = [cell(t, "3.11", torchvision="", fail="training_step", message="nan") for t in ("2.4.1", "2.5.1")]
+    suggestion = suggest_pins(results)
+    assert [line.text() for line in requirement_lines(suggestion.recommended)] == ["torch!=2.4.1,!=2.5.1"]
+    assert "no compatible cell at all" in render_text(suggestion)
+
+
+def test_a_python_that_fails_everywhere_becomes_requires_python_advice():
+    results = [cell(t, py, torchvision="", fail="install_sanity" if py == "3.13" else "", message="no _C")
+               for t in ("2.4.1", "2.5.1") for py in ("3.11", "3.12", "3.13")]
+    recommended = suggest_pins(results).recommended
+    assert [(pin.package, pin.specifiers) for pin in recommended.pins] == [("python", ("<3.13",))]
+    assert requirement_lines(recommended) == []

@@ -1,0 +1,132 @@
+"""Helpers shared by the standard probes. Stdlib only, Python 3.8+, never imports torch at module level."""
+
+import contextlib
+import multiprocessing
+import os
+import re
+import socket
+import tempfile
+import traceback
+import warnings
+
+from probes.api import Fail, Skip
+
+
+def torch_version():
+    """(major, minor) of the imported torch, from ``torch.__version__`` ("2.13.0+cpu" -> (2, 13))."""
+    import torch
+
+    match = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def _import_optional(name, label):
+    """Import an optional package: Skip when absent, Fail when present but broken (e.g. a mismatched build)."""
+    try:
+        return __import__(name)
+    except ImportError as exc:
+        if getattr(exc, "name", None) == name or "No module named" in str(exc):
+            raise Skip("%s not installed" % label)
+        raise Fail("import %s failed: %s" % (name, first_line(exc)), observed=first_line(exc),
+                   expected="import %s succeeds" % name, repro="import torch, %s" % name)
+    except Exception as exc:  # torchvision against the wrong torch raises RuntimeError here
+        raise Fail("import %s failed: %s" % (name, first_line(exc)), observed=first_line(exc),
+                   expected="import %s succeeds" % name, repro="import torch, %s" % name)
+
+
+def require_torchvision(ctx=None):
+    """The torchvision module; Skip when absent, Fail when the runner's own import of it already failed."""
+    failed = ctx.import_error("torchvision") if ctx is not None and hasattr(ctx, "import_error") else None
+    if failed:
+        message = str(failed.get("error") or failed.get("message") or "import failed")
+        if "No module named 'torchvision'" in message:
+            raise Skip("torchvision not installed")
+        raise Fail("import torchvision failed: %s" % message.strip().splitlines()[0][:300], observed=message[:500],
+                   expected="import torchvision succeeds", repro="import torch, torchvision")
+    return _import_optional("torchvision", "torchvision")
+
+
+def require_numpy():
+    return _import_optional("numpy", "numpy")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def first_line(exc):
+    """The exception as one short line: type and the first line of its message."""
+    text = [line.strip() for line in _ANSI.sub("", str(exc)).strip().splitlines() if line.strip()]
+    head = text[0] if text else ""
+    if head.endswith(":") and len(text) > 1:  # "backend='inductor' raised:" says nothing by itself
+        head = head + " " + text[1]
+    return "%s: %s" % (type(exc).__name__, head[:300])
+
+
+@contextlib.contextmanager
+def caught_warnings():
+    """Record warnings (e.g. deprecations) raised inside the block as one-line strings; filled when it exits."""
+    found = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield found
+    for item in caught:
+        found.append("%s: %s" % (item.category.__name__, str(item.message).strip().splitlines()[0][:200]
+                                 if str(item.message).strip() else ""))
+
+
+def scratch_dir(ctx):
+    """A fresh directory for the probe's files: inside the runner's workdir, never the caller's cwd."""
+    base = ctx.workdir if ctx.workdir and os.path.abspath(ctx.workdir) != os.getcwd() else None
+    return tempfile.mkdtemp(prefix="probe-", dir=base)
+
+
+def free_port():
+    """A TCP port on loopback that is free right now."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _child_main(func, args, queue):
+    try:
+        queue.put(("ok", func(*args)))
+    except BaseException as exc:  # report everything: the parent decides
+        queue.put(("error", "%s\n%s" % (first_line(exc), "".join(traceback.format_exc()[-2000:]))))
+
+
+def run_in_children(func, arg_lists, timeout, start_method=None):
+    """Run ``func(*args)`` in one child process per entry of ``arg_lists`` and collect the results.
+
+    Bounded: children still alive after ``timeout`` seconds are killed and reported as
+    ("timeout", ...). A child that dies without reporting gives ("died", exitcode).
+    ``func`` must be a module-level function (picklable for spawn/forkserver).
+    """
+    method = start_method or ("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    mp = multiprocessing.get_context(method)
+    queues = [mp.Queue() for _ in arg_lists]
+    procs = [mp.Process(target=_child_main, args=(func, tuple(args), q), daemon=True)
+             for args, q in zip(arg_lists, queues)]
+    for proc in procs:
+        proc.start()
+    results = [None] * len(procs)
+    try:
+        import time
+
+        deadline = time.monotonic() + timeout
+        for index, (proc, queue) in enumerate(zip(procs, queues)):
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                results[index] = queue.get(timeout=remaining)
+            except Exception:
+                proc.join(0.5)
+                results[index] = ("died", proc.exitcode) if proc.exitcode is not None else ("timeout", timeout)
+    finally:
+        for proc in procs:
+            proc.join(2)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2)
+        for queue in queues:
+            queue.close()
+    return results
+

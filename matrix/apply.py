@@ -14,12 +14,12 @@ import difflib
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import tomlkit
-from packaging.markers import InvalidMarker, Marker
+from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, Specifier
 from packaging.utils import canonicalize_name
@@ -68,7 +68,7 @@ def _join_markers(existing: str, added: str) -> str:
         return added
     if not added:
         return existing
-    wrap = (lambda text: f"({text})" if " or " in text else text)  # noqa: E731
+    wrap = (lambda text: f"({text})" if " or " in text else text)
     return f"{wrap(existing)} and {wrap(added)}"
 
 

@@ -23,9 +23,10 @@ How an answer is found (the search space is a handful of axes, so it is exhausti
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from packaging.markers import Marker
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
@@ -310,7 +311,7 @@ class Condition:
     def matches(self, observation: Observation) -> bool:
         return observation.value(self.axis) in self.values
 
-    def complement(self) -> "Condition":
+    def complement(self) -> Condition:
         return Condition(self.axis, tuple(v for v in self.tested if v not in self.values), self.tested)
 
     def marker(self) -> str:
@@ -657,7 +658,7 @@ def _reason(package: str, version: Value, cells: Sequence[Observation]) -> Exclu
     probes = sorted(common or {name for o in cells for name in o.failing})
     summaries = Counter(o.summaries[name] for o in cells for name in o.failing
                         if name in o.summaries and name in probes)
-    summary = sorted(summaries.items(), key=lambda item: (-item[1], item[0]))[0][0] if summaries else ""
+    summary = min(summaries.items(), key=lambda item: (-item[1], item[0]))[0] if summaries else ""
     return Exclusion(package, str(version), tuple(probes), summary,
                      tuple(sorted(o.cell_id for o in cells)))
 

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from .apply import apply_pins, atomic_write
 from .errors import UserError
 from .pins import package_axes, requirement_lines, suggest_pins
-from .pins_render import (CONSTRAINTS_NAME, JSON_NAME, REQUIREMENTS_NAME, render_constraints,
-                          render_json, render_requirements, render_text)
+from .pins_render import (
+    CONSTRAINTS_NAME,
+    JSON_NAME,
+    REQUIREMENTS_NAME,
+    render_constraints,
+    render_json,
+    render_requirements,
+    render_text,
+)
 from .results import load_results
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .pins import (PYTHON, Answer, Exclusion, RequirementLine, Suggestion, requirement_lines)
+from .pins import PYTHON, Answer, Exclusion, RequirementLine, Suggestion, requirement_lines
 from .verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
 
 PINS_SCHEMA_ID = "torch-matrix/pins"

@@ -134,8 +134,8 @@ def test_package_not_in_the_file_is_not_added(tmp_path):
     path = write(tmp_path, "requirements.txt", "torch>=2\n")
     result = apply_pins(path, [RequirementLine("numpy", ("<2",))])
     assert not result.changed
-    assert result.notes == (f"{path}: numpy is not a direct dependency here (not added); "
-                            "constrain it with constraints.txt: numpy<2",)
+    assert result.notes == ((f"{path}: numpy is not a direct dependency here (not added); "
+                             "constrain it with constraints.txt: numpy<2"),)
 
 
 def test_bad_requirement_line_names_file_and_line(tmp_path):

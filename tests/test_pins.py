@@ -9,8 +9,18 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from matrix.pins import (PYTHON, Condition, build_specifiers, merge_specifiers, observe, package_axes,
-                         package_pins, requirement_lines, suggest_pins, version_evidence)
+from matrix.pins import (
+    PYTHON,
+    Condition,
+    build_specifiers,
+    merge_specifiers,
+    observe,
+    package_axes,
+    package_pins,
+    requirement_lines,
+    suggest_pins,
+    version_evidence,
+)
 from matrix.records import INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_probe, make_result
 from tests.pins_grids import PAIRED_TORCHVISION, cell

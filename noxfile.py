@@ -23,12 +23,12 @@ nox_support.announce_missing(PLAN)
 
 @nox.session(venv_backend="uv", allow_parallel=True)
 @nox.parametrize(["python", "cell"], [
-    nox.param(python, cell, id=cell_id, tags=tags)
-    for python, cell, cell_id, tags in nox_support.params(PLAN)
+    nox.param(python, cell_id, id=cell_id, tags=tags)
+    for python, cell_id, tags in nox_support.params(PLAN)
 ])
-def matrix(session: nox.Session, cell) -> None:
+def matrix(session: nox.Session, cell: str) -> None:
     """One cell: own uv venv, install, verify, probes, result file."""
-    nox_support.run_matrix_cell(session, PLAN, cell)
+    nox_support.run_matrix_cell(session, PLAN, PLAN.cell(cell))
 
 
 @nox.session(python=False, allow_parallel=False)

@@ -73,6 +73,12 @@ class MatrixPlan:
         """An absolute interpreter path; ours when the cell's Python is missing (see module doc)."""
         return self.interpreters.get(cell.python) or sys.executable
 
+    def cell(self, cell_id: str) -> Cell:
+        for cell in self.cells:
+            if cell.id == cell_id:
+                return cell
+        raise KeyError(cell_id)
+
     def has_interpreter(self, cell: Cell) -> bool:
         return cell.python in self.interpreters
 
@@ -149,9 +155,13 @@ def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) 
               f" its cells are {consequence}", file=sys.stderr)
 
 
-def params(plan: MatrixPlan) -> list[tuple[str, Cell, str, list[str]]]:
-    """(interpreter, cell, id, tags) for each cell, in plan order."""
-    return [(plan.interpreter_for(cell), cell, cell.id, list(cell.tags)) for cell in plan.cells]
+def params(plan: MatrixPlan) -> list[tuple[str, str, list[str]]]:
+    """(interpreter, cell id, tags) for each cell, in plan order.
+
+    The session parameter is the id, not the Cell: nox serialises parameters into
+    ``--report`` files, ``nox -l --json`` and its ``--parallel`` workers, as JSON.
+    """
+    return [(plan.interpreter_for(cell), cell.id, list(cell.tags)) for cell in plan.cells]
 
 
 def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:

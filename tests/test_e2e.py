@@ -82,6 +82,9 @@ def test_matrix_run_report_resume_and_redo(tmp_path):
     assert listed.returncode == 0, listed.stderr
     for cell in cell_ids():
         assert f"matrix({cell})" in listed.stdout
+    # The CI recipe: `nox -l --json` feeds a job matrix; parameters must be plain JSON.
+    as_json = json.loads(run_nox(tmp_path, env, "-l", "--json").stdout)
+    assert [s["call_spec"]["cell"] for s in as_json if s["name"] == "matrix"] == cell_ids()
 
     first = run_nox(tmp_path, env, "-s", "matrix")
     log = first.stdout + first.stderr
@@ -146,6 +149,16 @@ def test_a_changed_spec_reruns_the_cell(tmp_path):
     assert again.returncode == 0, again.stderr
     assert "skipped" not in again.stderr
     assert f"{good} probes ..." in again.stderr
+
+
+def test_parallel_run_with_the_report_last(tmp_path):
+    """`nox -j 2 -s matrix report`: workers re-load the noxfile; notify is not allowed there."""
+    index = build_index(tmp_path / "index")
+    env = nox_env(tmp_path, write_spec(tmp_path / "matrix.toml", index.url))
+    done = run_nox(tmp_path, env, "-j", "2", "-s", "matrix", "report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list((tmp_path / "results" / "e2e" / "cells").glob("*.json"))) == 4
+    assert "1 compatible, 1 incompatible, 2 unsatisfiable, 0 error" in done.stdout + done.stderr
 
 
 def test_bad_spec_is_one_line_and_exit_2(tmp_path):

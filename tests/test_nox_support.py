@@ -171,5 +171,7 @@ def test_interpreter_for_a_missing_python_is_ours():
     plan = MatrixPlan(cells=[], interpreters={"3.11": "/x/python3.11"})
     assert plan.interpreter_for(make_cell(python="3.11")) == "/x/python3.11"
     assert plan.interpreter_for(make_cell(python="3.9")) == sys.executable
-    assert nox_support.params(MatrixPlan(cells=[make_cell(python="3.11")],
-                                         interpreters={"3.11": "/x/py"}))[0][0] == "/x/py"
+    cell = make_cell(python="3.11")
+    plan = MatrixPlan(cells=[cell], interpreters={"3.11": "/x/py"})
+    assert nox_support.params(plan) == [("/x/py", cell.id, list(cell.tags))]
+    assert plan.cell(cell.id) is cell

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tomlkit
-from packaging.markers import InvalidMarker
+from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, Specifier
 from packaging.utils import canonicalize_name
@@ -72,6 +72,31 @@ def _join_markers(existing: str, added: str) -> str:
     return f"{wrap(existing)} and {wrap(added)}"
 
 
+_PYTHONS = tuple(f"3.{minor}" for minor in range(31))
+
+
+def _python_overlap(existing: Marker | None, added: str) -> str:
+    """How the Pythons of ``added`` meet an existing marker: "implied", "none" or "some".
+
+    Judged on Python 3.0-3.30 with the rest of this machine's environment; a marker that
+    is false here for every Python (another platform) counts as "some", so both are kept.
+    """
+    if not added:
+        return "implied"
+    scoped = Marker(added)
+
+    def env(version: str) -> dict[str, str]:
+        return {"python_version": version, "python_full_version": f"{version}.0"}
+
+    here = [v for v in _PYTHONS if existing is None or existing.evaluate(env(v))]
+    if not here:
+        return "some"
+    inside = [v for v in here if scoped.evaluate(env(v))]
+    if not inside:
+        return "none"
+    return "implied" if len(inside) == len(here) and existing is not None else "some"
+
+
 def update_requirement(text: str, pins: Sequence[RequirementLine], notes: list[str],
                        where: str, seen: set[str] | None = None) -> list[str] | None:
     """The requirement(s) replacing ``text``, or None when it stays as written.
@@ -105,10 +130,16 @@ def update_requirement(text: str, pins: Sequence[RequirementLine], notes: list[s
                              f"excludes ({line.text()}); left as written")
                 break
         return None
-    replaced = [(merge_specifiers(existing, line.specifiers), line.marker) for line in mine]
+    existing_marker = str(requirement.marker) if requirement.marker else ""
+    replaced = []
+    for line in mine:
+        overlap = _python_overlap(requirement.marker, line.marker)
+        if overlap == "none":
+            continue  # this line's Pythons never meet the requirement's own marker
+        replaced.append((merge_specifiers(existing, line.specifiers),
+                         "" if overlap == "implied" else line.marker))
     if all(_same(specs, existing) for specs, _ in replaced):
         return None
-    existing_marker = str(requirement.marker) if requirement.marker else ""
     if len(replaced) == 1 and not replaced[0][1]:
         marker_part = ";" + marker_text if marker_text else ""
         return [prefix + ",".join(replaced[0][0]) + trailing + marker_part]

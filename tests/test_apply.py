@@ -258,3 +258,14 @@ def test_cli_coverage_from_the_index_and_offline_fallback(tmp_path, capsys, monk
     assert "coverage unknown" in captured.err and "network is unreachable" in captured.err
     assert "torch: unknown (released versions not available)" in captured.out
     assert (tmp_path / "b" / "constraints.txt").read_text() == (tmp_path / "a" / "constraints.txt").read_text()
+
+
+def test_scoped_pins_apply_idempotently_and_respect_existing_python_markers(tmp_path):
+    path = write(tmp_path, "requirements.txt", "torch>=1.8.0  # core\n")
+    apply_pins(path, SCOPED)
+    first = path.read_text()
+    assert not apply_pins(path, SCOPED).changed
+    assert path.read_text() == first
+    old_python = write(tmp_path, "old.txt", 'torch>=1.8; python_version < "3.10"\n')
+    apply_pins(old_python, SCOPED)
+    assert old_python.read_text() == 'torch>=1.9; python_version < "3.10"\n'

@@ -215,3 +215,37 @@ def test_every_nox_invocation_selects_existing_sessions(offline_spec, tmp_path):
         checked = nox_list(*listing, shard="1/2")
         assert checked.returncode == 0, f"{workflow}: nox {shlex.join(args)}: {checked.stderr}"
         assert isinstance(json.loads(checked.stdout), list)
+
+
+def _step(job: str, name: str) -> str:
+    nightly = _load(REPO / ".github" / "workflows" / "nightly.yml")
+    return next(s["run"] for s in nightly["jobs"][job]["steps"] if s.get("name") == name)
+
+
+@pytest.mark.parametrize("tags, expected", [
+    ("", {"t2.1.0", "t2.2.0"}),
+    ("torch2.2", {"t2.2.0"}),
+])
+def test_the_plan_step_outputs_shards_and_expected_cells(offline_spec, tmp_path, tags, expected):
+    """The plan job's own script, run by bash: job outputs for the matrix, the cells to expect."""
+    outputs = tmp_path / "github-output"
+    outputs.touch()
+    env = {**os.environ, "TORCH_MATRIX_SPEC": str(offline_spec), "SHARD_COUNT": "2",
+           "CELL_FILTER": "", "CELL_TAGS": tags, "GITHUB_OUTPUT": str(outputs),
+           "TORCH_MATRIX_CACHE_DIR": str(tmp_path / "index-cache"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("TORCH_MATRIX_SHARD", None)
+    (tmp_path / "noxfile.py").symlink_to(NOXFILE)  # the step runs in the checkout
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                           _step("plan", "Plan the cells and the shards")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
+    shards = json.loads(written["shards"])
+    assert [entry["shard"] for entry in shards] == ["1/2", "2/2"]
+    assert sorted(c for entry in shards for c in entry["cells"]) == sorted(
+        f"{torch}-py{sys.version_info[0]}.{sys.version_info[1]}" for torch in ("t2.1.0", "t2.2.0"))
+    assert written["pythons"] == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    planned = json.loads((tmp_path / "plan" / "expected.json").read_text())
+    ids = {cell if isinstance(cell, str) else cell["id"] for cell in planned}
+    assert {cell.split("-")[0] for cell in ids} == expected

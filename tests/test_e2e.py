@@ -170,6 +170,13 @@ def test_bad_spec_is_one_line_and_exit_2(tmp_path):
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("torch-matrix: error: ") and "colour" in lines[0]
     assert str(spec) in lines[0]
+    # Sessions that do not run cells do not need the spec (`nox -s tests` with a broken spec).
+    other = run_nox(tmp_path, nox_env(tmp_path, spec), "-l", "-s", "tests")
+    assert other.returncode == 0, other.stderr
+    # The report needs the run's name from the spec: the same one line, exit 2.
+    report = run_nox(tmp_path, nox_env(tmp_path, spec), "-s", "report")
+    assert report.returncode == 2
+    assert lines[0] in report.stderr.splitlines() and "Traceback" not in report.stderr
 
 
 REAL_FIND_LINKS = os.environ.get("PIP_FIND_LINKS", "")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .apply import apply_pins, atomic_write
 from .errors import UserError
-from .pins import package_axes, requirement_lines, suggest_pins
+from .pins import PYTHON, package_axes, requirement_lines, suggest_pins
 from .pins_render import (
     CONSTRAINTS_NAME,
     JSON_NAME,
@@ -78,4 +78,8 @@ def main(args: argparse.Namespace) -> int:
                                    else f"updated ({len(result.changes)} requirement(s))"))
         for note in result.notes:
             print(f"note: {note}")
+        advice = ",".join(spec for pin in suggestion.recommended.pins_for(PYTHON) if pin.condition is None
+                          for spec in pin.specifiers)
+        if advice:
+            print(f"note: Requires-Python advice {advice} is not applied; update requires-python yourself")
     return 0

@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from packaging.markers import Marker
-from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
+from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -913,14 +913,6 @@ def suggest_pins(results: Sequence[CellResult],
         answers=tuple(answers),
         unsatisfiable=tuple(unsatisfiable),
         no_evidence=tuple(no_evidence),
-        coverage=coverage(answers[0] if answers[0].expressible else
-                          next(a for a in answers if a.expressible), observations, packages, released),
+        coverage=coverage(next(a for a in answers if a.expressible), observations, packages, released),
     )
 
-
-def parse_specifiers(text: str) -> tuple[str, ...]:
-    """``">=1.7, !=1.12.0"`` -> ``(">=1.7", "!=1.12.0")``, validated by packaging."""
-    try:
-        return tuple(str(Specifier(part.strip())) for part in text.split(",") if part.strip())
-    except InvalidSpecifier as error:
-        raise ValueError(str(error)) from None

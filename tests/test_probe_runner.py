@@ -279,3 +279,12 @@ def test_no_torch_at_all(tmp_path):
     assert results["install_sanity"]["status"] == "fail" and "not installed" in results["install_sanity"]["message"]
     assert results["lazy_cuda_init"]["status"] == "skip"
     assert data["packages"]["torch"] is None
+
+
+def test_example_custom_probes_run_in_the_same_protocol(tmp_path):
+    fake = make_fake_torch(tmp_path / "site")  # no torch.fft, no channels_last: both APIs are missing
+    example = os.path.join(REPO, "examples", "custom_probes", "probes_dir")
+    data, _ = run_probes(tmp_path, "--no-standard", "--probe-dir", example, pythonpath=[fake])
+    results = by_name(data)
+    assert set(results) == {"fft_roundtrip", "channels_last_conv"}
+    assert all(r["status"] == "unsupported" for r in results.values())

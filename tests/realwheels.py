@@ -87,67 +87,18 @@ def ensure_env(env: WheelEnv, timeout: float = 1800) -> Path:
     return env.python_exe
 
 
-# Runs inside the venv: import torch (and torchvision) once, then each probe in a forked child,
-# the way the runner's shared isolation does; prints one JSON object per probe.
-HARNESS = r"""
-import json, os, sys, tempfile, importlib
-import torch
-try:
-    import torchvision
-except Exception:
-    pass
-from probes.api import Context, ProbeOutcome, registered
-
-names = sys.argv[1].split(",")
-for name in names:
-    importlib.import_module("probes.standard." + name)
-specs = {spec.name: spec for spec in registered()}
-for name in names:
-    spec = specs[name]
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        ctx = Context(workdir=tempfile.mkdtemp(prefix="probe-"), timeout=spec.timeout)
-        record = {"name": name}
-        try:
-            record["evidence"] = spec.func(ctx) or {}
-            record["status"] = "pass"
-        except ProbeOutcome as exc:
-            record.update(status=exc.status, message=exc.message, observed=exc.observed,
-                          expected=exc.expected, repro=exc.repro, evidence=exc.evidence)
-        except BaseException as exc:
-            import traceback
-            record.update(status="error", message="%s: %s" % (type(exc).__name__, exc),
-                          traceback=traceback.format_exc()[-3000:])
-        record["notes"] = ctx.notes
-        with os.fdopen(write_fd, "w") as out:
-            out.write(json.dumps(record, default=repr))
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as inp:
-        text = inp.read()
-    _, status = os.waitpid(pid, 0)
-    record = json.loads(text) if text else {"name": name, "status": "crash", "message": "wait status %d" % status}
-    print("PROBE-RESULT " + json.dumps(record, default=repr), flush=True)
-"""
-
-
-def run_probes(python: Path, names: list[str], timeout: float = 600) -> dict[str, dict]:
-    """Run the named standard probes in the venv's interpreter; {name: result record}."""
+def run_suite(python: Path, names: list[str], workdir: Path, timeout: float = 900) -> dict:
+    """Run ``python -m probes --select NAMES`` in the venv; the runner's JSON document (results keyed by name)."""
+    out = workdir / "probes.json"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONDONTWRITEBYTECODE="1")
-    done = subprocess.run([str(python), "-c", HARNESS, ",".join(names)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=str(REPO_ROOT))
-    results = {}
-    for line in done.stdout.splitlines():
-        if line.startswith("PROBE-RESULT "):
-            record = json.loads(line[len("PROBE-RESULT "):])
-            results[record["name"]] = record
-    missing = [name for name in names if name not in results]
-    if missing:
-        raise AssertionError("no result for %s (rc %s)\nstdout:\n%s\nstderr:\n%s"
-                             % (missing, done.returncode, done.stdout[-3000:], done.stderr[-3000:]))
-    return results
+    done = subprocess.run([str(python), "-m", "probes", "--select", ",".join(names), "--out", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=str(workdir))
+    if not out.exists():
+        raise AssertionError("python -m probes wrote no result (rc %s)\nstdout:\n%s\nstderr:\n%s"
+                             % (done.returncode, done.stdout[-3000:], done.stderr[-3000:]))
+    document = json.loads(out.read_text())
+    document["by_name"] = {result["name"]: result for result in document["results"]}
+    return document
 
 
 if __name__ == "__main__":  # python tests/realwheels.py [env-name] [probe,probe,...]: a quick look by hand
@@ -156,6 +107,9 @@ if __name__ == "__main__":  # python tests/realwheels.py [env-name] [probe,probe
         exe = ensure_env(chosen_env)
         names = sys.argv[2].split(",") if len(sys.argv) > 2 else sorted(
             path.stem for path in (REPO_ROOT / "probes" / "standard").glob("[!_]*.py"))
-        for probe_name, result in run_probes(exe, names).items():
+        import tempfile
+
+        suite = run_suite(exe, names, Path(tempfile.mkdtemp(prefix="realwheels-")))
+        for probe_name, result in suite["by_name"].items():
             print(chosen_env.name, probe_name, result["status"], result.get("message", ""),
                   json.dumps(result.get("evidence"), default=repr)[:300])

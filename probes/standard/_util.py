@@ -110,16 +110,22 @@ def run_in_children(func, arg_lists, timeout, start_method=None):
         proc.start()
     results = [None] * len(procs)
     try:
+        import queue as queue_module
         import time
 
         deadline = time.monotonic() + timeout
         for index, (proc, queue) in enumerate(zip(procs, queues)):
-            remaining = max(0.1, deadline - time.monotonic())
-            try:
-                results[index] = queue.get(timeout=remaining)
-            except Exception:
-                proc.join(0.5)
-                results[index] = ("died", proc.exitcode) if proc.exitcode is not None else ("timeout", timeout)
+            while results[index] is None:
+                try:
+                    results[index] = queue.get(timeout=0.2)
+                except queue_module.Empty:
+                    if not proc.is_alive():
+                        try:  # it may have reported just before exiting
+                            results[index] = queue.get(timeout=0.5)
+                        except queue_module.Empty:
+                            results[index] = ("died", proc.exitcode)
+                    elif time.monotonic() > deadline:
+                        results[index] = ("timeout", timeout)
     finally:
         for proc in procs:
             proc.join(2)

@@ -1,0 +1,184 @@
+"""The standard probes against real torch wheels (marked realwheels), plus their pure helpers.
+
+Each real-wheel venv runs the suite once through ``python -m probes`` (module-scoped fixture);
+the tests then assert the outcomes that version really has.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from probes.api import Context, Fail, Skip
+from probes.standard import _util
+from probes.standard.cuda_devices import arch_supported
+from tests import realwheels
+
+MY_PROBES = ["cuda_devices", "determinism", "training_step", "numpy_interop", "checkpoint_roundtrip",
+             "dataloader_workers", "distributed_gloo", "mixed_precision", "torchscript", "torch_compile",
+             "torch_export", "onnx_export", "torchvision_transforms", "torchvision_model", "torchvision_ops"]
+
+
+def suite_for(env, tmp_path_factory):
+    try:
+        python = realwheels.ensure_env(env)
+    except realwheels.EnvUnavailable as exc:
+        pytest.skip("cannot build %s here: %s" % (env.name, exc))
+    return realwheels.run_suite(python, MY_PROBES, tmp_path_factory.mktemp(env.name))["by_name"]
+
+
+@pytest.fixture(scope="module")
+def cpu_2_13(tmp_path_factory):
+    return suite_for(realwheels.CPU_2_13, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def pypi_2_4(tmp_path_factory):
+    return suite_for(realwheels.PYPI_2_4, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def pypi_1_13(tmp_path_factory):
+    return suite_for(realwheels.PYPI_1_13, tmp_path_factory)
+
+
+def statuses(results):
+    return {name: result["status"] for name, result in results.items()}
+
+
+# --- torch 2.13.0+cpu, Python 3.11, numpy 2, no torchvision, no onnx -----------------------------------
+
+@pytest.mark.realwheels
+def test_cpu_2_13_core_probes_pass(cpu_2_13):
+    core = ["determinism", "training_step", "numpy_interop", "checkpoint_roundtrip", "dataloader_workers",
+            "distributed_gloo", "mixed_precision", "torchscript", "torch_compile", "torch_export"]
+    assert {name: cpu_2_13[name]["status"] for name in core} == {name: "pass" for name in core}, statuses(cpu_2_13)
+
+
+@pytest.mark.realwheels
+def test_cpu_2_13_skips_what_it_lacks(cpu_2_13):
+    assert cpu_2_13["cuda_devices"]["status"] == "skip"
+    assert cpu_2_13["cuda_devices"]["message"] == "no CUDA device"
+    for name in ("torchvision_transforms", "torchvision_model", "torchvision_ops"):
+        assert (cpu_2_13[name]["status"], cpu_2_13[name]["message"]) == ("skip", "torchvision not installed")
+    assert (cpu_2_13["onnx_export"]["status"], cpu_2_13["onnx_export"]["message"]) == ("skip", "onnx not installed")
+
+
+@pytest.mark.realwheels
+def test_cpu_2_13_checkpoint_records_the_weights_only_requirement(cpu_2_13):
+    evidence = cpu_2_13["checkpoint_roundtrip"]["evidence"]
+    assert evidence["default_load"].startswith("UnpicklingError")
+    assert evidence["requires"][0] == "weights_only=False"
+    allowlist = evidence["requires"][1]
+    assert "safe_globals" in allowlist and "argparse.Namespace" in allowlist and "numpy" in allowlist
+    assert set(evidence["map_location"].values()) == {"cpu"}
+
+
+@pytest.mark.realwheels
+def test_cpu_2_13_evidence_names_the_new_apis(cpu_2_13):
+    assert cpu_2_13["training_step"]["evidence"]["weight_norm_api"] == "torch.nn.utils.parametrizations.weight_norm"
+    assert cpu_2_13["training_step"]["evidence"]["grad_after_zero_grad"] == "None"
+    assert cpu_2_13["mixed_precision"]["evidence"]["cpu_output_dtype"] == "torch.bfloat16"
+    assert "torch.amp.GradScaler" in cpu_2_13["mixed_precision"]["evidence"]["grad_scaler"]
+    assert cpu_2_13["torch_compile"]["evidence"]["backend"] == "inductor"
+    assert cpu_2_13["numpy_interop"]["evidence"]["numpy"].startswith("2.")
+    assert cpu_2_13["determinism"]["evidence"]["seeded_run_identical"] is True
+
+
+# --- torch 2.4.1 + torchvision 0.19.1 from PyPI (CUDA build, run on CPU), Python 3.11, numpy<2, onnx -----
+
+@pytest.mark.realwheels
+def test_pypi_2_4_torchvision_and_onnx_pass(pypi_2_4):
+    for name in ("torchvision_transforms", "torchvision_model", "torchvision_ops", "onnx_export",
+                 "training_step", "checkpoint_roundtrip", "torch_export", "distributed_gloo", "determinism"):
+        assert pypi_2_4[name]["status"] == "pass", (name, pypi_2_4[name])
+    assert pypi_2_4["torchvision_transforms"]["evidence"]["v2"] == "ok"
+    assert pypi_2_4["torchvision_model"]["evidence"]["no_weights_argument"] == "weights=None"
+    assert pypi_2_4["checkpoint_roundtrip"]["evidence"]["default_load"] == "ok"  # before the 2.6 flip
+    assert pypi_2_4["cuda_devices"]["status"] == "skip"
+
+
+@pytest.mark.realwheels
+def test_pypi_2_4_compile_fails_without_setuptools(pypi_2_4):
+    # A real break: inductor in torch 2.4.1 imports setuptools, declared only for Python >= 3.12;
+    # a uv venv on 3.11 has none. The eager backend still works, so dynamo itself is fine.
+    result = pypi_2_4["torch_compile"]
+    assert result["status"] == "fail"
+    assert "setuptools" in result["message"]
+    assert result["evidence"]["eager_backend"] == "ok"
+    assert "torch.compile(f)" in result["repro"]
+
+
+# --- torch 1.13.1 + torchvision 0.14.1, Python 3.10, numpy<2 ---------------------------------------------
+
+@pytest.mark.realwheels
+def test_pypi_1_13_outcomes(pypi_1_13):
+    assert statuses(pypi_1_13) == {
+        "cuda_devices": "skip", "determinism": "pass", "training_step": "pass", "numpy_interop": "pass",
+        "checkpoint_roundtrip": "pass", "dataloader_workers": "pass", "distributed_gloo": "pass",
+        "mixed_precision": "pass", "torchscript": "pass", "torch_compile": "unsupported",
+        "torch_export": "unsupported", "onnx_export": "skip", "torchvision_transforms": "pass",
+        "torchvision_model": "pass", "torchvision_ops": "pass",
+    }
+
+
+@pytest.mark.realwheels
+def test_pypi_1_13_evidence_names_the_old_apis(pypi_1_13):
+    assert pypi_1_13["checkpoint_roundtrip"]["evidence"]["default_load"] == "ok"
+    assert "requires" not in pypi_1_13["checkpoint_roundtrip"]["evidence"]
+    assert pypi_1_13["training_step"]["evidence"]["weight_norm_api"] == "torch.nn.utils.weight_norm"
+    assert pypi_1_13["training_step"]["evidence"]["grad_after_zero_grad"] == "zeros"
+    assert list(pypi_1_13["mixed_precision"]["evidence"]["grad_scaler"]) == ["torch.cuda.amp.GradScaler"]
+    assert pypi_1_13["torchvision_transforms"]["evidence"]["v2"].startswith("unsupported")
+
+
+# --- pure helpers: no torch needed -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("capability, arch_list, expected", [
+    ((9, 0), ["sm_80", "sm_90"], "sm_90"),
+    ((8, 6), ["sm_80", "sm_90"], "sm_80 (binary compatible)"),
+    ((12, 0), ["sm_80", "sm_90", "compute_90"], "compute_90 (PTX JIT)"),
+    ((12, 0), ["sm_50", "sm_60", "sm_70", "sm_80", "sm_90"], None),  # is_available() is True, no kernels
+    ((10, 0), ["sm_90", "sm_100a"], "sm_100a (binary compatible)"),
+])
+def test_arch_supported(capability, arch_list, expected):
+    assert arch_supported(capability, arch_list) == expected
+
+
+def test_first_line_joins_a_header_that_ends_with_a_colon():
+    exc = RuntimeError("backend='inductor' raised:\n\x1b[1mModuleNotFoundError: No module named 'setuptools'\x1b[0m")
+    assert _util.first_line(exc) == ("RuntimeError: backend='inductor' raised: ModuleNotFoundError: No module "
+                                     "named 'setuptools'")
+
+
+def _return_value(value):
+    return value * 2
+
+
+def _exit_hard(code):
+    os._exit(code)
+
+
+_never = threading.Event()
+
+
+def _block_forever():
+    _never.wait()
+
+
+def test_run_in_children_collects_results_deaths_and_timeouts():
+    assert _util.run_in_children(_return_value, [[1], [2]], timeout=30) == [("ok", 2), ("ok", 4)]
+    assert _util.run_in_children(_exit_hard, [[3]], timeout=30) == [("died", 3)]
+    assert _util.run_in_children(_block_forever, [[]], timeout=1) == [("timeout", 1)]
+
+
+def test_require_torchvision_fails_on_the_runners_import_error():
+    ctx = Context()
+    ctx.imports = {"torchvision": {"ok": False, "error": "RuntimeError: operator torchvision::nms does not exist"}}
+    with pytest.raises(Fail, match="operator torchvision::nms does not exist"):
+        _util.require_torchvision(ctx)
+    ctx.imports = {"torchvision": {"ok": False, "error": "ModuleNotFoundError: No module named 'torchvision'"}}
+    with pytest.raises(Skip, match="torchvision not installed"):
+        _util.require_torchvision(ctx)

@@ -229,6 +229,11 @@ def run_probes(cell: Cell, venv_python: str, settings: CellSettings,
     count = max(1, len(cell.probes) or 20) + len(settings.probe_commands)
     timeout = settings.probe_timeout_s * count + settings.probe_grace_s
     probe_env = dict(env)
+    venv_dir = Path(venv_python).parent.parent
+    if (venv_dir / "pyvenv.cfg").is_file():
+        # Command probes (``pytest tests/x``) run the cell's tools, as in an activated venv.
+        probe_env["VIRTUAL_ENV"] = str(venv_dir)
+        probe_env["PATH"] = os.pathsep.join([str(Path(venv_python).parent), env.get("PATH", "")])
     probe_env["PYTHONPATH"] = str(stage)
     probe_env["PYTHONNOUSERSITE"] = "1"
     probe_env["PYTHONDONTWRITEBYTECODE"] = "1"

@@ -246,3 +246,13 @@ def test_probe_output_is_echoed_live_as_progress_lines(tmp_path, index, uv_cache
     cell = make_cell(torch="2.1.0", torchvision="", probes=())
     run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index, position=2, total=5))
     assert "[2/5] t2.1.0-py3.11   | probe install_sanity ... pass" in capsys.readouterr().err
+
+
+def test_command_probes_run_the_cells_own_python(tmp_path, index, uv_cache):
+    """A downstream command probe (`python -c ...`, `pytest ...`) sees the cell's venv first."""
+    cell = make_cell(torch="2.1.0", torchvision="0.16.0", probes=("install_sanity",))
+    check = "python -c \"import torch; assert torch.__version__ == '2.1.0'\""
+    settings = settings_for(tmp_path, index, probe_commands={"own_python": check})
+    result = run_cell(cell, make_venv(tmp_path), settings)
+    probe = result.probe("own_python")
+    assert probe is not None and probe.status == "pass", probe

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,41 @@ def test_parallel_run_with_the_report_last(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(list((tmp_path / "results" / "e2e" / "cells").glob("*.json"))) == 4
     assert "1 compatible, 1 incompatible, 2 unsatisfiable, 0 error" in done.stdout + done.stderr
+
+
+def test_ctrl_c_loses_no_finished_cell(tmp_path):
+    """Interrupt while the second cell probes: the first cell's file stays, the second has none."""
+    index = build_index(tmp_path / "index")
+    # A command probe that hangs only in the torch 2.2.0 cell, so we know where we interrupt.
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time, torch\ntime.sleep(120 if torch.__version__ == '2.2.0' else 0)\n")
+    spec = write_spec(tmp_path / "matrix.toml", index.url)
+    spec.write_text(spec.read_text().replace(
+        "[index]", f"[probes.commands]\nhang = 'python {hang}'\n\n[index]"))
+    env = nox_env(tmp_path, spec)
+    good, broken = cell_ids()[:2]
+    command = [sys.executable, "-m", "nox", "-f", str(NOXFILE), "--envdir", str(tmp_path / "nox"),
+               "--no-color", "-s", f"matrix({good})", f"matrix({broken})"]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen = []
+    try:
+        for line in proc.stderr:  # wait (on output, not on time) until cell 2 is probing
+            seen.append(line)
+            if f"{broken} probes ..." in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0, "".join(seen)
+    cells_dir = tmp_path / "results" / "e2e" / "cells"
+    kept = read_result(cells_dir / f"{good}.json")
+    assert kept is not None and verdict_of(kept).kind == COMPATIBLE
+    assert not (cells_dir / f"{broken}.json").exists()
+    assert not list(cells_dir.glob(".*.tmp"))  # no half-written file left behind
 
 
 def test_bad_spec_is_one_line_and_exit_2(tmp_path):

@@ -839,10 +839,12 @@ class Coverage:
     untested: tuple[str, ...] = ()  # admitted, inside the tested span
     newer: tuple[str, ...] = ()  # admitted, newer than anything tested
     older: tuple[str, ...] = ()  # admitted, older than anything tested
+    excluded_untested: tuple[str, ...] = ()  # excluded by a bound or series, never tested
 
     def to_json(self) -> dict[str, Any]:
         return {"known": self.known, "tested": list(self.tested), "untested": list(self.untested),
-                "newer_than_tested": list(self.newer), "older_than_tested": list(self.older)}
+                "newer_than_tested": list(self.newer), "older_than_tested": list(self.older),
+                "excluded_untested": list(self.excluded_untested)}
 
 
 def coverage(answer: Answer, observations: Sequence[Observation], packages: Sequence[str],
@@ -857,20 +859,23 @@ def coverage(answer: Answer, observations: Sequence[Observation], packages: Sequ
             result[package] = Coverage(package, False, tuple(map(str, tested)))
             continue
         specs = [specifier_set(line.specifiers) for line in lines if line.package == package]
-        admitted = []
+        admitted, excluded = set(), set()
         for raw in versions:
             version = _public(raw)
-            if version is None or version.is_prerelease or version.is_devrelease:
+            if version is None or version.is_prerelease or version.is_devrelease or version in tested:
                 continue
-            if version not in tested and (not specs or any(s.contains(version) for s in specs)):
-                admitted.append(version)
-        admitted = sorted(set(admitted))
+            if not specs or any(s.contains(version) for s in specs):
+                admitted.add(version)
+            else:
+                excluded.add(version)
+        admitted = sorted(admitted)
         low, high = (tested[0], tested[-1]) if tested else (None, None)
         result[package] = Coverage(
             package, True, tuple(map(str, tested)),
             untested=tuple(str(v) for v in admitted if low is not None and low < v < high),
             newer=tuple(str(v) for v in admitted if high is None or v > high),
-            older=tuple(str(v) for v in admitted if low is not None and v < low))
+            older=tuple(str(v) for v in admitted if low is not None and v < low),
+            excluded_untested=tuple(str(v) for v in sorted(excluded)))
     return result
 
 

@@ -140,6 +140,8 @@ def coverage_lines(suggestion: Suggestion) -> list[str]:
             parts.append("between tested versions: " + _listing(cov.untested))
         if cov.newer:
             parts.append("newer than tested: " + _span(cov.newer))
+        if cov.excluded_untested:
+            parts.append("excluded by a bound but never tested: " + _span(cov.excluded_untested))
         lines.append(f"{package}: " + ("; ".join(parts) if parts else "every admitted release was tested"))
     return lines or ["no package axes"]
 

@@ -222,3 +222,14 @@ def test_a_python_that_fails_everywhere_becomes_requires_python_advice():
     recommended = suggest_pins(results).recommended
     assert [(pin.package, pin.specifiers) for pin in recommended.pins] == [("python", ("<3.13",))]
     assert requirement_lines(recommended) == []
+
+
+def test_coverage_separates_admitted_untested_from_excluded_untested():
+    from tests.pins_grids import numpy2_range
+
+    released = {"numpy": ["1.25.2", "1.26.4", "2.0.0", "2.0.2", "2.1.0", "2.2.0rc1"],
+                "torch": ["2.1.2", "2.2.0", "2.2.2", "2.3.1", "2.4.0"]}
+    cov = suggest_pins(numpy2_range(), released).coverage
+    assert cov["numpy"].older == ("1.25.2",)
+    assert cov["numpy"].excluded_untested == ("2.0.0", "2.1.0")  # numpy<2; no pre-releases
+    assert (cov["torch"].untested, cov["torch"].newer) == (("2.2.0",), ("2.4.0",))

@@ -288,3 +288,34 @@ def test_example_custom_probes_run_in_the_same_protocol(tmp_path):
     results = by_name(data)
     assert set(results) == {"fft_roundtrip", "channels_last_conv"}
     assert all(r["status"] == "unsupported" for r in results.values())
+
+
+def _python38():
+    import glob
+    import shutil
+
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python")))
+    if pyenv:  # pyenv's shims exit 127 for a non-global version: use the real interpreter
+        return pyenv[-1]
+    found = shutil.which("python3.8")
+    return found if found and "shims" not in found else None
+
+
+@pytest.mark.skipif(_python38() is None, reason="no Python 3.8 interpreter on this machine")
+def test_runner_works_on_python_3_8(tmp_path):
+    """probes/ must stay Python 3.8 compatible: cells of old torch releases run it."""
+    fake = make_fake_torch(tmp_path / "site", query_cuda_at_import=True, torchvision="0.20.1")
+    probe_dir = tmp_path / "p"
+    probe_dir.mkdir()
+    (probe_dir / "isolation_probes.py").write_text(ISOLATION_PROBES)
+    out = tmp_path / "o.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([fake, REPO]))
+    proc = subprocess.run([_python38(), "-m", "probes", "--out", str(out), "--probe-dir", str(probe_dir),
+                           "--select", "install_sanity,lazy_cuda_init,fails,segfaults,checks_clean"],
+                          cwd=str(tmp_path), env=env, stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    data = json.loads(out.read_text())
+    assert data["python"]["version"].startswith("3.8")
+    statuses = {r["name"]: r["status"] for r in data["results"]}
+    assert statuses == {"install_sanity": "pass", "lazy_cuda_init": "fail", "fails": "fail", "segfaults": "crash",
+                        "checks_clean": "pass"}

@@ -43,7 +43,9 @@ class WheelEnv:
 CPU_2_13 = WheelEnv("a-torch2.13-cpu", "3.11", ("torch==2.13.0+cpu", "numpy"), ("/opt/wheels",))
 PYPI_2_4 = WheelEnv("b-torch2.4.1", "3.11", ("torch==2.4.1", "torchvision==0.19.1", "numpy<2", "onnx"))
 PYPI_1_13 = WheelEnv("c-torch1.13.1", "3.10", ("torch==1.13.1", "torchvision==0.14.1", "numpy<2"))
-ALL_ENVS = (CPU_2_13, PYPI_2_4, PYPI_1_13)
+# torch 1.13.1 was built against numpy 1: with numpy 2 it imports, warns, and from_numpy breaks.
+NUMPY2_ON_1_13 = WheelEnv("d-torch1.13.1-numpy2", "3.10", ("torch==1.13.1", "numpy>=2"))
+ALL_ENVS = (CPU_2_13, PYPI_2_4, PYPI_1_13, NUMPY2_ON_1_13)
 
 
 class EnvUnavailable(Exception):

@@ -21,12 +21,12 @@ MY_PROBES = ["cuda_devices", "determinism", "training_step", "numpy_interop", "c
              "torch_export", "onnx_export", "torchvision_transforms", "torchvision_model", "torchvision_ops"]
 
 
-def suite_for(env, tmp_path_factory):
+def suite_for(env, tmp_path_factory, names=MY_PROBES):
     try:
         python = realwheels.ensure_env(env)
     except realwheels.EnvUnavailable as exc:
         pytest.skip("cannot build %s here: %s" % (env.name, exc))
-    return realwheels.run_suite(python, MY_PROBES, tmp_path_factory.mktemp(env.name))["by_name"]
+    return realwheels.run_suite(python, names, tmp_path_factory.mktemp(env.name))["by_name"]
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,11 @@ def pypi_2_4(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pypi_1_13(tmp_path_factory):
     return suite_for(realwheels.PYPI_1_13, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def numpy2_on_1_13(tmp_path_factory):
+    return suite_for(realwheels.NUMPY2_ON_1_13, tmp_path_factory, ["numpy_interop", "training_step"])
 
 
 def statuses(results):
@@ -132,6 +137,16 @@ def test_pypi_1_13_evidence_names_the_old_apis(pypi_1_13):
     assert pypi_1_13["training_step"]["evidence"]["grad_after_zero_grad"] == "zeros"
     assert list(pypi_1_13["mixed_precision"]["evidence"]["grad_scaler"]) == ["torch.cuda.amp.GradScaler"]
     assert pypi_1_13["torchvision_transforms"]["evidence"]["v2"].startswith("unsupported")
+
+
+@pytest.mark.realwheels
+def test_numpy2_under_a_torch_built_for_numpy1_fails_numpy_interop(numpy2_on_1_13):
+    result = numpy2_on_1_13["numpy_interop"]
+    assert result["status"] == "fail"
+    assert "Numpy is not available" in result["message"] and "pin numpy<2" in result["message"]
+    assert result["evidence"]["numpy"].startswith("2.")
+    assert "torch.from_numpy" in result["repro"]
+    assert numpy2_on_1_13["training_step"]["status"] == "pass"  # torch itself still trains
 
 
 # --- pure helpers: no torch needed -------------------------------------------------------------------------

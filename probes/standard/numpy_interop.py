@@ -26,9 +26,12 @@ def numpy_interop(ctx):
         array = np.arange(4, dtype=np.float32)
         tensor = torch.from_numpy(array)
     except Exception as exc:  # "Numpy is not available": torch compiled against another numpy ABI
-        raise Fail("torch.from_numpy failed: %s" % first_line(exc), observed=first_line(exc),
-                   expected="a tensor sharing the array's memory (torch built for numpy %s.x?)"
-                   % np.__version__.split(".")[0], repro=REPRO)
+        hint = ""
+        if int(np.__version__.split(".")[0]) >= 2:
+            hint = (" (numpy %s with a torch compiled against NumPy 1.x: 'A module that was compiled using NumPy "
+                    "1.x cannot be run in NumPy 2'; pin numpy<2 for this torch)" % np.__version__)
+        raise Fail("torch.from_numpy failed: %s%s" % (first_line(exc), hint), observed=first_line(exc),
+                   expected="a tensor sharing the array's memory", repro=REPRO, evidence=facts)
     array[0] = 7.0
     if float(tensor[0]) != 7.0:
         raise Fail("torch.from_numpy does not share memory", observed=float(tensor[0]), expected=7.0, repro=REPRO)

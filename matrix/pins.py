@@ -74,7 +74,9 @@ def _one_line(text: Any, width: int = SUMMARY_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+@lru_cache(maxsize=8192)
 def _public(raw: str) -> Version | None:
+    """Parsed once per distinct string: a 2,000-cell grid repeats a few dozen versions."""
     try:
         return Version(Version(raw).public) if raw else None
     except InvalidVersion:
@@ -248,7 +250,18 @@ def merge_specifiers(existing: Iterable[str], added: Iterable[str]) -> tuple[str
 
 
 def specifier_set(specifiers: Iterable[str]) -> SpecifierSet:
+    return _specifier_set(tuple(specifiers))
+
+
+@lru_cache(maxsize=4096)
+def _specifier_set(specifiers: tuple[str, ...]) -> SpecifierSet:
     return SpecifierSet(",".join(specifiers))
+
+
+@lru_cache(maxsize=65536)
+def _contains(specifiers: tuple[str, ...], version: Version) -> bool:
+    """``SpecifierSet.contains`` once per distinct (specifiers, version), not once per cell."""
+    return _specifier_set(specifiers).contains(version, prereleases=True)
 
 
 # ----------------------------------------------------------------------------- conditions
@@ -395,7 +408,7 @@ class Pin:
         value = observation.value(self.package)
         if value is None or not self.applies_to(observation):
             return True
-        return self.specifier_set.contains(value, prereleases=True)
+        return _contains(tuple(self.specifiers), value)
 
     def describe(self) -> str:
         text = f"{self.package}{','.join(self.specifiers)}"
@@ -432,7 +445,7 @@ class RequirementLine:
         value = observation.value(self.package)
         if value is None or not self.applies(observation.value(PYTHON)):
             return True
-        return specifier_set(self.specifiers).contains(value, prereleases=True)
+        return _contains(tuple(self.specifiers), value)
 
 
 @dataclass(frozen=True)
@@ -453,12 +466,7 @@ class Answer:
         return all(pin.expressible for pin in self.pins)
 
     def admits(self, observation: Observation) -> bool:
-        if self.expressible:
-            lines = requirement_lines(self)
-            python_pins = [p for p in self.pins if p.package == PYTHON]
-            return (all(line.admits(observation) for line in lines)
-                    and all(p.admits(observation) for p in python_pins))
-        return all(pin.admits(observation) for pin in self.pins)
+        return _Admission.of(self).admits(observation)
 
     def pins_for(self, package: str) -> list[Pin]:
         return [pin for pin in self.pins if pin.package == package]
@@ -472,6 +480,51 @@ class Answer:
                 "pins": [pin.to_json() for pin in self.pins],
                 "requirements": [line.text() for line in requirement_lines(self)]
                 if self.expressible else []}
+
+
+class _Admission:
+    """Whether an answer admits a cell, decided once per distinct tuple of the values it reads.
+
+    An expressible answer is judged by its rendered requirement lines (what users install
+    with) plus its Python advice; a diagnosis by its pins. Every check reads only a few
+    axes, so a 2,000-cell grid has a few dozen distinct questions.
+    """
+
+    def __init__(self, answer: Answer) -> None:
+        checks: list[RequirementLine | Pin]
+        if answer.expressible:
+            checks = [*requirement_lines(answer), *(p for p in answer.pins if p.package == PYTHON)]
+        else:
+            checks = list(answer.pins)
+        self.checks = checks
+        axes = {check.package for check in checks}
+        for check in checks:
+            if isinstance(check, RequirementLine):
+                axes.add(PYTHON)
+            elif check.condition is not None:
+                axes.add(check.condition.axis)
+        self.axes = tuple(sorted(axes))
+        self._seen: dict[tuple, bool] = {}
+
+    @classmethod
+    def of(cls, answer: Answer) -> _Admission:
+        cached = _ADMISSIONS.get(id(answer))
+        if cached is None or cached[0] is not answer:
+            cached = (answer, cls(answer))
+            _ADMISSIONS[id(answer)] = cached
+            while len(_ADMISSIONS) > 256:
+                del _ADMISSIONS[next(iter(_ADMISSIONS))]
+        return cached[1]
+
+    def admits(self, observation: Observation) -> bool:
+        key = tuple(observation.value(axis) for axis in self.axes)
+        verdict = self._seen.get(key)
+        if verdict is None:
+            verdict = self._seen[key] = all(check.admits(observation) for check in self.checks)
+        return verdict
+
+
+_ADMISSIONS: dict[int, tuple[Answer, _Admission]] = {}
 
 
 def _exclusion_key(exclusion: Exclusion) -> tuple:

@@ -45,7 +45,9 @@ PYPI_2_4 = WheelEnv("b-torch2.4.1", "3.11", ("torch==2.4.1", "torchvision==0.19.
 PYPI_1_13 = WheelEnv("c-torch1.13.1", "3.10", ("torch==1.13.1", "torchvision==0.14.1", "numpy<2"))
 # torch 1.13.1 was built against numpy 1: with numpy 2 it imports, warns, and from_numpy breaks.
 NUMPY2_ON_1_13 = WheelEnv("d-torch1.13.1-numpy2", "3.10", ("torch==1.13.1", "numpy>=2"))
-ALL_ENVS = (CPU_2_13, PYPI_2_4, PYPI_1_13, NUMPY2_ON_1_13)
+# The oldest torch the probes support, on the oldest Python they support.
+OLDEST_1_8 = WheelEnv("e-torch1.8.1-py38", "3.8", ("torch==1.8.1", "torchvision==0.9.1", "numpy<1.25"))
+ALL_ENVS = (CPU_2_13, PYPI_2_4, PYPI_1_13, NUMPY2_ON_1_13, OLDEST_1_8)
 
 
 class EnvUnavailable(Exception):

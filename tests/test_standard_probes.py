@@ -149,6 +149,26 @@ def test_numpy2_under_a_torch_built_for_numpy1_fails_numpy_interop(numpy2_on_1_1
     assert numpy2_on_1_13["training_step"]["status"] == "pass"  # torch itself still trains
 
 
+@pytest.fixture(scope="module")
+def oldest_1_8(tmp_path_factory):
+    return suite_for(realwheels.OLDEST_1_8, tmp_path_factory)
+
+
+@pytest.mark.realwheels
+def test_oldest_torch_1_8_on_python_3_8(oldest_1_8):
+    assert statuses(oldest_1_8) == {
+        "cuda_devices": "skip", "determinism": "pass", "training_step": "pass", "numpy_interop": "pass",
+        "checkpoint_roundtrip": "pass", "dataloader_workers": "pass", "distributed_gloo": "pass",
+        "mixed_precision": "unsupported", "torchscript": "pass", "torch_compile": "unsupported",
+        "torch_export": "unsupported", "onnx_export": "skip", "torchvision_transforms": "pass",
+        "torchvision_model": "pass", "torchvision_ops": "pass",
+    }
+    assert oldest_1_8["torchvision_model"]["evidence"]["no_weights_argument"] == "pretrained=False"
+    assert oldest_1_8["checkpoint_roundtrip"]["evidence"]["weights_only_parameter"] is False
+    # torch < 1.9 forked workers share one numpy seed: the same "random" augmentation in every worker.
+    assert oldest_1_8["dataloader_workers"]["evidence"]["numpy_random_differs_across_workers"] is False
+
+
 # --- pure helpers: no torch needed -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("capability, arch_list, expected", [

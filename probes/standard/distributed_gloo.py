@@ -51,7 +51,7 @@ def run_backend(backend, world_size, start_method):
     for _ in range(2):
         port = free_port()
         results = run_in_children(worker, [[backend, rank, world_size, port] for rank in range(world_size)],
-                                  timeout=60, start_method=start_method)
+                                  timeout=150 if start_method == "spawn" else 60, start_method=start_method)
         if all(kind == "ok" for kind, _ in results):
             return results, port
         if not any("address already in use" in str(detail).lower() for _, detail in results):
@@ -76,7 +76,7 @@ def check(backend, world_size, results):
 
 
 @probe("distributed_gloo", doc="init_process_group(gloo) world size 2 on loopback: all_reduce and one DDP step "
-                               "agree; NCCL too where GPUs are present", timeout=180)
+                               "agree; NCCL too where GPUs are present", timeout=330)
 def distributed_gloo(ctx):
     import torch
     import torch.distributed as dist

@@ -599,8 +599,22 @@ def _value_key(value: Value) -> tuple:
     return (1, Version("0"), "" if value is None else str(value))
 
 
+def _indices(mask: int) -> list[int]:
+    """The cell indices set in a bit mask, ascending (the order of the observations)."""
+    found = []
+    while mask:
+        low = mask & -mask
+        found.append(low.bit_length() - 1)
+        mask ^= low
+    return found
+
+
 class _Grid:
-    """Evidence indexed for the search: which cells each atom excludes."""
+    """Evidence indexed for the search: cell sets are bit masks, one per distinct (axis, value).
+
+    Each axis is scanned once; an atom's cells are then the intersection of at most two
+    masks, so covering, losing and admitting cost a few integer operations, not a scan.
+    """
 
     def __init__(self, observations: Sequence[Observation], pinnable: Sequence[str],
                  axes: Sequence[str]) -> None:
@@ -609,12 +623,46 @@ class _Grid:
         self.axes = list(axes)
         self.good = {i for i, o in enumerate(self.observations) if o.good}
         self.bad = {i for i, o in enumerate(self.observations) if not o.good}
-        self._cache: dict[Atom, frozenset[int]] = {}
+        self.good_mask = sum(1 << i for i in self.good)
+        self.bad_mask = sum(1 << i for i in self.bad)
+        self._where: dict[str, dict[Value, int]] = {}
+        self._masks: dict[Atom, int] = {}
+        self._tested: dict[str, tuple[Value, ...]] = {}
+
+    def where(self, axis: str) -> dict[Value, int]:
+        """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
+        index = self._where.get(axis)
+        if index is None:
+            index = {}
+            for i, observation in enumerate(self.observations):
+                value = observation.value(axis)
+                index[value] = index.get(value, 0) | (1 << i)
+            self._where[axis] = index
+        return index
+
+    def values(self, axis: str, mask: int = -1) -> set[Value]:
+        """The distinct non-missing values of ``axis`` among the cells of ``mask``."""
+        return {value for value, cells in self.where(axis).items() if value is not None and cells & mask}
+
+    def tested(self, axis: str) -> tuple[Value, ...]:
+        if axis not in self._tested:
+            self._tested[axis] = tuple(sorted(self.values(axis), key=_value_key))
+        return self._tested[axis]
+
+    def cells(self, mask: int) -> list[Observation]:
+        return [self.observations[i] for i in _indices(mask)]
+
+    def mask(self, atom: Atom) -> int:
+        cells = self._masks.get(atom)
+        if cells is None:
+            cells = self.where(atom.axis).get(atom.value, 0)
+            if atom.cond_axis:
+                cells &= self.where(atom.cond_axis).get(atom.cond_value, 0)
+            self._masks[atom] = cells
+        return cells
 
     def excluded(self, atom: Atom) -> frozenset[int]:
-        if atom not in self._cache:
-            self._cache[atom] = frozenset(i for i, o in enumerate(self.observations) if atom.covers(o))
-        return self._cache[atom]
+        return frozenset(_indices(self.mask(atom)))
 
     def named_by_probes(self, atom: Atom, cells: Iterable[int]) -> bool:
         """True when every failing probe of ``cells`` is about this axis (``torchvision_ops``)."""
@@ -622,8 +670,23 @@ class _Grid:
         probes = [name for i in cells for name in self.observations[i].failing]
         return bool(probes) and all(name.startswith(prefix) for name in probes)
 
+    def lost_mask(self, atoms: Iterable[Atom]) -> int:
+        cells = 0
+        for atom in atoms:
+            cells |= self.mask(atom)
+        return cells & self.good_mask
+
     def lost(self, atoms: Iterable[Atom]) -> set[int]:
-        return {i for atom in atoms for i in self.excluded(atom) if i in self.good}
+        return set(_indices(self.lost_mask(atoms)))
+
+    def admitted(self, answer: Answer) -> int:
+        """Mask of the cells ``answer`` admits (memoised per distinct tuple of values read)."""
+        admission = _Admission.of(answer)
+        cells = 0
+        for i, observation in enumerate(self.observations):
+            if admission.admits(observation):
+                cells |= 1 << i
+        return cells
 
     def atoms_of(self, index: int, conditions: Sequence[str]) -> list[Atom]:
         observation = self.observations[index]
@@ -639,66 +702,90 @@ class _Grid:
                     atoms.append(Atom(axis, value, cond_axis, cond_value))
         return atoms
 
+    def atoms_of_cells(self, mask: int, conditions: Sequence[str]) -> set[Atom]:
+        """Every atom that excludes one of the cells, once per distinct tuple of values."""
+        axes = list(dict.fromkeys([*self.pinnable, *conditions]))
+        atoms: set[Atom] = set()
+        seen: set[tuple] = set()
+        for i in _indices(mask):
+            key = tuple(self.observations[i].value(axis) for axis in axes)
+            if key not in seen:
+                seen.add(key)
+                atoms.update(self.atoms_of(i, conditions))
+        return atoms
 
-def _greedy(grid: _Grid, uncovered: set[int], candidates: Iterable[Atom],
-            lost: set[int]) -> list[Atom] | None:
-    """Weighted set cover: fewest newly lost good cells per newly excluded bad cell."""
-    uncovered = set(uncovered)
-    lost = set(lost)
-    pool = sorted(set(candidates), key=Atom.sort_key)
+
+def _greedy(grid: _Grid, uncovered: int, candidates: Iterable[Atom], lost: int) -> list[Atom] | None:
+    """Weighted set cover: fewest newly lost good cells per newly excluded bad cell.
+
+    ``uncovered`` and ``lost`` are cell masks. An atom that hits no uncovered cell never
+    will again (uncovered only shrinks), so it leaves the pool; the probe-name tie-break is
+    computed only for atoms that tie on the cheaper parts of the key.
+    """
+    pool = []
+    for atom in sorted(set(candidates), key=Atom.sort_key):
+        excluded = grid.mask(atom)
+        if excluded & uncovered:
+            pool.append((atom, excluded, excluded & grid.good_mask, bool(atom.cond_axis), atom.sort_key()))
     chosen: list[Atom] = []
     while uncovered:
         best, best_key = None, None
-        for atom in pool:
-            hit = grid.excluded(atom) & uncovered
+        survivors = []
+        for entry in pool:
+            atom, excluded, excluded_good, scoped, sort_key = entry
+            hit = excluded & uncovered
             if not hit:
                 continue
-            cost = len((grid.excluded(atom) & grid.good) - lost)
-            key = (cost / len(hit), -len(hit), bool(atom.cond_axis), not grid.named_by_probes(atom, hit),
-                   atom.sort_key())
+            survivors.append(entry)
+            hits = hit.bit_count()
+            head = ((excluded_good & ~lost).bit_count() / hits, -hits, scoped)
+            if best_key is not None and head > best_key[:3]:
+                continue
+            key = (*head, not grid.named_by_probes(atom, _indices(hit)), sort_key)
             if best_key is None or key < best_key:
-                best, best_key = atom, key
+                best, best_key = entry, key
         if best is None:
             return None
-        chosen.append(best)
-        uncovered -= grid.excluded(best)
-        lost |= grid.excluded(best) & grid.good
+        pool = survivors
+        chosen.append(best[0])
+        uncovered &= ~best[1]
+        lost |= best[2]
     return chosen
 
 
 def _pure_failures(grid: _Grid) -> list[Atom]:
     """Values that only ever appear in bad cells: excluding them costs no good cell."""
-    candidates = {Atom(axis, grid.observations[i].value(axis))
-                  for i in grid.bad for axis in grid.pinnable
-                  if grid.observations[i].value(axis) is not None}
-    free = [atom for atom in candidates if not (grid.excluded(atom) & grid.good)]
-    return _greedy(grid, {i for atom in free for i in grid.excluded(atom)}, free, set()) or []
+    free = [Atom(axis, value) for axis in grid.pinnable for value, cells in grid.where(axis).items()
+            if value is not None and cells & grid.bad_mask and not cells & grid.good_mask]
+    uncovered = 0
+    for atom in free:
+        uncovered |= grid.mask(atom)
+    return _greedy(grid, uncovered, free, 0) or []
 
 
-def _blame_one(grid: _Grid, remaining: set[int], axis: str) -> list[Atom] | None:
-    values = {grid.observations[i].value(axis) for i in remaining}
-    if None in values:
+def _blame_one(grid: _Grid, remaining: int, axis: str) -> list[Atom] | None:
+    if grid.where(axis).get(None, 0) & remaining:
         return None
-    return [Atom(axis, value) for value in values]
+    return [Atom(axis, value) for value in grid.values(axis, remaining)]
 
 
-def _blame_scoped(grid: _Grid, remaining: set[int], axis: str, cond_axis: str) -> list[Atom] | None:
+def _blame_scoped(grid: _Grid, remaining: int, axis: str, cond_axis: str) -> list[Atom] | None:
     """Per excluded value: everywhere, or only where ``cond_axis`` has a bad cell's value."""
+    if grid.where(axis).get(None, 0) & remaining:
+        return None
     atoms: list[Atom] = []
-    by_value: dict[Value, set[int]] = {}
-    for i in remaining:
-        value = grid.observations[i].value(axis)
-        if value is None:
-            return None
-        by_value.setdefault(value, set()).add(i)
-    for value, cells in by_value.items():
+    for value, value_cells in grid.where(axis).items():
+        cells = value_cells & remaining
+        if not cells:
+            continue
         everywhere = Atom(axis, value)
-        cond_values = {grid.observations[i].value(cond_axis) for i in cells}
+        cond_values = [q for q, q_cells in grid.where(cond_axis).items() if q_cells & cells]
         if None in cond_values:
             atoms.append(everywhere)
             continue
         scoped = [Atom(axis, value, cond_axis, q) for q in cond_values]
-        atoms.extend(scoped if len(grid.lost(scoped)) < len(grid.lost([everywhere])) else [everywhere])
+        cheaper = grid.lost_mask(scoped).bit_count() < grid.lost_mask([everywhere]).bit_count()
+        atoms.extend(scoped if cheaper else [everywhere])
     return atoms
 
 
@@ -716,14 +803,8 @@ def _reason(package: str, version: Value, cells: Sequence[Observation]) -> Exclu
                      tuple(sorted(o.cell_id for o in cells)))
 
 
-def _tested(grid: _Grid, axis: str) -> tuple[Value, ...]:
-    return tuple(sorted({o.value(axis) for o in grid.observations if o.value(axis) is not None},
-                        key=_value_key))
-
-
 def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[Version]]) -> list[Pin]:
     pins: list[Pin] = []
-    observations = grid.observations
     packages = sorted({atom.axis for atom in atoms} | ({"torchvision"} if pairs else set()),
                       key=_axis_rank)
     for package in packages:
@@ -738,10 +819,11 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
         if not mine and not paired:
             continue
         excluded = base_values | set(paired)
+        where = grid.where(package)
         # Admit every tested value not excluded here, even one whose cells another pin excludes:
         # a bound must not exclude a tested version without a reason of its own.
-        goods = {o.value(package) for o in observations if o.value(package) is not None}
-        exclusions = [_reason(package, v, [o for o in observations if not o.good and o.value(package) == v])
+        goods = grid.values(package)
+        exclusions = [_reason(package, v, grid.cells(grid.bad_mask & where.get(v, 0)))
                       for v in sorted(base_values)]
         exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
         if excluded:
@@ -760,23 +842,25 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
                 if not values:
                     continue
                 condition = Condition(cond_axis, tuple(sorted(cond_values, key=_value_key)),
-                                      _tested(grid, cond_axis))
-                inside = [o for o in observations if condition.matches(o)]
-                goods_inside = {o.value(package) for o in inside
-                                if o.value(package) is not None} - excluded - values
+                                      grid.tested(cond_axis))
+                inside = 0
+                for cond_value in condition.values:
+                    inside |= grid.where(cond_axis).get(cond_value, 0)
+                goods_inside = grid.values(package, inside) - excluded - values
                 specs = build_specifiers(goods_inside, values, python=package == PYTHON)
-                reasons = tuple(_reason(package, v, [o for o in inside if not o.good and o.value(package) == v])
+                reasons = tuple(_reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)))
                                 for v in sorted(values))
                 pins.append(Pin(package, specs, condition, reasons))
     return pins
 
 
-def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping) -> Answer:
+def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping) -> tuple[Answer, int]:
+    """The answer built from ``atoms``, and the mask of the cells it admits."""
     pins = tuple(_build_pins(grid, atoms, pairs))
     draft = Answer(label, pins, (), len(grid.good))
-    lost = tuple(sorted(grid.observations[i].cell_id for i in grid.good
-                        if not draft.admits(grid.observations[i])))
-    return Answer(label, pins, lost, len(grid.good))
+    admitted = grid.admitted(draft)
+    lost = tuple(sorted(o.cell_id for o in grid.cells(grid.good_mask & ~admitted)))
+    return Answer(label, pins, lost, len(grid.good)), admitted
 
 
 def _rank_key(answer: Answer) -> tuple:
@@ -809,13 +893,15 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
     pairs = pairs or {}
     if grid.bad and not grid.good:  # nothing works: exclude what failed, blame the first package
         for axis in pinnable:
-            atoms = _blame_one(grid, grid.bad, axis)
+            atoms = _blame_one(grid, grid.bad_mask, axis)
             if atoms is not None:
-                return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs)]
+                return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs)[0]]
     pure = _pure_failures(grid)
-    remaining = grid.bad - {i for atom in pure for i in grid.excluded(atom)}
+    remaining = grid.bad_mask
+    for atom in pure:
+        remaining &= ~grid.mask(atom)
     if not remaining:
-        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs)]
+        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs)[0]]
     candidates: list[tuple[str, list[Atom] | None]] = []
     for axis in pinnable:
         candidates.append((f"blame {axis} alone", _blame_one(grid, remaining, axis)))
@@ -823,18 +909,23 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
             if cond_axis != axis and axis != PYTHON:  # python-by-X is X-by-python, which has markers
                 candidates.append((f"{axis} scoped by {cond_axis}",
                                    _blame_scoped(grid, remaining, axis, cond_axis)))
-    lost_by_pure = grid.lost(pure)
-    expressible = [a for i in remaining for a in grid.atoms_of(i, [PYTHON])
+    lost_by_pure = grid.lost_mask(pure)
+    expressible = [a for a in grid.atoms_of_cells(remaining, [PYTHON])
                    if not (a.axis == PYTHON and a.cond_axis)]
-    candidates.append(("fewest good cells lost (PEP 508)", _greedy(grid, remaining, expressible, lost_by_pure)))
-    everything = [a for i in remaining for a in grid.atoms_of(i, conditions)]
+    candidates.append(("fewest good cells lost (PEP 508)",
+                       _greedy(grid, remaining, expressible, lost_by_pure)))
+    everything = grid.atoms_of_cells(remaining, conditions)
     candidates.append(("fewest good cells lost", _greedy(grid, remaining, everything, lost_by_pure)))
-    answers: dict[tuple, Answer] = {}
+    # Candidates with the same atoms give the same pins: build each once, under its best label.
+    distinct: dict[tuple[Atom, ...], str] = {}
     for label, atoms in candidates:
-        if atoms is None:
-            continue
-        answer = _answer(grid, label, pure + sorted(set(atoms), key=Atom.sort_key), pairs)
-        if any(answer.admits(grid.observations[i]) for i in grid.bad):
+        if atoms is not None:
+            chosen = tuple(pure + sorted(set(atoms), key=Atom.sort_key))
+            distinct[chosen] = min(label, distinct.get(chosen, label))
+    answers: dict[tuple, Answer] = {}
+    for chosen, label in distinct.items():
+        answer, admitted = _answer(grid, label, list(chosen), pairs)
+        if admitted & grid.bad_mask:
             continue  # a rounding or grouping admitted a bad cell: never offer it
         key = (answer.lost, answer.expressible)
         if key not in answers or _rank_key(answer) < _rank_key(answers[key]):

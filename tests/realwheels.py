@@ -47,7 +47,9 @@ PYPI_1_13 = WheelEnv("c-torch1.13.1", "3.10", ("torch==1.13.1", "torchvision==0.
 NUMPY2_ON_1_13 = WheelEnv("d-torch1.13.1-numpy2", "3.10", ("torch==1.13.1", "numpy>=2"))
 # The oldest torch the probes support, on the oldest Python they support.
 OLDEST_1_8 = WheelEnv("e-torch1.8.1-py38", "3.8", ("torch==1.8.1", "torchvision==0.9.1", "numpy<1.25"))
-ALL_ENVS = (CPU_2_13, PYPI_2_4, PYPI_1_13, NUMPY2_ON_1_13, OLDEST_1_8)
+# onnx without onnxscript: what a cell that only lists onnx gets.
+CPU_2_13_ONNX = WheelEnv("f-torch2.13-cpu-onnx", "3.11", ("torch==2.13.0+cpu", "numpy", "onnx"), ("/opt/wheels",))
+ALL_ENVS = (CPU_2_13, PYPI_2_4, PYPI_1_13, NUMPY2_ON_1_13, OLDEST_1_8, CPU_2_13_ONNX)
 
 
 class EnvUnavailable(Exception):

@@ -169,6 +169,22 @@ def test_oldest_torch_1_8_on_python_3_8(oldest_1_8):
     assert oldest_1_8["dataloader_workers"]["evidence"]["numpy_random_differs_across_workers"] is False
 
 
+@pytest.fixture(scope="module")
+def cpu_2_13_onnx(tmp_path_factory):
+    return suite_for(realwheels.CPU_2_13_ONNX, tmp_path_factory, ["onnx_export", "mixed_precision"])
+
+
+@pytest.mark.realwheels
+def test_cpu_2_13_onnx_export_records_the_onnxscript_requirement(cpu_2_13_onnx):
+    result = cpu_2_13_onnx["onnx_export"]
+    assert result["status"] == "pass"
+    assert "onnxscript" in result["evidence"]["default_export"]
+    assert result["evidence"]["exporter"].startswith("dynamo=False")
+    assert "onnxscript" in result["evidence"]["requires"]
+    scaler = cpu_2_13_onnx["mixed_precision"]["evidence"]["grad_scaler"]
+    assert "FutureWarning" in scaler["torch.cuda.amp.GradScaler"] and "torch.amp.GradScaler" in scaler
+
+
 # --- pure helpers: no torch needed -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("capability, arch_list, expected", [

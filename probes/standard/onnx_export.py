@@ -40,6 +40,8 @@ def onnx_export(ctx):
         try:  # the TorchScript-based exporter, still there where dynamo became the default
             export(torch, model, x, path, dynamo=False)
             facts["exporter"] = "dynamo=False (default exporter failed)"
+            if "onnxscript" in facts["default_export"]:
+                facts["requires"] = "onnxscript installed for the default (dynamo) exporter, or dynamo=False"
         except Exception:
             raise Fail("torch.onnx.export failed: %s" % facts["default_export"], observed=facts["default_export"],
                        expected="an .onnx file", repro=REPRO, evidence=facts)

@@ -59,3 +59,9 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "matrix", "probes", "tests", "noxfile.py", *session.posargs)
+
+
+@nox.session(python=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the alternatives (benchmarks/README.md); `-- --quick` for a smoke run."""
+    session.run(sys.executable, "-m", "benchmarks.run", *session.posargs, external=True)

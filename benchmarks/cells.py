@@ -8,12 +8,14 @@ the tool's own code path; the index options come from ``matrix.spec`` as for a u
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from matrix.environment import base_env, install, install_command, verify
+from matrix.environment import install_command
 from matrix.records import INSTALLED, Cell
 
 from .common import BenchError, interpreter_path, nox_venv, patched_environ, run_command
@@ -70,27 +72,58 @@ def cell_ids(cells: Iterable[Cell]) -> list[str]:
     return [cell.id for cell in cells]
 
 
+@contextlib.contextmanager
+def _clock_stops_at_probes() -> Iterator[dict[str, float]]:
+    """Run ``run_cell`` up to its probes phase only: the figure ends when the venv is verified.
+
+    ``matrix.cellrun.run_probes`` is swapped for a stub that notes the time and returns no
+    probes (restored afterwards); everything before it is the tool's unchanged code.
+    """
+    from matrix import cellrun
+
+    stopped: dict[str, float] = {}
+    real = cellrun.run_probes
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        stopped["at"] = time.perf_counter()
+        return cellrun.ProbeRun((), {"gpu": {"skipped": "benchmark"}})
+
+    cellrun.run_probes = stop
+    try:
+        yield stopped
+    finally:
+        cellrun.run_probes = real
+
+
 def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
                  env: dict[str, str] | None = None) -> dict[str, Any]:
-    """What a nox cell does before its probes: nox's uv backend venv, then install + verify.
+    """What a ``nox -s matrix`` cell does before its probes, timed from its start.
 
-    ``env`` (e.g. a fresh ``UV_CACHE_DIR``) is applied to nox's process environment too,
-    because nox runs ``uv venv`` with ``os.environ``.
+    nox's uv backend creates the venv (nox's own ``VirtualEnv``), then
+    ``matrix.cellrun.run_cell`` runs its phases (interpreter facts, resolve, install,
+    verify). ``env`` (e.g. a fresh ``UV_CACHE_DIR``) goes into the process environment,
+    which is where nox and ``run_cell`` read it from.
     """
+    from matrix.cellrun import CellSettings, run_cell
+
+    location = Path(location)
+    settings = CellSettings(cells_dir=location.parent / "cells", work_dir=location / "torch-matrix",
+                            index_config=index, fingerprint=cell.fingerprint(), install_retries=0)
     interpreter = interpreter_path(cell.python)
-    with patched_environ(env or {}):
+    progress = io.StringIO()
+    with patched_environ(env or {}), _clock_stops_at_probes() as stopped, \
+            contextlib.redirect_stderr(progress):
         start = time.perf_counter()
-        python = nox_venv(Path(location), interpreter, "uv")
+        python = nox_venv(location, interpreter, "uv")
         created = time.perf_counter()
-        outcome = install(cell, index, str(python), env=base_env(env), retries=0)
-        installed = time.perf_counter()
-        outcome = verify(cell, str(python), outcome, env=base_env(env))
-        verified = time.perf_counter()
-    if outcome.status != INSTALLED:
-        raise BenchError(f"our cell {cell.id}: {outcome.status}: {outcome.message[-800:]}")
-    return {"venv_s": created - start, "install_s": installed - created, "verify_s": verified - installed,
-            "total_s": verified - start, "python": str(python), "resolved": dict(outcome.resolved),
-            "command": list(outcome.command), "message": outcome.message}
+        result = run_cell(cell, str(python), settings)
+    verified = stopped.get("at", time.perf_counter())
+    if result.install.status != INSTALLED:
+        raise BenchError(f"our cell {cell.id}: {result.install.status}: {result.install.message[-800:]}")
+    return {"venv_s": created - start, "cellrun_s": verified - created, "total_s": verified - start,
+            **{f"{phase}_s": result.timings.get(phase, 0.0) for phase in ("resolve", "install", "verify")},
+            "python": str(python), "resolved": dict(result.install.resolved),
+            "command": list(result.install.command), "message": result.install.message}
 
 
 def run_floor(cell: Cell, location: os.PathLike[str], index: Any,

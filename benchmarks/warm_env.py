@@ -38,9 +38,11 @@ def measure(ctx: Context) -> dict[str, Any]:
     for i in range(uv_repeats):
         ours_runs.append(cells.run_our_cell(cell, ours_dir, index))
         floor_runs.append(cells.run_floor(cell, floor_dir, index)["total_s"])
-        ctx.log(f"  run {i + 1}/{uv_repeats}: ours {ours_runs[-1]['total_s']:.2f} s "
-                f"(venv {ours_runs[-1]['venv_s']:.2f}, install {ours_runs[-1]['install_s']:.2f}, "
-                f"verify {ours_runs[-1]['verify_s']:.2f}), floor {floor_runs[-1]:.2f} s")
+        last = ours_runs[-1]
+        ctx.log(f"  run {i + 1}/{uv_repeats}: ours {last['total_s']:.2f} s (venv {last['venv_s']:.2f}, "
+                f"resolve {last['resolve_s']:.2f}, install {last['install_s']:.2f}, verify "
+                f"{last['verify_s']:.2f}, other {last['cellrun_s'] - last['resolve_s'] - last['install_s'] - last['verify_s']:.2f}), "
+                f"floor {floor_runs[-1]:.2f} s")
     pip_runs: list[float] = []
     for i in range(pip_repeats):
         pip_runs.append(cells.run_virtualenv_pip(cell, pip_dir, pip_env)["total_s"])
@@ -60,7 +62,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         "cell": cell.id, "pins": list(cell.requirements), "install_command": ours_runs[-1]["command"],
         "ours_s": ours, "floor_s": floor, "virtualenv_pip_s": pip,
         "ours_breakdown_median_s": {k: summarize(r[k] for r in ours_runs)["median"]
-                                    for k in ("venv_s", "install_s", "verify_s")},
+                                    for k in ("venv_s", "resolve_s", "install_s", "verify_s", "cellrun_s")},
         "ours_over_floor": ours_over_floor, "virtualenv_pip_over_ours": pip_over_ours,
         "repeats": {"ours": uv_repeats, "floor": uv_repeats, "virtualenv_pip": pip_repeats},
         "targets": targets_for(FIGURE, GOALS, {"ours / floor": ours_over_floor,

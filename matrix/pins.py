@@ -625,6 +625,7 @@ class _Grid:
         self.bad = {i for i, o in enumerate(self.observations) if not o.good}
         self.good_mask = sum(1 << i for i in self.good)
         self.bad_mask = sum(1 << i for i in self.bad)
+        self.all_mask = (1 << len(self.observations)) - 1
         self._where: dict[str, dict[Value, int]] = {}
         self._masks: dict[Atom, int] = {}
         self._tested: dict[str, tuple[Value, ...]] = {}
@@ -680,12 +681,31 @@ class _Grid:
         return set(_indices(self.lost_mask(atoms)))
 
     def admitted(self, answer: Answer) -> int:
-        """Mask of the cells ``answer`` admits (memoised per distinct tuple of values read)."""
-        admission = _Admission.of(answer)
+        """Mask of the cells ``answer`` admits: each check is decided once per distinct value."""
+        rejected = 0
+        for check in _Admission.of(answer).checks:
+            scope = self._scope(check)
+            specifiers = tuple(check.specifiers)
+            for value, cells in self.where(check.package).items():
+                if value is not None and cells & scope and not _contains(specifiers, value):
+                    rejected |= cells & scope
+        return self.all_mask & ~rejected
+
+    def _scope(self, check: RequirementLine | Pin) -> int:
+        """The cells a requirement line's marker or a pin's condition applies to."""
+        if isinstance(check, RequirementLine):
+            if not check.marker:
+                return self.all_mask
+            return self._union(PYTHON, lambda v: v is None or _marker_applies(check.marker, str(v)))
+        if check.condition is None:
+            return self.all_mask
+        return self._union(check.condition.axis, lambda v: v in check.condition.values)
+
+    def _union(self, axis: str, chosen: Any) -> int:
         cells = 0
-        for i, observation in enumerate(self.observations):
-            if admission.admits(observation):
-                cells |= 1 << i
+        for value, value_cells in self.where(axis).items():
+            if chosen(value):
+                cells |= value_cells
         return cells
 
     def atoms_of(self, index: int, conditions: Sequence[str]) -> list[Atom]:

@@ -115,18 +115,41 @@ def _axis_rank(axis: str) -> tuple[int, str]:
 
 def cell_values(result: CellResult, packages: Sequence[str]) -> dict[str, Value]:
     """The installed public version of each package axis (axis value when not recorded)."""
-    resolved = {canonicalize_name(k): v for k, v in result.install.resolved.items()}
+    resolved = {_canonical(k): v for k, v in result.install.resolved.items()}
     values: dict[str, Value] = {PYTHON: _public(result.cell.axes.get(PYTHON, "")),
                                 VARIANT: result.cell.axes.get(VARIANT, "default")}
     for package in packages:
-        raw = resolved.get(canonicalize_name(package)) or result.cell.axes.get(package, "")
+        raw = resolved.get(_canonical(package)) or result.cell.axes.get(package, "")
         values[package] = _public(raw)
     return values
 
 
+@lru_cache(maxsize=1024)
+def _canonical(name: str) -> str:
+    return canonicalize_name(name)
+
+
+class _CellValues:
+    """``cell_values`` once per result, shared by the evidence and the torchvision pairs."""
+
+    def __init__(self, packages: Sequence[str]) -> None:
+        self.packages = packages
+        self._seen: dict[int, tuple[CellResult, dict[str, Value]]] = {}
+
+    def __call__(self, result: CellResult) -> dict[str, Value]:
+        found = self._seen.get(id(result))
+        if found is None or found[0] is not result:
+            found = self._seen[id(result)] = (result, cell_values(result, self.packages))
+        return found[1]
+
+
 def observe(results: Sequence[CellResult]) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
     """Split results into evidence, unsatisfiable cells and cells without evidence."""
-    packages = package_axes(results)
+    return _observe(results, _CellValues(package_axes(results)))
+
+
+def _observe(results: Sequence[CellResult],
+             values_of: _CellValues) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
     evidence: list[Observation] = []
     unsatisfiable: list[CellNote] = []
     no_evidence: list[CellNote] = []
@@ -139,7 +162,7 @@ def observe(results: Sequence[CellResult]) -> tuple[list[Observation], list[Cell
         else:
             evidence.append(Observation(
                 cell_id=result.cell.id, good=verdict.kind == COMPATIBLE,
-                values=cell_values(result, packages), failing=verdict.failing,
+                values=values_of(result), failing=verdict.failing,
                 summaries={name: probe_summary(result, name) for name in verdict.failing}))
     return evidence, unsatisfiable, no_evidence
 
@@ -891,14 +914,17 @@ def _rank_key(answer: Answer) -> tuple:
 
 def pairs_from(results: Iterable[CellResult]) -> dict[Version, set[Version]]:
     """torchvision version -> the torch versions it was installed with (installed cells only)."""
-    packages = package_axes(results)
-    if "torchvision" not in packages:
+    return _pairs(results, _CellValues(package_axes(results)))
+
+
+def _pairs(results: Iterable[CellResult], values_of: _CellValues) -> dict[Version, set[Version]]:
+    if "torchvision" not in values_of.packages:
         return {}
     pairs: dict[Version, set[Version]] = {}
     for result in results:
         if result.install.status != INSTALLED:
             continue
-        values = cell_values(result, packages)
+        values = values_of(result)
         if values.get("torchvision") is not None and values.get("torch") is not None:
             pairs.setdefault(values["torchvision"], set()).add(values["torch"])
     return pairs
@@ -1070,12 +1096,13 @@ class Suggestion:
 def suggest_pins(results: Sequence[CellResult],
                  released: Mapping[str, Sequence[str]] | None = None) -> Suggestion:
     """Derive the suggestion from cell results; ``released`` maps package -> released versions."""
-    observations, unsatisfiable, no_evidence = observe(results)
     packages = package_axes(results)
+    values_of = _CellValues(packages)
+    observations, unsatisfiable, no_evidence = _observe(results, values_of)
     counts = Counter({COMPATIBLE: 0, INCOMPATIBLE: 0, NOT_INSTALLABLE: len(unsatisfiable),
                       NO_EVIDENCE: len(no_evidence)})
     counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
-    answers = find_answers(observations, packages, pairs_from(results))
+    answers = find_answers(observations, packages, _pairs(results, values_of))
     return Suggestion(
         counts=dict(counts),
         evidence=version_evidence(observations, list(packages) + [PYTHON]),

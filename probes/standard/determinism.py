@@ -86,7 +86,7 @@ def cublas_child(workspace_config):
 
 
 @probe("determinism", doc="deterministic-algorithms API, seeded training bitwise identical twice, ops that "
-                          "refuse under determinism, CUBLAS_WORKSPACE_CONFIG on CUDA", timeout=180)
+                          "refuse under determinism, CUBLAS_WORKSPACE_CONFIG on CUDA", timeout=240)
 def determinism(ctx):
     import torch
 
@@ -98,14 +98,14 @@ def determinism(ctx):
     cuda = ctx.cuda_available()
     device = "cuda" if cuda else "cpu"
     facts["device"] = device
-    if cuda and not torch.cuda.is_initialized():
-        # cuBLAS reads the variable when its handle is created: compare in children before CUDA starts here.
-        outcomes = run_in_children(cublas_child, [[None], [":4096:8"]], timeout=90)
-        facts["cublas_without_workspace_config"] = outcomes[0][1]
-        facts["cublas_with_workspace_config_4096_8"] = outcomes[1][1]
-    elif cuda:
-        facts["cublas_note"] = "CUDA already initialised here: no with/without comparison"
-    if cuda:  # read at each check, so setting it now covers the run below
+    if cuda:
+        # Fresh (spawned) children: is_available() above already ran cuInit here, so forked ones could not
+        # use CUDA, and each child must set the variable before its own cuBLAS starts.
+        outcomes = run_in_children(cublas_child, [[None], [":4096:8"]], timeout=150, start_method="spawn")
+        summary = [detail if kind == "ok" else "%s: %s" % (kind, str(detail).splitlines()[0][:200])
+                   for kind, detail in outcomes]
+        facts["cublas_without_workspace_config"], facts["cublas_with_workspace_config_4096_8"] = summary
+        # torch reads the variable at each check, so setting it now covers the seeded run below.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         facts["cublas_workspace_config_used"] = os.environ["CUBLAS_WORKSPACE_CONFIG"]
     enable()
@@ -118,7 +118,7 @@ def determinism(ctx):
             try:
                 call()
                 allowed.append(op)
-            except RuntimeError as exc:
+            except Exception as exc:  # RuntimeError "does not have a deterministic implementation", or worse
                 refusing[op] = first_line(exc)[:160]
         facts["refuse_under_determinism"] = refusing
         facts["allowed_under_determinism"] = allowed

@@ -18,6 +18,11 @@ How an answer is found (the search space is a handful of axes, so it is exhausti
    package or on the CUDA variant cannot be written in a requirement and are shown as
    diagnoses only).
 4. A torchvision release that only ever ran with an excluded torch is excluded with it.
+
+At scale (thousands of cells, a few dozen distinct versions per axis) the search works on
+distinct values, not cells: each version string is parsed once, each cell set is a bit mask
+per (axis, value), and each specifier or marker is evaluated once per distinct value.
+``tests/test_pins_scale.py`` checks the answers against a plain per-cell scan.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, NamedTuple
 
 from packaging.markers import Marker
@@ -489,7 +494,11 @@ class Answer:
         return all(pin.expressible for pin in self.pins)
 
     def admits(self, observation: Observation) -> bool:
-        return _Admission.of(self).admits(observation)
+        return self._admission.admits(observation)
+
+    @cached_property
+    def _admission(self) -> _Admission:  # kept in the instance __dict__: not a field, frozen is fine
+        return _Admission(self)
 
     def pins_for(self, package: str) -> list[Pin]:
         return [pin for pin in self.pins if pin.package == package]
@@ -529,25 +538,12 @@ class _Admission:
         self.axes = tuple(sorted(axes))
         self._seen: dict[tuple, bool] = {}
 
-    @classmethod
-    def of(cls, answer: Answer) -> _Admission:
-        cached = _ADMISSIONS.get(id(answer))
-        if cached is None or cached[0] is not answer:
-            cached = (answer, cls(answer))
-            _ADMISSIONS[id(answer)] = cached
-            while len(_ADMISSIONS) > 256:
-                del _ADMISSIONS[next(iter(_ADMISSIONS))]
-        return cached[1]
-
     def admits(self, observation: Observation) -> bool:
         key = tuple(observation.value(axis) for axis in self.axes)
         verdict = self._seen.get(key)
         if verdict is None:
             verdict = self._seen[key] = all(check.admits(observation) for check in self.checks)
         return verdict
-
-
-_ADMISSIONS: dict[int, tuple[Answer, _Admission]] = {}
 
 
 def _exclusion_key(exclusion: Exclusion) -> tuple:
@@ -706,7 +702,7 @@ class _Grid:
     def admitted(self, answer: Answer) -> int:
         """Mask of the cells ``answer`` admits: each check is decided once per distinct value."""
         rejected = 0
-        for check in _Admission.of(answer).checks:
+        for check in answer._admission.checks:
             scope = self._scope(check)
             specifiers = tuple(check.specifiers)
             for value, cells in self.where(check.package).items():

@@ -48,13 +48,16 @@ class ProbeOutcome(Exception):
     status = ""
 
     def __init__(self, message: str, observed: Any = None, expected: Any = None,
-                 repro: str = "", evidence: Optional[Dict[str, Any]] = None) -> None:
+                 repro: str = "", evidence: Optional[Dict[str, Any]] = None, traceback: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.observed = observed
         self.expected = expected
         self.repro = repro
         self.evidence = evidence or {}
+        # The traceback that explains the failure when it is not this exception's own
+        # (e.g. the runner's failed ``import torchvision``); default: the Fail's frames.
+        self.traceback = traceback
 
 
 class Fail(ProbeOutcome):

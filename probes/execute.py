@@ -119,7 +119,7 @@ def run_probe(spec, ctx):
         result.update(status=outcome.status, message=outcome.message, evidence=evidence,
                       observed=outcome.observed, expected=outcome.expected, repro=outcome.repro)
         if outcome.status == "fail":
-            result["traceback"] = last_frames(outcome)
+            result["traceback"] = getattr(outcome, "traceback", "") or last_frames(outcome)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt inside a probe are its errors too
         result.update(status="error", message=one_line(exc), evidence=dict(ctx.notes),
                       traceback=last_frames(exc))

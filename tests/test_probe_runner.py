@@ -259,6 +259,7 @@ def test_mismatched_torchvision_fails_install_sanity_with_the_real_message(tmp_p
     results = by_name(data)
     assert results["install_sanity"]["status"] == "fail"
     assert "operator torchvision::nms does not exist" in results["install_sanity"]["message"]
+    assert os.path.join("torchvision", "__init__.py") in results["install_sanity"]["traceback"]  # the import's
     assert results["lazy_cuda_init"]["status"] == "pass"  # needs torch only
     assert data["imports"]["torchvision"]["ok"] is False and "Traceback" in data["imports"]["torchvision"]["traceback"]
 

@@ -82,9 +82,9 @@ def install_sanity(ctx):
         raise Fail("torch is not installed%s" % (" (expected %s)" % expected_torch if expected_torch else ""),
                    observed=None, expected=expected_torch, repro="import torch")
     if import_failure is not None:
-        ctx.note("torch_import_traceback", import_failure.get("traceback", ""))
         raise Fail("import torch failed: %s" % import_failure.get("error"), observed=import_failure.get("error"),
-                   expected="import torch succeeds", repro="import torch")
+                   expected="import torch succeeds", repro="import torch",
+                   traceback=import_failure.get("traceback", ""))
     import torch
 
     cuda_build = getattr(torch.version, "cuda", None)
@@ -96,14 +96,16 @@ def install_sanity(ctx):
     modules = {"torch": torch}
     torchvision, torchvision_error = None, None
     tv_failure = ctx.import_error("torchvision")
+    cause_traceback = ""
     if tv_failure is not None:
         torchvision_error = tv_failure.get("error", "")
-        ctx.note("torchvision_import_traceback", tv_failure.get("traceback", ""))
+        cause_traceback = tv_failure.get("traceback", "")
     elif _installed_version("torchvision") is not None:
         try:
             import torchvision
         except Exception as exc:
             torchvision_error = "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0])
+            cause_traceback = _frames(exc)
         else:
             modules["torchvision"] = torchvision
             evidence["torchvision"] = str(torchvision.__version__)
@@ -141,6 +143,7 @@ def install_sanity(ctx):
             keep = _nms_check(torch, modules["torchvision"])
         except Exception as exc:
             message = (str(exc).strip().splitlines() or [""])[0]
+            cause_traceback = _frames(exc)
             problems.append(("torchvision_ops", "torchvision.ops.nms failed: %s: %s" % (type(exc).__name__, message),
                              "%s: %s" % (type(exc).__name__, message), [0, 2]))
         else:
@@ -154,8 +157,14 @@ def install_sanity(ctx):
     if problems:
         raise Fail("; ".join(p[1] for p in problems),
                    observed={p[0]: p[2] for p in problems}, expected={p[0]: p[3] for p in problems},
-                   repro=REPRO, evidence=evidence)
+                   repro=REPRO, evidence=evidence, traceback=cause_traceback)
     return evidence
+
+
+def _frames(exc):
+    from probes.execute import last_frames
+
+    return last_frames(exc)
 
 
 def _cuda_major_minor(version):

@@ -53,13 +53,19 @@ def statuses(results):
     return {name: result["status"] for name, result in results.items()}
 
 
+def explain(results):
+    """What to print when a status assertion fails: every non-passing probe with its message."""
+    return {name: (result["status"], result.get("message", "")[:400], result.get("evidence"))
+            for name, result in results.items() if result["status"] != "pass"}
+
+
 # --- torch 2.13.0+cpu, Python 3.11, numpy 2, no torchvision, no onnx -----------------------------------
 
 @pytest.mark.realwheels
 def test_cpu_2_13_core_probes_pass(cpu_2_13):
     core = ["determinism", "training_step", "numpy_interop", "checkpoint_roundtrip", "dataloader_workers",
             "distributed_gloo", "mixed_precision", "torchscript", "torch_compile", "torch_export"]
-    assert {name: cpu_2_13[name]["status"] for name in core} == {name: "pass" for name in core}, statuses(cpu_2_13)
+    assert {name: cpu_2_13[name]["status"] for name in core} == {name: "pass" for name in core}, explain(cpu_2_13)
 
 
 @pytest.mark.realwheels
@@ -98,7 +104,7 @@ def test_cpu_2_13_evidence_names_the_new_apis(cpu_2_13):
 def test_pypi_2_4_torchvision_and_onnx_pass(pypi_2_4):
     for name in ("torchvision_transforms", "torchvision_model", "torchvision_ops", "onnx_export",
                  "training_step", "checkpoint_roundtrip", "torch_export", "distributed_gloo", "determinism"):
-        assert pypi_2_4[name]["status"] == "pass", (name, pypi_2_4[name])
+        assert pypi_2_4[name]["status"] == "pass", explain(pypi_2_4)
     assert pypi_2_4["torchvision_transforms"]["evidence"]["v2"] == "ok"
     assert pypi_2_4["torchvision_model"]["evidence"]["no_weights_argument"] == "weights=None"
     assert pypi_2_4["checkpoint_roundtrip"]["evidence"]["default_load"] == "ok"  # before the 2.6 flip
@@ -126,7 +132,7 @@ def test_pypi_1_13_outcomes(pypi_1_13):
         "mixed_precision": "pass", "torchscript": "pass", "torch_compile": "unsupported",
         "torch_export": "unsupported", "onnx_export": "skip", "torchvision_transforms": "pass",
         "torchvision_model": "pass", "torchvision_ops": "pass",
-    }
+    }, explain(pypi_1_13)
 
 
 @pytest.mark.realwheels
@@ -162,7 +168,7 @@ def test_oldest_torch_1_8_on_python_3_8(oldest_1_8):
         "mixed_precision": "unsupported", "torchscript": "pass", "torch_compile": "unsupported",
         "torch_export": "unsupported", "onnx_export": "skip", "torchvision_transforms": "pass",
         "torchvision_model": "pass", "torchvision_ops": "pass",
-    }
+    }, explain(oldest_1_8)
     assert oldest_1_8["torchvision_model"]["evidence"]["no_weights_argument"] == "pretrained=False"
     assert oldest_1_8["checkpoint_roundtrip"]["evidence"]["weights_only_parameter"] is False
     # torch < 1.9 forked workers share one numpy seed: the same "random" augmentation in every worker.

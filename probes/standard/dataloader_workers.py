@@ -63,7 +63,7 @@ def dataloader_workers(ctx):
     facts = {"start_method": multiprocessing.get_start_method(allow_none=True) or "default",
              "pin_memory": cuda}
     loader = DataLoader(VariableLengthSequences(), batch_size=3, num_workers=2, collate_fn=pad_collate,
-                        timeout=30, pin_memory=cuda)
+                        timeout=60, pin_memory=cuda)
     try:
         batches = list(loader)
     except Exception as exc:

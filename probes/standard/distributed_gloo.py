@@ -51,7 +51,7 @@ def run_backend(backend, world_size, start_method):
     for _ in range(2):
         port = free_port()
         results = run_in_children(worker, [[backend, rank, world_size, port] for rank in range(world_size)],
-                                  timeout=150 if start_method == "spawn" else 60, start_method=start_method)
+                                  timeout=150 if start_method == "spawn" else 90, start_method=start_method)
         if all(kind == "ok" for kind, _ in results):
             return results, port
         if not any("address already in use" in str(detail).lower() for _, detail in results):

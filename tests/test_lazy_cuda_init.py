@@ -56,3 +56,22 @@ def test_repro_snippet_detects_the_query_on_its_own(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(fake))
     proc = subprocess.run([sys.executable, "-c", result["repro"]], env=env, stdout=subprocess.PIPE, timeout=60)
     assert "_cuda_getDeviceCount at" in proc.stdout.decode()
+
+
+# torch 1.12.0 queried CUDA during import (torch/_prims/utils.py: torch.cuda.is_available(), pytorch#80876);
+# 1.12.1 fixed it. Both are cu102 builds from PyPI: the check needs no GPU and no driver.
+@pytest.mark.realwheels
+@pytest.mark.parametrize("version,status", [("1.12.0", "fail"), ("1.12.1", "pass")])
+def test_real_torch_1_12_regression_is_caught_without_a_gpu(tmp_path, version, status):
+    from tests import realwheels
+
+    env = realwheels.WheelEnv("lazy-torch%s-py3.10" % version, "3.10", ("torch==%s" % version, "numpy<2"))
+    try:
+        python = realwheels.ensure_env(env)
+    except realwheels.EnvUnavailable as exc:
+        pytest.skip(str(exc))
+    result = realwheels.run_suite(python, ["lazy_cuda_init"], tmp_path)["by_name"]["lazy_cuda_init"]
+    assert result["status"] == status, result
+    if status == "fail":
+        assert "torch.cuda.is_available" in result["observed"]["functions"]
+        assert "_prims" in result["evidence"]["calls"][0]["caller"]

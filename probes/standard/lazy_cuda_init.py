@@ -19,16 +19,22 @@ import sys
 from probes.api import Fail, Skip, probe
 
 REPRO_TEMPLATE = """import sys
+WATCHED = %r
 seen = []
-def watch(frame, event, arg):  # calls are visible even when there is no GPU or driver
-    name = getattr(arg, "__name__", "") if event == "c_call" else frame.f_code.co_name if event == "call" else ""
-    if name in %r:
-        caller = frame if event == "c_call" else frame.f_back
+def watch(frame, event, arg):  # the call is visible even when there is no GPU or driver
+    if event == "c_call":
+        owner = getattr(getattr(arg, "__self__", None), "__name__", None) or getattr(arg, "__module__", "")
+        name, caller = "%%s.%%s" %% (owner, getattr(arg, "__name__", "")), frame
+    elif event == "call":
+        name, caller = "%%s.%%s" %% (frame.f_globals.get("__name__"), frame.f_code.co_name), frame.f_back
+    else:
+        return
+    if name in WATCHED:
         seen.append("%%s at %%s:%%d" %% (name, caller.f_code.co_filename, caller.f_lineno))
 sys.setprofile(watch)
 import torch
 sys.setprofile(None)
-print(seen or "no CUDA query during import torch")
+print("\\n".join(seen) or "no CUDA query during import torch")
 """
 
 BEHAVIOUR_REPRO = """import os, torch
@@ -94,7 +100,7 @@ def lazy_cuda_init(ctx):
     calls = observed.get("calls", [])
     nvml = [p for p in evidence["native_libraries_loaded"] if "libnvidia-ml" in os.path.basename(p)]
     if calls or nvml:
-        names = sorted(set(c["function"].rsplit(".", 1)[-1] for c in calls)) or ["_cuda_getDeviceCount"]
+        names = sorted(set(c["function"] for c in calls)) or ["torch._C._cuda_getDeviceCount"]
         first = calls[0] if calls else None
         where = " (first: %s from %s)" % (first["function"], first["caller"]) if first else ""
         message = ("`import torch` queried CUDA: %d call(s) to %s%s" % (observed.get("call_count", len(calls)),

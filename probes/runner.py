@@ -270,6 +270,10 @@ def run_suite(args):
             if zygote.start():
                 progress.event("zygote", "zygote ready in %.2fs (%s)" % (zygote.ready_seconds, _describe_imports(
                     zygote.imports)), seconds=round(zygote.ready_seconds, 3), imports=zygote.imports)
+                if not fork_safe(zygote.observations):
+                    progress.event("zygote", "import torch initialised CUDA on this GPU machine: forked children "
+                                   "would inherit it, so shared probes run in fresh interpreters instead")
+                    zygote.close()
             else:
                 progress.event("zygote", "no zygote: shared probes run in fresh interpreters instead",
                                imports=zygote.imports)
@@ -327,6 +331,15 @@ def run_suite(args):
     progress.event("done", "done in %.1fs: %s" % (data["wall_s"], ", ".join(
         "%d %s" % (counts[s], s) for s in STATUSES if s in counts)), wall_s=data["wall_s"], counts=counts)
     return 0
+
+
+def fork_safe(observations):
+    """False when the zygote's imports queried CUDA on a machine with a GPU (fork after cuInit is unsafe).
+
+    Without a driver the query initialises nothing, and forked children stay usable.
+    """
+    queried = any((observations.get(key) or {}).get("calls") for key in ("import_torch", "import_torchvision"))
+    return not (queried and facts.physical_gpu_count() > 0)
 
 
 def _describe_imports(imports):

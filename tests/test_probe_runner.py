@@ -320,3 +320,14 @@ def test_runner_works_on_python_3_8(tmp_path):
     statuses = {r["name"]: r["status"] for r in data["results"]}
     assert statuses == {"install_sanity": "pass", "lazy_cuda_init": "fail", "fails": "fail", "segfaults": "crash",
                         "checks_clean": "pass"}
+
+
+def test_zygote_is_abandoned_only_when_import_queried_cuda_on_a_gpu_machine(monkeypatch):
+    from probes import facts, runner
+
+    queried = {"import_torch": {"calls": [{"function": "torch.cuda.is_available"}]}}
+    monkeypatch.setattr(facts, "physical_gpu_count", lambda: 2)
+    assert runner.fork_safe(queried) is False
+    assert runner.fork_safe({"import_torch": {"calls": []}}) is True
+    monkeypatch.setattr(facts, "physical_gpu_count", lambda: 0)  # no driver: the query initialised nothing
+    assert runner.fork_safe(queried) is True

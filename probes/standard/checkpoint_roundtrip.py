@@ -124,11 +124,8 @@ def checkpoint_roundtrip(ctx):
             detail = [line.strip() for line in str(exc).splitlines()
                       if "Unsupported global" in line or "but got <class" in line or "weights_only" in line]
             if detail:
-                facts_detail = detail[0][:300]
-                ctx.note("default_load_detail", facts_detail)
+                facts["default_load_detail"] = detail[0][:300]
     facts["default_load"] = "ok" if default_error is None else default_error
-    if "default_load_detail" in ctx.notes:
-        facts["default_load_detail"] = ctx.notes["default_load_detail"]
     if load_warnings:
         facts["default_load_warnings"] = load_warnings[:3]
     ctx.note("default_load", facts["default_load"])

@@ -231,6 +231,19 @@ def test_run_in_children_collects_results_deaths_and_timeouts():
     assert _util.run_in_children(_block_forever, [[]], timeout=1) == [("timeout", 1)]
 
 
+def test_optional_import_skips_only_when_the_package_itself_is_missing(monkeypatch):
+    with pytest.raises(Skip, match="numpy not installed"):
+        monkeypatch.setitem(__import__("sys").modules, "numpy", None)  # import numpy -> ModuleNotFoundError
+        _util.require_numpy()
+
+    def broken_import(name, *args, **kwargs):
+        raise ModuleNotFoundError("No module named 'PIL'", name="PIL")
+
+    monkeypatch.setattr("builtins.__import__", broken_import)
+    with pytest.raises(Fail, match="No module named 'PIL'"):
+        _util.require_torchvision()
+
+
 def test_require_torchvision_fails_on_the_runners_import_error():
     ctx = Context()
     ctx.imports = {"torchvision": {"ok": False, "error": "RuntimeError: operator torchvision::nms does not exist"}}

@@ -12,20 +12,12 @@ import warnings
 from probes.api import Fail, Skip
 
 
-def torch_version():
-    """(major, minor) of the imported torch, from ``torch.__version__`` ("2.13.0+cpu" -> (2, 13))."""
-    import torch
-
-    match = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
-
-
 def _import_optional(name, label):
     """Import an optional package: Skip when absent, Fail when present but broken (e.g. a mismatched build)."""
     try:
         return __import__(name)
     except ImportError as exc:
-        if getattr(exc, "name", None) == name or "No module named" in str(exc):
+        if getattr(exc, "name", None) == name:  # the package itself, not one of its dependencies
             raise Skip("%s not installed" % label)
         raise Fail("import %s failed: %s" % (name, first_line(exc)), observed=first_line(exc),
                    expected="import %s succeeds" % name, repro="import torch, %s" % name)

@@ -122,11 +122,21 @@ def cell_values(result: CellResult, packages: Sequence[str]) -> dict[str, Value]
     """The installed public version of each package axis (axis value when not recorded)."""
     resolved = {_canonical(k): v for k, v in result.install.resolved.items()}
     values: dict[str, Value] = {PYTHON: _public(result.cell.axes.get(PYTHON, "")),
-                                VARIANT: result.cell.axes.get(VARIANT, "default")}
+                                VARIANT: effective_variant(result.cell.axes.get(VARIANT, "default"),
+                                                           resolved.get("torch", ""))}
     for package in packages:
         raw = resolved.get(_canonical(package)) or result.cell.axes.get(package, "")
         values[package] = _public(raw)
     return values
+
+
+def effective_variant(variant: str, installed_torch: str) -> str:
+    """The build a "default" cell really got: a find-links or mirror wheel such as
+    ``2.13.0+cpu`` is a different build from PyPI's, so a break seen only there must
+    not be blamed on the torch release as a whole."""
+    if variant == "default" and "+" in installed_torch:
+        return installed_torch.split("+", 1)[1]
+    return variant
 
 
 @lru_cache(maxsize=1024)

@@ -233,3 +233,17 @@ def test_coverage_separates_admitted_untested_from_excluded_untested():
     assert cov["numpy"].older == ("1.25.2",)
     assert cov["numpy"].excluded_untested == ("2.0.0", "2.1.0")  # numpy<2; no pre-releases
     assert (cov["torch"].untested, cov["torch"].newer) == (("2.2.0",), ("2.4.0",))
+
+
+def test_a_find_links_build_in_a_default_cell_counts_as_its_own_variant():
+    """A local +cpu wheel picked up through find-links is not PyPI's build of that release."""
+    from matrix.pins import cell_values
+
+    local = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"})
+    pypi = make_result(torch="2.14.1", resolved={"torch": "2.14.1", "torchvision": "0.29.2"})
+    labelled = make_result(torch="2.5.1", variant="cu124",
+                           resolved={"torch": "2.5.1+cu124", "torchvision": "0.20.1+cu124"})
+    assert cell_values(local, ["torch"])["variant"] == "cpu"
+    assert cell_values(local, ["torch"])["torch"] == Version("2.13.0")
+    assert cell_values(pypi, ["torch"])["variant"] == "default"
+    assert cell_values(labelled, ["torch"])["variant"] == "cu124"

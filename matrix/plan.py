@@ -428,15 +428,18 @@ def shard_bounds(cells: Sequence[Cell], n: int) -> tuple[list[int], list[int]]:
     group = [(cells[i].variant, cells[i].torch) for i in order]
     edges = {e for e in range(1, total) if group[e] != group[e - 1]}
     slack = (total // n) // 4 if n else 0
+    # Each cut moves at most half the slack from its own even-split position, so
+    # snapping to group edges can never pile up: shard sizes differ by <= 2 * slack + 1.
+    reach = slack // 2
     cuts = [0]
     for j in range(1, n):
-        ideal = cuts[-1] + round((total - cuts[-1]) / (n - j + 1))  # spread what remains
+        ideal = round(j * total / n)
         low, high = cuts[-1] + (1 if total >= n else 0), total - (n - j if total >= n else 0)
         best = ideal
-        for distance in range(slack + 1):
+        for distance in range(reach + 1):
             options = [e for e in (ideal - distance, ideal + distance) if e in edges]
             if options:
-                best = min(options)
+                best = options[0]
                 break
         cuts.append(min(max(best, low, cuts[-1]), max(high, cuts[-1])))
     cuts.append(total)

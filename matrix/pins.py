@@ -98,6 +98,9 @@ def probe_summary(result: CellResult, name: str) -> str:
         text += f": {probe.message}"
     if probe.observed is not None or probe.expected is not None:
         text += f" (observed {probe.observed!r}, expected {probe.expected!r})"
+    torch_build = result.install.resolved.get("torch", "")
+    if effective_variant(result.cell.variant, torch_build) != result.cell.variant:
+        text = f"[tested with torch {torch_build}] " + text
     return _one_line(text)
 
 

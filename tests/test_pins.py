@@ -247,3 +247,15 @@ def test_a_find_links_build_in_a_default_cell_counts_as_its_own_variant():
     assert cell_values(local, ["torch"])["torch"] == Version("2.13.0")
     assert cell_values(pypi, ["torch"])["variant"] == "default"
     assert cell_values(labelled, ["torch"])["variant"] == "cu124"
+
+
+def test_the_reason_names_a_find_links_build_so_nobody_blames_the_release():
+    from matrix.pins import probe_summary
+
+    bad = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
+                      probes=[make_probe("install_sanity", status="fail",
+                                         message="operator torchvision::nms does not exist")])
+    assert probe_summary(bad, "install_sanity").startswith("[tested with torch 2.13.0+cpu]")
+    plain = make_result(torch="2.14.1", resolved={"torch": "2.14.1"},
+                        probes=[make_probe("install_sanity", status="fail", message="x")])
+    assert "tested with" not in probe_summary(plain, "install_sanity")

@@ -14,6 +14,7 @@ before a matrix (proposed for ``matrix.environment``), and is measured here.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,6 +26,7 @@ FIGURE = "3_disk"
 GOALS = {"(5 venvs + cache) / cache": ("<=", 1.1, "x")}
 N_VENVS = 5
 TMPFS = Path("/dev/shm")
+LINK_WORDS = re.compile(r"hardlink|link mode|link-mode|full copy", re.IGNORECASE)
 
 
 def _existing(path: Path) -> Path:
@@ -124,7 +126,7 @@ def measure_cross_filesystem(ctx: Context) -> dict[str, Any]:
                 venvs.append(venv)
             cache_bytes = du_bytes([cache])
             added = du_bytes([cache, *venvs]) - cache_bytes  # 0 for a file linked to the cache
-            uv_said = sorted({line.strip() for m in messages for line in m.splitlines() if "link" in line.lower()},
+            uv_said = sorted({line.strip() for m in messages for line in m.splitlines() if LINK_WORDS.search(line)},
                              key=lambda line: not line.lower().startswith("warning"))
             result[label] = {"install_s": summarize(installs), "n_venvs": len(venvs),
                              "bytes_added_by_venvs": added, "cache_bytes": cache_bytes,

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from matrix.environment import install_command
+from matrix.environment import install_command, uv_executable
 from matrix.records import INSTALLED, Cell
 
 from .common import BenchError, interpreter_path, nox_venv, patched_environ, run_command
@@ -128,12 +128,17 @@ def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
 
 def run_floor(cell: Cell, location: os.PathLike[str], index: Any,
               env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The floor: bare ``uv venv`` + ``uv pip install`` with the same pins and index options."""
+    """The floor: bare ``uv venv`` + ``uv pip install`` with the same pins and index options.
+
+    It calls the uv binary directly (the one ``matrix.environment`` uses), not a ``uv`` found
+    on PATH, which here is a pyenv shim costing ~70 ms a call.
+    """
     location = Path(location)
+    uv = uv_executable()
     start = time.perf_counter()
-    run_command(["uv", "venv", "-q", "--clear", "-p", interpreter_path(cell.python), str(location)], env=env)
+    run_command([uv, "venv", "-q", "--clear", "-p", interpreter_path(cell.python), str(location)], env=env)
     python = location / "bin" / "python"
-    run_command(install_command(cell, index, str(python), uv="uv"), env=env)
+    run_command(install_command(cell, index, str(python), uv=uv), env=env)
     return {"total_s": time.perf_counter() - start, "python": str(python)}
 
 

@@ -23,7 +23,7 @@ def _meminfo_gib() -> float | None:
     return None
 
 
-def _load_average() -> list[float] | None:
+def load_average() -> list[float] | None:
     try:
         return [round(v, 2) for v in os.getloadavg()]
     except OSError:
@@ -45,7 +45,7 @@ def machine_facts(work: Path) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "cpu_model": cpu_model,
         "memory_gib": _meminfo_gib(),
-        "load_average": _load_average(),
+        "load_average": load_average(),
         "disk_free_gib": {name: round(shutil.disk_usage(p).free / 2**30, 1)
                           for name, p in paths.items() if p.exists()},
         "filesystems": {name: filesystem_type(p) for name, p in paths.items() if p.exists()},

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .common import REPO_ROOT, Context, remove_tree
-from .machine import facts_lines, machine_facts
+from .machine import load_average, facts_lines, machine_facts
 from .stats import Target, tally, targets_for
 
 # (key, module): one module per figure, run in this order (later figures reuse earlier venvs).
@@ -74,7 +74,7 @@ def run_figure(key: str, module_name: str, ctx: Context) -> dict[str, Any]:
         ctx.log(f"  NOT MEASURED: {type(error).__name__}: {error}")
         result = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:],
                   "targets": targets_for(key, getattr(module, "GOALS", {}), {})}
-    result["wall_s"] = round(time.perf_counter() - started, 2)
+    result["figure_wall_s"] = round(time.perf_counter() - started, 2)
     return result
 
 
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     document = {"schema": RESULTS_SCHEMA, "schema_version": RESULTS_VERSION, "command": command,
                 "quick": args.quick, "started_at": started_at,
                 "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "machine": facts, "figures": results, "targets": targets, "tally": counts}
+                "machine": facts, "load_average_at_end": load_average(), "figures": results, "targets": targets, "tally": counts}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(_jsonable(document), indent=2) + "\n")
     print(f"\nwrote {args.out}", flush=True)

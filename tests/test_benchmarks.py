@@ -15,6 +15,7 @@ import pytest
 from benchmarks import run as bench_run
 from benchmarks.common import Context
 from benchmarks.disk import link_mode_warning
+from benchmarks.markdown import render as render_markdown
 from benchmarks.stats import (MET, MISSED, NOT_MEASURED, Target, paired_ratios, ratio, summarize, tally,
                               targets_for)
 from benchmarks.wheelsizes import InstalledWheel, pick_file, read_installed
@@ -109,6 +110,7 @@ def test_a_failing_figure_is_reported_not_measured_and_the_json_has_the_document
     bad = types.SimpleNamespace(GOALS={"b": (">=", 50.0, "x")}, measure=explode)
     modules = {"fake.good": good, "fake.bad": bad}
     monkeypatch.setattr(bench_run, "FIGURES", (("9_good", "fake.good"), ("8_bad", "fake.bad")))
+    monkeypatch.setattr("benchmarks.markdown.DETAILS", {"9_good": lambda figure: [figure["absent"]]})
     monkeypatch.setattr(bench_run.importlib, "import_module", modules.__getitem__)
     monkeypatch.setattr(bench_run, "machine_facts", lambda work: {"cpu_count": 1})
     out = tmp_path / "latest.json"
@@ -121,6 +123,12 @@ def test_a_failing_figure_is_reported_not_measured_and_the_json_has_the_document
     assert statuses == {"g": MET, "b": NOT_MEASURED}
     assert document["tally"] == {MET: 1, MISSED: 0, NOT_MEASURED: 1}
     assert not (tmp_path / "work").exists()  # scratch space removed unless --keep
+
+    text = render_markdown(document)
+    assert "| 9_good | g <= 2x | 1x | **MET** |" in text
+    assert "| 8_bad | b >= 50x | - | **NOT MEASURED** |" in text
+    assert "- not measured: RuntimeError: no network" in text
+    assert "(cannot render: missing" in text  # the fake figure lacks the real figure's keys
 
 
 def test_only_selects_figures_by_number_and_rejects_unknown_ones():

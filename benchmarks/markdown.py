@@ -1,0 +1,125 @@
+"""Render a results JSON (``benchmarks/results/latest.json``) as the Markdown kept in README.md.
+
+``python -m benchmarks.markdown [FILE]`` prints it; pure apart from reading the file, so the
+README's figures are copied from the run, never typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .stats import human_bytes
+
+
+def _s(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
+    if not summary:
+        return "-"
+    return f"{summary['median']:.{digits}f} s (median of {summary['n']})"
+
+
+def _x(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}x"
+
+
+def _warm(f: Mapping[str, Any]) -> list[str]:
+    b = f["ours_breakdown_median_s"]
+    return [f"cell `{' '.join(f['pins'])}`: ours {_s(f['ours_s'])}, floor {_s(f['floor_s'])}, "
+            f"virtualenv+pip {_s(f['virtualenv_pip_s'], 1)}",
+            f"ours / floor {_x(f['ours_over_floor'])}; virtualenv+pip / ours {_x(f['virtualenv_pip_over_ours'], 1)}",
+            f"ours, median per phase: nox uv venv {b['venv_s']:.2f} s, run_cell {b['cellrun_s']:.2f} s "
+            f"(resolve {b['resolve_s']:.2f}, install {b['install_s']:.2f}, verify {b['verify_s']:.2f})"]
+
+
+def _cold(f: Mapping[str, Any]) -> list[str]:
+    return [f"{len(f['cells'])} cells, {f['unique_wheel_files']} unique wheel files, "
+            f"{human_bytes(f['unique_wheel_bytes'])}; downloaded {human_bytes(f['downloaded_bytes'])} "
+            f"(median of {f['repeats']} cold runs) -> {_x(f['downloaded_over_unique'], 3)} "
+            f"(raw counter {_x(f['raw_rx_over_unique'], 3)}, calibration {f['counter_calibration']:.4f})",
+            f"bandwidth {human_bytes(f['bandwidth_Bps'])}/s; cold wall {_s(f['cold_wall_s'], 1)} against "
+            f"{f['ideal_download_s']:.1f} s for the unique bytes at that bandwidth ({_x(f['wall_over_ideal'], 1)})"]
+
+
+def _disk(f: Mapping[str, Any]) -> list[str]:
+    same, cross = f["same_filesystem"], f.get("cache_on_other_filesystem", {})
+    lines = [f"cache {human_bytes(same['cache_bytes'])}; cache + {same['n_venvs']} venvs "
+             f"{human_bytes(same['cache_plus_venvs_bytes'])} -> {_x(same['linked_ratio'], 3)}; "
+             f"as {same['n_venvs']} full copies (pip) {_x(same['full_copies_ratio'])}"]
+    if "tmpfs_cache" in cross:
+        tmp, usual = cross["tmpfs_cache"], cross["usual_cache"]
+        lines.append(f"cache on tmpfs, venvs on {cross['venv_fs']}: 3 venvs add "
+                     f"{human_bytes(tmp['bytes_added_by_venvs'])} (usual cache: "
+                     f"{human_bytes(usual['bytes_added_by_venvs'])}); install {_s(tmp['install_s'])} vs "
+                     f"{_s(usual['install_s'])} ({_x(cross.get('install_slowdown'), 1)}); uv printed: "
+                     f"`{(tmp['uv_output_about_linking'] or ['nothing'])[0]}`")
+        lines.append(f"the tool's check says: \"{cross['tool_warning']}\"")
+    elif cross.get("error"):
+        lines.append(f"cache on another filesystem: not measured ({cross['error']})")
+    return lines
+
+
+def _probes(f: Mapping[str, Any]) -> list[str]:
+    main, naive = f["suite_vs_floor"], f["naive_run"]
+    return [f"{f['probes']} probes: suite {_s(main['suite_s'] | {'n': main['repeats']}, 1)}, floor "
+            f"{_s(main['floor_s'] | {'n': main['repeats']}, 1)} (fresh import {main['import_s']['median']:.1f} s + "
+            f"probe work {main['probe_work_s']['median']:.1f} s) -> {_x(f['suite_over_floor'])}",
+            f"naive (one fresh interpreter per probe): {naive['naive_s']['median']:.1f} s "
+            f"({naive['repeats']} run) = {_x(f['naive_over_suite'], 1)} the suite"]
+
+
+def _scale(f: Mapping[str, Any]) -> list[str]:
+    listing, rep = f.get("listing", {}), f["reporting"]
+    first = (f"`nox -l`: {listing['matrix_sessions']} cells, {_s(listing['seconds'])}" if "seconds" in listing
+             else f"`nox -l`: not measured ({listing.get('error', '?')})")
+    return [first,
+            f"{rep['results']} results: report {_s(rep['report_s'])} + pins {_s(rep['pins_s'])} = "
+            f"{_s(rep['report_plus_pins_s'])}; a bare `python -c pass` takes {rep['bare_python_startup_s']['median']:.2f} s"]
+
+
+def _parallel(f: Mapping[str, Any]) -> list[str]:
+    return [f"{len(f['cells'])} cells: sequential {_s(f['sequential_s'], 1)}, `-j {f['jobs']}` "
+            f"{_s(f['parallel_s'], 1)} on {f['cpu_count']} CPUs -> speed-up {_x(f['speedup'])}; "
+            f"results identical: {'yes' if f['results_identical'] else 'NO'}"]
+
+
+DETAILS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
+    "1_warm_env": _warm, "2_cold_matrix": _cold, "3_disk": _disk, "4_probe_suite": _probes,
+    "5_scale": _scale, "6_parallel": _parallel}
+
+
+def render(document: Mapping[str, Any]) -> str:
+    machine = document["machine"]
+    lines = [f"`{document['command']}`, {document['started_at']} to {document['finished_at']}"
+             + (" (quick: not the real figures)" if document.get("quick") else ""), "",
+             f"Machine: {machine.get('cpu_count')} CPUs ({machine.get('cpu_model')}), {machine.get('memory_gib')} GiB, "
+             f"disk free {machine.get('disk_free_gib')}, filesystems {machine.get('filesystems')}, "
+             f"load average at start {machine.get('load_average')}; Python {machine.get('python')}, "
+             f"{machine.get('uv')}, nox {machine.get('nox')}, {machine.get('pip')}, {machine.get('virtualenv')}.", "",
+             "| figure | target | measured | status |", "| --- | --- | --- | --- |"]
+    for target in document["targets"]:
+        value = "-" if target["value"] is None else f"{target['value']:.3g}{target['unit']}"
+        lines.append(f"| {target['figure']} | {target['name']} {target['op']} {target['limit']:g}{target['unit']} "
+                     f"| {value} | **{target['status']}** |")
+    for key, figure in document["figures"].items():
+        lines += ["", f"**{key}**" + (f" ({figure['figure_wall_s']:.0f} s)" if "figure_wall_s" in figure else "")]
+        if "error" in figure:
+            lines.append(f"- not measured: {figure['error']}")
+            continue
+        try:
+            lines += [f"- {line}" for line in DETAILS[key](figure)]
+        except (KeyError, TypeError) as error:  # an older or partial document: say so, do not crash
+            lines.append(f"- (cannot render: missing {error})")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    path = Path(args[0]) if args else Path(__file__).parent / "results" / "latest.json"
+    sys.stdout.write(render(json.loads(path.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -69,7 +69,7 @@ class ExtraAxis:
 class ProbeConfig:
     run: tuple[str, ...] = ()  # empty = the whole standard suite
     required: tuple[str, ...] = ()  # empty = every probe that runs
-    unsupported: str = "fail"
+    unsupported: str = "pass"  # "fail" by default once `required` names probes
     skip: str = "pass"
     dirs: tuple[str, ...] = ()  # absolute paths
     commands: Mapping[str, str] = field(default_factory=dict)
@@ -432,10 +432,13 @@ class _Parser:
                 if name not in runs:
                     raise self.error(f"probes.required[{i}]",
                                      f"{name!r} is required but not in probes.run")
+        # A probe the repo *names* as required must exist in the version under test; when
+        # nothing is named, every probe counts but an API that a version simply lacks
+        # (torch.compile before 2.0) is not a breakage of that version.
+        defaults = {"unsupported": "fail" if required else "pass", "skip": "pass"}
         policy = {}
         for key in ("unsupported", "skip"):
-            policy[key] = self.string(table.get(key, "fail" if key == "unsupported" else "pass"),
-                                      f"probes.{key}")
+            policy[key] = self.string(table.get(key, defaults[key]), f"probes.{key}")
             if policy[key] not in POLICY_VALUES:
                 raise self.error(f"probes.{key}", f"invalid value {policy[key]!r} (expected 'fail' or 'pass')")
         timeout = table.get("timeout", 300)

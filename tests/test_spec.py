@@ -84,7 +84,15 @@ def test_defaults_and_explicit_torch_list():
     assert spec.name == "default" and spec.python == ("current",) and spec.variants == ("default",)
     assert spec.torch.explicit == ("2.5.1", "1.12.0")
     assert spec.torchvision == ("0.20.1",)
+    # Nothing named as required: an API a version lacks (torch.compile on 1.x) is no breakage.
+    assert spec.probes.policy == {"unsupported": "pass", "skip": "pass"}
+
+
+def test_naming_required_probes_makes_their_absence_a_failure():
+    spec = parse('[probes]\nrequired = ["torch_compile"]')
     assert spec.probes.policy == {"unsupported": "fail", "skip": "pass"}
+    spec = parse('[probes]\nrequired = ["torch_compile"]\nunsupported = "pass"')
+    assert spec.probes.policy["unsupported"] == "pass"
 
 
 def test_index_honours_pip_environment_only_where_the_spec_is_silent():

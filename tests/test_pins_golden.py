@@ -125,10 +125,11 @@ def test_install_errors_and_unsatisfiable_cells_make_no_pins():
 
 
 def test_real_run_gives_what_a_maintainer_writes_by_hand():
-    """torch 1.11-1.13.1 (paired torchvision) x numpy <2 / >=2 on Python 3.10, CPU-only machine."""
+    """torch 1.11-1.13.1 (paired torchvision) x numpy <2 / >=2 on Python 3.10, full suite, CPU-only machine:
+    exactly yolov5's hand-written `torch!=1.12.0` / `torchvision!=0.13.0`, plus numpy<2 for 1.x."""
     suggestion = _suggest("real_yolo_run")
     assert _constraint_lines(render_constraints(suggestion)) == [
-        "torch!=1.12.0", "torchvision>=0.13.1", "numpy<2"]
+        "torch!=1.12.0", "torchvision!=0.13.0", "numpy<2"]
     reasons = {(e.package, e.version): e for pin in suggestion.recommended.pins for e in pin.exclusions}
     assert reasons["torch", "1.12.0"].probes == ("lazy_cuda_init",)
     assert reasons["torchvision", "0.13.0"].paired_with == "torch 1.12.0"

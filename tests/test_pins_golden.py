@@ -133,5 +133,5 @@ def test_real_run_gives_what_a_maintainer_writes_by_hand():
     reasons = {(e.package, e.version): e for pin in suggestion.recommended.pins for e in pin.exclusions}
     assert reasons["torch", "1.12.0"].probes == ("lazy_cuda_init",)
     assert reasons["torchvision", "0.13.0"].paired_with == "torch 1.12.0"
-    assert reasons["numpy", "2.2.6"].probes == ("numpy_interop",)
+    assert reasons["numpy", "2.2.6"].probes == ("numpy_interop", "torchvision_transforms")
     assert len(reasons["numpy", "2.2.6"].cells) == 4

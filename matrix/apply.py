@@ -68,8 +68,12 @@ def _join_markers(existing: str, added: str) -> str:
         return added
     if not added:
         return existing
-    wrap = (lambda text: f"({text})" if " or " in text else text)
-    return f"{wrap(existing)} and {wrap(added)}"
+    return f"{_parenthesise_or(existing)} and {_parenthesise_or(added)}"
+
+
+def _parenthesise_or(marker: str) -> str:
+    """``a or b`` must stay one clause when joined with ``and``."""
+    return f"({marker})" if " or " in marker else marker
 
 
 _PYTHONS = tuple(f"3.{minor}" for minor in range(31))

@@ -108,7 +108,7 @@ def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
 
     location = Path(location)
     settings = CellSettings(cells_dir=location.parent / "cells", work_dir=location / "torch-matrix",
-                            index_config=index, fingerprint=cell.fingerprint(), install_retries=0)
+                            index_config=index, fingerprint=cell.fingerprint())
     interpreter = interpreter_path(cell.python)
     progress = io.StringIO()
     with patched_environ(env or {}), _clock_stops_at_probes() as stopped, \

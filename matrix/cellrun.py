@@ -1,7 +1,7 @@
 """Run one cell end to end: install, verify, probe, record. The only place that knows the order.
 
-Phases: ``resolve`` (``uv pip install --dry-run``: the resolver's answer, before any
-download), ``install``, ``verify`` (what is really in the venv), ``probes``
+Phases: ``resolve+install`` (one ``uv pip install``; uv's own resolve / prepare / install
+times are kept in the timings), ``verify`` (what is really in the venv), ``probes``
 (``python -m probes`` inside the cell's interpreter). The result is written atomically
 as soon as the cell ends, so an interrupted run loses no finished cell.
 
@@ -300,16 +300,14 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings) -> CellResult
     common: dict[str, Any] = {"retries": settings.install_retries,
                               "backoff_s": settings.retry_backoff_s,
                               "timeout_s": settings.install_timeout_s, "env": env, "uv": settings.uv}
-    with progress.phase("resolve") as note:
-        resolved = environment.install(cell, settings.index_config, venv_python, dry_run=True,
-                                       **common)
-        note.outcome = "ok" if resolved.status == INSTALLED else resolved.status
-    if resolved.status != INSTALLED:
-        return _finish(cell, settings, progress, started, install=resolved,
-                       interpreter=interpreter, wall_start=wall_start)
-    with progress.phase("install") as note:
+    # One uv call resolves and installs: uv refuses before downloading anything when the
+    # resolver says no, so a separate dry-run would only pay for a second resolution.
+    with progress.phase("resolve+install") as note:
         outcome = environment.install(cell, settings.index_config, venv_python, **common)
-        note.outcome = outcome.status
+        steps = environment.uv_step_seconds(outcome.message)
+        progress.timings.update(steps)
+        note.outcome = outcome.status + (f" (resolve {steps['resolve']:.1f}s)" if "resolve" in steps
+                                         else "")
     with progress.phase("verify") as note:
         outcome = environment.verify(cell, venv_python, outcome, env=env, uv=settings.uv)
         note.outcome = "ok" if outcome.status == INSTALLED else outcome.status

@@ -146,8 +146,9 @@ def install_command(cell: Cell, index_config: Any, venv_python: str,
     return command
 
 
-def _trim(output: str) -> str:
-    lines = [line.rstrip() for line in output.splitlines() if line.strip() and not _NOISE.match(line)]
+def _trim(output: str, keep_summary: bool = False) -> str:
+    lines = [line.rstrip() for line in output.splitlines()
+             if line.strip() and (keep_summary or not _NOISE.match(line))]
     text = "\n".join(lines)
     return text if len(text) <= MESSAGE_LIMIT else "..." + text[-MESSAGE_LIMIT:]
 
@@ -187,12 +188,28 @@ def install(cell: Cell, index_config: Any, venv_python: str, *,
             returncode, output = -9, f"install timed out after {timeout_s:g} s"
         except OSError as error:
             returncode, output = 127, f"cannot run {command[0]}: {error}"
-        if returncode == 0:
-            return InstallOutcome(INSTALLED, tuple(command), _trim(output), attempt)
+        if returncode == 0:  # keep uv's summary lines: they carry its resolve/download times
+            return InstallOutcome(INSTALLED, tuple(command), _trim(output, keep_summary=True), attempt)
         verdict = classify_install_failure(returncode, output)
         if verdict.status == UNSATISFIABLE or attempt > retries:
             return InstallOutcome(verdict.status, tuple(command), verdict.message, attempt)
         sleep(backoff_s * attempt)
+
+
+_UV_STEP = re.compile(r"^(Resolved|Prepared|Installed|Uninstalled|Audited) \d+ packages? in "
+                      r"([\d.]+)(ms|s)\b", re.MULTILINE)
+_UV_STEP_NAMES = {"Resolved": "resolve", "Prepared": "download", "Installed": "link",
+                  "Uninstalled": "uninstall", "Audited": "audit"}
+
+
+def uv_step_seconds(output: str) -> dict[str, float]:
+    """uv's own step times from its summary lines (``Resolved 13 packages in 512ms``)."""
+    steps: dict[str, float] = {}
+    for verb, number, unit in _UV_STEP.findall(output or ""):
+        seconds = float(number) / (1000.0 if unit == "ms" else 1.0)
+        name = _UV_STEP_NAMES[verb]
+        steps[name] = steps.get(name, 0.0) + seconds
+    return steps
 
 
 # ---------------------------------------------------------------- verification

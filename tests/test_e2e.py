@@ -102,7 +102,7 @@ def test_matrix_run_report_resume_and_redo(tmp_path):
     assert "triton was not found in the package registry" in verdicts[no_solution].reason
 
     # Progress lines and loud verdict lines in the log.
-    assert f"[1/4] {good} install ..." in log
+    assert f"[1/4] {good} resolve+install ..." in log
     assert f"{broken}: INCOMPATIBLE" in log
     assert f"{no_solution}: UNSATISFIABLE" in log
 

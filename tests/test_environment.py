@@ -250,3 +250,12 @@ def test_verify_turns_a_mismatch_into_error_on_a_real_venv(tmp_path: Path):
 def test_verify_leaves_failed_outcomes_alone():
     failed = InstallOutcome(UNSATISFIABLE, message="no")
     assert verify(make_cell(), "/nonexistent/python", failed) is failed
+
+
+def test_uv_step_seconds_reads_uvs_summary_lines():
+    from matrix.environment import uv_step_seconds
+
+    output = ("Using Python 3.11.7 environment at: v\nResolved 13 packages in 512ms\n"
+              "Prepared 2 packages in 1.20s\nInstalled 13 packages in 295ms\n + torch==2.13.0+cpu\n")
+    assert uv_step_seconds(output) == {"resolve": 0.512, "download": 1.2, "link": 0.295}
+    assert uv_step_seconds("error: No solution found") == {}

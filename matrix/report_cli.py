@@ -124,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
     summary = report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / SUMMARY_NAME, summary)
-    merged = write_merged([item.result for item in judged], out_dir / MERGED_NAME)
+    merged = write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded)
     print(f"wrote {out_dir / SUMMARY_NAME} and {merged}", file=sys.stderr)
     if _arg(args, "github_summary"):
         _append_github_summary(judged, missing, max_bytes)

@@ -16,17 +16,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
-from .records import INSTALLED, SCHEMA_ID, SCHEMA_VERSION, UNSATISFIABLE, Cell, CellResult
+from .records import (
+    INSTALLED,
+    SCHEMA_ID,
+    SCHEMA_VERSION,
+    UNSATISFIABLE,
+    Cell,
+    CellResult,
+    InstallOutcome,
+    ProbeResult,
+)
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "cell-result.schema.json"
 MERGED_SCHEMA_ID = "torch-matrix/results"
 MERGED_SCHEMA_VERSION = 1
 MERGED_NAME = "results.json"
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 @dataclass
@@ -34,10 +44,19 @@ class LoadedResults:
     results: list[CellResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line each, naming the file
     skipped: list[str] = field(default_factory=list)  # files (or merged entries) not loaded at all
+    # cell id -> (result, the validated dict it was read from): lets write_merged skip to_json()
+    loaded_json: dict[str, tuple[CellResult, dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     def skip(self, where: str, why: str) -> None:
         self.problems.append(f"{where}: {why}")
         self.skipped.append(where)
+
+    def json_of(self, result: CellResult) -> dict[str, Any] | None:
+        """The dict ``result`` was loaded from, when it is exactly what ``result.to_json()`` gives."""
+        found = self.loaded_json.get(result.cell.id)
+        if found is None or found[0] is not result or not is_canonical_json(found[1]):
+            return None
+        return found[1]
 
 
 def cells_dir(results_root: str | os.PathLike[str], run_name: str) -> Path:
@@ -51,7 +70,11 @@ def cell_result_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
-    """Compiled once: building a validator per file costs more than validating it."""
+    """Compiled once: building a validator per file costs more than validating it.
+
+    Imported here, not at the top: only a file the fast check does not accept needs it."""
+    import jsonschema
+
     schema = cell_result_schema()
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -176,6 +199,57 @@ def is_valid_cell_result(data: Any) -> bool:
     return _validator().is_valid(data)
 
 
+# ---------------------------------------------------------------------------- canonical form
+
+@lru_cache(maxsize=1)
+def _canonical_layout() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Key orders as ``to_json()`` writes them, taken from the records so they never drift:
+    top level, cell, install, probe (every key) and the probe keys written even when empty."""
+    full_probe = ProbeResult(name="p", status="pass", evidence={"k": 1}, observed=1, expected=1,
+                             traceback="t", repro="r", output_tail="o")
+    sample = CellResult(cell=Cell(id="c", axes={"python": "3", "torch": "2"}, requirements=()),
+                        fingerprint="f", install=InstallOutcome(status=INSTALLED), probes=(full_probe,))
+    data = sample.to_json()
+    always = tuple(ProbeResult(name="p", status="pass").to_json())
+    return tuple(data), tuple(data["cell"]), tuple(data["install"]), tuple(data["probes"][0]), always
+
+
+def _canonical_probe(probe: Any, every_key: tuple[str, ...], always: tuple[str, ...]) -> bool:
+    if type(probe) is not dict:
+        return False
+    keys = tuple(probe)
+    if keys[:len(always)] != always:
+        return False
+    optional = [key for key in every_key if key in probe and key not in always]
+    if keys[len(always):] != tuple(optional):
+        return False
+    for key in optional:  # ProbeResult.to_json drops None observed/expected and other empty values
+        value = probe[key]
+        if value is None or (not value and key not in ("observed", "expected")):
+            return False
+    duration = probe.get("duration_s")
+    return type(duration) is float and round(duration, 4) == duration
+
+
+def is_canonical_json(data: Any) -> bool:
+    """True only when ``data`` (a schema-valid cell result) is exactly ``CellResult.from_json(data).to_json()``,
+    key order included, so it can be written as is. False is always safe (the caller converts)."""
+    top, cell_keys, install_keys, probe_keys, probe_always = _canonical_layout()
+    if type(data) is not dict or tuple(data) != top or type(data["schema_version"]) is not int:
+        return False  # (jsonschema's const 1 also admits 1.0)
+    cell, install, probes, timings = data["cell"], data["install"], data["probes"], data["timings"]
+    if type(cell) is not dict or tuple(cell) != cell_keys:
+        return False
+    if type(install) is not dict or tuple(install) != install_keys or type(install.get("attempts")) is not int:
+        return False
+    if type(timings) is not dict or type(probes) is not list:
+        return False
+    for value in timings.values():
+        if type(value) is not float or round(value, 3) != value:
+            return False
+    return all(_canonical_probe(probe, probe_keys, probe_always) for probe in probes)
+
+
 # ---------------------------------------------------------------------------- writing
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -218,10 +292,19 @@ def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
     return path
 
 
-def write_merged(results: Iterable[CellResult], path: str | os.PathLike[str]) -> Path:
-    """One ``results.json`` holding every cell, for artifacts and later merges."""
+def write_merged(results: Iterable[CellResult], path: str | os.PathLike[str],
+                 loaded: LoadedResults | None = None) -> Path:
+    """One ``results.json`` holding every cell, for artifacts and later merges.
+
+    With ``loaded`` (where ``results`` came from), a result whose file already held exactly
+    its ``to_json()`` is written from that dict: same bytes, no second conversion.
+    """
+    def as_json(result: CellResult) -> dict[str, Any]:
+        data = loaded.json_of(result) if loaded is not None else None
+        return data if data is not None else result.to_json()
+
     payload = {"schema": MERGED_SCHEMA_ID, "schema_version": MERGED_SCHEMA_VERSION,
-               "cells": [result.to_json() for result in results]}
+               "cells": [as_json(result) for result in results]}
     target = Path(path)
     # One cell per line: compact (the C encoder; indent= is 10x slower) yet diffable.
     lines = [json.dumps(cell, separators=(",", ":")) for cell in payload.pop("cells")]
@@ -242,7 +325,9 @@ def _describe_schema_error(data: Any) -> str | None:
     fast = _fast_check()
     if fast is not None and fast(data):
         return None
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(data))
     if error is None:
         return None
     where = "/".join(str(part) for part in error.absolute_path) or "top level"
@@ -379,6 +464,7 @@ def load_results(root: str | os.PathLike[str]) -> LoadedResults:
                 out.problems.append(f"{drop.source}: duplicate result for cell {cell_id}; kept the newer one "
                                 f"from {keep.source} (finished {keep.result.finished_at or '?'})")
     out.results = [chosen[key].result for key in sorted(chosen)]
+    out.loaded_json = {key: (entry.result, entry.data) for key, entry in chosen.items()}
     return out
 
 

@@ -1,0 +1,121 @@
+"""The shortcuts that make report/pins fast over thousands of cells must not change any output."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from matrix import results
+from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+from tests.factories import make_cell, make_probe, make_result
+from tests.test_results import full_result
+
+
+def _written_as_before(results_list: list[CellResult], path: Path) -> str:
+    """write_merged as it was: every cell through to_json()."""
+    results.write_merged(results_list, path)
+    return path.read_text(encoding="utf-8")
+
+
+def _load(tmp_path: Path, datas: list[dict]) -> results.LoadedResults:
+    cells = results.cells_dir(tmp_path / "in", "run")
+    cells.mkdir(parents=True)
+    for data in datas:
+        (cells / f"{data['cell']['id']}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return results.load_results(tmp_path / "in")
+
+
+CANONICAL = [full_result(), make_result(status=UNSATISFIABLE, message="no wheel"),
+             make_result(status=INSTALL_ERROR, probes=[]),
+             make_result(probes=[make_probe("x", observed=0, expected=False)])]
+
+
+@pytest.mark.parametrize("result", CANONICAL)
+def test_what_to_json_writes_is_canonical(result):
+    assert results.is_canonical_json(result.to_json())
+    assert results.is_canonical_json(json.loads(json.dumps(result.to_json())))
+
+
+def _variant(mutate):
+    data = full_result().to_json()
+    mutate(data)
+    return data
+
+
+NOT_CANONICAL = [
+    _variant(lambda d: d.update(schema_version=1.0)),
+    _variant(lambda d: d["install"].update(attempts=1.0)),
+    _variant(lambda d: d["timings"].update(total=12)),  # an int: to_json writes 12.0
+    _variant(lambda d: d["timings"].update(total=1.23456)),  # to_json rounds to 3 places
+    _variant(lambda d: d["probes"][0].update(duration_s=0)),
+    _variant(lambda d: d["probes"][0].update(duration_s=0.123456)),
+    _variant(lambda d: d["probes"][0].update(traceback="")),  # to_json leaves empty ones out
+    _variant(lambda d: d["probes"][0].update(observed=None)),
+    _variant(lambda d: d["probes"][0].update(evidence={})),
+    _variant(lambda d: d.update(cell=dict(reversed(list(d["cell"].items()))))),  # key order
+    _variant(lambda d: d["probes"].__setitem__(1, dict(reversed(list(d["probes"][1].items()))))),
+    {key: value for key, value in reversed(list(full_result().to_json().items()))},
+]
+
+
+@pytest.mark.parametrize("data", NOT_CANONICAL)
+def test_anything_to_json_would_change_is_not_canonical(data):
+    assert results.is_valid_cell_result(data)  # valid, so it loads; but it must be rewritten
+    assert json.dumps(CellResult.from_json(data).to_json()) != json.dumps(data)
+    assert not results.is_canonical_json(data)
+
+
+def test_write_merged_from_loaded_dicts_writes_the_same_bytes(tmp_path):
+    datas = [result.to_json() for result in CANONICAL[:3]] + copy.deepcopy(NOT_CANONICAL[:6])
+    for number, data in enumerate(datas):
+        data["cell"]["id"] = f"cell{number}"
+    loaded = _load(tmp_path, datas)
+    assert len(loaded.results) == len(datas) and not loaded.problems
+    fast = results.write_merged(loaded.results, tmp_path / "fast.json", loaded).read_text(encoding="utf-8")
+    assert fast == _written_as_before(loaded.results, tmp_path / "slow.json")
+    # the canonical ones were written from the loaded dicts, the others converted again
+    assert sum(loaded.json_of(result) is not None for result in loaded.results) == 3
+
+
+def test_json_of_only_answers_for_the_loaded_object(tmp_path):
+    loaded = _load(tmp_path, [full_result().to_json()])
+    (result,) = loaded.results
+    assert loaded.json_of(result) is not None
+    assert loaded.json_of(CellResult.from_json(result.to_json())) is None  # equal but another object
+
+
+def test_corrupt_merged_file_is_still_reported_by_name(tmp_path):
+    loaded = _load(tmp_path, [full_result().to_json()])
+    merged = results.write_merged(loaded.results, tmp_path / "in" / results.MERGED_NAME, loaded)
+    merged.write_text(merged.read_text(encoding="utf-8")[:-10], encoding="utf-8")
+    again = results.load_results(tmp_path / "in")
+    assert len(again.results) == 1
+    assert [problem.split(":")[0] for problem in again.problems] == [str(merged)]
+    assert again.skipped == [str(merged)]
+
+
+def test_a_changed_copy_in_the_merged_file_is_still_validated(tmp_path):
+    loaded = _load(tmp_path, [full_result().to_json()])
+    merged = results.write_merged(loaded.results, tmp_path / "in" / results.MERGED_NAME, loaded)
+    data = json.loads(merged.read_text(encoding="utf-8"))
+    data["cells"][0]["install"]["status"] = "maybe"
+    merged.write_text(json.dumps(data), encoding="utf-8")
+    again = results.load_results(tmp_path / "in")
+    assert len(again.results) == 1
+    assert again.problems and again.problems[0].startswith(f"{merged}[0]: invalid cell result at install/status")
+
+
+def test_report_and_pins_import_neither_jsonschema_nor_tabulate_unless_needed(tmp_path):
+    """Import time counts over 2,000 cells too: jsonschema only for an invalid file."""
+    code = ("import sys, matrix.report_cli, matrix.pins_cli, matrix.results as r; "
+            "r.load_results(sys.argv[1]); print('jsonschema' in sys.modules)")
+    loaded = _load(tmp_path, [full_result().to_json()])
+    assert loaded.results
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "in")], capture_output=True, text=True,
+                         check=True)
+    assert run.stdout.strip() == "False"

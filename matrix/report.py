@@ -13,8 +13,6 @@ from functools import lru_cache
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from tabulate import tabulate
-
 from .records import CORE_AXES, INSTALLED, PASS, Cell, CellResult
 from .verdict import (
     COMPATIBLE,
@@ -296,6 +294,54 @@ def _missing_cells(missing: Iterable[Cell | str]) -> list[Cell]:
 
 # ------------------------------------------------------------------------------ terminal
 
+# Characters tabulate measures as one column wide, like printable ASCII (our verdict symbols).
+_NARROW_SYMBOLS = frozenset("".join(TEXT_SYMBOLS.values()))
+
+
+def _narrow(text: str) -> bool:
+    if text.isascii():
+        return text.isprintable()
+    return all(char in _NARROW_SYMBOLS or (char.isascii() and char.isprintable()) for char in text)
+
+
+def _simple_table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str | None:
+    """Exactly what ``tabulate(rows, headers, tablefmt="simple", disable_numparse=True)`` prints, for the
+    common case (one-line strings of one-column-wide characters); None otherwise. tabulate measures every
+    character with wcwidth, which makes a 2,000-cell table cost more than the rest of the report."""
+    if not rows or not headers or not all(type(h) is str and _narrow(h) for h in headers):
+        return None
+    columns = len(headers)
+    table: list[list[str]] = []
+    for row in rows:
+        if len(row) != columns:
+            return None
+        cells = []
+        for value in row:
+            if type(value) is not str or not _narrow(value):
+                return None
+            cells.append(value.strip())
+        table.append(cells)
+    widths = [len(header) + 2 for header in headers]  # tabulate's MIN_PADDING around a header
+    for cells in table:
+        for position, text in enumerate(cells):
+            if len(text) > widths[position]:
+                widths[position] = len(text)
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(text.ljust(width) for text, width in zip(cells, widths)).rstrip()
+
+    return "\n".join([line(headers), line(["-" * width for width in widths]), *(line(cells) for cells in table)])
+
+
+def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: str) -> str:
+    fast = _simple_table(rows, headers) if tablefmt == "simple" else None
+    if fast is not None:
+        return fast
+    from tabulate import tabulate  # the general case: other formats, wide or multi-line text
+
+    return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
 def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, grid: bool = False,
                 missing: Sequence[Cell | str] = (), tablefmt: str = "simple") -> str:
     """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass."""
@@ -304,24 +350,21 @@ def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, 
     if judged or missing:
         if pivot:
             headers, rows = pivot_table(judged, missing=_missing_cells(missing))
-            parts.append(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+            parts.append(_table(rows, headers, tablefmt))
         elif judged:
-            parts.append(tabulate(cell_rows(judged), headers=CELL_HEADERS, tablefmt=tablefmt,
-                                  disable_numparse=True))
+            parts.append(_table(cell_rows(judged), CELL_HEADERS, tablefmt))
     details = detail_rows(judged)
     if details:
-        parts.append("Cells that did not pass:\n" + tabulate(details, headers=DETAIL_HEADERS,
-                                                             tablefmt=tablefmt, disable_numparse=True))
+        parts.append("Cells that did not pass:\n" + _table(details, DETAIL_HEADERS, tablefmt))
     repros = repro_lines(judged)
     if repros:
         parts.append("Rerun a cell:\n" + "\n".join(f"  {line}" for _, line in repros))
     if missing:
-        parts.append(f"Planned but missing ({len(missing)}):\n" + tabulate(
-            missing_rows(missing), headers=MISSING_HEADERS, tablefmt=tablefmt, disable_numparse=True))
+        parts.append(f"Planned but missing ({len(missing)}):\n" + _table(missing_rows(missing), MISSING_HEADERS,
+                                                                       tablefmt))
     if grid and judged:
         headers, rows = probe_grid(judged)
-        parts.append("Probe status per cell:\n" + tabulate(rows, headers=headers, tablefmt=tablefmt,
-                                                            disable_numparse=True))
+        parts.append("Probe status per cell:\n" + _table(rows, headers, tablefmt))
     return "\n\n".join(parts) + "\n"
 
 

@@ -111,11 +111,54 @@ def test_a_changed_copy_in_the_merged_file_is_still_validated(tmp_path):
 
 
 def test_report_and_pins_import_neither_jsonschema_nor_tabulate_unless_needed(tmp_path):
-    """Import time counts over 2,000 cells too: jsonschema only for an invalid file."""
-    code = ("import sys, matrix.report_cli, matrix.pins_cli, matrix.results as r; "
-            "r.load_results(sys.argv[1]); print('jsonschema' in sys.modules)")
+    """Import time counts over 2,000 cells too: jsonschema only for an invalid file, tabulate for odd text."""
+    code = ("import sys, matrix.report_cli, matrix.pins_cli, matrix.results as r, matrix.report as t; "
+            "t.render_text(r.load_results(sys.argv[1]).results); "
+            "print('jsonschema' in sys.modules, 'tabulate' in sys.modules)")
     loaded = _load(tmp_path, [full_result().to_json()])
     assert loaded.results
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "in")], capture_output=True, text=True,
                          check=True)
-    assert run.stdout.strip() == "False"
+    assert run.stdout.strip() == "False False"
+
+
+# ------------------------------------------------------------------------------ report tables
+
+_PIECES = ["a", " ", "Z", "1", "True", "False", "3.5", "-1e5", "nan", "✓", "✗", "–", "!", "?", "-", "x y", ""]
+_NOT_NARROW = ["é", "中", "\n", "\t", "\x1b[31m", "⚠️"]
+
+
+def _random_table(rng, pieces):
+    columns = rng.randint(1, 5)
+    headers = ["".join(rng.choices(pieces, k=rng.randint(0, 3))) for _ in range(columns)]
+    rows = [["".join(rng.choices(pieces, k=rng.randint(0, 4))) for _ in range(columns)]
+            for _ in range(rng.randint(1, 4))]
+    return headers, rows
+
+
+def test_simple_table_is_exactly_tabulate_simple():
+    import random
+
+    from tabulate import tabulate
+
+    from matrix.report import _simple_table
+
+    rng = random.Random(6)
+    used = 0
+    for _ in range(3000):
+        headers, rows = _random_table(rng, _PIECES + _NOT_NARROW[:1] if rng.random() < 0.1 else _PIECES)
+        fast = _simple_table(rows, headers)
+        if fast is None:
+            continue
+        used += 1
+        assert fast == tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True), (headers, rows)
+    assert used > 2000
+
+
+@pytest.mark.parametrize("odd", _NOT_NARROW)
+def test_simple_table_leaves_wide_or_multiline_text_to_tabulate(odd):
+    from matrix.report import _simple_table
+
+    assert _simple_table([["a", f"x{odd}"]], ["h1", "h2"]) is None
+    assert _simple_table([["a", "b"]], ["h1", f"h{odd}"]) is None
+    assert _simple_table([["a", "b"]], ["h1", "h2"]) is not None

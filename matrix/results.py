@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
+from .fastcheck import Unsupported, compile_checker
 from .records import (
     INSTALLED,
     SCHEMA_ID,
@@ -81,114 +81,17 @@ def _validator() -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
-# A fast yes for the common case. jsonschema costs ~1 ms per result file, which makes a
-# 2,000-cell report take seconds; this compiles the same schema file (the keywords it uses)
-# into plain checks that only ever say "surely valid". Anything else goes to jsonschema,
-# which has the final word and writes the message. Stricter here is harmless, laxer is a bug.
-
-_FAST_KEYWORDS = {"$schema", "$id", "title", "description", "$defs", "$ref", "type", "const", "enum",
-                  "required", "properties", "additionalProperties", "items", "pattern", "minimum",
-                  "minLength"}
-_FAST_TYPES: dict[str, Callable[[Any], bool]] = {
-    "object": lambda v: type(v) is dict,
-    "array": lambda v: type(v) is list,
-    "string": lambda v: type(v) is str,
-    "integer": lambda v: type(v) is int,
-    "number": lambda v: type(v) in (int, float),
-    "boolean": lambda v: type(v) is bool,
-    "null": lambda v: v is None,
-}
-
-
-class _NoFastPath(Exception):
-    pass
-
-
-def _compile_fast(schema: Any, root: dict[str, Any]) -> Callable[[Any], bool]:
-    if schema is True:
-        return lambda value: True
-    if not isinstance(schema, dict) or set(schema) - _FAST_KEYWORDS:
-        raise _NoFastPath(schema)
-    checks: list[Callable[[Any], bool]] = []
-    if "$ref" in schema:
-        ref = schema["$ref"]
-        if not ref.startswith("#/$defs/") or "/" in ref[len("#/$defs/"):]:
-            raise _NoFastPath(ref)
-        checks.append(_compile_fast(root["$defs"][ref[len("#/$defs/"):]], root))
-    if "type" in schema:
-        if not isinstance(schema["type"], str) or schema["type"] not in _FAST_TYPES:
-            raise _NoFastPath(schema["type"])
-        checks.append(_FAST_TYPES[schema["type"]])
-    scalar_types = (str, int, float, bool, type(None))
-    if "const" in schema:
-        const = schema["const"]
-        if type(const) not in scalar_types:
-            raise _NoFastPath(const)
-        checks.append(lambda v, c=const: type(v) is type(c) and v == c)
-    if "enum" in schema:
-        options = schema["enum"]
-        if any(type(option) not in scalar_types for option in options):
-            raise _NoFastPath(options)
-        kinds = {type(option) for option in options}
-        if len(kinds) == 1 and kinds <= {str, int}:
-            (kind,) = kinds
-            checks.append(lambda v, t=kind, o=frozenset(options): type(v) is t and v in o)
-        else:
-            checks.append(lambda v, o=tuple(options): any(type(v) is type(x) and v == x for x in o))
-    if "required" in schema:
-        checks.append(lambda v, r=tuple(schema["required"]): type(v) is not dict or all(k in v for k in r))
-    if "properties" in schema or "additionalProperties" in schema:
-        known = {key: _compile_fast(sub, root) for key, sub in schema.get("properties", {}).items()}
-        extra = schema.get("additionalProperties", True)
-        other = None if extra is False else _compile_fast(extra, root)
-
-        def properties(value: Any) -> bool:
-            if type(value) is not dict:
-                return True
-            for key, item in value.items():
-                check = known.get(key)
-                if check is None:
-                    if other is None or not other(item):
-                        return False
-                elif not check(item):
-                    return False
-            return True
-        checks.append(properties)
-    if "items" in schema:
-        item_check = _compile_fast(schema["items"], root)
-
-        def items(value: Any) -> bool:
-            if type(value) is list:
-                for item in value:
-                    if not item_check(item):
-                        return False
-            return True
-        checks.append(items)
-    if "pattern" in schema:
-        pattern = re.compile(schema["pattern"])
-        checks.append(lambda v: type(v) is not str or pattern.search(v) is not None)
-    if "minimum" in schema:
-        checks.append(lambda v, m=schema["minimum"]: type(v) not in (int, float) or v >= m)
-    if "minLength" in schema:
-        checks.append(lambda v, n=schema["minLength"]: type(v) is not str or len(v) >= n)
-    if len(checks) == 1:
-        return checks[0]
-
-    def every(value: Any) -> bool:
-        for check in checks:
-            if not check(value):
-                return False
-        return True
-    return every
-
+# A fast yes for the common case: jsonschema costs ~1 ms per result file, which makes a
+# 2,000-cell report take seconds. matrix.fastcheck compiles the same schema file into plain
+# code that only ever says "surely valid"; anything else goes to jsonschema, which has the
+# final word and writes the message.
 
 @lru_cache(maxsize=1)
 def _fast_check() -> Callable[[Any], bool] | None:
     """None when the schema uses a keyword the fast path does not know (jsonschema alone then)."""
-    schema = cell_result_schema()
     try:
-        return _compile_fast(schema, schema)
-    except _NoFastPath:
+        return compile_checker(cell_result_schema())
+    except Unsupported:
         return None
 
 

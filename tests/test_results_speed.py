@@ -12,7 +12,7 @@ import pytest
 
 from matrix import results
 from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
-from tests.factories import make_cell, make_probe, make_result
+from tests.factories import make_probe, make_result
 from tests.test_results import full_result
 
 

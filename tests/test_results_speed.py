@@ -162,3 +162,25 @@ def test_simple_table_leaves_wide_or_multiline_text_to_tabulate(odd):
     assert _simple_table([["a", f"x{odd}"]], ["h1", "h2"]) is None
     assert _simple_table([["a", "b"]], ["h1", f"h{odd}"]) is None
     assert _simple_table([["a", "b"]], ["h1", "h2"]) is not None
+
+
+# ------------------------------------------------------------------------------ reading
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_broken_file_is_placed_by_line_and_column_whatever_its_newlines(tmp_path, newline):
+    cells = results.cells_dir(tmp_path, "run")
+    cells.mkdir(parents=True)
+    broken = cells / "a.json"
+    broken.write_bytes(newline.join(["{", '  "schema": "x",', "  oops", "}"]).encode())
+    loaded = results.load_results(tmp_path)
+    assert loaded.problems == [f"{broken}: not JSON (line 3 column 3)"]
+
+
+def test_a_valid_file_with_crlf_newlines_loads(tmp_path):
+    cells = results.cells_dir(tmp_path, "run")
+    cells.mkdir(parents=True)
+    result = full_result()
+    text = json.dumps(result.to_json(), indent=2).replace("\n", "\r\n")
+    (cells / f"{result.cell.id}.json").write_bytes(text.encode())
+    loaded = results.load_results(tmp_path)
+    assert loaded.results == [result] and not loaded.problems

@@ -120,8 +120,9 @@ def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
     verified = stopped.get("at", time.perf_counter())
     if result.install.status != INSTALLED:
         raise BenchError(f"our cell {cell.id}: {result.install.status}: {result.install.message[-800:]}")
+    phases = {name: seconds for name, seconds in result.timings.items() if name not in ("probes", "total")}
     return {"venv_s": created - start, "cellrun_s": verified - created, "total_s": verified - start,
-            **{f"{phase}_s": result.timings.get(phase, 0.0) for phase in ("resolve", "install", "verify")},
+            "phases": phases,  # run_cell's own timings (its phases, and uv's steps when it reports them)
             "python": str(python), "resolved": dict(result.install.resolved),
             "command": list(result.install.command), "message": result.install.message}
 

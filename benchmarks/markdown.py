@@ -29,10 +29,9 @@ def _warm(f: Mapping[str, Any]) -> list[str]:
     return [f"cell `{' '.join(f['pins'])}`: ours {_s(f['ours_s'])}, floor {_s(f['floor_s'])}, "
             f"virtualenv+pip {_s(f['virtualenv_pip_s'], 1)}",
             f"ours / floor {_x(f['ours_over_floor'])}; virtualenv+pip / ours {_x(f['virtualenv_pip_over_ours'], 1)}",
-            f"ours, median per phase: nox uv venv {b['venv_s']:.2f} s, run_cell {b['cellrun_s']:.2f} s "
-            f"(resolve {b['resolve_s']:.2f}, install {b['install_s']:.2f}, verify {b['verify_s']:.2f}); "
-            f"without the resolve phase ours / floor would be "
-            f"{_x(f.get('diagnostic_ours_minus_resolve_over_floor'))} (diagnostic, not a target)"]
+            f"ours, medians: nox uv venv {b['venv_s']:.2f} s, run_cell {b['cellrun_s']:.2f} s ("
+            + ", ".join(f"{name} {seconds:.2f}" for name, seconds in b.items()
+                        if name not in ("venv_s", "cellrun_s")) + ")"]
 
 
 def _cold(f: Mapping[str, Any]) -> list[str]:

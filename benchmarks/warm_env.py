@@ -39,9 +39,9 @@ def measure(ctx: Context) -> dict[str, Any]:
         ours_runs.append(cells.run_our_cell(cell, ours_dir, index))
         floor_runs.append(cells.run_floor(cell, floor_dir, index)["total_s"])
         last = ours_runs[-1]
-        ctx.log(f"  run {i + 1}/{uv_repeats}: ours {last['total_s']:.2f} s (venv {last['venv_s']:.2f}, "
-                f"resolve {last['resolve_s']:.2f}, install {last['install_s']:.2f}, verify "
-                f"{last['verify_s']:.2f}, other {last['cellrun_s'] - last['resolve_s'] - last['install_s'] - last['verify_s']:.2f}), "
+        phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in last["phases"].items())
+        ctx.log(f"  run {i + 1}/{uv_repeats}: ours {last['total_s']:.2f} s (nox uv venv {last['venv_s']:.2f}, "
+                f"run_cell {last['cellrun_s']:.2f}: {phases}), "
                 f"floor {floor_runs[-1]:.2f} s")
     pip_runs: list[float] = []
     for i in range(pip_repeats):
@@ -53,8 +53,6 @@ def measure(ctx: Context) -> dict[str, Any]:
     pip = summarize(pip_runs)
     ours_over_floor = ratio(ours["median"], floor["median"])
     pip_over_ours = ratio(pip["median"], ours["median"])
-    # Diagnostic, not a target: the same runs without run_cell's separate resolve (dry-run) phase.
-    without_resolve = summarize(r["total_s"] - r["resolve_s"] for r in ours_runs)["median"]
     ctx.facts["warm_venv_python"] = ours_runs[-1]["python"]
     ctx.facts["warm_cell"] = cell
     remove_tree(work / "pip-cache")
@@ -63,10 +61,12 @@ def measure(ctx: Context) -> dict[str, Any]:
     return {
         "cell": cell.id, "pins": list(cell.requirements), "install_command": ours_runs[-1]["command"],
         "ours_s": ours, "floor_s": floor, "virtualenv_pip_s": pip,
-        "ours_breakdown_median_s": {k: summarize(r[k] for r in ours_runs)["median"]
-                                    for k in ("venv_s", "resolve_s", "install_s", "verify_s", "cellrun_s")},
+        "ours_breakdown_median_s": {
+            "venv_s": summarize(r["venv_s"] for r in ours_runs)["median"],
+            "cellrun_s": summarize(r["cellrun_s"] for r in ours_runs)["median"],
+            **{name: summarize(r["phases"].get(name, 0.0) for r in ours_runs)["median"]
+               for name in ours_runs[-1]["phases"]}},
         "ours_over_floor": ours_over_floor, "virtualenv_pip_over_ours": pip_over_ours,
-        "diagnostic_ours_minus_resolve_over_floor": ratio(without_resolve, floor["median"]),
         "repeats": {"ours": uv_repeats, "floor": uv_repeats, "virtualenv_pip": pip_repeats},
         "targets": targets_for(FIGURE, GOALS, {"ours / floor": ours_over_floor,
                                                "virtualenv+pip / ours": pip_over_ours},

@@ -25,7 +25,7 @@ from .pins_render import (
     render_requirements,
     render_text,
 )
-from .results import load_results
+from .results import cyclic_gc_paused, load_results
 
 
 def released_versions(packages: Sequence[str], spec_path: str | None = None) -> Mapping[str, list[str]] | None:
@@ -55,6 +55,11 @@ def write_outputs(suggestion, out_dir: Path) -> list[Path]:
 
 
 def main(args: argparse.Namespace) -> int:
+    with cyclic_gc_paused():  # the loaded results live until the end: rescanning them is waste
+        return _pins(args)
+
+
+def _pins(args: argparse.Namespace) -> int:
     loaded = load_results(args.results_dir)
     for problem in loaded.problems:
         print(f"torch-matrix pins: skipped: {problem}", file=sys.stderr)

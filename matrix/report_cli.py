@@ -20,7 +20,7 @@ from typing import Any
 from . import report
 from .errors import UserError
 from .records import Cell
-from .results import MERGED_NAME, atomic_write_text, load_results, write_merged
+from .results import MERGED_NAME, atomic_write_text, cyclic_gc_paused, load_results, write_merged
 from .verdict import NO_EVIDENCE
 
 SUMMARY_NAME = "summary.md"
@@ -97,6 +97,11 @@ def _append_github_summary(results: list, missing: list, explicit_limit: int | N
 
 
 def main(args: argparse.Namespace) -> int:
+    with cyclic_gc_paused():  # the loaded results live until the end: rescanning them is waste
+        return _report(args)
+
+
+def _report(args: argparse.Namespace) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
     results_dir = Path(_arg(args, "results_dir", "results"))

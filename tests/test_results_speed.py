@@ -184,3 +184,22 @@ def test_a_valid_file_with_crlf_newlines_loads(tmp_path):
     (cells / f"{result.cell.id}.json").write_bytes(text.encode())
     loaded = results.load_results(tmp_path)
     assert loaded.results == [result] and not loaded.problems
+
+
+def test_the_collector_is_paused_while_loading_and_back_on_after(tmp_path, monkeypatch):
+    import gc
+
+    seen = []
+    real = results._load_files
+    monkeypatch.setattr(results, "_load_files", lambda files: seen.append(gc.isenabled()) or real(files))
+    assert gc.isenabled()
+    _load(tmp_path, [full_result().to_json()])
+    assert seen == [False] and gc.isenabled()
+    with results.cyclic_gc_paused():
+        with results.cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # the inner one leaves it to the outer
+    assert gc.isenabled()
+    with pytest.raises(ValueError), results.cyclic_gc_paused():
+        raise ValueError
+    assert gc.isenabled()

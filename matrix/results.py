@@ -135,17 +135,29 @@ def _canonical_layout() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ..
     return tuple(data), tuple(data["cell"]), tuple(data["install"]), always, optional
 
 
-def _canonical_probe(probe: Any, always: tuple[str, ...], optional: tuple[str, ...]) -> bool:
+_KEPT_WHEN_FALSY = ("observed", "expected")  # ProbeResult.to_json drops these only when None
+
+
+@lru_cache(maxsize=256)
+def _probe_optional_keys(keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The optional keys of a probe whose keys are ``keys``, or None when to_json never writes that order."""
+    _, _, _, always, optional = _canonical_layout()
+    rest = keys[len(always):]
+    if keys[:len(always)] != always or rest != tuple(key for key in optional if key in rest):
+        return None
+    return rest
+
+
+def _canonical_probe(probe: Any) -> bool:
     if type(probe) is not dict:
         return False
-    keys = tuple(probe)
-    if keys != always:
-        if keys[:len(always)] != always or keys[len(always):] != tuple(key for key in optional if key in probe):
+    extra = _probe_optional_keys(tuple(probe))
+    if extra is None:
+        return False
+    for key in extra:  # to_json leaves out empty values (None observed/expected)
+        value = probe[key]
+        if value is None or (not value and key not in _KEPT_WHEN_FALSY):
             return False
-        for key in keys[len(always):]:  # to_json leaves out None observed/expected and other empty values
-            value = probe[key]
-            if value is None or (not value and key not in ("observed", "expected")):
-                return False
     duration = probe.get("duration_s")
     return type(duration) is float and round(duration, 4) == duration
 
@@ -153,7 +165,7 @@ def _canonical_probe(probe: Any, always: tuple[str, ...], optional: tuple[str, .
 def is_canonical_json(data: Any) -> bool:
     """True only when ``data`` (a schema-valid cell result) is exactly ``CellResult.from_json(data).to_json()``,
     key order included, so it can be written as is. False is always safe (the caller converts)."""
-    top, cell_keys, install_keys, probe_always, probe_optional = _canonical_layout()
+    top, cell_keys, install_keys, _, _ = _canonical_layout()
     if type(data) is not dict or tuple(data) != top or type(data["schema_version"]) is not int:
         return False  # (jsonschema's const 1 also admits 1.0)
     cell, install, probes, timings = data["cell"], data["install"], data["probes"], data["timings"]
@@ -167,7 +179,7 @@ def is_canonical_json(data: Any) -> bool:
         if type(value) is not float or round(value, 3) != value:
             return False
     for probe in probes:
-        if not _canonical_probe(probe, probe_always, probe_optional):
+        if not _canonical_probe(probe):
             return False
     return True
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -54,6 +54,11 @@ class Judged:
     def cell(self) -> Cell:
         return self.result.cell
 
+    @cached_property
+    def sort_key(self) -> tuple:
+        """Computed once: one report sorts the same items for every view it renders."""
+        return cell_sort_key(self.result.cell)
+
 
 @lru_cache(maxsize=4096)
 def _version_key(text: str) -> tuple:
@@ -90,7 +95,7 @@ def judge(results: Iterable[CellResult | Judged]) -> list[Judged]:
     Already-judged items pass through, so a caller rendering several views judges once.
     """
     judged = [item if isinstance(item, Judged) else Judged(item, verdict_of(item)) for item in results]
-    return sorted(judged, key=lambda item: cell_sort_key(item.cell))
+    return sorted(judged, key=lambda item: item.sort_key)
 
 
 def count_verdicts(judged: Iterable[Judged]) -> dict[str, int]:
@@ -140,13 +145,16 @@ def extras_text(cell: Cell) -> str:
     return " ".join(_requirement_text(name, value) for name, value in extras_of(cell).items())
 
 
+_canonical_name = lru_cache(maxsize=4096)(canonicalize_name)  # a few names, asked for thousands of times
+
+
 def installed_text(result: CellResult) -> str:
     """The installed versions of the packages the cell is about (not the whole freeze)."""
-    resolved = {canonicalize_name(name): version for name, version in result.install.resolved.items()}
+    resolved = {_canonical_name(name): version for name, version in result.install.resolved.items()}
     names = ["torch", "torchvision", *extras_of(result.cell)]
     shown = []
     for name in names:
-        version = resolved.get(canonicalize_name(name))
+        version = resolved.get(_canonical_name(name))
         if version:
             shown.append(f"{name} {version}")
     return ", ".join(shown)

@@ -46,8 +46,10 @@ class LoadedResults:
     results: list[CellResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line each, naming the file
     skipped: list[str] = field(default_factory=list)  # files (or merged entries) not loaded at all
-    # cell id -> (result, the validated dict it was read from): lets write_merged skip to_json()
-    loaded_json: dict[str, tuple[CellResult, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    # cell id -> (result, the validated dict it was read from, its compact JSON text if already made):
+    # lets write_merged skip to_json() and json.dumps()
+    loaded_json: dict[str, tuple[CellResult, dict[str, Any], str | None]] = field(default_factory=dict,
+                                                                                   repr=False)
 
     def skip(self, where: str, why: str) -> None:
         self.problems.append(f"{where}: {why}")
@@ -59,6 +61,13 @@ class LoadedResults:
         if found is None or found[0] is not result or not is_canonical_json(found[1]):
             return None
         return found[1]
+
+    def merged_line_of(self, result: CellResult) -> str | None:
+        """``result``'s line in a merged results.json, when loading already made it (same bytes)."""
+        found = self.loaded_json.get(result.cell.id)
+        if found is None or found[2] is None or self.json_of(result) is None:
+            return None
+        return found[2]
 
 
 @contextmanager
@@ -233,18 +242,42 @@ def write_merged(results: Iterable[CellResult], path: str | os.PathLike[str],
     With ``loaded`` (where ``results`` came from), a result whose file already held exactly
     its ``to_json()`` is written from that dict: same bytes, no second conversion.
     """
-    def as_json(result: CellResult) -> dict[str, Any]:
-        data = loaded.json_of(result) if loaded is not None else None
-        return data if data is not None else result.to_json()
+    def line(result: CellResult) -> str:
+        if loaded is not None:
+            known = loaded.merged_line_of(result)
+            if known is not None:
+                return known
+            data = loaded.json_of(result)
+            if data is not None:
+                return _compact(data)
+        return _compact(result.to_json())
 
-    payload = {"schema": MERGED_SCHEMA_ID, "schema_version": MERGED_SCHEMA_VERSION,
-               "cells": [as_json(result) for result in results]}
     target = Path(path)
     # One cell per line: compact (the C encoder; indent= is 10x slower) yet diffable.
-    lines = [json.dumps(cell, separators=(",", ":")) for cell in payload.pop("cells")]
-    head = json.dumps(payload, separators=(",", ":"))[:-1]
-    atomic_write_text(target, head + ',"cells":[\n' + ",\n".join(lines) + "\n]}\n")
+    lines = [line(result) for result in results]
+    atomic_write_text(target, _merged_head() + ",\n".join(lines) + _MERGED_TAIL)
     return target
+
+
+def _compact(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"))
+
+
+_MERGED_TAIL = "\n]}\n"
+
+
+@lru_cache(maxsize=1)
+def _merged_head() -> str:
+    """What write_merged puts before the first cell line."""
+    head = _compact({"schema": MERGED_SCHEMA_ID, "schema_version": MERGED_SCHEMA_VERSION})[:-1]
+    return head + ',"cells":[\n'
+
+
+@lru_cache(maxsize=1)
+def _cell_line_prefix() -> str:
+    """How a line of write_merged starts, up to the cell id's opening quote."""
+    text = _compact({"schema": SCHEMA_ID, "schema_version": SCHEMA_VERSION, "cell": {"id": ""}})
+    return text[:-len('""}}')]
 
 
 # ---------------------------------------------------------------------------- reading
@@ -302,6 +335,12 @@ class _Entry:
     source: str  # "results/x/cells/a.json" or "results/results.json[3]"
     merged: bool  # came from a merged results.json (a derived copy)
     data: dict[str, Any]
+    line: str | None = None  # _compact(data), made when a merged file is compared with it
+
+    def compact(self) -> str:
+        if self.line is None:
+            self.line = _compact(self.data)
+        return self.line
 
 
 def _cell_id_of(item: Any) -> Any:
@@ -309,8 +348,49 @@ def _cell_id_of(item: Any) -> Any:
     return cell.get("id") if isinstance(cell, dict) else None
 
 
+def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[int, Any]] | None:
+    """The items of a merged file laid out as write_merged writes it, with their positions, leaving
+    out each line that is byte for byte the compact JSON of a result already loaded (a report run in
+    place reads its own results.json back: no need to parse 2,000 copies). None when the file is
+    laid out otherwise or does not parse line by line: the caller then reads it whole, as before."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    head, prefix = _merged_head(), _cell_line_prefix()
+    if not text.startswith(head) or not text.endswith(_MERGED_TAIL) or len(text) < len(head) + len(_MERGED_TAIL):
+        return None
+    middle = text[len(head):-len(_MERGED_TAIL)]
+    if not middle:
+        return []
+    lines = middle.split("\n")  # json.dumps escapes newlines inside strings: one line, one cell
+    items: list[tuple[int, Any]] = []
+    for position, line in enumerate(lines):
+        if position < len(lines) - 1:
+            if not line.endswith(","):
+                return None
+            line = line[:-1]
+        if line.startswith(prefix) and line[len(prefix):len(prefix) + 1] == '"':
+            entry = known.get(line[len(prefix) + 1:line.find('"', len(prefix) + 1)])
+            if entry is not None and entry.compact() == line:
+                continue
+        try:
+            items.append((position, json.loads(line)))
+        except (ValueError, RecursionError):
+            return None
+    return items
+
+
 def _entries_from_file(path: Path, shown: str, out: LoadedResults,
                        known: dict[str, _Entry] | None = None) -> Iterator[_Entry]:
+    if known and path.name == MERGED_NAME:
+        items = _merged_items_by_line(path, known)
+        if items is not None:
+            for position, item in items:
+                entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True)
+                if entry:
+                    yield entry
+            return
     data, problem = _read_json(path)
     if problem:
         out.skip(shown, problem)
@@ -411,7 +491,7 @@ def _load_files(files: list[Path]) -> LoadedResults:
                 out.problems.append(f"{drop.source}: duplicate result for cell {cell_id}; kept the newer one "
                                 f"from {keep.source} (finished {keep.result.finished_at or '?'})")
     out.results = [chosen[key].result for key in sorted(chosen)]
-    out.loaded_json = {key: (entry.result, entry.data) for key, entry in chosen.items()}
+    out.loaded_json = {key: (entry.result, entry.data, entry.line) for key, entry in chosen.items()}
     return out
 
 

@@ -22,8 +22,8 @@ def _written_as_before(results_list: list[CellResult], path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _load(tmp_path: Path, datas: list[dict]) -> results.LoadedResults:
-    cells = results.cells_dir(tmp_path / "in", "run")
+def _load(tmp_path: Path, datas: list[dict], run: str = "run") -> results.LoadedResults:
+    cells = results.cells_dir(tmp_path / "in", run)
     cells.mkdir(parents=True)
     for data in datas:
         (cells / f"{data['cell']['id']}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
@@ -203,3 +203,71 @@ def test_the_collector_is_paused_while_loading_and_back_on_after(tmp_path, monke
     with pytest.raises(ValueError), results.cyclic_gc_paused():
         raise ValueError
     assert gc.isenabled()
+
+
+# ------------------------------------------------------------------------------ a report run in place
+
+def _root_with_merged(tmp_path, count=4, run="default"):
+    """Cells in <root>/<run>/cells and the merged file a report in place writes, <root>/results.json.
+    "default" (the run name without a spec) sorts before results.json, so the cells are loaded first."""
+    datas = []
+    for number in range(count):
+        data = full_result().to_json()
+        data["cell"]["id"] = f"cell{number}"
+        datas.append(data)
+    loaded = _load(tmp_path, datas, run)
+    merged = results.write_merged(loaded.results, tmp_path / "in" / results.MERGED_NAME, loaded)
+    return tmp_path / "in", merged
+
+
+def _load_whole(root, monkeypatch):
+    """The merged file read as one JSON document (the path every other layout takes)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(results, "_merged_items_by_line", lambda path, known: None)
+        return results.load_results(root)
+
+
+def _same(left, right):
+    assert left.results == right.results
+    assert left.problems == right.problems and left.skipped == right.skipped
+
+
+def test_own_merged_file_read_back_line_by_line_gives_what_reading_it_whole_gives(tmp_path, monkeypatch):
+    root, merged = _root_with_merged(tmp_path)
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(results.json, "loads", lambda text, *a, **k: parsed.append(len(text)) or real_loads(text))
+    fast = results.load_results(root)
+    assert len(parsed) == 4  # the four cell files; the merged copies were recognised by their bytes
+    monkeypatch.undo()
+    _same(fast, _load_whole(root, monkeypatch))
+    # and written back unchanged, from the lines loading already made
+    again = results.write_merged(fast.results, tmp_path / "again.json", fast)
+    assert again.read_bytes() == merged.read_bytes()
+    assert all(fast.merged_line_of(result) is not None for result in fast.results)
+
+
+def test_merged_file_found_before_the_cells_is_read_whole_as_before(tmp_path, monkeypatch):
+    root, _ = _root_with_merged(tmp_path, run="shard-1")  # "shard-1" sorts after results.json
+    _same(results.load_results(root), _load_whole(root, monkeypatch))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda lines: lines.__setitem__(2, lines[2].replace('"installed"', '"maybe"')),  # invalid: named
+    lambda lines: lines.__setitem__(2, lines[2].replace('"cell2"', '"cell9"')),  # a result only here
+    lambda lines: lines.__setitem__(2, lines[2].replace('"2026-11-21T08:00:10+00:00"',
+                                                        '"2026-11-22T08:00:10+00:00"')),  # newer here
+    lambda lines: lines.__setitem__(2, lines[2][:-20]),  # broken JSON: the whole file is reported
+    lambda lines: lines.insert(2, ""),
+    lambda lines: lines.__setitem__(0, lines[0].replace('"schema_version":1', '"schema_version":2')),
+    lambda lines: lines.__setitem__(1, lines[1] + " "),
+])
+def test_any_other_merged_content_is_read_as_before(tmp_path, monkeypatch, edit):
+    """A changed, added, newer, broken or foreign line: the same results and problems as reading it whole."""
+    root, merged = _root_with_merged(tmp_path)
+    lines = merged.read_text(encoding="utf-8").split("\n")
+    edit(lines)
+    merged.write_text("\n".join(lines), encoding="utf-8")
+    fast = results.load_results(root)
+    _same(fast, _load_whole(root, monkeypatch))
+    assert fast.problems or len(fast.results) in (4, 5)

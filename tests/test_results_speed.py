@@ -271,3 +271,16 @@ def test_any_other_merged_content_is_read_as_before(tmp_path, monkeypatch, edit)
     fast = results.load_results(root)
     _same(fast, _load_whole(root, monkeypatch))
     assert fast.problems or len(fast.results) in (4, 5)
+
+
+def test_report_run_twice_in_place_rewrites_the_same_files(tmp_path, capsys):
+    from matrix import cli
+
+    root, _ = _root_with_merged(tmp_path, count=3)
+    (root / results.MERGED_NAME).unlink()
+    assert cli.main(["report", str(root)]) == 0
+    first = {name: (root / name).read_bytes() for name in ("results.json", "summary.md")}
+    first_out = capsys.readouterr().out
+    assert cli.main(["report", str(root)]) == 0  # now reads its own results.json back, line by line
+    assert {name: (root / name).read_bytes() for name in first} == first
+    assert capsys.readouterr().out == first_out

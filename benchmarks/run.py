@@ -41,7 +41,7 @@ RESULTS_VERSION = 1
 def _default_work() -> Path:
     # Next to uv's cache by default, so venvs and cache share a filesystem (hardlinks work).
     cache = Path(os.environ.get("UV_CACHE_DIR", Path.home() / ".cache" / "uv"))
-    return cache.parent / "torch-matrix-bench"
+    return cache.parent / f"torch-matrix-bench-{os.getpid()}"  # per run: two runs never share scratch
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

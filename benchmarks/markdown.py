@@ -52,8 +52,8 @@ def _disk(f: Mapping[str, Any]) -> list[str]:
         tmp, usual = cross["tmpfs_cache"], cross["usual_cache"]
         lines.append(f"cache on tmpfs, venvs on {cross['venv_fs']}: 3 venvs add "
                      f"{human_bytes(tmp['bytes_added_by_venvs'])} (usual cache: "
-                     f"{human_bytes(usual['bytes_added_by_venvs'])}); install {_s(tmp['install_s'])} vs "
-                     f"{_s(usual['install_s'])} ({_x(cross.get('install_slowdown'), 1)}); uv printed: "
+                     f"{human_bytes(usual['bytes_added_by_venvs'])}); cell start to verified venv {_s(tmp['ready_venv_s'])} "
+                     f"vs {_s(usual['ready_venv_s'])} ({_x(cross.get('ready_venv_slowdown'), 1)}); uv printed: "
                      f"`{(tmp['uv_output_about_linking'] or ['nothing'])[0]}`")
         lines.append(f"the tool's check says: \"{cross['tool_warning']}\"")
     elif cross.get("error"):

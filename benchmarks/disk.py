@@ -98,7 +98,7 @@ def measure_cross_filesystem(ctx: Context) -> dict[str, Any]:
 
     The tmpfs cache starts empty (it downloads the cell once, not counted); the usual cache
     (same filesystem as the venvs) is already warm from figure 1. Measured: time to a verified venv and
-    the bytes the two venvs add beside their cache.
+    the bytes the three venvs add beside their cache.
     """
     if not TMPFS.is_dir():
         raise BenchError(f"{TMPFS} not available")

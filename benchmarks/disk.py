@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+
+from matrix.environment import link_mode_warning
 
 from . import cells
 from .common import BenchError, Context, du_bytes, filesystem_type, remove_tree, run_command
@@ -27,31 +29,6 @@ GOALS = {"(5 venvs + cache) / cache": ("<=", 1.1, "x")}
 N_VENVS = 5
 TMPFS = Path("/dev/shm")
 LINK_WORDS = re.compile(r"hardlink|link mode|link-mode|full copy", re.IGNORECASE)
-
-
-def _existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def link_mode_warning(cache_dir: Path, venv_dir: Path, environ: Mapping[str, str] = os.environ) -> str | None:
-    """Why uv would copy instead of link, or None. Cheap: two ``stat`` calls.
-
-    uv hardlinks from its cache only within one filesystem (uv #15875); across
-    filesystems, or with ``UV_LINK_MODE=copy``, every cell pays a full copy of torch.
-    """
-    mode = environ.get("UV_LINK_MODE", "")
-    if mode == "copy":
-        return ("UV_LINK_MODE=copy: uv copies every wheel into every cell's venv "
-                "(N cells take N full copies of torch); unset it to hardlink from the cache")
-    cache_dev = os.stat(_existing(cache_dir)).st_dev
-    venv_dev = os.stat(_existing(venv_dir)).st_dev
-    if cache_dev == venv_dev:
-        return None
-    return (f"uv's cache {cache_dir} and the venvs in {venv_dir} are on different filesystems: uv cannot "
-            f"hardlink and copies every wheel into every venv (N cells take N full copies of torch, and "
-            f"each install is slower); set UV_CACHE_DIR to a directory on the venvs' filesystem")
 
 
 def _linked_fraction(venv: Path) -> float:

@@ -28,6 +28,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -110,6 +111,48 @@ def uv_executable() -> str:
         return find_uv_bin()
     except Exception:  # noqa: BLE001 - not installed as a package, or no binary in it
         return shutil.which("uv") or "uv"
+
+
+def uv_cache_dir(environ: Mapping[str, str] | None = None, uv: str | None = None) -> str:
+    """Where uv keeps its cache: ``$UV_CACHE_DIR``, else what ``uv cache dir`` says ("" if unknown)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("UV_CACHE_DIR"):
+        return environ["UV_CACHE_DIR"]
+    try:
+        done = subprocess.run([uv or uv_executable(), "cache", "dir"], capture_output=True, text=True,
+                              timeout=30, env=dict(environ))
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def link_mode_warning(cache_dir: str | Path, venv_dir: str | Path,
+                      environ: Mapping[str, str] | None = None) -> str | None:
+    """Why uv would copy every wheel into every venv instead of hardlinking, or None.
+
+    uv hardlinks from its cache only within one filesystem (uv #15875); across
+    filesystems, or with ``UV_LINK_MODE=copy``, N cells cost N full copies of torch
+    (~5 GB each) and every install is several times slower. Two ``stat`` calls.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get("UV_LINK_MODE", "") == "copy":
+        return ("UV_LINK_MODE=copy: uv copies every wheel into every cell's venv "
+                "(N cells take N full copies of torch); unset it to hardlink from the cache")
+    if not cache_dir:
+        return None
+    cache_dev = os.stat(_nearest_existing(Path(cache_dir))).st_dev
+    venv_dev = os.stat(_nearest_existing(Path(venv_dir))).st_dev
+    if cache_dev == venv_dev:
+        return None
+    return (f"uv's cache {cache_dir} and the venvs in {venv_dir} are on different filesystems: uv cannot "
+            f"hardlink and copies every wheel into every venv (N cells take N full copies of torch, and "
+            f"each install is slower); set UV_CACHE_DIR to a directory on the venvs' filesystem")
 
 
 def _index_field(index_config: Any, name: str, default: Any) -> Any:

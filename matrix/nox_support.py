@@ -222,6 +222,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
                       "install it or drop it from the spec")
     position = plan.cells.index(cell) + 1 if cell in plan.cells else 0
     venv = Path(session.virtualenv.location)
+    warn_if_uv_cannot_hardlink(session, venv.parent, environ)
     settings = CellSettings(
         cells_dir=plan.cells_dir, work_dir=venv / "torch-matrix", index_config=plan.spec.index,
         fingerprint=plan.fingerprint(cell), probe_dirs=tuple(plan.spec.probes.dirs),
@@ -243,6 +244,23 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         session.log(f"{cell.id}: compatible")
     else:
         session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+
+
+_LINK_CHECKED: list[bool] = []
+
+
+def warn_if_uv_cannot_hardlink(session: Any, venvs_dir: Path,
+                               environ: Mapping[str, str] = os.environ) -> str | None:
+    """Once per run: a uv cache on another filesystem turns every cell into a full copy of torch."""
+    if _LINK_CHECKED:
+        return None
+    _LINK_CHECKED.append(True)
+    from .environment import link_mode_warning, uv_cache_dir
+
+    warning = link_mode_warning(uv_cache_dir(environ), venvs_dir, environ)
+    if warning:
+        session.warn(f"torch-matrix: warning: {warning}")
+    return warning
 
 
 def _with_env(settings: Any, extra: Mapping[str, str]) -> Any:

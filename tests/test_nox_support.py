@@ -175,3 +175,46 @@ def test_interpreter_for_a_missing_python_is_ours():
     plan = MatrixPlan(cells=[cell], interpreters={"3.11": "/x/py"})
     assert nox_support.params(plan) == [("/x/py", cell.id, list(cell.tags))]
     assert plan.cell(cell.id) is cell
+
+
+def test_a_uv_cache_on_another_filesystem_is_warned_about_once(tmp_path, monkeypatch):
+    """uv copies instead of hardlinking across filesystems: N cells would cost N copies of torch."""
+    import os as _os
+
+    from matrix import nox_support
+
+    class FakeSession:
+        def __init__(self):
+            self.warnings = []
+
+        def warn(self, text):
+            self.warnings.append(text)
+
+    monkeypatch.setattr(nox_support, "_LINK_CHECKED", [])
+    real_stat = _os.stat
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    class FakeStat:
+        def __init__(self, dev):
+            self.st_dev = dev
+
+    def fake_stat(path, *args, **kwargs):
+        return FakeStat(99) if str(path).startswith(str(cache)) else real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr("matrix.environment.os.stat", fake_stat)
+    session = FakeSession()
+    environ = {"UV_CACHE_DIR": str(cache)}
+    warning = nox_support.warn_if_uv_cannot_hardlink(session, tmp_path / ".nox", environ)
+    assert warning and "different filesystems" in warning and "UV_CACHE_DIR" in warning
+    assert session.warnings == [f"torch-matrix: warning: {warning}"]
+    assert nox_support.warn_if_uv_cannot_hardlink(session, tmp_path / ".nox", environ) is None
+    assert len(session.warnings) == 1
+
+
+def test_same_filesystem_cache_gives_no_warning(tmp_path, monkeypatch):
+    from matrix import nox_support
+
+    monkeypatch.setattr(nox_support, "_LINK_CHECKED", [])
+    session = type("S", (), {"warn": lambda self, text: (_ for _ in ()).throw(AssertionError(text))})()
+    assert nox_support.warn_if_uv_cannot_hardlink(session, tmp_path, {"UV_CACHE_DIR": str(tmp_path / "c")}) is None

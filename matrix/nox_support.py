@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-from .records import PROBE_RUNNER, Cell
+from .records import Cell
 
 RESULTS_ENV = "TORCH_MATRIX_RESULTS"
 SHARD_ENV = "TORCH_MATRIX_SHARD"
@@ -169,13 +169,10 @@ def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.envir
 
 
 def is_complete(plan: MatrixPlan, cell: Cell) -> bool:
-    """Resume check: a complete result for the same fingerprint, and no dead probe runner."""
-    from .results import has_complete_result, read_result
+    """Resume check: a complete result for the same fingerprint (see ``has_complete_result``)."""
+    from .results import has_complete_result
 
-    if not has_complete_result(plan.cells_dir, cell, plan.fingerprint(cell)):
-        return False
-    stored = read_result(plan.cells_dir / f"{cell.id}.json")
-    return stored is not None and stored.probe(PROBE_RUNNER) is None
+    return has_complete_result(plan.cells_dir, cell, plan.fingerprint(cell))
 
 
 @contextlib.contextmanager

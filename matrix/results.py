@@ -23,6 +23,7 @@ from .errors import UserError
 from .fastcheck import Unsupported, compile_checker
 from .records import (
     INSTALLED,
+    PROBE_RUNNER,
     SCHEMA_ID,
     SCHEMA_VERSION,
     UNSATISFIABLE,
@@ -507,14 +508,15 @@ def read_result(path: str | os.PathLike[str]) -> CellResult | None:
 def has_complete_result(directory: str | os.PathLike[str], cell: Cell, fingerprint: str) -> bool:
     """True when resume may skip ``cell``: same fingerprint, a final install outcome, all probes.
 
-    ``error`` installs are infrastructure trouble, so they are always retried.
+    ``error`` installs and a probe runner that died are infrastructure trouble, so they
+    are always retried.
     """
     stored = read_result(Path(directory) / f"{cell.id}.json")
     if stored is None or stored.fingerprint != fingerprint or stored.cell.id != cell.id:
         return False
     if stored.install.status == UNSATISFIABLE:
         return True
-    if stored.install.status != INSTALLED:
+    if stored.install.status != INSTALLED or stored.probe(PROBE_RUNNER) is not None:
         return False
     have = {probe.name for probe in stored.probes}
     wanted = set(cell.probes) | set(cell.required_probes)

@@ -261,6 +261,13 @@ def test_resume_skips_unsatisfiable_but_retries_error(tmp_path):
     assert not results.has_complete_result(tmp_path, cell, cell.fingerprint())
 
 
+def test_resume_reruns_a_cell_whose_probe_runner_died(tmp_path):
+    cell = make_cell()
+    died = [make_probe("install_sanity"), make_probe(records.PROBE_RUNNER, "error", "exited with -11")]
+    _stored(tmp_path, make_result(cell, probes=died))
+    assert not results.has_complete_result(tmp_path, cell, cell.fingerprint())
+
+
 def test_resume_reruns_when_fingerprint_differs(tmp_path):
     cell = make_cell()
     _stored(tmp_path, make_result(cell))

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this tool reads. 2 added the optional ``cell.origin``; a version-1 file is a
+# version-2 file without it, and loads unchanged.
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 # Install outcomes. Only INSTALLED cells carry evidence about compatibility;
 # UNSATISFIABLE and ERROR are never counted as incompatibility findings.
@@ -41,6 +44,13 @@ PROBE_RUNNER = "probe-runner"
 # one skipped for lack of a GPU does not. The spec's [probes] table can change both.
 DEFAULT_POLICY = {"unsupported": "fail", "skip": "pass"}
 
+# Where a cell's environment came from. ``matrix``: planned from a spec and installed by us
+# into a fresh venv (the default, never written). ``existing-env``: ``torch-matrix check``
+# probed an interpreter as it was, installing nothing; its versions are read from it.
+ORIGIN_MATRIX = "matrix"
+ORIGIN_EXISTING = "existing-env"
+ORIGINS = (ORIGIN_MATRIX, ORIGIN_EXISTING)
+
 # The axes every cell has; further axes (numpy, ...) come from the spec's extras.
 CORE_AXES = ("python", "torch", "torchvision", "variant")
 
@@ -66,6 +76,11 @@ class Cell:
     tags: tuple[str, ...] = ()
     # How a *required* probe's "unsupported" / "skip" counts: "fail" or "pass".
     policy: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_POLICY))
+    origin: str = ORIGIN_MATRIX  # see ORIGINS; written only when not ``matrix``
+
+    @property
+    def is_existing_env(self) -> bool:
+        return self.origin == ORIGIN_EXISTING
 
     @property
     def python(self) -> str:
@@ -90,7 +105,7 @@ class Cell:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "axes": dict(self.axes),
             "requirements": list(self.requirements),
@@ -100,6 +115,9 @@ class Cell:
             "tags": list(self.tags),
             "policy": dict(self.policy),
         }
+        if self.origin != ORIGIN_MATRIX:  # absent for planned cells: their fingerprints stay as they were
+            data["origin"] = self.origin
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Cell":
@@ -112,6 +130,7 @@ class Cell:
             plan_note=data.get("plan_note", ""),
             tags=tuple(data.get("tags", ())),
             policy=dict(data.get("policy", DEFAULT_POLICY)),
+            origin=data.get("origin", ORIGIN_MATRIX),
         )
 
 

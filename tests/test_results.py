@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -50,13 +51,17 @@ def test_schema_stays_in_sync_with_records():
     schema = results.cell_result_schema()
     props = schema["properties"]
     assert props["schema"]["const"] == records.SCHEMA_ID
-    assert props["schema_version"]["const"] == records.SCHEMA_VERSION
+    assert props["schema_version"]["enum"] == list(records.READABLE_SCHEMA_VERSIONS)
+    assert records.SCHEMA_VERSION == max(records.READABLE_SCHEMA_VERSIONS)
     assert tuple(schema["$defs"]["install"]["properties"]["status"]["enum"]) == records.INSTALL_STATUSES
     assert tuple(schema["$defs"]["probe"]["properties"]["status"]["enum"]) == records.PROBE_STATUSES
     # Every key to_json can write is declared, and every always-written key is required.
     data = full_result().to_json()
     assert set(data) == set(props) == set(schema["required"])
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
+    cell_props = schema["$defs"]["cell"]["properties"]
+    assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin"}  # optional since v2
+    assert tuple(cell_props["origin"]["enum"]) == records.ORIGINS
     assert set(data["install"]) == set(schema["$defs"]["install"]["required"])
     assert set(data["probes"][1]) == set(schema["$defs"]["probe"]["properties"])
     policy_values = set(schema["$defs"]["cell"]["properties"]["policy"]["additionalProperties"]["enum"])
@@ -78,10 +83,11 @@ def _broken(mutate):
     _broken(lambda d: d["cell"]["axes"].pop("torch")),
     _broken(lambda d: d["timings"].update(total="12s")),
     _broken(lambda d: d.update(extra_key=1)),
-    _broken(lambda d: d.update(schema_version=2)),
+    _broken(lambda d: d.update(schema_version=3)),
     _broken(lambda d: d.update(probes={})),
+    _broken(lambda d: d["cell"].update(origin="somewhere")),
 ], ids=["no-cell", "install-status", "probe-status", "probe-name", "unsafe-id", "no-torch-axis",
-        "timing-type", "unknown-key", "version", "probes-type"])
+        "timing-type", "unknown-key", "version", "probes-type", "origin"])
 def test_schema_rejects_broken_shapes(data):
     assert list(schema_validator().iter_errors(data))
 
@@ -135,6 +141,38 @@ def test_write_merged_round_trips_and_is_loadable(tmp_path):
 
 # ------------------------------------------------------------------------------ loading
 
+GOLDEN_V1 = Path(__file__).parent / "golden" / "pins" / "real_yolo_run" / "cells"
+
+
+def test_version_1_files_load_unchanged(tmp_path):
+    """Files written before schema 2 (no cell.origin) are matrix cells, read as they were."""
+    files = sorted(GOLDEN_V1.glob("*.json"))
+    assert files and all(json.loads(f.read_text())["schema_version"] == 1 for f in files)
+    loaded = results.load_results(GOLDEN_V1)
+    assert loaded.problems == [] and len(loaded.results) == len(files)
+    for result in loaded.results:
+        assert result.cell.origin == records.ORIGIN_MATRIX and not result.cell.is_existing_env
+        original = json.loads((GOLDEN_V1 / f"{result.cell.id}.json").read_text())
+        again = result.to_json()
+        assert again["schema_version"] == 2 and "origin" not in again["cell"]
+        assert {k: v for k, v in again.items() if k != "schema_version"} == \
+            {k: v for k, v in original.items() if k != "schema_version"}
+        # A planned cell's fingerprint (resume) does not change with the new optional field.
+        assert result.cell.to_json() == original["cell"]
+
+
+def test_an_existing_env_cell_round_trips_and_validates(tmp_path):
+    cell = dataclasses.replace(make_cell(), id="env-t2.5.1-py3.11-host-abc123", origin=records.ORIGIN_EXISTING)
+    result = make_result(cell)
+    data = result.to_json()
+    assert data["cell"]["origin"] == "existing-env"
+    schema_validator().validate(data)
+    results.write_result(result, tmp_path / "cells")
+    loaded = results.load_results(tmp_path)
+    assert loaded.problems == [] and loaded.results == [result]
+    assert loaded.results[0].cell.is_existing_env
+    assert cell.fingerprint() != make_cell().fingerprint()
+
 def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     cells = results.cells_dir(tmp_path, "default")
     good = results.write_result(make_result(), cells)
@@ -161,7 +199,7 @@ def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     assert by_file[str(cells / "list.json")] == "not a torch-matrix cell result"
     assert by_file[str(cells / "empty.json")] == "empty file"
     assert by_file[str(cells / "t2.6.0-py3.11.json")] == \
-        "schema_version 7 is newer than this tool understands (1)"
+        "schema_version 7 is newer than this tool understands (2)"
     assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith("invalid cell result at install/status")
     assert len(loaded.problems) == 7
     assert len(loaded.skipped) == 7

@@ -1,7 +1,8 @@
 """The ``torch-matrix`` command line: plan, report, pins, run.
 
-Each subcommand lives in the module that owns its job; this file only parses
-arguments and turns ``UserError`` into one line on stderr with exit code 2.
+Each subcommand lives in the module that owns its job (imported only when chosen);
+this file only parses arguments and turns ``UserError`` into its error and hint lines
+on stderr with exit code 2.
 """
 
 from __future__ import annotations
@@ -13,6 +14,24 @@ from typing import Callable, Sequence
 from .errors import EXIT_BAD_INPUT, UserError
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from . import plan_cli
+
+    return plan_cli.main(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from . import report_cli
+
+    return report_cli.main(args)
+
+
+def _pins(args: argparse.Namespace) -> int:
+    from . import pins_cli
+
+    return pins_cli.main(args)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="torch-matrix", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -22,7 +41,7 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     plan.add_argument("--shard", help="only the cells of shard K/N (1-based)")
     plan.add_argument("--shards", type=int, help="print the N shards (with --json: a list for a CI matrix)")
-    plan.set_defaults(handler="matrix.plan_cli:main")
+    plan.set_defaults(handler=_plan)
 
     report = sub.add_parser("report", help="merge cell results and print the compatibility table")
     report.add_argument("results_dir", nargs="?", default="results")
@@ -41,7 +60,7 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--strict", action="store_true",
                         help="exit 1 when a cell is an error, a planned cell is missing, or a result file "
                              "is unreadable (infrastructure trouble); incompatible cells never fail it")
-    report.set_defaults(handler="matrix.report_cli:main")
+    report.set_defaults(handler=_report)
 
     pins = sub.add_parser("pins", help="derive suggested requirement pins from cell results")
     pins.add_argument("results_dir", nargs="?", default="results")
@@ -51,22 +70,17 @@ def _build_parser() -> argparse.ArgumentParser:
     pins.add_argument("--no-coverage", action="store_true",
                       help="do not ask the index for released versions (coverage unknown)")
     pins.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
-    pins.set_defaults(handler="matrix.pins_cli:main")
+    pins.set_defaults(handler=_pins)
     return parser
-
-
-def _resolve(handler: str) -> Callable[[argparse.Namespace], int]:
-    module_name, func_name = handler.split(":")
-    module = __import__(module_name, fromlist=[func_name])
-    return getattr(module, func_name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
-        return int(_resolve(args.handler)(args) or 0)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return int(handler(args) or 0)
     except UserError as error:
-        print(error.one_line(), file=sys.stderr)
+        print(error.render(), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("torch-matrix: interrupted", file=sys.stderr)

@@ -1,13 +1,20 @@
-"""User-facing errors: one line that names the file, key or value, and exit code 2.
+"""User-facing errors: what is wrong (file, key, value) and how to fix it, exit code 2.
 
-Raise ``UserError`` anywhere bad input is detected; the CLI and the noxfile turn it
-into ``torch-matrix: error: <where>: <what>`` on stderr, with no traceback, followed
-(uv style) by ``  hint: <how to fix it>`` when the error knows the fix.
+Raise ``UserError`` anywhere bad input is detected; the CLI and the noxfile (the only
+places that print it, through ``render``) turn it into uv-style lines on stderr with no
+traceback::
+
+    torch-matrix: error: <where>: <what>
+      hint: <how to fix it>
+
+``one_line`` is the first line alone (what tests and logs match on).
 """
 
 from __future__ import annotations
 
 EXIT_BAD_INPUT = 2
+PREFIX = "torch-matrix: error: "
+HINT_PREFIX = "  hint: "
 
 
 class UserError(Exception):
@@ -21,7 +28,16 @@ class UserError(Exception):
 
     def one_line(self) -> str:
         text = f"{self.where}: {self.message}" if self.where else self.message
-        line = "torch-matrix: error: " + " ".join(text.split())
-        if self.hint:
-            line += "\n  hint: " + " ".join(self.hint.split())
-        return line
+        return PREFIX + " ".join(text.split())
+
+    def render(self) -> str:
+        """The error line, then the hint line when there is one (no trailing newline)."""
+        if not self.hint:
+            return self.one_line()
+        return self.one_line() + "\n" + HINT_PREFIX + " ".join(self.hint.split())
+
+    def with_hint(self, hint: str) -> "UserError":
+        """The same error with ``hint`` (kept when one is already set): for callers that know the fix."""
+        if not self.hint:
+            self.hint = hint
+        return self

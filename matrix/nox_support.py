@@ -267,8 +267,8 @@ def _with_env(settings: Any, extra: Mapping[str, str]) -> Any:
 
 
 def fail_cleanly(error: UserError) -> None:
-    """One line, exit 2, no nox traceback."""
-    print(error.one_line(), file=sys.stderr)
+    """The error line (and its hint), exit 2, no nox traceback."""
+    print(error.render(), file=sys.stderr)
     raise SystemExit(2)
 
 

@@ -25,7 +25,7 @@ from .pins_render import (
     render_requirements,
     render_text,
 )
-from .results import cyclic_gc_paused, load_results
+from .results import NO_RESULTS_HINT, cyclic_gc_paused, load_results
 
 
 def released_versions(packages: Sequence[str], spec_path: str | None = None) -> Mapping[str, list[str]] | None:
@@ -64,7 +64,7 @@ def _pins(args: argparse.Namespace) -> int:
     for problem in loaded.problems:
         print(f"torch-matrix pins: skipped: {problem}", file=sys.stderr)
     if not loaded.results:
-        raise UserError("no cell results found", str(args.results_dir))
+        raise UserError("no cell results found", str(args.results_dir), hint=NO_RESULTS_HINT)
     released = None
     if not getattr(args, "no_coverage", False):
         released = released_versions(package_axes(loaded.results), getattr(args, "spec", None))

@@ -58,6 +58,36 @@ class IndexFacts:
     def known_anywhere(self, version: str) -> bool:
         return any(version in versions for versions in self.torch_versions.values())
 
+    def all_torch_versions(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v for versions in self.torch_versions.values() for v in versions))
+
+
+def nearest_releases(version: str, available: Iterable[str], count: int = 2) -> list[str]:
+    """Up to ``count`` releases just below ``version`` and ``count`` just above, ascending."""
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return []
+    parsed = sorted({Version(v) for v in available if _is_version(v)})
+    below = [v for v in parsed if v < wanted][-count:]
+    above = [v for v in parsed if v > wanted][:count]
+    return [str(v) for v in below + above]
+
+
+def nearest_hint(version: str, available: Iterable[str]) -> str:
+    near = nearest_releases(version, available)
+    if not near:
+        return "check [index] in the spec: that index lists no release of it"
+    return f"the nearest releases are {', '.join(near)}"
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
 
 class IndexLike(Protocol):
     def versions(self, project: str) -> list[Version]: ...
@@ -221,7 +251,8 @@ def select_torch(spec: Spec, facts: IndexFacts, variant: str) -> list[str]:
         for i, version in enumerate(selection.explicit):
             if not facts.known_anywhere(version):
                 raise UserError(f"torch {version} does not exist on {facts.where}",
-                                where=f"{spec.path}: torch[{i}]")
+                                where=f"{spec.path}: torch[{i}]",
+                                hint=nearest_hint(version, facts.all_torch_versions()))
         return list(selection.explicit)
     available = [Version(v) for v in facts.available(variant)]
     allowed = [v for v in available if selection.specifier.contains(v) and not v.is_prerelease]
@@ -235,8 +266,12 @@ def select_torch(spec: Spec, facts: IndexFacts, variant: str) -> list[str]:
         minors = sorted({(v.major, v.minor) for v in allowed}, reverse=True)[:selection.newest]
         allowed = [v for v in allowed if (v.major, v.minor) in minors]
     if not allowed:
+        newest = [str(v) for v in sorted(available, reverse=True) if not v.is_prerelease][:3]
+        hint = (f"the newest releases there are {', '.join(newest)}: widen torch.versions"
+                if newest else "check [index] in the spec: that index lists no torch release")
         raise UserError(f"no torch release on {facts.where} matches "
-                        f"{selection.versions or 'any version'!r}", where=f"{spec.path}: torch")
+                        f"{selection.versions or 'any version'!r}", where=f"{spec.path}: torch",
+                        hint=hint)
     return [str(v) for v in sorted(allowed, reverse=True)]
 
 
@@ -251,7 +286,8 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
         for i, version in enumerate(spec.torchvision):
             if facts.torchvision_versions and version not in facts.torchvision_versions:
                 raise UserError(f"torchvision {version} does not exist on {facts.where}",
-                                where=f"{spec.path}: torchvision[{i}]")
+                                where=f"{spec.path}: torchvision[{i}]",
+                                hint=nearest_hint(version, facts.torchvision_versions))
 
     planned: list[Cell] = []
     combos: list[tuple[tuple[Any, ...], str, str]] = []
@@ -279,7 +315,8 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
         torch = values["torch"]
         if not facts.known_anywhere(torch):
             raise UserError(f"torch {torch} does not exist on {facts.where}",
-                            where=f"{spec.path}: {rule.where}.torch")
+                            where=f"{spec.path}: {rule.where}.torch",
+                            hint=nearest_hint(torch, facts.all_torch_versions()))
         python_name = values["python"]
         python, interpreter = _resolve_pythons((python_name,), interpreters)[0]
         tv = values.get("torchvision", "paired" if torchvision_mode == "explicit" else torchvision_mode)
@@ -402,13 +439,18 @@ def matches(rule: Rule, cell: Cell) -> bool:
 # ---------------------------------------------------------------- shards
 
 
+SHARD_HINT = "shards are numbered from 1: `--shard 2/5` or TORCH_MATRIX_SHARD=2/5 runs the second of five"
+
+
 def parse_shard(text: str, where: str = "--shard") -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not match:
-        raise UserError(f"invalid shard {text!r} (expected K/N such as 2/5)", where=where)
+        raise UserError(f"invalid shard {text!r} (expected K/N such as 2/5)", where=where,
+                        hint=SHARD_HINT)
     k, n = int(match.group(1)), int(match.group(2))
     if n < 1 or not 1 <= k <= n:
-        raise UserError(f"invalid shard {text!r} (K must be between 1 and N)", where=where)
+        raise UserError(f"invalid shard {text!r} (K must be between 1 and N)", where=where,
+                        hint=SHARD_HINT)
     return k, n
 
 
@@ -449,7 +491,8 @@ def shard_bounds(cells: Sequence[Cell], n: int) -> tuple[list[int], list[int]]:
 def select_shard(cells: Sequence[Cell], k: int, n: int) -> list[Cell]:
     """Shard K of N (1-based): every cell lands in exactly one shard; plan order is kept."""
     if n < 1 or not 1 <= k <= n:
-        raise UserError(f"invalid shard {k}/{n} (K must be between 1 and N)", where="--shard")
+        raise UserError(f"invalid shard {k}/{n} (K must be between 1 and N)", where="--shard",
+                        hint=SHARD_HINT)
     order, cuts = shard_bounds(cells, n)
     chosen = sorted(order[cuts[k - 1]:cuts[k]])
     return [cells[i] for i in chosen]

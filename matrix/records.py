@@ -19,30 +19,72 @@ SCHEMA_VERSION = 2
 # version-2 file without it, and loads unchanged.
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
-# Install outcomes. Only INSTALLED cells carry evidence about compatibility;
-# UNSATISFIABLE and ERROR are never counted as incompatibility findings.
-INSTALLED = "installed"
-UNSATISFIABLE = "unsatisfiable"
-INSTALL_ERROR = "error"
-INSTALL_STATUSES = (INSTALLED, UNSATISFIABLE, INSTALL_ERROR)
+try:  # Python 3.11+
+    from enum import StrEnum
+except ImportError:  # pragma: no cover - Python 3.10
+    from enum import Enum
 
-# Probe outcomes, as written by ``python -m probes``.
-PASS = "pass"
-FAIL = "fail"
-UNSUPPORTED = "unsupported"  # the API does not exist in this version
-SKIP = "skip"  # e.g. "no CUDA device"
-ERROR = "error"  # the probe itself broke (a bug in the probe or its environment)
-TIMEOUT = "timeout"
-CRASH = "crash"  # the interpreter died: segfault, abort, os._exit
-PROBE_STATUSES = (PASS, FAIL, UNSUPPORTED, SKIP, ERROR, TIMEOUT, CRASH)
+    class StrEnum(str, Enum):  # type: ignore[no-redef]
+        """Members are their string values (``str(m) == m.value``), as in Python 3.11."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class InstallStatus(StrEnum):
+    """How a cell's install step ended. Only INSTALLED cells carry evidence about
+    compatibility; UNSATISFIABLE and ERROR are never counted as incompatibility findings."""
+
+    INSTALLED = "installed"
+    UNSATISFIABLE = "unsatisfiable"  # the resolver said no: a fact about the cell
+    ERROR = "error"  # the machine had trouble (network, disk, killed): no evidence
+
+
+class ProbeStatus(StrEnum):
+    """Probe outcomes, as written by ``python -m probes``."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNSUPPORTED = "unsupported"  # the API does not exist in this version
+    SKIP = "skip"  # e.g. "no CUDA device"
+    ERROR = "error"  # the probe itself broke (a bug in the probe or its environment)
+    TIMEOUT = "timeout"
+    CRASH = "crash"  # the interpreter died: segfault, abort, os._exit
+
+
+# The members are equal to their strings, so stored JSON and comparisons with plain
+# strings are unchanged. Module-level names kept for callers that import them.
+INSTALLED = InstallStatus.INSTALLED
+UNSATISFIABLE = InstallStatus.UNSATISFIABLE
+INSTALL_ERROR = InstallStatus.ERROR
+INSTALL_STATUSES = tuple(InstallStatus)
+
+PASS = ProbeStatus.PASS
+FAIL = ProbeStatus.FAIL
+UNSUPPORTED = ProbeStatus.UNSUPPORTED
+SKIP = ProbeStatus.SKIP
+ERROR = ProbeStatus.ERROR  # a probe's status; not an install error, not a verdict
+TIMEOUT = ProbeStatus.TIMEOUT
+CRASH = ProbeStatus.CRASH
+PROBE_STATUSES = tuple(ProbeStatus)
 
 # The name of the synthetic probe result a cell gets when ``python -m probes`` itself died
 # (no output file, timeout): status ``error``, never evidence about the cell (see verdict).
 PROBE_RUNNER = "probe-runner"
 
-# A required probe that says the API does not exist fails the cell (the repo needs it);
-# one skipped for lack of a GPU does not. The spec's [probes] table can change both.
+# How a *required* probe's ``unsupported`` / ``skip`` counts, "fail" or "pass": the one
+# place the defaults live (spec, cells and verdicts all read it). A probe the repo names
+# as required must exist in the version under test (``unsupported`` fails the cell); when
+# nothing is named, every probe counts but an API a version simply lacks (torch.compile
+# before 2.0) is not a breakage. One skipped for lack of a GPU never fails the cell.
+# The spec's [probes] table can change both.
 DEFAULT_POLICY = {"unsupported": "fail", "skip": "pass"}
+
+
+def default_policy(names_required: bool = True) -> dict[str, str]:
+    """The probe policy when the spec says nothing; ``names_required``: ``probes.required`` is set."""
+    return {**DEFAULT_POLICY, "unsupported": "fail" if names_required else "pass"}
+
 
 # Where a cell's environment came from. ``matrix``: planned from a spec and installed by us
 # into a fresh venv (the default, never written). ``existing-env``: ``torch-matrix check``
@@ -151,7 +193,7 @@ class ProbeResult:
     isolation: str = "shared"
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "status": self.status, "message": self.message,
+        data: dict[str, Any] = {"name": self.name, "status": str(self.status), "message": self.message,
                                 "duration_s": round(self.duration_s, 4), "isolation": self.isolation}
         if self.evidence:
             data["evidence"] = dict(self.evidence)
@@ -193,7 +235,7 @@ class InstallOutcome:
     resolved: Mapping[str, str] = field(default_factory=dict)  # name -> installed version
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "command": list(self.command), "message": self.message,
+        return {"status": str(self.status), "command": list(self.command), "message": self.message,
                 "attempts": self.attempts, "resolved": dict(self.resolved)}
 
     @classmethod

@@ -37,6 +37,8 @@ SCHEMA_PATH = Path(__file__).parent / "schema" / "cell-result.schema.json"
 MERGED_SCHEMA_ID = "torch-matrix/results"
 MERGED_SCHEMA_VERSION = 1
 MERGED_NAME = "results.json"
+NO_RESULTS_HINT = ("run `nox -s matrix` first (it writes results/<run>/cells/), or pass the directory "
+                   "that holds the cell results")
 
 if TYPE_CHECKING:
     import jsonschema
@@ -462,7 +464,7 @@ def load_results(root: str | os.PathLike[str]) -> LoadedResults:
     """
     base = Path(root)
     if not base.exists():
-        raise UserError("results directory does not exist", str(root))
+        raise UserError("results directory does not exist", str(root), hint=NO_RESULTS_HINT)
     files = [base] if base.is_file() else _candidate_files(base)
     with cyclic_gc_paused():
         return _load_files(files)

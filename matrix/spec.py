@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
+from .records import default_policy
 
 try:  # Python 3.11+
     import tomllib
@@ -69,8 +70,8 @@ class ExtraAxis:
 class ProbeConfig:
     run: tuple[str, ...] = ()  # empty = the whole standard suite
     required: tuple[str, ...] = ()  # empty = every probe that runs
-    unsupported: str = "pass"  # "fail" by default once `required` names probes
-    skip: str = "pass"
+    unsupported: str = default_policy(names_required=False)["unsupported"]  # "fail" once `required` names probes
+    skip: str = default_policy(names_required=False)["skip"]
     dirs: tuple[str, ...] = ()  # absolute paths
     commands: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 300.0
@@ -154,7 +155,9 @@ def load_spec(path: str | os.PathLike[str] | None = None,
     try:
         text = chosen.read_text(encoding="utf-8")
     except OSError as error:
-        raise UserError(f"cannot read spec: {error.strerror or error}", where=str(chosen)) from None
+        raise UserError(f"cannot read spec: {error.strerror or error}", where=str(chosen),
+                        hint=f"pass an existing file (--spec or ${SPEC_ENV}); with neither, "
+                             "./matrix.toml or the built-in default matrix is used") from None
     return parse_spec(text, str(chosen), environ=environ, base_dir=str(chosen.resolve().parent))
 
 
@@ -164,11 +167,22 @@ def parse_spec(text: str, where: str = "matrix.toml", *, environ: Mapping[str, s
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise UserError(f"invalid TOML: {error}", where=where) from None
+        raise UserError(f"invalid TOML: {error}", where=where,
+                        hint="fix the TOML syntax at that line and column; " + CHECK_HINT) from None
     return _Parser(where, environ or {}, base_dir or os.path.dirname(os.path.abspath(where))).spec(data)
 
 
 # ---------------------------------------------------------------- parsing
+
+CHECK_HINT = "`torch-matrix plan` checks a spec without installing anything"
+
+
+def spec_hint(key: str) -> str:
+    """The fix for a bad spec value: where its key is documented, and how to check again."""
+    section = key.split(".")[0].split("[")[0] if key else ""
+    where = f"`{section}` is described in docs/spec.md" if section else "the format is in docs/spec.md"
+    return f"{where}; {CHECK_HINT}"
+
 
 
 class _Parser:
@@ -181,7 +195,8 @@ class _Parser:
         self.base_dir = base_dir
 
     def error(self, key: str, message: str) -> UserError:
-        return UserError(message, where=f"{self.where}: {key}" if key else self.where)
+        return UserError(message, where=f"{self.where}: {key}" if key else self.where,
+                         hint=spec_hint(key))
 
     # -- small typed readers
 
@@ -432,10 +447,7 @@ class _Parser:
                 if name not in runs:
                     raise self.error(f"probes.required[{i}]",
                                      f"{name!r} is required but not in probes.run")
-        # A probe the repo *names* as required must exist in the version under test; when
-        # nothing is named, every probe counts but an API that a version simply lacks
-        # (torch.compile before 2.0) is not a breakage of that version.
-        defaults = {"unsupported": "fail" if required else "pass", "skip": "pass"}
+        defaults = default_policy(names_required=bool(required))  # why: see records.DEFAULT_POLICY
         policy = {}
         for key in ("unsupported", "skip"):
             policy[key] = self.string(table.get(key, defaults[key]), f"probes.{key}")
@@ -501,7 +513,9 @@ def version_matcher(value: str, key: str = "", where: str = "matrix.toml") -> Sp
             raise InvalidSpecifier(text)
         return SpecifierSet(text)
     except (InvalidSpecifier, InvalidVersion):
-        raise UserError(f"invalid version or specifier {value!r}", where=f"{where}: {key}") from None
+        raise UserError(f"invalid version or specifier {value!r}", where=f"{where}: {key}",
+                        hint="use a version such as '2.5' (that release series) or a specifier "
+                             "such as '>=2.5'; " + spec_hint(key)) from None
 
 
 def _show(value: Any) -> str:

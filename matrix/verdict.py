@@ -7,21 +7,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .records import (CRASH, ERROR, FAIL, INSTALL_ERROR, INSTALLED, PASS, PROBE_RUNNER, SKIP,
-                      TIMEOUT, UNSATISFIABLE, UNSUPPORTED, CellResult)
+from .records import (
+    CRASH,
+    DEFAULT_POLICY,
+    ERROR,
+    FAIL,
+    INSTALL_ERROR,
+    INSTALLED,
+    PASS,
+    PROBE_RUNNER,
+    SKIP,
+    TIMEOUT,
+    UNSATISFIABLE,
+    UNSUPPORTED,
+    CellResult,
+    StrEnum,
+)
 
-COMPATIBLE = "compatible"
-INCOMPATIBLE = "incompatible"
-NOT_INSTALLABLE = "unsatisfiable"  # no evidence: never an incompatibility finding
-NO_EVIDENCE = "error"  # install or probe-runner trouble: no evidence either way
-VERDICTS = (COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, NO_EVIDENCE)
+
+class VerdictKind(StrEnum):
+    """What a cell says about compatibility. The value ``error`` is the verdict's word for
+    "no evidence" (install or probe-runner trouble); it is neither ``InstallStatus.ERROR``
+    nor ``ProbeStatus.ERROR``, though it is written the same in tables and JSON."""
+
+    COMPATIBLE = "compatible"
+    INCOMPATIBLE = "incompatible"
+    NOT_INSTALLABLE = "unsatisfiable"  # no evidence: never an incompatibility finding
+    NO_EVIDENCE = "error"  # install or probe-runner trouble: no evidence either way
+
+
+COMPATIBLE = VerdictKind.COMPATIBLE
+INCOMPATIBLE = VerdictKind.INCOMPATIBLE
+NOT_INSTALLABLE = VerdictKind.NOT_INSTALLABLE
+NO_EVIDENCE = VerdictKind.NO_EVIDENCE
+VERDICTS = tuple(VerdictKind)
 
 _BAD_PROBE_STATUSES = (FAIL, ERROR, TIMEOUT, CRASH)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str
+    kind: VerdictKind
     failing: tuple[str, ...] = ()  # required probes that made the cell incompatible
     missing: tuple[str, ...] = ()  # required probes with no result at all
     reason: str = ""
@@ -33,13 +59,14 @@ class Verdict:
 
 
 def probe_counts_as_failure(status: str, policy: dict | None = None) -> bool:
+    """Whether a required probe's status fails the cell under ``policy`` (``DEFAULT_POLICY`` fills gaps)."""
     policy = policy or {}
     if status in _BAD_PROBE_STATUSES:
         return True
     if status == UNSUPPORTED:
-        return policy.get("unsupported", "fail") == "fail"
+        return policy.get("unsupported", DEFAULT_POLICY["unsupported"]) == "fail"
     if status == SKIP:
-        return policy.get("skip", "pass") == "fail"
+        return policy.get("skip", DEFAULT_POLICY["skip"]) == "fail"
     return False
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from packaging.specifiers import InvalidSpecifier, Specifier
 from packaging.utils import canonicalize_name
 
 from .errors import UserError
+from .fileio import atomic_write
 from .pins import RequirementLine, merge_specifiers, specifier_set
 
 _NAME_AND_EXTRAS = re.compile(r"^(\s*[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[^\]]*\])?\s*)")
@@ -277,29 +277,6 @@ def update_pyproject(text: str, pins: Sequence[RequirementLine], where: str,
 
 
 # ----------------------------------------------------------------------------- files
-
-def atomic_write(path: Path, text: str) -> None:
-    """Temp file beside ``path``, fsync, keep the mode, rename: old file or new one, never half."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
 
 def apply_pins(path: str | os.PathLike[str], pins: Sequence[RequirementLine], *,
                dry_run: bool = False) -> ApplyResult:

@@ -17,7 +17,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -40,6 +39,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
+from .fileio import atomic_write
 from .spec import PYPI_SIMPLE, IndexConfig
 
 DEFAULT_TTL_S = 6 * 3600
@@ -271,11 +271,7 @@ class DiskCache:
         path = self._path(kind, key)
         data = {"key": key, "fetched_at": self.clock(), **payload}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle)
-            os.replace(tmp, path)
+            atomic_write(path, json.dumps(data), durable=False)  # losing it costs a refetch
         except OSError as error:  # a read-only cache must not stop planning
             warn_once(f"cannot write the index cache under {self.root}: {error}")
 

@@ -34,24 +34,31 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import layout
 from .errors import UserError
+from .layout import (
+    DEFAULT_RESULTS,
+    GPUS_ENV,
+    MATRIX_SESSION,
+    REDO_ENV,
+    REPORT_SESSION,
+    SHARD_ENV,
+    results_root,
+)
 from .records import Cell
 
-RESULTS_ENV = "TORCH_MATRIX_RESULTS"
-SHARD_ENV = "TORCH_MATRIX_SHARD"
-REDO_ENV = "TORCH_MATRIX_REDO"
-GPUS_ENV = "TORCH_MATRIX_GPUS"
-DEFAULT_RESULTS = "results"
-MATRIX_SESSION = "matrix"
+if TYPE_CHECKING:
+    from .cellrun import CellSettings
+    from .spec import Spec
 
 
 @dataclass
 class MatrixPlan:
     """The cells this nox invocation offers, and what running them needs."""
 
-    spec: Any = None  # matrix.spec.Spec; None when planning was not needed
+    spec: Spec | None = None  # None when planning was not needed
     cells: list[Cell] = field(default_factory=list)  # after the shard filter
     interpreters: dict[str, str] = field(default_factory=dict)  # "3.11" -> absolute path
     missing_pythons: list[str] = field(default_factory=list)
@@ -59,11 +66,11 @@ class MatrixPlan:
 
     @property
     def run_dir(self) -> Path:
-        return self.results_root / (self.spec.name if self.spec is not None else "default")
+        return layout.run_dir(self.results_root, self.spec.name if self.spec is not None else None)
 
     @property
     def cells_dir(self) -> Path:
-        return self.run_dir / "cells"
+        return layout.cells_dir(self.run_dir)
 
     def fingerprint(self, cell: Cell) -> str:
         """Same as ``torch-matrix plan --json`` prints, so CI shards and resume agree."""
@@ -110,10 +117,6 @@ def wants_matrix(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -
     return any(n.strip().startswith(MATRIX_SESSION) for name in names for n in name.split(","))
 
 
-def results_root(environ: Mapping[str, str] = os.environ) -> Path:
-    return Path(environ.get(RESULTS_ENV) or DEFAULT_RESULTS).absolute()
-
-
 def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> MatrixPlan:
     """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard)."""
     from .spec import load_spec
@@ -122,24 +125,17 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
     root = results_root(environ)
     if not plan:
         return MatrixPlan(spec=spec, results_root=root)
-    from .interpreters import find_interpreters
-    from .plan import parse_shard, select_shard
-    from .plan_cli import plan_for_spec
+    from .pipeline import plan_spec, shard_cells
 
-    cells = plan_for_spec(spec, environ)
-    wanted = list(dict.fromkeys(list(spec.python) + [r.values["python"][0] for r in spec.include]))
-    found = find_interpreters(wanted, spec.interpreters, environ)  # cached: plan_for_spec ran them
+    planned = plan_spec(spec, environ)
     interpreters: dict[str, str] = {}
     missing: list[str] = []
-    for name, interpreter in found.items():
+    for name, interpreter in planned.interpreters.items():
         if interpreter is None:
             missing.append(name)
         else:
             interpreters[interpreter.minor] = os.path.abspath(interpreter.path)
-    shard = environ.get(SHARD_ENV, "")
-    if shard:
-        k, n = parse_shard(shard, SHARD_ENV)
-        cells = select_shard(cells, k, n)
+    cells = shard_cells(planned.cells, environ.get(SHARD_ENV, ""), SHARD_ENV)
     return MatrixPlan(spec=spec, cells=cells, interpreters=interpreters, missing_pythons=missing,
                       results_root=root)
 
@@ -169,7 +165,7 @@ def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.envir
 
 
 def is_complete(plan: MatrixPlan, cell: Cell) -> bool:
-    """Resume check: a complete result for the same fingerprint (see ``has_complete_result``)."""
+    """Resume check: a complete result for the same fingerprint (``verdict.is_complete``)."""
     from .results import has_complete_result
 
     return has_complete_result(plan.cells_dir, cell, plan.fingerprint(cell))
@@ -210,9 +206,9 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
 
     if not getattr(session, "parallel", False):
         with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
-            session.notify("report")
+            session.notify(REPORT_SESSION)
     if not redo_requested(session.posargs, environ) and is_complete(plan, cell):
-        session.skip(f"already complete for this spec in {plan.cells_dir / (cell.id + '.json')} "
+        session.skip(f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
                      f"({REDO_ENV}=1 or `-- --redo` reruns it)")
     if not plan.has_interpreter(cell) and environ.get("CI"):
         session.error(f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
@@ -226,7 +222,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
         position=position, total=len(plan.cells))
     venv_python = str(venv / "bin" / "python")
-    with claim_gpu(gpu_list(environ), plan.results_root / ".gpu-locks", position) as device:
+    with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:
             settings = _with_env(settings, {"CUDA_VISIBLE_DEVICES": device})
             session.log(f"{cell.id}: using GPU {device}")
@@ -260,7 +256,7 @@ def warn_if_uv_cannot_hardlink(session: Any, venvs_dir: Path,
     return warning
 
 
-def _with_env(settings: Any, extra: Mapping[str, str]) -> Any:
+def _with_env(settings: CellSettings, extra: Mapping[str, str]) -> CellSettings:
     import dataclasses
 
     return dataclasses.replace(settings, env={**settings.env, **extra})

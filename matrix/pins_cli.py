@@ -13,8 +13,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .apply import apply_pins, atomic_write
+from .apply import apply_pins
 from .errors import UserError
+from .fileio import atomic_write, cyclic_gc_paused
 from .pins import PYTHON, package_axes, requirement_lines, suggest_pins
 from .pins_render import (
     CONSTRAINTS_NAME,
@@ -25,7 +26,7 @@ from .pins_render import (
     render_requirements,
     render_text,
 )
-from .results import NO_RESULTS_HINT, cyclic_gc_paused, load_results
+from .results import NO_RESULTS_HINT, load_results
 
 
 def released_versions(packages: Sequence[str], spec_path: str | None = None) -> Mapping[str, list[str]] | None:

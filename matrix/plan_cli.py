@@ -13,24 +13,11 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from .errors import UserError
-from .index import open_index, open_variant_index
-from .interpreters import find_interpreters
-from .plan import gather_facts, parse_shard, plan_cells, select_shard, shards
+from .layout import SHARD_ENV
+from .pipeline import plan_for_spec, shard_cells
+from .plan import shards
 from .records import Cell
-from .spec import DEFAULT_VARIANT, Spec, load_spec
-
-SHARD_ENV = "TORCH_MATRIX_SHARD"
-
-
-def plan_for_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> list[Cell]:
-    """The edge: read the indexes and find interpreters, then plan (pure)."""
-    index = open_index(spec.index, environ=environ)
-    variant_indexes = {variant: open_variant_index(spec.index, variant, environ=environ)
-                       for variant in spec.variants if variant != DEFAULT_VARIANT}
-    facts = gather_facts(spec, index, variant_indexes=variant_indexes)
-    wanted = list(dict.fromkeys(list(spec.python) + [r.values["python"][0] for r in spec.include]))
-    interpreters = find_interpreters(wanted, spec.interpreters, environ)
-    return plan_cells(spec, facts, interpreters)
+from .spec import Spec, load_spec
 
 
 def cell_json(cell: Cell, spec: Spec) -> dict[str, Any]:
@@ -58,10 +45,9 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout,
     where = "--shard" if getattr(args, "shard", None) else SHARD_ENV
     n_shards = getattr(args, "shards", None)
     if n_shards is not None and n_shards < 1:
-        raise UserError(f"expected a positive number of shards, got {n_shards}", where="--shards")
-    if shard_text:
-        k, n = parse_shard(shard_text, where)
-        cells = select_shard(cells, k, n)
+        raise UserError(f"expected a positive number of shards, got {n_shards}", where="--shards",
+                        hint="`--shards 4` prints four shards for a CI matrix")
+    cells = shard_cells(cells, shard_text, where)
 
     if n_shards:
         entries = shards(cells, n_shards)

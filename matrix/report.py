@@ -13,6 +13,8 @@ from functools import cached_property, lru_cache
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from .layout import repro_command
 from .records import CORE_AXES, INSTALLED, PASS, Cell, CellResult
 from .verdict import (
     COMPATIBLE,
@@ -36,7 +38,6 @@ PROBE_MARKS = {PASS: "pass", "fail": "FAIL", "unsupported": "unsup", "skip": "sk
                "timeout": "TIMEOUT", "crash": "CRASH"}
 
 # How to rerun one cell from scratch; the noxfile names each cell's session ``matrix(<id>)``.
-CELL_REPRO = "TORCH_MATRIX_REDO=1 nox -s 'matrix({id})'"
 
 CELL_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras", "installed", "verdict", "time")
 DETAIL_HEADERS = ("cell", "probe", "status", "message", "observed vs expected", "probe repro")
@@ -172,7 +173,7 @@ def verdict_text(verdict: Verdict, symbols: Mapping[str, str] = TEXT_SYMBOLS, de
 
 
 def cell_repro(cell: Cell) -> str:
-    return CELL_REPRO.format(id=cell.id)
+    return repro_command(cell.id)
 
 
 def _observed_vs_expected(observed: object, expected: object) -> str:

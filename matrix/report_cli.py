@@ -20,10 +20,11 @@ from typing import Any
 from . import report
 from .errors import UserError
 from .records import Cell
-from .results import MERGED_NAME, atomic_write_text, cyclic_gc_paused, load_results, write_merged
+from .fileio import atomic_write, cyclic_gc_paused
+from .layout import MERGED_NAME, SUMMARY_NAME
+from .results import load_results, write_merged
 from .verdict import NO_EVIDENCE
 
-SUMMARY_NAME = "summary.md"
 EXIT_OK = 0
 EXIT_STRICT = 1
 
@@ -69,7 +70,7 @@ def _planned_from_spec(spec_path: str) -> list[Cell | str]:
     """Plan the spec the way ``torch-matrix plan`` does (reads the indexes); imported lazily so the
     report works without the planner. In CI prefer ``--plan``: the plan the shards actually ran."""
     try:
-        from .plan_cli import plan_for_spec
+        from .pipeline import plan_for_spec
         from .spec import load_spec
     except ImportError as error:
         raise UserError(f"--spec needs the planner, which is not available ({error}); "
@@ -128,7 +129,7 @@ def _report(args: argparse.Namespace) -> int:
     out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
     summary = report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / SUMMARY_NAME, summary)
+    atomic_write(out_dir / SUMMARY_NAME, summary)
     merged = write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded)
     print(f"wrote {out_dir / SUMMARY_NAME} and {merged}", file=sys.stderr)
     if _arg(args, "github_summary"):

@@ -1,42 +1,43 @@
-"""Cell result files on disk: atomic writes, schema-validated loading and merging, resume checks.
+"""Cell result files on disk: writing, schema-validated loading and merging, reading one back for resume.
 
 Result files come from many machines (CI shards, artifacts downloaded into one folder),
 so loading is defensive: a corrupt, truncated, foreign or newer file is reported by
-name and skipped, never raised. Writes are atomic so a Ctrl-C never leaves half a file.
+name and skipped, never raised. Writes go through ``fileio.atomic_write`` so a Ctrl-C
+never leaves half a file; paths come from ``layout``; the resume rule itself is
+``verdict.is_complete``.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import layout
 from .errors import UserError
 from .fastcheck import Unsupported, compile_checker
+from .fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
+from .fileio import cyclic_gc_paused
+from .layout import MERGED_NAME
 from .records import (
     INSTALLED,
-    PROBE_RUNNER,
     SCHEMA_ID,
     SCHEMA_VERSION,
-    UNSATISFIABLE,
     Cell,
     CellResult,
     InstallOutcome,
     ProbeResult,
 )
+from .verdict import is_complete
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "cell-result.schema.json"
 MERGED_SCHEMA_ID = "torch-matrix/results"
 MERGED_SCHEMA_VERSION = 1
-MERGED_NAME = "results.json"
 NO_RESULTS_HINT = ("run `nox -s matrix` first (it writes results/<run>/cells/), or pass the directory "
                    "that holds the cell results")
 
@@ -73,23 +74,8 @@ class LoadedResults:
         return found[2]
 
 
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Thousands of results are ~100,000 containers that all stay alive: the cyclic collector
-    would only rescan them, over and over (a quarter of the load time, half of the report's
-    rendering). Results hold no cycles; the odd one from an exception is collected once the
-    collector is back on. Nests: only the outermost turns it back on."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
 def cells_dir(results_root: str | os.PathLike[str], run_name: str) -> Path:
-    return Path(results_root) / run_name / "cells"
+    return layout.cells_dir(layout.run_dir(results_root, run_name))
 
 
 @lru_cache(maxsize=1)
@@ -198,41 +184,9 @@ def is_canonical_json(data: Any) -> bool:
 
 # ---------------------------------------------------------------------------- writing
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Temp file in the same directory, fsync, rename: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
     """Write ``<directory>/<cell-id>.json`` atomically and return its path."""
-    path = Path(directory) / f"{result.cell.id}.json"
+    path = layout.cell_file(directory, result.cell.id)
     text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
     atomic_write_text(path, text)
     return path
@@ -508,20 +462,5 @@ def read_result(path: str | os.PathLike[str]) -> CellResult | None:
 
 
 def has_complete_result(directory: str | os.PathLike[str], cell: Cell, fingerprint: str) -> bool:
-    """True when resume may skip ``cell``: same fingerprint, a final install outcome, all probes.
-
-    ``error`` installs and a probe runner that died are infrastructure trouble, so they
-    are always retried.
-    """
-    stored = read_result(Path(directory) / f"{cell.id}.json")
-    if stored is None or stored.fingerprint != fingerprint or stored.cell.id != cell.id:
-        return False
-    if stored.install.status == UNSATISFIABLE:
-        return True
-    if stored.install.status != INSTALLED or stored.probe(PROBE_RUNNER) is not None:
-        return False
-    have = {probe.name for probe in stored.probes}
-    wanted = set(cell.probes) | set(cell.required_probes)
-    if not wanted:
-        return bool(have)
-    return wanted <= have
+    """True when resume may skip ``cell``: its stored result (read here) is complete (``verdict.is_complete``)."""
+    return is_complete(read_result(layout.cell_file(directory, cell.id)), cell, fingerprint)

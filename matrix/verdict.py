@@ -1,6 +1,7 @@
-"""A cell's verdict, derived from its result and the cell's own probe policy.
+"""A cell's verdict, derived from its result and the cell's own probe policy; and the resume rule.
 
-Shared by the report and the pins, so both always agree on what "good" means.
+Shared by the report, the pins and the noxfile, so all agree on what "good" means and
+on which stored results a rerun may keep. Pure: functions of records.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .records import (
     TIMEOUT,
     UNSATISFIABLE,
     UNSUPPORTED,
+    Cell,
     CellResult,
     StrEnum,
 )
@@ -91,3 +93,23 @@ def verdict_of(result: CellResult) -> Verdict:
         return Verdict(NO_EVIDENCE, missing=missing,
                        reason="no result for required probe(s): " + ", ".join(missing))
     return Verdict(COMPATIBLE)
+
+
+def is_complete(stored: CellResult | None, cell: Cell, fingerprint: str) -> bool:
+    """True when resume may keep ``stored`` for ``cell``: same fingerprint, a final install
+    outcome, every wanted probe present.
+
+    ``error`` installs and a probe runner that died are infrastructure trouble, so they
+    are always retried (``results.has_complete_result`` reads the file and asks this).
+    """
+    if stored is None or stored.fingerprint != fingerprint or stored.cell.id != cell.id:
+        return False
+    if stored.install.status == UNSATISFIABLE:
+        return True
+    if stored.install.status != INSTALLED or stored.probe(PROBE_RUNNER) is not None:
+        return False
+    have = {probe.name for probe in stored.probes}
+    wanted = set(cell.probes) | set(cell.required_probes)
+    if not wanted:
+        return bool(have)
+    return wanted <= have

@@ -300,12 +300,12 @@ def test_cli_github_summary_appends_within_the_remaining_room(results_dir, tmp_p
 
 
 def test_cli_spec_plans_lazily_and_flags_missing(results_dir, capsys, monkeypatch):
-    import matrix.plan_cli
+    import matrix.pipeline
     import matrix.spec
 
     planned = [make_cell(torch="2.5.1"), make_cell(torch="2.8.0")]
     monkeypatch.setattr(matrix.spec, "load_spec", lambda path: f"spec:{path}")
-    monkeypatch.setattr(matrix.plan_cli, "plan_for_spec",
+    monkeypatch.setattr(matrix.pipeline, "plan_for_spec",
                         lambda spec: planned if spec == "spec:m.toml" else [])
     code, out, _ = run_report(capsys, results_dir, "--spec", "m.toml")
     assert code == 0 and "Planned but missing (1):" in out and "t2.8.0-py3.11" in out

@@ -1,4 +1,4 @@
-"""The ``torch-matrix`` command line: plan, report, pins, run.
+"""The ``torch-matrix`` command line: plan, report, pins, import, history, diff.
 
 Each subcommand lives in the module that owns its job (imported only when chosen);
 this file only parses arguments and turns ``UserError`` into its error and hint lines
@@ -71,6 +71,10 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="do not ask the index for released versions (coverage unknown)")
     pins.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
     pins.set_defaults(handler=_pins)
+
+    from .history_cli import add_parsers as history_parsers  # argparse only: the work is imported lazily
+
+    history_parsers(sub)
     return parser
 
 

@@ -32,6 +32,7 @@ FIGURES = (
     ("4_probe_suite", "benchmarks.probe_figure"),
     ("5_scale", "benchmarks.scale"),
     ("6_parallel", "benchmarks.parallel"),
+    ("7_history", "benchmarks.history"),
 )
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 RESULTS_SCHEMA = "torch-matrix/bench"

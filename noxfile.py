@@ -9,7 +9,7 @@ import nox
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the checkout's matrix package
 
-from matrix import nox_support
+from matrix import layout, nox_support
 from matrix.errors import UserError
 
 nox.options.sessions = ["matrix"]
@@ -37,9 +37,10 @@ def matrix(session: nox.Session, cell: str) -> None:
 
 @nox.session(python=False, allow_parallel=False)
 def report(session: nox.Session) -> None:
-    """Merge the run's cell results: table, summary.md, results.json."""
-    session.run(sys.executable, "-m", "matrix.cli", "report",
-                str(nox_support.run_dir_for_session()), *session.posargs, external=True)
+    """Merge the run's cell results: table, summary.md, results.json, report.html."""
+    run_dir = nox_support.run_dir_for_session()
+    session.run(sys.executable, "-m", "matrix.cli", "report", str(run_dir),
+                "--html", str(run_dir / layout.HTML_NAME), *session.posargs, external=True)
 
 
 @nox.session(python=False, allow_parallel=False)

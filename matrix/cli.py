@@ -60,6 +60,12 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--strict", action="store_true",
                         help="exit 1 when a cell is an error, a planned cell is missing, or a result file "
                              "is unreadable (infrastructure trouble); incompatible cells never fail it")
+    report.add_argument("--html", metavar="FILE",
+                        help="write a self-contained HTML heatmap (opens offline; click a cell for its probes)")
+    report.add_argument("--previous", metavar="DIR",
+                        help="with --html: highlight cells that are new or changed verdict since this run "
+                             "(a results directory or its results.json)")
+    report.add_argument("--junit", metavar="FILE", help="write JUnit XML: one testcase per cell x probe")
     report.set_defaults(handler=_report)
 
     pins = sub.add_parser("pins", help="derive suggested requirement pins from cell results")

@@ -104,9 +104,14 @@ def count_verdicts(judged: Iterable[Judged]) -> dict[str, int]:
     return {kind: counts.get(kind, 0) for kind in VERDICTS}
 
 
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 cell``, ``2 cells`` (``many`` when the plural is not noun + s)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
 def counts_line(judged: Sequence[Judged], missing: Sequence[Cell | str] = ()) -> str:
     counts = count_verdicts(judged)
-    line = f"{len(judged)} cells: " + ", ".join(f"{counts[kind]} {kind}" for kind in VERDICTS)
+    line = plural(len(judged), "cell") + ": " + ", ".join(f"{counts[kind]} {kind}" for kind in VERDICTS)
     if missing:
         line += f"; {len(missing)} planned but missing"
     return line

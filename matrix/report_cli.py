@@ -97,6 +97,37 @@ def _append_github_summary(results: list, missing: list, explicit_limit: int | N
         handle.write(text)
 
 
+def previous_verdicts(where: str) -> dict[str, str]:
+    """Cell id -> verdict kind of an earlier run (a results directory or a merged results.json)."""
+    from .verdict import verdict_of
+
+    path = Path(where)
+    if not path.exists():
+        raise UserError("previous run does not exist; pass a results directory or its results.json",
+                        f"--previous {where}")
+    loaded = load_results(path)
+    for problem in loaded.problems:
+        print(f"torch-matrix: warning: --previous: {problem}", file=sys.stderr)
+    return {result.cell.id: verdict_of(result).kind for result in loaded.results}
+
+
+def _write_html(target: Path, judged: list, missing: list, previous_dir: str | None, results_dir: Path) -> Path:
+    from datetime import datetime, timezone
+
+    from .report_html import render_html
+
+    previous = previous_verdicts(previous_dir) if previous_dir else None
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    named = results_dir.resolve()
+    if named.name == "cells" or named.is_file():
+        named = named.parent
+    title = f"torch-matrix: {named.name}"
+    text = render_html(judged, missing=missing, previous=previous, previous_label=previous_dir,
+                       title=title, generated=generated)
+    atomic_write(target, text)
+    return target
+
+
 def main(args: argparse.Namespace) -> int:
     with cyclic_gc_paused():  # the loaded results live until the end: rescanning them is waste
         return _report(args)
@@ -134,6 +165,15 @@ def _report(args: argparse.Namespace) -> int:
     print(f"wrote {out_dir / SUMMARY_NAME} and {merged}", file=sys.stderr)
     if _arg(args, "github_summary"):
         _append_github_summary(judged, missing, max_bytes)
+    if _arg(args, "html"):
+        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir)
+        print(f"wrote {path}", file=sys.stderr)
+    if _arg(args, "junit"):
+        from .junit import render_junit
+
+        path = Path(args.junit)
+        atomic_write(path, render_junit(judged))
+        print(f"wrote {path}", file=sys.stderr)
 
     if _arg(args, "strict"):
         errors = [item.cell.id for item in judged if item.verdict.kind == NO_EVIDENCE]

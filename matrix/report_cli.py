@@ -103,8 +103,8 @@ def previous_verdicts(where: str) -> dict[str, str]:
 
     path = Path(where)
     if not path.exists():
-        raise UserError("previous run does not exist; pass a results directory or its results.json",
-                        f"--previous {where}")
+        raise UserError("previous run does not exist", f"--previous {where}",
+                        hint="pass an earlier run's results directory (results/<run>) or its results.json")
     loaded = load_results(path)
     for problem in loaded.problems:
         print(f"torch-matrix: warning: --previous: {problem}", file=sys.stderr)

@@ -25,7 +25,8 @@ from packaging.utils import canonicalize_name
 
 from .errors import UserError
 from .fileio import atomic_write
-from .pins import RequirementLine, merge_specifiers, specifier_set
+from .pins.model import RequirementLine
+from .pins.specifiers import merge_specifiers, specifier_set
 
 _NAME_AND_EXTRAS = re.compile(r"^(\s*[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[^\]]*\])?\s*)")
 _COMMENT = re.compile(r"(^|\s)#")

@@ -17,7 +17,7 @@ from .apply import apply_pins
 from .errors import UserError
 from .fileio import atomic_write, cyclic_gc_paused
 from .pins import PYTHON, package_axes, requirement_lines, suggest_pins
-from .pins_render import (
+from .pins.render import (
     CONSTRAINTS_NAME,
     JSON_NAME,
     REQUIREMENTS_NAME,

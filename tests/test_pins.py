@@ -208,7 +208,7 @@ def test_cells_without_evidence_change_no_pin(results):
 
 
 def test_when_nothing_works_torch_takes_the_blame_with_a_warning():
-    from matrix.pins_render import render_text
+    from matrix.pins.render import render_text
 
     results = [cell(t, "3.11", torchvision="", fail="training_step", message="nan") for t in ("2.4.1", "2.5.1")]
     suggestion = suggest_pins(results)

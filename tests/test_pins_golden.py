@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from matrix.pins import requirement_lines, suggest_pins
-from matrix.pins_render import render_constraints, render_json, render_requirements, render_text
+from matrix.pins.render import render_constraints, render_json, render_requirements, render_text
 from matrix.results import load_results
 from tests.pins_grids import GRIDS, RELEASED
 

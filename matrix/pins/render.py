@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .pins import PYTHON, Answer, Exclusion, RequirementLine, Suggestion, requirement_lines
-from .verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
+from ..verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
+from .evidence import PYTHON
+from .model import Answer, Exclusion, RequirementLine, requirement_lines
+from .suggest import Suggestion
 
 PINS_SCHEMA_ID = "torch-matrix/pins"
 PINS_SCHEMA_VERSION = 1

@@ -1,0 +1,211 @@
+"""Evidence: cell results reduced to the versions that decide pins (observations), per-axis tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from ..records import INSTALLED, CellResult
+from ..verdict import COMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from .specifiers import _public, _value_key, build_specifiers
+
+
+PYTHON = "python"
+VARIANT = "variant"
+PREFERRED_ORDER = ("torch", "torchvision", "torchaudio")
+SUMMARY_WIDTH = 140
+
+Value = Any  # Version for packages and python, str for the variant
+
+
+# ----------------------------------------------------------------------------- evidence
+
+@dataclass(frozen=True)
+class Observation:
+    """One evidence cell, reduced to the versions that decide pins."""
+
+    cell_id: str
+    good: bool
+    values: Mapping[str, Value]  # axis -> public Version (packages, python) or str (variant)
+    failing: tuple[str, ...] = ()  # required probes that failed (bad cells)
+    summaries: Mapping[str, str] = field(default_factory=dict)  # probe -> one-line evidence
+
+    def value(self, axis: str) -> Value:
+        return self.values.get(axis)
+
+
+@dataclass(frozen=True)
+class CellNote:
+    """A cell that is not evidence (unsatisfiable or error), with its reason."""
+
+    cell_id: str
+    kind: str
+    reason: str
+
+
+def _one_line(text: Any, width: int = SUMMARY_WIDTH) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+
+def probe_summary(result: CellResult, name: str) -> str:
+    """``lazy_cuda_init: fail: CUDA initialised at import (observed True, expected False)``."""
+    probe = result.probe(name)
+    if probe is None:
+        return f"{name}: no result"
+    text = f"{probe.name}: {probe.status}"
+    if probe.message:
+        text += f": {probe.message}"
+    if probe.observed is not None or probe.expected is not None:
+        text += f" (observed {probe.observed!r}, expected {probe.expected!r})"
+    torch_build = result.install.resolved.get("torch", "")
+    if effective_variant(result.cell.variant, torch_build) != result.cell.variant:
+        text = f"[tested with torch {torch_build}] " + text
+    return _one_line(text)
+
+
+def package_axes(results: Iterable[CellResult]) -> tuple[str, ...]:
+    """Every axis that names a package (not python, not variant), torch first."""
+    names = {axis for result in results for axis, value in result.cell.axes.items() if value
+             or result.install.resolved.get(axis)} - {PYTHON, VARIANT}
+    return tuple(sorted(names, key=_axis_rank))
+
+
+def _axis_rank(axis: str) -> tuple[int, str]:
+    if axis in PREFERRED_ORDER:
+        return (PREFERRED_ORDER.index(axis), axis)
+    if axis == PYTHON:
+        return (len(PREFERRED_ORDER) + 2, axis)
+    if axis == VARIANT:
+        return (len(PREFERRED_ORDER) + 3, axis)
+    return (len(PREFERRED_ORDER) + 1, axis)
+
+
+def cell_values(result: CellResult, packages: Sequence[str]) -> dict[str, Value]:
+    """The installed public version of each package axis (axis value when not recorded)."""
+    resolved = {_canonical(k): v for k, v in result.install.resolved.items()}
+    values: dict[str, Value] = {PYTHON: _public(result.cell.axes.get(PYTHON, "")),
+                                VARIANT: effective_variant(result.cell.axes.get(VARIANT, "default"),
+                                                           resolved.get("torch", ""))}
+    for package in packages:
+        raw = resolved.get(_canonical(package)) or result.cell.axes.get(package, "")
+        values[package] = _public(raw)
+    return values
+
+
+def effective_variant(variant: str, installed_torch: str) -> str:
+    """The build a "default" cell really got: a find-links or mirror wheel such as
+    ``2.13.0+cpu`` is a different build from PyPI's, so a break seen only there must
+    not be blamed on the torch release as a whole."""
+    if variant == "default" and "+" in installed_torch:
+        return installed_torch.split("+", 1)[1]
+    return variant
+
+
+@lru_cache(maxsize=1024)
+def _canonical(name: str) -> str:
+    return canonicalize_name(name)
+
+
+class _CellValues:
+    """``cell_values`` once per result, shared by the evidence and the torchvision pairs."""
+
+    def __init__(self, packages: Sequence[str]) -> None:
+        self.packages = packages
+        self._seen: dict[int, tuple[CellResult, dict[str, Value]]] = {}
+
+    def __call__(self, result: CellResult) -> dict[str, Value]:
+        found = self._seen.get(id(result))
+        if found is None or found[0] is not result:
+            found = self._seen[id(result)] = (result, cell_values(result, self.packages))
+        return found[1]
+
+
+def observe(results: Sequence[CellResult]) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
+    """Split results into evidence, unsatisfiable cells and cells without evidence."""
+    return _observe(results, _CellValues(package_axes(results)))
+
+
+def _observe(results: Sequence[CellResult],
+             values_of: _CellValues) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
+    evidence: list[Observation] = []
+    unsatisfiable: list[CellNote] = []
+    no_evidence: list[CellNote] = []
+    for result in sorted(results, key=lambda r: r.cell.id):
+        verdict = verdict_of(result)
+        if verdict.kind == NOT_INSTALLABLE:
+            unsatisfiable.append(CellNote(result.cell.id, verdict.kind, _one_line(verdict.reason)))
+        elif verdict.kind == NO_EVIDENCE or not verdict.is_evidence:
+            no_evidence.append(CellNote(result.cell.id, NO_EVIDENCE, _one_line(verdict.reason)))
+        else:
+            evidence.append(Observation(
+                cell_id=result.cell.id, good=verdict.kind == COMPATIBLE,
+                values=values_of(result), failing=verdict.failing,
+                summaries={name: probe_summary(result, name) for name in verdict.failing}))
+    return evidence, unsatisfiable, no_evidence
+
+
+
+def pairs_from(results: Iterable[CellResult]) -> dict[Version, set[Version]]:
+    """torchvision version -> the torch versions it was installed with (installed cells only)."""
+    return _pairs(results, _CellValues(package_axes(results)))
+
+
+def _pairs(results: Iterable[CellResult], values_of: _CellValues) -> dict[Version, set[Version]]:
+    if "torchvision" not in values_of.packages:
+        return {}
+    pairs: dict[Version, set[Version]] = {}
+    for result in results:
+        if result.install.status != INSTALLED:
+            continue
+        values = values_of(result)
+        if values.get("torchvision") is not None and values.get("torch") is not None:
+            pairs.setdefault(values["torchvision"], set()).add(values["torch"])
+    return pairs
+
+
+
+# ----------------------------------------------------------------------------- summary
+
+@dataclass(frozen=True)
+class VersionEvidence:
+    """Per axis: versions seen only in good cells, only in bad cells, and in both."""
+
+    axis: str
+    good: tuple[str, ...]
+    bad: tuple[str, ...]
+    mixed: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"good": list(self.good), "bad": list(self.bad), "mixed": list(self.mixed)}
+
+
+def version_evidence(observations: Sequence[Observation], axes: Sequence[str]) -> dict[str, VersionEvidence]:
+    table: dict[str, VersionEvidence] = {}
+    for axis in axes:
+        seen: dict[Value, set[bool]] = {}
+        for o in observations:
+            if o.value(axis) is not None:
+                seen.setdefault(o.value(axis), set()).add(o.good)
+        ordered = sorted(seen, key=_value_key)
+        table[axis] = VersionEvidence(axis, tuple(str(v) for v in ordered if seen[v] == {True}),
+                                      tuple(str(v) for v in ordered if seen[v] == {False}),
+                                      tuple(str(v) for v in ordered if len(seen[v]) == 2))
+    return table
+
+
+def package_pins(observations: Sequence[Observation], axes: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each axis on its own: exclude versions seen only in bad cells, admit the rest tested."""
+    pins: dict[str, tuple[str, ...]] = {}
+    for axis, evidence in version_evidence(observations, axes).items():
+        good = [Version(v) for v in evidence.good + evidence.mixed]
+        pins[axis] = build_specifiers(good, [Version(v) for v in evidence.bad], python=axis == PYTHON)
+    return pins
+
+

@@ -1,0 +1,221 @@
+"""The answer model: exclusions with their reasons, pins, answers, and their PEP 508 requirement lines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from .conditions import Condition, _marker_applies
+from .evidence import PYTHON, Observation, _axis_rank
+from .specifiers import _contains, _public, _value_key, merge_specifiers, specifier_set
+
+
+# ----------------------------------------------------------------------------- pins
+
+@dataclass(frozen=True)
+class Exclusion:
+    """One excluded version with its reason: probes, one-line evidence, cells (or its pair)."""
+
+    package: str
+    version: str
+    probes: tuple[str, ...] = ()
+    summary: str = ""
+    cells: tuple[str, ...] = ()
+    paired_with: str = ""  # "torch 1.12.0" when excluded because its only torch is
+
+    def describe(self, max_cells: int = 4) -> str:
+        if self.paired_with:
+            return (f"{self.package} {self.version}: only ever installed with {self.paired_with}, "
+                    f"which is excluded")
+        cells = ", ".join(self.cells[:max_cells])
+        if len(self.cells) > max_cells:
+            cells += f", +{len(self.cells) - max_cells} more"
+        return f"{self.package} {self.version}: {self.summary} [{cells}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"package": self.package, "version": self.version, "probes": list(self.probes),
+                "summary": self.summary, "cells": list(self.cells), "paired_with": self.paired_with}
+
+
+@dataclass(frozen=True)
+class Pin:
+    """Specifiers for one package (or python), optionally scoped by a condition."""
+
+    package: str
+    specifiers: tuple[str, ...]
+    condition: Condition | None = None
+    exclusions: tuple[Exclusion, ...] = ()
+
+    @property
+    def expressible(self) -> bool:
+        if self.condition is None:
+            return True
+        return self.package != PYTHON and self.condition.expressible
+
+    @property
+    def specifier_set(self) -> SpecifierSet:
+        return specifier_set(self.specifiers)
+
+    def applies_to(self, observation: Observation) -> bool:
+        return self.condition is None or self.condition.matches(observation)
+
+    def admits(self, observation: Observation) -> bool:
+        value = observation.value(self.package)
+        if value is None or not self.applies_to(observation):
+            return True
+        return _contains(tuple(self.specifiers), value)
+
+    def describe(self) -> str:
+        text = f"{self.package}{','.join(self.specifiers)}"
+        if self.condition is not None:
+            text += f" (only where {self.condition.describe()})"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"package": self.package, "specifiers": list(self.specifiers),
+                "specifier": ",".join(self.specifiers),
+                "condition": self.condition.to_json() if self.condition else None,
+                "exclusions": [e.to_json() for e in self.exclusions]}
+
+
+@dataclass(frozen=True)
+class RequirementLine:
+    """One rendered PEP 508 line: ``torch>=2.5.1,!=2.6.0; python_version >= "3.12"``."""
+
+    package: str
+    specifiers: tuple[str, ...]
+    marker: str = ""
+    exclusions: tuple[Exclusion, ...] = ()
+
+    def text(self) -> str:
+        line = self.package + ",".join(self.specifiers)
+        return f"{line}; {self.marker}" if self.marker else line
+
+    def applies(self, python_version: Version | None) -> bool:
+        if not self.marker or python_version is None:
+            return True
+        return _marker_applies(self.marker, str(python_version))
+
+    def admits(self, observation: Observation) -> bool:
+        value = observation.value(self.package)
+        if value is None or not self.applies(observation.value(PYTHON)):
+            return True
+        return _contains(tuple(self.specifiers), value)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A pin set that excludes every bad cell, with what it costs in good cells."""
+
+    label: str
+    pins: tuple[Pin, ...]
+    lost: tuple[str, ...]  # good cells it excludes
+    good_total: int
+
+    @property
+    def kept(self) -> int:
+        return self.good_total - len(self.lost)
+
+    @property
+    def expressible(self) -> bool:
+        return all(pin.expressible for pin in self.pins)
+
+    def admits(self, observation: Observation) -> bool:
+        return self._admission.admits(observation)
+
+    @cached_property
+    def _admission(self) -> _Admission:  # kept in the instance __dict__: not a field, frozen is fine
+        return _Admission(self)
+
+    def pins_for(self, package: str) -> list[Pin]:
+        return [pin for pin in self.pins if pin.package == package]
+
+    def describe(self) -> str:
+        return "; ".join(pin.describe() for pin in self.pins) or "(no pins)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "expressible": self.expressible, "kept_good": self.kept,
+                "good_total": self.good_total, "lost_good": list(self.lost),
+                "pins": [pin.to_json() for pin in self.pins],
+                "requirements": [line.text() for line in requirement_lines(self)]
+                if self.expressible else []}
+
+
+class _Admission:
+    """Whether an answer admits a cell, decided once per distinct tuple of the values it reads.
+
+    An expressible answer is judged by its rendered requirement lines (what users install
+    with) plus its Python advice; a diagnosis by its pins. Every check reads only a few
+    axes, so a 2,000-cell grid has a few dozen distinct questions.
+    """
+
+    def __init__(self, answer: Answer) -> None:
+        checks: list[RequirementLine | Pin]
+        if answer.expressible:
+            checks = [*requirement_lines(answer), *(p for p in answer.pins if p.package == PYTHON)]
+        else:
+            checks = list(answer.pins)
+        self.checks = checks
+        axes = {check.package for check in checks}
+        for check in checks:
+            if isinstance(check, RequirementLine):
+                axes.add(PYTHON)
+            elif check.condition is not None:
+                axes.add(check.condition.axis)
+        self.axes = tuple(sorted(axes))
+        self._seen: dict[tuple, bool] = {}
+
+    def admits(self, observation: Observation) -> bool:
+        key = tuple(observation.value(axis) for axis in self.axes)
+        verdict = self._seen.get(key)
+        if verdict is None:
+            verdict = self._seen[key] = all(check.admits(observation) for check in self.checks)
+        return verdict
+
+
+def _exclusion_key(exclusion: Exclusion) -> tuple:
+    return (_value_key(_public(exclusion.version)), exclusion.paired_with)
+
+
+
+
+def requirement_lines(answer: Answer) -> list[RequirementLine]:
+    return list(_requirement_lines(answer))
+
+
+@lru_cache(maxsize=1024)
+def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
+    """PEP 508 lines per package; Python-scoped pins become complementary markers.
+
+    ``torch!=1.12.0`` plus ``torch>=2.5`` on Python 3.12+ renders as two lines whose markers
+    never both match, so any pip or uv accepts them as requirements or constraints.
+    """
+    lines: list[RequirementLine] = []
+    packages = sorted({pin.package for pin in answer.pins if pin.package != PYTHON}, key=_axis_rank)
+    for package in packages:
+        pins = answer.pins_for(package)
+        base = [pin for pin in pins if pin.condition is None]
+        scoped = [pin for pin in pins if pin.condition is not None]
+        if any(not pin.expressible for pin in scoped):
+            raise ValueError(f"{package}: pin scoped by a non-Python condition has no PEP 508 form")
+        base_specs = base[0].specifiers if base else ()
+        base_exclusions = base[0].exclusions if base else ()
+        if not scoped:
+            lines.append(RequirementLine(package, base_specs, "", base_exclusions))
+            continue
+        tested = scoped[0].condition.tested
+        covered = {value for pin in scoped for value in pin.condition.values}
+        rest = Condition(PYTHON, tuple(v for v in tested if v not in covered), tested)
+        groups = [(pin.condition, merge_specifiers(base_specs, pin.specifiers),
+                   tuple(sorted(base_exclusions + pin.exclusions, key=_exclusion_key))) for pin in scoped]
+        if rest.values:
+            groups.append((rest, base_specs, base_exclusions))
+        for condition, specs, exclusions in sorted(groups, key=lambda g: sorted(g[0].values)):
+            lines.append(RequirementLine(package, specs, condition.marker(), exclusions))
+    return tuple(lines)
+
+

@@ -1,0 +1,380 @@
+"""The search for answers: bit-mask grid of evidence, pure failures, blame candidates, greedy cover."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from packaging.version import Version
+
+from .conditions import Condition
+from .evidence import PYTHON, VARIANT, Observation, Value, _axis_rank
+from .model import Answer, Exclusion, Pin, RequirementLine, _exclusion_key
+from .specifiers import _contains, _value_key, build_specifiers
+from .conditions import _marker_applies
+
+
+# ----------------------------------------------------------------------------- search
+
+class Atom(NamedTuple):
+    """Exclude ``axis == value`` (only where ``cond_axis == cond_value`` when given)."""
+
+    axis: str
+    value: Value
+    cond_axis: str = ""
+    cond_value: Value = None
+
+    def covers(self, observation: Observation) -> bool:
+        if observation.value(self.axis) != self.value:
+            return False
+        return not self.cond_axis or observation.value(self.cond_axis) == self.cond_value
+
+    def sort_key(self) -> tuple:
+        return (_axis_rank(self.axis), _value_key(self.value), self.cond_axis,
+                _value_key(self.cond_value))
+
+
+
+
+def _indices(mask: int) -> list[int]:
+    """The cell indices set in a bit mask, ascending (the order of the observations)."""
+    found = []
+    while mask:
+        low = mask & -mask
+        found.append(low.bit_length() - 1)
+        mask ^= low
+    return found
+
+
+class _Grid:
+    """Evidence indexed for the search: cell sets are bit masks, one per distinct (axis, value).
+
+    Each axis is scanned once; an atom's cells are then the intersection of at most two
+    masks, so covering, losing and admitting cost a few integer operations, not a scan.
+    """
+
+    def __init__(self, observations: Sequence[Observation], pinnable: Sequence[str],
+                 axes: Sequence[str]) -> None:
+        self.observations = list(observations)
+        self.pinnable = list(pinnable)
+        self.axes = list(axes)
+        self.good = {i for i, o in enumerate(self.observations) if o.good}
+        self.bad = {i for i, o in enumerate(self.observations) if not o.good}
+        self.good_mask = sum(1 << i for i in self.good)
+        self.bad_mask = sum(1 << i for i in self.bad)
+        self.all_mask = (1 << len(self.observations)) - 1
+        self._where: dict[str, dict[Value, int]] = {}
+        self._masks: dict[Atom, int] = {}
+        self._tested: dict[str, tuple[Value, ...]] = {}
+
+    def where(self, axis: str) -> dict[Value, int]:
+        """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
+        index = self._where.get(axis)
+        if index is None:
+            index = {}
+            for i, observation in enumerate(self.observations):
+                value = observation.value(axis)
+                index[value] = index.get(value, 0) | (1 << i)
+            self._where[axis] = index
+        return index
+
+    def values(self, axis: str, mask: int = -1) -> set[Value]:
+        """The distinct non-missing values of ``axis`` among the cells of ``mask``."""
+        return {value for value, cells in self.where(axis).items() if value is not None and cells & mask}
+
+    def tested(self, axis: str) -> tuple[Value, ...]:
+        if axis not in self._tested:
+            self._tested[axis] = tuple(sorted(self.values(axis), key=_value_key))
+        return self._tested[axis]
+
+    def cells(self, mask: int) -> list[Observation]:
+        return [self.observations[i] for i in _indices(mask)]
+
+    def mask(self, atom: Atom) -> int:
+        cells = self._masks.get(atom)
+        if cells is None:
+            cells = self.where(atom.axis).get(atom.value, 0)
+            if atom.cond_axis:
+                cells &= self.where(atom.cond_axis).get(atom.cond_value, 0)
+            self._masks[atom] = cells
+        return cells
+
+    def excluded(self, atom: Atom) -> frozenset[int]:
+        return frozenset(_indices(self.mask(atom)))
+
+    def named_by_probes(self, atom: Atom, cells: Iterable[int]) -> bool:
+        """True when every failing probe of ``cells`` is about this axis (``torchvision_ops``)."""
+        prefix = atom.axis + "_"
+        probes = [name for i in cells for name in self.observations[i].failing]
+        return bool(probes) and all(name.startswith(prefix) for name in probes)
+
+    def lost_mask(self, atoms: Iterable[Atom]) -> int:
+        cells = 0
+        for atom in atoms:
+            cells |= self.mask(atom)
+        return cells & self.good_mask
+
+    def lost(self, atoms: Iterable[Atom]) -> set[int]:
+        return set(_indices(self.lost_mask(atoms)))
+
+    def admitted(self, answer: Answer) -> int:
+        """Mask of the cells ``answer`` admits: each check is decided once per distinct value."""
+        rejected = 0
+        for check in answer._admission.checks:
+            scope = self._scope(check)
+            specifiers = tuple(check.specifiers)
+            for value, cells in self.where(check.package).items():
+                if value is not None and cells & scope and not _contains(specifiers, value):
+                    rejected |= cells & scope
+        return self.all_mask & ~rejected
+
+    def _scope(self, check: RequirementLine | Pin) -> int:
+        """The cells a requirement line's marker or a pin's condition applies to."""
+        if isinstance(check, RequirementLine):
+            if not check.marker:
+                return self.all_mask
+            return self._union(PYTHON, lambda v: v is None or _marker_applies(check.marker, str(v)))
+        if check.condition is None:
+            return self.all_mask
+        return self._union(check.condition.axis, lambda v: v in check.condition.values)
+
+    def _union(self, axis: str, chosen: Any) -> int:
+        cells = 0
+        for value, value_cells in self.where(axis).items():
+            if chosen(value):
+                cells |= value_cells
+        return cells
+
+    def atoms_of(self, index: int, conditions: Sequence[str]) -> list[Atom]:
+        observation = self.observations[index]
+        atoms = []
+        for axis in self.pinnable:
+            value = observation.value(axis)
+            if value is None:
+                continue
+            atoms.append(Atom(axis, value))
+            for cond_axis in conditions:
+                cond_value = observation.value(cond_axis)
+                if cond_axis != axis and cond_value is not None:
+                    atoms.append(Atom(axis, value, cond_axis, cond_value))
+        return atoms
+
+    def atoms_of_cells(self, mask: int, conditions: Sequence[str]) -> set[Atom]:
+        """Every atom that excludes one of the cells, once per distinct tuple of values."""
+        axes = list(dict.fromkeys([*self.pinnable, *conditions]))
+        atoms: set[Atom] = set()
+        seen: set[tuple] = set()
+        for i in _indices(mask):
+            key = tuple(self.observations[i].value(axis) for axis in axes)
+            if key not in seen:
+                seen.add(key)
+                atoms.update(self.atoms_of(i, conditions))
+        return atoms
+
+
+def _greedy(grid: _Grid, uncovered: int, candidates: Iterable[Atom], lost: int) -> list[Atom] | None:
+    """Weighted set cover: fewest newly lost good cells per newly excluded bad cell.
+
+    ``uncovered`` and ``lost`` are cell masks. An atom that hits no uncovered cell never
+    will again (uncovered only shrinks), so it leaves the pool; the probe-name tie-break is
+    computed only for atoms that tie on the cheaper parts of the key.
+    """
+    pool = []
+    for atom in sorted(set(candidates), key=Atom.sort_key):
+        excluded = grid.mask(atom)
+        if excluded & uncovered:
+            pool.append((atom, excluded, excluded & grid.good_mask, bool(atom.cond_axis), atom.sort_key()))
+    chosen: list[Atom] = []
+    while uncovered:
+        best, best_key = None, None
+        survivors = []
+        for entry in pool:
+            atom, excluded, excluded_good, scoped, sort_key = entry
+            hit = excluded & uncovered
+            if not hit:
+                continue
+            survivors.append(entry)
+            hits = hit.bit_count()
+            head = ((excluded_good & ~lost).bit_count() / hits, -hits, scoped)
+            if best_key is not None and head > best_key[:3]:
+                continue
+            key = (*head, not grid.named_by_probes(atom, _indices(hit)), sort_key)
+            if best_key is None or key < best_key:
+                best, best_key = entry, key
+        if best is None:
+            return None
+        pool = survivors
+        chosen.append(best[0])
+        uncovered &= ~best[1]
+        lost |= best[2]
+    return chosen
+
+
+def _pure_failures(grid: _Grid) -> list[Atom]:
+    """Values that only ever appear in bad cells: excluding them costs no good cell."""
+    free = [Atom(axis, value) for axis in grid.pinnable for value, cells in grid.where(axis).items()
+            if value is not None and cells & grid.bad_mask and not cells & grid.good_mask]
+    uncovered = 0
+    for atom in free:
+        uncovered |= grid.mask(atom)
+    return _greedy(grid, uncovered, free, 0) or []
+
+
+def _blame_one(grid: _Grid, remaining: int, axis: str) -> list[Atom] | None:
+    if grid.where(axis).get(None, 0) & remaining:
+        return None
+    return [Atom(axis, value) for value in grid.values(axis, remaining)]
+
+
+def _blame_scoped(grid: _Grid, remaining: int, axis: str, cond_axis: str) -> list[Atom] | None:
+    """Per excluded value: everywhere, or only where ``cond_axis`` has a bad cell's value."""
+    if grid.where(axis).get(None, 0) & remaining:
+        return None
+    atoms: list[Atom] = []
+    for value, value_cells in grid.where(axis).items():
+        cells = value_cells & remaining
+        if not cells:
+            continue
+        everywhere = Atom(axis, value)
+        cond_values = [q for q, q_cells in grid.where(cond_axis).items() if q_cells & cells]
+        if None in cond_values:
+            atoms.append(everywhere)
+            continue
+        scoped = [Atom(axis, value, cond_axis, q) for q in cond_values]
+        cheaper = grid.lost_mask(scoped).bit_count() < grid.lost_mask([everywhere]).bit_count()
+        atoms.extend(scoped if cheaper else [everywhere])
+    return atoms
+
+
+# ----------------------------------------------------------------------------- answers
+
+def _reason(package: str, version: Value, cells: Sequence[Observation]) -> Exclusion:
+    # The probes that failed in every one of these cells are the reason; others failed for
+    # another pin's reason (torch 1.12.0 + numpy 2 also fails numpy_interop).
+    common = set.intersection(*(set(o.failing) for o in cells)) if cells else set()
+    probes = sorted(common or {name for o in cells for name in o.failing})
+    summaries = Counter(o.summaries[name] for o in cells for name in o.failing
+                        if name in o.summaries and name in probes)
+    summary = min(summaries.items(), key=lambda item: (-item[1], item[0]))[0] if summaries else ""
+    return Exclusion(package, str(version), tuple(probes), summary,
+                     tuple(sorted(o.cell_id for o in cells)))
+
+
+def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[Version]]) -> list[Pin]:
+    pins: list[Pin] = []
+    packages = sorted({atom.axis for atom in atoms} | ({"torchvision"} if pairs else set()),
+                      key=_axis_rank)
+    for package in packages:
+        mine = [a for a in atoms if a.axis == package]
+        base_values = {a.value for a in mine if not a.cond_axis}
+        paired: dict[Value, str] = {}
+        if package == "torchvision" and pairs:
+            excluded_torch = {a.value for a in atoms if a.axis == "torch" and not a.cond_axis}
+            for tv, torches in pairs.items():
+                if tv not in base_values and torches and torches <= excluded_torch:
+                    paired[tv] = "torch " + ", ".join(str(t) for t in sorted(torches))
+        if not mine and not paired:
+            continue
+        excluded = base_values | set(paired)
+        where = grid.where(package)
+        # Admit every tested value not excluded here, even one whose cells another pin excludes:
+        # a bound must not exclude a tested version without a reason of its own.
+        goods = grid.values(package)
+        exclusions = [_reason(package, v, grid.cells(grid.bad_mask & where.get(v, 0)))
+                      for v in sorted(base_values)]
+        exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
+        if excluded:
+            specs = build_specifiers(goods - excluded, excluded, python=package == PYTHON)
+            pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key))))
+        scoped = [a for a in mine if a.cond_axis]
+        for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
+            per_cond: dict[Value, frozenset] = {}
+            for atom in scoped:
+                if atom.cond_axis == cond_axis:
+                    per_cond[atom.cond_value] = per_cond.get(atom.cond_value, frozenset()) | {atom.value}
+            groups: dict[frozenset, list[Value]] = {}
+            for cond_value, values in per_cond.items():
+                groups.setdefault(values - excluded, []).append(cond_value)
+            for values, cond_values in sorted(groups.items(), key=lambda g: sorted(map(_value_key, g[1]))):
+                if not values:
+                    continue
+                condition = Condition(cond_axis, tuple(sorted(cond_values, key=_value_key)),
+                                      grid.tested(cond_axis))
+                inside = 0
+                for cond_value in condition.values:
+                    inside |= grid.where(cond_axis).get(cond_value, 0)
+                goods_inside = grid.values(package, inside) - excluded - values
+                specs = build_specifiers(goods_inside, values, python=package == PYTHON)
+                reasons = tuple(_reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)))
+                                for v in sorted(values))
+                pins.append(Pin(package, specs, condition, reasons))
+    return pins
+
+
+def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping) -> tuple[Answer, int]:
+    """The answer built from ``atoms``, and the mask of the cells it admits."""
+    pins = tuple(_build_pins(grid, atoms, pairs))
+    draft = Answer(label, pins, (), len(grid.good))
+    admitted = grid.admitted(draft)
+    lost = tuple(sorted(o.cell_id for o in grid.cells(grid.good_mask & ~admitted)))
+    return Answer(label, pins, lost, len(grid.good)), admitted
+
+
+def _rank_key(answer: Answer) -> tuple:
+    scoped = sum(1 for pin in answer.pins if pin.condition is not None)
+    first = min((_axis_rank(pin.package) for pin in answer.pins), default=(0, ""))
+    return (len(answer.lost), not answer.expressible, scoped, len(answer.pins), first, answer.label)
+
+
+def find_answers(observations: Sequence[Observation], packages: Sequence[str],
+                 pairs: Mapping[Version, set[Version]] | None = None) -> list[Answer]:
+    """Ranked answers (best first) that each exclude every bad cell."""
+    pinnable = [p for p in packages] + [PYTHON]
+    conditions = pinnable + [VARIANT]
+    grid = _Grid(observations, pinnable, conditions)
+    pairs = pairs or {}
+    if grid.bad and not grid.good:  # nothing works: exclude what failed, blame the first package
+        for axis in pinnable:
+            atoms = _blame_one(grid, grid.bad_mask, axis)
+            if atoms is not None:
+                return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs)[0]]
+    pure = _pure_failures(grid)
+    remaining = grid.bad_mask
+    for atom in pure:
+        remaining &= ~grid.mask(atom)
+    if not remaining:
+        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs)[0]]
+    candidates: list[tuple[str, list[Atom] | None]] = []
+    for axis in pinnable:
+        candidates.append((f"blame {axis} alone", _blame_one(grid, remaining, axis)))
+        for cond_axis in conditions:
+            if cond_axis != axis and axis != PYTHON:  # python-by-X is X-by-python, which has markers
+                candidates.append((f"{axis} scoped by {cond_axis}",
+                                   _blame_scoped(grid, remaining, axis, cond_axis)))
+    lost_by_pure = grid.lost_mask(pure)
+    expressible = [a for a in grid.atoms_of_cells(remaining, [PYTHON])
+                   if not (a.axis == PYTHON and a.cond_axis)]
+    candidates.append(("fewest good cells lost (PEP 508)",
+                       _greedy(grid, remaining, expressible, lost_by_pure)))
+    everything = grid.atoms_of_cells(remaining, conditions)
+    candidates.append(("fewest good cells lost", _greedy(grid, remaining, everything, lost_by_pure)))
+    # Candidates with the same atoms give the same pins: build each once, under its best label.
+    distinct: dict[tuple[Atom, ...], str] = {}
+    for label, atoms in candidates:
+        if atoms is not None:
+            chosen = tuple(pure + sorted(set(atoms), key=Atom.sort_key))
+            distinct[chosen] = min(label, distinct.get(chosen, label))
+    answers: dict[tuple, Answer] = {}
+    for chosen, label in distinct.items():
+        answer, admitted = _answer(grid, label, list(chosen), pairs)
+        if admitted & grid.bad_mask:
+            continue  # a rounding or grouping admitted a bad cell: never offer it
+        key = (answer.lost, answer.expressible)
+        if key not in answers or _rank_key(answer) < _rank_key(answers[key]):
+            answers[key] = answer
+    ranked = sorted(answers.values(), key=_rank_key)
+    useful = [a for a in ranked if a.kept > 0 or not grid.good]
+    return useful if any(a.expressible for a in useful) else ranked
+
+

@@ -1,0 +1,60 @@
+"""The suggestion: evidence, ranked answers, coverage, from cell results."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+from ..records import CellResult
+from ..verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
+from .coverage import Coverage, coverage
+from .evidence import PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
+from .model import Answer
+from .search import find_answers
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Everything ``torch-matrix pins`` prints and writes."""
+
+    counts: Mapping[str, int]
+    evidence: Mapping[str, VersionEvidence]
+    answers: tuple[Answer, ...]  # ranked, best first
+    unsatisfiable: tuple[CellNote, ...] = ()
+    no_evidence: tuple[CellNote, ...] = ()
+    coverage: Mapping[str, Coverage] = field(default_factory=dict)
+    python_axis: bool = True
+
+    @property
+    def recommended(self) -> Answer:
+        """The best answer that PEP 508 can write (there always is one: blame torch alone)."""
+        return next(answer for answer in self.answers if answer.expressible)
+
+    @property
+    def diagnosis(self) -> Answer | None:
+        """The best answer overall when it needs a condition no marker can express."""
+        best = self.answers[0]
+        return None if best.expressible else best
+
+
+def suggest_pins(results: Sequence[CellResult],
+                 released: Mapping[str, Sequence[str]] | None = None) -> Suggestion:
+    """Derive the suggestion from cell results; ``released`` maps package -> released versions."""
+    packages = package_axes(results)
+    values_of = _CellValues(packages)
+    observations, unsatisfiable, no_evidence = _observe(results, values_of)
+    counts = Counter({COMPATIBLE: 0, INCOMPATIBLE: 0, NOT_INSTALLABLE: len(unsatisfiable),
+                      NO_EVIDENCE: len(no_evidence)})
+    counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
+    answers = find_answers(observations, packages, _pairs(results, values_of))
+    return Suggestion(
+        counts=dict(counts),
+        evidence=version_evidence(observations, list(packages) + [PYTHON]),
+        answers=tuple(answers),
+        unsatisfiable=tuple(unsatisfiable),
+        no_evidence=tuple(no_evidence),
+        coverage=coverage(next(a for a in answers if a.expressible), observations, packages, released),
+    )
+

@@ -76,6 +76,9 @@ def _build_parser() -> argparse.ArgumentParser:
     pins.add_argument("--no-coverage", action="store_true",
                       help="do not ask the index for released versions (coverage unknown)")
     pins.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
+    pins.add_argument("--policy", choices=["admit-untested", "tested-only"], default="admit-untested",
+                      help="admit-untested (default): exclude only tested bad versions (!=X); "
+                           "tested-only: bounds may also exclude untested releases")
     pins.set_defaults(handler=_pins)
 
     from .history_cli import add_parsers as history_parsers  # argparse only: the work is imported lazily

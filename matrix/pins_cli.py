@@ -16,7 +16,7 @@ from pathlib import Path
 from .apply import apply_pins
 from .errors import UserError
 from .fileio import atomic_write, cyclic_gc_paused
-from .pins import PYTHON, package_axes, requirement_lines, suggest_pins
+from .pins import PYTHON, PinPolicy, package_axes, requirement_lines, suggest_pins
 from .pins.render import (
     CONSTRAINTS_NAME,
     JSON_NAME,
@@ -69,7 +69,8 @@ def _pins(args: argparse.Namespace) -> int:
     released = None
     if not getattr(args, "no_coverage", False):
         released = released_versions(package_axes(loaded.results), getattr(args, "spec", None))
-    suggestion = suggest_pins(loaded.results, released)
+    policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.ADMIT_UNTESTED)
+    suggestion = suggest_pins(loaded.results, released, policy)
     sys.stdout.write(render_text(suggestion))
     out_dir = Path(args.out) if args.out else Path(args.results_dir) / "pins"
     if not (args.apply and args.dry_run):

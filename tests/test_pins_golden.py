@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from matrix.pins import requirement_lines, suggest_pins
+from matrix.pins import PinPolicy, requirement_lines, suggest_pins
 from matrix.pins.render import render_constraints, render_json, render_requirements, render_text
 from matrix.results import load_results
 from tests.pins_grids import GRIDS, RELEASED
@@ -86,34 +86,41 @@ def test_bad_release_excludes_its_paired_torchvision_with_a_reason():
 
 def test_range_broken_only_with_numpy2_is_an_interaction_not_a_torch_pin():
     suggestion = _suggest("numpy2_range")
-    assert _constraint_lines(render_constraints(suggestion)) == ["numpy<2"]
+    # numpy<2 would exclude numpy 2 where torch 2.3.1 works with it, torch>=2.3 would exclude
+    # 2.1.2/2.2.2 where they work with numpy 1: no requirement line may say either.
+    assert _constraint_lines(render_constraints(suggestion)) == []
+    assert suggestion.recommended.lost == () and len(suggestion.recommended.unresolved) == 2
     diagnosis = suggestion.diagnosis
-    assert diagnosis is not None and diagnosis.kept == diagnosis.good_total
-    assert diagnosis.describe() == "torch>=2.3 (only where numpy>=2)"
-    described = [answer.describe() for answer in suggestion.answers]
-    assert described.index("numpy<2") < described.index("torch>=2.3")  # ranked by good cells kept
+    assert diagnosis is not None and diagnosis.kept == diagnosis.good_total and diagnosis.unresolved == ()
+    assert diagnosis.describe() == "torch!=2.1.2,!=2.2.2 (only where numpy>=2)"
+    assert all(answer.lost == () for answer in suggestion.answers)
+    assert "Unresolved" in render_text(suggestion)
 
 
 def test_break_on_one_python_becomes_a_marker():
     suggestion = _suggest("one_python")
-    assert _constraint_lines(render_constraints(suggestion)) == ['torch>=2.4; python_version >= "3.12"']
+    assert _constraint_lines(render_constraints(suggestion)) == ['torch!=2.2.2,!=2.3.1; python_version >= "3.12"']
     lines = requirement_lines(suggestion.recommended)
     assert [line.text() for line in lines] == ['torch; python_version < "3.12"',
-                                               'torch>=2.4; python_version >= "3.12"']
+                                               'torch!=2.2.2,!=2.3.1; python_version >= "3.12"']
     assert suggestion.recommended.lost == ()
 
 
-def test_all_bad_after_a_version_is_an_upper_bound():
+def test_all_bad_after_a_version_excludes_each_tested_release_not_the_untested_future():
     suggestion = _suggest("upper_bound")
-    assert _constraint_lines(render_constraints(suggestion)) == ["torch<2.6"]
+    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=2.6.0,!=2.7.0"]
+    tested_only = suggest_pins(GRIDS["upper_bound"](), policy=PinPolicy.TESTED_ONLY)
+    assert _constraint_lines(render_constraints(tested_only)) == ["torch<2.6"]
     assert [e.version for e in suggestion.recommended.pins[0].exclusions] == ["2.6.0", "2.7.0"]
 
 
 def test_break_on_one_variant_is_diagnosed_and_approximated():
     suggestion = _suggest("one_variant")
     assert suggestion.diagnosis.describe() == "torch!=2.6.0 (only where variant cu118)"
-    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=2.6.0"]
-    assert suggestion.recommended.lost == ("t2.6.0-cu126-py3.11",)
+    # torch!=2.6.0 would exclude 2.6.0 where it works (cu126): it is not suggested.
+    assert _constraint_lines(render_constraints(suggestion)) == []
+    assert suggestion.recommended.lost == ()
+    assert suggestion.recommended.unresolved == ("t2.6.0-cu118-py3.11",)
 
 
 def test_install_errors_and_unsatisfiable_cells_make_no_pins():
@@ -126,10 +133,11 @@ def test_install_errors_and_unsatisfiable_cells_make_no_pins():
 
 def test_real_run_gives_what_a_maintainer_writes_by_hand():
     """torch 1.11-1.13.1 (paired torchvision) x numpy <2 / >=2 on Python 3.10, full suite, CPU-only machine:
-    exactly yolov5's hand-written `torch!=1.12.0` / `torchvision!=0.13.0`, plus numpy<2 for 1.x."""
+    exactly yolov5's hand-written `torch!=1.12.0` / `torchvision!=0.13.0`, plus the tested numpy 2
+    release (numpy<2 would also exclude the untested 2.0 and 2.1 releases)."""
     suggestion = _suggest("real_yolo_run")
     assert _constraint_lines(render_constraints(suggestion)) == [
-        "torch!=1.12.0", "torchvision!=0.13.0", "numpy<2"]
+        "torch!=1.12.0", "torchvision!=0.13.0", "numpy!=2.2.6"]
     reasons = {(e.package, e.version): e for pin in suggestion.recommended.pins for e in pin.exclusions}
     assert reasons["torch", "1.12.0"].probes == ("lazy_cuda_init",)
     assert reasons["torchvision", "0.13.0"].paired_with == "torch 1.12.0"

@@ -45,14 +45,14 @@ from .evidence import (PREFERRED_ORDER, PYTHON, VARIANT, CellNote, Observation, 
                        cell_values, effective_variant, observe, package_axes, package_pins,
                        pairs_from, probe_summary, version_evidence)
 from .model import Answer, Exclusion, Pin, RequirementLine, requirement_lines
-from .search import Atom, _greedy, _Grid, find_answers
-from .specifiers import build_specifiers, merge_specifiers, specifier_set
+from .search import Atom, _greedy, _Grid, find_answers, varied_axes
+from .specifiers import PinPolicy, build_specifiers, merge_specifiers, specifier_set
 from .suggest import Suggestion, suggest_pins
 
 __all__ = [
-    "PREFERRED_ORDER", "PYTHON", "VARIANT", "Answer", "Atom", "CellNote", "Condition", "Coverage",
+    "PREFERRED_ORDER", "PYTHON", "PinPolicy", "VARIANT", "Answer", "Atom", "CellNote", "Condition", "Coverage",
     "Exclusion", "Observation", "Pin", "RequirementLine", "Suggestion", "VersionEvidence",
     "_Grid", "_greedy", "build_specifiers", "cell_values", "coverage", "effective_variant",
     "find_answers", "merge_specifiers", "observe", "package_axes", "package_pins", "pairs_from",
-    "probe_summary", "requirement_lines", "specifier_set", "suggest_pins", "version_evidence",
+    "probe_summary", "requirement_lines", "specifier_set", "suggest_pins", "varied_axes", "version_evidence",
 ]

@@ -11,7 +11,7 @@ from packaging.markers import Marker
 from packaging.version import Version
 
 from .evidence import PYTHON, VARIANT, Observation, Value
-from .specifiers import build_specifiers
+from .specifiers import PinPolicy, build_specifiers
 
 
 # ----------------------------------------------------------------------------- conditions
@@ -92,7 +92,7 @@ class Condition:
         if self.axis == VARIANT:
             return "variant " + ", ".join(sorted(map(str, self.values)))
         others = [v for v in self.tested if v not in self.values]
-        specs = build_specifiers(self.values, others)
+        specs = build_specifiers(self.values, others, policy=PinPolicy.TESTED_ONLY)
         if specs:
             return f"{self.axis}{','.join(specs)}"
         return f"{self.axis} in " + ", ".join(map(str, sorted(self.values)))

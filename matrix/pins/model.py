@@ -109,12 +109,17 @@ class RequirementLine:
 
 @dataclass(frozen=True)
 class Answer:
-    """A pin set that excludes every bad cell, with what it costs in good cells."""
+    """A pin set: the bad cells it excludes, and what it costs in good cells.
+
+    A suggested answer never loses a good cell (``lost`` is empty); the bad cells it cannot
+    exclude without losing one stay admitted and are listed in ``unresolved``.
+    """
 
     label: str
     pins: tuple[Pin, ...]
     lost: tuple[str, ...]  # good cells it excludes
     good_total: int
+    unresolved: tuple[str, ...] = ()  # bad cells it admits (no safe pin excludes them)
 
     @property
     def kept(self) -> int:
@@ -140,6 +145,7 @@ class Answer:
     def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "expressible": self.expressible, "kept_good": self.kept,
                 "good_total": self.good_total, "lost_good": list(self.lost),
+                "unresolved": list(self.unresolved),
                 "pins": [pin.to_json() for pin in self.pins],
                 "requirements": [line.text() for line in requirement_lines(self)]
                 if self.expressible else []}

@@ -51,6 +51,8 @@ def _keeps(answer: Answer) -> str:
     text = f"keeps {answer.kept}/{answer.good_total} compatible cells"
     if answer.lost:
         text += "; loses " + _listing(answer.lost, 4)
+    if answer.unresolved:
+        text += f"; leaves {len(answer.unresolved)} incompatible cell{'s' if len(answer.unresolved) != 1 else ''} open"
     return text
 
 
@@ -96,7 +98,8 @@ def render_text(suggestion: Suggestion) -> str:
         out.append("WARNING: no compatible cell at all: these pins only exclude what failed; "
                    "nothing tested is known to work.")
     if not lines and not advice:
-        out.append("Suggested pins: none (no tested version needs excluding).")
+        out.append("Suggested pins: none (no tested version needs excluding)." if not recommended.unresolved
+                   else "Suggested pins: none (every exclusion would exclude a version seen working).")
     else:
         out.append(f"Suggested pins ({_keeps(recommended)}):")
         for line in lines:
@@ -106,9 +109,14 @@ def render_text(suggestion: Suggestion) -> str:
             out.append(f"  Requires-Python advice: {advice}")
             for pin in recommended.pins_for(PYTHON):
                 out.extend(_comment_lines(pin.exclusions, "      # "))
+    if recommended.unresolved:
+        out += ["", "Unresolved (incompatible cells no pin excludes without excluding a version "
+                "seen working; see the interaction):",
+                "  " + _listing(recommended.unresolved)]
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
-        out += ["", "Interaction (no requirement can say this; the pins above approximate it):",
+        out += ["", "Interaction (no requirement can say this; the pins above never exclude a "
+                "working version, so they leave it open):",
                 f"  {diagnosis.describe()}  ({_keeps(diagnosis)})"]
         for pin in diagnosis.pins:
             if pin.condition is not None:
@@ -177,6 +185,9 @@ def render_requirements(suggestion: Suggestion) -> str:
         if line.specifiers:
             out.extend(_comment_lines(line.exclusions))
             out.append(line.text())
+    if recommended.unresolved:
+        out.append("# Unresolved (no pin excludes them without excluding a working version): "
+                   + _listing(recommended.unresolved))
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
         out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
@@ -194,6 +205,8 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         "evidence": {axis: ev.to_json() for axis, ev in suggestion.evidence.items()},
         "recommended": recommended.to_json(),
         "requires_python": _python_advice(recommended),
+        "policy": str(suggestion.policy),
+        "unresolved": list(recommended.unresolved),
         "constraints": [line.text() for line in requirement_lines(recommended) if line.specifiers],
         "diagnosis": suggestion.diagnosis.to_json() if suggestion.diagnosis else None,
         "alternatives": [answer.to_json() for answer in suggestion.answers],

@@ -11,7 +11,7 @@ from packaging.version import Version
 from .conditions import Condition
 from .evidence import PYTHON, VARIANT, Observation, Value, _axis_rank
 from .model import Answer, Exclusion, Pin, RequirementLine, _exclusion_key
-from .specifiers import _contains, _value_key, build_specifiers
+from .specifiers import PinPolicy, _contains, _value_key, build_specifiers
 from .conditions import _marker_applies
 
 
@@ -261,7 +261,8 @@ def _reason(package: str, version: Value, cells: Sequence[Observation]) -> Exclu
                      tuple(sorted(o.cell_id for o in cells)))
 
 
-def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[Version]]) -> list[Pin]:
+def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[Version]],
+                policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> list[Pin]:
     pins: list[Pin] = []
     packages = sorted({atom.axis for atom in atoms} | ({"torchvision"} if pairs else set()),
                       key=_axis_rank)
@@ -285,7 +286,7 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
                       for v in sorted(base_values)]
         exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
         if excluded:
-            specs = build_specifiers(goods - excluded, excluded, python=package == PYTHON)
+            specs = build_specifiers(goods - excluded, excluded, python=package == PYTHON, policy=policy)
             pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key))))
         scoped = [a for a in mine if a.cond_axis]
         for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
@@ -305,46 +306,83 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
                 for cond_value in condition.values:
                     inside |= grid.where(cond_axis).get(cond_value, 0)
                 goods_inside = grid.values(package, inside) - excluded - values
-                specs = build_specifiers(goods_inside, values, python=package == PYTHON)
+                specs = build_specifiers(goods_inside, values, python=package == PYTHON, policy=policy)
                 reasons = tuple(_reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)))
                                 for v in sorted(values))
                 pins.append(Pin(package, specs, condition, reasons))
     return pins
 
 
-def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping) -> tuple[Answer, int]:
+def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping,
+            policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> tuple[Answer, int]:
     """The answer built from ``atoms``, and the mask of the cells it admits."""
-    pins = tuple(_build_pins(grid, atoms, pairs))
+    pins = tuple(_build_pins(grid, atoms, pairs, policy))
     draft = Answer(label, pins, (), len(grid.good))
     admitted = grid.admitted(draft)
     lost = tuple(sorted(o.cell_id for o in grid.cells(grid.good_mask & ~admitted)))
-    return Answer(label, pins, lost, len(grid.good)), admitted
+    unresolved = tuple(sorted(o.cell_id for o in grid.cells(grid.bad_mask & admitted)))
+    return Answer(label, pins, lost, len(grid.good), unresolved), admitted
 
 
 def _rank_key(answer: Answer) -> tuple:
     scoped = sum(1 for pin in answer.pins if pin.condition is not None)
     first = min((_axis_rank(pin.package) for pin in answer.pins), default=(0, ""))
-    return (len(answer.lost), not answer.expressible, scoped, len(answer.pins), first, answer.label)
+    return (len(answer.lost), len(answer.unresolved), not answer.expressible, scoped,
+            len(answer.pins), first, answer.label)
+
+
+def _free_cover(grid: _Grid, uncovered: int, candidates: Iterable[Atom]) -> list[Atom]:
+    """Atoms that exclude no good cell, chosen greedily to exclude as many bad cells as they can.
+
+    The cover may be partial: a bad cell whose every exclusion would also exclude a good cell
+    stays admitted (an unresolved interaction), since no pin may exclude a working version.
+    """
+    pool = sorted((a for a in set(candidates) if not grid.mask(a) & grid.good_mask
+                   and grid.mask(a) & uncovered), key=Atom.sort_key)
+    chosen: list[Atom] = []
+    while uncovered:
+        best = min(pool, default=None,
+                   key=lambda a: (-(grid.mask(a) & uncovered).bit_count(), bool(a.cond_axis), a.sort_key()))
+        if best is None or not grid.mask(best) & uncovered:
+            break
+        chosen.append(best)
+        uncovered &= ~grid.mask(best)
+    return chosen
+
+
+def varied_axes(observations: Sequence[Observation], axes: Sequence[str]) -> list[str]:
+    """The axes with at least two tested values: only they can take the blame for a failure
+    (blaming an axis that never varied, ``setuptools!=84.2.1``, explains nothing)."""
+    varied = []
+    for axis in axes:
+        values = {o.value(axis) for o in observations} - {None}
+        if len(values) > 1:
+            varied.append(axis)
+    return varied
 
 
 def find_answers(observations: Sequence[Observation], packages: Sequence[str],
-                 pairs: Mapping[Version, set[Version]] | None = None) -> list[Answer]:
-    """Ranked answers (best first) that each exclude every bad cell."""
-    pinnable = [p for p in packages] + [PYTHON]
-    conditions = pinnable + [VARIANT]
+                 pairs: Mapping[Version, set[Version]] | None = None,
+                 policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> list[Answer]:
+    """Ranked answers (best first). None excludes a good cell: a bad cell that cannot be
+    excluded without one stays admitted and is listed in the answer's ``unresolved``."""
+    every = [*packages, PYTHON]
+    pinnable = varied_axes(observations, every) or every
+    conditions = varied_axes(observations, every + [VARIANT])
     grid = _Grid(observations, pinnable, conditions)
     pairs = pairs or {}
     if grid.bad and not grid.good:  # nothing works: exclude what failed, blame the first package
         for axis in pinnable:
             atoms = _blame_one(grid, grid.bad_mask, axis)
             if atoms is not None:
-                return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs)[0]]
+                return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs,
+                                policy)[0]]
     pure = _pure_failures(grid)
     remaining = grid.bad_mask
     for atom in pure:
         remaining &= ~grid.mask(atom)
     if not remaining:
-        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs)[0]]
+        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs, policy)[0]]
     candidates: list[tuple[str, list[Atom] | None]] = []
     for axis in pinnable:
         candidates.append((f"blame {axis} alone", _blame_one(grid, remaining, axis)))
@@ -353,12 +391,15 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
                 candidates.append((f"{axis} scoped by {cond_axis}",
                                    _blame_scoped(grid, remaining, axis, cond_axis)))
     lost_by_pure = grid.lost_mask(pure)
-    expressible = [a for a in grid.atoms_of_cells(remaining, [PYTHON])
+    python_conditions = [PYTHON] if PYTHON in conditions else []
+    expressible = [a for a in grid.atoms_of_cells(remaining, python_conditions)
                    if not (a.axis == PYTHON and a.cond_axis)]
     candidates.append(("fewest good cells lost (PEP 508)",
                        _greedy(grid, remaining, expressible, lost_by_pure)))
     everything = grid.atoms_of_cells(remaining, conditions)
     candidates.append(("fewest good cells lost", _greedy(grid, remaining, everything, lost_by_pure)))
+    candidates.append(("exclude only what no working cell needs (PEP 508)",
+                       _free_cover(grid, remaining, expressible)))
     # Candidates with the same atoms give the same pins: build each once, under its best label.
     distinct: dict[tuple[Atom, ...], str] = {}
     for label, atoms in candidates:
@@ -367,14 +408,14 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
             distinct[chosen] = min(label, distinct.get(chosen, label))
     answers: dict[tuple, Answer] = {}
     for chosen, label in distinct.items():
-        answer, admitted = _answer(grid, label, list(chosen), pairs)
-        if admitted & grid.bad_mask:
+        answer, admitted = _answer(grid, label, list(chosen), pairs, policy)
+        if answer.lost:
+            continue  # it would exclude a version seen working there: never offer it
+        if admitted & grid.bad_mask and not label.startswith("exclude only"):
             continue  # a rounding or grouping admitted a bad cell: never offer it
-        key = (answer.lost, answer.expressible)
+        key = (answer.unresolved, answer.expressible)
         if key not in answers or _rank_key(answer) < _rank_key(answers[key]):
             answers[key] = answer
-    ranked = sorted(answers.values(), key=_rank_key)
-    useful = [a for a in ranked if a.kept > 0 or not grid.good]
-    return useful if any(a.expressible for a in useful) else ranked
-
-
+    if not any(a.expressible for a in answers.values()):  # always one: the pure failures alone
+        answers[((), True)] = _answer(grid, "exclude failing versions", pure, pairs, policy)[0]
+    return sorted(answers.values(), key=_rank_key)

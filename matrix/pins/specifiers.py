@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
+from enum import StrEnum
 from typing import Any
 
 from packaging.specifiers import Specifier, SpecifierSet
@@ -48,20 +49,40 @@ def _text(version: Version, python: bool) -> str:
     return ".".join(str(part) for part in release) if Version(".".join(map(str, release))) == version else text
 
 
+class PinPolicy(StrEnum):
+    """How far an exclusion may reach beyond the versions that were tested.
+
+    ``admit-untested`` (the default): only tested bad versions are excluded (``!=X``); a
+    release nobody tested stays admitted and is listed as untested. ``tested-only``: bounds
+    may also exclude untested releases beyond a tested bad one (``>=1.12.1``, ``<2``,
+    ``!=1.12.*``), for a maintainer who admits nothing the matrix has not vouched for.
+    """
+
+    ADMIT_UNTESTED = "admit-untested"
+    TESTED_ONLY = "tested-only"
+
+
 def build_specifiers(good: Iterable[Version], bad: Iterable[Version], *,
-                     python: bool = False) -> tuple[str, ...]:
+                     python: bool = False,
+                     policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> tuple[str, ...]:
     """Readable specifiers that admit every ``good`` version and exclude every ``bad`` one.
 
-    Bad versions below every good one become a lower bound, above every good one an upper
-    bound (rounded to the shortest prefix, ``<2`` rather than ``<2.0.2``); the rest are
-    ``!=X`` (``!=X.Y.*`` when every tested version of a series is bad). Python versions
-    (``3.12``) are excluded as series, as Requires-Python needs.
+    By default (``PinPolicy.ADMIT_UNTESTED``) every bad version is excluded on its own
+    (``!=X``; Python versions ``3.12`` as a series, ``!=3.12.*``, as Requires-Python needs),
+    so no bound covers a release that was not tested. With ``PinPolicy.TESTED_ONLY`` bad
+    versions below every good one become a lower bound, above every good one an upper
+    bound (rounded to the shortest prefix, ``<2`` rather than ``<2.0.2``), the rest
+    ``!=X`` (``!=X.Y.*`` when every tested version of a series is bad).
     """
     good_set = set(good)
     goods = sorted(good_set)
     bads = sorted(set(bad) - good_set)
     if not bads:
         return ()
+    if policy != PinPolicy.TESTED_ONLY:
+        if python:
+            return tuple(f"!={v}.*" if len(v.release) == 2 else f"!={v}" for v in bads)
+        return tuple(f"!={v}" for v in bads)
     lower: list[str] = []
     upper: list[str] = []
     middle = bads

@@ -13,6 +13,7 @@ from .coverage import Coverage, coverage
 from .evidence import PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
 from .model import Answer
 from .search import find_answers
+from .specifiers import PinPolicy
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Suggestion:
     no_evidence: tuple[CellNote, ...] = ()
     coverage: Mapping[str, Coverage] = field(default_factory=dict)
     python_axis: bool = True
+    policy: PinPolicy = PinPolicy.ADMIT_UNTESTED
 
     @property
     def recommended(self) -> Answer:
@@ -40,15 +42,18 @@ class Suggestion:
 
 
 def suggest_pins(results: Sequence[CellResult],
-                 released: Mapping[str, Sequence[str]] | None = None) -> Suggestion:
-    """Derive the suggestion from cell results; ``released`` maps package -> released versions."""
+                 released: Mapping[str, Sequence[str]] | None = None,
+                 policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> Suggestion:
+    """Derive the suggestion from cell results; ``released`` maps package -> released versions.
+
+    ``policy`` says whether bounds may reach untested releases (``PinPolicy``)."""
     packages = package_axes(results)
     values_of = _CellValues(packages)
     observations, unsatisfiable, no_evidence = _observe(results, values_of)
     counts = Counter({COMPATIBLE: 0, INCOMPATIBLE: 0, NOT_INSTALLABLE: len(unsatisfiable),
                       NO_EVIDENCE: len(no_evidence)})
     counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
-    answers = find_answers(observations, packages, _pairs(results, values_of))
+    answers = find_answers(observations, packages, _pairs(results, values_of), policy)
     return Suggestion(
         counts=dict(counts),
         evidence=version_evidence(observations, list(packages) + [PYTHON]),
@@ -56,5 +61,6 @@ def suggest_pins(results: Sequence[CellResult],
         unsatisfiable=tuple(unsatisfiable),
         no_evidence=tuple(no_evidence),
         coverage=coverage(next(a for a in answers if a.expressible), observations, packages, released),
+        policy=policy,
     )
 

@@ -6,7 +6,10 @@ on which stored results a rerun may keep. Pure: functions of records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .causes import Attribution, environment_failures
 
 from .records import (
     CRASH,
@@ -35,7 +38,7 @@ class VerdictKind(StrEnum):
     COMPATIBLE = "compatible"
     INCOMPATIBLE = "incompatible"
     NOT_INSTALLABLE = "unsatisfiable"  # no evidence: never an incompatibility finding
-    NO_EVIDENCE = "error"  # install or probe-runner trouble: no evidence either way
+    NO_EVIDENCE = "error"  # install, probe-runner or environment trouble: no evidence either way
 
 
 COMPATIBLE = VerdictKind.COMPATIBLE
@@ -53,6 +56,9 @@ class Verdict:
     failing: tuple[str, ...] = ()  # required probes that made the cell incompatible
     missing: tuple[str, ...] = ()  # required probes with no result at all
     reason: str = ""
+    # Required probes whose failure the environment explains (matrix.causes): never evidence
+    # about the versions; the cell carries their advice instead.
+    environment: Mapping[str, Attribution] = field(default_factory=dict)
 
     @property
     def is_evidence(self) -> bool:
@@ -85,10 +91,17 @@ def verdict_of(result: CellResult) -> Verdict:
     missing = tuple(name for name in required if name not in by_name)
     failing = tuple(name for name in required if name in by_name
                     and probe_counts_as_failure(by_name[name].status, dict(result.cell.policy)))
+    environment = environment_failures(result, failing)
+    failing = tuple(name for name in failing if name not in environment)
     if failing:
         first = by_name[failing[0]]
         return Verdict(INCOMPATIBLE, failing=failing, missing=missing,
-                       reason=f"{first.name}: {first.status}: {first.message}".strip())
+                       reason=f"{first.name}: {first.status}: {first.message}".strip(),
+                       environment=environment)
+    if environment:
+        advice = sorted({a.advice for a in environment.values()})
+        return Verdict(NO_EVIDENCE, missing=missing, environment=environment,
+                       reason="environment, not the versions: " + "; ".join(advice))
     if missing:
         return Verdict(NO_EVIDENCE, missing=missing,
                        reason="no result for required probe(s): " + ", ".join(missing))

@@ -209,3 +209,53 @@ def package_pins(observations: Sequence[Observation], axes: Sequence[str]) -> di
     return pins
 
 
+
+
+@dataclass(frozen=True)
+class EnvironmentAdvice:
+    """Failures the environment explains (``matrix.causes``), grouped by their fix.
+
+    ``requirement`` is a positive requirement line when one fixes it (``setuptools;
+    python_version < "3.12"``: only where the cells missed it); otherwise the advice says what
+    to do (install torch and torchvision from the same index/variant).
+    """
+
+    kind: str
+    advice: str
+    requirement: str
+    probes: tuple[str, ...]
+    cells: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cause": "environment", "kind": self.kind, "advice": self.advice,
+                "requirement": self.requirement, "probes": list(self.probes), "cells": list(self.cells)}
+
+
+def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]:
+    from .conditions import Condition  # conditions imports this module
+
+    groups: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = {}
+    installed_pythons: set = set()
+    for result in results:
+        if result.install.status != INSTALLED:
+            continue
+        python = _public(result.cell.axes.get(PYTHON, ""))
+        if python is not None:
+            installed_pythons.add(python)
+        for probe, attribution in verdict_of(result).environment.items():
+            key = (str(attribution.kind), attribution.requirement,
+                   attribution.advice if not attribution.requirement else "")
+            groups.setdefault(key, []).append((result.cell.id, probe, python))
+    advice = []
+    for (kind, requirement, text), seen in sorted(groups.items()):
+        line = requirement
+        if requirement:
+            pythons = tuple(sorted({p for _, _, p in seen if p is not None}))
+            tested = tuple(sorted(installed_pythons))
+            marker = Condition(PYTHON, pythons, tested).marker() if pythons and len(tested) > 1 else ""
+            line = f"{requirement}; {marker}" if marker else requirement
+            text = (f"{', '.join(sorted({p for _, p, _ in seen}))} failed for want of `{requirement}`, "
+                    f"an undeclared runtime dependency: add `{line}`")
+        advice.append(EnvironmentAdvice(kind, text, line, tuple(sorted({p for _, p, _ in seen})),
+                                        tuple(sorted({c for c, _, _ in seen}))))
+    return advice

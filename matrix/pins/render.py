@@ -44,7 +44,7 @@ def _counts_line(suggestion: Suggestion) -> str:
     evidence = c.get(COMPATIBLE, 0) + c.get(INCOMPATIBLE, 0)
     return (f"{evidence} evidence cells ({c.get(COMPATIBLE, 0)} compatible, "
             f"{c.get(INCOMPATIBLE, 0)} incompatible), {c.get(NOT_INSTALLABLE, 0)} unsatisfiable, "
-            f"{c.get(NO_EVIDENCE, 0)} without evidence (install or runner error)")
+            f"{c.get(NO_EVIDENCE, 0)} without evidence (install, runner or environment)")
 
 
 def _keeps(answer: Answer) -> str:
@@ -126,6 +126,14 @@ def render_text(suggestion: Suggestion) -> str:
         for rank, answer in enumerate(suggestion.answers, 1):
             marker = "" if answer.expressible else " [not expressible in PEP 508]"
             out.append(f"  {rank}. {answer.describe()}  ({_keeps(answer)}){marker}")
+    if suggestion.environment:
+        out += ["", "Environment advice (failures the environment explains, not the versions; no pin "
+                "is derived from them):"]
+        for item in suggestion.environment:
+            out.append(f"  [{item.kind}] {item.advice}")
+            if item.requirement:
+                out.append(f"      requirement: {item.requirement}")
+            out.append(f"      seen in: {_listing(item.cells, 4)}")
     if suggestion.unsatisfiable:
         out += ["", "Unsatisfiable cells (nothing to install; not incompatibilities):"]
         out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.unsatisfiable]
@@ -191,6 +199,10 @@ def render_requirements(suggestion: Suggestion) -> str:
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
         out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
+    for item in suggestion.environment:
+        out.append(f"# environment ({item.kind}): {item.advice}")
+        if item.requirement:
+            out.append(item.requirement)
     for cov in coverage_lines(suggestion):
         out.append("# coverage: " + cov)
     return "\n".join(out) + "\n"
@@ -212,6 +224,7 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         "alternatives": [answer.to_json() for answer in suggestion.answers],
         "unsatisfiable": [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.unsatisfiable],
         "no_evidence": [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.no_evidence],
+        "environment": [item.to_json() for item in suggestion.environment],
         "coverage": {package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())},
     }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
-from enum import StrEnum
+from ..records import StrEnum
 from typing import Any
 
 from packaging.specifiers import Specifier, SpecifierSet

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..records import CellResult
 from ..verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
 from .coverage import Coverage, coverage
-from .evidence import PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
+from .evidence import EnvironmentAdvice, environment_advice, PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
 from .model import Answer
 from .search import find_answers
 from .specifiers import PinPolicy
@@ -28,6 +28,7 @@ class Suggestion:
     coverage: Mapping[str, Coverage] = field(default_factory=dict)
     python_axis: bool = True
     policy: PinPolicy = PinPolicy.ADMIT_UNTESTED
+    environment: tuple[EnvironmentAdvice, ...] = ()  # failures the environment explains
 
     @property
     def recommended(self) -> Answer:
@@ -62,5 +63,6 @@ def suggest_pins(results: Sequence[CellResult],
         no_evidence=tuple(no_evidence),
         coverage=coverage(next(a for a in answers if a.expressible), observations, packages, released),
         policy=policy,
+        environment=tuple(environment_advice(results)),
     )
 

@@ -1,0 +1,77 @@
+"""Cause attribution (matrix.causes): environment failures give advice, never exclusions."""
+
+from __future__ import annotations
+
+from matrix.causes import Cause, EnvironmentKind, attribute
+from matrix.pins import requirement_lines, suggest_pins
+from matrix.pins.render import render_json, render_requirements, render_text
+from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from tests.factories import make_cell, make_probe, make_result
+
+SETUPTOOLS = "torch.compile failed: backend='inductor' raised: ModuleNotFoundError: No module named 'setuptools'"
+NMS = "import torchvision failed: RuntimeError: operator torchvision::nms does not exist"
+
+
+def _compile_cell(torch, python, status="pass", message=""):
+    cell = make_cell(torch=torch, python=python, torchvision="", probes=("install_sanity", "torch_compile"),
+                     required_probes=("install_sanity", "torch_compile"))
+    return make_result(cell, probes=[make_probe("install_sanity"), make_probe("torch_compile", status, message)],
+                       resolved={"torch": torch, "numpy": "2.2.6"})
+
+
+def test_an_undeclared_missing_module_is_an_environment_cause_with_a_requirement():
+    result = _compile_cell("2.3.1", "3.10", "fail", SETUPTOOLS)
+    attribution = attribute(result, result.probe("torch_compile"))
+    assert attribution.cause == Cause.ENVIRONMENT
+    assert attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement == "setuptools"
+    verdict = verdict_of(result)
+    assert verdict.kind == NO_EVIDENCE and "setuptools" in verdict.reason
+
+
+def test_a_missing_module_that_the_cell_tests_or_installed_is_a_version_cause():
+    result = _compile_cell("2.3.1", "3.10", "fail", "No module named 'numpy'")
+    assert attribute(result, result.probe("torch_compile")).cause == Cause.VERSION
+    result = _compile_cell("2.3.1", "3.10", "fail", "No module named 'torch._dynamo'")
+    assert attribute(result, result.probe("torch_compile")).cause == Cause.VERSION
+    assert verdict_of(result).kind == INCOMPATIBLE
+
+
+def test_torch_and_torchvision_from_different_builds_is_an_environment_cause():
+    mixed = make_result(torch="2.13.0", torchvision="0.28.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
+                        probes=[make_probe("install_sanity", "fail", NMS)])
+    attribution = attribute(mixed, mixed.probe("install_sanity"))
+    assert (attribution.cause, attribution.kind) == (Cause.ENVIRONMENT, EnvironmentKind.MISMATCHED_BUILD)
+    assert "same index/variant" in attribution.advice
+    # The same failure with matching builds is the versions' own.
+    matched = make_result(torch="2.13.0", torchvision="0.28.0", probes=[make_probe("install_sanity", "fail", NMS)])
+    assert attribute(matched, matched.probe("install_sanity")).cause == Cause.VERSION
+
+
+def test_setuptools_case_gives_advice_scoped_to_the_pythons_that_missed_it_and_no_version_pin():
+    """Python 3.10/3.12 x torch 2.3.1/2.4.1: 3.10 misses setuptools (environment), 2.3.1 on 3.12
+    is refused by dynamo (the version), 2.4.1 on 3.12 declares setuptools and works."""
+    results = [_compile_cell("2.3.1", "3.10", "fail", SETUPTOOLS), _compile_cell("2.4.1", "3.10", "fail", SETUPTOOLS),
+               _compile_cell("2.3.1", "3.12", "unsupported", "torch.compile does not support Python 3.12"),
+               _compile_cell("2.4.1", "3.12")]
+    assert [verdict_of(r).kind for r in results] == [NO_EVIDENCE, NO_EVIDENCE, INCOMPATIBLE, COMPATIBLE]
+    suggestion = suggest_pins(results)
+    lines = [line.text() for line in requirement_lines(suggestion.recommended)]
+    assert not any("python" == pin.package for pin in suggestion.recommended.pins)  # no Requires-Python blame
+    assert lines == ["torch!=2.3.1"]  # only Python 3.12 has evidence: the marker would say nothing
+    (advice,) = suggestion.environment
+    assert advice.requirement == 'setuptools; python_version < "3.12"'
+    assert advice.cells == ("t2.3.1-py3.10", "t2.4.1-py3.10")
+    assert 'setuptools; python_version < "3.12"' in render_text(suggestion)
+    assert 'setuptools; python_version < "3.12"' in render_requirements(suggestion)
+    assert '"kind": "missing-dependency"' in render_json(suggestion)
+
+
+def test_a_mismatched_build_makes_no_pin_and_gives_pairing_advice():
+    mixed = make_result(torch="2.13.0", torchvision="0.28.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
+                        probes=[make_probe("install_sanity", "fail", NMS)])
+    good = make_result(torch="2.14.1", torchvision="0.29.2")
+    suggestion = suggest_pins([mixed, good])
+    assert [line.text() for line in requirement_lines(suggestion.recommended)] == []
+    (advice,) = suggestion.environment
+    assert advice.kind == EnvironmentKind.MISMATCHED_BUILD and advice.requirement == ""
+    assert "torch 2.13.0+cpu and torchvision 0.28.0" in advice.advice

@@ -1,4 +1,4 @@
-"""The ``torch-matrix`` command line: plan, report, pins, import, history, diff.
+"""The ``torch-matrix`` command line: plan, report, pins, import, history, diff, bisect.
 
 Each subcommand lives in the module that owns its job (imported only when chosen);
 this file only parses arguments and turns ``UserError`` into its error and hint lines
@@ -84,6 +84,10 @@ def _build_parser() -> argparse.ArgumentParser:
     from .history_cli import add_parsers as history_parsers  # argparse only: the work is imported lazily
 
     history_parsers(sub)
+
+    from .bisect_cli import add_parser as bisect_parser
+
+    bisect_parser(sub)
     return parser
 
 

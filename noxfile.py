@@ -37,10 +37,10 @@ def matrix(session: nox.Session, cell: str) -> None:
 
 @nox.session(python=False, allow_parallel=False)
 def report(session: nox.Session) -> None:
-    """Merge the run's cell results: table, summary.md, results.json, report.html."""
+    """Merge the run's cell results: table, summary.md, results.json, report.html, pins/."""
     run_dir = nox_support.run_dir_for_session()
     session.run(sys.executable, "-m", "matrix.cli", "report", str(run_dir),
-                "--html", str(run_dir / layout.HTML_NAME), *session.posargs, external=True)
+                "--html", str(run_dir / layout.HTML_NAME), "--pins", *session.posargs, external=True)
 
 
 @nox.session(python=False, allow_parallel=False)

@@ -32,6 +32,12 @@ def _pins(args: argparse.Namespace) -> int:
     return pins_cli.main(args)
 
 
+def _repro(args: argparse.Namespace) -> int:
+    from . import repro_cli
+
+    return repro_cli.main(args)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="torch-matrix", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -66,6 +72,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="with --html: highlight cells that are new or changed verdict since this run "
                              "(a results directory or its results.json)")
     report.add_argument("--junit", metavar="FILE", help="write JUnit XML: one testcase per cell x probe")
+    report.add_argument("--pins", action="store_true",
+                        help="also write the suggested pins into OUT/pins (what `torch-matrix pins` writes), "
+                             "from the same loaded results")
     report.set_defaults(handler=_report)
 
     pins = sub.add_parser("pins", help="derive suggested requirement pins from cell results")
@@ -80,6 +89,16 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="admit-untested (default): exclude only tested bad versions (!=X); "
                            "tested-only: bounds may also exclude untested releases")
     pins.set_defaults(handler=_pins)
+
+    repro = sub.add_parser("repro", help="an issue-ready Markdown bundle for one cell (and probe)")
+    repro.add_argument("cell", help="cell id, e.g. t1.12.0-py3.10-nplt2")
+    repro.add_argument("probe", nargs="?", help="probe name (default: the first failing required probe)")
+    repro.add_argument("--results", default="results", metavar="DIR",
+                       help="results directory or merged results.json (default: results)")
+    repro.add_argument("--spec", help="the spec that planned the run, for the rerun line "
+                       "(default: $TORCH_MATRIX_SPEC)")
+    repro.add_argument("--out", metavar="FILE", help="write the Markdown here instead of stdout")
+    repro.set_defaults(handler=_repro)
 
     from .history_cli import add_parsers as history_parsers  # argparse only: the work is imported lazily
 

@@ -177,8 +177,9 @@ def verdict_text(verdict: Verdict, symbols: Mapping[str, str] = TEXT_SYMBOLS, de
     return text
 
 
-def cell_repro(cell: Cell) -> str:
-    return repro_command(cell.id)
+def cell_repro(cell: Cell, spec: str | None = None) -> str:
+    """The rerun line; with the spec that planned the run (else nox plans another one: "Sessions not found")."""
+    return repro_command(cell.id, spec)
 
 
 def _observed_vs_expected(observed: object, expected: object) -> str:
@@ -236,8 +237,10 @@ def pivot_table(judged: Sequence[Judged], symbols: Mapping[str, str] = TEXT_SYMB
     return headers, rows
 
 
-def detail_rows(judged: Iterable[Judged]) -> list[list[str]]:
-    """Why each cell that did not pass did not pass: failing probes, missing probes, install message."""
+def detail_rows(judged: Iterable[Judged], full_repro: bool = False) -> list[list[str]]:
+    """Why each cell that did not pass did not pass: failing probes, missing probes, install message.
+
+    The repro column is one shortened line, or the probe's whole snippet with ``full_repro``."""
     rows = []
     for item in judged:
         verdict, result, cell = item.verdict, item.result, item.cell
@@ -254,18 +257,19 @@ def detail_rows(judged: Iterable[Judged]) -> list[list[str]]:
                 continue
             status = probe.status if probe.name in required else f"{probe.status} (not required)"
             rows.append([cell.id, probe.name, status, shorten(probe.message, 160),
-                         _observed_vs_expected(probe.observed, probe.expected), shorten(probe.repro, 160)])
+                         _observed_vs_expected(probe.observed, probe.expected),
+                         probe.repro if full_repro else shorten(probe.repro, 160)])
         for name in verdict.missing:
             rows.append([cell.id, name, "missing", "required probe produced no result", "", ""])
     return rows
 
 
-def repro_lines(judged: Iterable[Judged]) -> list[tuple[str, str]]:
+def repro_lines(judged: Iterable[Judged], spec: str | None = None) -> list[tuple[str, str]]:
     """(cell id, shell line) for each cell that did not pass; unsatisfiable cells have nothing to rerun."""
     lines = []
     for item in judged:
         if item.verdict.kind in (INCOMPATIBLE, NO_EVIDENCE):
-            lines.append((item.cell.id, cell_repro(item.cell)))
+            lines.append((item.cell.id, cell_repro(item.cell, spec)))
     return lines
 
 
@@ -309,7 +313,7 @@ def _missing_cells(missing: Iterable[Cell | str]) -> list[Cell]:
 # ------------------------------------------------------------------------------ terminal
 
 # Characters tabulate measures as one column wide, like printable ASCII (our verdict symbols).
-_NARROW_SYMBOLS = frozenset("".join(TEXT_SYMBOLS.values()))
+_NARROW_SYMBOLS = frozenset("".join(TEXT_SYMBOLS.values()) + "…")
 
 
 def _narrow(text: str) -> bool:
@@ -347,7 +351,70 @@ def _simple_table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> s
     return "\n".join([line(headers), line(["-" * width for width in widths]), *(line(cells) for cells in table)])
 
 
-def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: str) -> str:
+def fit_to_width(rows: Sequence[Sequence[object]], headers: Sequence[str], width: int,
+                 keep: Sequence[int] = (0,), drop: Sequence[str] = ()
+                 ) -> tuple[list[str], list[list[str]], bool]:
+    """A table whose simple rendering is at most ``width`` columns wide, and whether anything was left out.
+
+    First the ``drop`` columns go, in order, while the table is too wide (what the cell id already says,
+    or what only the files need); then the widest columns are cut (with "…") to a common cap. The
+    ``keep`` columns (the cell id, to copy) and the headers are never cut. Best effort when even the
+    narrowest form does not fit."""
+    texts = [[" ".join(str(value).split()) for value in row] for row in rows]
+    names = list(headers)
+
+    def natural() -> list[int]:
+        return [max([len(name) + 2] + [len(row[i]) for row in texts]) for i, name in enumerate(names)]
+
+    def room() -> int:
+        return width - 2 * (len(names) - 1)
+
+    changed = False
+    for name in drop:
+        if sum(natural()) <= room():
+            break
+        if name in names and names.index(name) not in keep:
+            position = names.index(name)
+            names.pop(position)
+            texts = [row[:position] + row[position + 1:] for row in texts]
+            changed = True
+    widths = natural()
+    if sum(widths) <= room():
+        return names, texts, changed
+    kept = {i for i, name in enumerate(names) if name in {headers[k] for k in keep}}
+    minimum = [widths[i] if i in kept else min(widths[i], max(len(names[i]) + 2, 10)) for i in range(len(names))]
+
+    def total(cap: int) -> int:
+        return sum(max(minimum[i], min(widths[i], cap)) for i in range(len(names)))
+
+    low, high = 0, max(widths)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if total(middle) <= room():
+            low = middle
+        else:
+            high = middle - 1
+    caps = [max(minimum[i], min(widths[i], low)) for i in range(len(names))]
+    cut = [[text if len(text) <= caps[i] else text[:caps[i] - 1].rstrip() + "…" for i, text in enumerate(row)]
+           for row in texts]
+    return names, cut, True
+
+
+# Columns a narrow terminal drops first: the cell id already names torch / variant / python / extras,
+# and the files keep everything.
+DROP_FIRST = {
+    CELL_HEADERS: ("time", "installed", "torchvision", "extras", "variant", "python", "torch"),
+    DETAIL_HEADERS: ("probe repro", "observed vs expected"),
+    MISSING_HEADERS: ("torchvision", "extras", "variant", "python", "torch"),
+}
+
+
+def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: str,
+           width: int | None = None, cuts: list[bool] | None = None) -> str:
+    if width is not None and tablefmt == "simple" and rows:
+        headers, rows, was_cut = fit_to_width(rows, headers, width, drop=DROP_FIRST.get(tuple(headers), ()))
+        if cuts is not None and was_cut:
+            cuts.append(True)
     fast = _simple_table(rows, headers) if tablefmt == "simple" else None
     if fast is not None:
         return fast
@@ -357,28 +424,35 @@ def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: s
 
 
 def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, grid: bool = False,
-                missing: Sequence[Cell | str] = (), tablefmt: str = "simple") -> str:
-    """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass."""
+                missing: Sequence[Cell | str] = (), tablefmt: str = "simple", width: int | None = None,
+                spec: str | None = None) -> str:
+    """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass.
+
+    ``width``: the terminal's; tables are cut to fit it (the rerun lines never are), with a note
+    that the full text is in the files. ``spec``: the spec the run was planned from, for the rerun lines."""
     judged = judge(results)
+    cuts: list[bool] = []
     parts = [counts_line(judged, missing)]
     if judged or missing:
         if pivot:
             headers, rows = pivot_table(judged, missing=_missing_cells(missing))
-            parts.append(_table(rows, headers, tablefmt))
+            parts.append(_table(rows, headers, tablefmt, width, cuts))
         elif judged:
-            parts.append(_table(cell_rows(judged), CELL_HEADERS, tablefmt))
+            parts.append(_table(cell_rows(judged), CELL_HEADERS, tablefmt, width, cuts))
     details = detail_rows(judged)
     if details:
-        parts.append("Cells that did not pass:\n" + _table(details, DETAIL_HEADERS, tablefmt))
-    repros = repro_lines(judged)
+        parts.append("Cells that did not pass:\n" + _table(details, DETAIL_HEADERS, tablefmt, width, cuts))
+    repros = repro_lines(judged, spec)
     if repros:
         parts.append("Rerun a cell:\n" + "\n".join(f"  {line}" for _, line in repros))
     if missing:
         parts.append(f"Planned but missing ({len(missing)}):\n" + _table(missing_rows(missing), MISSING_HEADERS,
-                                                                       tablefmt))
+                                                                       tablefmt, width, cuts))
     if grid and judged:
         headers, rows = probe_grid(judged)
-        parts.append("Probe status per cell:\n" + _table(rows, headers, tablefmt))
+        parts.append("Probe status per cell:\n" + _table(rows, headers, tablefmt, width, cuts))
+    if cuts:
+        parts.append(f"(narrowed to {width} columns; full text in summary.md, results.json, --html)")
     return "\n\n".join(parts) + "\n"
 
 
@@ -407,12 +481,34 @@ def _md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def _md_details(judged: Sequence[Judged]) -> str:
+INLINE_REPRO_CHARS = 120  # a longer or multi-line snippet goes below the table, whole
+
+
+def _fence(text: str, language: str = "") -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}{language}\n{text.rstrip()}\n{fence}"
+
+
+def _md_details(judged: Sequence[Judged], spec: str | None = None) -> str:
+    """The details table; a repro is never cut: a short one-liner stays in the table, any other is
+    printed whole below it (a table cell cannot hold a multi-line snippet)."""
     rows = []
-    for row in detail_rows(judged):
-        rows.append([row[0], row[1], row[2], row[3], row[4], _Code(row[5])])
+    snippets = []
+    for row in detail_rows(judged, full_repro=True):
+        repro = row[5].strip()
+        if repro and ("\n" in repro or len(repro) > INLINE_REPRO_CHARS):
+            snippets.append(f"<details><summary>{len(snippets) + 1}. <code>{row[0]}</code> · "
+                            f"<code>{row[1]}</code></summary>\n\n{_fence(repro, 'python')}\n\n</details>")
+            cell: object = f"snippet {len(snippets)} below"
+        else:
+            cell = _Code(repro)
+        rows.append([row[0], row[1], row[2], row[3], row[4], cell])
     text = "### Cells that did not pass\n\n" + _md_table(DETAIL_HEADERS, rows)
-    repros = repro_lines(judged)
+    if snippets:
+        text += "\n\n#### Probe repro snippets\n\n" + "\n\n".join(snippets)
+    repros = repro_lines(judged, spec)
     if repros:
         text += "\n\nRerun a cell:\n\n```sh\n" + "\n".join(line for _, line in repros) + "\n```"
     return text
@@ -446,7 +542,8 @@ def _cut_to_bytes(text: str, limit: int) -> str:
 
 
 def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: int | None = None,
-                            missing: Sequence[Cell | str] = (), title: str = "torch-matrix results") -> str:
+                            missing: Sequence[Cell | str] = (), title: str = "torch-matrix results",
+                            spec: str | None = None) -> str:
     """GitHub-flavoured Markdown for summary.md and $GITHUB_STEP_SUMMARY.
 
     When the full text exceeds ``max_bytes`` it degrades in steps, and says so: first the
@@ -469,7 +566,7 @@ def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: i
             headers, rows = probe_grid(judged)
             grid_section = "### Probe status per cell\n\n" + _md_table(headers, rows)
     if any(item.verdict.kind != COMPATIBLE for item in judged):
-        details_section = _md_details(judged)
+        details_section = _md_details(judged, spec)
 
     def join(*sections: str) -> str:
         return "\n\n".join(section for section in sections if section) + "\n"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from . import report
 from .errors import UserError
 from .records import Cell
 from .fileio import atomic_write, cyclic_gc_paused
-from .layout import MERGED_NAME, SUMMARY_NAME
+from .layout import MERGED_NAME, SPEC_ENV, SUMMARY_NAME
+
+PINS_DIR = "pins"  # what `torch-matrix pins RESULTS_DIR` writes by default
 from .results import load_results, write_merged
 from .verdict import NO_EVIDENCE
 
@@ -111,7 +114,30 @@ def previous_verdicts(where: str) -> dict[str, str]:
     return {result.cell.id: verdict_of(result).kind for result in loaded.results}
 
 
-def _write_html(target: Path, judged: list, missing: list, previous_dir: str | None, results_dir: Path) -> Path:
+def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The terminal's width when the table goes to one (or $COLUMNS is set); None (no cutting) for files and pipes."""
+    if environ.get("COLUMNS") or sys.stdout.isatty():
+        return max(shutil.get_terminal_size().columns, 40)
+    return None
+
+
+def _write_pins(results: list, out_dir: Path, spec: str | None) -> None:
+    """What ``torch-matrix pins`` writes, from the results already loaded (one load for both)."""
+    from .pins import package_axes, requirement_lines, suggest_pins
+    from .pins_cli import released_versions, write_outputs
+
+    if not results:
+        print("pins: no cell results, nothing to suggest", file=sys.stderr)
+        return
+    suggestion = suggest_pins(results, released_versions(package_axes(results), spec))
+    paths = write_outputs(suggestion, out_dir / PINS_DIR)
+    pins = [line.text() for line in requirement_lines(suggestion.recommended)]
+    print(f"pins: {', '.join(pins) if pins else 'none needed'}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
+          "`torch-matrix pins --apply FILE` updates a requirements file)", file=sys.stderr)
+
+
+def _write_html(target: Path, judged: list, missing: list, previous_dir: str | None, results_dir: Path,
+                spec: str | None = None) -> Path:
     from datetime import datetime, timezone
 
     from .report_html import render_html
@@ -123,7 +149,7 @@ def _write_html(target: Path, judged: list, missing: list, previous_dir: str | N
         named = named.parent
     title = f"torch-matrix: {named.name}"
     text = render_html(judged, missing=missing, previous=previous, previous_label=previous_dir,
-                       title=title, generated=generated)
+                       title=title, generated=generated, spec=spec)
     atomic_write(target, text)
     return target
 
@@ -150,30 +176,31 @@ def _report(args: argparse.Namespace) -> int:
     missing = missing_cells(planned, present)
 
     max_bytes = _arg(args, "max_summary_bytes")
+    spec = _arg(args, "spec") or os.environ.get(SPEC_ENV) or None  # for the rerun lines
     judged = report.judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
-        sys.stdout.write(report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing))
+        sys.stdout.write(report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec))
     else:
-        sys.stdout.write(report.render_text(judged, pivot=bool(_arg(args, "pivot")),
-                                            grid=bool(_arg(args, "grid")), missing=missing))
+        sys.stdout.write(report.render_text(judged, pivot=bool(_arg(args, "pivot")), grid=bool(_arg(args, "grid")),
+                                            missing=missing, width=terminal_width(), spec=spec))
 
     out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
-    summary = report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing)
+    summary = report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / SUMMARY_NAME, summary)
-    merged = write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded)
-    print(f"wrote {out_dir / SUMMARY_NAME} and {merged}", file=sys.stderr)
+    written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
+    written.append(write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded))
     if _arg(args, "github_summary"):
         _append_github_summary(judged, missing, max_bytes)
-    if _arg(args, "html"):
-        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir)
-        print(f"wrote {path}", file=sys.stderr)
     if _arg(args, "junit"):
         from .junit import render_junit
 
-        path = Path(args.junit)
-        atomic_write(path, render_junit(judged))
-        print(f"wrote {path}", file=sys.stderr)
+        written.append(atomic_write(Path(args.junit), render_junit(judged)))
+    print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)
+    if _arg(args, "pins"):
+        _write_pins([item.result for item in judged], out_dir, spec)
+    if _arg(args, "html"):
+        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec)
+        print(f"HTML report: {path}", file=sys.stderr)
 
     if _arg(args, "strict"):
         errors = [item.cell.id for item in judged if item.verdict.kind == NO_EVIDENCE]

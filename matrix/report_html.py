@@ -146,11 +146,11 @@ def _probe_view(probe: Any, cell: Cell, required: set[str]) -> ProbeView:
         traceback=probe.traceback, repro=probe.repro, duration=format_seconds(probe.duration_s))
 
 
-def cell_view(item: Judged, change: str = "") -> CellView:
+def cell_view(item: Judged, change: str = "", spec: str | None = None) -> CellView:
     result, cell, verdict = item.result, item.cell, item.verdict
     required = set(cell.required_probes or [p.name for p in result.probes])
     probes = tuple(_probe_view(probe, cell, required) for probe in result.probes)
-    rerun = cell_repro(cell) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE) else ""
+    rerun = cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE) else ""
     return CellView(
         id=cell.id, verdict=verdict.kind, symbol=TEXT_SYMBOLS[verdict.kind], reason=verdict.reason,
         failing=verdict.failing, installed=installed_text(result),
@@ -161,10 +161,10 @@ def cell_view(item: Judged, change: str = "") -> CellView:
         change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell))
 
 
-def _missing_view(cell: Cell) -> CellView:
+def _missing_view(cell: Cell, spec: str | None = None) -> CellView:
     return CellView(id=cell.id, verdict=MISSING, symbol=TEXT_SYMBOLS[MISSING], reason="no result file",
                     failing=(), installed="", time="", install_status="", install_message="",
-                    install_command="", rerun=cell_repro(cell), probes=(), statuses="{}",
+                    install_command="", rerun=cell_repro(cell, spec), probes=(), statuses="{}",
                     requirements=" ".join(cell.requirements), extras=extras_text(cell))
 
 
@@ -178,7 +178,7 @@ def _column_sort(key: tuple) -> tuple:
 
 def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                previous: Mapping[str, str] | None = None, previous_label: str | None = None,
-               title: str = "torch-matrix results", generated: str = "") -> Page:
+               title: str = "torch-matrix results", generated: str = "", spec: str | None = None) -> Page:
     """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes)."""
     judged = judge(results)
     missing_cells = [cell for cell in missing if isinstance(cell, Cell)]
@@ -188,8 +188,8 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
         if previous is not None:
             before = previous.get(item.cell.id)
             change = NEW if before is None else ("" if before == item.verdict.kind else before)
-        views.append((item.cell, cell_view(item, change)))
-    views += [(cell, _missing_view(cell)) for cell in missing_cells]
+        views.append((item.cell, cell_view(item, change, spec)))
+    views += [(cell, _missing_view(cell, spec)) for cell in missing_cells]
 
     extra_names = sorted({name for cell, _ in views for name in extras_of(cell)})
     with_torchvision = any(cell.torchvision for cell, _ in views)
@@ -252,7 +252,7 @@ def _template() -> Any:
 
 def render_html(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                 previous: Mapping[str, str] | None = None, previous_label: str | None = None,
-                title: str = "torch-matrix results", generated: str = "") -> str:
+                title: str = "torch-matrix results", generated: str = "", spec: str | None = None) -> str:
     page = build_page(results, missing=missing, previous=previous, previous_label=previous_label,
-                      title=title, generated=generated)
+                      title=title, generated=generated, spec=spec)
     return _template().render(page=page, PASS=PASS)

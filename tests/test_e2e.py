@@ -10,6 +10,7 @@ uv's message).
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import signal
 import subprocess
@@ -117,6 +118,24 @@ def test_matrix_run_report_resume_and_redo(tmp_path):
     assert loaded.problems == []
     assert {r.cell.id: verdict_of(r).kind for r in loaded.results} == {
         cell: verdicts[cell].kind for cell in cell_ids()}
+    # ... the HTML heatmap and the pins, and the run ends saying where they are.
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert f'data-cell="{broken}" data-verdict="incompatible"' in html
+    assert (run_dir / "pins" / "constraints.txt").is_file() and (run_dir / "pins" / "pins.json").is_file()
+    last_lines = first.stdout.rstrip().splitlines()[-2:]  # the report's stderr comes through nox's stdout
+    assert last_lines[-1] == f"HTML report: {run_dir / 'report.html'}"
+    assert f"{run_dir / 'pins' / 'constraints.txt'}" in last_lines[0]
+
+    # The report's rerun line carries the spec, so it works as printed (else: "Sessions not found").
+    rerun = next(line.strip() for line in first.stdout.splitlines() if f"matrix({broken})" in line
+                 and "nox -s" in line)
+    words = shlex.split(rerun)
+    assignments = dict(word.split("=", 1) for word in words[:words.index("nox")])
+    assert assignments["TORCH_MATRIX_SPEC"] == str(spec)
+    bare = {k: v for k, v in env.items() if k != "TORCH_MATRIX_SPEC"}
+    rerun_run = run_nox(tmp_path, {**bare, **assignments}, *words[words.index("nox") + 1:])
+    assert rerun_run.returncode == 0, rerun_run.stderr
+    assert f"{broken}: INCOMPATIBLE" in rerun_run.stderr
 
     # Resume: every finished cell is skipped and its file left alone.
     before = snapshot(cells_dir)

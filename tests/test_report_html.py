@@ -127,3 +127,42 @@ def test_cli_writes_html_and_junit(tmp_path, capsys):
     assert cli(["report", str(tmp_path / "run"), "--html", str(html), "--previous", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert "torch-matrix: error: --previous" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------ terminal and summary.md
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from matrix.report import CELL_HEADERS, cell_rows, fit_to_width, render_markdown_summary, render_text  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(alphabet="abc xyz-_.", max_size=60), min_size=3, max_size=3), min_size=1,
+                max_size=6), st.integers(min_value=30, max_value=200))
+def test_fitted_tables_fit_and_keep_the_id_column(rows, width):
+    headers = ("id", "message", "detail")
+    names, fitted, _ = fit_to_width(rows, headers, width, drop=("detail",))
+    natural_id = max([len("id") + 2] + [len(" ".join(row[0].split())) for row in rows])
+    widths = [max([len(name) + 2] + [len(row[i]) for row in fitted]) for i, name in enumerate(names)]
+    if natural_id + 12 + 2 <= width:  # room for the id and a minimal message column
+        assert sum(widths) + 2 * (len(names) - 1) <= width
+    assert [row[0] for row in fitted] == [" ".join(row[0].split()) for row in rows]
+
+
+def test_terminal_report_fits_and_says_where_the_full_text_is():
+    text = render_text(_grid(), width=60)
+    table = [line for line in text.splitlines()[1:] if line and not line.startswith(("  ", "("))]
+    assert all(len(line) <= 60 for line in table), table  # (the counts line and rerun lines are not tables)
+    assert "t2.5.1-py3.12" in text and "✗ incompatible" in text
+    assert "narrowed to 60 columns" in text
+    wide = render_text(_grid())  # a file or a pipe: nothing cut
+    assert "narrowed" not in wide and len(cell_rows(judge(_grid()))[0]) == len(CELL_HEADERS)
+
+
+def test_summary_never_cuts_a_repro():
+    snippet = "import torch\n" + "\n".join(f"x{i} = torch.ones({i})  # line {i}" for i in range(30))
+    result = make_result(torch="2.5.1", probes=[make_probe("install_sanity", FAIL, "bad", repro=snippet)])
+    text = render_markdown_summary([result])
+    assert snippet in text  # whole, with its newlines, in a fenced block below the table
+    assert "snippet 1 below" in text

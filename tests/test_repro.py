@@ -1,0 +1,80 @@
+"""``torch-matrix repro``: an issue-ready bundle, from a real run's failing cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matrix.cli import main as cli
+from matrix.records import FAIL, INSTALL_ERROR
+from matrix.repro import install_lines, nearest_passing, render_bundle
+from matrix.results import load_results
+from tests.factories import make_probe, make_result
+
+REAL_RUN = Path(__file__).parent / "golden" / "pins" / "real_yolo_run"
+
+
+def _real():
+    loaded = load_results(REAL_RUN / "cells")
+    return {result.cell.id: result for result in loaded.results}, loaded.results
+
+
+def test_bundle_of_the_real_lazy_cuda_init_failure():
+    by_id, results = _real()
+    text = render_bundle(by_id["t1.12.0-py3.10-nplt2"], results, spec_path="my specs/matrix.toml")
+    assert text.startswith("### torch 1.12.0+cu102: `lazy_cuda_init` fail: `import torch` queried CUDA")
+    assert "| torch | 1.12.0+cu102 (built with CUDA 10.2) |" in text  # the build, with its local label
+    assert "| torchvision | 0.13.0+cu102 |" in text and "| Python | 3.10.13 (cpython) |" in text
+    assert "| GPU | none visible |" in text
+    assert ("uv pip install --python .venv-repro --find-links /opt/wheels torch==1.12.0 torchvision==0.13.0 "
+            "'numpy<2'") in text
+    assert "sys.setprofile(watch)\nimport torch\n" in text  # the snippet, whole
+    assert "probes.api.Fail: `import torch` queried CUDA" in text  # the traceback
+    assert "| observed | expected |" in text and "no CUDA query or initialisation during import torch" in text
+    assert ("**Nearest passing cell**: passes on torch 1.12.1 (here 1.12.0), torchvision 0.13.1 (here 0.13.0): "
+            "cell `t1.12.1-py3.10-nplt2`.") in text
+    assert "TORCH_MATRIX_SPEC='my specs/matrix.toml' TORCH_MATRIX_REDO=1 nox -s 'matrix(t1.12.0-py3.10-nplt2)'" \
+        in text
+
+
+def test_a_named_probe_and_its_nearest_pass():
+    by_id, results = _real()
+    text = render_bundle(by_id["t1.13.1-py3.10-npge2"], results, "numpy_interop")
+    assert "`numpy_interop` fail" in text.splitlines()[0]
+    # numpy_interop passes on the same torch with numpy<2: one axis away beats another torch
+    assert "passes on numpy <2 (here >=2): cell `t1.13.1-py3.10-nplt2`" in text
+
+
+def test_nearest_passing_is_none_when_nothing_passes():
+    bad = [make_result(torch=v, probes=[make_probe("install_sanity", FAIL)]) for v in ("2.4.1", "2.5.1")]
+    assert nearest_passing(bad[0], bad, "install_sanity") is None
+    assert "none in this run" in render_bundle(bad[0], bad)
+
+
+def test_install_lines_drop_the_cells_venv_and_keep_the_index_options():
+    result = make_result(torch="2.5.1")
+    result = type(result)(**{**result.__dict__, "install": type(result.install)(
+        status="installed", command=("/x/uv", "pip", "install", "--python", "/x/.nox/v/bin/python",
+                                     "--torch-backend", "cu124", "--index", "https://m.example/simple",
+                                     "torch==2.5.1"))})
+    assert install_lines(result)[1] == ("uv pip install --python .venv-repro --torch-backend cu124 "
+                                        "--index https://m.example/simple torch==2.5.1")
+
+
+def test_an_install_error_bundle_shows_the_message():
+    result = make_result(status=INSTALL_ERROR, message="Failed to download: connection reset")
+    text = render_bundle(result, [result])
+    assert "not installed: **error**" in text and "connection reset" in text
+
+
+def test_cli_prints_writes_and_names_bad_input(tmp_path, capsys):
+    assert cli(["repro", "t1.12.0-py3.10-nplt2", "--results", str(REAL_RUN / "cells")]) == 0
+    assert "lazy_cuda_init" in capsys.readouterr().out
+    out = tmp_path / "bundle.md"
+    assert cli(["repro", "t1.12.0-py3.10-npge2", "numpy_interop", "--results", str(REAL_RUN / "cells"),
+                "--out", str(out)]) == 0
+    assert "`numpy_interop` fail" in out.read_text(encoding="utf-8")
+    assert cli(["repro", "t1.12.0-py3.10-nplt", "--results", str(REAL_RUN / "cells")]) == 2
+    err = capsys.readouterr().err
+    assert "torch-matrix: error:" in err and "did you mean t1.12.0-py3.10-nplt2" in err and "Traceback" not in err
+    assert cli(["repro", "t1.12.0-py3.10-nplt2", "nope", "--results", str(REAL_RUN / "cells")]) == 2
+    assert "its probes: install_sanity, lazy_cuda_init" in capsys.readouterr().err

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .records import INSTALLED, PASS, Cell
+from .causes import Cause, attribute
+from .records import INSTALLED, PASS, SKIP, Cell
 from .report import (
     MISSING,
     TEXT_SYMBOLS,
@@ -119,21 +120,23 @@ def _json_text(value: Any, limit: int = EVIDENCE_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters in results.json)"
 
 
-def _cause_text(probe: Any) -> str:
-    """A probe's cause (version / environment / infrastructure, with advice) once results carry one."""
-    cause = getattr(probe, "cause", None)
-    if not cause:
+def cause_text(result: Any, probe: Any) -> str:
+    """Why a probe that did not pass did not (``matrix.causes``): version / environment / infrastructure,
+    with its kind and advice; "" for a pass or a skip."""
+    if probe.status in (PASS, SKIP):
         return ""
-    if isinstance(cause, str):
-        return cause
-    kind = getattr(cause, "kind", None)
-    advice = getattr(cause, "advice", None)
-    if kind is not None:
-        return f"{kind}: {advice}" if advice else str(kind)
-    return _json_text(cause.to_json() if hasattr(cause, "to_json") else cause, 1000)
+    attribution = attribute(result, probe)
+    text = str(attribution.cause)
+    if attribution.kind:
+        text += f" ({attribution.kind})"
+    if attribution.advice:
+        text += f": {attribution.advice}"
+    elif attribution.cause == Cause.VERSION:
+        text += ": nothing in the environment explains it; a finding about these versions"
+    return text
 
 
-def _probe_view(probe: Any, cell: Cell, required: set[str]) -> ProbeView:
+def _probe_view(result: Any, probe: Any, cell: Cell, required: set[str]) -> ProbeView:
     observed_expected = ""
     if probe.observed is not None or probe.expected is not None:
         observed_expected = f"observed: {_json_text(probe.observed, 1000) or 'None'}\n" \
@@ -142,14 +145,14 @@ def _probe_view(probe: Any, cell: Cell, required: set[str]) -> ProbeView:
         name=probe.name, status=probe.status,
         counts=probe_counts_as_failure(probe.status, dict(cell.policy)),
         required=probe.name in required, message=probe.message, observed_expected=observed_expected,
-        evidence=_json_text(dict(probe.evidence)) if probe.evidence else "", cause=_cause_text(probe),
+        evidence=_json_text(dict(probe.evidence)) if probe.evidence else "", cause=cause_text(result, probe),
         traceback=probe.traceback, repro=probe.repro, duration=format_seconds(probe.duration_s))
 
 
 def cell_view(item: Judged, change: str = "", spec: str | None = None) -> CellView:
     result, cell, verdict = item.result, item.cell, item.verdict
     required = set(cell.required_probes or [p.name for p in result.probes])
-    probes = tuple(_probe_view(probe, cell, required) for probe in result.probes)
+    probes = tuple(_probe_view(result, probe, cell, required) for probe in result.probes)
     rerun = cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE) else ""
     return CellView(
         id=cell.id, verdict=verdict.kind, symbol=TEXT_SYMBOLS[verdict.kind], reason=verdict.reason,

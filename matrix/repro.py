@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .layout import repro_command
+from .report_html import cause_text
 from .records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult
 from .report import _version_key, extras_of, shorten
 from .verdict import COMPATIBLE, verdict_of
@@ -193,6 +194,9 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
         if probe.observed is not None or probe.expected is not None:
             lines += ["| observed | expected |", "|---|---|",
                       f"| {_md_inline(probe.observed)} | {_md_inline(probe.expected)} |", ""]
+        cause = cause_text(result, probe)
+        if cause:
+            lines += [f"**Cause** (torch-matrix's reading): {cause}", ""]
     lines.append(f"**Nearest passing cell**: {nearest.line()}." if nearest else
                  "**Nearest passing cell**: none in this run (no other cell passes "
                  f"{'`' + probe.name + '`' if probe is not None else 'every probe'}).")
@@ -203,9 +207,6 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
         lines += ["#### Minimal snippet (`repro.py`)", "", _fenced(probe.repro, "python"), ""]
     if probe is not None and probe.traceback:
         lines += ["#### Traceback", "", _fenced(probe.traceback), ""]
-    cause = getattr(probe, "cause", None) if probe is not None else None
-    if cause:
-        lines += ["#### Cause", "", _md_cell(_json(cause.to_json() if hasattr(cause, "to_json") else cause, 1000)), ""]
     if probe is not None and probe.evidence:
         lines += ["<details><summary>Evidence</summary>", "", _fenced(_json(dict(probe.evidence)), "json"), "",
                   "</details>", ""]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 
 from matrix.cli import main as cli
 from matrix.junit import render_junit
 from matrix.records import FAIL, SKIP, UNSATISFIABLE, UNSUPPORTED
 from matrix.report import counts_line, judge, plural
-from matrix.report_html import _cause_text, build_page, render_html
+from matrix.report_html import build_page, cause_text, render_html
 from tests.factories import make_cell, make_probe, make_result
 
 
@@ -67,19 +66,17 @@ def test_planned_but_missing_cells_have_a_slot():
     assert page.rows[0].torch == "2.6.0" and page.rows[0].slots[0][0].verdict == "missing"
 
 
-def test_a_cause_is_shown_when_a_probe_carries_one():
-    @dataclass
-    class Cause:
-        kind: str
-        advice: str
-
-    @dataclass
-    class WithCause:
-        cause: object
-
-    assert _cause_text(WithCause(Cause("environment", "install numpy<2"))) == "environment: install numpy<2"
-    assert _cause_text(WithCause("version")) == "version"
-    assert _cause_text(make_probe("x")) == ""
+def test_each_probe_that_did_not_pass_shows_its_cause():
+    mismatched = make_result(torch="2.13.0", torchvision="0.28.0", resolved={"torch": "2.13.0+cpu",
+                                                                           "torchvision": "0.28.0"},
+                             probes=[make_probe("install_sanity", FAIL,
+                                                "RuntimeError: operator torchvision::nms does not exist")])
+    assert cause_text(mismatched, mismatched.probes[0]).startswith("environment (mismatched-build): torch")
+    grid = _grid()
+    assert cause_text(grid[1], grid[1].probe("training_step")).startswith("version: ")
+    assert cause_text(grid[1], grid[1].probe("install_sanity")) == ""
+    text = render_html([mismatched])
+    assert "<b>cause:</b> environment (mismatched-build)" in text
 
 
 def test_plurals():

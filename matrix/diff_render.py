@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .diff import CellChange, Diff, NewFailure, PassRate, ProbeChange, RunRef
+from .layout import repro_command
 
 ISSUE_LABEL = "torch-matrix-break"
-CELL_REPRO = "TORCH_MATRIX_REDO=1 nox -s 'matrix({cell})'"
 
 
 def _short(text: str, width: int = 120) -> str:
@@ -131,7 +131,7 @@ def issue_body(failure: NewFailure, run_url: str = "") -> str:
     if failure.message:
         lines += ["> " + _short(failure.message, 1000), ""]
     lines += ["### Reproduce", "", "From this repository, rerun just this cell:", "", "```bash",
-              CELL_REPRO.format(cell=failure.cell), "```", "",
+              repro_command(failure.cell), "```", "",
               "Or by hand, in a fresh environment:", "", "```bash",
               f"uv venv --python {failure.python or '3'} repro-venv",
               f"uv pip install --python repro-venv/bin/python {pins}", "```", ""]

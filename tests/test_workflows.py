@@ -150,7 +150,7 @@ def test_shards_run_the_matrix_session_selected_by_index():
     assert uploads and all(s.get("if") == "always()" for s in uploads)
     merge = nightly["jobs"]["merge"]
     assert merge["if"].startswith("always()")
-    assert merge["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert merge["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
     sessions = {session for _, args in _all_invocations("nox") for session in _sessions(args)}
     assert "matrix" in sessions
 

@@ -1,0 +1,115 @@
+"""The nightly workflow's history and issue steps, run as bash here with a stand-in ``gh``.
+
+The steps' own ``run:`` scripts are taken from .github/workflows/nightly.yml and executed
+the way GitHub runs them (``bash -eo pipefail``), with the real ``torch-matrix`` and ``jq``;
+only ``gh`` is a stub that records what it was asked and answers ``issue list`` with a
+fixed set of open issues. So a broken script fails here, not at 02:17 on a runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.test_history import night, write_night
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW = REPO / ".github" / "workflows" / "nightly.yml"
+
+pytestmark = pytest.mark.skipif(shutil.which("jq") is None, reason="the workflow's issue step needs jq")
+
+FAKE_GH = """#!/bin/bash
+# Stand-in for the GitHub CLI: log every call (and any body on stdin), answer `issue list`.
+echo "gh $*" >> "$GH_LOG"
+case "$1 $2" in
+  "issue list") cat "$GH_OPEN" ;;
+  "label create") exit 1 ;;  # the label exists already
+  *) if [ ! -t 0 ]; then sed 's/^/  | /' >> "$GH_LOG"; fi ;;
+esac
+"""
+
+
+def step_script(name: str) -> str:
+    workflow = YAML(typ="safe").load(WORKFLOW.read_text())
+    for step in workflow["jobs"]["merge"]["steps"]:
+        if step.get("name", "").startswith(name):
+            return step["run"]
+    raise AssertionError(f"no step {name!r} in the merge job")
+
+
+def run_step(name: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    script = cwd / "step.sh"
+    script.write_text(step_script(name))
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_import_diff_and_issue_steps(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "torch-matrix"
+    tool.write_text(f'#!/bin/bash\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m matrix.cli "$@"\n')
+    gh = bin_dir / "gh"
+    gh.write_text(FAKE_GH)
+    for path in (tool, gh):
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+    work = tmp_path / "workspace"
+    (work / "history").mkdir(parents=True)
+    last_night = write_night(tmp_path / "n21", night(21, {"2.6.0": "numpy_interop"}))
+    db = work / "history" / "history.sqlite"
+    done = subprocess.run([str(tool), "import", str(last_night), "--db", str(db)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    # Tonight: 2.6.0 is fixed, 2.4.1 breaks training_step, 2.7.0 appears failing install_sanity.
+    write_night(work / "merged", night(22, {"2.4.1": "training_step", "2.7.0": "install_sanity"},
+                                       cells=("2.4.1", "2.6.0", "2.7.0")))
+    summary, output, log = tmp_path / "summary.md", tmp_path / "output.txt", tmp_path / "gh.log"
+    open_issues = tmp_path / "open.json"
+    open_issues.write_text(json.dumps([
+        {"number": 1, "title": "torch-matrix: numpy_interop fails in t2.6.0-py3.11"},  # passes tonight: close
+        {"number": 2, "title": "torch-matrix: training_step fails in t2.4.1-py3.11"},  # open already: comment
+        {"number": 3, "title": "torch-matrix: torch_compile fails in t2.0.0-py3.11"},  # not in tonight's run
+    ]))
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CLEAN": "true", "CELL_FILTER": "",
+           "CELL_TAGS": "", "HISTORY_DB": "history/history.sqlite", "RUN_URL": "https://github.com/o/r/actions/runs/9",
+           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output), "MAX_NEW_ISSUES": "20",
+           "GH_LOG": str(log), "GH_OPEN": str(open_issues), "GITHUB_SHA": "f" * 40}
+    env.pop("TORCH_MATRIX_HISTORY", None)
+
+    step = run_step("Import tonight's run", work, env)
+    assert step.returncode == 0, step.stdout + step.stderr
+    assert "imported=true" in output.read_text()
+    text = summary.read_text()
+    assert "## What changed since the last run" in text and "### Fixed (1)" in text
+    assert "| t2.7.0-py3.11 | install_sanity | fail |" in text
+    assert "## History of `nightly`" in text  # filed under the spec name: merged/<name>/cells
+    plan = json.loads((work / "history" / "issues.json").read_text())
+    assert sorted(item["title"] for item in plan["open"]) == [
+        "torch-matrix: install_sanity fails in t2.7.0-py3.11", "torch-matrix: training_step fails in t2.4.1-py3.11"]
+
+    step = run_step("Open, comment on and close breakage issues", work, env)
+    assert step.returncode == 0, step.stdout + step.stderr
+    calls = [line for line in log.read_text().splitlines() if line.startswith("gh ")]
+    assert "gh issue create --title torch-matrix: install_sanity fails in t2.7.0-py3.11 --label torch-matrix-break " \
+           "--body-file -" in calls
+    assert "gh issue comment 2 --body-file -" in calls
+    assert any(call.startswith("gh issue close 1 --comment Passes again in run") for call in calls)
+    assert not any(call.startswith(("gh issue close 2", "gh issue close 3")) for call in calls)
+    assert sum(call.startswith("gh issue create") for call in calls) == 1
+    body = log.read_text()
+    assert "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.7.0-py3.11)'" in body and "torch==2.7.0" in body
+
+    # A subset run writes the diff but never becomes history, and opens nothing.
+    output.write_text("")
+    step = run_step("Import tonight's run", work, {**env, "CELL_TAGS": "py3.11"})
+    assert step.returncode == 0, step.stderr
+    assert "imported=false" in output.read_text()

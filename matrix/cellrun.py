@@ -68,6 +68,9 @@ class CellSettings:
     total: int = 0
     env: Mapping[str, str] = field(default_factory=dict)  # extra variables (CUDA_VISIBLE_DEVICES)
     uv: str | None = None
+    # The project under test (the spec's directory): install paths are relative to it, and
+    # command probes (``pytest -q tests``) run from it. None: the current directory.
+    project_dir: str | None = None
 
 
 def _now() -> str:
@@ -157,6 +160,8 @@ def probe_command(cell: Cell, venv_python: str, out: Path, settings: CellSetting
         command += ["--probe-dir", str(directory)]
     for name, text in settings.probe_commands.items():
         command += ["--command", f"{name}={text}"]
+    if settings.probe_commands and settings.project_dir:
+        command += ["--command-dir", str(settings.project_dir)]
     return command
 
 
@@ -259,6 +264,8 @@ def run_probes(cell: Cell, venv_python: str, settings: CellSettings,
 def headline(message: str, limit: int = 200) -> str:
     """The informative line of a message: uv's ``cause: Because ...`` rather than ``error: ...``."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if lines and lines[0].startswith(environment.EXCLUDED_BY_PROJECT):
+        return lines[0] if len(lines[0]) <= limit else lines[0][:limit - 3] + "..."
     for line in lines:
         if "Because" in line:
             text = line.removeprefix("cause:").strip()
@@ -303,7 +310,8 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings) -> CellResult
     # One uv call resolves and installs: uv refuses before downloading anything when the
     # resolver says no, so a separate dry-run would only pay for a second resolution.
     with progress.phase("resolve+install") as note:
-        outcome = environment.install(cell, settings.index_config, venv_python, **common)
+        outcome = environment.install(cell, settings.index_config, venv_python,
+                                      project_dir=settings.project_dir, **common)
         steps = environment.uv_step_seconds(outcome.message)
         progress.timings.update(steps)
         note.outcome = outcome.status + (f" (resolve {steps['resolve']:.1f}s)" if "resolve" in steps

@@ -1,4 +1,4 @@
-"""The ``torch-matrix`` command line: plan, report, pins, import, history, diff, bisect.
+"""The ``torch-matrix`` command line: plan, report, pins, import, history, diff, bisect, run.
 
 Each subcommand lives in the module that owns its job (imported only when chosen);
 this file only parses arguments and turns ``UserError`` into its error and hint lines
@@ -36,6 +36,12 @@ def _repro(args: argparse.Namespace) -> int:
     from . import repro_cli
 
     return repro_cli.main(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import run_cli
+
+    return run_cli.main(args)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -107,11 +113,35 @@ def _build_parser() -> argparse.ArgumentParser:
     from .bisect_cli import add_parser as bisect_parser
 
     bisect_parser(sub)
+
+    run = sub.add_parser(
+        "run", allow_abbrev=False,
+        help="run the matrix for the spec found here, with the noxfile that ships with torch-matrix",
+        description="Run the matrix for the spec found from the current directory (--spec, "
+                    "$TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in ./pyproject.toml, the "
+                    "built-in default) with the noxfile that ships with torch-matrix. Any other option "
+                    "goes to nox unchanged: -s/-t/-k to select cells or sessions, -j N for parallel "
+                    "cells, -l to list, and `-- --redo` after a `--`. Results go to ./results, venvs to "
+                    "./.nox.",
+        usage="torch-matrix run [--spec FILE] [--results DIR] [nox options] [-- posargs]")
+    run.add_argument("--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, "
+                     "[tool.torch-matrix] in ./pyproject.toml, built-in)")
+    run.add_argument("--results", metavar="DIR", help="results root (default: $TORCH_MATRIX_RESULTS or ./results)")
+    run.set_defaults(handler=_run, passes_through=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser()
+    own, posargs = argv, []
+    if argv[:1] == ["run"] and "--" in argv:  # everything after `--` is nox's posargs
+        own, posargs = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    args, unknown = parser.parse_known_args(own)
+    if getattr(args, "passes_through", False):
+        args.nox_args, args.posargs = unknown, posargs
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         handler: Callable[[argparse.Namespace], int] = args.handler
         return int(handler(args) or 0)

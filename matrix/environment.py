@@ -164,11 +164,14 @@ def _index_field(index_config: Any, name: str, default: Any) -> Any:
 
 
 def install_command(cell: Cell, index_config: Any, venv_python: str,
-                    uv: str = "uv") -> list[str]:
+                    uv: str = "uv", project_dir: str | None = None, *,
+                    with_project: bool = True) -> list[str]:
     """The exact ``uv pip install`` for ``cell``; pure, so it can be shown and recorded.
 
     ``index_config`` is a ``spec.IndexConfig`` (or a mapping with the same keys:
-    default, pytorch, extra, find_links).
+    default, pytorch, extra, find_links). The cell's ``install`` items (the project under
+    test) follow its pins, their paths made absolute against ``project_dir`` (the spec's
+    directory); ``with_project=False`` leaves them out (the pins alone).
     """
     command = [uv, "pip", "install", "--python", str(venv_python)]
     default = _index_field(index_config, "default", "") or ""
@@ -186,7 +189,42 @@ def install_command(cell: Cell, index_config: Any, venv_python: str,
         else:
             command += ["--index", f"{pytorch}/{variant}/"]
     command += list(cell.requirements)
+    if with_project and cell.install:
+        from .install_items import uv_args
+
+        command += uv_args(cell.install, project_dir or os.getcwd())
     return command
+
+
+def pins_text(cell: Cell) -> str:
+    """``torch 2.3.1`` (``, torchvision 0.18.1``...): the cell's exact pins, for messages."""
+    parts = []
+    for text in cell.requirements:
+        req = Requirement(text)
+        pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        parts.append(f"{req.name} {pins[0]}" if len(pins) == 1 else f"{req.name}{req.specifier}")
+    return ", ".join(parts)
+
+
+EXCLUDED_BY_PROJECT = "your requirements exclude"
+
+
+def blame_project(cell: Cell, index_config: Any, venv_python: str, message: str, *,
+                  uv: str, env: Mapping[str, str] | None, timeout_s: float | None,
+                  runner: Runner) -> str:
+    """An unsatisfiable cell with install items: when the pins alone resolve, the project's own
+    requirements are what exclude them; say so first (the resolver's words follow)."""
+    alone = install_command(cell, index_config, venv_python, uv=uv, with_project=False)
+    try:
+        done = runner(alone[:3] + ["--dry-run"] + alone[3:], stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, text=True,
+                      env=dict(env) if env is not None else None, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return message
+    if done.returncode != 0:
+        return message  # the pins are unsatisfiable by themselves: not the project's doing
+    return (f"{EXCLUDED_BY_PROJECT} {pins_text(cell)} (the cell's pins resolve alone; with "
+            f"{' '.join(cell.install)} they do not)\n{message}")
 
 
 def _trim(output: str, keep_summary: bool = False) -> str:
@@ -212,13 +250,17 @@ def install(cell: Cell, index_config: Any, venv_python: str, *,
             retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S,
             timeout_s: float | None = None, env: Mapping[str, str] | None = None,
             uv: str | None = None, runner: Runner = subprocess.run,
-            sleep: Callable[[float], None] = time.sleep, dry_run: bool = False) -> InstallOutcome:
+            sleep: Callable[[float], None] = time.sleep, dry_run: bool = False,
+            project_dir: str | None = None) -> InstallOutcome:
     """Install the cell's requirements; retry only ``error`` outcomes, at most ``retries`` times.
 
     ``dry_run`` asks only the resolver (nothing downloaded or installed); the outcome still
-    records the real install command, which is what a user would rerun.
+    records the real install command, which is what a user would rerun. An unsatisfiable
+    cell whose pins resolve without the project's install items says that the project's
+    requirements exclude it (``your requirements exclude torch 2.3.1``).
     """
-    command = install_command(cell, index_config, venv_python, uv=uv or uv_executable())
+    uv = uv or uv_executable()
+    command = install_command(cell, index_config, venv_python, uv=uv, project_dir=project_dir)
     executed = command[:3] + ["--dry-run"] + command[3:] if dry_run else command
     attempt = 0
     while True:
@@ -234,6 +276,10 @@ def install(cell: Cell, index_config: Any, venv_python: str, *,
         if returncode == 0:  # keep uv's summary lines: they carry its resolve/download times
             return InstallOutcome(INSTALLED, tuple(command), _trim(output, keep_summary=True), attempt)
         verdict = classify_install_failure(returncode, output)
+        if verdict.status == UNSATISFIABLE and cell.install:
+            message = blame_project(cell, index_config, venv_python, verdict.message, uv=uv, env=env,
+                                    timeout_s=timeout_s, runner=runner)
+            return InstallOutcome(UNSATISFIABLE, tuple(command), message, attempt)
         if verdict.status == UNSATISFIABLE or attempt > retries:
             return InstallOutcome(verdict.status, tuple(command), verdict.message, attempt)
         sleep(backoff_s * attempt)

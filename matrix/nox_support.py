@@ -220,7 +220,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         cells_dir=plan.cells_dir, work_dir=venv / "torch-matrix", index_config=plan.spec.index,
         fingerprint=plan.fingerprint(cell), probe_dirs=tuple(plan.spec.probes.dirs),
         probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
-        position=position, total=len(plan.cells))
+        position=position, total=len(plan.cells), project_dir=project_dir(plan.spec))
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:
@@ -237,6 +237,15 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         session.log(f"{cell.id}: compatible")
     else:
         session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+
+
+def project_dir(spec: Any) -> str:
+    """The project under test: the spec's directory; the current one for the built-in default."""
+    from .spec import DEFAULT_SPEC_PATH
+
+    if Path(spec.path).resolve() == DEFAULT_SPEC_PATH.resolve():
+        return os.getcwd()
+    return spec.base_dir
 
 
 _LINK_CHECKED: list[bool] = []

@@ -388,7 +388,20 @@ def _make_cell(spec: Spec, facts: IndexFacts, python: str, interpreter: Any, tor
         tags.append("planned-unsatisfiable")
     return Cell(id=_ID_UNSAFE.sub("_", "-".join(tokens)), axes=axes, requirements=tuple(requirements),
                 probes=spec.probes.run, required_probes=spec.probes.required,
-                plan_note="; ".join(notes[:1]), tags=tuple(tags), policy=spec.probes.policy)
+                plan_note="; ".join(notes[:1]), tags=tuple(tags), policy=spec.probes.policy,
+                install=cell_install(spec), install_digest=spec.install_digest)
+
+
+def cell_install(spec: Spec) -> tuple[str, ...]:
+    """The spec's ``install`` items, plus ``pytest`` when a command probe runs pytest and no item
+    names it (an item such as ``.[test]`` may bring it too: the resolver reconciles both)."""
+    from .install_items import requirement_names, runs_pytest
+
+    items = tuple(spec.install)
+    if any(runs_pytest(command) for command in spec.probes.commands.values()) \
+            and "pytest" not in requirement_names(items):
+        items += ("pytest",)
+    return items
 
 
 def value_token(specifiers: str) -> str:

@@ -15,8 +15,9 @@ from typing import Any, Mapping
 
 SCHEMA_ID = "torch-matrix/cell-result"
 SCHEMA_VERSION = 2
-# Versions this tool reads. 2 added the optional ``cell.origin``; a version-1 file is a
-# version-2 file without it, and loads unchanged.
+# Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
+# ``install`` / ``install_digest`` (what else went into the cell: the project under test);
+# a version-1 file is a version-2 file without them, and loads unchanged.
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
 try:  # Python 3.11+
@@ -123,6 +124,10 @@ class Cell:
     @property
     def is_existing_env(self) -> bool:
         return self.origin == ORIGIN_EXISTING
+    # What else the spec installs into every cell (``.[test]``, ``-r requirements.txt``, ...,
+    # as written; matrix.install_items) and a digest of the files they name.
+    install: tuple[str, ...] = ()
+    install_digest: str = ""
 
     @property
     def python(self) -> str:
@@ -156,6 +161,9 @@ class Cell:
             "plan_note": self.plan_note,
             "tags": list(self.tags),
             "policy": dict(self.policy),
+            # Only when set: a cell without them keeps its version-1 shape and fingerprint.
+            **({"install": list(self.install)} if self.install else {}),
+            **({"install_digest": self.install_digest} if self.install_digest else {}),
         }
         if self.origin != ORIGIN_MATRIX:  # absent for planned cells: their fingerprints stay as they were
             data["origin"] = self.origin
@@ -173,6 +181,8 @@ class Cell:
             tags=tuple(data.get("tags", ())),
             policy=dict(data.get("policy", DEFAULT_POLICY)),
             origin=data.get("origin", ORIGIN_MATRIX),
+            install=tuple(data.get("install", ())),
+            install_digest=data.get("install_digest", ""),
         )
 
 

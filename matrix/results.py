@@ -165,7 +165,9 @@ def is_canonical_json(data: Any) -> bool:
     key order included, so it can be written as is. False is always safe (the caller converts)."""
     top, cell_keys, install_keys, _, _ = _canonical_layout()
     if type(data) is not dict or tuple(data) != top or type(data["schema_version"]) is not int:
-        return False  # (jsonschema's const 1 also admits 1.0)
+        return False  # (jsonschema's enum also admits 1.0)
+    if data["schema_version"] != SCHEMA_VERSION:
+        return False  # an older file: to_json() writes the current version
     cell, install, probes, timings = data["cell"], data["install"], data["probes"], data["timings"]
     if type(cell) is not dict or tuple(cell) != cell_keys:
         return False

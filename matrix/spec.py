@@ -120,7 +120,9 @@ class Spec:
     index: IndexConfig
     interpreters: Mapping[str, str]
     path: str  # where the spec came from, for messages
-    base_dir: str  # relative paths in the spec are relative to this
+    base_dir: str  # relative paths in the spec are relative to this (the project directory)
+    install: tuple[str, ...] = ()  # what else goes into every cell (see matrix.install_items)
+    install_digest: str = ""  # what the install items' files declare (set by load_spec)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -136,40 +138,144 @@ class Spec:
 # ---------------------------------------------------------------- loading
 
 
+PYPROJECT = "pyproject.toml"
+PYPROJECT_TABLE = "tool.torch-matrix"
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """Where the spec comes from: a matrix.toml-style file, or pyproject's ``[tool.torch-matrix]``."""
+
+    path: Path
+    pyproject: bool = False  # the keys live in [tool.torch-matrix] of this pyproject.toml
+    builtin: bool = False
+
+    @property
+    def where(self) -> str:
+        return f"{self.path} [{PYPROJECT_TABLE}]" if self.pyproject else str(self.path)
+
+
+def _has_tool_table(pyproject: Path) -> bool:
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # not ours to judge here: without our table it is not a spec
+    return isinstance(data.get("tool"), dict) and "torch-matrix" in data["tool"]
+
+
+def find_spec(path: str | os.PathLike[str] | None = None,
+              environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> SpecSource:
+    """The lookup order: ``--spec``, then ``$TORCH_MATRIX_SPEC``, then ``./matrix.toml``, then
+    ``[tool.torch-matrix]`` in ``./pyproject.toml``, then the built-in default.
+
+    An explicit file named ``pyproject.toml`` is read through its ``[tool.torch-matrix]`` table.
+    """
+    explicit = path or environ.get(SPEC_ENV)
+    if explicit:
+        chosen = Path(explicit)
+        return SpecSource(chosen, pyproject=chosen.name == PYPROJECT)
+    here = Path(cwd or os.getcwd())
+    if (here / "matrix.toml").is_file():
+        return SpecSource(here / "matrix.toml")
+    if (here / PYPROJECT).is_file() and _has_tool_table(here / PYPROJECT):
+        return SpecSource(here / PYPROJECT, pyproject=True)
+    return SpecSource(DEFAULT_SPEC_PATH, builtin=True)
+
+
 def spec_path(path: str | os.PathLike[str] | None = None,
               environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> Path:
-    """Explicit path, then $TORCH_MATRIX_SPEC, then ./matrix.toml, then the built-in default."""
-    if path:
-        return Path(path)
-    if environ.get(SPEC_ENV):
-        return Path(environ[SPEC_ENV])
-    local = Path(cwd or os.getcwd()) / "matrix.toml"
-    if local.is_file():
-        return local
-    return DEFAULT_SPEC_PATH
+    """The file ``find_spec`` picks (see there for the order)."""
+    return find_spec(path, environ, cwd).path
 
 
 def load_spec(path: str | os.PathLike[str] | None = None,
-              environ: Mapping[str, str] = os.environ) -> Spec:
-    chosen = spec_path(path, environ)
+              environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> Spec:
+    source = find_spec(path, environ, cwd)
+    chosen = source.path
     try:
         text = chosen.read_text(encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot read spec: {error.strerror or error}", where=str(chosen),
                         hint=f"pass an existing file (--spec or ${SPEC_ENV}); with neither, "
                              "./matrix.toml or the built-in default matrix is used") from None
-    return parse_spec(text, str(chosen), environ=environ, base_dir=str(chosen.resolve().parent))
+        base_dir = str(chosen.resolve().parent)
+    if source.pyproject:
+        spec = parse_pyproject(text, str(chosen), environ=environ, base_dir=base_dir)
+    else:
+        spec = parse_spec(text, str(chosen), environ=environ, base_dir=base_dir,
+                          default_name=None if source.builtin else derived_name(chosen))
+    return _check_install_files(spec)
+
+
+def _check_install_files(spec: Spec) -> Spec:
+    """The edge: install paths must exist; their files' digest joins the cells' fingerprint."""
+    from dataclasses import replace
+
+    from .install_items import install_digest, missing_paths
+
+    if not spec.install:
+        return spec
+    for i, text, path in missing_paths(spec.install, spec.base_dir):
+        raise UserError(f"{text!r}: {path} does not exist (paths are relative to the spec's "
+                        f"directory {spec.base_dir})", where=f"{spec.path}: install[{i}]")
+    return replace(spec, install_digest=install_digest(spec.install, spec.base_dir))
+
+
+def derived_name(path: Path) -> str:
+    """The results name of a spec file that sets none: its directory's name (``tinytrain`` for
+    tinytrain/matrix.toml), plus the file's stem for any other file name (``tinytrain-gpu``).
+
+    Readable and the same on every machine that checks the project out, and never ``default``,
+    so two specs do not silently share ``results/default``.
+    """
+    resolved = path.resolve()
+    parts = [resolved.parent.name or "spec"] + ([] if resolved.name == "matrix.toml" else [resolved.stem])
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(parts)).strip("-._") or "spec"
+    return name if name != "default" else "default-spec"
 
 
 def parse_spec(text: str, where: str = "matrix.toml", *, environ: Mapping[str, str] | None = None,
-               base_dir: str | None = None) -> Spec:
-    """Validate a spec's text. Pure: ``environ`` (pip variables) is only what the caller passes."""
+               base_dir: str | None = None, default_name: str | None = None) -> Spec:
+    """Validate a spec's text. Pure: ``environ`` (pip variables) is only what the caller passes.
+
+    ``default_name`` is the results name when the spec sets none (``default`` if None).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"invalid TOML: {error}", where=where,
                         hint="fix the TOML syntax at that line and column; " + CHECK_HINT) from None
-    return _Parser(where, environ or {}, base_dir or os.path.dirname(os.path.abspath(where))).spec(data)
+    return _Parser(where, environ or {}, base_dir or os.path.dirname(os.path.abspath(where)),
+                   default_name or "default").spec(data)
+
+
+def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, str] | None = None,
+                    base_dir: str | None = None) -> Spec:
+    """The ``[tool.torch-matrix]`` table of a pyproject.toml: the same keys as matrix.toml.
+
+    With no ``name`` the results go under the project's name (``[project] name``), else a
+    name derived from the table, never ``default``.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"invalid TOML: {error}", where=where,
+                        hint="fix the TOML syntax at that line and column; " + CHECK_HINT) from None
+    tool = data.get("tool", {})
+    table = tool.get("torch-matrix") if isinstance(tool, dict) else None
+    shown = f"{where} [{PYPROJECT_TABLE}]"
+    if table is None:
+        raise UserError(f"no [{PYPROJECT_TABLE}] table", where=where)
+    if not isinstance(table, dict):
+        raise UserError(f"expected a table, got {_show(table)}", where=shown)
+    project = data.get("project")
+    project_name = project.get("name") if isinstance(project, dict) else None
+    if isinstance(project_name, str) and NAME_RE.match(canonicalize_name(project_name)):
+        default_name = canonicalize_name(project_name)
+    else:
+        default_name = derived_name(Path(where).parent / "matrix.toml")
+    return _Parser(shown, environ or {}, base_dir or os.path.dirname(os.path.abspath(where)),
+                   default_name).spec(table)
 
 
 # ---------------------------------------------------------------- parsing
@@ -187,12 +293,14 @@ def spec_hint(key: str) -> str:
 
 class _Parser:
     TOP_KEYS = ("name", "python", "torch", "torchvision", "variant", "extras", "exclude",
-                "include", "probes", "index", "interpreters")
+                "include", "probes", "index", "interpreters", "install")
 
-    def __init__(self, where: str, environ: Mapping[str, str], base_dir: str) -> None:
+    def __init__(self, where: str, environ: Mapping[str, str], base_dir: str,
+                 default_name: str = "default") -> None:
         self.where = where
         self.environ = environ
         self.base_dir = base_dir
+        self.default_name = default_name
 
     def error(self, key: str, message: str) -> UserError:
         return UserError(message, where=f"{self.where}: {key}" if key else self.where,
@@ -269,7 +377,7 @@ class _Parser:
 
     def spec(self, data: Mapping[str, Any]) -> Spec:
         self.check_keys(data, self.TOP_KEYS, "")
-        name = self.string(data.get("name", "default"), "name")
+        name = self.string(data.get("name", self.default_name), "name")
         if not NAME_RE.match(name):
             raise self.error("name", f"invalid name {name!r} (letters, digits, '.', '_', '-')")
         python = self.pythons(data.get("python", [CURRENT_PYTHON]))
@@ -294,7 +402,19 @@ class _Parser:
             index=self.index(data.get("index", {})),
             interpreters=self.interpreters(data.get("interpreters", {})),
             path=self.where, base_dir=self.base_dir,
+            install=self.install(data.get("install", [])),
         )
+
+    def install(self, value: Any) -> tuple[str, ...]:
+        from .install_items import InstallItemError, parse_item
+
+        items = self.string_list(value, "install", allow_empty=True)
+        for i, item in enumerate(items):
+            try:
+                parse_item(item)
+            except InstallItemError as error:
+                raise self.error(f"install[{i}]", str(error)) from None
+        return tuple(item.strip() for item in items)
 
     def pythons(self, value: Any) -> tuple[str, ...]:
         items = self.string_list(value, "python")

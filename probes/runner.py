@@ -13,13 +13,14 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from probes import api, discovery, execute, facts
+from probes import api, discovery, execute, facts, pytest_outcomes
 
 PROBES_SCHEMA = 1
 ZYGOTE_IMPORTS = ("torch", "torchvision")
@@ -80,6 +81,8 @@ def build_parser():
     parser.add_argument("--no-standard", action="store_true", help="run only --probe-dir and --command probes")
     parser.add_argument("--command", action="append", default=[], metavar="NAME=CMD",
                         help="custom command probe: exit 0 is pass, anything else fail (repeatable)")
+    parser.add_argument("--command-dir", metavar="DIR",
+                        help="run --command probes from this directory (the project under test; default: here)")
     parser.add_argument("--timeout", type=float, default=api.DEFAULT_TIMEOUT,
                         help="per-probe timeout in seconds for probes that declare none (default %(default)s)")
     parser.add_argument("--import-timeout", type=float, default=600.0,
@@ -165,24 +168,60 @@ def run_pristine(request, imports=None, observations=None):
     return execute.finish_result(request, how, code, time.time() - started)
 
 
-def run_command_probe(name, command, timeout, tmpdir, index):
-    """A downstream command (e.g. a pytest selection) as a probe: exit 0 passes, anything else fails."""
+def command_env(records_path):
+    """The command's environment: ours (the cell's venv first on PATH), plus our pytest plugin.
+
+    ``PYTEST_ADDOPTS`` reaches any pytest the command starts, however it is spelled
+    (``pytest``, ``python -m pytest``, a script); other commands ignore it. The cache
+    provider is off so cells never write ``.pytest_cache`` into the project.
+    """
+    env = child_env()
+    env[pytest_outcomes.OUT_ENV] = records_path
+    env["PYTEST_ADDOPTS"] = " ".join(filter(None, [env.get("PYTEST_ADDOPTS", ""), "-p", "probes.pytest_outcomes",
+                                                   "-p", "no:cacheprovider"]))
+    return env
+
+
+def run_command_probe(name, command, timeout, tmpdir, index, cwd=None):
+    """A downstream command (e.g. a pytest selection) as a probe, run from ``cwd`` (the project).
+
+    Exit 0 passes, anything else fails; exit 127 (command not found) is ``error``. A command
+    that runs pytest is judged test by test (``probes.pytest_outcomes``): failing tests named
+    by node id, skips not failures, a collection or usage error ``error``.
+    """
     base = os.path.join(tmpdir, "%03d-%s" % (index, name))
     output_path = base + ".out"
+    records_path = base + ".pytest.jsonl"
     started = time.time()
     with open(output_path, "wb") as output:
         proc = subprocess.Popen(command, shell=True, stdin=subprocess.DEVNULL, stdout=output,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd or None,
+                                env=command_env(records_path))
         how, code = _wait_process(proc, timeout)
     duration = time.time() - started
     tail = execute.tail_of(output_path)
     result = {"name": name, "isolation": "command", "duration_s": round(duration, 4), "repro": command,
               "evidence": {"command": command}}
+    if cwd:
+        result["repro"] = "cd %s && %s" % (shlex.quote(cwd), command)
+        result["evidence"]["cwd"] = cwd
+    records = pytest_outcomes.read_records(records_path)
     if how == "timeout":
         result.update(status="timeout", message="command ran past its %gs limit and was killed" % timeout)
     elif how == "signaled":
         result.update(status="crash", message="command died from %s" % execute.signal_name(code))
         result["evidence"]["signal"] = execute.signal_name(code)
+    elif code == 127:
+        result.update(status="error", message="command not found (exit 127): %s" % (
+            (tail or "").strip().splitlines() or [command])[-1][:300])
+        result["evidence"]["exit_code"] = code
+    elif records or pytest_outcomes.runs_pytest(command):
+        status, message, evidence = pytest_outcomes.judge(code, records, tail or "")
+        result.update(status=status, message=message)
+        result["evidence"].update(evidence)
+        result["evidence"]["exit_code"] = code
+        if status == "fail":
+            result.update(observed=code, expected=0)
     elif code == 0:
         result.update(status="pass", message="")
         result["evidence"]["exit_code"] = 0
@@ -238,6 +277,8 @@ def run_suite(args):
     selected = set()
     for value in args.select:
         selected.update(n.strip() for n in value.split(",") if n.strip())
+    if args.command_dir and not os.path.isdir(args.command_dir):
+        raise UsageError("--command-dir %s: not a directory" % args.command_dir)
     for directory in args.probe_dir:
         if not os.path.isdir(directory):
             raise UsageError("--probe-dir %s: not a directory" % directory)
@@ -298,7 +339,7 @@ def run_suite(args):
             progress.result(results[-1], len(results), total)
         for name, command in commands:
             index += 1
-            results.append(run_command_probe(name, command, args.timeout, tmpdir, index))
+            results.append(run_command_probe(name, command, args.timeout, tmpdir, index, args.command_dir))
             progress.result(results[-1], len(results), total)
         gpu = None
         if zygote is not None and zygote.alive:

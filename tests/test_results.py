@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -60,8 +61,11 @@ def test_schema_stays_in_sync_with_records():
     assert set(data) == set(props) == set(schema["required"])
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
     cell_props = schema["$defs"]["cell"]["properties"]
-    assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin"}  # optional since v2
+    assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin", "install",
+                                                                          "install_digest"}  # optional since v2
     assert tuple(cell_props["origin"]["enum"]) == records.ORIGINS
+    with_install = replace(full_result().cell, install=(".[test]",), install_digest="ab12")
+    assert set(with_install.to_json()) == set(cell_props)  # the optional ones are declared
     assert set(data["install"]) == set(schema["$defs"]["install"]["required"])
     assert set(data["probes"][1]) == set(schema["$defs"]["probe"]["properties"])
     policy_values = set(schema["$defs"]["cell"]["properties"]["policy"]["additionalProperties"]["enum"])
@@ -395,3 +399,24 @@ def test_fast_path_never_accepts_what_jsonschema_rejects():
     added = _mutated(base, ("unknown",), 1)
     assert not fast(added) and not strict.is_valid(added)
     assert checked > 1000
+
+
+def test_a_version_1_file_loads_unchanged_and_a_cell_with_install_round_trips(tmp_path):
+    """Schema 2 added the cell's optional install list; version-1 files still load as they were."""
+    old = full_result().to_json()
+    old["schema_version"] = 1
+    cells = results.cells_dir(tmp_path, "default")
+    cells.mkdir(parents=True)
+    (cells / f"{old['cell']['id']}.json").write_text(json.dumps(old))
+    loaded = results.load_results(tmp_path)
+    assert loaded.problems == [] and len(loaded.results) == 1
+    assert loaded.results[0] == full_result()
+    assert loaded.results[0].cell.fingerprint() == full_result().cell.fingerprint()
+    # A cell with an install list: written as version 2, read back the same, other fingerprint.
+    cell = replace(full_result().cell, install=(".[test]", "-r requirements.txt"), install_digest="ab12")
+    result = replace(full_result(), cell=cell)
+    assert result.to_json()["schema_version"] == 2
+    path = results.write_result(result, tmp_path / "new")
+    assert results.read_result(path) == result
+    assert cell.fingerprint() != full_result().cell.fingerprint()
+    assert replace(cell, install_digest="cd34").fingerprint() != cell.fingerprint()

@@ -1,0 +1,52 @@
+"""torch-matrix's nox sessions: one per cell (`nox -l` lists them), then `report`; `pins`.
+
+This file ships inside the package: ``torch-matrix run`` runs it for the spec found from the
+current directory (a downstream repository needs no noxfile of its own), and this
+repository's ``noxfile.py`` imports it. The logic lives in matrix/nox_support.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import nox
+
+from matrix import layout, nox_support
+from matrix.errors import UserError
+
+nox.options.sessions = ["matrix"]
+
+# Plan only when matrix cells may be selected: `nox -s tests` must not need a valid spec,
+# and `nox -s report` (a CI merge job) reads only the spec's name, not the indexes.
+PLAN = nox_support.MatrixPlan()
+if nox_support.wants_matrix(sys.argv[1:]):
+    try:
+        PLAN = nox_support.load_plan()
+    except UserError as error:
+        nox_support.fail_cleanly(error)
+    nox_support.announce_missing(PLAN)
+
+
+@nox.session(venv_backend="uv", allow_parallel=True)
+@nox.parametrize(["python", "cell"], [
+    nox.param(python, cell_id, id=cell_id, tags=tags)
+    for python, cell_id, tags in nox_support.params(PLAN)
+])
+def matrix(session: nox.Session, cell: str) -> None:
+    """One cell: own uv venv, install, verify, probes, result file."""
+    nox_support.run_matrix_cell(session, PLAN, PLAN.cell(cell))
+
+
+@nox.session(python=False, allow_parallel=False)
+def report(session: nox.Session) -> None:
+    """Merge the run's cell results: table, summary.md, results.json, report.html, pins/."""
+    run_dir = nox_support.run_dir_for_session()
+    session.run(sys.executable, "-m", "matrix.cli", "report", str(run_dir),
+                "--html", str(run_dir / layout.HTML_NAME), "--pins", *session.posargs, external=True)
+
+
+@nox.session(python=False, allow_parallel=False)
+def pins(session: nox.Session) -> None:
+    """Suggested requirement pins from the run's results."""
+    session.run(sys.executable, "-m", "matrix.cli", "pins",
+                str(nox_support.run_dir_for_session()), *session.posargs, external=True)

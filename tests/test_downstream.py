@@ -1,0 +1,319 @@
+"""Downstream mode, piece by piece: spec lookup in pyproject.toml, the ``install`` key, the
+pytest command probe, ``torch-matrix run``'s command line. (The whole of it, with real nox
+and uv against the synthetic index, is tests/test_example_downstream.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrix import cli, environment, install_items, run_cli
+from matrix.errors import UserError
+from matrix.plan import cell_install
+from matrix.records import Cell
+from matrix.spec import DEFAULT_SPEC_PATH, find_spec, load_spec, parse_spec
+from probes import pytest_outcomes
+
+REPO = Path(__file__).resolve().parent.parent
+
+PYPROJECT = """\
+[project]
+name = "Tiny.Train"
+version = "0.1"
+
+[tool.torch-matrix]
+torch = ["2.3.1", "2.6.0"]
+python = ["3.11"]
+torchvision = "none"
+install = [".[test]", "-r requirements.txt"]
+
+[tool.torch-matrix.index]
+find_links = []
+
+[tool.torch-matrix.probes]
+commands = { tests = "pytest -q tests" }
+"""
+
+
+# ------------------------------------------------------------------ spec lookup
+
+
+def test_lookup_order(tmp_path):
+    env: dict[str, str] = {}
+    assert find_spec(None, env, str(tmp_path)).builtin
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")  # no table: not a spec
+    assert find_spec(None, env, str(tmp_path)).path == DEFAULT_SPEC_PATH
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    found = find_spec(None, env, str(tmp_path))
+    assert found.pyproject and found.path == tmp_path / "pyproject.toml"
+    (tmp_path / "matrix.toml").write_text('name = "m"\n')
+    assert find_spec(None, env, str(tmp_path)).path == tmp_path / "matrix.toml"
+    env["TORCH_MATRIX_SPEC"] = str(tmp_path / "other.toml")
+    assert find_spec(None, env, str(tmp_path)).path == tmp_path / "other.toml"
+    assert find_spec(str(tmp_path / "pyproject.toml"), env, str(tmp_path)).pyproject  # --spec wins
+
+
+def test_pyproject_table_takes_the_same_keys_and_its_results_are_its_own(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    (tmp_path / "requirements.txt").write_text("torch>=2.0\n")
+    spec = load_spec(None, {}, cwd=str(tmp_path))
+    assert spec.name == "tiny-train"  # the project's name, never "default"
+    assert spec.torch.explicit == ("2.3.1", "2.6.0") and spec.torchvision == "none"
+    assert spec.install == (".[test]", "-r requirements.txt")
+    assert spec.probes.commands == {"tests": "pytest -q tests"}
+    assert spec.base_dir == str(tmp_path.resolve())
+    assert spec.install_digest
+    # The digest follows the files the items name: an edited requirements.txt reruns the cells.
+    (tmp_path / "requirements.txt").write_text("torch>=2.0,!=2.6.0\n")
+    assert load_spec(None, {}, cwd=str(tmp_path)).install_digest != spec.install_digest
+
+
+def test_a_spec_without_a_name_does_not_share_results_default(tmp_path):
+    one, two = tmp_path / "alpha", tmp_path / "beta"
+    for directory in (one, two):
+        directory.mkdir()
+        (directory / "matrix.toml").write_text('torch = ["2.5.1"]\n')
+    names = {load_spec(None, {}, cwd=str(d)).name for d in (one, two)}
+    assert names == {"alpha", "beta"}
+    (one / "gpu.toml").write_text('torch = ["2.5.1"]\n')
+    assert load_spec(str(one / "gpu.toml"), {}).name == "alpha-gpu"
+    assert load_spec(None, {}, cwd=str(tmp_path)).name == "default"  # only the built-in one
+    (tmp_path / "pyproject.toml").write_text("[tool.torch-matrix]\ntorch = ['2.5.1']\n")
+    assert load_spec(None, {}, cwd=str(tmp_path)).name not in ("default", "")
+
+
+@pytest.mark.parametrize("text, where, words", [
+    ("[tool.torch-matrix]\ncolour = 1\n", "[tool.torch-matrix]: colour", "unknown key"),
+    ("[tool.torch-matrix]\ninstall = ['.[test', 'x']\n", "install[0]", "malformed extras"),
+    ("[tool.torch-matrix]\ninstall = ['pytest', 'no such thing']\n", "install[1]", "neither a path"),
+    ("[tool.torch-matrix]\ninstall = ['--pre']\n", "install[0]", "unsupported option"),
+    ("[tool.torch-matrix]\ninstall = ['-r']\n", "install[0]", "needs a file name"),
+    ("[tool.torch-matrix]\ninstall = ['-e requests']\n", "install[0]", "only local paths"),
+    ("[tool.torch-matrix]\ninstall = ['./nowhere[test]']\n", "install[0]", "does not exist"),
+    ("[tool.torch-matrix]\ninstall = '-r missing.txt'\n", "install[0]", "does not exist"),
+    ("[tool]\ntorch-matrix = 3\n", "[tool.torch-matrix]", "expected a table"),
+])
+def test_bad_pyproject_table_is_one_line_naming_file_and_key(tmp_path, text, where, words):
+    path = tmp_path / "pyproject.toml"
+    path.write_text(text)
+    with pytest.raises(UserError) as caught:
+        load_spec(str(path), {})
+    line = caught.value.one_line()
+    assert str(path) in line and where in line and words in line, line
+    assert "\n" not in line
+
+
+def test_cli_reports_a_bad_install_item_in_one_line(tmp_path, capsys):
+    (tmp_path / "matrix.toml").write_text('install = ["not a requirement!"]\n')
+    code = cli.main(["plan", "--spec", str(tmp_path / "matrix.toml")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "install[0]" in err[0] and "Traceback" not in err[0]
+
+
+# ------------------------------------------------------------------ install items
+
+
+def test_install_items_become_uv_arguments(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname='p'\nversion='1'\n")
+    (project / "dist").mkdir()
+    items = [".[test]", "-r requirements.txt", "-rother.txt", "-c c.txt", "pytest>=8",
+             "numpy<2; python_version<'3.13'", "./dist/p-1-py3-none-any.whl", "-e ../lib[dev]"]
+    assert install_items.uv_args(items, str(project)) == [
+        "-e", f"{project}[test]", "-r", f"{project}/requirements.txt", "-r", f"{project}/other.txt",
+        "-c", f"{project}/c.txt", "pytest>=8", "numpy<2; python_version<'3.13'",
+        f"{project}/dist/p-1-py3-none-any.whl", "-e", f"{tmp_path}/lib[dev]"]
+    assert install_items.requirement_names(items) == {"pytest", "numpy"}
+
+
+def test_pytest_is_added_when_a_command_runs_it_and_nothing_names_it():
+    def spec(install, command):
+        return parse_spec(f'install = {json.dumps(install)}\n[probes]\ncommands = {{ t = "{command}" }}\n')
+
+    assert cell_install(spec([".[test]"], "pytest -q tests")) == (".[test]", "pytest")
+    assert cell_install(spec(["pytest==8.3.2"], "python -m pytest tests")) == ("pytest==8.3.2",)
+    assert cell_install(spec([], "python smoke.py")) == ()
+    assert install_items.runs_pytest("cd sub && py.test -x")
+    assert not install_items.runs_pytest("python pytest_helpers.py")
+
+
+def test_the_install_list_is_part_of_the_cell_and_its_fingerprint():
+    base = Cell(id="c", axes={"python": "3.11", "torch": "2.3.1"}, requirements=("torch==2.3.1",))
+    with_project = Cell(**{**base.__dict__, "install": (".[test]",)})
+    assert "install" not in base.to_json()  # cells without it keep their old shape and fingerprint
+    assert Cell.from_json(with_project.to_json()) == with_project
+    assert with_project.fingerprint() != base.fingerprint()
+
+
+def _cell(install=(".[test]",)):
+    return Cell(id="t2.3.1-py3.11", axes={"python": "3.11", "torch": "2.3.1", "torchvision": ""},
+                requirements=("torch==2.3.1",), install=install)
+
+
+def test_install_command_puts_the_project_after_the_pins(tmp_path):
+    (tmp_path / "setup.py").write_text("")
+    command = environment.install_command(_cell(), {}, "/v/bin/python", uv="uv", project_dir=str(tmp_path))
+    assert command == ["uv", "pip", "install", "--python", "/v/bin/python", "torch==2.3.1",
+                       "-e", f"{tmp_path}[test]"]
+    alone = environment.install_command(_cell(), {}, "/v/bin/python", uv="uv",
+                                        project_dir=str(tmp_path), with_project=False)
+    assert alone[-1] == "torch==2.3.1"
+
+
+NO_SOLUTION = ("  x No solution found when resolving dependencies:\n  `-> Because tiny depends on "
+               "torch>=2.4 and you require torch==2.3.1, we can conclude that your requirements are "
+               "unsatisfiable.")
+
+
+class FakeUv:
+    """uv that refuses the install with the project and answers the pins-alone dry run as told."""
+
+    def __init__(self, alone_ok: bool):
+        self.alone_ok = alone_ok
+        self.calls: list[list[str]] = []
+
+    def __call__(self, command, **_):
+        self.calls.append(list(command))
+        ok = "--dry-run" in command and self.alone_ok
+        return subprocess.CompletedProcess(command, 0 if ok else 1, stdout="" if ok else NO_SOLUTION)
+
+
+def test_the_projects_requirements_excluding_a_cell_is_said_so(tmp_path):
+    uv = FakeUv(alone_ok=True)
+    outcome = environment.install(_cell(), {}, "/v/bin/python", uv="uv", runner=uv, project_dir=str(tmp_path))
+    assert outcome.status == "unsatisfiable"
+    assert outcome.message.startswith("your requirements exclude torch 2.3.1")
+    assert "Because tiny depends on torch>=2.4" in outcome.message  # the resolver's own words kept
+    assert uv.calls[1][-1] == "torch==2.3.1" and "--dry-run" in uv.calls[1]
+    # When the pins fail alone too, the project is not blamed.
+    outcome = environment.install(_cell(), {}, "/v/bin/python", uv="uv", runner=FakeUv(alone_ok=False),
+                                  project_dir=str(tmp_path))
+    assert outcome.status == "unsatisfiable" and not outcome.message.startswith("your requirements")
+    # Without install items there is nothing to blame and no second resolution.
+    plain = FakeUv(alone_ok=True)
+    environment.install(_cell(install=()), {}, "/v/bin/python", uv="uv", runner=plain)
+    assert len(plain.calls) == 1
+
+
+# ------------------------------------------------------------------ pytest as a probe
+
+
+RECORD = st.fixed_dictionaries({
+    "nodeid": st.sampled_from(["tests/test_a.py::test_x", "tests/test_b.py::test_y[1]", "t.py::C::test_z"]),
+    "when": st.sampled_from(["setup", "call", "teardown"]),
+    "outcome": st.sampled_from(["passed", "failed", "skipped", "xfailed", "xpassed"]),
+    "message": st.text(max_size=20)})
+
+
+@given(st.sampled_from([0, 1, 2, 3, 4, 5]), st.lists(RECORD, max_size=8))
+def test_judging_pytest_follows_its_exit_code(code, records):
+    status, message, evidence = pytest_outcomes.judge(code, records)
+    failed = [r for r in records if r["outcome"] == "failed"]
+    if code == 0:
+        assert status == "pass"
+    elif code in (2, 3, 4, 5):
+        assert status == "error" and "not evidence" in message  # never an incompatibility
+    else:
+        assert status == "fail"
+        for record in failed[:pytest_outcomes.LISTED]:
+            assert record["nodeid"] in message
+    assert evidence["pytest_exit"] == code
+    assert sum(evidence["tests"].values()) == len(records)
+
+
+def _probe_dir(tmp_path: Path, files: dict[str, str]) -> Path:
+    project = tmp_path / "project"
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    return project
+
+
+def run_command_probes(tmp_path: Path, project: Path, **commands: str) -> dict[str, dict]:
+    out = tmp_path / "probes.json"
+    command = [sys.executable, "-m", "probes", "--no-standard", "--quiet", "--out", str(out),
+               "--command-dir", str(project)]
+    for name, text in commands.items():
+        command += ["--command", f"{name}={text}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {r["name"]: r for r in json.loads(out.read_text())["results"]}
+
+
+def test_a_pytest_command_probe_names_failing_tests_and_not_skips(tmp_path):
+    project = _probe_dir(tmp_path, {
+        "tests/test_resume.py": (
+            "import os, pytest\n"
+            "def test_runs_from_the_project():\n    assert os.path.isfile('marker.txt')\n"
+            "def test_resume_from_checkpoint():\n    assert {'epoch': 1} == {'epoch': 2}, 'resumed wrong'\n"
+            "def test_needs_gpu():\n    pytest.skip('no CUDA device')\n"
+            "@pytest.mark.xfail(reason='known')\ndef test_known():\n    assert False\n"),
+        "tests/test_fine.py": "def test_fine():\n    pass\n",
+        "marker.txt": "",
+        "broken/test_import.py": "import no_such_module_here\n"})
+    results = run_command_probes(
+        tmp_path, project, tests="pytest -q tests", skips="python -m pytest -q tests -k 'gpu or fine'",
+        collection="pytest -q broken", usage="pytest --no-such-option", empty="pytest -q tests -k nothing",
+        plain="python -c 'raise SystemExit(3)'", missing="no-such-command-xyz")
+    tests = results["tests"]
+    assert tests["status"] == "fail"
+    assert tests["message"].startswith("1 of 5 tests failed: tests/test_resume.py::test_resume_from_checkpoint")
+    assert "resumed wrong" in tests["message"]
+    assert tests["evidence"]["tests"] == {"passed": 2, "failed": 1, "skipped": 1, "xfailed": 1}
+    assert tests["evidence"]["failed"][0]["nodeid"] == "tests/test_resume.py::test_resume_from_checkpoint"
+    assert tests["repro"] == f"cd {project} && pytest -q tests"
+    assert results["skips"]["status"] == "pass"  # skipped tests are not failures
+    assert results["skips"]["evidence"]["tests"] == {"passed": 1, "skipped": 1}
+    collection = results["collection"]
+    assert collection["status"] == "error"
+    assert "collection error in broken/test_import.py" in collection["message"]
+    assert "no_such_module_here" in collection["message"]
+    assert results["usage"]["status"] == "error" and "usage error" in results["usage"]["message"]
+    assert results["empty"]["status"] == "error" and "collected no tests" in results["empty"]["message"]
+    assert results["plain"]["status"] == "fail"  # not pytest: exit code 3 is just a failure
+    assert results["missing"]["status"] == "error" and "not found" in results["missing"]["message"]
+    assert not (project / ".pytest_cache").exists()  # cells never write into the project
+
+
+# ------------------------------------------------------------------ torch-matrix run
+
+
+def test_run_hands_nox_the_shipped_noxfile_and_passes_options_through(tmp_path):
+    command = run_cli.nox_command(["-s", "matrix", "report", "-j", "2", "-t", "py3.11", "-k", "2.5"],
+                                  ["--redo"], tmp_path)
+    assert command[:5] == [sys.executable, "-m", "nox", "--noxfile", str(REPO / "matrix" / "noxfile.py")]
+    assert command[5:] == ["--envdir", str(tmp_path / ".nox"), "-s", "matrix", "report", "-j", "2",
+                           "-t", "py3.11", "-k", "2.5", "--", "--redo"]
+    assert run_cli.nox_command(["--envdir", "/x"], [], tmp_path).count("--envdir") == 1
+    with pytest.raises(UserError):
+        run_cli.nox_command(["-f", "other.py"], [], tmp_path)
+
+
+def test_run_makes_spec_and_results_absolute(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    env = run_cli.run_environment(None, None, tmp_path, {})
+    assert env["TORCH_MATRIX_SPEC"] == str(tmp_path / "pyproject.toml")
+    assert env["TORCH_MATRIX_RESULTS"] == str(tmp_path / "results")
+    with pytest.raises(UserError):
+        run_cli.run_environment("nope.toml", None, tmp_path, {})
+
+
+def test_help_lists_only_commands_that_exist(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    listed = capsys.readouterr().out
+    commands = cli._build_parser()._subparsers._group_actions[0].choices
+    assert set(commands) == {"plan", "report", "pins", "run"}
+    for name in commands:
+        assert name in listed
+        module = commands[name].get_default("handler").split(":")[0]
+        __import__(module)  # every listed command has its handler

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .errors import UserError
-from .nox_support import RESULTS_ENV
-from .spec import SPEC_ENV, find_spec
+from .layout import RESULTS_ENV, SPEC_ENV
+from .spec import find_spec
 
 NOXFILE = Path(__file__).with_name("noxfile.py")
 OWN_NOXFILE_OPTIONS = ("-f", "--noxfile", "--noxfile=")

@@ -197,8 +197,9 @@ def load_spec(path: str | os.PathLike[str] | None = None,
     except OSError as error:
         raise UserError(f"cannot read spec: {error.strerror or error}", where=str(chosen),
                         hint=f"pass an existing file (--spec or ${SPEC_ENV}); with neither, "
-                             "./matrix.toml or the built-in default matrix is used") from None
-        base_dir = str(chosen.resolve().parent)
+                             "./matrix.toml, [tool.torch-matrix] in ./pyproject.toml or the "
+                             "built-in default matrix is used") from None
+    base_dir = str(chosen.resolve().parent)
     if source.pyproject:
         spec = parse_pyproject(text, str(chosen), environ=environ, base_dir=base_dir)
     else:
@@ -216,8 +217,9 @@ def _check_install_files(spec: Spec) -> Spec:
     if not spec.install:
         return spec
     for i, text, path in missing_paths(spec.install, spec.base_dir):
-        raise UserError(f"{text!r}: {path} does not exist (paths are relative to the spec's "
-                        f"directory {spec.base_dir})", where=f"{spec.path}: install[{i}]")
+        raise UserError(f"{text!r}: {path} does not exist", where=f"{spec.path}: install[{i}]",
+                        hint=f"paths are relative to the spec's directory {spec.base_dir}; "
+                             "fix the path or remove the entry")
     return replace(spec, install_digest=install_digest(spec.install, spec.base_dir))
 
 
@@ -265,9 +267,11 @@ def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, 
     table = tool.get("torch-matrix") if isinstance(tool, dict) else None
     shown = f"{where} [{PYPROJECT_TABLE}]"
     if table is None:
-        raise UserError(f"no [{PYPROJECT_TABLE}] table", where=where)
+        raise UserError(f"no [{PYPROJECT_TABLE}] table", where=where,
+                        hint=f"add a [{PYPROJECT_TABLE}] table (the keys of matrix.toml, docs/spec.md) "
+                             "or point --spec at a matrix.toml")
     if not isinstance(table, dict):
-        raise UserError(f"expected a table, got {_show(table)}", where=shown)
+        raise UserError(f"expected a table, got {_show(table)}", where=shown, hint=spec_hint(""))
     project = data.get("project")
     project_name = project.get("name") if isinstance(project, dict) else None
     if isinstance(project_name, str) and NAME_RE.match(canonicalize_name(project_name)):
@@ -281,6 +285,11 @@ def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, 
 # ---------------------------------------------------------------- parsing
 
 CHECK_HINT = "`torch-matrix plan` checks a spec without installing anything"
+
+
+INSTALL_HINT = ("each `install` entry is a path such as '.[test]' (relative to the spec's directory), "
+                "'-e PATH', '-r FILE', '-c FILE' or a PEP 508 requirement such as 'pytest>=8' "
+                "(docs/spec.md, docs/downstream.md)")
 
 
 def spec_hint(key: str) -> str:
@@ -413,7 +422,7 @@ class _Parser:
             try:
                 parse_item(item)
             except InstallItemError as error:
-                raise self.error(f"install[{i}]", str(error)) from None
+                raise UserError(str(error), where=f"{self.where}: install[{i}]", hint=INSTALL_HINT) from None
         return tuple(item.strip() for item in items)
 
     def pythons(self, value: Any) -> tuple[str, ...]:

@@ -107,14 +107,15 @@ def test_bad_pyproject_table_is_one_line_naming_file_and_key(tmp_path, text, whe
         load_spec(str(path), {})
     line = caught.value.one_line()
     assert str(path) in line and where in line and words in line, line
-    assert "\n" not in line
+    assert "\n" not in line and caught.value.hint  # one error line, then how to fix it
 
 
 def test_cli_reports_a_bad_install_item_in_one_line(tmp_path, capsys):
     (tmp_path / "matrix.toml").write_text('install = ["not a requirement!"]\n')
     code = cli.main(["plan", "--spec", str(tmp_path / "matrix.toml")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "install[0]" in err[0] and "Traceback" not in err[0]
+    assert code == 2 and len(err) == 2 and "install[0]" in err[0] and "Traceback" not in err[0]
+    assert err[1].startswith("  hint: each `install` entry is a path such as '.[test]'")
 
 
 # ------------------------------------------------------------------ install items
@@ -312,8 +313,7 @@ def test_help_lists_only_commands_that_exist(capsys):
         cli.main(["--help"])
     listed = capsys.readouterr().out
     commands = cli._build_parser()._subparsers._group_actions[0].choices
-    assert set(commands) == {"plan", "report", "pins", "run"}
+    assert {"plan", "report", "pins", "run"} <= set(commands)
     for name in commands:
         assert name in listed
-        module = commands[name].get_default("handler").split(":")[0]
-        __import__(module)  # every listed command has its handler
+        assert callable(commands[name].get_default("handler"))

@@ -64,7 +64,8 @@ def test_schema_stays_in_sync_with_records():
     assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin", "install",
                                                                           "install_digest"}  # optional since v2
     assert tuple(cell_props["origin"]["enum"]) == records.ORIGINS
-    with_install = replace(full_result().cell, install=(".[test]",), install_digest="ab12")
+    with_install = replace(full_result().cell, install=(".[test]",), install_digest="ab12",
+                           origin=records.ORIGIN_EXISTING)
     assert set(with_install.to_json()) == set(cell_props)  # the optional ones are declared
     assert set(data["install"]) == set(schema["$defs"]["install"]["required"])
     assert set(data["probes"][1]) == set(schema["$defs"]["probe"]["properties"])

@@ -13,7 +13,7 @@ import io
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from matrix.environment import install_command, uv_executable
 from matrix.records import INSTALLED, Cell
@@ -72,27 +72,18 @@ def cell_ids(cells: Iterable[Cell]) -> list[str]:
     return [cell.id for cell in cells]
 
 
-@contextlib.contextmanager
-def _clock_stops_at_probes() -> Iterator[dict[str, float]]:
-    """Run ``run_cell`` up to its probes phase only: the figure ends when the venv is verified.
-
-    ``matrix.cellrun.run_probes`` is swapped for a stub that notes the time and returns no
-    probes (restored afterwards); everything before it is the tool's unchanged code.
-    """
-    from matrix import cellrun
-
-    stopped: dict[str, float] = {}
-    real = cellrun.run_probes
+def _clock_stops_at_probes(stopped: dict[str, float]) -> Any:
+    """``CellSteps`` that run ``run_cell`` up to its probes phase only: the figure ends when the
+    venv is verified. The probes step notes the time and returns no probes; every step
+    before it is the tool's unchanged code."""
+    from matrix.cellrun import CellSteps
+    from matrix.probe_process import ProbeRun
 
     def stop(*args: Any, **kwargs: Any) -> Any:
         stopped["at"] = time.perf_counter()
-        return cellrun.ProbeRun((), {"gpu": {"skipped": "benchmark"}})
+        return ProbeRun((), {"gpu": {"skipped": "benchmark"}})
 
-    cellrun.run_probes = stop
-    try:
-        yield stopped
-    finally:
-        cellrun.run_probes = real
+    return CellSteps(probes=stop)
 
 
 def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
@@ -111,12 +102,13 @@ def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
                             index_config=index, fingerprint=cell.fingerprint())
     interpreter = interpreter_path(cell.python)
     progress = io.StringIO()
-    with patched_environ(env or {}), _clock_stops_at_probes() as stopped, \
-            contextlib.redirect_stderr(progress):
+    stopped: dict[str, float] = {}
+    steps = _clock_stops_at_probes(stopped)
+    with patched_environ(env or {}), contextlib.redirect_stderr(progress):
         start = time.perf_counter()
         python = nox_venv(location, interpreter, "uv")
         created = time.perf_counter()
-        result = run_cell(cell, str(python), settings)
+        result = run_cell(cell, str(python), settings, steps)
     verified = stopped.get("at", time.perf_counter())
     if result.install.status != INSTALLED:
         raise BenchError(f"our cell {cell.id}: {result.install.status}: {result.install.message[-800:]}")

@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
+from . import console
 from .errors import EXIT_BAD_INPUT, UserError
 
 
@@ -146,10 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Callable[[argparse.Namespace], int] = args.handler
         return int(handler(args) or 0)
     except UserError as error:
-        print(error.render(), file=sys.stderr)
+        console.error(error)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("torch-matrix: interrupted", file=sys.stderr)
+        console.note("torch-matrix: interrupted")
         return 130
 
 

@@ -20,13 +20,11 @@ command is recorded in every result so the choice is visible.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,9 +33,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from . import proc
+from .probe_process import run_facts
 from .records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, Cell, InstallOutcome
+from .spec import PYTORCH_INDEX as OFFICIAL_PYTORCH_INDEX
 
-OFFICIAL_PYTORCH_INDEX = "https://download.pytorch.org/whl"
 DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF_S = 3.0
 MESSAGE_LIMIT = 4000
@@ -100,7 +100,7 @@ class Verification:
         return not self.problems
 
 
-Runner = Callable[..., subprocess.CompletedProcess]
+Runner = proc.Runner
 
 
 def uv_executable() -> str:
@@ -118,12 +118,8 @@ def uv_cache_dir(environ: Mapping[str, str] | None = None, uv: str | None = None
     environ = os.environ if environ is None else environ
     if environ.get("UV_CACHE_DIR"):
         return environ["UV_CACHE_DIR"]
-    try:
-        done = subprocess.run([uv or uv_executable(), "cache", "dir"], capture_output=True, text=True,
-                              timeout=30, env=dict(environ))
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    code, out, _err = proc.run_text([uv or uv_executable(), "cache", "dir"], timeout=30, env=environ)
+    return out.strip() if code == 0 else ""
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -216,10 +212,10 @@ def blame_project(cell: Cell, index_config: Any, venv_python: str, message: str,
     requirements are what exclude them; say so first (the resolver's words follow)."""
     alone = install_command(cell, index_config, venv_python, uv=uv, with_project=False)
     try:
-        done = runner(alone[:3] + ["--dry-run"] + alone[3:], stdout=subprocess.PIPE,
-                      stderr=subprocess.STDOUT, text=True,
+        done = runner(alone[:3] + ["--dry-run"] + alone[3:], stdout=proc.PIPE,
+                      stderr=proc.STDOUT, text=True,
                       env=dict(env) if env is not None else None, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, proc.TimeoutExpired):
         return message
     if done.returncode != 0:
         return message  # the pins are unsatisfiable by themselves: not the project's doing
@@ -249,27 +245,24 @@ def classify_install_failure(returncode: int, output: str) -> Classification:
 def install(cell: Cell, index_config: Any, venv_python: str, *,
             retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S,
             timeout_s: float | None = None, env: Mapping[str, str] | None = None,
-            uv: str | None = None, runner: Runner = subprocess.run,
-            sleep: Callable[[float], None] = time.sleep, dry_run: bool = False,
+            uv: str | None = None, runner: Runner = proc.run,
+            sleep: Callable[[float], None] = time.sleep,
             project_dir: str | None = None) -> InstallOutcome:
     """Install the cell's requirements; retry only ``error`` outcomes, at most ``retries`` times.
 
-    ``dry_run`` asks only the resolver (nothing downloaded or installed); the outcome still
-    records the real install command, which is what a user would rerun. An unsatisfiable
-    cell whose pins resolve without the project's install items says that the project's
-    requirements exclude it (``your requirements exclude torch 2.3.1``).
+    An unsatisfiable cell whose pins resolve without the project's install items says
+    that the project's requirements exclude it (``your requirements exclude torch 2.3.1``).
     """
     uv = uv or uv_executable()
     command = install_command(cell, index_config, venv_python, uv=uv, project_dir=project_dir)
-    executed = command[:3] + ["--dry-run"] + command[3:] if dry_run else command
     attempt = 0
     while True:
         attempt += 1
         try:
-            done = runner(executed, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            done = runner(command, stdout=proc.PIPE, stderr=proc.STDOUT, text=True,
                           env=dict(env) if env is not None else None, timeout=timeout_s)
             returncode, output = done.returncode, done.stdout or ""
-        except subprocess.TimeoutExpired:
+        except proc.TimeoutExpired:
             returncode, output = -9, f"install timed out after {timeout_s:g} s"
         except OSError as error:
             returncode, output = 127, f"cannot run {command[0]}: {error}"
@@ -302,46 +295,6 @@ def uv_step_seconds(output: str) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------- verification
-
-# Runs inside the cell's interpreter (any Python 3.8+): each package's own version
-# string. ``<pkg>/version.py`` is read without importing the package when it holds a
-# literal ``__version__`` (torch, torchvision: importing torch costs seconds);
-# otherwise the package is imported.
-_VERSIONS_SCRIPT = r"""
-import ast, importlib, importlib.util, json, os, sys
-out = {}
-for name in sys.argv[1:]:
-    try:
-        spec = importlib.util.find_spec(name)
-    except Exception as e:
-        out[name] = {"error": repr(e)}; continue
-    if spec is None:
-        out[name] = {"error": "not importable"}; continue
-    found = None
-    for base in (spec.submodule_search_locations or []):
-        path = os.path.join(base, "version.py")
-        if os.path.isfile(path):
-            try:
-                tree = ast.parse(open(path, encoding="utf-8").read())
-            except Exception:
-                tree = None
-            for node in (tree.body if tree else []):
-                if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__version__" for t in node.targets):
-                    try:
-                        found = ast.literal_eval(node.value)
-                    except Exception:
-                        found = None
-        if found:
-            break
-    if not isinstance(found, str):
-        try:
-            found = str(importlib.import_module(name).__version__)
-        except Exception as e:
-            out[name] = {"error": "%s: %s" % (type(e).__name__, e)}; continue
-    out[name] = {"version": found}
-print(json.dumps(out))
-"""
-
 
 def parse_freeze(text: str) -> dict[str, str]:
     """``uv pip freeze`` lines -> {canonical name: version}; direct references keep their URL."""
@@ -418,33 +371,24 @@ VERSIONED_IMPORTS = ("torch", "torchvision", "torchaudio", "numpy")
 
 def verify(cell: Cell, venv_python: str, outcome: InstallOutcome, *,
            env: Mapping[str, str] | None = None, uv: str | None = None,
-           runner: Runner = subprocess.run, timeout_s: float = 300.0) -> InstallOutcome:
+           runner: Runner = proc.run, timeout_s: float = 300.0) -> InstallOutcome:
     """Check that the venv holds what the cell asked for; a mismatch turns ``installed`` into ``error``."""
     if outcome.status != INSTALLED:
         return outcome
     freeze_cmd = [uv or uv_executable(), "pip", "freeze", "--python", str(venv_python)]
-    try:
-        frozen_run = runner(freeze_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(env) if env is not None else None, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return replace(outcome, status=INSTALL_ERROR, message=f"verify: uv pip freeze failed: {error}")
-    if frozen_run.returncode != 0:
+    code, out, err = proc.run_text(freeze_cmd, timeout=timeout_s, env=env, runner=runner)
+    if code != 0:
         return replace(outcome, status=INSTALL_ERROR,
-                       message=f"verify: uv pip freeze failed: {_trim(frozen_run.stderr or '')}")
-    frozen = parse_freeze(frozen_run.stdout)
+                       message=f"verify: uv pip freeze failed: {_trim(err)}")
+    frozen = parse_freeze(out)
     names = [n for n in VERSIONED_IMPORTS
              if any(canonicalize_name(Requirement(r).name) == n for r in cell.requirements)]
     own: dict[str, Any] = {}
     if names:
-        # -I: the cell's interpreter sees only its own site-packages, never ours or the cwd.
-        try:
-            done = runner([str(venv_python), "-I", "-c", _VERSIONS_SCRIPT, *names],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=dict(env) if env is not None else None, timeout=timeout_s)
-            own = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
-                n: {"error": _trim(done.stderr or "")[-300:]} for n in names}
-        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as error:
-            own = {n: {"error": str(error)} for n in names}
+        # Each package's own __version__, read inside the cell's interpreter (isolated).
+        found, why = run_facts(venv_python, ["versions", *names], env=env, timeout_s=timeout_s,
+                               runner=runner)
+        own = found if isinstance(found, dict) else {n: {"error": _trim(why)[-300:]} for n in names}
     checked = check_installed(cell, frozen, own)
     if checked.ok:
         return replace(outcome, resolved=dict(checked.resolved))
@@ -458,7 +402,3 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONNOUSERSITE")}
     env.update(extra or {})
     return env
-
-
-def requirement_names(requirements: Sequence[str]) -> list[str]:
-    return [canonicalize_name(Requirement(r).name) for r in requirements]

@@ -16,7 +16,6 @@ import hashlib
 import io
 import json
 import os
-import sys
 import threading
 import time
 import urllib.parse
@@ -38,6 +37,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from .console import warn_once
 from .errors import UserError
 from .fileio import atomic_write
 from .spec import PYPI_SIMPLE, IndexConfig
@@ -112,18 +112,6 @@ def default_ttl(environ: Mapping[str, str] = os.environ) -> float:
     if value < 0:
         raise UserError(f"expected seconds >= 0, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL")
     return value
-
-
-_warned: set[str] = set()
-_warn_lock = threading.Lock()
-
-
-def warn_once(message: str) -> None:
-    with _warn_lock:
-        if message in _warned:
-            return
-        _warned.add(message)
-    print(f"torch-matrix: warning: {message}", file=sys.stderr)
 
 
 def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[str, bytes] | None:

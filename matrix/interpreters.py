@@ -13,18 +13,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import proc
 from .errors import UserError
-
-CURRENT = "current"
-SEARCHED = "[interpreters] in the spec, PATH, $PYENV_ROOT/versions, uv python"
-_PROBE = "import sys, platform; print(platform.python_version(), sys.executable, " \
-         "sys.implementation.name)"
+from .probe_process import run_facts
+from .spec import CURRENT_PYTHON as CURRENT
 _confirmed: dict[str, Interpreter | None] = {}
 
 
@@ -47,16 +44,12 @@ def confirm(path: str) -> Interpreter | None:
     if path in _confirmed:
         return _confirmed[path]
     found = None
-    try:
-        done = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=20, check=False,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        if done.returncode == 0:
-            version, executable, implementation = done.stdout.split()[:3]
-            # Keep the path we were given (a venv or pyenv path) rather than the resolved one.
-            found = Interpreter(path=path, version=version, implementation=implementation)
-            del executable
-    except (OSError, ValueError, subprocess.SubprocessError):
-        found = None
+    identity, _why = run_facts(path, ["interpreter"], env={**os.environ, "PYTHONWARNINGS": "ignore"},
+                               timeout_s=20)
+    if isinstance(identity, dict) and identity.get("version"):
+        # Keep the path we were given (a venv or pyenv path) rather than the resolved one.
+        found = Interpreter(path=path, version=str(identity["version"]),
+                            implementation=str(identity.get("implementation", "cpython")))
     _confirmed[path] = found
     return found
 
@@ -78,12 +71,11 @@ def _uv_candidates(version: str, environ: Mapping[str, str]) -> list[str]:
     uv = shutil.which("uv", path=environ.get("PATH"))
     if not uv:
         return []
+    code, out, _err = proc.run_text([uv, "python", "list", version, "--only-installed",
+                                     "--output-format", "json"], timeout=30)
     try:
-        done = subprocess.run([uv, "python", "list", version, "--only-installed", "--output-format",
-                               "json"], capture_output=True, text=True, timeout=30,
-                              check=False)
-        entries = json.loads(done.stdout) if done.returncode == 0 else []
-    except (OSError, ValueError, subprocess.SubprocessError):
+        entries = json.loads(out) if code == 0 else []
+    except ValueError:
         return []
     return [e["path"] for e in entries if isinstance(e, dict) and e.get("path")]
 

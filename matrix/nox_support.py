@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import layout
+from . import console, layout
 from .errors import UserError
 from .layout import (
     DEFAULT_RESULTS,
@@ -142,13 +142,13 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
 
 def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> None:
     """Say once, at load time, which Pythons are missing and what that means here."""
-    from .interpreters import SEARCHED
+    from .spec import INTERPRETER_SEARCH
 
     for version in plan.missing_pythons:
         consequence = ("an error (CI is set)" if environ.get("CI")
                        else "recorded as unsatisfiable")
-        print(f"torch-matrix: warning: no Python {version} interpreter found (looked in: {SEARCHED});"
-              f" its cells are {consequence}", file=sys.stderr)
+        console.warn(f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH});"
+                     f" its cells are {consequence}")
 
 
 def params(plan: MatrixPlan) -> list[tuple[str, str, list[str]]]:
@@ -273,7 +273,7 @@ def _with_env(settings: CellSettings, extra: Mapping[str, str]) -> CellSettings:
 
 def fail_cleanly(error: UserError) -> None:
     """The error line (and its hint), exit 2, no nox traceback."""
-    print(error.render(), file=sys.stderr)
+    console.error(error)
     raise SystemExit(2)
 
 

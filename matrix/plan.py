@@ -21,9 +21,16 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
-from .interpreters import SEARCHED  # a constant: plan stays pure
 from .records import Cell
-from .spec import CURRENT_PYTHON, DEFAULT_VARIANT, VERSIONED_AXES, Rule, Spec, TorchSelection
+from .spec import (
+    CURRENT_PYTHON,
+    DEFAULT_VARIANT,
+    INTERPRETER_SEARCH,
+    VERSIONED_AXES,
+    Rule,
+    Spec,
+    TorchSelection,
+)
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _OPERATOR_WORDS = {"===": "", "==": "", "!=": "ne", "~=": "compat", "<=": "le", ">=": "ge",
@@ -345,7 +352,7 @@ def _make_cell(spec: Spec, facts: IndexFacts, python: str, interpreter: Any, tor
                variant: str, tv_mode: str, extras: Mapping[str, str]) -> Cell:
     notes = []
     if interpreter is None:
-        notes.append(f"no Python {python} interpreter found (looked in: {SEARCHED})")
+        notes.append(f"no Python {python} interpreter found (looked in: {INTERPRETER_SEARCH})")
     pythons = facts.torch_pythons.get((variant, torch))
     if pythons is not None and python in _PY_MINORS and python not in pythons:
         served = ", ".join(sorted(pythons, key=Version)) or "none"
@@ -441,12 +448,6 @@ def _value_matches(axis: str, value: str, pattern: str) -> bool:
         except InvalidVersion:
             return False
     return value == pattern or fnmatch.fnmatchcase(value, pattern)
-
-
-def matches(rule: Rule, cell: Cell) -> bool:
-    """Whether an exclude/include rule covers a cell (used by tests and tools)."""
-    return all(any(_value_matches(a, cell.axes.get(a, ""), p) for p in vals)
-               for a, vals in rule.values.items())
 
 
 # ---------------------------------------------------------------- shards

@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
+from .layout import SPEC_ENV
 from .records import default_policy
 
 try:  # Python 3.11+
@@ -28,8 +29,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 DEFAULT_SPEC_PATH = Path(__file__).with_name("default_matrix.toml")
-SPEC_ENV = "TORCH_MATRIX_SPEC"
-CURRENT_PYTHON = "current"
+CURRENT_PYTHON = "current"  # the interpreter running torch-matrix
 DEFAULT_VARIANT = "default"
 VARIANT_RE = re.compile(r"^(default|cpu|cu\d{2,3}|rocm\d+(\.\d+)*|xpu)$")
 PYTHON_RE = re.compile(r"^\d+\.\d+$")
@@ -38,7 +38,9 @@ PROBE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 TORCH_SELECT = ("all", "latest-patch")
 POLICY_VALUES = ("fail", "pass")
 PYPI_SIMPLE = "https://pypi.org/simple"
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
+PYTORCH_INDEX = "https://download.pytorch.org/whl"  # the official base: uv's --torch-backend knows it
+# Where ``matrix.interpreters`` looks for Python X.Y, in order (named in messages).
+INTERPRETER_SEARCH = "[interpreters] in the spec, PATH, $PYENV_ROOT/versions, uv python"
 # Axes whose values are versions: exclude/include rules match them as PEP 440 specifiers.
 VERSIONED_AXES = ("python", "torch", "torchvision")
 
@@ -238,16 +240,19 @@ def derived_name(path: Path) -> str:
 
 def parse_spec(text: str, where: str = "matrix.toml", *, environ: Mapping[str, str] | None = None,
                base_dir: str | None = None, default_name: str | None = None) -> Spec:
-    """Validate a spec's text. Pure: ``environ`` (pip variables) is only what the caller passes.
+    """Validate a spec's text. Pure: a function of its arguments alone.
 
-    ``default_name`` is the results name when the spec sets none (``default`` if None).
+    ``environ`` (pip's variables, ``HOME`` for ``~`` in paths) is only what the caller
+    passes; relative paths are joined to ``base_dir`` (default: the directory part of
+    ``where``), never to the process's current directory. ``default_name`` is the
+    results name when the spec sets none (``default`` if None).
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"invalid TOML: {error}", where=where,
                         hint="fix the TOML syntax at that line and column; " + CHECK_HINT) from None
-    return _Parser(where, environ or {}, base_dir or os.path.dirname(os.path.abspath(where)),
+    return _Parser(where, environ or {}, base_dir or os.path.dirname(where),
                    default_name or "default").spec(data)
 
 
@@ -278,7 +283,7 @@ def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, 
         default_name = canonicalize_name(project_name)
     else:
         default_name = derived_name(Path(where).parent / "matrix.toml")
-    return _Parser(shown, environ or {}, base_dir or os.path.dirname(os.path.abspath(where)),
+    return _Parser(shown, environ or {}, base_dir or os.path.dirname(where),
                    default_name).spec(table)
 
 
@@ -377,9 +382,15 @@ class _Parser:
         return self.specifier(text, key)
 
     def path(self, value: Any, key: str) -> str:
-        text = os.path.expanduser(self.string(value, key))
+        text = self.string(value, key)
         if "://" in text:
             return text
+        if text == "~" or text.startswith("~/"):
+            home = self.environ.get("HOME", "")
+            if not home:
+                raise UserError(f"cannot expand {text!r}: HOME is not set", where=f"{self.where}: {key}",
+                                hint="write the absolute path, or set HOME")
+            text = home + text[1:]
         return os.path.normpath(os.path.join(self.base_dir, text))
 
     # -- sections

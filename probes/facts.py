@@ -3,8 +3,17 @@
 Everything except ``gpu_facts`` works without importing torch. ``gpu_facts`` imports
 torch and may initialise CUDA, so the runner calls it in a forked child (the zygote
 stays CUDA-clean) or in a throwaway subprocess.
+
+Also a script: ``torch-matrix`` runs ``python -I probes/facts.py interpreter`` to confirm
+an interpreter and read a venv's base interpreter, and ``... versions torch numpy`` to
+read each package's own ``__version__`` when it verifies an install. Every Python
+that runs here is a cell's, so keep it stdlib-only and Python 3.8 compatible.
 """
 
+import ast
+import importlib
+import importlib.util
+import json
 import os
 import platform
 import socket
@@ -98,3 +107,75 @@ def gpu_facts():
     except Exception as exc:
         facts["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[:1])
     return facts
+
+
+def interpreter_identity():
+    """Who is running: version, implementation, executable and the base interpreter of a venv."""
+    return {"version": platform.python_version(), "implementation": sys.implementation.name,
+            "executable": sys.executable, "base": getattr(sys, "_base_executable", sys.executable)}
+
+
+def _literal_version(directory):
+    """``__version__`` from ``<package>/version.py`` when it is a literal (torch, torchvision): no import."""
+    path = os.path.join(directory, "version.py")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except Exception:
+        return None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__version__" for t in node.targets):
+            try:
+                found = ast.literal_eval(node.value)
+            except Exception:
+                found = None
+    return found
+
+
+def own_versions(names):
+    """{import name: {"version": ...} or {"error": ...}}: each package's own version string.
+
+    ``version.py`` is read without importing the package when it holds a literal
+    ``__version__`` (importing torch costs seconds); otherwise the package is imported.
+    """
+    out = {}
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception as exc:
+            out[name] = {"error": repr(exc)}
+            continue
+        if spec is None:
+            out[name] = {"error": "not importable"}
+            continue
+        found = None
+        for base in (spec.submodule_search_locations or []):
+            found = _literal_version(base)
+            if found:
+                break
+        if not isinstance(found, str):
+            try:
+                found = str(importlib.import_module(name).__version__)
+            except Exception as exc:
+                out[name] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+                continue
+        out[name] = {"version": found}
+    return out
+
+
+def main(argv):
+    if argv[:1] == ["interpreter"]:
+        print(json.dumps(interpreter_identity()))
+    elif argv[:1] == ["versions"]:
+        print(json.dumps(own_versions(argv[1:])))
+    else:
+        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME...\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,6 @@
-"""One cell end to end on real uv venvs with synthetic wheels (offline, about a second per venv)."""
+"""One cell end to end. Most tests drive ``run_cell`` through its ``CellSteps`` seams with fake
+installers and the probe runner on this interpreter; two build real uv venvs with synthetic
+wheels (offline, about a second each): the whole chain once, and the runner's isolation."""
 
 from __future__ import annotations
 
@@ -9,14 +11,25 @@ import site
 import subprocess
 import sys
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from matrix import cellrun
-from matrix.cellrun import CellSettings, expected_versions, headline, probe_command, run_cell
-from matrix.progress import Progress
-from matrix.records import ERROR, INSTALL_ERROR, INSTALLED, PROBE_RUNNER, UNSATISFIABLE
+from matrix import environment, probe_process
+from matrix.cellrun import CellSettings, CellSteps, headline, run_cell
+from matrix.console import Progress
+from matrix.probe_process import ProbeOptions, ProbeRun, expected_versions, probe_command
+from matrix.records import (
+    ERROR,
+    FAIL,
+    INSTALL_ERROR,
+    INSTALLED,
+    PROBE_RUNNER,
+    UNSATISFIABLE,
+    InstallOutcome,
+    ProbeResult,
+)
 from matrix.results import read_result
 from matrix.spec import IndexConfig
 from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
@@ -58,6 +71,32 @@ def fake_probes(tmp_path: Path, body: str) -> Path:
     return package
 
 
+def installed_as_asked(cell, index_config, venv_python, **kwargs) -> InstallOutcome:
+    """An installer that 'installed' exactly the cell's pins (no uv, no venv)."""
+    return InstallOutcome(INSTALLED, ("uv", "pip", "install", *cell.requirements), "Resolved 2 packages in 12ms")
+
+
+def verified(cell, venv_python, outcome, **kwargs) -> InstallOutcome:
+    return outcome
+
+
+def uv_says(returncode: int, output: str):
+    """``environment.install`` driven by a fake uv that answers ``output``; calls are counted."""
+    calls = []
+
+    def runner(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, returncode, stdout=output)
+
+    return partial(environment.install, runner=runner, sleep=lambda s: None), calls
+
+
+# The cell's "venv python" for runner tests: this interpreter (the staged fake probes come
+# first on PYTHONPATH, so the real package installed here is never what runs).
+HERE = sys.executable
+NO_GPU = {"interpreter": lambda python, env: {"path": python}, "gpu": dict}
+
+
 # ---------------------------------------------------------------- pure parts
 
 
@@ -69,9 +108,8 @@ def test_expected_versions_are_the_exact_pins():
 def test_probe_command_follows_the_runner_interface(tmp_path):
     cell = make_cell(torch="2.1.0", torchvision="0.16.0", variant="cpu",
                      probes=("install_sanity", "training_step"))
-    settings = settings_for(tmp_path, probe_dirs=("/repo/my_probes",),
-                            probe_commands={"smoke": "python -c pass"})
-    command = probe_command(cell, "/v/bin/python", tmp_path / "out.json", settings)
+    options = ProbeOptions(dirs=("/repo/my_probes",), commands={"smoke": "python -c pass"})
+    command = probe_command(cell, "/v/bin/python", tmp_path / "out.json", options)
     assert command[:3] == ["/v/bin/python", "-m", "probes"]
     pairs = list(itertools.pairwise(command))
     for pair in [("--out", str(tmp_path / "out.json")), ("--variant", "cpu"),
@@ -100,22 +138,138 @@ def test_progress_lines_name_cell_phase_elapsed_and_count():
     assert progress.timings == {"install": pytest.approx(24.1)}
 
 
-# ---------------------------------------------------------------- real venvs
+# ---------------------------------------------------------------- fakes through the seams
 
 
 def test_planned_unsatisfiable_is_recorded_without_installing(tmp_path):
     cell = make_cell(plan_note="no torch 2.3.0 wheel for Python 3.11 on the index")
-    # A uv that does not exist proves nothing was run: any call would end as "error".
-    result = run_cell(cell, "/nonexistent/python", settings_for(tmp_path, uv="/nonexistent/uv"))
+
+    def no_step(*args, **kwargs):
+        raise AssertionError("a planned-unsatisfiable cell must run nothing")
+
+    steps = CellSteps(install=no_step, verify=no_step, probes=no_step, interpreter=no_step, gpu=no_step)
+    result = run_cell(cell, "/nonexistent/python", settings_for(tmp_path), steps)
     assert result.install.status == UNSATISFIABLE
     assert result.install.message == cell.plan_note
     stored = read_result(tmp_path / "cells" / f"{cell.id}.json")
     assert stored is not None and stored.install.status == UNSATISFIABLE
 
 
-def test_good_cell_is_compatible_with_the_real_probe(tmp_path, index, uv_cache):
+def test_a_failing_required_probe_makes_the_cell_incompatible_and_is_written(tmp_path):
+    failing = ProbeResult("install_sanity", FAIL, "import torchvision failed: RuntimeError: "
+                          "operator torchvision::nms does not exist")
+
+    def probes(cell, venv_python, work_dir, options, env, echo=None):
+        return ProbeRun((failing,), {"python": {"version": "3.11.9", "executable": "/x"},
+                                     "platform": {"system": "Linux"}, "gpu": {"driver": "550"}})
+
+    cell = make_cell(torch="2.2.0", torchvision="0.17.0", probes=("install_sanity",))
+    steps = CellSteps(install=installed_as_asked, verify=verified, probes=probes, **NO_GPU)
+    result = run_cell(cell, "/v/bin/python", settings_for(tmp_path), steps)
+    verdict = verdict_of(result)
+    assert verdict.kind == INCOMPATIBLE and verdict.failing == ("install_sanity",)
+    assert "operator torchvision::nms does not exist" in result.probe("install_sanity").message
+    assert result.interpreter == {"path": "/v/bin/python", "version": "3.11.9"}  # runner's facts win
+    assert result.platform == {"system": "Linux"} and result.gpu == {"driver": "550"}
+    assert {"resolve+install", "resolve", "verify", "probes", "total"} <= set(result.timings)
+    assert read_result(tmp_path / "cells" / f"{cell.id}.json") == result
+
+
+def test_resolver_refusal_keeps_the_message_and_runs_no_probes(tmp_path):
+    refusal = ("  x No solution found when resolving dependencies:\n  `-> Because triton was not found "
+               "in the package registry and torch==2.4.0 depends on triton==3.0.0, we can conclude "
+               "that torch==2.4.0 cannot be used.\n")
+    install, calls = uv_says(1, refusal)
+    cell = make_cell(torch="2.4.0", torchvision="0.19.0")
+    steps = CellSteps(install=install, probes=lambda *a, **k: pytest.fail("probes ran"), **NO_GPU)
+    result = run_cell(cell, "/v/bin/python", settings_for(tmp_path), steps)
+    assert result.install.status == UNSATISFIABLE
+    assert "triton was not found in the package registry" in result.install.message
+    assert result.install.attempts == 1 == len(calls) and not result.probes
+
+
+def test_unreachable_index_is_error_after_retries(tmp_path):
+    install, calls = uv_says(2, "error: Request failed after 3 retries\n  Caused by: tcp connect error: "
+                                "Connection refused (os error 111) for http://127.0.0.1:9/simple")
+    cell = make_cell(torch="2.1.0", torchvision="")
+    settings = settings_for(tmp_path, install_retries=1)
+    result = run_cell(cell, "/v/bin/python", settings, CellSteps(install=install, **NO_GPU))
+    assert result.install.status == INSTALL_ERROR
+    assert result.install.attempts == 2 == len(calls)
+    assert "127.0.0.1:9" in result.install.message
+    assert verdict_of(result).kind == NO_EVIDENCE
+
+
+def test_verify_catches_a_venv_that_does_not_hold_the_cell(tmp_path):
+    """The install 'succeeds' (as with nox -R after a failed install) but the venv is empty."""
+    def empty_freeze(command, **kwargs):
+        return subprocess.CompletedProcess(command, 0, stdout="", stderr="")
+
+    steps = CellSteps(install=installed_as_asked, verify=partial(environment.verify, runner=empty_freeze),
+                      probes=lambda *a, **k: pytest.fail("probes ran"), **NO_GPU)
+    cell = make_cell(torch="2.1.0", torchvision="0.16.0")
+    result = run_cell(cell, "/v/bin/python", settings_for(tmp_path), steps)
+    assert result.install.status == INSTALL_ERROR
+    assert "not installed" in result.install.message
+    assert json.loads((tmp_path / "cells" / f"{cell.id}.json").read_text())["install"]["status"] == "error"
+
+
+def run_with_runner(tmp_path, monkeypatch, body: str, cell=None, **fields):
+    """``run_cell`` with a fake install and the real probe runner step, on this interpreter."""
+    package = fake_probes(tmp_path, body)
+    monkeypatch.setattr(probe_process, "probes_source", lambda: package)
+    cell = cell or make_cell(torch="2.1.0", torchvision="", probes=())
+    steps = CellSteps(install=installed_as_asked, verify=verified, **NO_GPU)
+    return run_cell(cell, HERE, settings_for(tmp_path, **fields), steps)
+
+
+def test_a_dying_probe_runner_is_an_error_not_a_finding(tmp_path, monkeypatch):
+    result = run_with_runner(tmp_path, monkeypatch, """
+        import sys
+        print("segfault-ish", file=sys.stderr)
+        sys.exit(3)
+    """)
+    runner = result.probe(PROBE_RUNNER)
+    assert runner is not None and runner.status == ERROR
+    assert "exited with 3 without writing probes.json" in runner.message
+    assert "segfault-ish" in runner.output_tail
+    assert verdict_of(result).kind == NO_EVIDENCE
+
+
+def test_a_probe_runner_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
+    result = run_with_runner(tmp_path, monkeypatch, """
+        import subprocess, sys, time
+        print("started", flush=True)
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a forked helper
+        time.sleep(60)
+    """, cell=make_cell(torch="2.1.0", torchvision="", probes=("slow",)),
+        probe_timeout_s=1.0, probe_grace_s=0.0)
+    runner = result.probe(PROBE_RUNNER)
+    assert runner is not None and "ran past" in runner.message
+    assert "started" in runner.output_tail
+    assert verdict_of(result).kind == NO_EVIDENCE
+
+
+def test_probe_output_is_echoed_live_as_progress_lines(tmp_path, monkeypatch, capsys):
+    run_with_runner(tmp_path, monkeypatch, """
+        import sys
+        print("probe install_sanity ... pass", file=sys.stderr)
+        sys.exit(1)
+    """, position=2, total=5)
+    assert "[2/5] t2.1.0-py3.11   | probe install_sanity ... pass" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- real venvs
+
+
+def test_good_cell_is_compatible_with_the_real_probe_and_command_probes_use_its_python(
+        tmp_path, index, uv_cache):
+    """The whole chain, nothing faked: uv installs, verify reads the venv, the real probe and a
+    downstream command probe (`python -c ...`, `pytest ...`) that must see the cell's venv first."""
     cell = make_cell(torch="2.1.0", torchvision="0.16.0", probes=("install_sanity",))
-    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
+    check = "python -c \"import torch; assert torch.__version__ == '2.1.0'\""
+    settings = settings_for(tmp_path, index, probe_commands={"own_python": check})
+    result = run_cell(cell, make_venv(tmp_path), settings)
     assert result.install.status == INSTALLED, result.install.message
     assert dict(result.install.resolved) == {"torch": "2.1.0", "torchvision": "0.16.0"}
     assert "--default-index" in result.install.command
@@ -124,51 +278,8 @@ def test_good_cell_is_compatible_with_the_real_probe(tmp_path, index, uv_cache):
     assert result.interpreter["version"].startswith("3.")
     assert result.started_at and result.finished_at and result.tool_version
     assert read_result(tmp_path / "cells" / f"{cell.id}.json") == result
-
-
-def test_broken_torchvision_is_incompatible(tmp_path, index, uv_cache):
-    cell = make_cell(torch="2.2.0", torchvision="0.17.0", probes=("install_sanity",))
-    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
-    verdict = verdict_of(result)
-    assert verdict.kind == INCOMPATIBLE
-    assert "operator torchvision::nms does not exist" in result.probe("install_sanity").message
-
-
-def test_resolver_refusal_keeps_the_message(tmp_path, index, uv_cache):
-    cell = make_cell(torch="2.4.0", torchvision="0.19.0")
-    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
-    assert result.install.status == UNSATISFIABLE
-    assert "triton was not found in the package registry" in result.install.message
-    assert result.install.attempts == 1 and not result.probes
-
-
-def test_unreachable_index_is_error_after_retries(tmp_path, uv_cache, monkeypatch):
-    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
-    cell = make_cell(torch="2.1.0", torchvision="")
-    config = IndexConfig(default="http://127.0.0.1:9/simple")
-    settings = CellSettings(cells_dir=tmp_path / "cells", work_dir=tmp_path / "work",
-                            index_config=config, install_retries=1, retry_backoff_s=0.0)
-    result = run_cell(cell, make_venv(tmp_path), settings)
-    assert result.install.status == INSTALL_ERROR
-    assert result.install.attempts == 2
-    assert "127.0.0.1:9" in result.install.message
-    assert verdict_of(result).kind == NO_EVIDENCE
-
-
-def test_a_dying_probe_runner_is_an_error_not_a_finding(tmp_path, index, uv_cache, monkeypatch):
-    package = fake_probes(tmp_path, """
-        import sys
-        print("segfault-ish", file=sys.stderr)
-        sys.exit(3)
-    """)
-    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
-    cell = make_cell(torch="2.1.0", torchvision="", probes=())
-    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
-    runner = result.probe(PROBE_RUNNER)
-    assert runner is not None and runner.status == ERROR
-    assert "exited with 3 without writing probes.json" in runner.message
-    assert "segfault-ish" in runner.output_tail
-    assert verdict_of(result).kind == NO_EVIDENCE
+    probe = result.probe("own_python")
+    assert probe is not None and probe.status == "pass", probe
 
 
 def test_probe_runner_sees_only_the_staged_probes_and_the_venv(tmp_path, index, uv_cache,
@@ -186,7 +297,7 @@ def test_probe_runner_sees_only_the_staged_probes_and_the_venv(tmp_path, index, 
                              "evidence": {"path": sys.path, "probes": __file__}}]}
         json.dump(data, open(out, "w"))
     """)
-    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
+    monkeypatch.setattr(probe_process, "probes_source", lambda: package)
     cell = make_cell(torch="2.1.0", torchvision="", probes=())
     result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
     probe = result.probe("paths")
@@ -199,60 +310,3 @@ def test_probe_runner_sees_only_the_staged_probes_and_the_venv(tmp_path, index, 
     assert not our_site & set(probe.evidence["path"])
     assert result.platform == {"system": "Plan9"}
     assert verdict_of(result).kind == COMPATIBLE
-
-
-def test_verify_catches_a_venv_that_does_not_hold_the_cell(tmp_path, index, uv_cache,
-                                                           monkeypatch):
-    """The install 'succeeds' (as with nox -R after a failed install) but the venv is wrong."""
-    def fake_install(cell, index_config, venv_python, **kwargs):
-        from matrix.records import InstallOutcome
-
-        return InstallOutcome(INSTALLED, ("uv", "pip", "install"))
-
-    monkeypatch.setattr(cellrun.environment, "install", fake_install)
-    cell = make_cell(torch="2.1.0", torchvision="0.16.0")
-    result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
-    assert result.install.status == INSTALL_ERROR
-    assert "not installed" in result.install.message
-    assert json.loads((tmp_path / "cells" / f"{cell.id}.json").read_text())["install"]["status"] == "error"
-
-
-def test_a_probe_runner_past_its_limit_is_stopped_and_recorded(tmp_path, index, uv_cache,
-                                                               monkeypatch):
-    package = fake_probes(tmp_path, """
-        import subprocess, sys, time
-        print("started", flush=True)
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a forked helper
-        time.sleep(60)
-    """)
-    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
-    cell = make_cell(torch="2.1.0", torchvision="", probes=("slow",))
-    settings = settings_for(tmp_path, index, probe_timeout_s=1.0, probe_grace_s=0.0)
-    result = run_cell(cell, make_venv(tmp_path), settings)
-    runner = result.probe(PROBE_RUNNER)
-    assert runner is not None and "ran past" in runner.message
-    assert "started" in runner.output_tail
-    assert verdict_of(result).kind == NO_EVIDENCE
-
-
-def test_probe_output_is_echoed_live_as_progress_lines(tmp_path, index, uv_cache, monkeypatch,
-                                                       capsys):
-    package = fake_probes(tmp_path, """
-        import sys
-        print("probe install_sanity ... pass", file=sys.stderr)
-        sys.exit(1)
-    """)
-    monkeypatch.setattr(cellrun, "probes_source", lambda: package)
-    cell = make_cell(torch="2.1.0", torchvision="", probes=())
-    run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index, position=2, total=5))
-    assert "[2/5] t2.1.0-py3.11   | probe install_sanity ... pass" in capsys.readouterr().err
-
-
-def test_command_probes_run_the_cells_own_python(tmp_path, index, uv_cache):
-    """A downstream command probe (`python -c ...`, `pytest ...`) sees the cell's venv first."""
-    cell = make_cell(torch="2.1.0", torchvision="0.16.0", probes=("install_sanity",))
-    check = "python -c \"import torch; assert torch.__version__ == '2.1.0'\""
-    settings = settings_for(tmp_path, index, probe_commands={"own_python": check})
-    result = run_cell(cell, make_venv(tmp_path), settings)
-    probe = result.probe("own_python")
-    assert probe is not None and probe.status == "pass", probe

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from matrix import console
 from matrix import index as index_mod
 from matrix.errors import UserError
 from matrix.index import (
@@ -179,7 +180,7 @@ def test_expired_listing_is_refetched_but_metadata_is_kept_forever(tmp_path):
 
 
 def test_stale_listing_is_used_with_one_warning_when_offline(tmp_path, capsys):
-    index_mod._warned.clear()
+    console._warned.clear()
     http = FakeHttp()
     remote(tmp_path, http).versions("torchvision")
     http.down = True
@@ -200,7 +201,7 @@ def test_nothing_available_names_index_and_project(tmp_path):
 
 
 def test_unreachable_variant_index_degrades_and_is_remembered(tmp_path, capsys):
-    index_mod._warned.clear()
+    console._warned.clear()
     http = FakeHttp()
     http.down = True
     cache = DiskCache(tmp_path / "cache", 3600, clock=lambda: 1000.0)

@@ -12,9 +12,10 @@ from matrix.interpreters import find_interpreters
 
 
 def stub(path: Path, version: str, exit_code: int = 0) -> Path:
-    """An executable that answers the version probe like a real interpreter would."""
+    """An executable that answers ``probes/facts.py interpreter`` like a real interpreter would."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\necho '{version} {path} cpython'\nexit {exit_code}\n")
+    answer = f'{{"version": "{version}", "implementation": "cpython", "executable": "{path}"}}'
+    path.write_text(f"#!/bin/sh\necho '{answer}'\nexit {exit_code}\n")
     path.chmod(0o755)
     return path
 

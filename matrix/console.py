@@ -1,6 +1,10 @@
-"""Progress lines for long runs, one line per event so they read the same in CI logs.
+"""What the tool prints while it works: warnings, user errors, and progress lines. The one place.
 
-``[3/12] t2.5.1-cu124-py3.11 install ...`` when a phase starts, and
+Like nox's ``logger.py``: library modules (``index``, ``nox_support``, ``cellrun``) call
+these instead of ``print``; the ``*_cli`` modules write their command's own output.
+Everything goes to stderr except a command's output.
+
+Progress: ``[3/12] t2.5.1-cu124-py3.11 install ...`` when a phase starts, and
 ``[3/12] t2.5.1-cu124-py3.11 install ... 24.1s installed`` when it ends. No carriage
 returns or colours: CI logs keep every line, and a parallel nox run buffers a session's
 output and prints it as one block.
@@ -10,10 +14,42 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from .errors import UserError
+
+WARNING = "torch-matrix: warning: "
+
+_warned: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def warn(message: str, stream: TextIO | None = None) -> None:
+    print(WARNING + message, file=stream or sys.stderr, flush=True)
+
+
+def warn_once(message: str) -> None:
+    """``warn``, but each distinct message only once per process (index fallbacks repeat)."""
+    with _warn_lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    warn(message)
+
+
+def error(problem: UserError, stream: TextIO | None = None) -> None:
+    """The error line and its hint line (``UserError.render``)."""
+    print(problem.render(), file=stream or sys.stderr, flush=True)
+
+
+def note(text: str, stream: TextIO | None = None) -> None:
+    """A plain line on stderr (``wrote ...``, ``interrupted``)."""
+    print(text, file=stream or sys.stderr, flush=True)
 
 
 @dataclass

@@ -25,6 +25,7 @@ DEFAULT_RUN = "default"
 CELLS_DIR = "cells"
 MERGED_NAME = "results.json"
 SUMMARY_NAME = "summary.md"
+PINS_DIR = "pins"  # what `torch-matrix pins RESULTS_DIR` writes by default, under the run dir
 HTML_NAME = "report.html"  # nox -s report writes it; torch-matrix report --html FILE anywhere
 GPU_LOCKS_DIR = ".gpu-locks"
 

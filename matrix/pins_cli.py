@@ -16,6 +16,7 @@ from pathlib import Path
 from .apply import apply_pins
 from .errors import UserError
 from .fileio import atomic_write, cyclic_gc_paused
+from .layout import PINS_DIR
 from .pins import PYTHON, PinPolicy, package_axes, requirement_lines, suggest_pins
 from .pins.render import (
     CONSTRAINTS_NAME,
@@ -72,7 +73,7 @@ def _pins(args: argparse.Namespace) -> int:
     policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.ADMIT_UNTESTED)
     suggestion = suggest_pins(loaded.results, released, policy)
     sys.stdout.write(render_text(suggestion))
-    out_dir = Path(args.out) if args.out else Path(args.results_dir) / "pins"
+    out_dir = Path(args.out) if args.out else Path(args.results_dir) / PINS_DIR
     if not (args.apply and args.dry_run):
         for path in write_outputs(suggestion, out_dir):
             print(f"wrote {path}")

@@ -22,9 +22,7 @@ from . import report
 from .errors import UserError
 from .records import Cell
 from .fileio import atomic_write, cyclic_gc_paused
-from .layout import MERGED_NAME, SPEC_ENV, SUMMARY_NAME
-
-PINS_DIR = "pins"  # what `torch-matrix pins RESULTS_DIR` writes by default
+from .layout import MERGED_NAME, PINS_DIR, SPEC_ENV, SUMMARY_NAME
 from .results import load_results, write_merged
 from .verdict import NO_EVIDENCE
 

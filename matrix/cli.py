@@ -95,6 +95,10 @@ def _build_parser() -> argparse.ArgumentParser:
     pins.add_argument("--policy", choices=["admit-untested", "tested-only"], default="admit-untested",
                       help="admit-untested (default): exclude only tested bad versions (!=X); "
                            "tested-only: bounds may also exclude untested releases")
+    pins.add_argument("--history", nargs="?", const="", metavar="DB",
+                      help="quote each exclusion's pass rate over the last --last nights from the history "
+                           "database (default DB: $TORCH_MATRIX_HISTORY, else <results root>/history.sqlite)")
+    pins.add_argument("--last", type=int, default=30, metavar="N", help="nights for --history (default 30)")
     pins.set_defaults(handler=_pins)
 
     repro = sub.add_parser("repro", help="an issue-ready Markdown bundle for one cell (and probe)")

@@ -229,3 +229,29 @@ def pass_rate(statuses: Sequence[str | None], last: int | None = None) -> PassRa
     passed = sum(1 for status in window if status == PASS)
     evidence = sum(1 for status in window if status in EVIDENCE_STATUSES)
     return PassRate(passed=passed, runs=evidence, nights=len(window))
+
+
+def exclusion_confidence(exclusions: Iterable, rates: Mapping[tuple[str, str], PassRate]) -> list[tuple[str, str]]:
+    """For each pin exclusion (``package``, ``version``, ``probes``, ``cells``), how steady its
+    evidence was over the history: ``(label, text)`` such as ``("torch 1.12.0",
+    "lazy_cuda_init failed 30/30 night(s)")``, with "flaky" when some of those nights passed,
+    like Renovate's merge confidence. Exclusions with no history are left out."""
+    lines = []
+    for exclusion in exclusions:
+        if getattr(exclusion, "paired_with", ""):
+            continue
+        failed = runs = 0
+        for cell in exclusion.cells:
+            for probe in exclusion.probes:
+                rate = rates.get((cell, probe))
+                if rate is not None and rate.runs:
+                    failed += rate.runs - rate.passed
+                    runs += rate.runs
+        if not runs:
+            continue
+        probes = "+".join(exclusion.probes) or "its probes"
+        text = f"{probes} failed {failed}/{runs} cell-night(s)"
+        if failed < runs:
+            text += f" (flaky: passed {runs - failed}; confidence {100 * failed / runs:.0f}%)"
+        lines.append((f"{exclusion.package} {exclusion.version}", text))
+    return lines

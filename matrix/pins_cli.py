@@ -56,6 +56,26 @@ def write_outputs(suggestion, out_dir: Path) -> list[Path]:
     return written
 
 
+def history_confidence(suggestion, args: argparse.Namespace) -> str:
+    """The pass rate of each excluded version's failing cells+probes over the last nights (additive:
+    the pins themselves do not change; ``matrix.diff.exclusion_confidence`` is the pure part)."""
+    from .diff import exclusion_confidence
+    from .history import db_path, open_history, run_name_of
+
+    exclusions = [exclusion for line in requirement_lines(suggestion.recommended) for exclusion in line.exclusions]
+    window = getattr(args, "last", 30) or 30
+    with open_history(db_path(args.history or None), create=False) as history:
+        spec = run_name_of(Path(args.results_dir))
+        if spec not in history.specs():
+            return f"\nHistory: no runs of {spec!r} in {history.path} (specs: {', '.join(history.specs()) or 'none'})\n"
+        rates = history.pass_rates(spec, window)
+        where = history.path
+    lines = exclusion_confidence(exclusions, rates)
+    out = [f"", f"History over the last {window} night(s) of {spec!r} ({where}):"]
+    out += [f"  {label}: {text}" for label, text in lines] or ["  no excluded version has history yet"]
+    return "\n".join(out) + "\n"
+
+
 def main(args: argparse.Namespace) -> int:
     with cyclic_gc_paused():  # the loaded results live until the end: rescanning them is waste
         return _pins(args)
@@ -73,6 +93,8 @@ def _pins(args: argparse.Namespace) -> int:
     policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.ADMIT_UNTESTED)
     suggestion = suggest_pins(loaded.results, released, policy)
     sys.stdout.write(render_text(suggestion))
+    if getattr(args, "history", None) is not None:
+        sys.stdout.write(history_confidence(suggestion, args))
     out_dir = Path(args.out) if args.out else Path(args.results_dir) / PINS_DIR
     if not (args.apply and args.dry_run):
         for path in write_outputs(suggestion, out_dir):

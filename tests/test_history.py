@@ -309,3 +309,34 @@ def test_snapshot_keeps_required_failures_only():
 def test_open_history_refuses_a_directory(tmp_path):
     with pytest.raises(UserError, match="is a directory"):
         open_history(tmp_path)
+
+
+# ---------------------------------------------------------------------------- pins quote the history
+
+def test_exclusion_confidence_is_the_failure_rate_of_its_cells_and_probes():
+    from matrix.diff import PassRate, exclusion_confidence
+    from matrix.pins.model import Exclusion
+
+    steady = Exclusion("torch", "1.12.0", probes=("lazy_cuda_init",), cells=("a", "b"))
+    flaky = Exclusion("torch", "2.6.0", probes=("training_step",), cells=("c",))
+    paired = Exclusion("torchvision", "0.13.0", paired_with="torch 1.12.0")
+    unseen = Exclusion("numpy", "2.2.6", probes=("numpy_interop",), cells=("d",))
+    rates = {("a", "lazy_cuda_init"): PassRate(0, 30, 30), ("b", "lazy_cuda_init"): PassRate(0, 10, 30),
+             ("c", "training_step"): PassRate(1, 5, 5)}
+    assert exclusion_confidence([steady, flaky, paired, unseen], rates) == [
+        ("torch 1.12.0", "lazy_cuda_init failed 40/40 cell-night(s)"),
+        ("torch 2.6.0", "training_step failed 4/5 cell-night(s) (flaky: passed 1; confidence 80%)")]
+
+
+def test_pins_quote_the_pass_rate_of_each_exclusion(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    for day in range(1, 6):  # 2.6.0's training_step fails on 4 of 5 nights, the last one included
+        failing = {} if day == 2 else {"2.6.0": "training_step"}
+        last = write_night(tmp_path / f"n{day}", night(day, failing))
+        assert cli("import", str(last), "--db", str(db)) == 0
+    capsys.readouterr()
+    assert cli("pins", str(last), "--no-coverage", "--out", str(tmp_path / "pins"), "--history", str(db)) == 0
+    out = capsys.readouterr().out
+    assert "torch!=2.6.0" in out
+    assert "History over the last 30 night(s) of 'nightly'" in out
+    assert "torch 2.6.0: training_step failed 4/5 cell-night(s) (flaky: passed 1; confidence 80%)" in out

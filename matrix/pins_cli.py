@@ -71,7 +71,7 @@ def history_confidence(suggestion, args: argparse.Namespace) -> str:
         rates = history.pass_rates(spec, window)
         where = history.path
     lines = exclusion_confidence(exclusions, rates)
-    out = [f"", f"History over the last {window} night(s) of {spec!r} ({where}):"]
+    out = ["", f"History over the last {window} night(s) of {spec!r} ({where}):"]
     out += [f"  {label}: {text}" for label, text in lines] or ["  no excluded version has history yet"]
     return "\n".join(out) + "\n"
 

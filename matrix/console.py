@@ -5,14 +5,16 @@ these instead of ``print``; the ``*_cli`` modules write their command's own outp
 Everything goes to stderr except a command's output.
 
 Progress: ``[3/12] t2.5.1-cu124-py3.11 install ...`` when a phase starts, and
-``[3/12] t2.5.1-cu124-py3.11 install ... 24.1s installed`` when it ends. No carriage
-returns or colours: CI logs keep every line, and a parallel nox run buffers a session's
-output and prints it as one block.
+``[3/12] t2.5.1-cu124-py3.11 install ... 24.1s installed`` when it ends. A long phase is not
+silence: on a terminal a live line shows the elapsed time (rewritten in place, cleared at the
+end); elsewhere (CI logs, ``nox -j``, which buffers a session's output) a plain
+``... 30s so far`` line every ``heartbeat_s`` seconds. No colours.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import threading
 import time
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from .errors import UserError
 
 WARNING = "torch-matrix: warning: "
+HEARTBEAT_S = 15.0  # a "still working" line this often in logs
+LIVE_S = 1.0  # the live line's refresh on a terminal
 
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
@@ -68,15 +72,67 @@ class Progress:
     stream: TextIO | None = None
     clock: Callable[[], float] = time.monotonic
     timings: dict[str, float] = field(default_factory=dict)
+    heartbeat_s: float | None = HEARTBEAT_S  # None: no heartbeat
+    live: bool | None = None  # None: a live line when the stream is a terminal
 
     @property
     def prefix(self) -> str:
         counter = f"[{self.position}/{self.total}] " if self.total else ""
         return f"{counter}{self.cell_id}"
 
+    def _stream(self) -> TextIO:
+        return self.stream or sys.stderr
+
     def line(self, text: str) -> None:
-        stream = self.stream or sys.stderr
-        print(f"{self.prefix} {text}", file=stream, flush=True)
+        print(f"{self.prefix} {text}", file=self._stream(), flush=True)
+
+    def _is_live(self) -> bool:
+        if self.live is not None:
+            return self.live
+        isatty = getattr(self._stream(), "isatty", None)
+        return bool(isatty and isatty())
+
+    @contextlib.contextmanager
+    def _heartbeat(self, name: str, start: float) -> Iterator[None]:
+        """A thread that says the phase is still running until the ``with`` block ends."""
+        if not self.heartbeat_s:
+            yield
+            return
+        live = self._is_live()
+        interval = LIVE_S if live else self.heartbeat_s
+        done = threading.Event()
+        lock = threading.Lock()
+        shown = [0]  # width of the live line on screen
+
+        def beat() -> None:
+            # Ctrl-C must reach the main thread: a signal the kernel hands to this thread would leave
+            # the main thread asleep in waitpid() until the child exits on its own.
+            if hasattr(signal, "pthread_sigmask"):
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            while not done.wait(interval):
+                elapsed = self.clock() - start
+                with lock:
+                    if done.is_set():
+                        return
+                    if live:
+                        text = f"\r{self.prefix} {name} ... {elapsed:.0f}s"
+                        self._stream().write(text)
+                        self._stream().flush()
+                        shown[0] = len(text)
+                    else:
+                        self.line(f"{name} ... {elapsed:.0f}s so far")
+
+        thread = threading.Thread(target=beat, name=f"progress-{name}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            with lock:
+                done.set()
+                if live and shown[0]:
+                    self._stream().write("\r" + " " * shown[0] + "\r")
+                    self._stream().flush()
+            thread.join(timeout=1.0)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[PhaseNote]:
@@ -85,7 +141,8 @@ class Progress:
         self.line(f"{name} ...")
         start = self.clock()
         try:
-            yield note
+            with self._heartbeat(name, start):
+                yield note
         except BaseException:
             note.outcome = note.outcome or "interrupted"
             raise

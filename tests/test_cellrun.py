@@ -310,3 +310,34 @@ def test_probe_runner_sees_only_the_staged_probes_and_the_venv(tmp_path, index, 
     assert not our_site & set(probe.evidence["path"])
     assert result.platform == {"system": "Plan9"}
     assert verdict_of(result).kind == COMPATIBLE
+
+
+def test_a_long_phase_is_not_silence_in_logs_nor_on_a_terminal():
+    import time as _time
+
+    stream = io.StringIO()
+    progress = Progress("t1-py3.11", 1, 2, stream=stream, heartbeat_s=0.05, live=False)
+    with progress.phase("resolve+install"):
+        _time.sleep(0.3)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "[1/2] t1-py3.11 resolve+install ..."
+    beats = [line for line in lines if line.endswith("s so far")]
+    assert len(beats) >= 2 and beats[0].startswith("[1/2] t1-py3.11 resolve+install ... ")
+    assert lines[-1].startswith("[1/2] t1-py3.11 resolve+install ... 0.")
+
+    import matrix.console as progress_module
+
+    live_stream = io.StringIO()
+    live = Progress("t1-py3.11", stream=live_stream, live=True)
+    old = progress_module.LIVE_S
+    progress_module.LIVE_S = 0.05
+    try:
+        with live.phase("probes"):
+            _time.sleep(0.3)
+    finally:
+        progress_module.LIVE_S = old
+    text = live_stream.getvalue()
+    assert "\rt1-py3.11 probes ... 0s" in text  # rewritten in place
+    assert "\r" + " " * len("\rt1-py3.11 probes ... 0s") + "\r" in text  # the live line is cleared
+    assert text.splitlines()[-1].startswith("t1-py3.11 probes ... 0.")
+    assert "so far" not in text

@@ -74,9 +74,17 @@ def _scale(f: Mapping[str, Any]) -> list[str]:
     listing, rep = f.get("listing", {}), f["reporting"]
     first = (f"`nox -l`: {listing['matrix_sessions']} cells, {_s(listing['seconds'])}" if "seconds" in listing
              else f"`nox -l`: not measured ({listing.get('error', '?')})")
+    if "report_pins_one_process_s" not in rep:  # a result file from before the one-load report
+        return [first, f"{rep['results']} results: report {_s(rep['report_s'])} + pins {_s(rep['pins_s'])} = "
+                       f"{_s(rep['report_plus_pins_s'])}"]
     return [first,
-            f"{rep['results']} results: report {_s(rep['report_s'])} + pins {_s(rep['pins_s'])} = "
-            f"{_s(rep['report_plus_pins_s'])}; a bare `python -c pass` takes {rep['bare_python_startup_s']['median']:.2f} s"]
+            f"{rep['results']} results: `report --pins` (one load) {_s(rep['report_pins_one_process_s'])}, cpu "
+            f"{rep['report_pins_one_process_cpu_s']['median']:.2f} s; as two processes report "
+            f"{_s(rep['report_s'])} + pins {_s(rep['pins_s'])} = {_s(rep['report_plus_pins_two_processes_s'])}, "
+            f"cpu {rep['report_plus_pins_two_processes_cpu_s']['median']:.2f} s",
+            f"`report --html`: {_s(rep['report_html_s'])}, cpu {rep['report_html_cpu_s']['median']:.2f} s, "
+            f"{rep['html_bytes'] / 1e6:.1f} MB; a bare `python -c pass` takes "
+            f"{rep['bare_python_startup_s']['median']:.2f} s"]
 
 
 def _parallel(f: Mapping[str, Any]) -> list[str]:

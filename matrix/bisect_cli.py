@@ -146,6 +146,7 @@ def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: P
              position: int, total: int, redo: bool) -> tuple[CellResult, bool]:
     """The cell's result: the stored one when complete for the same fingerprint, else a fresh run."""
     from .cellrun import CellSettings, run_cell
+    from .nox_support import project_dir
     from .results import has_complete_result, read_result
 
     fingerprint = cell.fingerprint(spec.index.to_json())
@@ -162,7 +163,7 @@ def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: P
     settings = CellSettings(cells_dir=cells_dir, work_dir=venv / "torch-matrix", index_config=spec.index,
                             fingerprint=fingerprint, probe_dirs=tuple(spec.probes.dirs),
                             probe_commands=dict(spec.probes.commands), probe_timeout_s=spec.probes.timeout,
-                            position=position, total=total)
+                            position=position, total=total, project_dir=project_dir(spec))
     return run_cell(cell, str(venv / "bin" / "python"), settings), False
 
 
@@ -254,8 +255,8 @@ def add_parser(sub: Any) -> None:
     judge = bisect.add_mutually_exclusive_group()
     judge.add_argument("--probe", help="judge each cell by this probe (default: the cell's verdict)")
     judge.add_argument("--test", metavar="NODEID",
-                       help="judge by a pytest node id, run in each cell from the current directory "
-                            "(pytest must be installed in the cells, e.g. as a spec extra)")
+                       help="judge by a pytest node id, run in each cell from the project (the spec's "
+                            "directory); the spec's install key must bring pytest, e.g. install = ['.[test]']")
     bisect.add_argument("--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)")
     bisect.add_argument("--python", help="the Python held for every cell (default: the spec's first)")
     bisect.add_argument("--variant", help="the variant held (default: the spec's first)")

@@ -228,3 +228,28 @@ def test_bad_bisect_input_gets_one_line(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("torch-matrix: error: ") and words in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
+    import argparse
+
+    from matrix.bisect_cli import TEST_PROBE, _held_spec
+    from matrix.errors import UserError
+    from matrix.spec import parse_spec
+
+    spec = parse_spec('name = "x"\npython = ["3.11", "3.12"]\ntorch = ["2.5.1"]\nvariant = ["cpu", "cu124"]\n'
+                      '[extras]\nnumpy = ["<2", ">=2"]\n[probes]\nrun = ["install_sanity"]\n', "m.toml")
+    args = argparse.Namespace(python=None, variant=None, set=["numpy=>=2"], test="tests/test_io.py::test_load",
+                              probe=None)
+    held = _held_spec(spec, args, ["2.4.1", "2.5.1"], spec.index)
+    assert held.python == ("3.11",) and held.variants == ("cpu",)
+    assert [axis.values for axis in held.extras] == [(">=2",)]
+    assert held.torch.explicit == ("2.4.1", "2.5.1")
+    assert held.probes.commands[TEST_PROBE] == "python -m pytest -x -q tests/test_io.py::test_load"
+    assert held.probes.run == ("install_sanity", TEST_PROBE)
+    with pytest.raises(UserError, match="not one of the spec's values"):
+        _held_spec(spec, argparse.Namespace(python=None, variant=None, set=["numpy=3"], test=None, probe=None),
+                   ["2.5.1"], spec.index)
+    with pytest.raises(UserError, match="not in the spec's probes.run"):
+        _held_spec(spec, argparse.Namespace(python=None, variant=None, set=None, test=None, probe="torch_compile"),
+                   ["2.5.1"], spec.index)

@@ -1,5 +1,6 @@
 """CUDA devices: count, kernels for each card's architecture, a small kernel, driver/runtime/cuDNN/NCCL versions."""
 
+import collections
 import ctypes
 
 from probes.api import Fail, probe
@@ -26,20 +27,72 @@ def driver_version():
     return None
 
 
+ArchVerdict = collections.namedtuple("ArchVerdict", "kernels reason")
+
+
+def _arch_number(arch):
+    """``sm_90a`` -> (90, "a"), ``compute_120`` -> (120, ""); None for anything else."""
+    digits = arch.split("_", 1)[1] if "_" in arch else ""
+    suffix = digits[len(digits.rstrip("af")):]
+    digits = digits[:len(digits) - len(suffix)]
+    return (int(digits), suffix) if digits.isdigit() else None
+
+
+def arch_verdict(capability, arch_list):
+    """Whether a build whose ``torch.cuda.get_arch_list()`` is ``arch_list`` has kernels for a
+    card of compute capability ``capability`` (major, minor). Pure: a function of the two.
+
+    In order of preference:
+
+    - ``sm_XY`` for the card itself (``sm_90a``, arch-specific, counts only for exactly 9.0);
+    - ``sm_XZ`` of the same major with Z <= Y: cubins are binary compatible within a major
+      (``sm_86`` runs ``sm_80`` code; PyTorch's own check says the same, pytorch#45130);
+    - ``compute_XZ`` PTX of the same major with Z <= Y, which the driver JIT-compiles.
+
+    PTX of an *older* major (a cu102 build's ``compute_37`` on an sm_90 card) does not count:
+    PyTorch itself warns that such a card "is not compatible with the current PyTorch
+    installation" (``torch.cuda._check_cubins`` looks for an ``sm_`` of the card's major only),
+    every kernel would have to be JIT-compiled from PTX at first use, and the build's CUDA
+    libraries predate the card. Returns ``ArchVerdict(kernels, reason)``; ``kernels`` is None
+    when the build has nothing for the card.
+    """
+    major, minor = int(capability[0]), int(capability[1])
+    card = major * 10 + minor
+    cubins, ptx = [], []
+    for arch in arch_list:
+        number = _arch_number(arch)
+        if number is None:
+            continue
+        if arch.startswith("sm_"):
+            cubins.append((number, arch))
+        elif arch.startswith("compute_"):
+            ptx.append((number, arch))
+    for (number, suffix), arch in cubins:
+        if number == card:
+            return ArchVerdict(arch, "%s is in the build" % arch)
+    same_major = sorted((number, arch) for (number, suffix), arch in cubins
+                        if number // 10 == major and number <= card and suffix != "a")
+    if same_major:
+        arch = same_major[-1][1]
+        return ArchVerdict(arch + " (binary compatible)",
+                           "no sm_%d; %s cubins run on compute capability %d.%d" % (card, arch, major, minor))
+    jit = sorted((number, arch) for (number, suffix), arch in ptx
+                 if number // 10 == major and number <= card and suffix != "a")
+    if jit:
+        arch = jit[-1][1]
+        return ArchVerdict(arch + " (PTX JIT)", "no sm_%d cubin; the driver JIT-compiles %s PTX" % (card, arch))
+    older = sorted(arch for (number, suffix), arch in ptx if number < card)
+    reason = "no sm_%d (or other sm_%dx cubin) in the build's arch list [%s]" % (card, major, ", ".join(arch_list))
+    if older:
+        reason += ("; only PTX of an older generation (%s), which PyTorch itself calls not compatible with "
+                   "this card" % ", ".join(older))
+    return ArchVerdict(None, reason)
+
+
 def arch_supported(capability, arch_list):
-    """sm_XY for the card, or a compute_XY PTX at or below it that the driver can JIT."""
-    major, minor = capability
-    if "sm_%d%d" % (major, minor) in arch_list:
-        return "sm_%d%d" % (major, minor)
-    ptx = [a for a in arch_list if a.startswith("compute_")]
-    for arch in sorted(ptx, key=lambda a: int(a.split("_")[1].rstrip("af")), reverse=True):
-        digits = int(arch.split("_")[1].rstrip("af"))
-        if digits // 10 == major and digits <= major * 10 + minor or digits // 10 < major:
-            return arch + " (PTX JIT)"
-    # Same major, lower minor: binary compatible within a major version (e.g. sm_86 runs sm_80 cubins).
-    same_major = [a for a in arch_list if a.startswith("sm_") and a[3:].rstrip("af").isdigit()
-                  and int(a[3:].rstrip("af")) // 10 == major and int(a[3:].rstrip("af")) % 10 <= minor]
-    return (sorted(same_major)[-1] + " (binary compatible)") if same_major else None
+    """The kernels a card gets from this build (``sm_90``, ``sm_80 (binary compatible)``,
+    ``compute_90 (PTX JIT)``), or None when it has none: ``arch_verdict(...).kernels``."""
+    return arch_verdict(capability, arch_list).kernels
 
 
 @probe("cuda_devices", doc="CUDA device count, the card's arch in get_arch_list(), a small kernel, driver vs "
@@ -58,13 +111,13 @@ def cuda_devices(ctx):
     for index in range(facts["count"]):
         capability = tuple(torch.cuda.get_device_capability(index))
         name = torch.cuda.get_device_name(index)
-        supported = arch_supported(capability, arch_list)
+        verdict = arch_verdict(capability, arch_list)
         facts["devices"].append({"index": index, "name": name, "capability": "%d.%d" % capability,
-                                 "kernels": supported})
-        if supported is None:
-            raise Fail("%s (sm_%d%d) has no kernels in this build; is_available() says True anyway"
-                       % ((name,) + capability), observed=arch_list, expected="sm_%d%d" % capability,
-                       repro=REPRO, evidence=facts)
+                                 "kernels": verdict.kernels, "arch_reason": verdict.reason})
+        if verdict.kernels is None:
+            raise Fail("%s (sm_%d%d) has no kernels in this build; is_available() says True anyway: %s"
+                       % ((name,) + capability + (verdict.reason,)), observed=arch_list,
+                       expected="sm_%d%d" % capability, repro=REPRO, evidence=facts)
         try:
             total = (torch.arange(1024, device="cuda:%d" % index, dtype=torch.float32) ** 2).sum().item()
             torch.cuda.synchronize(index)

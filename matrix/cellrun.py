@@ -58,12 +58,15 @@ class CellSettings:
     # The project under test (the spec's directory): install paths are relative to it, and
     # command probes (``pytest -q tests``) run from it. None: the current directory.
     project_dir: str | None = None
+    # An existing environment (``torch-matrix check``) is probed as its user runs it, user
+    # site-packages included; a cell's fresh venv never sees them.
+    user_site: bool = False
 
     @property
     def probe_options(self) -> ProbeOptions:
         return ProbeOptions(dirs=tuple(self.probe_dirs), commands=dict(self.probe_commands),
                             timeout_s=self.probe_timeout_s, grace_s=self.probe_grace_s, env=dict(self.env),
-                            command_dir=self.project_dir)
+                            command_dir=self.project_dir, user_site=self.user_site)
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,14 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings,
     if outcome.status != INSTALLED:
         return _finish(cell, settings, progress, started, install=outcome,
                        interpreter=interpreter, wall_start=wall_start)
+    return _probe_and_finish(cell, venv_python, settings, step, env, progress, started, install=outcome,
+                             interpreter=interpreter, wall_start=wall_start)
+
+
+def _probe_and_finish(cell: Cell, venv_python: str, settings: CellSettings, step: CellSteps,
+                      env: Mapping[str, str], progress: Progress, started: str, *, install: InstallOutcome,
+                      interpreter: Mapping[str, Any], wall_start: float) -> CellResult:
+    """The ``probes`` phase, then the result: the same for a planned cell and an existing environment."""
     with progress.phase("probes") as note:
         run = step.probes(cell, venv_python, settings.work_dir, settings.probe_options, env,
                           echo=lambda line: progress.line(f"  | {line}"))
@@ -163,6 +174,20 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings,
     if python:
         interpreter = {**interpreter, **{k: v for k, v in python.items() if k != "executable"}}
     gpu = run.data.get("gpu") or step.gpu()
-    return _finish(cell, settings, progress, started, install=outcome, probes=run.probes,
+    return _finish(cell, settings, progress, started, install=install, probes=run.probes,
                    interpreter=interpreter, platform_facts=run.data.get("platform"), gpu=gpu,
                    wall_start=wall_start)
+
+
+def run_existing(cell: Cell, python: str, settings: CellSettings, install: InstallOutcome,
+                 interpreter: Mapping[str, Any], steps: CellSteps | None = None) -> CellResult:
+    """Probe an environment as it is (``torch-matrix check``): no venv, no install, no verify.
+
+    ``cell`` and ``install`` (status installed, nothing run, the versions found) come from
+    ``matrix.check``; the probe phase and the result file are exactly a planned cell's.
+    """
+    step = (steps or CellSteps()).resolved()
+    progress = Progress(cell.id, settings.position, settings.total)
+    wall_start = progress.clock()
+    return _probe_and_finish(cell, python, settings, step, environment.base_env(), progress, _now(),
+                             install=install, interpreter=interpreter, wall_start=wall_start)

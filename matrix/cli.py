@@ -1,4 +1,4 @@
-"""The ``torch-matrix`` command line: plan, report, pins, import, history, diff, bisect, run.
+"""The ``torch-matrix`` command line: plan, report, pins, check, repro, import, history, diff, bisect, run.
 
 Each subcommand lives in the module that owns its job (imported only when chosen);
 this file only parses arguments and turns ``UserError`` into its error and hint lines
@@ -43,6 +43,12 @@ def _run(args: argparse.Namespace) -> int:
     from . import run_cli
 
     return run_cli.main(args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from . import check_cli
+
+    return check_cli.main(args)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -110,6 +116,16 @@ def _build_parser() -> argparse.ArgumentParser:
                        "(default: $TORCH_MATRIX_SPEC)")
     repro.add_argument("--out", metavar="FILE", help="write the Markdown here instead of stdout")
     repro.set_defaults(handler=_repro)
+
+    check = sub.add_parser("check", help="probe an existing environment as it is (installs nothing) and "
+                           "record it as a cell")
+    check.add_argument("--python", metavar="PATH",
+                       help="the environment's interpreter (default: the one running torch-matrix)")
+    check.add_argument("--results", metavar="DIR",
+                       help="where the cell result goes (default: $TORCH_MATRIX_RESULTS/check, i.e. results/check)")
+    check.add_argument("--spec", help="spec whose [probes] table (selection, required, custom probes) applies "
+                       "(default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)")
+    check.set_defaults(handler=_check)
 
     from .history_cli import add_parsers as history_parsers  # argparse only: the work is imported lazily
 

@@ -29,6 +29,8 @@ PINS_DIR = "pins"  # what `torch-matrix pins RESULTS_DIR` writes by default, und
 HTML_NAME = "report.html"  # nox -s report writes it; torch-matrix report --html FILE anywhere
 GPU_LOCKS_DIR = ".gpu-locks"
 
+CHECK_RUN = "check"  # torch-matrix check: results/check/ unless --results says otherwise
+
 MATRIX_SESSION = "matrix"  # noxfile.py: one ``matrix(<cell-id>)`` session per cell
 REPORT_SESSION = "report"
 
@@ -60,3 +62,8 @@ def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None)
     """The shell line that reruns one cell (already complete cells are skipped without REDO)."""
     spec = f"{SPEC_ENV}={shlex.quote(str(spec_path))} " if spec_path else ""
     return f"{spec}{REDO_ENV}=1 nox -s {shlex.quote(cell_session(cell_id))}"
+
+
+def check_command(python: str | os.PathLike[str]) -> str:
+    """The shell line that checks an existing environment again (on the machine that has it)."""
+    return f"torch-matrix check --python {shlex.quote(str(python))}"

@@ -40,6 +40,7 @@ class ProbeOptions:
     grace_s: float = 60.0  # on top: interpreter start, importing torch once
     env: Mapping[str, str] = field(default_factory=dict)  # extra variables (CUDA_VISIBLE_DEVICES)
     command_dir: str | None = None  # where command probes run (the project under test); None: cwd
+    user_site: bool = False  # an existing environment (torch-matrix check) keeps its user site-packages
 
 
 @dataclass
@@ -81,9 +82,14 @@ def stage_probes(work_dir: Path) -> Path:
 
 
 def run_facts(python: str, args: Sequence[str], *, env: Mapping[str, str] | None = None,
-              timeout_s: float = 60.0, runner: proc.Runner = proc.run) -> tuple[Any, str]:
-    """Run ``probes/facts.py ARGS`` in ``python`` (isolated): (its JSON, "") or (None, why not)."""
-    code, out, err = proc.run_text([str(python), "-I", str(facts_script()), *args], timeout=timeout_s,
+              timeout_s: float = 60.0, runner: proc.Runner = proc.run,
+              isolated: bool = True) -> tuple[Any, str]:
+    """Run ``probes/facts.py ARGS`` in ``python``: (its JSON, "") or (None, why not).
+
+    ``isolated`` (``-I``): nothing of the caller's environment, no user site-packages. An
+    existing environment (``torch-matrix check``) is read as its user runs it instead."""
+    flags = ["-I"] if isolated else []
+    code, out, err = proc.run_text([str(python), *flags, str(facts_script()), *args], timeout=timeout_s,
                                    env=env, runner=runner)
     if code != 0:
         return None, (err.strip() or f"exited with {code}")
@@ -163,7 +169,7 @@ def runner_failure(message: str, output: str = "", duration_s: float = 0.0) -> P
 
 
 def probe_env(venv_python: str, stage: Path, env: Mapping[str, str],
-              extra: Mapping[str, str]) -> dict[str, str]:
+              extra: Mapping[str, str], user_site: bool = False) -> dict[str, str]:
     """The runner's environment: the staged probes alone on PYTHONPATH, the venv's tools first on PATH."""
     result = dict(env)
     venv_dir = Path(venv_python).parent.parent
@@ -172,7 +178,8 @@ def probe_env(venv_python: str, stage: Path, env: Mapping[str, str],
         result["VIRTUAL_ENV"] = str(venv_dir)
         result["PATH"] = os.pathsep.join([str(Path(venv_python).parent), env.get("PATH", "")])
     result["PYTHONPATH"] = str(stage)
-    result["PYTHONNOUSERSITE"] = "1"
+    if not user_site:
+        result["PYTHONNOUSERSITE"] = "1"
     result["PYTHONDONTWRITEBYTECODE"] = "1"
     result.update(extra)
     return result
@@ -191,7 +198,7 @@ def run_probes(cell: Cell, venv_python: str, work_dir: Path, options: ProbeOptio
     count = max(1, len(cell.probes) or 20) + len(options.commands)
     timeout = options.timeout_s * count + options.grace_s
     try:
-        done = proc.stream(command, cwd=work, env=probe_env(venv_python, stage, env, options.env),
+        done = proc.stream(command, cwd=work, env=probe_env(venv_python, stage, env, options.env, options.user_site),
                            timeout_s=timeout, echo=echo, keep_chars=OUTPUT_TAIL * 4)
     except OSError as error:
         return ProbeRun((runner_failure(f"cannot start the probe runner: {error}"),), {})

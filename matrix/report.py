@@ -14,7 +14,7 @@ from functools import cached_property, lru_cache
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .layout import repro_command
+from .layout import check_command, repro_command
 from .records import CORE_AXES, INSTALLED, PASS, Cell, CellResult
 from .verdict import (
     COMPATIBLE,
@@ -37,7 +37,6 @@ MARKDOWN_SYMBOLS = {COMPATIBLE: "✅", INCOMPATIBLE: "❌", NOT_INSTALLABLE: "�
 PROBE_MARKS = {PASS: "pass", "fail": "FAIL", "unsupported": "unsup", "skip": "skip", "error": "ERROR",
                "timeout": "TIMEOUT", "crash": "CRASH"}
 
-# How to rerun one cell from scratch; the noxfile names each cell's session ``matrix(<id>)``.
 
 CELL_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras", "installed", "verdict", "time")
 DETAIL_HEADERS = ("cell", "probe", "status", "message", "observed vs expected", "probe repro")
@@ -182,6 +181,13 @@ def cell_repro(cell: Cell, spec: str | None = None) -> str:
     return repro_command(cell.id, spec)
 
 
+def result_repro(result: CellResult, spec: str | None = None) -> str:
+    """``cell_repro``, or for an existing environment the ``check`` that probed it."""
+    if result.cell.is_existing_env:
+        return check_command(str(result.interpreter.get("path") or "PATH/TO/python"))
+    return cell_repro(result.cell, spec)
+
+
 def _observed_vs_expected(observed: object, expected: object) -> str:
     if observed is None and expected is None:
         return ""
@@ -269,7 +275,7 @@ def repro_lines(judged: Iterable[Judged], spec: str | None = None) -> list[tuple
     lines = []
     for item in judged:
         if item.verdict.kind in (INCOMPATIBLE, NO_EVIDENCE):
-            lines.append((item.cell.id, cell_repro(item.cell, spec)))
+            lines.append((item.cell.id, result_repro(item.result, spec)))
     return lines
 
 

@@ -6,7 +6,9 @@ stays CUDA-clean) or in a throwaway subprocess.
 
 Also a script: ``torch-matrix`` runs ``python -I probes/facts.py interpreter`` to confirm
 an interpreter and read a venv's base interpreter, and ``... versions torch numpy`` to
-read each package's own ``__version__`` when it verifies an install. Every Python
+read each package's own ``__version__`` when it verifies an install; ``torch-matrix check``
+runs ``python probes/facts.py environment`` (not isolated: the environment as its user runs
+it) for the interpreter, its prefix and the installed versions. Every Python
 that runs here is a cell's, so keep it stdlib-only and Python 3.8 compatible.
 """
 
@@ -166,13 +168,24 @@ def own_versions(names):
     return out
 
 
+def environment_facts():
+    """What ``torch-matrix check`` reads before probing an existing environment: the interpreter,
+    where its environment lives, and the installed versions (from metadata: torch is not imported)."""
+    facts = python_facts()
+    facts.update(prefix=sys.prefix, base_prefix=getattr(sys, "base_prefix", sys.prefix),
+                 version_info=list(sys.version_info[:3]))
+    return {"python": facts, "platform": platform_facts(), "packages": package_facts()}
+
+
 def main(argv):
     if argv[:1] == ["interpreter"]:
         print(json.dumps(interpreter_identity()))
+    elif argv[:1] == ["environment"]:
+        print(json.dumps(environment_facts()))
     elif argv[:1] == ["versions"]:
         print(json.dumps(own_versions(argv[1:])))
     else:
-        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME...\n")
+        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment\n")
         return 2
     return 0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
@@ -334,3 +336,67 @@ def test_the_reason_names_a_find_links_build_so_nobody_blames_the_release():
     plain = make_result(torch="2.14.1", resolved={"torch": "2.14.1"},
                         probes=[make_probe("install_sanity", status="fail", message="x")])
     assert "tested with" not in probe_summary(plain, "install_sanity")
+
+
+# ---------------------------------------------------------------- existing environments (torch-matrix check)
+
+def _existing(result):
+    import dataclasses
+
+    from matrix.records import ORIGIN_EXISTING
+
+    cell = dataclasses.replace(result.cell, id="env-" + result.cell.id + "-host-abc123", origin=ORIGIN_EXISTING)
+    return dataclasses.replace(result, cell=cell)
+
+
+def test_a_failing_existing_environment_is_never_turned_into_a_pin():
+    """The only evidence for torch 2.11.0 is a user's environment that fails: no torch!=2.11.0."""
+    from matrix.pins.render import render_json, render_text
+
+    env = _existing(make_result(torch="2.11.0", torchvision="0.26.0", variant="cu130",
+                                resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"},
+                                probes=[make_probe("install_sanity", status="fail", message="stray libcudnn")]))
+    good = make_result(torch="2.10.0", torchvision="0.25.0")
+    suggestion = suggest_pins([env, good])
+    assert suggestion.recommended.pins == ()
+    assert requirement_lines(suggestion.recommended) == []
+    assert [note.cell_id for note in suggestion.not_pinned] == [env.cell.id]
+    assert "existing environment" in suggestion.not_pinned[0].reason
+    assert "[tested with torch 2.11.0+cu130]" not in suggestion.not_pinned[0].reason  # variant cu130 is its label
+    assert "stray libcudnn" in suggestion.not_pinned[0].reason
+    text = render_text(suggestion)
+    assert "1 incompatible existing environment(s) not pinned" in text and env.cell.id in text
+    assert json.loads(render_json(suggestion))["not_pinned"][0]["cell"] == env.cell.id
+
+
+def test_a_working_existing_environment_is_evidence_like_a_matrix_cell_of_its_build():
+    """A user's torch 2.11.0+cu130 environment that works weighs exactly what a cu130 matrix cell would:
+    its local label is its variant, its versions count as seen working."""
+    from matrix.pins import cell_values
+
+    matrix_cell = make_result(torch="2.11.0", torchvision="0.26.0", variant="cu130",
+                              resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"})
+    env = _existing(matrix_cell)
+    assert cell_values(env, ["torch"]) == cell_values(matrix_cell, ["torch"])
+    assert cell_values(env, ["torch"])["variant"] == "cu130"
+    bad = make_result(torch="2.9.0", torchvision="0.24.0",
+                      probes=[make_probe("install_sanity", status="fail", message="x")])
+    other = make_result(torch="2.10.0", torchvision="0.25.0")
+    with_env = suggest_pins([env, bad, other])
+    with_matrix = suggest_pins([matrix_cell, bad, other])
+    assert with_env.not_pinned == () and with_env.counts == with_matrix.counts
+    assert with_env.recommended.describe() == with_matrix.recommended.describe()
+    assert with_env.recommended.lost == ()
+    assert Version("2.11.0") in with_env.recommended.pins_for("torch")[0].specifier_set
+
+
+def test_a_failing_existing_environment_leaves_a_matrix_cells_pin_alone():
+    """The same break in a matrix cell is evidence; the existing environment adds nothing to it."""
+    bad = make_result(torch="1.12.0", torchvision="0.13.0",
+                      probes=[make_probe("install_sanity", status="fail", message="cuda at import")])
+    env = _existing(bad)
+    good = make_result(torch="1.12.1", torchvision="0.13.1")
+    with_env = suggest_pins([bad, env, good]).recommended
+    without = suggest_pins([bad, good]).recommended
+    assert with_env.describe() == without.describe()
+    assert Version("1.12.0") not in with_env.pins_for("torch")[0].specifier_set

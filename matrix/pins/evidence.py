@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..records import INSTALLED, CellResult
-from ..verdict import COMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from ..verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
 from .specifiers import _public, _value_key, build_specifiers
 
 
@@ -129,27 +129,43 @@ class _CellValues:
 
 def observe(results: Sequence[CellResult]) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
     """Split results into evidence, unsatisfiable cells and cells without evidence."""
-    return _observe(results, _CellValues(package_axes(results)))
+    evidence, unsatisfiable, no_evidence, _ = _observe(results, _CellValues(package_axes(results)))
+    return evidence, unsatisfiable, no_evidence
 
 
-def _observe(results: Sequence[CellResult],
-             values_of: _CellValues) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
+NOT_PINNED = "not pinned"
+EXISTING_ENV_NOTE = "seen in an existing environment (torch-matrix check), not in a matrix cell"
+
+
+def _observe(results: Sequence[CellResult], values_of: _CellValues
+             ) -> tuple[list[Observation], list[CellNote], list[CellNote], list[CellNote]]:
+    """Evidence, unsatisfiable cells, cells without evidence, and incompatible cells not pinned.
+
+    An existing environment (``cell.origin == existing-env``) that works is evidence like any
+    cell: its versions worked, so no pin may exclude them. One that fails is not: what broke may
+    be that environment's own state (a stray package, a local build, a stale library), which a
+    pin would turn into an exclusion for everyone. It is listed as not pinned; a matrix cell of
+    the same versions that fails is the evidence a pin needs.
+    """
     evidence: list[Observation] = []
     unsatisfiable: list[CellNote] = []
     no_evidence: list[CellNote] = []
+    not_pinned: list[CellNote] = []
     for result in sorted(results, key=lambda r: r.cell.id):
         verdict = verdict_of(result)
         if verdict.kind == NOT_INSTALLABLE:
             unsatisfiable.append(CellNote(result.cell.id, verdict.kind, _one_line(verdict.reason)))
         elif verdict.kind == NO_EVIDENCE or not verdict.is_evidence:
             no_evidence.append(CellNote(result.cell.id, NO_EVIDENCE, _one_line(verdict.reason)))
+        elif verdict.kind == INCOMPATIBLE and result.cell.is_existing_env:
+            summary = "; ".join(probe_summary(result, name) for name in verdict.failing)
+            not_pinned.append(CellNote(result.cell.id, NOT_PINNED, f"{_one_line(summary)} ({EXISTING_ENV_NOTE})"))
         else:
             evidence.append(Observation(
                 cell_id=result.cell.id, good=verdict.kind == COMPATIBLE,
                 values=values_of(result), failing=verdict.failing,
                 summaries={name: probe_summary(result, name) for name in verdict.failing}))
-    return evidence, unsatisfiable, no_evidence
-
+    return evidence, unsatisfiable, no_evidence, not_pinned
 
 
 def pairs_from(results: Iterable[CellResult]) -> dict[Version, set[Version]]:

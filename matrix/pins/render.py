@@ -42,9 +42,12 @@ def _span(items: Any) -> str:
 def _counts_line(suggestion: Suggestion) -> str:
     c = suggestion.counts
     evidence = c.get(COMPATIBLE, 0) + c.get(INCOMPATIBLE, 0)
-    return (f"{evidence} evidence cells ({c.get(COMPATIBLE, 0)} compatible, "
+    line = (f"{evidence} evidence cells ({c.get(COMPATIBLE, 0)} compatible, "
             f"{c.get(INCOMPATIBLE, 0)} incompatible), {c.get(NOT_INSTALLABLE, 0)} unsatisfiable, "
             f"{c.get(NO_EVIDENCE, 0)} without evidence (install, runner or environment)")
+    if suggestion.not_pinned:
+        line += f", {len(suggestion.not_pinned)} incompatible existing environment(s) not pinned"
+    return line
 
 
 def _keeps(answer: Answer) -> str:
@@ -140,6 +143,9 @@ def render_text(suggestion: Suggestion) -> str:
     if suggestion.no_evidence:
         out += ["", "Cells without evidence (no pins derived from them):"]
         out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.no_evidence]
+    if suggestion.not_pinned:
+        out += ["", "Incompatible, not pinned (existing environments: reproduce in a matrix cell):"]
+        out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.not_pinned]
     out += ["", "Coverage (admitted but never tested; 'not excluded' is not 'verified'):"]
     out += ["  " + line for line in coverage_lines(suggestion)]
     return "\n".join(out) + "\n"
@@ -210,7 +216,7 @@ def render_requirements(suggestion: Suggestion) -> str:
 
 def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
     recommended = suggestion.recommended
-    return {
+    data = {
         "schema": PINS_SCHEMA_ID,
         "schema_version": PINS_SCHEMA_VERSION,
         "counts": dict(sorted(suggestion.counts.items())),
@@ -227,6 +233,9 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         "environment": [item.to_json() for item in suggestion.environment],
         "coverage": {package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())},
     }
+    if suggestion.not_pinned:  # only when there are some: earlier pins.json files stay byte-identical
+        data["not_pinned"] = [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.not_pinned]
+    return data
 
 
 def render_json(suggestion: Suggestion) -> str:

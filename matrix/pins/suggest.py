@@ -29,6 +29,7 @@ class Suggestion:
     python_axis: bool = True
     policy: PinPolicy = PinPolicy.ADMIT_UNTESTED
     environment: tuple[EnvironmentAdvice, ...] = ()  # failures the environment explains
+    not_pinned: tuple[CellNote, ...] = ()  # incompatible existing environments (evidence._observe)
 
     @property
     def recommended(self) -> Answer:
@@ -50,7 +51,7 @@ def suggest_pins(results: Sequence[CellResult],
     ``policy`` says whether bounds may reach untested releases (``PinPolicy``)."""
     packages = package_axes(results)
     values_of = _CellValues(packages)
-    observations, unsatisfiable, no_evidence = _observe(results, values_of)
+    observations, unsatisfiable, no_evidence, not_pinned = _observe(results, values_of)
     counts = Counter({COMPATIBLE: 0, INCOMPATIBLE: 0, NOT_INSTALLABLE: len(unsatisfiable),
                       NO_EVIDENCE: len(no_evidence)})
     counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
@@ -64,5 +65,6 @@ def suggest_pins(results: Sequence[CellResult],
         coverage=coverage(next(a for a in answers if a.expressible), observations, packages, released),
         policy=policy,
         environment=tuple(environment_advice(results)),
+        not_pinned=tuple(not_pinned),
     )
 

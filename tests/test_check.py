@@ -1,0 +1,330 @@
+"""``torch-matrix check``: an existing environment probed as found, recorded as an ordinary cell.
+
+Pure parts (the cell an environment stands for, its id, the exit status) with properties;
+then real runs against uv venvs holding the synthetic wheels (offline, about a second each):
+a good pair, a broken pair, a local-label build, and every bad-input path with its hint.
+The real-torch run (torch 2.13.0+cpu from pip's find-links) is the ``realwheels`` test at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrix import check, check_cli, cli, report
+from matrix.check import EnvironmentFacts, existing_cell, existing_cell_id, existing_install
+from matrix.records import INSTALLED, ORIGIN_EXISTING
+from matrix.results import load_results
+from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from tests import realwheels
+from tests.factories import make_result
+from tests.synthetic_wheels import build_index, default_wheels, torch_wheel
+
+ID_CHARACTERS = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def facts(torch="2.13.0+cpu", torchvision=None, numpy="2.4.6", python="/srv/envs/a/bin/python",
+          version="3.11.7", prefix="/srv/envs/a", base_prefix="/usr") -> EnvironmentFacts:
+    return EnvironmentFacts(python=python, version=version, prefix=prefix, base_prefix=base_prefix,
+                            packages={"torch": torch, "torchvision": torchvision, "numpy": numpy})
+
+
+# ---------------------------------------------------------------- pure parts
+
+def test_the_cell_holds_the_versions_found_and_says_where_they_came_from():
+    cell = existing_cell(facts(torch="2.11.0+cu130", torchvision="0.26.0"), host="gpu-1.example.org")
+    assert cell.origin == ORIGIN_EXISTING and cell.is_existing_env
+    assert dict(cell.axes) == {"python": "3.11", "torch": "2.11.0", "torchvision": "0.26.0", "variant": "cu130"}
+    assert cell.requirements == ("torch==2.11.0+cu130", "torchvision==0.26.0", "numpy==2.4.6")
+    assert cell.id.startswith("env-t2.11.0-cu130-py3.11-gpu-1-") and ID_CHARACTERS.match(cell.id)
+    assert "existing-env" in cell.tags
+
+
+def test_a_build_without_a_local_label_is_the_default_variant_and_torchvision_may_be_absent():
+    cell = existing_cell(facts(torch="2.5.1", torchvision=None, numpy=None), host="h")
+    assert cell.variant == "default" and cell.torchvision == "" and cell.requirements == ("torch==2.5.1",)
+
+
+def test_the_spec_probe_settings_reach_the_cell():
+    cell = existing_cell(facts(), host="h", probes=("install_sanity", "smoke"), required_probes=("smoke",),
+                         policy={"unsupported": "fail", "skip": "fail"})
+    assert cell.probes == ("install_sanity", "smoke") and cell.required_probes == ("smoke",)
+    assert cell.policy == {"unsupported": "fail", "skip": "fail"}
+
+
+def test_no_torch_is_not_a_cell():
+    with pytest.raises(ValueError):
+        existing_cell(facts(torch=None), host="h")
+
+
+def test_two_environments_never_share_an_id_and_the_same_one_always_gets_its_own():
+    a = existing_cell_id(facts(python="/srv/envs/a/bin/python"), "h")
+    b = existing_cell_id(facts(python="/srv/envs/b/bin/python"), "h")
+    elsewhere = existing_cell_id(facts(python="/srv/envs/a/bin/python"), "other")
+    assert len({a, b, elsewhere}) == 3
+    assert a == existing_cell_id(facts(python="/srv/envs/a/bin/python"), "h")
+
+
+@given(torch=st.text(min_size=1, max_size=40), host=st.text(max_size=80), python=st.text(max_size=80),
+       minor=st.sampled_from(["3.8", "3.13"]))
+def test_ids_are_shell_safe_whatever_the_environment_says(torch, host, python, minor):
+    cell_id = existing_cell_id(facts(torch=torch, python=python, version=minor + ".1"), host)
+    assert ID_CHARACTERS.match(cell_id) and cell_id.startswith("env-t")
+
+
+def test_the_install_record_says_nothing_was_installed():
+    outcome = existing_install(facts(torch="2.13.0+cpu", torchvision=None))
+    assert outcome.status == INSTALLED and outcome.command == () and outcome.attempts == 0
+    assert dict(outcome.resolved) == {"torch": "2.13.0+cpu", "numpy": "2.4.6"}
+    assert outcome.message == "existing virtual environment at /srv/envs/a: probed as found, nothing installed"
+    system = existing_install(facts(prefix="/usr", base_prefix="/usr"))
+    assert system.message.startswith("existing environment at /usr:")
+
+
+@pytest.mark.parametrize("kind, status", [(COMPATIBLE, 0), (INCOMPATIBLE, 1), (NO_EVIDENCE, 3),
+                                          (NOT_INSTALLABLE, 3)])
+def test_exit_status(kind, status):
+    assert check_cli.exit_status(kind) == status
+
+
+def test_the_report_reruns_an_existing_environment_with_check_not_nox():
+    import dataclasses
+
+    bad = make_result(torch="2.13.0", probes=[__import__("tests.factories").factories.make_probe(
+        "install_sanity", status="fail", message="x")])
+    env = dataclasses.replace(bad, cell=dataclasses.replace(bad.cell, id="env-t2.13.0-py3.11-h-abc123",
+                                                             origin=ORIGIN_EXISTING),
+                              interpreter={"path": "/srv/my env/bin/python"})
+    lines = dict(report.repro_lines(report.judge([bad, env])))
+    assert lines[env.cell.id] == "torch-matrix check --python '/srv/my env/bin/python'"
+    assert lines[bad.cell.id] == "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.13.0-py3.11)'"
+
+
+# ---------------------------------------------------------------- real runs on synthetic wheels
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return build_index(tmp_path_factory.mktemp("index"), default_wheels())
+
+
+@pytest.fixture(scope="module")
+def label_index(tmp_path_factory):
+    """A find-links style local build: ``==2.1.0`` would pick it over PyPI's, so it has its own index."""
+    return build_index(tmp_path_factory.mktemp("label-index"), [torch_wheel("2.1.0+cpu")])
+
+
+@pytest.fixture
+def uv_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    for name in ("UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "TORCH_MATRIX_SPEC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./matrix.toml: the built-in default spec
+
+
+def venv_with(tmp_path: Path, index, *requirements: str, name: str = "env") -> str:
+    venv = tmp_path / name
+    subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    if requirements:
+        subprocess.run(["uv", "pip", "install", "-q", "--python", python, "--default-index", index.url,
+                        *requirements], check=True)
+    return python
+
+
+def install_sanity_only(tmp_path: Path) -> str:
+    spec = tmp_path / "check.toml"
+    spec.write_text('[probes]\nrun = ["install_sanity"]\n')
+    return str(spec)
+
+
+def run_check(capsys, *argv: str) -> tuple[int, str, str]:
+    status = cli.main(["check", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_good_environment_is_compatible_and_reports_like_any_cell(tmp_path, index, uv_env, capsys):
+    python = venv_with(tmp_path, index, "torch==2.1.0", "torchvision==0.16.0")
+    before = subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode  # no pip: untouched
+    results = tmp_path / "results" / "check"
+    status, out, err = run_check(capsys, "--python", python, "--results", str(results),
+                                 "--spec", install_sanity_only(tmp_path))
+    assert status == 0, out + err
+    assert "1 cell: 1 compatible" in out and re.search(r"^install_sanity +pass$", out, re.M)
+    assert "torch 2.1.0, torchvision 0.16.0" in out
+    loaded = load_results(results)
+    assert loaded.problems == [] and len(loaded.results) == 1
+    result = loaded.results[0]
+    assert result.cell.is_existing_env and verdict_of(result).kind == COMPATIBLE
+    assert dict(result.install.resolved) == {"torch": "2.1.0", "torchvision": "0.16.0"}
+    assert result.install.command == () and result.interpreter["path"] == python
+    assert result.interpreter["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert (results / "cells" / f"{result.cell.id}.json").is_file()
+    assert subprocess.run(["uv", "pip", "freeze", "--python", python], capture_output=True, text=True,
+                          check=True).stdout.split() == ["torch==2.1.0", "torchvision==0.16.0"]
+    assert subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == before
+
+    # Merged with a planned cell's result, the report and the pins read it like any other cell.
+    other = tmp_path / "results" / "default"
+    from matrix.results import write_result
+    write_result(make_result(torch="2.2.0", torchvision="0.17.0"), other / "cells")
+    assert cli.main(["report", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "2 cells: 2 compatible" in out and result.cell.id in out
+    assert cli.main(["pins", str(tmp_path / "results"), "--no-coverage", "--out", str(tmp_path / "pins")]) == 0
+    pins = json.loads((tmp_path / "pins" / "pins.json").read_text())
+    assert pins["counts"]["compatible"] == 2 and "not_pinned" not in pins
+
+
+def test_a_broken_pair_is_incompatible_exit_1(tmp_path, index, uv_env, capsys):
+    python = venv_with(tmp_path, index, "torch==2.2.0", "torchvision==0.17.0")
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),
+                                 "--spec", install_sanity_only(tmp_path))
+    assert status == 1, out + err
+    assert "✗ incompatible: install_sanity" in out
+    assert "operator torchvision::nms does not exist" in out
+    assert f"torch-matrix check --python {python}" in out  # the rerun line
+
+
+def test_a_local_label_build_is_its_own_variant(tmp_path, label_index, uv_env, capsys):
+    python = venv_with(tmp_path, label_index, "torch==2.1.0+cpu")
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),
+                                 "--spec", install_sanity_only(tmp_path))
+    assert status == 0, out + err
+    result = load_results(tmp_path / "r").results[0]
+    assert result.cell.variant == "cpu" and result.cell.torch == "2.1.0"
+    assert result.install.resolved["torch"] == "2.1.0+cpu" and result.cell.id.startswith("env-t2.1.0-cpu-py")
+    assert result.probe("install_sanity").status == "pass"  # torch.version.cuda is None: a cpu build
+
+
+def test_the_default_results_dir_is_check_under_the_results_root(tmp_path, index, uv_env, capsys, monkeypatch):
+    python = venv_with(tmp_path, index, "torch==2.1.0")
+    monkeypatch.setenv("TORCH_MATRIX_RESULTS", str(tmp_path / "root"))
+    status, out, err = run_check(capsys, "--python", python, "--spec", install_sanity_only(tmp_path))
+    assert status == 0, out + err
+    assert len(list((tmp_path / "root" / "check" / "cells").glob("env-t2.1.0-py*.json"))) == 1
+
+
+def test_spec_custom_command_probes_run_in_the_environment(tmp_path, index, uv_env, capsys):
+    python = venv_with(tmp_path, index, "torch==2.1.0")
+    spec = tmp_path / "custom.toml"
+    spec.write_text('[probes]\nrun = ["install_sanity", "which_torch"]\n'
+                    '[probes.commands]\nwhich_torch = "python -c \'import torch, sys; '
+                    'sys.exit(torch.__version__ != \\"2.1.0\\")\'"\n')
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"), "--spec", str(spec))
+    assert status == 0, out + err
+    result = load_results(tmp_path / "r").results[0]
+    assert result.probe("which_torch").status == "pass"
+
+
+def test_a_probe_runner_that_dies_is_no_verdict_exit_3(tmp_path, index, uv_env, capsys, monkeypatch):
+    from matrix import probe_process
+
+    package = tmp_path / "fake" / "probes"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text("import os\nos._exit(9)\n")
+    monkeypatch.setattr(probe_process, "probes_source", lambda: package)
+    python = venv_with(tmp_path, index, "torch==2.1.0")
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"))
+    assert status == 3, out + err
+    assert "! error" in out
+
+
+# ---------------------------------------------------------------- bad input: one line, a hint, exit 2
+
+def assert_one_error(err: str, *fragments: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("torch-matrix: error: ") and lines[1].startswith("  hint: ")
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err
+
+
+def test_a_python_that_does_not_exist(tmp_path, capsys):
+    status, out, err = run_check(capsys, "--python", str(tmp_path / "nope" / "python"))
+    assert status == 2 and out == ""
+    assert_one_error(err, "nope/python: no such file", "hint: pass the interpreter")
+
+
+def test_a_venv_directory_gets_its_interpreter_suggested(tmp_path, index, uv_env, capsys):
+    venv_with(tmp_path, index, name="venv")
+    status, _, err = run_check(capsys, "--python", str(tmp_path / "venv"))
+    assert status == 2
+    assert_one_error(err, "is a directory", f"--python {tmp_path / 'venv' / 'bin' / 'python'}")
+
+
+def test_a_file_that_is_not_executable(tmp_path, capsys):
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\n")
+    status, _, err = run_check(capsys, "--python", str(path))
+    assert status == 2
+    assert_one_error(err, "is not executable")
+
+
+def test_an_executable_that_is_not_python(tmp_path, capsys):
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\necho 'I am not python' >&2\nexit 1\n")
+    path.chmod(0o755)
+    status, _, err = run_check(capsys, "--python", str(path))
+    assert status == 2
+    assert_one_error(err, "not a Python interpreter that can run the probes (I am not python)",
+                     "hint: pass a Python 3.8+ interpreter")
+
+
+def test_an_interpreter_without_torch(tmp_path, index, uv_env, capsys):
+    python = venv_with(tmp_path, index, "numpy==1.26.4", name="notorch")
+    status, _, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"))
+    assert status == 2
+    assert_one_error(err, "torch is not installed in this environment", str(tmp_path / "notorch"),
+                     "hint: point --python at the interpreter of an environment that has torch")
+    assert not (tmp_path / "r").exists()
+
+
+def test_results_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "results.txt"
+    target.write_text("")
+    status, _, err = run_check(capsys, "--python", sys.executable, "--results", str(target))
+    assert status == 2
+    assert_one_error(err, "exists and is not a directory", "hint: pass a directory")
+
+
+def test_a_bad_spec_is_one_line(tmp_path, capsys):
+    spec = tmp_path / "bad.toml"
+    spec.write_text("[probes]\nrun = 3\n")
+    status, _, err = run_check(capsys, "--python", sys.executable, "--spec", str(spec))
+    assert status == 2 and err.startswith("torch-matrix: error: ") and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- real torch (installs real wheels once)
+
+@pytest.mark.realwheels
+def test_check_a_real_torch_2_13_cpu_environment(tmp_path, capsys):
+    try:
+        python = str(realwheels.ensure_env(realwheels.CPU_2_13))
+    except realwheels.EnvUnavailable as exc:
+        pytest.skip("REAL-WHEEL TEST NOT RUN: cannot build %s here: %s" % (realwheels.CPU_2_13.name, exc))
+    results = tmp_path / "check"
+    status, out, err = run_check(capsys, "--python", python, "--results", str(results))
+    assert status in (0, 1), out + err  # a finding either way, never "no verdict"
+    result = load_results(results).results[0]
+    assert result.cell.is_existing_env and result.cell.variant == "cpu"
+    assert result.install.resolved["torch"] == "2.13.0+cpu" and "torchvision" not in result.install.resolved
+    by_name = {probe.name: probe for probe in result.probes}
+    assert {"install_sanity", "lazy_cuda_init", "cuda_devices", "training_step"} <= set(by_name)
+    assert by_name["install_sanity"].status == "pass"
+    assert by_name["lazy_cuda_init"].status == "pass"
+    assert by_name["cuda_devices"].status == "skip" and "no CUDA" in by_name["cuda_devices"].message
+    assert by_name["torchvision_ops"].status == "skip"  # not installed in that venv
+    assert result.gpu.get("cuda_available") is False
+    expected = 0 if verdict_of(result).kind == COMPATIBLE else 1
+    assert status == expected
+    assert os.path.basename(python) == "python"

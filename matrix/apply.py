@@ -28,6 +28,9 @@ from .fileio import atomic_write
 from .pins.model import RequirementLine
 from .pins.specifiers import merge_specifiers, specifier_set
 
+REQUIREMENT_HINT = ("fix that line (PEP 508: a name, then specifiers such as `torch>=2.1,!=2.3.0`); "
+                    "nothing was written")
+
 _NAME_AND_EXTRAS = re.compile(r"^(\s*[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[^\]]*\])?\s*)")
 _COMMENT = re.compile(r"(^|\s)#")
 _OPTION = re.compile(r"\s--?[A-Za-z]")
@@ -205,7 +208,8 @@ def update_requirements_txt(text: str, pins: Sequence[RequirementLine], where: s
                 out.extend(group)  # a path or URL requirement: not ours to change
                 continue
             raise UserError(f"cannot parse requirement {requirement_text.strip()!r}: "
-                            f"{' '.join(str(error).split())}", f"{where}:{lineno}") from None
+                            f"{' '.join(str(error).split())}", f"{where}:{lineno}",
+                            hint=REQUIREMENT_HINT) from None
         if replacement is None:
             out.extend(group)
             continue
@@ -240,12 +244,13 @@ def _update_array(array, pins: Sequence[RequirementLine], where: str, notes: lis
     for position in reversed(range(len(array))):
         item = array[position]
         if not isinstance(item, str):
-            raise UserError("dependency is not a string", f"{where}[{position}]")
+            raise UserError("dependency is not a string", f"{where}[{position}]",
+                            hint="each dependency is a PEP 508 string such as \"torch>=2.1\"")
         try:
             replacement = update_requirement(str(item), pins, notes, f"{where}[{position}]", seen)
         except (InvalidRequirement, InvalidSpecifier, InvalidMarker) as error:
             raise UserError(f"cannot parse requirement {str(item)!r}: {' '.join(str(error).split())}",
-                            f"{where}[{position}]") from None
+                            f"{where}[{position}]", hint=REQUIREMENT_HINT) from None
         if replacement is None:
             continue
         array[position] = _toml_string(replacement[0])
@@ -262,7 +267,8 @@ def update_pyproject(text: str, pins: Sequence[RequirementLine], where: str,
     try:
         document = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as error:
-        raise UserError(f"invalid TOML: {error}", f"{where}:{getattr(error, 'line', '?')}") from None
+        raise UserError(f"invalid TOML: {error}", f"{where}:{getattr(error, 'line', '?')}",
+                        hint="fix the TOML syntax at that line; nothing was written") from None
     project = document.get("project")
     if project is None or "dependencies" not in project:
         notes.append(f"{where}: no [project] dependencies to update")
@@ -279,6 +285,8 @@ def update_pyproject(text: str, pins: Sequence[RequirementLine], where: str,
 
 # ----------------------------------------------------------------------------- files
 
+APPLY_HINT = "--apply takes an existing requirements*.txt or pyproject.toml (UTF-8 text)"
+
 def apply_pins(path: str | os.PathLike[str], pins: Sequence[RequirementLine], *,
                dry_run: bool = False) -> ApplyResult:
     """Update ``path`` (requirements*.txt or pyproject.toml) unless ``dry_run``."""
@@ -287,9 +295,10 @@ def apply_pins(path: str | os.PathLike[str], pins: Sequence[RequirementLine], *,
         with open(target, encoding="utf-8", newline="") as handle:
             old = handle.read()
     except OSError as error:
-        raise UserError(f"cannot read: {error.strerror or error}", str(target)) from None
+        raise UserError(f"cannot read: {error.strerror or error}", str(target),
+                        hint=APPLY_HINT) from None
     except UnicodeDecodeError:
-        raise UserError("not a UTF-8 text file", str(target)) from None
+        raise UserError("not a UTF-8 text file", str(target), hint=APPLY_HINT) from None
     notes: list[str] = []
     present: set[str] = set()
     if target.name == "pyproject.toml" or target.suffix == ".toml":

@@ -112,7 +112,8 @@ def _versions(args: argparse.Namespace, spec: Any, environ: Mapping[str, str]) -
                 raise UserError(f"not a date: {text!r}", name, hint="give YYYY-MM-DD or a nightly version "
                                                                      "such as 2.6.0.dev20241001")
         if good >= bad:
-            raise UserError(f"--good {args.good} is not before --bad {args.bad}", "--good")
+            raise UserError(f"--good {args.good} is not before --bad {args.bad}", "--good",
+                            hint="--good is the last date that worked, --bad the first that broke")
         listed = [str(v) for v in open_index(index_config, environ=environ, prereleases=True).versions("torch")]
         versions = bisect_logic.nightly_candidates(listed, good, bad)
         where = url
@@ -127,7 +128,8 @@ def _versions(args: argparse.Namespace, spec: Any, environ: Mapping[str, str]) -
                 raise UserError(f"not a version: {text!r}", name, hint="e.g. --good 2.3.1 --bad 2.6.0 "
                                 "(or --nightly with dates)") from None
         if Version(args.good) >= Version(args.bad):
-            raise UserError(f"--good {args.good} is not older than --bad {args.bad}", "--good")
+            raise UserError(f"--good {args.good} is not older than --bad {args.bad}", "--good",
+                            hint="--good is the last version that worked, --bad the first that broke")
         listed = [str(v) for v in open_index(index_config, environ=environ).versions("torch")]
         versions = bisect_logic.release_candidates(listed, args.good, args.bad)
         where = index_config.default or "the default index"
@@ -159,7 +161,8 @@ def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: P
         made = subprocess.run(["uv", "venv", "--clear", "--quiet", "--python", interpreter, str(venv)],
                               capture_output=True, text=True, check=False)
         if made.returncode != 0:
-            raise UserError(f"cannot create the cell's venv: {made.stderr.strip()[-300:]}", str(venv))
+            raise UserError(f"cannot create the cell's venv: {made.stderr.strip()[-300:]}", str(venv),
+                            hint=f"check that {interpreter} runs and that --envdir is writable")
     settings = CellSettings(cells_dir=cells_dir, work_dir=venv / "torch-matrix", index_config=spec.index,
                             fingerprint=fingerprint, probe_dirs=tuple(spec.probes.dirs),
                             probe_commands=dict(spec.probes.commands), probe_timeout_s=spec.probes.timeout,
@@ -172,7 +175,8 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> i
     from .spec import DEFAULT_VARIANT, load_spec
 
     if args.probe and args.test:
-        raise UserError("give --probe or --test, not both", "--test")
+        raise UserError("give --probe or --test, not both", "--test",
+                        hint="--probe NAME judges by one probe, --test 'CMD' by your own command")
     spec = load_spec(args.spec, environ)
     if args.nightly and (args.variant or spec.variants[0]) != DEFAULT_VARIANT:
         raise UserError("a nightly bisect holds the default variant", "--variant",

@@ -261,7 +261,8 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True) -> Histor
         target.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(target)
     except (OSError, sqlite3.Error) as error:
-        raise UserError(f"cannot open the history database ({error})", str(target)) from None
+        raise UserError(f"cannot open the history database ({error})", str(target),
+                        hint="give a writable file with --db or $TORCH_MATRIX_HISTORY") from None
     try:
         _migrate(connection, target)
     except sqlite3.DatabaseError as error:

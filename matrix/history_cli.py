@@ -26,14 +26,14 @@ DEFAULT_WINDOW = 30
 
 def _load_dir(path: Path, args: argparse.Namespace) -> tuple[list, RunRef]:
     from .history import run_ref_for
-    from .results import load_results
+    from .results import NO_RESULTS_HINT, load_results
 
     loaded = load_results(path)
     for problem in loaded.problems:
         print(f"torch-matrix: warning: {problem}", file=sys.stderr)
     if not loaded.results:
         raise UserError("no cell results found (expected <run>/cells/*.json or a merged results.json)",
-                        str(path))
+                        str(path), hint=NO_RESULTS_HINT)
     ref = run_ref_for(loaded.results, path, spec=getattr(args, "name", None),
                       commit=getattr(args, "commit", None), date=getattr(args, "date", None))
     return loaded.results, ref
@@ -69,7 +69,8 @@ def history_main(args: argparse.Namespace) -> int:
             runs, series = history.probe_series(spec, window)
             if not runs:
                 raise UserError(f"no runs of spec {spec!r} in the history (specs: "
-                                f"{', '.join(history.specs()) or 'none'})", str(path))
+                                f"{', '.join(history.specs()) or 'none'})", str(path),
+                                hint="import a run of it first: `torch-matrix import RESULTS_DIR`")
             rates = {key: pass_rate(statuses) for key, statuses in series.items()}
             last = {key: next((s for s in reversed(statuses) if s is not None), "-")
                     for key, statuses in series.items()}
@@ -109,7 +110,8 @@ def _side(ref: str, history: History | None, args: argparse.Namespace) -> tuple[
         return snapshot_of(results, run), row
     if history is None:
         raise UserError("neither a results directory nor a run id (no history database to look it up in: "
-                        "--db or $TORCH_MATRIX_HISTORY)", ref)
+                        "--db or $TORCH_MATRIX_HISTORY)", ref,
+                        hint="give a results directory, or point --db at the history that holds the run")
     row = history.find(ref)
     if row is None:
         raise UserError(f"neither a results directory nor a run id in {history.path}", ref,
@@ -151,17 +153,21 @@ def diff_main(args: argparse.Namespace) -> int:
 
     refs = list(args.runs)
     if len(refs) > 2:
-        raise UserError(f"expected at most two runs (OLD NEW), got {len(refs)}", " ".join(refs))
+        raise UserError(f"expected at most two runs (OLD NEW), got {len(refs)}", " ".join(refs),
+                        hint="`torch-matrix diff OLD NEW`, `diff NEW` (against the run before it) or "
+                             "`diff` (the last two runs)")
     history = _open_if_present(args)
     try:
         if not refs:
             if history is None:
                 raise UserError("no history database: give two results directories, or import runs first "
-                                "(`torch-matrix import RESULTS_DIR`)", str(db_path(args.db)))
+                                "(`torch-matrix import RESULTS_DIR`)", str(db_path(args.db)),
+                                hint="`torch-matrix diff OLD_RESULTS NEW_RESULTS` needs no history")
             runs = history.runs(spec=args.spec) if args.spec else history.runs()
             if not runs:
                 raise UserError("the history holds no runs" + (f" of spec {args.spec!r}" if args.spec else ""),
-                                str(history.path))
+                                str(history.path),
+                                hint="import runs first: `torch-matrix import RESULTS_DIR`")
             new_row = runs[-1]
             new = history.snapshot(new_row)
         else:
@@ -172,7 +178,8 @@ def diff_main(args: argparse.Namespace) -> int:
             previous = _previous(history, new_row, new) if history is not None else None
             if previous is None and history is None:
                 raise UserError("one run given and no history database to find the run before it: give OLD "
-                                "too, or import runs first", refs[0])
+                                "too, or import runs first", refs[0],
+                                hint="`torch-matrix diff OLD_RESULTS NEW_RESULTS`")
             old = history.snapshot(previous) if previous is not None else None
             if old is None:
                 print(f"torch-matrix: note: no earlier run of spec {new.run.spec!r} in the history; "

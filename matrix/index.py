@@ -108,9 +108,11 @@ def default_ttl(environ: Mapping[str, str] = os.environ) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise UserError(f"expected seconds, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL") from None
+        raise UserError(f"expected seconds, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL",
+                        hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)") from None
     if value < 0:
-        raise UserError(f"expected seconds >= 0, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL")
+        raise UserError(f"expected seconds >= 0, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL",
+                        hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)")
     return value
 
 
@@ -323,7 +325,9 @@ class PackageIndex:
         elif not directory.is_dir():
             if source.optional:
                 return []
-            raise UserError(f"find-links directory does not exist: {directory}", where="index.find_links")
+            raise UserError(f"find-links directory does not exist: {directory}", where="index.find_links",
+                            hint="fix the path in [index] find_links (or $PIP_FIND_LINKS when the spec "
+                                 "sets none), or create the directory")
         files = []
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if entry.is_file():
@@ -375,7 +379,10 @@ class PackageIndex:
                 if source.optional:
                     warn_once(f"{error}; planning {project} without {source.location}")
                     continue
-                raise UserError(f"cannot list {project!r}: {error}", where=f"index {source.location}") from None
+                raise UserError(f"cannot list {project!r}: {error}", where=f"index {source.location}",
+                                hint="check the network and the index URL in the spec's [index] (or "
+                                     "$PIP_INDEX_URL); a listing fetched before is used for "
+                                     "$TORCH_MATRIX_INDEX_TTL seconds") from None
         return [f for f in files if not f.yanked]
 
     # -- public interface
@@ -416,7 +423,9 @@ class PackageIndex:
         candidates = [f for f in self.files(project, version) if f.is_wheel]
         if not candidates:
             raise UserError(f"no wheel of {project} {version} to read metadata from",
-                            where="index " + ", ".join(s.location for s in self.sources))
+                            where="index " + ", ".join(s.location for s in self.sources),
+                            hint=f"the index lists {project} {version} without wheels: pin another "
+                                 "version, or add an index that has its wheels")
         # Advertised .metadata first, then local wheels, then the rest (PyPI serves .metadata
         # even where a mirror does not advertise it); pure wheels are as good as any.
         candidates.sort(key=lambda f: (not f.has_metadata, not f.is_local, f.filename))
@@ -435,7 +444,8 @@ class PackageIndex:
                     continue
             return requirements
         raise UserError(f"cannot read the metadata of {project} {version}: {problems[-1]}",
-                        where=f"index {candidates[0].url}")
+                        where=f"index {candidates[0].url}",
+                        hint="check the network and rerun; metadata read once is cached for good")
 
     def requires_dist_many(self, project: str, versions: Iterable[str | Version],
                            workers: int = 8) -> dict[str, list[Requirement]]:

@@ -91,7 +91,9 @@ def find_interpreter(version: str, configured: Mapping[str, str] | None = None,
         found = confirm(path)
         if found is None or found.minor != version:
             what = "does not run" if found is None else f"is Python {found.version}"
-            raise UserError(f"{path} {what}, not Python {version}", where=f"interpreters.{version!r}")
+            raise UserError(f"{path} {what}, not Python {version}", where=f"interpreters.{version!r}",
+                            hint=f"point [interpreters] {version!r} at a Python {version} executable, "
+                                 "or remove the entry to search PATH, pyenv and uv")
         return found
     candidates = _pyenv_candidates(version, environ)
     on_path = shutil.which(f"python{version}", path=environ.get("PATH"))

@@ -27,6 +27,7 @@ from .results import load_results, write_merged
 from .verdict import NO_EVIDENCE
 
 EXIT_OK = 0
+PLAN_HINT = "--plan takes the file `torch-matrix plan --json > plan.json` wrote"
 EXIT_STRICT = 1
 
 
@@ -38,7 +39,8 @@ def _cells_from_plan_json(data: Any, where: str) -> list[Cell | str]:
     """Cells from ``torch-matrix plan --json`` output: a list of cells, or an object with "cells"."""
     items = data.get("cells") if isinstance(data, dict) else data
     if not isinstance(items, list):
-        raise UserError("expected a list of cells (the output of `torch-matrix plan --json`)", where)
+        raise UserError("expected a list of cells (the output of `torch-matrix plan --json`)", where,
+                        hint=PLAN_HINT)
     cells: list[Cell | str] = []
     for position, item in enumerate(items):
         if isinstance(item, dict) and isinstance(item.get("cell"), dict):
@@ -47,7 +49,7 @@ def _cells_from_plan_json(data: Any, where: str) -> list[Cell | str]:
             cells.append(item)
             continue
         if not isinstance(item, dict) or "id" not in item:
-            raise UserError(f"entry {position} is not a cell (no id)", where)
+            raise UserError(f"entry {position} is not a cell (no id)", where, hint=PLAN_HINT)
         try:
             cells.append(Cell.from_json(item))
         except (KeyError, TypeError, ValueError):
@@ -59,25 +61,20 @@ def _planned_from_file(path: str) -> list[Cell | str]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError("plan file does not exist", path) from None
+        raise UserError("plan file does not exist", path, hint=PLAN_HINT) from None
     except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read plan file ({error})", path) from None
+        raise UserError(f"cannot read plan file ({error})", path, hint=PLAN_HINT) from None
     except json.JSONDecodeError as error:
-        raise UserError(f"not JSON (line {error.lineno} column {error.colno})", path) from None
+        raise UserError(f"not JSON (line {error.lineno} column {error.colno})", path, hint=PLAN_HINT) from None
     return _cells_from_plan_json(data, path)
 
 
 def _planned_from_spec(spec_path: str) -> list[Cell | str]:
-    """Plan the spec the way ``torch-matrix plan`` does (reads the indexes); imported lazily so the
-    report works without the planner. In CI prefer ``--plan``: the plan the shards actually ran."""
-    try:
-        from .pipeline import plan_for_spec
-        from .spec import load_spec
-    except ImportError as error:
-        raise UserError(f"--spec needs the planner, which is not available ({error}); "
-                        "pass --plan with the output of `torch-matrix plan --json` instead",
-                        spec_path) from None
-    return list(plan_for_spec(load_spec(spec_path)))
+    """Plan the spec the way ``torch-matrix plan`` does (reads the indexes, so imported only
+    here). In CI prefer ``--plan``: the plan the shards actually ran."""
+    from . import pipeline, spec
+
+    return list(pipeline.plan_for_spec(spec.load_spec(spec_path)))
 
 
 def missing_cells(planned: Sequence[Cell | str], present_ids: set[str]) -> list[Cell | str]:

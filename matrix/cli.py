@@ -81,9 +81,10 @@ def _build_parser() -> argparse.ArgumentParser:
                              "is unreadable (infrastructure trouble); incompatible cells never fail it")
     report.add_argument("--html", metavar="FILE",
                         help="write a self-contained HTML heatmap (opens offline; click a cell for its probes)")
-    report.add_argument("--previous", metavar="DIR",
-                        help="with --html: highlight cells that are new or changed verdict since this run "
-                             "(a results directory or its results.json)")
+    report.add_argument("--previous", metavar="RUN",
+                        help="with --html: highlight cells that are new or changed verdict since RUN: a results "
+                             "directory, its results.json, a run id from `torch-matrix history`, or `last` "
+                             "(the newest other run of this spec in the history)")
     report.add_argument("--junit", metavar="FILE", help="write JUnit XML: one testcase per cell x probe")
     report.add_argument("--pins", action="store_true",
                         help="also write the suggested pins into OUT/pins (what `torch-matrix pins` writes), "

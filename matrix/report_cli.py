@@ -95,18 +95,40 @@ def _append_github_summary(results: list, missing: list, explicit_limit: int | N
         handle.write(text)
 
 
-def previous_verdicts(where: str) -> dict[str, str]:
-    """Cell id -> verdict kind of an earlier run (a results directory or a merged results.json)."""
+def previous_verdicts(where: str, current: Sequence = (), results_dir: Path | None = None
+                      ) -> tuple[dict[str, str], str]:
+    """Cell id -> verdict kind of an earlier run, and how to name it. ``where``: a results directory,
+    a merged results.json, a run id from the history database (``torch-matrix history`` lists them),
+    or ``last``: the newest run of this spec in the history that is not the one being reported."""
     from .verdict import verdict_of
 
     path = Path(where)
-    if not path.exists():
-        raise UserError("previous run does not exist", f"--previous {where}",
-                        hint="pass an earlier run's results directory (results/<run>) or its results.json")
-    loaded = load_results(path)
-    for problem in loaded.problems:
-        print(f"torch-matrix: warning: --previous: {problem}", file=sys.stderr)
-    return {result.cell.id: verdict_of(result).kind for result in loaded.results}
+    if path.exists():
+        loaded = load_results(path)
+        for problem in loaded.problems:
+            print(f"torch-matrix: warning: --previous: {problem}", file=sys.stderr)
+        return {result.cell.id: verdict_of(result).kind for result in loaded.results}, where
+    from .diff import run_id
+    from .history import db_path, open_history, run_name_of
+
+    database = db_path(None)
+    hint = ("pass an earlier run's results directory (results/<run>) or its results.json, a run id from "
+            "`torch-matrix history`, or `last`")
+    if not database.is_file():
+        raise UserError("no such results directory, and no history database to look the run up in",
+                        f"--previous {where}", hint=hint)
+    with open_history(database, create=False) as history:
+        if where == "last":
+            this = run_id(current)
+            spec = run_name_of(results_dir) if results_dir is not None else None
+            rows = [row for row in history.runs(spec=spec) if row.run.id != this]
+            row = rows[-1] if rows else None
+        else:
+            row = history.find(where)
+        if row is None:
+            raise UserError(f"no such run in the history {database}", f"--previous {where}", hint=hint)
+        snapshot = history.snapshot(row)
+    return {cell: state.verdict for cell, state in snapshot.cells.items()}, f"run {row.run.label()}"
 
 
 def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
@@ -137,13 +159,14 @@ def _write_html(target: Path, judged: list, missing: list, previous_dir: str | N
 
     from .report_html import render_html
 
-    previous = previous_verdicts(previous_dir) if previous_dir else None
+    previous, label = (previous_verdicts(previous_dir, [item.result for item in judged], results_dir)
+                       if previous_dir else (None, None))
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     named = results_dir.resolve()
     if named.name == "cells" or named.is_file():
         named = named.parent
     title = f"torch-matrix: {named.name}"
-    text = render_html(judged, missing=missing, previous=previous, previous_label=previous_dir,
+    text = render_html(judged, missing=missing, previous=previous, previous_label=label,
                        title=title, generated=generated, spec=spec)
     atomic_write(target, text)
     return target

@@ -163,3 +163,26 @@ def test_summary_never_cuts_a_repro():
     text = render_markdown_summary([result])
     assert snippet in text  # whole, with its newlines, in a fenced block below the table
     assert "snippet 1 below" in text
+
+
+def test_previous_run_from_the_history_database(tmp_path, monkeypatch, capsys):
+    from matrix.results import write_result
+
+    monkeypatch.setenv("TORCH_MATRIX_HISTORY", str(tmp_path / "history.sqlite"))
+    monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
+    old, new = tmp_path / "old" / "nightly", tmp_path / "new" / "nightly"
+    was_fine = make_result(torch="2.5.1", python="3.12", finished_at="2026-11-20T08:00:10+00:00")
+    for result in (_grid()[0], was_fine):
+        write_result(result, old / "cells")
+    for result in _grid():
+        write_result(result, new / "cells")
+    assert cli(["import", str(old)]) == 0
+    assert cli(["import", str(new)]) == 0
+    html = tmp_path / "r.html"
+    assert cli(["report", str(new), "--out", str(tmp_path / "out"), "--html", str(html), "--previous", "last"]) == 0
+    text = html.read_text(encoding="utf-8")
+    assert 'data-cell="t2.5.1-py3.12" data-verdict="incompatible" ' in text
+    assert 'data-change="compatible"' in text and 'data-change="new"' in text  # was compatible; 2.4.1 is new
+    assert "compared with run " in text
+    assert cli(["report", str(new), "--html", str(html), "--previous", "nosuchrun"]) == 2
+    assert "no such run in the history" in capsys.readouterr().err

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .diff import CellState, PassRate, ProbeState, RunRef, Snapshot, pass_rate, run_id, snapshot_of
+from .diff import EVIDENCE_STATUSES, CellState, PassRate, ProbeState, RunRef, Snapshot, run_id, snapshot_of
 from .errors import UserError
-from .records import CellResult
+from .records import PASS, CellResult
 from .verdict import COMPATIBLE, INCOMPATIBLE, VERDICTS
 
 HISTORY_ENV = "TORCH_MATRIX_HISTORY"
@@ -237,8 +237,35 @@ class History:
         return runs, series
 
     def pass_rates(self, spec: str, last: int) -> dict[tuple[str, str], PassRate]:
-        _, series = self.probe_series(spec, last)
-        return {key: pass_rate(statuses) for key, statuses in series.items()}
+        """``matrix.diff.pass_rate`` of every (cell, probe) over the newest ``last`` runs, counted by
+        SQLite (the same numbers as ``pass_rate`` over ``probe_series``, without moving every row)."""
+        runs = self.runs(spec=spec, last=last)
+        if not runs:
+            return {}
+        marks = ",".join("?" * len(runs))
+        evidence = ",".join("?" * len(EVIDENCE_STATUSES))
+        query = (f"SELECT cell, probe, SUM(status = ?), SUM(status IN ({evidence})) FROM probes "
+                 f"WHERE run IN ({marks}) GROUP BY cell, probe")
+        params = [str(PASS), *map(str, EVIDENCE_STATUSES), *(row.seq for row in runs)]
+        return {(cell, probe): PassRate(passed=passed, runs=counted, nights=len(runs))
+                for cell, probe, passed, counted in self.db.execute(query, params)}
+
+    def last_statuses(self, spec: str, pairs: Iterable[tuple[str, str]], last: int) -> dict[tuple[str, str], str]:
+        """The newest status of each (cell, probe) among the newest ``last`` runs of ``spec``."""
+        runs = self.runs(spec=spec, last=last)
+        order = {row.seq: i for i, row in enumerate(runs)}
+        marks = ",".join("?" * len(runs))
+        found: dict[tuple[str, str], str] = {}
+        for cell, probe in pairs:
+            best = None
+            for seq, status in self.db.execute(
+                    f"SELECT run, status FROM probes WHERE cell = ? AND probe = ? AND run IN ({marks})",
+                    [cell, probe, *order]):
+                if best is None or order[seq] > best[0]:
+                    best = (order[seq], status)
+            if best is not None:
+                found[(cell, probe)] = best[1]
+        return found
 
     def specs(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT DISTINCT spec FROM runs ORDER BY spec")]

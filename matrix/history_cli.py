@@ -56,7 +56,6 @@ def import_main(args: argparse.Namespace) -> int:
 
 def history_main(args: argparse.Namespace) -> int:
     from . import diff_render
-    from .diff import pass_rate
     from .history import db_path, open_history
 
     path = db_path(args.db)
@@ -66,14 +65,14 @@ def history_main(args: argparse.Namespace) -> int:
         shown: dict[str, tuple[list[RunRow], list[list[str]], int]] = {}
         data: dict[str, Any] = {}
         for spec in specs:
-            runs, series = history.probe_series(spec, window)
+            runs = history.runs(spec=spec, last=window)
             if not runs:
                 raise UserError(f"no runs of spec {spec!r} in the history (specs: "
                                 f"{', '.join(history.specs()) or 'none'})", str(path),
                                 hint="import a run of it first: `torch-matrix import RESULTS_DIR`")
-            rates = {key: pass_rate(statuses) for key, statuses in series.items()}
-            last = {key: next((s for s in reversed(statuses) if s is not None), "-")
-                    for key, statuses in series.items()}
+            rates = history.pass_rates(spec, window)
+            shown_pairs = [(row[0], row[1]) for row in diff_render.flaky_rows(rates, {}, limit=args.limit)]
+            last = history.last_statuses(spec, shown_pairs, window)
             flaky = diff_render.flaky_rows(rates, last, limit=args.limit)
             shown[spec] = (runs, flaky, len(runs))
             data[spec] = {"runs": [diff_render.runref_json(row.run) | {"cells": row.cells, **row.counts}

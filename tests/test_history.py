@@ -340,3 +340,23 @@ def test_pins_quote_the_pass_rate_of_each_exclusion(tmp_path, capsys):
     assert "torch!=2.6.0" in out
     assert "History over the last 30 night(s) of 'nightly'" in out
     assert "torch 2.6.0: training_step failed 4/5 cell-night(s) (flaky: passed 1; confidence 80%)" in out
+
+
+def test_sql_pass_rates_agree_with_the_pure_function(tmp_path):
+    import random
+
+    rng = random.Random(3)
+    db = tmp_path / "h.sqlite"
+    with open_history(db) as history:
+        for day in range(1, 13):
+            failing = {torch: rng.choice(PROBES) for torch in ("2.4.1", "2.5.1", "2.6.0") if rng.random() < 0.4}
+            cells = ("2.4.1", "2.5.1", "2.6.0") if day % 5 else ("2.4.1", "2.6.0")  # 2.5.1 absent some nights
+            results = night(day, failing, cells=cells)
+            history.import_run(results, run_ref_for(results, tmp_path / "nightly", commit=""))
+        for window in (1, 4, 12, 30):
+            _, series = history.probe_series("nightly", window)
+            assert history.pass_rates("nightly", window) == {key: pass_rate(statuses)
+                                                             for key, statuses in series.items()}
+            last = history.last_statuses("nightly", list(series), window)
+            assert last == {key: next(s for s in reversed(statuses) if s is not None)
+                            for key, statuses in series.items()}

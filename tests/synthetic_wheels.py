@@ -28,6 +28,8 @@ TORCH_INIT = '''\
 __version__ = "{version}"
 from . import version, cuda
 from ._tensor import Tensor, tensor, float32, int64, arange, zeros, ones, allclose, manual_seed
+from .serialization import save, load
+from . import utils
 
 def is_tensor(obj):
     return isinstance(obj, Tensor)
@@ -98,6 +100,35 @@ class Tensor:
         other_data = other.data if isinstance(other, Tensor) else other
         return self.data == other_data
 
+    # 1-D arithmetic with broadcasting of one-element tensors and numbers (examples/tinytrain).
+    def _zip(self, other, op):
+        left, right = self.data, other.data if isinstance(other, Tensor) else [other]
+        n = max(len(left), len(right))
+        return Tensor([op(left[i % len(left)], right[i % len(right)]) for i in range(n)], self.dtype)
+
+    def __add__(self, other):
+        return self._zip(other, lambda a, b: a + b)
+
+    def __sub__(self, other):
+        return self._zip(other, lambda a, b: a - b)
+
+    def __mul__(self, other):
+        return self._zip(other, lambda a, b: a * b)
+
+    def __truediv__(self, other):
+        return self._zip(other, lambda a, b: a / b)
+
+    def __rsub__(self, other):
+        return self._zip(other, lambda a, b: b - a)
+
+    __radd__, __rmul__ = __add__, __mul__
+
+    def mean(self):
+        return Tensor([sum(self.data) / len(self.data)], self.dtype)
+
+    def __float__(self):
+        return float(self.data[0])
+
     def __repr__(self):
         return "tensor(%r)" % (self.data,)
 
@@ -124,6 +155,72 @@ def allclose(a, b, rtol=1e-5, atol=1e-8):
 
 def manual_seed(seed):
     return None
+'''
+
+# torch.save / torch.load: pickle, and from 2.6 on (``weights_only_default``) a load that refuses
+# every global but a few safe ones unless ``weights_only=False`` -- as the real 2.6 does.
+TORCH_SERIALIZATION = '''\
+import pickle
+
+WEIGHTS_ONLY_DEFAULT = {weights_only_default!r}
+_SAFE = {{("collections", "OrderedDict"), ("torch._tensor", "Tensor")}}
+
+
+class UnpicklingError(pickle.UnpicklingError):
+    pass
+
+
+class _WeightsUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) in _SAFE:
+            return super().find_class(module, name)
+        raise UnpicklingError(
+            "Weights only load failed. In PyTorch 2.6, we changed the default value of the "
+            "`weights_only` argument in `torch.load` from `False` to `True`. WeightsUnpickler error: "
+            "Unsupported global: GLOBAL %s.%s was not an allowed global by default." % (module, name))
+
+
+def save(obj, f):
+    with open(f, "wb") as handle:
+        pickle.dump(obj, handle)
+
+
+def load(f, map_location=None, weights_only=None):
+    if weights_only is None:
+        weights_only = WEIGHTS_ONLY_DEFAULT
+    with open(f, "rb") as handle:
+        return (_WeightsUnpickler(handle) if weights_only else pickle.Unpickler(handle)).load()
+'''
+
+TORCH_UTILS_INIT = "from . import data\n"
+
+# torch.utils.data: a Dataset base and a DataLoader whose workers are real processes.
+TORCH_UTILS_DATA = '''\
+import multiprocessing
+
+from .._tensor import Tensor
+
+
+class Dataset:
+    pass
+
+
+class DataLoader:
+    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0):
+        self.dataset, self.batch_size, self.num_workers = dataset, batch_size, num_workers
+
+    def __iter__(self):
+        indices = list(range(len(self.dataset)))
+        if self.num_workers:
+            with multiprocessing.get_context("fork").Pool(self.num_workers) as pool:
+                items = pool.map(self.dataset.__getitem__, indices)
+        else:
+            items = [self.dataset[i] for i in indices]
+        for start in range(0, len(items), self.batch_size):
+            yield Tensor(items[start:start + self.batch_size])
+
+    def __len__(self):
+        return (len(self.dataset) + self.batch_size - 1) // self.batch_size
 '''
 
 TORCHVISION_INIT = '''\
@@ -176,12 +273,13 @@ class WheelSpec:
 
     name: str
     version: str
-    files: dict[str, str]
+    files: dict[str, str | bytes]
     requires_dist: tuple[str, ...] = ()
     requires_python: str = ""
     python_tag: str = "py3"
     abi_tag: str = "none"
     platform_tag: str = "any"
+    metadata_text: str = ""  # verbatim METADATA (a repackaged installed distribution)
 
     @property
     def filename(self) -> str:
@@ -193,6 +291,8 @@ class WheelSpec:
         return f"{canonicalize_name(self.name).replace('-', '_')}-{self.version}.dist-info"
 
     def metadata(self) -> str:
+        if self.metadata_text:
+            return self.metadata_text
         lines = ["Metadata-Version: 2.1", f"Name: {self.name}", f"Version: {self.version}",
                  "Summary: synthetic test stand-in"]
         if self.requires_python:
@@ -219,7 +319,7 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path, text in entries.items():
-            data = text.encode()
+            data = text if isinstance(text, bytes) else text.encode()
             archive.writestr(zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0)), data)
             record_lines.append(f"{path},{_record_hash(data)},{len(data)}")
         record_lines.append(f"{record_path},,")
@@ -232,13 +332,17 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
 
 
 def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
-                cuda: str | None = None, requires_dist: tuple[str, ...] = ()) -> WheelSpec:
+                cuda: str | None = None, requires_dist: tuple[str, ...] = (),
+                weights_only_default: bool = False) -> WheelSpec:
     fmt = {"version": version, "cuda": cuda}
     files = {
         "torch/__init__.py": TORCH_INIT.format(**fmt),
         "torch/version.py": TORCH_VERSION.format(**fmt),
         "torch/cuda/__init__.py": TORCH_CUDA,
         "torch/_tensor.py": TORCH_TENSOR,
+        "torch/serialization.py": TORCH_SERIALIZATION.format(weights_only_default=weights_only_default),
+        "torch/utils/__init__.py": TORCH_UTILS_INIT,
+        "torch/utils/data.py": TORCH_UTILS_DATA,
     }
     return WheelSpec("torch", version, files, requires_dist=requires_dist, python_tag=python_tag,
                      abi_tag=abi_tag)
@@ -280,6 +384,64 @@ def default_wheels() -> list[WheelSpec]:
         numpy_wheel("1.26.4"),
         numpy_wheel("2.1.0"),
     ]
+
+
+# The downstream world (examples/tinytrain, tests/test_example_downstream.py):
+#   torch 2.3.0 -> fine, but the project's requirements.txt says torch>=2.4: unsatisfiable,
+#       "your requirements exclude torch 2.3.0"
+#   torch 2.4.0, 2.5.0 -> the project's tests pass
+#   torch 2.6.0 -> torch.load defaults to weights_only=True: resuming a checkpoint that holds
+#       an argparse.Namespace fails (tests/test_checkpoint.py::test_resume_from_checkpoint)
+# plus real pytest and flit_core (the example's build backend), repackaged from this
+# interpreter's own installed copies so the cells can install them offline.
+DOWNSTREAM_TOOLS = ("pytest", "flit_core")
+
+
+def downstream_wheels() -> list[WheelSpec]:
+    return [torch_wheel("2.3.0"), torch_wheel("2.4.0"), torch_wheel("2.5.0"),
+            torch_wheel("2.6.0", weights_only_default=True),
+            *installed_wheels(DOWNSTREAM_TOOLS)]
+
+
+def installed_wheels(names: tuple[str, ...]) -> list[WheelSpec]:
+    """Wheels of these installed distributions and everything they need here (markers evaluated
+    for this interpreter). Raises ``PackageNotFoundError`` when one is not installed."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: dict[str, WheelSpec] = {}
+    todo = list(names)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        dist = metadata.distribution(name)
+        seen[name] = wheel_from_installed(dist)
+        for text in dist.requires or ():
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return list(seen.values())
+
+
+def wheel_from_installed(dist) -> WheelSpec:
+    """An installed distribution (``importlib.metadata.Distribution``) as a pure-Python wheel again:
+    its files from RECORD, its own METADATA and entry points; RECORD and WHEEL written anew."""
+    name, version = dist.metadata["Name"], dist.version
+    spec = WheelSpec(name, version, {}, metadata_text=dist.read_text("METADATA") or "")
+    files: dict[str, str | bytes] = {}
+    for entry in dist.files or ():
+        path = str(entry).replace("\\", "/")
+        parts = path.split("/")
+        if parts[0] == ".." or "__pycache__" in parts or path.endswith(".pyc"):
+            continue
+        if parts[0].endswith(".dist-info"):
+            if parts[-1] in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "METADATA", "WHEEL"):
+                continue
+            path = "/".join([spec.dist_info, *parts[1:]])
+        files[path] = Path(dist.locate_file(entry)).read_bytes()
+    return WheelSpec(name, version, files, metadata_text=spec.metadata_text)
 
 
 @dataclass

@@ -153,8 +153,9 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """argparse's answer; ``run`` keeps what it does not know for nox (and ``--`` posargs)."""
+    argv = list(argv)
     parser = _build_parser()
     own, posargs = argv, []
     if argv[:1] == ["run"] and "--" in argv:  # everything after `--` is nox's posargs
@@ -164,6 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.nox_args, args.posargs = unknown, posargs
     elif unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         handler: Callable[[argparse.Namespace], int] = args.handler
         return int(handler(args) or 0)

@@ -17,6 +17,9 @@ Recognised environment causes:
   compiled ops fail to load (``operator torchvision::nms does not exist``, an undefined
   symbol). The fix: install both from the same index and variant.
 - ``broken-install``: a shared library of an installed package cannot be loaded.
+- ``tests-did-not-run``: a pytest command probe whose tests never ran: a collection error, a
+  usage error, an internal error or no tests collected (pytest exit 2-5, as
+  ``probes.pytest_outcomes`` records it). The project's test suite has to be fixed first.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class EnvironmentKind(StrEnum):
     MISSING_DEPENDENCY = "missing-dependency"
     MISMATCHED_BUILD = "mismatched-build"
     BROKEN_INSTALL = "broken-install"
+    TESTS_DID_NOT_RUN = "tests-did-not-run"
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ _BUILD_MISMATCH = ("does not exist", "undefined symbol", "Couldn't load custom C
                    "operator torchvision::", "torchvision::nms")
 _BROKEN = ("cannot open shared object file", "ELF load command", "invalid ELF header")
 _FAILING = (FAIL, ERROR, TIMEOUT, CRASH, UNSUPPORTED)
+_PYTEST_NOT_RUN = (2, 3, 4, 5)  # interrupted (collection error), internal, usage, no tests
 
 
 def _text(probe: ProbeResult) -> str:
@@ -90,6 +95,12 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
         return VERSION_CAUSE
     if probe.name == PROBE_RUNNER:
         return Attribution(Cause.INFRASTRUCTURE, advice="the probe runner died; rerun the cell")
+    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
+        return Attribution(
+            Cause.ENVIRONMENT, EnvironmentKind.TESTS_DID_NOT_RUN,
+            f"{probe.name}: the tests did not run (pytest exit {probe.evidence['pytest_exit']}): "
+            f"fix the test suite; {probe.message.split(' (exit ')[0][:160]}",
+            detail=probe.message[:120])
     text = _text(probe)
     resolved = result.install.resolved
     missing = _MISSING_MODULE.search(text)

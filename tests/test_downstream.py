@@ -317,3 +317,25 @@ def test_help_lists_only_commands_that_exist(capsys):
     for name in commands:
         assert name in listed
         assert callable(commands[name].get_default("handler"))
+
+
+def test_a_pytest_run_whose_tests_did_not_run_is_no_evidence_and_failed_tests_are():
+    """Collection/usage errors say nothing about torch: no evidence, never incompatible."""
+    from dataclasses import replace
+
+    from matrix.records import CellResult, InstallOutcome, ProbeResult
+    from matrix.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
+
+    cell = _cell()
+    base = CellResult(cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"}))
+    for code, words in ((2, "collection error in tests/test_x.py: SyntaxError: invalid syntax"),
+                        (4, "pytest usage error (bad option or path)"), (5, "pytest collected no tests")):
+        probe = ProbeResult(name="tests", status="error", message=f"{words} (exit {code}): not evidence",
+                            evidence={"pytest_exit": code, "tests": {}}, isolation="command")
+        verdict = verdict_of(replace(base, probes=(probe,)))
+        assert verdict.kind == NO_EVIDENCE, (code, verdict)
+        assert "tests did not run" in verdict.reason
+    failed = ProbeResult(name="tests", status="fail", message="1 of 3 tests failed: tests/t.py::test_a",
+                         evidence={"pytest_exit": 1, "tests": {"passed": 2, "failed": 1}}, isolation="command")
+    verdict = verdict_of(replace(base, probes=(failed,)))
+    assert verdict.kind == INCOMPATIBLE and "tests/t.py::test_a" in verdict.reason

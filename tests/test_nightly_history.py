@@ -100,13 +100,15 @@ def test_import_diff_and_issue_steps(tmp_path):
     assert step.returncode == 0, step.stdout + step.stderr
     calls = [line for line in log.read_text().splitlines() if line.startswith("gh ")]
     assert "gh issue create --title torch-matrix: install_sanity fails in t2.7.0-py3.11 --label torch-matrix-break " \
-           "--body-file -" in calls
+           "--body-file history/issue-body.md" in calls
     assert "gh issue comment 2 --body-file -" in calls
     assert any(call.startswith("gh issue close 1 --comment Passes again in run") for call in calls)
     assert not any(call.startswith(("gh issue close 2", "gh issue close 3")) for call in calls)
     assert sum(call.startswith("gh issue create") for call in calls) == 1
-    body = log.read_text()
+    body = (work / "history" / "issue-body.md").read_text()  # the last issue created: 2.7.0's
     assert "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.7.0-py3.11)'" in body and "torch==2.7.0" in body
+    assert "<summary>torch-matrix repro t2.7.0-py3.11 install_sanity</summary>" in body
+    assert "could not build it" not in body and "import torch  # install_sanity" in body
 
     # A subset run writes the diff but never becomes history, and opens nothing.
     output.write_text("")

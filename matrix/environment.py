@@ -258,8 +258,11 @@ def install(cell: Cell, index_config: Any, venv_python: str, *,
     attempt = 0
     while True:
         attempt += 1
+        # A failed attempt may have left packages half-installed (ENOSPC, killed): uv would see
+        # their metadata and only say "Checked N packages". So every retry reinstalls.
+        executed = command if attempt == 1 else command[:3] + ["--reinstall"] + command[3:]
         try:
-            done = runner(command, stdout=proc.PIPE, stderr=proc.STDOUT, text=True,
+            done = runner(executed, stdout=proc.PIPE, stderr=proc.STDOUT, text=True,
                           env=dict(env) if env is not None else None, timeout=timeout_s)
             returncode, output = done.returncode, done.stdout or ""
         except proc.TimeoutExpired:
@@ -381,6 +384,13 @@ def verify(cell: Cell, venv_python: str, outcome: InstallOutcome, *,
         return replace(outcome, status=INSTALL_ERROR,
                        message=f"verify: uv pip freeze failed: {_trim(err)}")
     frozen = parse_freeze(out)
+    # Every file each wheel's RECORD lists must be there: a partial install is an error.
+    broken, why = run_facts(venv_python, ["record"], env=env, timeout_s=timeout_s, runner=runner)
+    if broken is None or (isinstance(broken, list) and broken):
+        problems = broken if broken else [f"cannot check the installed files: {_trim(why)[-300:]}"]
+        return replace(outcome, status=INSTALL_ERROR,
+                       message="partial install (checked against each wheel's RECORD): "
+                               + "; ".join(problems))
     names = [n for n in VERSIONED_IMPORTS
              if any(canonicalize_name(Requirement(r).name) == n for r in cell.requirements)]
     own: dict[str, Any] = {}

@@ -177,6 +177,49 @@ def environment_facts():
     return {"python": facts, "platform": platform_facts(), "packages": package_facts()}
 
 
+def incomplete_installs():
+    """Distributions whose install did not complete: a RECORD missing, or a file it lists missing
+    or of another size. A full disk or a killed installer leaves metadata behind, so the
+    package looks installed (``uv pip freeze`` lists it) while its files are not all there."""
+    import csv
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    broken = []
+    for site in sorted(set(p for p in (paths.get("purelib"), paths.get("platlib")) if p)):
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith(".dist-info"):
+                continue
+            record = os.path.join(site, entry, "RECORD")
+            if not os.path.isfile(record):
+                broken.append("%s: no RECORD (the install did not complete)" % entry)
+                continue
+            bad = []
+            try:
+                with open(record, encoding="utf-8", newline="") as handle:
+                    for row in csv.reader(handle):
+                        if not row or not row[0]:
+                            continue
+                        path = os.path.normpath(os.path.join(site, row[0]))
+                        size = row[2] if len(row) > 2 else ""
+                        try:
+                            if not os.path.exists(path) or (size and os.path.getsize(path) != int(size)):
+                                bad.append(row[0])
+                        except (OSError, ValueError):
+                            bad.append(row[0])
+            except (OSError, UnicodeDecodeError, csv.Error) as exc:
+                broken.append("%s: unreadable RECORD: %s" % (entry, exc))
+                continue
+            if bad:
+                broken.append("%s: %d file(s) its RECORD lists are missing or truncated: %s%s" % (
+                    entry, len(bad), ", ".join(bad[:3]), " ..." if len(bad) > 3 else ""))
+    return broken
+
+
 def main(argv):
     if argv[:1] == ["interpreter"]:
         print(json.dumps(interpreter_identity()))
@@ -184,8 +227,11 @@ def main(argv):
         print(json.dumps(environment_facts()))
     elif argv[:1] == ["versions"]:
         print(json.dumps(own_versions(argv[1:])))
+    elif argv[:1] == ["record"]:
+        print(json.dumps(incomplete_installs()))
     else:
-        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment\n")
+        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | record
+")
         return 2
     return 0
 

@@ -148,7 +148,8 @@ def expected_versions(cell: Cell) -> dict[str, str]:
 
 
 def probe_command(cell: Cell, venv_python: str, out: Path, options: ProbeOptions) -> list[str]:
-    command = [str(venv_python), "-m", "probes", "--out", str(out), "--variant", cell.variant]
+    command = [str(venv_python), "-m", "probes", "--out", str(out), "--variant", cell.variant,
+               "--timeout", f"{options.timeout_s:g}"]  # the spec's per-probe limit, both ways
     if cell.probes:
         command += ["--select", ",".join(cell.probes)]
     for name, version in expected_versions(cell).items():
@@ -197,13 +198,19 @@ def run_probes(cell: Cell, venv_python: str, work_dir: Path, options: ProbeOptio
     command = probe_command(cell, venv_python, out, options)
     count = max(1, len(cell.probes) or 20) + len(options.commands)
     timeout = options.timeout_s * count + options.grace_s
+    runner_env = probe_env(venv_python, stage, env, options.env, options.user_site)
+    runner_env[proc.MARKER] = proc.new_marker()  # how everything the runner starts is found again
     try:
-        done = proc.stream(command, cwd=work, env=probe_env(venv_python, stage, env, options.env, options.user_site),
+        done = proc.stream(command, cwd=work, env=runner_env,
                            timeout_s=timeout, echo=echo, keep_chars=OUTPUT_TAIL * 4)
     except OSError as error:
         return ProbeRun((runner_failure(f"cannot start the probe runner: {error}"),), {})
     if done.timed_out:
-        return ProbeRun((runner_failure(f"probe runner ran past {timeout:g} s", done.output),), {})
+        kept = _partial_probes(out)
+        return ProbeRun(kept + (runner_failure(
+            f"probe runner ran past {timeout:g} s (the cell's watchdog: [probes] timeout x "
+            f"{count} probes + {options.grace_s:g} s); {len(kept)} finished probe(s) kept",
+            done.output),), {})
     try:
         data = json.loads(out.read_text(encoding="utf-8"))
         probes = tuple(ProbeResult.from_json(item) for item in data["results"])
@@ -212,4 +219,17 @@ def run_probes(cell: Cell, venv_python: str, work_dir: Path, options: ProbeOptio
             f"probe runner exited with {done.returncode} without writing {out.name}", done.output),), {})
     except (OSError, ValueError, KeyError, TypeError) as error:
         return ProbeRun((runner_failure(f"unreadable probe output: {error}", done.output),), {})
+    if data.get("partial"):  # the runner died between two probes: keep what it finished
+        return ProbeRun(probes + (runner_failure(
+            f"probe runner exited with {done.returncode} before the suite finished; "
+            f"{len(probes)} finished probe(s) kept", done.output),), {})
     return ProbeRun(probes, data)
+
+
+def _partial_probes(out: Path) -> tuple[ProbeResult, ...]:
+    """Results the runner wrote before it was stopped (it rewrites ``out`` after each probe)."""
+    try:
+        data = json.loads(out.read_text(encoding="utf-8"))
+        return tuple(ProbeResult.from_json(item) for item in data["results"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()

@@ -13,6 +13,8 @@ import os
 import signal
 import subprocess
 import threading
+import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,13 +62,83 @@ def kill_group(process: subprocess.Popen) -> None:
         pass
 
 
+# ---------------------------------------------------------------- process trees
+#
+# Process groups are not enough to stop what a cell started: the probe runner, its zygote
+# and each command probe start their own session, and a probe's own
+# ``Popen(..., start_new_session=True)`` daemon leaves every group we know. So ``stream``
+# callers mark the child's environment with ``TORCH_MATRIX_CELL=<token>``; every
+# descendant inherits it (unless it clears its environment on purpose) and
+# ``kill_marked`` finds them in ``/proc/<pid>/environ``. No cgroups, no root. Off Linux
+# (no ``/proc``) only the child's process group is killed.
+
+MARKER = "TORCH_MATRIX_CELL"
+
+
+def new_marker() -> str:
+    return uuid.uuid4().hex
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    return data.startswith(needle) or b"\0" + needle in data
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
+
+
+def marked_pids(token: str) -> list[int]:
+    """Live processes (not zombies) whose environment carries ``MARKER=token``."""
+    if not token or not os.path.isdir("/proc"):
+        return []
+    needle = f"{MARKER}={token}\0".encode()
+    me = os.getpid()
+    return [int(name) for name in os.listdir("/proc")
+            if name.isdigit() and int(name) != me and _environ_has(int(name), needle)
+            and not _is_zombie(int(name))]
+
+
+def kill_marked(token: str, process: subprocess.Popen | None = None, rounds: int = 20) -> list[int]:
+    """SIGKILL ``process``'s group and every process carrying ``token``; return the marked pids.
+
+    Scans again until one finds none, since a process may fork while we scan."""
+    if process is not None:
+        kill_group(process)
+    killed: list[int] = []
+    for _ in range(rounds):
+        pids = marked_pids(token)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
+    return killed
+
+
 def stream(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
            echo: Callable[[str], None] | None = None, keep_chars: int = 12000) -> Streamed:
     """Run ``command``, echoing each output line as it comes (long probe runs stay visible).
 
-    The child gets its own process group, so a timeout or Ctrl-C stops everything it
-    forked (the probe runner's zygote children). Raises ``OSError`` when it cannot start.
+    However it ends (normally, past ``timeout_s``, Ctrl-C, SIGTERM), everything it left
+    behind is killed: its process group, and every process carrying the ``MARKER`` that
+    ``env`` holds (the zygote, command probes, daemons a probe detached with ``setsid``).
+    Raises ``OSError`` when it cannot start.
     """
+    token = env.get(MARKER, "")
     tail: collections.deque[str] = collections.deque(maxlen=400)
     process = subprocess.Popen(list(command), stdout=PIPE, stderr=STDOUT, text=True, errors="replace",
                                cwd=str(cwd), env=dict(env), start_new_session=True)
@@ -74,7 +146,7 @@ def stream(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout
 
     def on_timeout() -> None:
         expired.set()
-        kill_group(process)
+        kill_marked(token, process)
 
     timer = threading.Timer(timeout_s, on_timeout)
     timer.daemon = True
@@ -87,11 +159,12 @@ def stream(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout
                 echo(line.rstrip("\n"))
         process.wait()
     except BaseException:
-        kill_group(process)
+        kill_marked(token, process)
         process.wait()
         raise
     finally:
         timer.cancel()
         if process.stdout is not None:
             process.stdout.close()
+        kill_marked(token, process)  # daemons a probe left running after the suite
     return Streamed(process.returncode, "".join(tail)[-keep_chars:], expired.is_set())

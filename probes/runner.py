@@ -261,6 +261,13 @@ def write_output(path, data):
     execute.write_json_atomic(path, data)
 
 
+def checkpoint(path, results):
+    """Rewrite ``--out`` after each probe (``"partial": true``): a runner killed by the cell's
+    watchdog, or any other way, still leaves the probes that finished."""
+    if path:
+        write_output(path, {"probes_schema": PROBES_SCHEMA, "partial": True, "results": results})
+
+
 def list_probes(specs, problems, commands):
     rows = [(s.name, s.isolation, s.doc) for s in specs]
     rows += [(p.name, "error", p.message) for p in problems]
@@ -333,13 +340,16 @@ def run_suite(args):
                     request["imports"] = zygote.imports
                 result = run_pristine(request)
             results.append(result)
+            checkpoint(args.out, results)
             progress.result(result, len(results), total)
         for problem in problems:
             results.append(_problem_result(problem))
+            checkpoint(args.out, results)
             progress.result(results[-1], len(results), total)
         for name, command in commands:
             index += 1
             results.append(run_command_probe(name, command, args.timeout, tmpdir, index, args.command_dir))
+            checkpoint(args.out, results)
             progress.result(results[-1], len(results), total)
         gpu = None
         if zygote is not None and zygote.alive:

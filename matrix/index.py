@@ -530,8 +530,9 @@ def open_index(config: IndexConfig, *, variant: str = "default", cache_dir: str 
     return PackageIndex(sources, cache, fetch=fetch, prereleases=prereleases)
 
 
-def open_variant_index(config: IndexConfig, variant: str, **kwargs: Any) -> PackageIndex:
-    """Only the PyTorch index of one variant, as an optional source (warns, never fails)."""
+def open_variant_index(config: IndexConfig, variant: str, *, optional: bool = True,
+                       **kwargs: Any) -> PackageIndex:
+    """Only the PyTorch index of one variant; ``optional``: warns and answers nothing when unreachable."""
     index = open_index(config, **kwargs)
-    return PackageIndex([Source(config.variant_url(variant), "simple", optional=True)], index.cache,
+    return PackageIndex([Source(config.variant_url(variant), "simple", optional=optional)], index.cache,
                         fetch=index.fetch, prereleases=index.prereleases)

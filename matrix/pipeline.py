@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from . import probesuite
+from .errors import UserError
 from .index import open_index, open_variant_index
 from .interpreters import Interpreter, find_interpreters
 from .plan import gather_facts, parse_shard, plan_cells, select_shard
@@ -30,12 +32,33 @@ def wanted_pythons(spec: Spec) -> list[str]:
 
 
 def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
-    """Read the indexes and find the interpreters (the edge), then plan (pure)."""
+    """Check the probe suite, read the indexes and find the interpreters (the edge), then plan (pure).
+
+    Everything a cell would otherwise discover only after installing (an unknown probe name,
+    a missing probe directory, an unreachable PyTorch variant index, a wrong configured
+    interpreter) is a ``UserError`` here, naming the spec file, with a hint.
+    """
+    probesuite.check(spec)
     index = open_index(spec.index, environ=environ)
-    variant_indexes = {variant: open_variant_index(spec.index, variant, environ=environ)
+    variant_indexes = {variant: open_variant_index(spec.index, variant, environ=environ, optional=False)
                        for variant in spec.variants if variant != DEFAULT_VARIANT}
+    for variant, variant_index in variant_indexes.items():
+        # Every cell of the variant installs from this index: unreachable now means each cell
+        # would retry and end as an error. Say so once, before anything is installed.
+        try:
+            variant_index.versions("torch")
+        except UserError as error:
+            raise UserError(f"the PyTorch index for variant {variant!r} cannot be read: {error.message}",
+                            where=f"{spec.path}: index.pytorch",
+                            hint=f'set `[index] pytorch = "<mirror>"` to a reachable mirror of '
+                                 f'{spec.index.pytorch}, or test without it: `variant = "default"`') from None
     facts = gather_facts(spec, index, variant_indexes=variant_indexes)
-    interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
+    try:
+        interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
+    except UserError as error:
+        raise UserError(error.message, where=f"{spec.path}: {error.where}",
+                        hint=error.hint or "point it at an interpreter of that Python version, or remove "
+                                           "the entry to search PATH, pyenv and uv's Pythons") from None
     return Planned(plan_cells(spec, facts, interpreters), interpreters)
 
 

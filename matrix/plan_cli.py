@@ -21,7 +21,9 @@ from .spec import Spec, load_spec
 
 
 def cell_json(cell: Cell, spec: Spec) -> dict[str, Any]:
-    return {**cell.to_json(), "fingerprint": cell.fingerprint(spec.index.to_json())}
+    from .probesuite import suite_digest
+
+    return {**cell.to_json(), "fingerprint": cell.fingerprint(spec.index.to_json(), suite_digest(spec))}
 
 
 def render_table(cells: list[Cell], spec: Spec) -> str:

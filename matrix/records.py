@@ -145,9 +145,14 @@ class Cell:
     def torchvision(self) -> str:
         return self.axes.get("torchvision", "")
 
-    def fingerprint(self, index_config: Mapping[str, Any] | None = None) -> str:
-        """Identity used for resume: same fingerprint, same work, so a stored result counts."""
-        payload = {"cell": self.to_json(), "index": dict(index_config or {})}
+    def fingerprint(self, index_config: Mapping[str, Any] | None = None, suite: str = "") -> str:
+        """Identity used for resume: same fingerprint, same work, so a stored result counts.
+
+        ``suite`` is the probe suite's digest (``probesuite.suite_digest``: the tool's version
+        and the probes' code), so results of older probes are not reused."""
+        payload: dict[str, Any] = {"cell": self.to_json(), "index": dict(index_config or {})}
+        if suite:
+            payload["suite"] = suite
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -7,6 +7,7 @@ the dotted key and the bad value, never a traceback. ``parse_spec`` is pure; onl
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -201,6 +202,10 @@ def load_spec(path: str | os.PathLike[str] | None = None,
                         hint=f"pass an existing file (--spec or ${SPEC_ENV}); with neither, "
                              "./matrix.toml, [tool.torch-matrix] in ./pyproject.toml or the "
                              "built-in default matrix is used") from None
+    except UnicodeDecodeError as error:
+        line = chosen.read_bytes()[:error.start].count(b"\n") + 1
+        raise UserError(f"not valid UTF-8 (byte {error.object[error.start]:#04x} on line {line})",
+                        where=str(chosen), hint="TOML files are UTF-8: re-save the spec as UTF-8") from None
     base_dir = str(chosen.resolve().parent)
     if source.pyproject:
         spec = parse_pyproject(text, str(chosen), environ=environ, base_dir=base_dir)
@@ -316,9 +321,9 @@ class _Parser:
         self.base_dir = base_dir
         self.default_name = default_name
 
-    def error(self, key: str, message: str) -> UserError:
+    def error(self, key: str, message: str, hint: str = "") -> UserError:
         return UserError(message, where=f"{self.where}: {key}" if key else self.where,
-                         hint=spec_hint(key))
+                         hint=hint or spec_hint(key))
 
     # -- small typed readers
 
@@ -594,8 +599,11 @@ class _Parser:
             if policy[key] not in POLICY_VALUES:
                 raise self.error(f"probes.{key}", f"invalid value {policy[key]!r} (expected 'fail' or 'pass')")
         timeout = table.get("timeout", 300)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise self.error("probes.timeout", f"expected a positive number of seconds, got {_show(timeout)}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
+                or not math.isfinite(timeout):
+            raise self.error("probes.timeout", f"expected a positive, finite number of seconds, "
+                                               f"got {_show(timeout)}",
+                             hint="the limit for each probe, e.g. `timeout = 300`")
         dirs = tuple(self.path(d, f"probes.dirs[{i}]")
                      for i, d in enumerate(self.string_list(table.get("dirs", []), "probes.dirs",
                                                             allow_empty=True)))

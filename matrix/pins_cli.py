@@ -97,8 +97,16 @@ def _pins(args: argparse.Namespace) -> int:
         sys.stdout.write(history_confidence(suggestion, args))
     out_dir = Path(args.out) if args.out else Path(args.results_dir) / PINS_DIR
     if not (args.apply and args.dry_run):
-        for path in write_outputs(suggestion, out_dir):
-            print(f"wrote {path}")
+        try:
+            sys.stdout.flush()
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for path in write_outputs(suggestion, out_dir):
+                print(f"wrote {path}")
+        except OSError as error:
+            raise UserError(f"cannot write the pins: {error.strerror or error}",
+                            where=str(error.filename or out_dir),
+                            hint="free some space or fix the permissions, or write them elsewhere "
+                                 "with --out DIR") from None
     if args.apply:
         result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
         if result.changed:

@@ -177,6 +177,25 @@ def main(args: argparse.Namespace) -> int:
         return _report(args)
 
 
+def _write_files(args: argparse.Namespace, judged: Any, missing: Any, loaded: Any, out_dir: Path,
+                 summary: str, results_dir: Path, spec: Any, max_bytes: Any) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
+    written.append(write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded))
+    if _arg(args, "github_summary"):
+        _append_github_summary(judged, missing, max_bytes)
+    if _arg(args, "junit"):
+        from .junit import render_junit
+
+        written.append(atomic_write(Path(args.junit), render_junit(judged)))
+    print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)
+    if _arg(args, "pins"):
+        _write_pins([item.result for item in judged], out_dir, spec)
+    if _arg(args, "html"):
+        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec)
+        print(f"HTML report: {path}", file=sys.stderr)
+
+
 def _report(args: argparse.Namespace) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
@@ -184,6 +203,12 @@ def _report(args: argparse.Namespace) -> int:
     loaded = load_results(results_dir)
     for problem in loaded.problems:
         print(f"torch-matrix: warning: {problem}", file=sys.stderr)
+    if not loaded.results and not loaded.problems and _arg(args, "strict"):
+        print(UserError("no cell results found (looked for cells/*.json and results.json)",
+                        where=str(results_dir),
+                        hint="run the cells first (`nox -s matrix`), or point the report at the "
+                             "directory that holds them").render(), file=sys.stderr)
+        return EXIT_STRICT
 
     planned: list[Cell | str] = []
     if _arg(args, "plan"):
@@ -204,21 +229,14 @@ def _report(args: argparse.Namespace) -> int:
 
     out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
     summary = report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
-    written.append(write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded))
-    if _arg(args, "github_summary"):
-        _append_github_summary(judged, missing, max_bytes)
-    if _arg(args, "junit"):
-        from .junit import render_junit
-
-        written.append(atomic_write(Path(args.junit), render_junit(judged)))
-    print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)
-    if _arg(args, "pins"):
-        _write_pins([item.result for item in judged], out_dir, spec)
-    if _arg(args, "html"):
-        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec)
-        print(f"HTML report: {path}", file=sys.stderr)
+    sys.stdout.flush()  # the table comes out even when the files below cannot be written
+    try:
+        _write_files(args, judged, missing, loaded, out_dir, summary, results_dir, spec, max_bytes)
+    except OSError as error:
+        raise UserError(f"cannot write the report: {error.strerror or error}",
+                        where=str(out_dir if error.filename is None else error.filename),
+                        hint="free some space or fix the permissions, or write the report's files "
+                             "elsewhere with --out DIR") from None
 
     if _arg(args, "strict"):
         errors = [item.cell.id for item in judged if item.verdict.kind == NO_EVIDENCE]

@@ -50,6 +50,7 @@ class LoadedResults:
     results: list[CellResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line each, naming the file
     skipped: list[str] = field(default_factory=list)  # files (or merged entries) not loaded at all
+    sources: dict[str, str] = field(default_factory=dict, repr=False)  # cell id -> file it came from
     # cell id -> (result, the validated dict it was read from, its compact JSON text if already made):
     # lets write_merged skip to_json() and json.dumps()
     loaded_json: dict[str, tuple[CellResult, dict[str, Any], str | None]] = field(default_factory=dict,
@@ -423,7 +424,31 @@ def load_results(root: str | os.PathLike[str]) -> LoadedResults:
         raise UserError("results directory does not exist", str(root), hint=NO_RESULTS_HINT)
     files = [base] if base.is_file() else _candidate_files(base)
     with cyclic_gc_paused():
-        return _load_files(files)
+        loaded = _load_files(files)
+    return _without_deleted_cells(base, loaded)
+
+
+def _without_deleted_cells(base: Path, loaded: LoadedResults) -> LoadedResults:
+    """A run directory's own merged ``results.json`` (the report writes it beside ``cells/``) must
+    not bring back a cell whose file was deleted from ``cells/``: that file is the truth."""
+    own = base / MERGED_NAME
+    cells = base / "cells"
+    if not own.is_file() or not cells.is_dir():
+        return loaded
+    stale = [r.cell.id for r in loaded.results
+             if not (cells / f"{r.cell.id}.json").exists() and _source_is(loaded, r.cell.id, own)]
+    if not stale:
+        return loaded
+    gone = set(stale)
+    loaded.results = [r for r in loaded.results if r.cell.id not in gone]
+    for cell_id in stale:
+        loaded.loaded_json.pop(cell_id, None)
+    return loaded
+
+
+def _source_is(loaded: LoadedResults, cell_id: str, path: Path) -> bool:
+    source = loaded.sources.get(cell_id, "")
+    return source == str(path) or source.startswith(f"{path}[")
 
 
 def _load_files(files: list[Path]) -> LoadedResults:
@@ -447,9 +472,17 @@ def _load_files(files: list[Path]) -> LoadedResults:
                 else (previous, entry)
             chosen[cell_id] = keep
             if not drop.merged:
-                out.problems.append(f"{drop.source}: duplicate result for cell {cell_id}; kept the newer one "
-                                f"from {keep.source} (finished {keep.result.finished_at or '?'})")
+                if _finished_key(entry) == _finished_key(previous):
+                    out.problems.append(
+                        f"{drop.source}: duplicate result for cell {cell_id} with the same finish time "
+                        f"({keep.result.finished_at or '?'}) but different content; kept {keep.source} "
+                        "(found first): rerun the cell to settle it")
+                else:
+                    out.problems.append(
+                        f"{drop.source}: duplicate result for cell {cell_id}; kept the newer one "
+                        f"from {keep.source} (finished {keep.result.finished_at or '?'})")
     out.results = [chosen[key].result for key in sorted(chosen)]
+    out.sources = {key: entry.source for key, entry in chosen.items()}
     out.loaded_json = {key: (entry.result, entry.data, entry.line) for key, entry in chosen.items()}
     return out
 

@@ -19,6 +19,9 @@ SPEC_ENV = "TORCH_MATRIX_SPEC"
 SHARD_ENV = "TORCH_MATRIX_SHARD"
 REDO_ENV = "TORCH_MATRIX_REDO"
 GPUS_ENV = "TORCH_MATRIX_GPUS"
+GRACE_ENV = "TORCH_MATRIX_PROBE_GRACE"  # seconds the cell watchdog adds for start-up (default 60)
+BACKOFF_ENV = "TORCH_MATRIX_RETRY_BACKOFF"  # seconds before an install retry, times the attempt (3)
+LOCK_NAME = ".torch-matrix.lock"  # in the run directory and the nox env dir (matrix/locks.py)
 
 DEFAULT_RESULTS = "results"
 DEFAULT_RUN = "default"

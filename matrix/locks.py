@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from .errors import UserError
-
-LOCK_NAME = ".torch-matrix.lock"
+from .layout import LOCK_NAME
 OWNER_ENV = "TORCH_MATRIX_LOCK_OWNER"
 
 _held: dict[Path, IO[str]] = {}  # kept open for the life of the process

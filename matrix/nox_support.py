@@ -31,7 +31,7 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, Any
 from . import console, layout
 from .errors import UserError
 from .layout import (
+    BACKOFF_ENV,
     DEFAULT_RESULTS,
     GPUS_ENV,
+    GRACE_ENV,
     MATRIX_SESSION,
     REDO_ENV,
     REPORT_SESSION,
@@ -63,6 +65,7 @@ class MatrixPlan:
     interpreters: dict[str, str] = field(default_factory=dict)  # "3.11" -> absolute path
     missing_pythons: list[str] = field(default_factory=list)
     results_root: Path = Path(DEFAULT_RESULTS)
+    suite: str = ""  # probesuite.suite_digest(spec): the probes' code is part of each fingerprint
 
     @property
     def run_dir(self) -> Path:
@@ -74,7 +77,7 @@ class MatrixPlan:
 
     def fingerprint(self, cell: Cell) -> str:
         """Same as ``torch-matrix plan --json`` prints, so CI shards and resume agree."""
-        return cell.fingerprint(self.spec.index.to_json())
+        return cell.fingerprint(self.spec.index.to_json(), self.suite)
 
     def interpreter_for(self, cell: Cell) -> str:
         """An absolute interpreter path; ours when the cell's Python is missing (see module doc)."""
@@ -117,6 +120,26 @@ def wants_matrix(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -
     return any(n.strip().startswith(MATRIX_SESSION) for name in names for n in name.split(","))
 
 
+LISTING_FLAGS = ("-l", "--list", "--list-sessions", "--usage", "-h", "--help", "--version")
+
+
+def lock_run(plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> None:
+    """Hold this run's results directory and nox env dir (``matrix.locks``); listing locks nothing."""
+    from . import locks
+
+    args = list(argv[:argv.index("--")] if "--" in argv else argv)
+    if any(arg in LISTING_FLAGS for arg in args):
+        return
+    envdir = ".nox"
+    for i, arg in enumerate(args):
+        if arg == "--envdir" and i + 1 < len(args):
+            envdir = args[i + 1]
+        elif arg.startswith("--envdir="):
+            envdir = arg.split("=", 1)[1]
+    locks.hold(plan.run_dir, "results directory", environ)
+    locks.hold(Path(envdir).absolute(), "nox env dir (--envdir)", environ)
+
+
 def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> MatrixPlan:
     """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard)."""
     from .spec import load_spec
@@ -128,6 +151,10 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
     from .pipeline import plan_spec, shard_cells
 
     planned = plan_spec(spec, environ)
+    if not planned.cells:
+        raise UserError("the spec plans no cells: nothing would be tested", where=spec.path,
+                        hint="its [[exclude]] rules (or version selections) remove every cell; "
+                             "loosen them, and check with `torch-matrix plan`")
     interpreters: dict[str, str] = {}
     missing: list[str] = []
     for name, interpreter in planned.interpreters.items():
@@ -135,9 +162,13 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
             missing.append(name)
         else:
             interpreters[interpreter.minor] = os.path.abspath(interpreter.path)
+    seconds_from_env(environ, GRACE_ENV, 60.0)  # bad values fail here, before any cell runs
+    seconds_from_env(environ, BACKOFF_ENV, 3.0)
     cells = shard_cells(planned.cells, environ.get(SHARD_ENV, ""), SHARD_ENV)
+    from .probesuite import suite_digest
+
     return MatrixPlan(spec=spec, cells=cells, interpreters=interpreters, missing_pythons=missing,
-                      results_root=root)
+                      results_root=root, suite=suite_digest(spec))
 
 
 def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> None:
@@ -220,13 +251,18 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         cells_dir=plan.cells_dir, work_dir=venv / "torch-matrix", index_config=plan.spec.index,
         fingerprint=plan.fingerprint(cell), probe_dirs=tuple(plan.spec.probes.dirs),
         probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
+        probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
+        retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
         position=position, total=len(plan.cells), project_dir=project_dir(plan.spec))
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:
             settings = _with_env(settings, {"CUDA_VISIBLE_DEVICES": device})
             session.log(f"{cell.id}: using GPU {device}")
-        result = run_cell(cell, venv_python, settings)
+        try:
+            result = run_cell(cell, venv_python, settings)
+        except UserError as error:
+            session.error(error.render())
     verdict = verdict_of(result)
     reason = verdict.reason.strip()
     if verdict.kind == NO_EVIDENCE:
@@ -246,6 +282,32 @@ def project_dir(spec: Any) -> str:
     if Path(spec.path).resolve() == DEFAULT_SPEC_PATH.resolve():
         return os.getcwd()
     return spec.base_dir
+
+
+def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A finite, non-negative number of seconds from ``name``, else ``default``."""
+    import math
+
+    text = environ.get(name, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"expected a number of seconds >= 0, got {text!r}", where=name,
+                        hint=f"unset it for the default ({default:g} s), or e.g. {name}={default:g}")
+    return value
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (``docker stop``, a cancelled CI job) unwinds like Ctrl-C, so a running cell kills
+    its probe runner and everything it started instead of leaving them to init."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 _LINK_CHECKED: list[bool] = []

@@ -22,9 +22,11 @@ PLAN = nox_support.MatrixPlan()
 if nox_support.wants_matrix(sys.argv[1:]):
     try:
         PLAN = nox_support.load_plan()
+        nox_support.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir
     except UserError as error:
         nox_support.fail_cleanly(error)
     nox_support.announce_missing(PLAN)
+    nox_support.stop_on_sigterm()  # docker stop / a cancelled CI job: clean up like Ctrl-C
 
 
 @nox.session(venv_backend="uv", allow_parallel=True)

@@ -1,0 +1,931 @@
+"""The fault suite: every fault of issue 12, reproduced for real, and the cases that already held.
+
+Each test makes the fault happen (a real full filesystem: a tmpfs in a private mount
+namespace; real signals to real process groups; two real concurrent ``nox -s matrix``
+runs against the synthetic wheel index) and asserts what must hold:
+
+- no false verdict (a broken install or a dead runner is ``error``, never evidence);
+- nothing already written is lost;
+- bad input gets one line (``torch-matrix: error: ...`` and a hint), never a traceback;
+- no process survives the run (checked by PID afterwards).
+
+Where a fault cannot be made on this machine (no ``unshare -m``, not root) the test is
+skipped with the reason, never passed quietly. Run it alone: ``python -m pytest -m faults``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from matrix.records import PROBE_RUNNER
+from matrix.results import load_results, read_result
+from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from tests.synthetic_wheels import build_index, default_wheels, torch_wheel, torchvision_wheel
+
+pytestmark = [pytest.mark.faults, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parent.parent
+NOXFILE = REPO / "noxfile.py"
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+GOOD = f"t2.1.0-py{PY}"  # compatible in the synthetic world
+BROKEN = f"t2.2.0-py{PY}"  # incompatible: torchvision's ops are broken
+
+
+# ---------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """One synthetic index for the whole module (building it is the slow part of setup)."""
+    return build_index(tmp_path_factory.mktemp("index"))
+
+
+def spec_text(index_url: str, *, torch=("2.1.0",), probes: str = 'run = ["install_sanity"]',
+              top: str = "", index_extra: str = "", name: str = "faults", python: str = "current") -> str:
+    return (f'name = "{name}"\npython = ["{python}"]\ntorch = {json.dumps(list(torch))}\n'
+            f'torchvision = "paired"\n{top}\n[probes]\n{probes}\n\n'
+            f'[index]\ndefault = "{index_url}"\nextra = []\nfind_links = []\n{index_extra}')
+
+
+def write_spec(tmp: Path, index_url: str, **kwargs) -> Path:
+    path = tmp / "matrix.toml"
+    path.write_text(spec_text(index_url, **kwargs))
+    return path
+
+
+def env_for(tmp: Path, spec: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX")) and k != "VIRTUAL_ENV"}
+    env.update(TORCH_MATRIX_SPEC=str(spec), TORCH_MATRIX_RESULTS=str(tmp / "results"),
+               TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"), UV_CACHE_DIR=str(tmp / "uv-cache"),
+               UV_HTTP_RETRIES="0", PYTHONPATH=str(REPO))
+    env.update(extra)
+    return env
+
+
+def nox_command(tmp: Path, *args: str, envdir: Path | None = None) -> list[str]:
+    return [sys.executable, "-m", "nox", "-f", str(NOXFILE), "--envdir", str(envdir or tmp / "nox"),
+            "--no-color", *args]
+
+
+def run(command: list[str], tmp: Path, env: dict[str, str], timeout: float = 180) \
+        -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def run_nox(tmp: Path, env: dict[str, str], *args: str, **kwargs) -> subprocess.CompletedProcess:
+    return run(nox_command(tmp, *args, **kwargs), tmp, env)
+
+
+def cli(tmp: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "matrix.cli", *args], tmp, env)
+
+
+def cells_dir(tmp: Path, name: str = "faults") -> Path:
+    return tmp / "results" / name / "cells"
+
+
+def one_error(text: str, *needles: str) -> str:
+    """Exactly one ``torch-matrix: error:`` line (plus an optional hint line), no traceback."""
+    assert "Traceback" not in text, text
+    errors = [line for line in text.splitlines() if "torch-matrix: error:" in line]
+    assert len(errors) == 1, text
+    for needle in needles:
+        assert needle in errors[0], (needle, errors[0])
+    return errors[0]
+
+
+def hint_of(text: str) -> str:
+    hints = [line.strip() for line in text.splitlines() if line.strip().startswith("hint:")]
+    assert hints, f"no hint line in:\n{text}"
+    return hints[0]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2:][:1] in (b"Z", b"X")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def survivors(tmp: Path) -> list[str]:
+    """Live processes whose command line, environment or cwd mention ``tmp`` (the test's world)."""
+    needle = str(tmp).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        pid = int(name)
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            cwd = os.readlink(f"/proc/{pid}/cwd").encode()
+        except OSError:
+            continue
+        if (needle in cmdline or needle in environ or needle in cwd) and not _is_zombie(pid):
+            shown = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
+            found.append(f"{pid}: {shown}")
+    return found
+
+
+def assert_no_orphans(tmp: Path, pids=(), wait_s: float = 5.0) -> None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = survivors(tmp) + [f"{pid}: listed" for pid in pids if alive(pid)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    for line in left:  # clean up after a failure, so one failing test does not leak into others
+        with_pid = int(line.split(":")[0])
+        try:
+            os.kill(with_pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not left, "processes outlived the run:\n" + "\n".join(left)
+
+
+def wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@functools.lru_cache(maxsize=1)
+def private_mounts_reason() -> str:
+    """Why a tmpfs in a private mount namespace cannot be made here ('' when it can)."""
+    if not shutil.which("unshare"):
+        return "unshare(1) is not installed"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        return f"cannot mount a tmpfs in a private mount namespace: {probe.stderr.strip()}"
+    return ""
+
+
+def needs_private_mounts() -> None:
+    reason = private_mounts_reason()
+    if reason:
+        pytest.skip(f"FAULT NOT REPRODUCED on this machine: {reason}")
+
+
+def in_namespace(setup: str, command: list[str]) -> list[str]:
+    """``command`` run after ``setup`` (mount commands) inside a private mount namespace."""
+    return ["unshare", "-m", "sh", "-ec", setup + '\nexec "$@"', "sh", *command]
+
+
+def probe_dir(tmp: Path, source: str, name: str = "custom.py") -> Path:
+    directory = tmp / "my_probes"
+    directory.mkdir(exist_ok=True)
+    (directory / name).write_text(source)
+    return directory
+
+
+# ---------------------------------------------------------------- 1. full disk during install
+
+
+def test_full_disk_during_install_is_error_never_a_pin(tmp_path):
+    """A venv on a 1 MB tmpfs; torch carries a 2.4 MB file: uv fails with ENOSPC mid-install."""
+    needs_private_mounts()
+    big = torch_wheel("2.1.0")
+    big.files["torch/_weights.py"] = "# " + "x" * 2_400_000 + "\n"
+    index = build_index(tmp_path / "index", [big, torchvision_wheel("0.16.0", "2.1.0")])
+    spec = write_spec(tmp_path, index.url)
+    env = env_for(tmp_path, spec, TORCH_MATRIX_RETRY_BACKOFF="0.2")
+    envdir = tmp_path / "nox"
+    envdir.mkdir()
+    done = run(in_namespace(f"mount -t tmpfs -o size=1m tmpfs {envdir}",
+                            nox_command(tmp_path, "-s", "matrix")), tmp_path, env)
+    log = done.stdout + done.stderr
+    assert "No space left on device" in log or "os error 28" in log, log
+    assert done.returncode != 0, log  # no evidence: the run must go red
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    assert result is not None, log
+    assert result.install.status == "error", result.install
+    assert verdict_of(result).kind == NO_EVIDENCE
+    assert not result.probes  # nothing was probed in a broken venv
+    assert "Traceback" not in log
+    # No pin comes out of it.
+    pins = cli(tmp_path, env, "pins", str(tmp_path / "results" / "faults"), "--no-coverage")
+    assert pins.returncode == 0, pins.stderr
+    assert "torch!=2.1.0" not in pins.stdout and "!=" not in pins.stdout, pins.stdout
+    assert_no_orphans(tmp_path)
+
+
+def test_partial_install_is_caught_by_the_wheels_record(tmp_path, index):
+    """A venv whose torch lost a file (what an interrupted install leaves) does not verify."""
+    from matrix import environment
+    from matrix.records import INSTALLED, Cell, InstallOutcome
+
+    venv = tmp_path / "venv"
+    uv = environment.uv_executable()
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True,
+                   env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    python = venv / "bin" / "python"
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), "--index-url", index.url,
+                    "torch==2.1.0"], check=True, env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    cell = Cell(id="t2.1.0", axes={"torch": "2.1.0"}, requirements=("torch==2.1.0",))
+    ok = environment.verify(cell, str(python), InstallOutcome(INSTALLED, (), "", 1))
+    assert ok.status == INSTALLED, ok.message
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "torch" / "_tensor.py").unlink()
+    broken = environment.verify(cell, str(python), InstallOutcome(INSTALLED, (), "", 1))
+    assert broken.status == "error"
+    assert "torch/_tensor.py" in broken.message and "RECORD" in broken.message
+
+
+# ---------------------------------------------------------------- 2. probe timeouts
+
+
+TIMEOUT_PROBES = '''
+import os, time
+from probes.api import probe
+
+@probe("quick")
+def quick(ctx):
+    return {"limit": ctx.timeout}
+
+@probe("stuck")
+def stuck(ctx):
+    time.sleep(600)
+
+@probe("stuck_declared", timeout=600)
+def stuck_declared(ctx):
+    time.sleep(600)
+'''
+
+
+def test_spec_timeout_reaches_each_probe(tmp_path, index):
+    """`[probes] timeout = 2`: the hanging probe times out after 2 s; the cell keeps everything."""
+    probes = probe_dir(tmp_path, TIMEOUT_PROBES)
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity", "quick", "stuck"]\n'
+                      f'dirs = ["{probes}"]\ntimeout = 2')
+    env = env_for(tmp_path, spec)
+    started = time.monotonic()
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    elapsed = time.monotonic() - started
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    assert result is not None, done.stderr
+    statuses = {p.name: p.status for p in result.probes}
+    assert statuses == {"install_sanity": "pass", "quick": "pass", "stuck": "timeout"}, statuses
+    assert result.probe("quick").evidence["limit"] == 2.0
+    assert elapsed < 60, f"the run took {elapsed:.0f} s: the 2 s limit did not reach the probe"
+    assert "Traceback" not in done.stderr
+    assert_no_orphans(tmp_path)
+
+
+def test_spec_timeout_longer_than_the_runners_default(tmp_path, index):
+    """`[probes] timeout = 300` must not be cut to the runner's 120 s default."""
+    probes = probe_dir(tmp_path, TIMEOUT_PROBES)
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["quick"]\ndirs = ["{probes}"]\ntimeout = 300')
+    done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
+    assert done.returncode == 0, done.stderr
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    assert result.probe("quick").evidence["limit"] == 300.0  # the limit the probe really ran under
+    assert_no_orphans(tmp_path)
+
+
+def test_watchdog_keeps_finished_probes_and_orphans_nothing(tmp_path, index):
+    """A probe that declares 600 s outlives the cell watchdog: finished probes' evidence stays."""
+    probes = probe_dir(tmp_path, TIMEOUT_PROBES)
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity", "quick", "stuck_declared"]\n'
+                      f'dirs = ["{probes}"]\ntimeout = 1')
+    env = env_for(tmp_path, spec, TORCH_MATRIX_PROBE_GRACE="3")
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    assert done.returncode != 0, done.stderr  # a runner stopped by the watchdog: no evidence
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    statuses = {p.name: p.status for p in result.probes}
+    assert statuses["install_sanity"] == "pass" and statuses["quick"] == "pass", statuses
+    assert statuses[PROBE_RUNNER] == "error" and "ran past" in result.probe(PROBE_RUNNER).message
+    assert verdict_of(result).kind == NO_EVIDENCE  # never incompatible
+    assert "Traceback" not in done.stderr
+    assert_no_orphans(tmp_path)
+
+
+# ---------------------------------------------------------------- 3. concurrent runs
+
+
+HANG_ONCE = "import os, sys, time\nwhile os.path.exists(sys.argv[1]):\n    time.sleep(0.05)\n"
+
+
+def start_nox(tmp: Path, env: dict[str, str], *args: str, envdir: Path | None = None) -> subprocess.Popen:
+    return subprocess.Popen(nox_command(tmp, *args, envdir=envdir), cwd=tmp, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def read_until(proc: subprocess.Popen, marker: str, seen: list[str]) -> None:
+    for line in proc.stderr:
+        seen.append(line)
+        if marker in line:
+            return
+    raise AssertionError("never saw " + marker + " in:\n" + "".join(seen))
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return out, err
+
+
+def test_second_concurrent_run_is_refused_naming_the_holder(tmp_path, index):
+    gate = tmp_path / "gate"
+    gate.touch()
+    (tmp_path / "hang.py").write_text(HANG_ONCE)
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity"]\n'
+                      f'[probes.commands]\nwait = "python {tmp_path / "hang.py"} {gate}"')
+    env = env_for(tmp_path, spec)
+    first = start_nox(tmp_path, env, "-s", "matrix")
+    seen: list[str] = []
+    try:
+        read_until(first, f"{GOOD} probes ...", seen)
+        second = run_nox(tmp_path, env, "-s", "matrix")  # same results dir, same envdir
+        other_envdir = run_nox(tmp_path, env_for(tmp_path, spec, TORCH_MATRIX_RESULTS=str(tmp_path / "r2")),
+                               "-s", "matrix")
+    finally:
+        gate.unlink()
+    out, err = finish(first)
+    assert first.returncode == 0, "".join(seen) + err
+    assert second.returncode != 0
+    line = one_error(second.stderr, f"pid {first.pid}", str(tmp_path / "results" / "faults"))
+    assert "hint:" in second.stderr, line
+    assert other_envdir.returncode != 0
+    one_error(other_envdir.stderr, f"pid {first.pid}", str(tmp_path / "nox"))
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    assert verdict_of(result).kind == COMPATIBLE  # the first run was not disturbed
+    assert not (tmp_path / "r2" / "faults" / "cells").exists()
+    assert_no_orphans(tmp_path)
+
+
+def test_stale_lock_of_a_dead_run_is_taken_over(tmp_path, index):
+    spec = write_spec(tmp_path, index.url)
+    env = env_for(tmp_path, spec)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    run_dir = tmp_path / "results" / "faults"
+    run_dir.mkdir(parents=True)
+    (run_dir / ".torch-matrix.lock").write_text(f"{dead.pid}\n")
+    (tmp_path / "nox").mkdir()
+    (tmp_path / "nox" / ".torch-matrix.lock").write_text(f"{dead.pid}\n")
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    assert done.returncode == 0, done.stderr
+    assert verdict_of(read_result(cells_dir(tmp_path) / f"{GOOD}.json")).kind == COMPATIBLE
+
+
+# ---------------------------------------------------------------- 4. signals leave no process
+
+
+TREE_PROBE = '''\
+import os, subprocess, sys, time
+pid_dir = sys.argv[1]
+daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+with open(os.path.join(pid_dir, "daemon.pid"), "w") as handle:
+    handle.write(str(daemon.pid))
+with open(os.path.join(pid_dir, "command.pid"), "w") as handle:
+    handle.write(str(os.getpid()))
+time.sleep(float(sys.argv[2]))
+'''
+
+
+def tree_spec(tmp: Path, index_url: str, hold_s: float) -> Path:
+    pids = tmp / "pids"
+    pids.mkdir()
+    (tmp / "tree.py").write_text(TREE_PROBE)
+    return write_spec(tmp, index_url, probes=f'run = ["install_sanity"]\n'
+                      f'[probes.commands]\ntree = "python {tmp / "tree.py"} {pids} {hold_s}"')
+
+
+def process_tree_pids(tmp: Path) -> list[int]:
+    """The probe runner, the zygote (found by command line) and the pids the command probe wrote."""
+    pids = [int((tmp / "pids" / name).read_text()) for name in ("daemon.pid", "command.pid")]
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"probes" in cmdline or b"probes.zygote" in cmdline:
+                try:
+                    if str(tmp).encode() in Path(f"/proc/{name}/environ").read_bytes():
+                        pids.append(int(name))
+                except OSError:
+                    pass
+    return pids
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_to_the_run_leaves_no_process(tmp_path, index, signame):
+    """`docker stop` (SIGTERM) or Ctrl-C (SIGINT) to nox's process group mid-probe."""
+    spec = tree_spec(tmp_path, index.url, hold_s=300)
+    env = env_for(tmp_path, spec)
+    proc = start_nox(tmp_path, env, "-s", "matrix")
+    try:
+        wait_for(lambda: (tmp_path / "pids" / "command.pid").exists(), 60, "the command probe")
+        time.sleep(0.2)
+        pids = process_tree_pids(tmp_path)
+        assert len(pids) >= 4, pids  # daemon, command probe, runner, zygote
+        os.killpg(proc.pid, getattr(signal, signame))
+        out, err = finish(proc, 60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    assert not (cells_dir(tmp_path) / f"{GOOD}.json").exists()  # interrupted: no half verdict
+    assert_no_orphans(tmp_path, pids)
+
+
+def test_a_probes_daemon_does_not_outlive_the_suite(tmp_path, index):
+    spec = tree_spec(tmp_path, index.url, hold_s=0)
+    done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
+    assert done.returncode == 0, done.stderr
+    daemon = int((tmp_path / "pids" / "daemon.pid").read_text())
+    assert_no_orphans(tmp_path, [daemon])
+
+
+# ---------------------------------------------------------------- 5. spec mistakes at plan time
+
+
+def assert_plan_time_error(tmp: Path, spec: Path, *needles: str) -> None:
+    env = env_for(tmp, spec)
+    for done in (cli(tmp, env, "plan"), run_nox(tmp, env, "-l")):
+        assert done.returncode == 2, done.stdout + done.stderr
+        one_error(done.stderr, str(spec), *needles)
+        hint_of(done.stderr)
+    assert not (tmp / "nox").exists() or not list((tmp / "nox").glob("matrix*"))  # nothing installed
+
+
+def test_unknown_probe_in_run_fails_at_plan_time(tmp_path, index):
+    spec = write_spec(tmp_path, index.url, probes='run = ["install_sanity", "instal_sanity"]')
+    assert_plan_time_error(tmp_path, spec, "probes.run", "instal_sanity")
+
+
+def test_unknown_required_probe_fails_at_plan_time(tmp_path, index):
+    spec = write_spec(tmp_path, index.url, probes='run = []\nrequired = ["no_such_probe"]')
+    assert_plan_time_error(tmp_path, spec, "probes.required", "no_such_probe")
+
+
+def test_missing_probe_dir_fails_at_plan_time(tmp_path, index):
+    spec = write_spec(tmp_path, index.url, probes='run = ["install_sanity"]\ndirs = ["nowhere"]')
+    assert_plan_time_error(tmp_path, spec, "probes.dirs", "nowhere")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_non_finite_timeout_fails_at_plan_time(tmp_path, index, value):
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity"]\ntimeout = {value}')
+    assert_plan_time_error(tmp_path, spec, "probes.timeout", value)
+
+
+# ---------------------------------------------------------------- 6. one line, not a traceback
+
+
+def test_non_utf8_spec_is_one_line(tmp_path, index):
+    spec = tmp_path / "matrix.toml"
+    spec.write_bytes(spec_text(index.url).encode().replace(b'"faults"', b'"f\xffaults"'))
+    env = env_for(tmp_path, spec)
+    for done in (cli(tmp_path, env, "plan"), run_nox(tmp_path, env, "-l")):
+        assert done.returncode == 2, done.stderr
+        one_error(done.stderr, str(spec), "UTF-8")
+        hint_of(done.stderr)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, index):
+    """One finished run of two cells (compatible, incompatible), copied by the tests that need one."""
+    tmp = tmp_path_factory.mktemp("finished")
+    spec = write_spec(tmp, index.url, torch=("2.1.0", "2.2.0"))
+    done = run_nox(tmp, env_for(tmp, spec), "-s", "matrix")
+    assert done.returncode == 0, done.stderr
+    return tmp / "results" / "faults"
+
+
+def copy_run(finished: Path, tmp: Path) -> Path:
+    target = tmp / "results" / "faults"
+    shutil.copytree(finished, target)
+    return target
+
+
+def test_read_only_results_dir_is_one_line(tmp_path, finished_run):
+    needs_private_mounts()
+    run_dir = copy_run(finished_run, tmp_path)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    ro = f"mount --bind {run_dir} {run_dir}\nmount -o remount,bind,ro {run_dir}"
+    for args in (["report", str(run_dir)], ["pins", str(run_dir), "--no-coverage"]):
+        done = run(in_namespace(ro, [sys.executable, "-m", "matrix.cli", *args]), tmp_path, env)
+        assert done.returncode != 0, done.stdout + done.stderr
+        one_error(done.stderr, str(run_dir))
+        assert "--out" in hint_of(done.stderr)
+        assert "incompatible" in done.stdout  # the table was still shown
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+def test_full_results_filesystem_is_one_line_and_loses_nothing(tmp_path, index, finished_run):
+    """Results on a full tmpfs: the cell and the report fail with one line; old files stay."""
+    needs_private_mounts()
+    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"))
+    results = tmp_path / "results"
+    results.mkdir()
+    keep = (finished_run / "cells" / f"{GOOD}.json").read_bytes()
+    setup = (f"mount -t tmpfs -o size=256k tmpfs {results}\n"
+             f"mkdir -p {results}/faults/cells\n"
+             f"cp {finished_run}/cells/{GOOD}.json {results}/faults/cells/\n"
+             f"dd if=/dev/zero of={results}/filler bs=4k count=1000 2>/dev/null || true\n")
+    check = (f"; cmp {results}/faults/cells/{GOOD}.json {finished_run}/cells/{GOOD}.json"
+             f" && echo KEPT; ls {results}/faults/cells")
+    env = env_for(tmp_path, spec)
+    command = nox_command(tmp_path, "-s", "matrix", "report")
+    done = run(["unshare", "-m", "sh", "-c", setup + " ".join(map(shlex_quote, command)) + check],
+               tmp_path, env)
+    log = done.stdout + done.stderr
+    assert "Traceback" not in log, log
+    assert "KEPT" in done.stdout, log  # the finished cell's file is intact
+    assert f"{BROKEN}.json" not in done.stdout.split("KEPT")[-1]  # no half-written file either
+    assert "No space left on device" in log, log
+    errors = [line for line in log.splitlines() if "torch-matrix: error:" in line]
+    assert errors and all("No space left on device" in line for line in errors), log
+    assert len(keep) > 0
+    assert_no_orphans(tmp_path)
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+# ---------------------------------------------------------------- 7. stale or empty data
+
+
+def test_report_does_not_resurrect_a_deleted_cell(tmp_path, finished_run):
+    run_dir = copy_run(finished_run, tmp_path)
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    assert cli(tmp_path, env, "report", str(run_dir)).returncode == 0
+    (run_dir / "cells" / f"{BROKEN}.json").unlink()
+    again = cli(tmp_path, env, "report", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert BROKEN not in again.stdout, again.stdout
+    merged = json.loads((run_dir / "results.json").read_text())
+    assert [c["cell"]["id"] for c in merged["cells"]] == [GOOD]
+    assert {r.cell.id for r in load_results(run_dir).results} == {GOOD}
+
+
+def test_strict_report_of_an_empty_dir_fails(tmp_path):
+    empty = tmp_path / "results" / "empty"
+    empty.mkdir(parents=True)
+    done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", "--strict", str(empty))
+    assert done.returncode != 0
+    one_error(done.stderr, str(empty), "no cell results")
+    hint_of(done.stderr)
+
+
+def test_excludes_removing_every_cell_fail_the_run(tmp_path, index):
+    spec = write_spec(tmp_path, index.url, top='[[exclude]]\ntorch = ">=2"\n')
+    done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
+    assert done.returncode != 0, done.stdout + done.stderr
+    one_error(done.stderr, str(spec), "no cells")
+    assert "exclude" in hint_of(done.stderr)
+
+
+def test_resume_reruns_cells_after_the_probes_change(tmp_path, index):
+    probes = probe_dir(tmp_path, "from probes.api import probe\n\n@probe('mine')\n"
+                       "def mine(ctx):\n    return {'v': 1}\n")
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["mine"]\ndirs = ["{probes}"]')
+    env = env_for(tmp_path, spec)
+    assert run_nox(tmp_path, env, "-s", "matrix").returncode == 0
+    same = run_nox(tmp_path, env, "-s", "matrix")
+    assert "skipped: already complete" in same.stderr  # resume still works
+    (probes / "custom.py").write_text((probes / "custom.py").read_text().replace("'v': 1", "'v': 2"))
+    changed = run_nox(tmp_path, env, "-s", "matrix")
+    assert changed.returncode == 0, changed.stderr
+    assert "skipped" not in changed.stderr
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    assert result.probe("mine").evidence == {"v": 2}
+    # The fingerprint `plan --json` prints is the one resume uses, and it names the suite.
+    planned = json.loads(cli(tmp_path, env, "plan", "--json").stdout)
+    cells = planned["cells"] if isinstance(planned, dict) else planned
+    assert cells[0]["fingerprint"] == result.fingerprint
+
+
+# ---------------------------------------------------------------- 8. low
+
+
+def test_interpreter_error_names_the_spec_file(tmp_path, index):
+    spec = write_spec(tmp_path, index.url, python=PY,
+                      index_extra=f'\n[interpreters]\n"{PY}" = "{tmp_path}/no-python"\n')
+    done = cli(tmp_path, env_for(tmp_path, spec), "plan")
+    assert done.returncode == 2, done.stdout + done.stderr
+    one_error(done.stderr, str(spec), "interpreters", "no-python")
+    hint_of(done.stderr)
+
+
+def test_result_files_are_world_readable(finished_run):
+    files = list(finished_run.rglob("*.json")) + list(finished_run.rglob("*.md"))
+    assert len(files) >= 3
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
+
+
+def test_duplicate_shards_with_equal_timestamps_are_named_honestly(tmp_path, finished_run):
+    shards = tmp_path / "merged"
+    for shard in ("shard-1", "shard-2"):
+        (shards / shard / "cells").mkdir(parents=True)
+        data = json.loads((finished_run / "cells" / f"{GOOD}.json").read_text())
+        data["timings"]["total"] = 1.0 if shard == "shard-1" else 2.0  # different content, same time
+        (shards / shard / "cells" / f"{GOOD}.json").write_text(json.dumps(data))
+    done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", str(shards))
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "duplicate result" in line]
+    assert len(warnings) == 1, done.stderr
+    assert "newer" not in warnings[0] and "same finish time" in warnings[0], warnings[0]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_pytorch_index_fails_planning_fast_with_the_fix(tmp_path, index):
+    mirror = f"http://127.0.0.1:{closed_port()}/whl"
+    spec = write_spec(tmp_path, index.url, top='variant = ["cpu"]\n', index_extra=f'pytorch = "{mirror}"\n')
+    env = env_for(tmp_path, spec)
+    started = time.monotonic()
+    done = cli(tmp_path, env, "plan")
+    assert time.monotonic() - started < 15
+    assert done.returncode == 2, done.stdout + done.stderr
+    one_error(done.stderr, mirror)
+    hint = hint_of(done.stderr)
+    assert "[index] pytorch" in hint and 'variant = "default"' in hint
+
+
+# ---------------------------------------------------------------- already holding
+
+
+def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
+    gate = tmp_path / "gate"
+    gate.touch()
+    hang = tmp_path / "hang.py"
+    hang.write_text("import os, sys, time, torch\n"
+                    "while torch.__version__ == '2.2.0' and os.path.exists(sys.argv[1]):\n"
+                    "    time.sleep(0.05)\n")
+    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"),
+                      probes=f'run = ["install_sanity"]\n[probes.commands]\nhang = "python {hang} {gate}"')
+    env = env_for(tmp_path, spec)
+    proc = start_nox(tmp_path, env, "-s", "matrix")
+    seen: list[str] = []
+    try:
+        read_until(proc, f"{BROKEN} probes ...", seen)
+        os.killpg(proc.pid, signal.SIGINT)
+        finish(proc, 60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    kept = (cells_dir(tmp_path) / f"{GOOD}.json").read_bytes()
+    assert verdict_of(read_result(cells_dir(tmp_path) / f"{GOOD}.json")).kind == COMPATIBLE
+    assert not (cells_dir(tmp_path) / f"{BROKEN}.json").exists()
+    assert not list(cells_dir(tmp_path).glob(".*.tmp"))
+    assert_no_orphans(tmp_path)
+    gate.unlink()
+    rerun = run_nox(tmp_path, env, "-s", "matrix")
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"matrix({GOOD}) skipped: already complete" in rerun.stderr
+    assert (cells_dir(tmp_path) / f"{GOOD}.json").read_bytes() == kept
+    assert verdict_of(read_result(cells_dir(tmp_path) / f"{BROKEN}.json")).kind == INCOMPATIBLE
+
+
+def test_kill_9_of_the_probe_runner_is_error_and_only_that_cell_reruns(tmp_path, index):
+    gate = tmp_path / "gate"
+    gate.touch()
+    hang = tmp_path / "hang.py"
+    hang.write_text("import os, sys, time, torch\n"
+                    "while torch.__version__ == '2.2.0' and os.path.exists(sys.argv[1]):\n"
+                    "    time.sleep(0.05)\n")
+    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"),
+                      probes=f'run = ["install_sanity"]\n[probes.commands]\nhang = "python {hang} {gate}"')
+    env = env_for(tmp_path, spec)
+    proc = start_nox(tmp_path, env, "-s", "matrix")
+    seen: list[str] = []
+    try:
+        read_until(proc, f"{BROKEN} probes ...", seen)
+        wait_for(lambda: any("hang.py" in s for s in survivors(tmp_path)), 30, "the command probe")
+        runner = [int(s.split(":")[0]) for s in survivors(tmp_path) if " -m probes --out" in s]
+        assert len(runner) == 1, survivors(tmp_path)
+        os.kill(runner[0], signal.SIGKILL)
+        out, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0  # no evidence for that cell: the run goes red
+    dead = read_result(cells_dir(tmp_path) / f"{BROKEN}.json")
+    assert verdict_of(dead).kind == NO_EVIDENCE and dead.probe(PROBE_RUNNER).status == "error"
+    assert_no_orphans(tmp_path, runner)
+    gate.unlink()
+    rerun = run_nox(tmp_path, env, "-s", "matrix")
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"matrix({GOOD}) skipped" in rerun.stderr and f"matrix({BROKEN}) skipped" not in rerun.stderr
+    assert verdict_of(read_result(cells_dir(tmp_path) / f"{BROKEN}.json")).kind == INCOMPATIBLE
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_unreachable_index_during_install_is_retried_then_error(tmp_path, index):
+    handler = functools.partial(_Quiet, directory=str(index.root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    spec = write_spec(tmp_path, url)
+    env = env_for(tmp_path, spec, TORCH_MATRIX_RETRY_BACKOFF="0.2")
+    try:
+        listed = run_nox(tmp_path, env, "-l")  # planning reads the index (and caches it)
+        assert listed.returncode == 0, listed.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    done = run_nox(tmp_path, env, "-s", "matrix")  # the index is gone when uv needs it
+    assert done.returncode != 0, done.stderr
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    assert result.install.status == "error" and result.install.attempts == 3, result.install
+    assert verdict_of(result).kind == NO_EVIDENCE
+    assert "Traceback" not in done.stderr
+    assert_no_orphans(tmp_path)
+
+
+MISBEHAVING = '''
+import ctypes, os, signal, sys, time
+from probes.api import probe
+
+@probe("segfaults")
+def segfaults(ctx):
+    ctypes.string_at(0)
+
+@probe("aborts")
+def aborts(ctx):
+    os.abort()
+
+@probe("hangs", timeout=1)
+def hangs(ctx):
+    time.sleep(600)
+
+@probe("poisons")
+def poisons(ctx):
+    import json
+    json.dumps = None
+    os.environ["PROBE_POISON"] = "1"
+    os.chdir("/")
+
+@probe("floods")
+def floods(ctx):
+    sys.stdout.write("x" * (10 * 1024 * 1024))
+    sys.stdout.flush()
+
+@probe("exits")
+def exits(ctx):
+    os._exit(3)
+
+@probe("kills_zygote")
+def kills_zygote(ctx):
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(5)
+
+@probe("sys_exit")
+def sys_exit(ctx):
+    sys.exit(4)
+
+@probe("zz_clean")
+def zz_clean(ctx):
+    import json
+    assert json.dumps is not None and "PROBE_POISON" not in os.environ and os.getcwd() != "/"
+    return {"clean": True}
+'''
+
+
+def test_misbehaving_probes_stay_isolated(tmp_path, index):
+    probes = probe_dir(tmp_path, MISBEHAVING)
+    (probes / "syntax_error.py").write_text("def broken(:\n")
+    names = ["install_sanity", "segfaults", "aborts", "hangs", "poisons", "floods", "exits",
+             "kills_zygote", "sys_exit", "zz_clean", "syntax_error"]
+    spec = write_spec(tmp_path, index.url, probes=f'run = {json.dumps(names)}\ndirs = ["{probes}"]')
+    done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
+    assert done.returncode == 0, done.stderr  # probe failures are findings, not a broken run
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    statuses = {p.name: p.status for p in result.probes}
+    assert PROBE_RUNNER not in statuses, statuses
+    assert statuses["install_sanity"] == "pass" and statuses["zz_clean"] == "pass", statuses
+    assert statuses["segfaults"] == "crash" and statuses["aborts"] == "crash"
+    assert statuses["hangs"] == "timeout" and statuses["exits"] == "crash"
+    assert statuses["syntax_error"] == "error" and statuses["floods"] == "pass"
+    assert statuses["sys_exit"] in ("crash", "error") and statuses["kills_zygote"] in ("crash", "error")
+    assert verdict_of(result).kind == INCOMPATIBLE
+    assert_no_orphans(tmp_path)
+
+
+def test_bad_shard_files_are_named_and_skipped(tmp_path, finished_run):
+    shards = tmp_path / "merged"
+    good = (finished_run / "cells" / f"{GOOD}.json").read_text()
+    files = {
+        "truncated": good[: len(good) // 2],
+        "foreign": json.dumps({"hello": "world"}),
+        "newer": json.dumps({**json.loads(good), "schema_version": 999}),
+    }
+    for name, text in files.items():
+        (shards / name / "cells").mkdir(parents=True)
+        (shards / name / "cells" / f"{GOOD}.json").write_text(text)
+    for name in ("dup-a", "dup-b"):
+        (shards / name / "cells").mkdir(parents=True)
+        (shards / name / "cells" / f"{BROKEN}.json").write_text(
+            (finished_run / "cells" / f"{BROKEN}.json").read_text())
+    shutil.copy(finished_run / "cells" / f"{GOOD}.json", shards / "dup-a" / "cells")
+    done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", str(shards))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    for name in files:
+        assert any(name in line and "warning" in line for line in done.stderr.splitlines()), (name, done.stderr)
+    loaded = load_results(shards)
+    assert sorted(r.cell.id for r in loaded.results) == sorted([GOOD, BROKEN])
+    strict = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", "--strict", str(shards))
+    assert strict.returncode != 0  # unreadable shards are infrastructure trouble under --strict
+
+
+def test_a_10000_cell_plan_is_planned_whole():
+    """Correctness at scale; its speed (0.7 s on the fault table's machine) is in `nox -s bench`."""
+    from matrix.plan import IndexFacts, plan_cells
+    from matrix.spec import parse_spec
+    from tests.test_plan import Interp
+
+    torch = [f"2.{i}.0" for i in range(100)]
+    spec = parse_spec(f'torch = {json.dumps(torch)}\ntorchvision = "none"\npython = ["3.10", "3.11"]\n'
+                      'variant = ["default", "cpu", "cu118", "cu121", "cu124"]\n'
+                      '[extras]\nnumpy = {{ values = [{}], label = "np" }}\n'.format(
+                          ", ".join(f'"==1.{i}"' for i in range(10))), "big.toml", base_dir="/proj")
+    facts = IndexFacts(torch_versions={"default": tuple(torch)})
+    interpreters = {"3.10": Interp("/p/3.10", "3.10.13"), "3.11": Interp("/p/3.11", "3.11.7")}
+    started = time.monotonic()
+    cells = plan_cells(spec, facts, interpreters)
+    assert len(cells) == 10_000 and len({c.id for c in cells}) == 10_000
+    assert time.monotonic() - started < 60, "planning 10,000 cells hung"
+
+
+def test_no_shell_true_outside_command_probes():
+    allowed = {("probes/runner.py", "run_command_probe")}
+    found = []
+    for folder in ("matrix", "probes"):
+        for path in (REPO / folder).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+                for call in [n for n in ast.walk(func) if isinstance(n, ast.Call)]:
+                    for keyword in call.keywords:
+                        if keyword.arg == "shell" and not (isinstance(keyword.value, ast.Constant)
+                                                           and keyword.value.value is False):
+                            found.append((str(path.relative_to(REPO)), func.name))
+    assert found and set(found) <= allowed, found
+
+
+def test_suite_helpers_detect_a_survivor(tmp_path):
+    """The orphan check itself can fail: a process left in the test's world is found by PID."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", str(tmp_path)],
+                             start_new_session=True)
+    try:
+        with pytest.raises(AssertionError, match="outlived"):
+            assert_no_orphans(tmp_path, [child.pid], wait_s=0.2)
+    finally:
+        child.kill()
+        child.wait()

@@ -602,8 +602,7 @@ class _Parser:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
                 or not math.isfinite(timeout):
             raise self.error("probes.timeout", f"expected a positive, finite number of seconds, "
-                                               f"got {_show(timeout)}",
-                             hint="the limit for each probe, e.g. `timeout = 300`")
+                                               f"got {_show(timeout)}")
         dirs = tuple(self.path(d, f"probes.dirs[{i}]")
                      for i, d in enumerate(self.string_list(table.get("dirs", []), "probes.dirs",
                                                             allow_empty=True)))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__ as TOOL_VERSION
 from . import environment, probe_process
 from .console import Progress
+from .errors import UserError
 from .probe_process import ProbeOptions, ProbeRun
 from .records import (
     INSTALLED,
@@ -118,7 +119,13 @@ def _finish(cell: Cell, settings: CellSettings, progress: Progress, started: str
                         gpu=dict(gpu or {}),
                         timings=timings, started_at=started, finished_at=_now(),
                         tool_version=TOOL_VERSION)
-    path = write_result(result, settings.cells_dir)
+    try:
+        path = write_result(result, settings.cells_dir)
+    except OSError as error:
+        raise UserError(f"cannot write the cell's result: {error.strerror or error}",
+                        where=str(Path(settings.cells_dir) / f"{cell.id}.json"),
+                        hint="free some space or fix the permissions of the results directory "
+                             "(TORCH_MATRIX_RESULTS), then rerun: finished cells are kept") from None
     verdict = verdict_of(result)
     reason = f": {headline(verdict.reason)}" if verdict.reason else ""
     progress.line(f"done {verdict.kind}{reason} ({timings['total']:.1f}s) -> {path}")

@@ -384,13 +384,6 @@ def verify(cell: Cell, venv_python: str, outcome: InstallOutcome, *,
         return replace(outcome, status=INSTALL_ERROR,
                        message=f"verify: uv pip freeze failed: {_trim(err)}")
     frozen = parse_freeze(out)
-    # Every file each wheel's RECORD lists must be there: a partial install is an error.
-    broken, why = run_facts(venv_python, ["record"], env=env, timeout_s=timeout_s, runner=runner)
-    if broken is None or (isinstance(broken, list) and broken):
-        problems = broken if broken else [f"cannot check the installed files: {_trim(why)[-300:]}"]
-        return replace(outcome, status=INSTALL_ERROR,
-                       message="partial install (checked against each wheel's RECORD): "
-                               + "; ".join(problems))
     names = [n for n in VERSIONED_IMPORTS
              if any(canonicalize_name(Requirement(r).name) == n for r in cell.requirements)]
     own: dict[str, Any] = {}
@@ -401,6 +394,14 @@ def verify(cell: Cell, venv_python: str, outcome: InstallOutcome, *,
         own = found if isinstance(found, dict) else {n: {"error": _trim(why)[-300:]} for n in names}
     checked = check_installed(cell, frozen, own)
     if checked.ok:
+        # Every file each wheel's RECORD lists must be there: a partial install (full disk,
+        # killed installer) keeps its metadata, so freeze and __version__ alone look fine.
+        broken, why = run_facts(venv_python, ["record"], env=env, timeout_s=timeout_s, runner=runner)
+        if not isinstance(broken, list) or broken:
+            problems = broken or [f"cannot check the installed files: {_trim(why)[-300:]}"]
+            return replace(outcome, status=INSTALL_ERROR, resolved=dict(checked.resolved),
+                           message="partial install (checked against each wheel's RECORD): "
+                                   + "; ".join(problems))
         return replace(outcome, resolved=dict(checked.resolved))
     return replace(outcome, status=INSTALL_ERROR, resolved=dict(checked.resolved),
                    message="installed versions differ from the cell: " + "; ".join(checked.problems))

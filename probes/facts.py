@@ -230,8 +230,7 @@ def main(argv):
     elif argv[:1] == ["record"]:
         print(json.dumps(incomplete_installs()))
     else:
-        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | record
-")
+        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | record\n")
         return 2
     return 0
 

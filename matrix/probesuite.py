@@ -45,10 +45,12 @@ def known_probes(dirs: tuple[str, ...]) -> frozenset[str]:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env,
                               cwd=str(probes_package().parent), check=False)
     except (OSError, subprocess.SubprocessError) as error:
-        raise UserError(f"cannot list the probes: {error}", where="python -m probes --list") from None
+        raise UserError(f"cannot list the probes: {error}", where="python -m probes --list",
+                        hint="run `python -m probes --list` to see why; check probes.dirs") from None
     if done.returncode != 0:
         raise UserError(f"cannot list the probes: {done.stderr.strip()[-300:]}",
-                        where="python -m probes --list")
+                        where="python -m probes --list",
+                        hint="run `python -m probes --list` to see why; check probes.dirs")
     return frozenset(line.split()[0] for line in done.stdout.splitlines() if line.strip())
 
 

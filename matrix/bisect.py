@@ -26,6 +26,7 @@ BAD = "bad"
 SKIP = "skip"
 PYTORCH_COMPARE = "https://github.com/pytorch/pytorch/compare/{old}...{new}"
 _NIGHTLY_DATE = re.compile(r"\.dev(\d{8})")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # torch's own messages carry terminal bold
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def outcome_of(result: CellResult, probe: str | None = None) -> Outcome:
     found = result.probe(probe)
     if found is None:
         return Outcome(SKIP, f"{probe}: no result")
-    text = f"{probe}: {found.status}" + (f": {found.message}" if found.message else "")
+    message = " ".join(_ANSI.sub("", found.message).split())
+    text = f"{probe}: {found.status}" + (f": {message}" if message else "")
     if found.status == PASS:
         return Outcome(GOOD, text)
     if found.status == PROBE_SKIP:

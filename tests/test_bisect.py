@@ -87,6 +87,8 @@ def test_outcomes_follow_the_probe_or_the_verdict():
     assert outcome_of(broken).kind == BAD
     assert outcome_of(broken, "torch_compile").kind == SKIP
     assert outcome_of(make_result(cell, status=UNSATISFIABLE, message="no wheel")).kind == SKIP
+    bold = make_result(cell, probes=[make_probe("training_step", FAIL, "two options, \x1b[1mdo those\x1b[0m steps\n")])
+    assert outcome_of(bold, "training_step").evidence == "training_step: fail: two options, do those steps"
 
 
 def test_candidates_and_links():

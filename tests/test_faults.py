@@ -35,7 +35,7 @@ import pytest
 from matrix.records import PROBE_RUNNER
 from matrix.results import load_results, read_result
 from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
-from tests.synthetic_wheels import build_index, default_wheels, torch_wheel, torchvision_wheel
+from tests.synthetic_wheels import build_index, torch_wheel, torchvision_wheel
 
 pytestmark = [pytest.mark.faults, pytest.mark.e2e]
 

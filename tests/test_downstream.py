@@ -339,3 +339,11 @@ def test_a_pytest_run_whose_tests_did_not_run_is_no_evidence_and_failed_tests_ar
                          evidence={"pytest_exit": 1, "tests": {"passed": 2, "failed": 1}}, isolation="command")
     verdict = verdict_of(replace(base, probes=(failed,)))
     assert verdict.kind == INCOMPATIBLE and "tests/t.py::test_a" in verdict.reason
+
+
+def test_run_keeps_nox_options_and_posargs_apart_and_other_commands_stay_strict():
+    args = cli.parse_args(["run", "--spec", "s.toml", "-s", "matrix", "-j", "2", "-k", "py3", "--", "--redo"])
+    assert args.spec == "s.toml" and args.nox_args == ["-s", "matrix", "-j", "2", "-k", "py3"]
+    assert args.posargs == ["--redo"]
+    with pytest.raises(SystemExit):
+        cli.parse_args(["plan", "-s", "matrix"])  # only `run` passes unknown options on

@@ -81,7 +81,8 @@ def missing_cells(planned: Sequence[Cell | str], present_ids: set[str]) -> list[
     return [cell for cell in planned if (cell if isinstance(cell, str) else cell.id) not in present_ids]
 
 
-def _append_github_summary(results: list, missing: list, explicit_limit: int | None) -> None:
+def _append_github_summary(results: list, missing: list, explicit_limit: int | None,
+                           spec: str | None = None) -> None:
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         print("torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set", file=sys.stderr)
@@ -90,7 +91,7 @@ def _append_github_summary(results: list, missing: list, explicit_limit: int | N
     used = path.stat().st_size if path.exists() else 0
     room = report.GITHUB_SUMMARY_LIMIT - used - 1
     limit = min(room, explicit_limit) if explicit_limit else room
-    text = report.render_markdown_summary(results, max_bytes=max(limit, 0), missing=missing)
+    text = report.render_markdown_summary(results, max_bytes=max(limit, 0), missing=missing, spec=spec)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text)
 
@@ -183,7 +184,7 @@ def _write_files(args: argparse.Namespace, judged: Any, missing: Any, loaded: An
     written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
     written.append(write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded))
     if _arg(args, "github_summary"):
-        _append_github_summary(judged, missing, max_bytes)
+        _append_github_summary(judged, missing, max_bytes, spec)
     if _arg(args, "junit"):
         from .junit import render_junit
 

@@ -186,3 +186,20 @@ def test_previous_run_from_the_history_database(tmp_path, monkeypatch, capsys):
     assert "compared with run " in text
     assert cli(["report", str(new), "--html", str(html), "--previous", "nosuchrun"]) == 2
     assert "no such run in the history" in capsys.readouterr().err
+
+
+def test_rerun_lines_in_every_output_carry_the_spec(tmp_path, monkeypatch, capsys):
+    from matrix.results import write_result
+
+    for result in _grid():
+        write_result(result, tmp_path / "run" / "cells")
+    monkeypatch.setenv("TORCH_MATRIX_SPEC", "/specs/nightly.toml")
+    step = tmp_path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    html = tmp_path / "r.html"
+    assert cli(["report", str(tmp_path / "run"), "--html", str(html), "--github-summary"]) == 0
+    line = "TORCH_MATRIX_SPEC=/specs/nightly.toml TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.5.1-py3.12)'"
+    assert line in capsys.readouterr().out
+    assert line in (tmp_path / "run" / "summary.md").read_text(encoding="utf-8")
+    assert line in step.read_text(encoding="utf-8")
+    assert line.replace("'", "&#39;") in html.read_text(encoding="utf-8")

@@ -400,3 +400,35 @@ def test_a_failing_existing_environment_leaves_a_matrix_cells_pin_alone():
     without = suggest_pins([bad, good]).recommended
     assert with_env.describe() == without.describe()
     assert Version("1.12.0") not in with_env.pins_for("torch")[0].specifier_set
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grids())
+def test_every_exclusion_names_a_failing_cell_and_a_true_counterfactual_or_says_unconfirmed(results):
+    from matrix.pins.search import COMPANIONS
+
+    observations, _, _ = observe(results)
+    by_id = {o.cell_id: o for o in observations}
+    for pin in suggest_pins(results).recommended.pins:
+        for exclusion in pin.exclusions:
+            if exclusion.paired_with:
+                continue
+            failing = by_id[exclusion.failing_cell]
+            assert not failing.good and exclusion.failing_cell in exclusion.cells
+            assert str(failing.value(exclusion.package)) == exclusion.version
+            if not exclusion.confirmed:
+                assert exclusion.counterfactual().startswith("unconfirmed")
+                continue
+            passing = by_id[exclusion.passing_cell]
+            assert passing.good and str(passing.value(exclusion.package)) == exclusion.passing_version
+            free = {exclusion.package} | COMPANIONS.get(exclusion.package, set())
+            assert all(failing.value(a) == passing.value(a) for a in failing.values if a not in free)
+            assert "all else equal, passes" in exclusion.counterfactual()
+
+
+def test_real_counterfactual_text_for_the_yolo_run():
+    from tests.test_pins_golden import _suggest
+
+    (torch,) = _suggest("real_yolo_run").recommended.pins_for("torch")[0].exclusions
+    assert torch.counterfactual() == ("1.12.0 fails lazy_cuda_init [t1.12.0-py3.10-nplt2]; 1.12.1, all else "
+                                      "equal, passes [t1.12.1-py3.10-nplt2]")

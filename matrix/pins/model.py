@@ -26,6 +26,24 @@ class Exclusion:
     summary: str = ""
     cells: tuple[str, ...] = ()
     paired_with: str = ""  # "torch 1.12.0" when excluded because its only torch is
+    # The counterfactual: a failing cell, and a passing cell that differs from it only on this
+    # package's axis (and its paired companion), with that cell's version. Empty: unconfirmed.
+    failing_cell: str = ""
+    passing_cell: str = ""
+    passing_version: str = ""
+
+    @property
+    def confirmed(self) -> bool:
+        return bool(self.passing_cell)
+
+    def counterfactual(self) -> str:
+        """``1.12.0 fails lazy_cuda_init [t1.12.0-py3.10]; 1.12.1, all else equal, passes [t1.12.1-py3.10]``."""
+        probes = "+".join(self.probes) or "its probes"
+        if not self.confirmed:
+            return (f"unconfirmed: no passing cell differs from {self.failing_cell or 'the failing cells'} "
+                    f"only in {self.package}")
+        return (f"{self.version} fails {probes} [{self.failing_cell}]; {self.passing_version}, all else "
+                f"equal, passes [{self.passing_cell}]")
 
     def describe(self, max_cells: int = 4) -> str:
         if self.paired_with:
@@ -34,11 +52,17 @@ class Exclusion:
         cells = ", ".join(self.cells[:max_cells])
         if len(self.cells) > max_cells:
             cells += f", +{len(self.cells) - max_cells} more"
-        return f"{self.package} {self.version}: {self.summary} [{cells}]"
+        return f"{self.package} {self.version}: {self.summary} [{cells}]; {self.counterfactual()}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"package": self.package, "version": self.version, "probes": list(self.probes),
+        data = {"package": self.package, "version": self.version, "probes": list(self.probes),
                 "summary": self.summary, "cells": list(self.cells), "paired_with": self.paired_with}
+        if not self.paired_with:
+            data["confirmed"] = self.confirmed
+            data["counterfactual"] = {"failing_cell": self.failing_cell, "passing_cell": self.passing_cell,
+                                      "passing_version": self.passing_version,
+                                      "text": self.counterfactual()}
+        return data
 
 
 @dataclass(frozen=True)

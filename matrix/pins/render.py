@@ -75,7 +75,9 @@ def _inline_reason(line: RequirementLine) -> str:
             parts.append(f"{exclusion.version}: paired with {exclusion.paired_with}")
         else:
             parts.append(f"{exclusion.version}: {'+'.join(exclusion.probes) or 'failed'} "
-                         f"({len(exclusion.cells)} cell{'s' if len(exclusion.cells) != 1 else ''})")
+                         f"({len(exclusion.cells)} cell{'s' if len(exclusion.cells) != 1 else ''}; "
+                         + (f"{exclusion.passing_version} passes, all else equal)" if exclusion.confirmed
+                            else "unconfirmed)"))
     return "; ".join(parts)
 
 

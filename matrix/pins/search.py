@@ -67,6 +67,7 @@ class _Grid:
         self._where: dict[str, dict[Value, int]] = {}
         self._masks: dict[Atom, int] = {}
         self._tested: dict[str, tuple[Value, ...]] = {}
+        self._counterfactuals: dict[str, dict[tuple, list[Observation]]] = {}
 
     def where(self, axis: str) -> dict[Value, int]:
         """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
@@ -249,7 +250,44 @@ def _blame_scoped(grid: _Grid, remaining: int, axis: str, cond_axis: str) -> lis
 
 # ----------------------------------------------------------------------------- answers
 
-def _reason(package: str, version: Value, cells: Sequence[Observation]) -> Exclusion:
+# Axes that move together with a package: a torch release comes with its paired torchvision,
+# so "all else equal" for torch allows the companion to differ (and the other way round).
+COMPANIONS = {"torch": {"torchvision", "torchaudio"}, "torchvision": {"torch"}, "torchaudio": {"torch"}}
+
+
+def _counterfactual(grid: _Grid, package: str, version: Value,
+                    cells: Sequence[Observation]) -> tuple[str, str, str]:
+    """(failing cell, passing cell, its version): a good cell equal to a failing one on every
+    axis but ``package`` (and its companions), the nearest version first; empty when none."""
+    index = grid._counterfactuals.get(package)
+    free = {package} | COMPANIONS.get(package, set())
+    if index is None:
+        index = {}
+        for i in _indices(grid.good_mask):
+            o = grid.observations[i]
+            key = tuple(sorted((a, str(v)) for a, v in o.values.items() if a not in free))
+            index.setdefault(key, []).append(o)
+        grid._counterfactuals[package] = index
+    best: tuple | None = None
+    for o in sorted(cells, key=lambda c: c.cell_id):
+        key = tuple(sorted((a, str(v)) for a, v in o.values.items() if a not in free))
+        for good in index.get(key, ()):
+            value = good.value(package)
+            if value is None or value == version:
+                continue
+            ordered = grid.tested(package)
+            position = ordered.index(value) if value in ordered else 0
+            distance = abs(position - ordered.index(version)) if version in ordered else 0
+            # nearest first; on a tie the newer one (the release that fixed it)
+            candidate = (distance, -position, o.cell_id, good.cell_id, str(value))
+            if best is None or candidate < best:
+                best = candidate
+    if best is None:
+        return (min((o.cell_id for o in cells), default=""), "", "")
+    return best[2], best[3], best[4]
+
+
+def _reason(package: str, version: Value, cells: Sequence[Observation], grid: _Grid | None = None) -> Exclusion:
     # The probes that failed in every one of these cells are the reason; others failed for
     # another pin's reason (torch 1.12.0 + numpy 2 also fails numpy_interop).
     common = set.intersection(*(set(o.failing) for o in cells)) if cells else set()
@@ -257,8 +295,11 @@ def _reason(package: str, version: Value, cells: Sequence[Observation]) -> Exclu
     summaries = Counter(o.summaries[name] for o in cells for name in o.failing
                         if name in o.summaries and name in probes)
     summary = min(summaries.items(), key=lambda item: (-item[1], item[0]))[0] if summaries else ""
+    failing, passing, passing_version = (_counterfactual(grid, package, version, cells) if grid is not None
+                                         else ("", "", ""))
     return Exclusion(package, str(version), tuple(probes), summary,
-                     tuple(sorted(o.cell_id for o in cells)))
+                     tuple(sorted(o.cell_id for o in cells)), failing_cell=failing,
+                     passing_cell=passing, passing_version=passing_version)
 
 
 def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[Version]],
@@ -282,7 +323,7 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
         # Admit every tested value not excluded here, even one whose cells another pin excludes:
         # a bound must not exclude a tested version without a reason of its own.
         goods = grid.values(package)
-        exclusions = [_reason(package, v, grid.cells(grid.bad_mask & where.get(v, 0)))
+        exclusions = [_reason(package, v, grid.cells(grid.bad_mask & where.get(v, 0)), grid)
                       for v in sorted(base_values)]
         exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
         if excluded:
@@ -307,7 +348,7 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
                     inside |= grid.where(cond_axis).get(cond_value, 0)
                 goods_inside = grid.values(package, inside) - excluded - values
                 specs = build_specifiers(goods_inside, values, python=package == PYTHON, policy=policy)
-                reasons = tuple(_reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)))
+                reasons = tuple(_reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)), grid)
                                 for v in sorted(values))
                 pins.append(Pin(package, specs, condition, reasons))
     return pins

@@ -261,6 +261,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
             session.log(f"{cell.id}: using GPU {device}")
         try:
             result = run_cell(cell, venv_python, settings)
+            run_counterfactuals(session, plan, result, venv_python, settings, environ)
         except UserError as error:
             session.error(error.render())
     verdict = verdict_of(result)
@@ -308,6 +309,36 @@ def stop_on_sigterm() -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python: str, settings: Any,
+                        environ: Mapping[str, str] = os.environ) -> list[Any]:
+    """Run the cells that isolate the blame for ``result`` (``matrix.counterfactual``) in the
+    same venv, one requirement added; each writes its own result file. Bounded by the cap."""
+    import dataclasses
+
+    from .cellrun import run_cell
+    from .counterfactual import COUNTERFACTUALS_ENV, cap_from, is_counterfactual, plan_counterfactuals, within_cap
+    from .verdict import verdict_of
+
+    planned = plan_counterfactuals(result)
+    if not planned:
+        return []
+    cap = cap_from(environ)
+    mine = {c.id for c in planned}
+    already = sum(1 for path in Path(plan.cells_dir).glob("*.json")
+                  if is_counterfactual(path.stem) and path.stem not in mine)
+    run_now, dropped = within_cap(planned, already, cap)
+    session.log(f"{result.cell.id}: counterfactual: {len(run_now)} cell(s) to isolate the blame "
+                f"(cap {cap} per run, {already} used; {COUNTERFACTUALS_ENV}=0 switches them off)"
+                + (f"; {dropped} dropped by the cap" if dropped else ""))
+    results = []
+    for cf in run_now:
+        cf_settings = dataclasses.replace(settings, fingerprint=plan.fingerprint(cf))
+        cf_result = run_cell(cf, venv_python, cf_settings)
+        session.log(f"{cf.id}: counterfactual verdict: {verdict_of(cf_result).kind}")
+        results.append(cf_result)
+    return results
 
 
 _LINK_CHECKED: list[bool] = []

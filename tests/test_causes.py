@@ -75,3 +75,32 @@ def test_a_mismatched_build_makes_no_pin_and_gives_pairing_advice():
     (advice,) = suggestion.environment
     assert advice.kind == EnvironmentKind.MISMATCHED_BUILD and advice.requirement == ""
     assert "torch 2.13.0+cpu and torchvision 0.28.0" in advice.advice
+
+
+def test_a_missing_dependency_plans_the_same_cell_with_it_added_and_its_pass_confirms_the_advice():
+    from matrix.counterfactual import cap_from, counterfactual_of, plan_counterfactuals, within_cap
+
+    failing = _compile_cell("2.3.1", "3.10", "fail", SETUPTOOLS)
+    (cf,) = plan_counterfactuals(failing)
+    assert cf.id == "t2.3.1-py3.10-cf-with-setuptools" and counterfactual_of(cf.id) == failing.cell.id
+    assert cf.requirements == (*failing.cell.requirements, "setuptools") and cf.axes == failing.cell.axes
+    assert cf.required_probes == failing.cell.required_probes and "counterfactual" in cf.tags
+    assert plan_counterfactuals(_compile_cell("2.4.1", "3.12")) == []  # nothing to isolate
+    version_failure = _compile_cell("2.3.1", "3.12", "unsupported", "torch.compile does not support Python 3.12")
+    assert plan_counterfactuals(version_failure) == []
+    # Bounded, and switched off with 0.
+    assert cap_from({}) == 8 and cap_from({"TORCH_MATRIX_COUNTERFACTUALS": "0"}) == 0
+    assert within_cap([cf, cf], already=7, cap=8) == ([cf], 1)
+    assert within_cap([cf], already=0, cap=0) == ([], 1)
+    # Its result is an ordinary cell: a pass is evidence that 2.3.1 works on 3.10, and confirms the advice.
+    passing = make_result(cf, probes=[make_probe("install_sanity"), make_probe("torch_compile")],
+                          resolved={"torch": "2.3.1", "setuptools": "80.0.0"})
+    assert plan_counterfactuals(passing) == []  # a counterfactual plans none of its own
+    results = [failing, passing, _compile_cell("2.3.1", "3.12", "unsupported", "does not support Python 3.12"),
+               _compile_cell("2.4.1", "3.12"), _compile_cell("2.4.1", "3.10", "fail", SETUPTOOLS)]
+    suggestion = suggest_pins(results)
+    assert [line.text() for line in requirement_lines(suggestion.recommended)] == [
+        'torch; python_version < "3.12"', 'torch!=2.3.1; python_version >= "3.12"']
+    (advice,) = suggestion.environment
+    assert advice.confirmed_by == ("t2.3.1-py3.10-cf-with-setuptools",)
+    assert "confirmed" in render_text(suggestion)

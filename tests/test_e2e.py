@@ -261,3 +261,63 @@ def test_real_cpu_torch_from_pips_find_links_is_compatible(tmp_path):
     assert verdict_of(result).kind == COMPATIBLE, verdict_of(result).reason
     probe = result.probe("install_sanity")
     assert probe.status == "pass" and probe.evidence.get("torch") == "2.13.0+cpu"
+
+
+def test_an_undeclared_missing_module_runs_its_counterfactual_cell_and_makes_no_pin(tmp_path):
+    """A probe needs a module no wheel declares (as torch 2.2-2.4's inductor needs setuptools):
+    the cell is the environment's fault, `nox -s matrix` runs the same cell with the module
+    added (a counterfactual, its own result file), and the pins give advice, not a bound."""
+    from tests.synthetic_wheels import WheelSpec, default_wheels
+
+    helper = WheelSpec("helperdep", "1.0.0", {"helperdep/__init__.py": "OK = True\n"})
+    index = build_index(tmp_path / "index", [*default_wheels(), helper])
+    probes_dir = tmp_path / "my_probes"
+    probes_dir.mkdir()
+    (probes_dir / "needs_helper.py").write_text(
+        "from probes.api import probe\n\n"
+        "@probe('needs_helper', doc='imports an undeclared runtime dependency')\n"
+        "def needs_helper(ctx):\n"
+        "    import helperdep\n"
+        "    return {'ok': helperdep.OK}\n")
+    spec = tmp_path / "matrix.toml"
+    spec.write_text(f"""\
+name = "e2e"
+python = ["current"]
+torch = ["2.1.0"]
+torchvision = "paired"
+
+[probes]
+run = ["install_sanity", "needs_helper"]
+dirs = ["my_probes"]
+
+[index]
+default = "{index.url}"
+extra = []
+find_links = []
+""")
+    env = nox_env(tmp_path, spec)
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    output = done.stdout + done.stderr
+    cells_dir = tmp_path / "results" / "e2e" / "cells"
+    original = read_result(cells_dir / f"t2.1.0-py{PY}.json")
+    counterfactual = read_result(cells_dir / f"t2.1.0-py{PY}-cf-with-helperdep.json")
+    assert original is not None and counterfactual is not None, output
+    assert "counterfactual: 1 cell(s)" in output and "cap 8 per run" in output
+    assert original.probe("needs_helper").status in ("fail", "error")
+    assert verdict_of(original).environment["needs_helper"].requirement == "helperdep"
+    assert counterfactual.install.resolved.get("helperdep") == "1.0.0"
+    assert verdict_of(counterfactual).kind == COMPATIBLE, verdict_of(counterfactual).reason
+    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(cells_dir.parent), "--no-coverage"],
+                          cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          check=False)
+    assert pins.returncode == 0, pins.stderr
+    assert "Suggested pins: none" in pins.stdout
+    assert "requirement: helperdep" in pins.stdout
+    assert f"confirmed: with the fix applied, all else equal, passes: t2.1.0-py{PY}-cf-with-helperdep" in pins.stdout
+    # Switched off: no counterfactual cell.
+    off = tmp_path / "off"
+    off.mkdir()
+    env_off = nox_env(off, spec, TORCH_MATRIX_COUNTERFACTUALS="0")
+    done = run_nox(off, env_off, "-s", "matrix")
+    assert not (off / "results" / "e2e" / "cells" / f"t2.1.0-py{PY}-cf-with-helperdep.json").exists()
+    assert "counterfactual: 0 cell(s)" in done.stdout + done.stderr

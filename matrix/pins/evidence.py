@@ -241,10 +241,13 @@ class EnvironmentAdvice:
     requirement: str
     probes: tuple[str, ...]
     cells: tuple[str, ...]
+    confirmed_by: tuple[str, ...] = ()  # counterfactual cells (the fix applied) that passed
+    refuted_by: tuple[str, ...] = ()  # counterfactual cells that still failed
 
     def to_json(self) -> dict[str, Any]:
         return {"cause": "environment", "kind": self.kind, "advice": self.advice,
-                "requirement": self.requirement, "probes": list(self.probes), "cells": list(self.cells)}
+                "requirement": self.requirement, "probes": list(self.probes), "cells": list(self.cells),
+                "confirmed_by": list(self.confirmed_by), "refuted_by": list(self.refuted_by)}
 
 
 def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]:
@@ -262,6 +265,15 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
             key = (str(attribution.kind), attribution.requirement,
                    attribution.advice if not attribution.requirement else "")
             groups.setdefault(key, []).append((result.cell.id, probe, python))
+    from ..counterfactual import counterfactual_of, is_counterfactual
+
+    outcome_of_fix: dict[str, list[tuple[str, bool]]] = {}
+    for result in results:
+        if is_counterfactual(result.cell.id):
+            verdict = verdict_of(result)
+            if verdict.is_evidence:
+                outcome_of_fix.setdefault(counterfactual_of(result.cell.id), []).append(
+                    (result.cell.id, verdict.kind == COMPATIBLE))
     advice = []
     for (kind, requirement, text), seen in sorted(groups.items()):
         line = requirement
@@ -272,6 +284,9 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
             line = f"{requirement}; {marker}" if marker else requirement
             text = (f"{', '.join(sorted({p for _, p, _ in seen}))} failed for want of `{requirement}`, "
                     f"an undeclared runtime dependency: add `{line}`")
-        advice.append(EnvironmentAdvice(kind, text, line, tuple(sorted({p for _, p, _ in seen})),
-                                        tuple(sorted({c for c, _, _ in seen}))))
+        cells = tuple(sorted({c for c, _, _ in seen}))
+        fixes = [fix for c in cells for fix in outcome_of_fix.get(c, [])]
+        advice.append(EnvironmentAdvice(kind, text, line, tuple(sorted({p for _, p, _ in seen})), cells,
+                                        tuple(sorted(c for c, ok in fixes if ok)),
+                                        tuple(sorted(c for c, ok in fixes if not ok))))
     return advice

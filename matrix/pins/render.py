@@ -139,6 +139,12 @@ def render_text(suggestion: Suggestion) -> str:
             if item.requirement:
                 out.append(f"      requirement: {item.requirement}")
             out.append(f"      seen in: {_listing(item.cells, 4)}")
+            if item.confirmed_by:
+                out.append(f"      confirmed: with the fix applied, all else equal, passes: {_listing(item.confirmed_by, 4)}")
+            if item.refuted_by:
+                out.append(f"      NOT confirmed: with the fix applied still fails: {_listing(item.refuted_by, 4)}")
+            if not item.confirmed_by and not item.refuted_by:
+                out.append("      unconfirmed: no counterfactual cell was run")
     if suggestion.unsatisfiable:
         out += ["", "Unsatisfiable cells (nothing to install; not incompatibilities):"]
         out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.unsatisfiable]
@@ -208,7 +214,9 @@ def render_requirements(suggestion: Suggestion) -> str:
     if diagnosis is not None:
         out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
     for item in suggestion.environment:
-        out.append(f"# environment ({item.kind}): {item.advice}")
+        status = ("confirmed by " + _listing(item.confirmed_by, 4) if item.confirmed_by
+                  else "refuted by " + _listing(item.refuted_by, 4) if item.refuted_by else "unconfirmed")
+        out.append(f"# environment ({item.kind}): {item.advice} [{status}]")
         if item.requirement:
             out.append(item.requirement)
     for cov in coverage_lines(suggestion):

@@ -63,7 +63,7 @@ def explain(results):
 
 @pytest.mark.realwheels
 def test_cpu_2_13_core_probes_pass(cpu_2_13):
-    core = ["determinism", "training_step", "numpy_interop", "checkpoint_roundtrip", "dataloader_workers",
+    core = ["determinism", "training_step", "numpy_interop", "dataloader_workers",
             "distributed_gloo", "mixed_precision", "torchscript", "torch_compile", "torch_export"]
     assert {name: cpu_2_13[name]["status"] for name in core} == {name: "pass" for name in core}, explain(cpu_2_13)
 
@@ -78,8 +78,15 @@ def test_cpu_2_13_skips_what_it_lacks(cpu_2_13):
 
 
 @pytest.mark.realwheels
-def test_cpu_2_13_checkpoint_records_the_weights_only_requirement(cpu_2_13):
-    evidence = cpu_2_13["checkpoint_roundtrip"]["evidence"]
+def test_cpu_2_13_checkpoint_changed_default_is_a_fail_with_its_workaround(cpu_2_13):
+    # torch 2.6 flipped torch.load's weights_only default: the plain call breaks users' code, so the
+    # probe fails (a finding), and its advice is the workaround.
+    result = cpu_2_13["checkpoint_roundtrip"]
+    assert result["status"] == "fail", explain(cpu_2_13)
+    assert result["message"].startswith("changed default: torch.load(path) refuses this checkpoint")
+    assert "weights_only=False" in result["message"]
+    evidence = result["evidence"]
+    assert evidence["advice"].startswith("load with weights_only=False or ")
     assert evidence["default_load"].startswith("UnpicklingError")
     assert evidence["requires"][0] == "weights_only=False"
     allowlist = evidence["requires"][1]
@@ -112,14 +119,28 @@ def test_pypi_2_4_torchvision_and_onnx_pass(pypi_2_4):
 
 
 @pytest.mark.realwheels
-def test_pypi_2_4_compile_fails_without_setuptools(pypi_2_4):
-    # A real break: inductor in torch 2.4.1 imports setuptools, declared only for Python >= 3.12;
-    # a uv venv on 3.11 has none. The eager backend still works, so dynamo itself is fine.
+def test_pypi_2_4_compile_without_setuptools_is_the_environments_fault_not_the_versions(pypi_2_4):
+    # Inductor in torch 2.4.1 imports setuptools, which the wheel declares only for Python >= 3.12;
+    # a uv venv on 3.11 has none. The probe reports what happened (torch.compile fails, the eager
+    # backend works, so dynamo is fine), and the cause is the environment: no exclusion of torch
+    # 2.4.1 or of Python 3.11 may follow from it, only the advice to add setuptools.
+    from matrix.causes import Cause, EnvironmentKind, attribute
+    from matrix.records import ProbeResult
+    from matrix.verdict import NO_EVIDENCE, verdict_of
+    from tests.factories import make_cell, make_result
+
     result = pypi_2_4["torch_compile"]
     assert result["status"] == "fail"
     assert "setuptools" in result["message"]
     assert result["evidence"]["eager_backend"] == "ok"
     assert "torch.compile(f)" in result["repro"]
+    probe = ProbeResult.from_json(result)
+    cell = make_result(make_cell(torch="2.4.1", python="3.11", torchvision="0.19.1", probes=("torch_compile",),
+                                 required_probes=("torch_compile",)), probes=[probe])
+    attribution = attribute(cell, probe)
+    assert (attribution.cause, attribution.kind) == (Cause.ENVIRONMENT, EnvironmentKind.MISSING_DEPENDENCY)
+    assert attribution.requirement == "setuptools"
+    assert verdict_of(cell).kind == NO_EVIDENCE
 
 
 # --- torch 1.13.1 + torchvision 0.14.1, Python 3.10, numpy<2 ---------------------------------------------
@@ -205,6 +226,22 @@ def test_cpu_2_13_onnx_export_records_the_onnxscript_requirement(cpu_2_13_onnx):
 ])
 def test_arch_supported(capability, arch_list, expected):
     assert arch_supported(capability, arch_list) == expected
+
+
+@pytest.mark.parametrize("message", [
+    "Dynamo is not supported on Python 3.12+",  # torch.compile on torch 2.3.1 / Python 3.12
+    "Python 3.12+ not yet supported for torch.compile",  # torch.export on torch 2.3.1 / Python 3.12
+])
+def test_dynamo_refusing_this_python_is_unsupported_with_one_reason_for_every_probe(message):
+    from probes.api import Unsupported
+
+    reasons = set()
+    for _ in ("torch_compile", "torch_export"):
+        with pytest.raises(Unsupported) as raised:
+            _util.raise_if_python_refused(RuntimeError(message))
+        reasons.add(str(raised.value).split(": RuntimeError")[0])
+    assert len(reasons) == 1 and "does not support Python" in reasons.pop()
+    _util.raise_if_python_refused(RuntimeError("backend='inductor' raised: No module named 'setuptools'"))
 
 
 def test_first_line_joins_a_header_that_ends_with_a_colon():

@@ -128,3 +128,23 @@ def run_in_children(func, arg_lists, timeout, start_method=None):
             queue.close()
     return results
 
+
+
+# How dynamo says it refuses this interpreter ("Dynamo is not supported on Python 3.12+",
+# "Python 3.12+ not yet supported for torch.compile", "... not supported on Python 3.13").
+_PYTHON_REFUSAL = re.compile(r"(not (yet )?supported (on|for) Python|Python 3\.\d+\+? not (yet )?supported)",
+                             re.IGNORECASE)
+
+
+def raise_if_python_refused(exc, facts=None):
+    """Unsupported, with one reason shared by every probe built on dynamo (torch.compile,
+    torch.export), when ``exc`` is dynamo refusing this Python by design; else return."""
+    import sys
+
+    from probes.api import Unsupported
+
+    message = first_line(exc)
+    if _PYTHON_REFUSAL.search(message):
+        raise Unsupported("dynamo (torch.compile, torch.export) does not support Python %d.%d in this "
+                          "torch version: %s" % (sys.version_info[0], sys.version_info[1], message),
+                          evidence=facts or {})

@@ -196,4 +196,13 @@ def checkpoint_roundtrip(ctx):
     import inspect
 
     facts["weights_only_parameter"] = "weights_only" in inspect.signature(torch.load).parameters
+    if facts.get("requires"):
+        # A changed default (torch 2.6 flipped weights_only to True): the plain call that training
+        # code makes breaks, and only a non-default argument loads the checkpoint. Users' code
+        # breaks, so this is a finding: a fail, with the workaround as its advice.
+        workaround = " or ".join(facts["requires"])
+        facts["advice"] = "load with %s (torch.load's default changed)" % workaround
+        raise Fail("changed default: torch.load(path) refuses this checkpoint (%s); it loads with %s"
+                   % (facts["default_load"], workaround), observed=facts["default_load"],
+                   expected="torch.load(path) with the default arguments loads it", repro=REPRO, evidence=facts)
     return facts

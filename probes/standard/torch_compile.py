@@ -3,7 +3,7 @@
 import sys
 
 from probes.api import Fail, Unsupported, probe
-from probes.standard._util import first_line
+from probes.standard._util import first_line, raise_if_python_refused
 
 REPRO = """import torch
 def f(x):
@@ -41,9 +41,7 @@ def torch_compile(ctx):
         out = torch.compile(small)(x)
     except Exception as exc:
         message = first_line(exc)
-        if "not supported on Python" in message or "Python 3." in message and "supported" in message:
-            raise Unsupported("torch.compile does not support Python %s in this version: %s"
-                              % (facts["python"], message), evidence=facts)
+        raise_if_python_refused(exc, facts)
         # Distinguish a broken inductor (e.g. no C++ compiler) from a broken dynamo.
         try:
             if dynamo is not None:

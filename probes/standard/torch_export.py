@@ -1,7 +1,7 @@
 """torch.export on a small module, where it exists."""
 
 from probes.api import Fail, Unsupported, probe
-from probes.standard._util import first_line
+from probes.standard._util import first_line, raise_if_python_refused
 
 REPRO = """import torch
 class M(torch.nn.Module):
@@ -43,6 +43,7 @@ def torch_export(ctx):
         runnable = exported.module() if hasattr(exported, "module") else exported
         out = runnable(x)
     except Exception as exc:
+        raise_if_python_refused(exc)
         raise Fail("torch.export failed: %s" % first_line(exc), observed=first_line(exc),
                    expected="an ExportedProgram that runs", repro=REPRO)
     if not torch.allclose(out, model(x), atol=1e-6):

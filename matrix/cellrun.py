@@ -11,6 +11,7 @@ replace them.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from .console import Progress
 from .errors import UserError
 from .probe_process import ProbeOptions, ProbeRun
 from .records import (
+    PROBE_RUNNER,
     INSTALLED,
     UNSATISFIABLE,
     Cell,
@@ -55,6 +57,7 @@ class CellSettings:
     position: int = 0
     total: int = 0
     env: Mapping[str, str] = field(default_factory=dict)  # extra variables (CUDA_VISIBLE_DEVICES)
+    probe_reruns: int = 2  # a failing or crashing probe runs this many more times (k of n recorded)
     uv: str | None = None
     # The project under test (the spec's directory): install paths are relative to it, and
     # command probes (``pytest -q tests``) run from it. None: the current directory.
@@ -90,6 +93,45 @@ class CellSteps:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+_RERUN_STATUSES = ("fail", "crash", "timeout", "error")
+_VERBS = {"fail": "fails", "crash": "crashes", "timeout": "times out", "error": "errors"}
+
+
+def merge_reruns(first: ProbeResult, reruns: Sequence[ProbeResult | None]) -> ProbeResult:
+    """One probe's result over its first run and its reruns: the first run's status and
+    evidence, with ``k of n`` recorded (``evidence.runs``, ``evidence.failed_runs``) and said in
+    the message (``crashes in 4 of 5 runs: ...``). A rerun with no result counts as failed."""
+    statuses = [first.status] + [r.status if r is not None else "missing" for r in reruns]
+    failed = sum(1 for status in statuses if status != "pass" and status not in ("skip", "unsupported"))
+    total = len(statuses)
+    verb = _VERBS.get(first.status, first.status)
+    flaky = " (flaky)" if failed < total else ""
+    evidence = {**dict(first.evidence), "runs": total, "failed_runs": failed, "run_statuses": statuses}
+    return dataclasses.replace(first, message=f"{verb} in {failed} of {total} runs{flaky}: {first.message}",
+                               evidence=evidence)
+
+
+def rerun_failures(cell: Cell, venv_python: str, settings: CellSettings, env: Mapping[str, str],
+                   run: ProbeRun, progress: Any = None, probes: Callable[..., ProbeRun] | None = None) -> ProbeRun:
+    """Rerun each failing or crashing probe ``settings.probe_reruns`` times (a flaky failure is
+    reported with its rate). The probe runner's own death is not rerun here: it is no evidence."""
+    failing = [p.name for p in run.probes if p.status in _RERUN_STATUSES and p.name != PROBE_RUNNER]
+    if not failing or settings.probe_reruns <= 0 or any(p.name == PROBE_RUNNER for p in run.probes):
+        return run
+    names = tuple(failing)
+    reruns: dict[str, list[ProbeResult | None]] = {name: [] for name in names}
+    for attempt in range(settings.probe_reruns):
+        if progress is not None:
+            progress.line(f"  | rerun {attempt + 1}/{settings.probe_reruns} of failing probe(s): {', '.join(names)}")
+        again = (probes or probe_process.run_probes)(dataclasses.replace(cell, probes=names, required_probes=()),
+                                                     venv_python, settings.work_dir, settings.probe_options, env)
+        by_name = {p.name: p for p in again.probes}
+        for name in names:
+            reruns[name].append(by_name.get(name))
+    merged = tuple(merge_reruns(p, reruns[p.name]) if p.name in reruns else p for p in run.probes)
+    return ProbeRun(merged, run.data)
 
 
 def headline(message: str, limit: int = 200) -> str:
@@ -173,6 +215,7 @@ def _probe_and_finish(cell: Cell, venv_python: str, settings: CellSettings, step
     with progress.phase("probes") as note:
         run = step.probes(cell, venv_python, settings.work_dir, settings.probe_options, env,
                           echo=lambda line: progress.line(f"  | {line}"))
+        run = rerun_failures(cell, venv_python, settings, env, run, progress, step.probes)
         counts: dict[str, int] = {}
         for probe in run.probes:
             counts[probe.status] = counts.get(probe.status, 0) + 1

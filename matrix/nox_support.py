@@ -253,7 +253,8 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
         probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
         retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
-        position=position, total=len(plan.cells), project_dir=project_dir(plan.spec))
+        position=position, total=len(plan.cells), project_dir=project_dir(plan.spec),
+        probe_reruns=probe_reruns(environ))
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:
@@ -309,6 +310,21 @@ def stop_on_sigterm() -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+RERUNS_ENV = "TORCH_MATRIX_PROBE_RERUNS"
+DEFAULT_RERUNS = 2
+
+
+def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
+    """How many more times a failing or crashing probe runs (``0``: never); default 2."""
+    raw = environ.get(RERUNS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RERUNS
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return DEFAULT_RERUNS
 
 
 def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python: str, settings: Any,

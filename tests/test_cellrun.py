@@ -341,3 +341,26 @@ def test_a_long_phase_is_not_silence_in_logs_nor_on_a_terminal():
     assert "\r" + " " * len("\rt1-py3.11 probes ... 0s") + "\r" in text  # the live line is cleared
     assert text.splitlines()[-1].startswith("t1-py3.11 probes ... 0.")
     assert "so far" not in text
+
+
+def test_a_failing_probe_records_k_of_n_runs_and_says_so():
+    from matrix.cellrun import merge_reruns
+    from tests.factories import make_probe
+
+    crash = make_probe("training_step", "crash", "interpreter died with SIGSEGV")
+    merged = merge_reruns(crash, [make_probe("training_step", "crash", "again"), make_probe("training_step"),
+                                  make_probe("training_step", "crash"), None])
+    assert merged.status == "crash"
+    assert merged.message == "crashes in 4 of 5 runs (flaky): interpreter died with SIGSEGV"
+    assert (merged.evidence["runs"], merged.evidence["failed_runs"]) == (5, 4)
+    steady = merge_reruns(make_probe("numpy_interop", "fail", "Numpy is not available"),
+                          [make_probe("numpy_interop", "fail")] * 2)
+    assert steady.message == "fails in 3 of 3 runs: Numpy is not available"
+
+
+def test_probe_reruns_default_to_two_and_can_be_switched_off():
+    from matrix.nox_support import probe_reruns
+
+    assert probe_reruns({}) == 2
+    assert probe_reruns({"TORCH_MATRIX_PROBE_RERUNS": "0"}) == 0
+    assert probe_reruns({"TORCH_MATRIX_PROBE_RERUNS": "4"}) == 4

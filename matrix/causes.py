@@ -16,6 +16,8 @@ Recognised environment causes:
   from a find-links directory next to PyPI's CUDA-built ``0.28.0``), and torchvision's
   compiled ops fail to load (``operator torchvision::nms does not exist``, an undefined
   symbol). The fix: install both from the same index and variant.
+- ``mismatched-pair``: a cell the spec deliberately installed as a mismatched pair
+  (``[[include]]`` with ``install = "override"``): pairing advice scoped to that pair.
 - ``broken-install``: a shared library of an installed package cannot be loaded.
 - ``tests-did-not-run``: a pytest command probe whose tests never ran: a collection error, a
   usage error, an internal error or no tests collected (pytest exit 2-5, as
@@ -41,6 +43,7 @@ class Cause(StrEnum):
 class EnvironmentKind(StrEnum):
     MISSING_DEPENDENCY = "missing-dependency"
     MISMATCHED_BUILD = "mismatched-build"
+    MISMATCHED_PAIR = "mismatched-pair"  # an [[include]] with install = "override"
     BROKEN_INSTALL = "broken-install"
     TESTS_DID_NOT_RUN = "tests-did-not-run"
 
@@ -115,6 +118,15 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
                 requirement=module, detail=module)
     torch = resolved.get("torch", "")
     vision = resolved.get("torchvision", "")
+    if "install-override" in result.cell.tags and vision:
+        # The spec asked for this pair against torchvision's own torch requirement: the advice is
+        # about the pair (keep them paired), never a bound on either release.
+        return Attribution(
+            Cause.ENVIRONMENT, EnvironmentKind.MISMATCHED_PAIR,
+            f"torchvision {vision} installed with torch {torch} over its own torch requirement "
+            f"(--no-deps / override): install torchvision {vision} only with the torch it requires; "
+            f"no bound on either release follows from this pair",
+            detail=f"torch {torch} / torchvision {vision}")
     if torch and vision and _local(torch) != _local(vision) \
             and any(marker in text for marker in _BUILD_MISMATCH):
         return Attribution(

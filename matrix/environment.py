@@ -184,6 +184,8 @@ def install_command(cell: Cell, index_config: Any, venv_python: str,
             command += ["--torch-backend", variant]
         else:
             command += ["--index", f"{pytorch}/{variant}/"]
+    if OVERRIDE_TAG in cell.tags:
+        command += ["--overrides", str(overrides_path(venv_python))]
     command += list(cell.requirements)
     if with_project and cell.install:
         from .install_items import uv_args
@@ -223,6 +225,19 @@ def blame_project(cell: Cell, index_config: Any, venv_python: str, message: str,
             f"{' '.join(cell.install)} they do not)\n{message}")
 
 
+OVERRIDE_TAG = "install-override"  # matrix.spec.OVERRIDE_TAG
+
+
+def overrides_path(venv_python: str) -> Path:
+    """Where an override cell's ``uv --overrides`` file lives: next to its venv."""
+    return Path(venv_python).parent.parent / "torch-matrix-overrides.txt"
+
+
+def override_lines(cell: Cell) -> list[str]:
+    """The cell's torch requirement, forced over torchvision's own (a mismatched pair)."""
+    return [req for req in cell.requirements if req.split("==")[0].strip().lower() == "torch"]
+
+
 def _trim(output: str, keep_summary: bool = False) -> str:
     lines = [line.rstrip() for line in output.splitlines()
              if line.strip() and (keep_summary or not _NOISE.match(line))]
@@ -255,6 +270,8 @@ def install(cell: Cell, index_config: Any, venv_python: str, *,
     """
     uv = uv or uv_executable()
     command = install_command(cell, index_config, venv_python, uv=uv, project_dir=project_dir)
+    if OVERRIDE_TAG in cell.tags:
+        overrides_path(venv_python).write_text("\n".join(override_lines(cell)) + "\n", encoding="utf-8")
     attempt = 0
     while True:
         attempt += 1

@@ -8,6 +8,8 @@ hand-kept table), and which Pythons each torch release has wheels for.
 
 from __future__ import annotations
 
+import dataclasses
+
 import fnmatch
 import itertools
 import re
@@ -26,6 +28,7 @@ from .spec import (
     CURRENT_PYTHON,
     DEFAULT_VARIANT,
     INTERPRETER_SEARCH,
+    OVERRIDE_TAG,
     VERSIONED_AXES,
     Rule,
     Spec,
@@ -330,6 +333,12 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
         extras = {e.name: values.get(e.name, "") for e in spec.extras}
         cell = _make_cell(spec, facts, python, interpreter, torch,
                           values.get("variant", DEFAULT_VARIANT), tv, extras)
+        if rule.install == "override":
+            # A deliberately mismatched pair (a user's --no-deps / override environment): its own
+            # id and tag, so the install overrides torchvision's torch requirement.
+            cell = dataclasses.replace(cell, id=cell.id + "-override", tags=(*cell.tags, OVERRIDE_TAG))
+            planned.append(cell)
+            continue
         if all(existing.axes != cell.axes for existing in planned):
             planned.append(cell)
     return _unique_ids(planned)

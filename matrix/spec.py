@@ -42,6 +42,11 @@ PYPI_SIMPLE = "https://pypi.org/simple"
 PYTORCH_INDEX = "https://download.pytorch.org/whl"  # the official base: uv's --torch-backend knows it
 # Where ``matrix.interpreters`` looks for Python X.Y, in order (named in messages).
 INTERPRETER_SEARCH = "[interpreters] in the spec, PATH, $PYENV_ROOT/versions, uv python"
+# How an [[include]] cell installs: "resolve" (the default) or "override" (the pair as named,
+# torchvision's own torch requirement overridden: a deliberately mismatched pair).
+INSTALL_MODES = ("resolve", "override")
+OVERRIDE_TAG = "install-override"
+
 # Axes whose values are versions: exclude/include rules match them as PEP 440 specifiers.
 VERSIONED_AXES = ("python", "torch", "torchvision")
 
@@ -107,6 +112,9 @@ class Rule:
 
     values: Mapping[str, tuple[str, ...]]
     where: str
+    # include only: "override" installs the named pair even when torchvision requires another
+    # torch (uv --overrides), to reproduce a user's mismatched environment; "" = resolve normally
+    install: str = ""
 
 
 @dataclass(frozen=True)
@@ -529,9 +537,15 @@ class _Parser:
         rules = []
         for i, entry in enumerate(value):
             where = f"{key}[{i}]"
-            table = self.table(entry, where)
+            table = dict(self.table(entry, where))
             if not table:
                 raise self.error(where, "empty rule")
+            install = ""
+            if key == "include" and "install" in table:
+                install = self.string(table.pop("install"), f"{where}.install")
+                if install not in INSTALL_MODES:
+                    raise self.error(f"{where}.install", f"expected one of {', '.join(INSTALL_MODES)}, "
+                                     f"got {install!r}")
             self.check_keys(table, axes, where)
             values: dict[str, tuple[str, ...]] = {}
             for axis, raw in table.items():
@@ -542,7 +556,7 @@ class _Parser:
                     ikey = akey if len(items) == 1 else f"{akey}[{j}]"
                     checked.append(self.rule_value(axis, item, ikey, key == "include", extras))
                 values[axis] = tuple(checked)
-            rules.append(Rule(values=values, where=where))
+            rules.append(Rule(values=values, where=where, install=install if install != "resolve" else ""))
         return tuple(rules)
 
     def rule_value(self, axis: str, value: str, key: str, include: bool,

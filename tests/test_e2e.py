@@ -321,3 +321,37 @@ find_links = []
     done = run_nox(off, env_off, "-s", "matrix")
     assert not (off / "results" / "e2e" / "cells" / f"t2.1.0-py{PY}-cf-with-helperdep.json").exists()
     assert "counterfactual: 0 cell(s)" in done.stdout + done.stderr
+
+
+def test_an_include_can_install_a_deliberately_mismatched_pair_and_gets_pairing_advice(tmp_path):
+    """torchvision 0.17.0 requires torch==2.2.0; the spec installs it with torch 2.1.0 (as a user's
+    --no-deps or override does). The cell installs, its failure is the pair's, and the pins
+    bound neither release: torchvision 0.17.0 with its own torch is still admitted."""
+    index = build_index(tmp_path / "index")
+    spec = write_spec(tmp_path / "matrix.toml", index.url, extra="""
+[[include]]
+python = "current"
+torch = "2.1.0"
+torchvision = "0.17.0"
+install = "override"
+""")
+    env = nox_env(tmp_path, spec, TORCH_MATRIX_PROBE_RERUNS="0")
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    cells_dir = tmp_path / "results" / "e2e" / "cells"
+    mismatched = read_result(cells_dir / f"t2.1.0-tv0.17.0-py{PY}-override.json")
+    assert mismatched is not None, done.stdout + done.stderr
+    assert mismatched.install.status == "installed", mismatched.install.message
+    assert mismatched.install.resolved["torch"] == "2.1.0" and mismatched.install.resolved["torchvision"] == "0.17.0"
+    assert "--overrides" in mismatched.install.command
+    verdict = verdict_of(mismatched)
+    assert verdict.environment["install_sanity"].kind == "mismatched-pair", verdict
+    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(cells_dir.parent), "--no-coverage"],
+                          cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          check=False)
+    assert pins.returncode == 0, pins.stderr
+    assert "[mismatched-pair] torchvision 0.17.0 installed with torch 2.1.0" in pins.stdout
+    lines = [line.split("  #")[0] for line in (cells_dir.parent / "pins" / "constraints.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    # The pair makes no global bound: no torchvision line, and torch 2.1.0 stays admitted (only the
+    # broken paired release 2.2.0 is excluded, for its own failure with its own torchvision).
+    assert lines == ["torch!=2.2.0"]

@@ -186,3 +186,20 @@ def test_every_bad_input_is_one_line_naming_file_key_and_value(text: str, key: s
     assert line.startswith("torch-matrix: error: matrix.toml")
     assert key in caught.value.where
     assert value in line
+
+
+def test_an_include_install_mode_must_be_resolve_or_override(tmp_path):
+    import pytest
+
+    from matrix.errors import UserError
+    from matrix.spec import load_spec
+
+    spec = tmp_path / "matrix.toml"
+    spec.write_text('torch = ["2.3.1"]\n[[include]]\npython = "3.11"\ntorch = "2.3.1"\ntorchvision = "0.19.1"\n'
+                    'install = "nodeps"\n')
+    with pytest.raises(UserError, match="expected one of resolve, override, got 'nodeps'") as raised:
+        load_spec(str(spec))
+    assert "include[0].install" in raised.value.render()
+    spec.write_text('torch = ["2.3.1"]\n[[include]]\npython = "3.11"\ntorch = "2.3.1"\ntorchvision = "0.19.1"\n'
+                    'install = "override"\n')
+    assert load_spec(str(spec)).include[0].install == "override"

@@ -103,6 +103,11 @@ def test_cpu_2_13_evidence_names_the_new_apis(cpu_2_13):
     assert cpu_2_13["torch_compile"]["evidence"]["backend"] == "inductor"
     assert cpu_2_13["numpy_interop"]["evidence"]["numpy"].startswith("2.")
     assert cpu_2_13["determinism"]["evidence"]["seeded_run_identical"] is True
+    # The catalogue: on CPU, torch 2.13 refuses exactly the two ops documented as refusing on CPU.
+    assert cpu_2_13["determinism"]["evidence"]["cpu_refusing"] == ["max_unpool2d", "put_"]
+    catalogue = cpu_2_13["determinism"]["evidence"]["catalogue"]
+    assert catalogue["put_"] == {"documented_on": ["cpu", "cuda"], "refused_on": ["cpu"]}
+    assert catalogue["histc"] == {"documented_on": ["cuda"], "refused_on": []}
 
 
 # --- torch 2.4.1 + torchvision 0.19.1 from PyPI (CUDA build, run on CPU), Python 3.11, numpy<2, onnx -----

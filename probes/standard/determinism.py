@@ -43,29 +43,67 @@ def seeded_run(torch, device):
     return [p.detach().cpu().clone() for p in model.parameters()]
 
 
-def common_ops(torch, device):
-    """Small calls to ops that are known to lack deterministic kernels on some device."""
-    F = torch.nn.functional
+def _grad_of(torch, device, fn, *shape):
+    x = torch.randn(*shape, device=device, requires_grad=True)
+    fn(x).sum().backward()
 
-    def grad_of(fn, *shape):
-        x = torch.randn(*shape, device=device, requires_grad=True)
-        fn(x).sum().backward()
 
-    return {
-        "replication_pad2d_backward": lambda: grad_of(lambda x: F.pad(x, (1, 1, 1, 1), mode="replicate"), 1, 1, 4, 4),
-        "interpolate_bilinear_backward": lambda: grad_of(
-            lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False), 1, 1, 4, 4),
-        "adaptive_avg_pool2d_backward": lambda: grad_of(lambda x: F.adaptive_avg_pool2d(x, 3), 1, 1, 5, 5),
-        "index_add_": lambda: torch.zeros(4, device=device).index_add_(
-            0, torch.tensor([0, 0, 1], device=device), torch.ones(3, device=device)),
-        "scatter_add_": lambda: torch.zeros(4, device=device).scatter_add_(
-            0, torch.tensor([0, 0, 1], device=device), torch.ones(3, device=device)),
-        "embedding_bag_backward": lambda: F.embedding_bag(
-            torch.tensor([0, 1, 1], device=device), torch.randn(3, 2, device=device, requires_grad=True),
-            torch.tensor([0], device=device), mode="max").sum().backward(),
-        "bincount": lambda: torch.bincount(torch.tensor([0, 1, 1], device=device)),
-        "cumsum": lambda: torch.cumsum(torch.ones(4, device=device), 0),
-    }
+# The catalogue: ops that torch.use_deterministic_algorithms(True) documents as refusing
+# (RuntimeError "does not have a deterministic implementation") or as nondeterministic, each
+# with the devices the documentation names. Which of them refuse is recorded per version and
+# device: releases add deterministic kernels (and CPU refusals: put_/MaxUnpool) over time.
+CATALOGUE = (
+    # name, documented devices, call(torch, device)
+    ("max_unpool2d", ("cpu", "cuda"), lambda torch, d: torch.nn.functional.max_unpool2d(
+        *torch.nn.functional.max_pool2d(torch.randn(1, 1, 4, 4, device=d), 2, return_indices=True), 2)),
+    ("put_", ("cpu", "cuda"), lambda torch, d: torch.zeros(4, device=d).put_(
+        torch.tensor([0, 1], device=d), torch.ones(2, device=d), accumulate=False)),
+    ("index_put_accumulate", ("cuda",), lambda torch, d: torch.zeros(4, device=d).index_put_(
+        (torch.tensor([0, 0], device=d),), torch.ones(2, device=d), accumulate=True)),
+    ("replication_pad2d_backward", ("cuda",), lambda torch, d: _grad_of(
+        torch, d, lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate"), 1, 1, 4, 4)),
+    ("reflection_pad2d_backward", ("cuda",), lambda torch, d: _grad_of(
+        torch, d, lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"), 1, 1, 4, 4)),
+    ("interpolate_bilinear_backward", ("cuda",), lambda torch, d: _grad_of(
+        torch, d, lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear",
+                                                            align_corners=False), 1, 1, 4, 4)),
+    ("adaptive_avg_pool2d_backward", ("cuda",), lambda torch, d: _grad_of(
+        torch, d, lambda x: torch.nn.functional.adaptive_avg_pool2d(x, 3), 1, 1, 5, 5)),
+    ("adaptive_max_pool2d_backward", ("cuda",), lambda torch, d: _grad_of(
+        torch, d, lambda x: torch.nn.functional.adaptive_max_pool2d(x, 3), 1, 1, 5, 5)),
+    ("avg_pool3d_backward", ("cuda",), lambda torch, d: _grad_of(
+        torch, d, lambda x: torch.nn.functional.avg_pool3d(x, 2), 1, 1, 4, 4, 4)),
+    ("grid_sample_backward", ("cuda",), lambda torch, d: _grad_of(
+        torch, d, lambda x: torch.nn.functional.grid_sample(
+            x, torch.zeros(1, 2, 2, 2, device=d), align_corners=False), 1, 1, 4, 4)),
+    ("nll_loss", ("cuda",), lambda torch, d: torch.nn.functional.nll_loss(
+        torch.randn(3, 4, device=d).log_softmax(1), torch.tensor([0, 1, 2], device=d))),
+    ("embedding_bag_backward_max", ("cuda",), lambda torch, d: torch.nn.functional.embedding_bag(
+        torch.tensor([0, 1, 1], device=d), torch.randn(3, 2, device=d, requires_grad=True),
+        torch.tensor([0], device=d), mode="max").sum().backward()),
+    ("index_add_", ("cuda",), lambda torch, d: torch.zeros(4, device=d).index_add_(
+        0, torch.tensor([0, 0, 1], device=d), torch.ones(3, device=d))),
+    ("scatter_add_", ("cuda",), lambda torch, d: torch.zeros(4, device=d).scatter_add_(
+        0, torch.tensor([0, 0, 1], device=d), torch.ones(3, device=d))),
+    ("histc", ("cuda",), lambda torch, d: torch.histc(torch.randn(8, device=d), bins=4)),
+    ("bincount_weighted", ("cuda",), lambda torch, d: torch.bincount(
+        torch.tensor([0, 1, 1], device=d), weights=torch.ones(3, device=d))),
+    ("kthvalue", ("cuda",), lambda torch, d: torch.kthvalue(torch.randn(8, device=d), 2)),
+    ("median_with_indices", ("cuda",), lambda torch, d: torch.median(torch.randn(2, 8, device=d), 1)),
+    ("cumsum", ("cuda",), lambda torch, d: torch.cumsum(torch.ones(4, device=d), 0)),
+)
+
+
+def catalogue_on(torch, device):
+    """{op: "ok" | refusal} for every catalogue op, run under determinism on ``device``."""
+    found = {}
+    for name, _documented, call in CATALOGUE:
+        try:
+            call(torch, device)
+            found[name] = "ok"
+        except Exception as exc:  # RuntimeError "does not have a deterministic implementation", or worse
+            found[name] = first_line(exc)[:160]
+    return found
 
 
 def cublas_child(workspace_config):
@@ -113,15 +151,16 @@ def determinism(ctx):
         first, second = seeded_run(torch, device), seeded_run(torch, device)
         identical = all(torch.equal(a, b) for a, b in zip(first, second))
         facts["seeded_run_identical"] = identical
-        refusing, allowed = {}, []
-        for op, call in sorted(common_ops(torch, device).items()):
-            try:
-                call()
-                allowed.append(op)
-            except Exception as exc:  # RuntimeError "does not have a deterministic implementation", or worse
-                refusing[op] = first_line(exc)[:160]
-        facts["refuse_under_determinism"] = refusing
-        facts["allowed_under_determinism"] = allowed
+        devices = ["cpu"] + (["cuda"] if cuda else [])
+        catalogue = {d: catalogue_on(torch, d) for d in devices}
+        facts["catalogue"] = {name: {"documented_on": list(documented),
+                                     "refused_on": [d for d in devices if catalogue[d][name] != "ok"]}
+                              for name, documented, _call in CATALOGUE}
+        facts["refuse_under_determinism"] = {name: message for name, message in sorted(catalogue[device].items())
+                                             if message != "ok"}
+        facts["allowed_under_determinism"] = sorted(name for name, message in catalogue[device].items()
+                                                    if message == "ok")
+        facts["cpu_refusing"] = sorted(name for name, message in catalogue["cpu"].items() if message != "ok")
     except RuntimeError as exc:
         raise Fail("seeded training refused under determinism on %s: %s" % (device, first_line(exc)),
                    observed=first_line(exc), expected="deterministic kernels for conv/batchnorm/linear",

@@ -23,13 +23,17 @@ UPDATE = os.environ.get("TORCH_MATRIX_UPDATE_GOLDEN") == "1"
 REAL_RUN = GOLDEN / "real_yolo_run"  # cells from a real `nox -s matrix` run of REAL_RUN/matrix.toml
 
 
-def _real_results():
-    loaded = load_results(REAL_RUN / "cells")
+REAL_SETUPTOOLS_RUN = GOLDEN / "real_setuptools_run"  # a real run of its matrix.toml (issue 11, case a)
+
+
+def _real_results(run: Path = REAL_RUN):
+    loaded = load_results(run / "cells")
     assert loaded.problems == []
     return loaded.results
 
 
-GRIDS = {**GRIDS, "real_yolo_run": _real_results}
+GRIDS = {**GRIDS, "real_yolo_run": _real_results,
+         "real_setuptools_run": lambda: _real_results(REAL_SETUPTOOLS_RUN)}
 
 
 def _suggest(name: str):
@@ -143,3 +147,18 @@ def test_real_run_gives_what_a_maintainer_writes_by_hand():
     assert reasons["torchvision", "0.13.0"].paired_with == "torch 1.12.0"
     assert reasons["numpy", "2.2.6"].probes == ("numpy_interop", "torchvision_transforms")
     assert len(reasons["numpy", "2.2.6"].cells) == 4
+
+
+def test_real_setuptools_run_blames_the_environment_not_python_or_torch():
+    """Python 3.10/3.12 x torch 2.3.1/2.4.1, torch_compile required, real PyPI wheels in uv venvs:
+    3.10 lacks setuptools (environment; the automatic counterfactual cells with setuptools pass),
+    2.3.1 on 3.12 is refused by dynamo (the version). Not `Requires-Python >=3.12`, not `torch>=2.4`."""
+    suggestion = _suggest("real_setuptools_run")
+    assert _constraint_lines(render_constraints(suggestion)) == ['torch!=2.3.1; python_version >= "3.12"']
+    assert not suggestion.recommended.pins_for("python")
+    (exclusion,) = suggestion.recommended.pins_for("torch")[0].exclusions
+    assert exclusion.counterfactual() == ("2.3.1 fails torch_compile [t2.3.1-py3.12]; 2.4.1, all else equal, "
+                                          "passes [t2.4.1-py3.12]")
+    (advice,) = suggestion.environment
+    assert advice.requirement == 'setuptools; python_version < "3.12"'
+    assert advice.confirmed_by == ("t2.3.1-py3.10-cf-with-setuptools", "t2.4.1-py3.10-cf-with-setuptools")

@@ -40,6 +40,10 @@ class Cause(StrEnum):
     INFRASTRUCTURE = "infrastructure"
 
 
+class VersionKind(StrEnum):
+    CHANGED_DEFAULT = "changed-default"  # the plain call broke; a non-default argument works
+
+
 class EnvironmentKind(StrEnum):
     MISSING_DEPENDENCY = "missing-dependency"
     MISMATCHED_BUILD = "mismatched-build"
@@ -96,6 +100,11 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     """The cause of ``probe``'s outcome in ``result`` (``version`` for a pass or skip too)."""
     if probe.status in (PASS, SKIP):
         return VERSION_CAUSE
+    if "changed default:" in probe.message:
+        # The release changed a default: the plain call users make fails, a workaround works. A
+        # finding about the version, whose answer is the workaround, not an exclusion.
+        advice = str(probe.evidence.get("advice") or probe.message)
+        return Attribution(Cause.VERSION, VersionKind.CHANGED_DEFAULT, advice, detail=probe.name)
     if probe.name == PROBE_RUNNER:
         return Attribution(Cause.INFRASTRUCTURE, advice="the probe runner died; rerun the cell")
     if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
@@ -149,5 +158,17 @@ def environment_failures(result: CellResult, names: tuple[str, ...]) -> dict[str
         if probe is not None and probe.status in _FAILING:
             attribution = attribute(result, probe)
             if attribution.cause == Cause.ENVIRONMENT:
+                found[name] = attribution
+    return found
+
+
+def changed_defaults(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:
+    """The probes among ``names`` that failed only because the release changed a default."""
+    found = {}
+    for name in names:
+        probe = result.probe(name)
+        if probe is not None and probe.status in _FAILING:
+            attribution = attribute(result, probe)
+            if attribution.kind == VersionKind.CHANGED_DEFAULT:
                 found[name] = attribution
     return found

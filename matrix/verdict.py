@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .causes import Attribution, environment_failures
+from .causes import Attribution, changed_defaults, environment_failures
 
 from .records import (
     CRASH,
@@ -59,6 +59,9 @@ class Verdict:
     # Required probes whose failure the environment explains (matrix.causes): never evidence
     # about the versions; the cell carries their advice instead.
     environment: Mapping[str, Attribution] = field(default_factory=dict)
+    # Required probes that failed because the release changed a default (the plain call breaks,
+    # a non-default argument works): reported with their workaround, not an incompatibility.
+    advice: Mapping[str, Attribution] = field(default_factory=dict)
 
     @property
     def is_evidence(self) -> bool:
@@ -92,12 +95,13 @@ def verdict_of(result: CellResult) -> Verdict:
     failing = tuple(name for name in required if name in by_name
                     and probe_counts_as_failure(by_name[name].status, dict(result.cell.policy)))
     environment = environment_failures(result, failing)
-    failing = tuple(name for name in failing if name not in environment)
+    advice = changed_defaults(result, failing)
+    failing = tuple(name for name in failing if name not in environment and name not in advice)
     if failing:
         first = by_name[failing[0]]
         return Verdict(INCOMPATIBLE, failing=failing, missing=missing,
                        reason=f"{first.name}: {first.status}: {first.message}".strip(),
-                       environment=environment)
+                       environment=environment, advice=advice)
     if environment:
         advice = sorted({a.advice for a in environment.values()})
         return Verdict(NO_EVIDENCE, missing=missing, environment=environment,
@@ -105,6 +109,9 @@ def verdict_of(result: CellResult) -> Verdict:
     if missing:
         return Verdict(NO_EVIDENCE, missing=missing,
                        reason="no result for required probe(s): " + ", ".join(missing))
+    if advice:
+        return Verdict(COMPATIBLE, advice=advice,
+                       reason="works with a changed default: " + "; ".join(sorted({a.advice for a in advice.values()})))
     return Verdict(COMPATIBLE)
 
 

@@ -104,3 +104,23 @@ def test_a_missing_dependency_plans_the_same_cell_with_it_added_and_its_pass_con
     (advice,) = suggestion.environment
     assert advice.confirmed_by == ("t2.3.1-py3.10-cf-with-setuptools",)
     assert "confirmed" in render_text(suggestion)
+
+
+def test_a_changed_default_is_a_fail_with_its_workaround_and_advice_not_an_exclusion():
+    message = ("fails in 3 of 3 runs: changed default: torch.load(path) refuses this checkpoint (UnpicklingError: "
+               "Weights only load failed); it loads with weights_only=False")
+    def cell(torch, status, text=""):
+        probe = make_probe("checkpoint_roundtrip", status, text,
+                           evidence={"advice": "load with weights_only=False (torch.load's default changed)"}
+                           if status == "fail" else {})
+        return make_result(make_cell(torch=torch, torchvision="", probes=("checkpoint_roundtrip",)), probes=[probe])
+    old, new = cell("2.5.1", "pass"), cell("2.6.0", "fail", message)
+    attribution = attribute(new, new.probe("checkpoint_roundtrip"))
+    assert attribution.cause == Cause.VERSION and attribution.kind == "changed-default"
+    verdict = verdict_of(new)
+    assert verdict.kind == COMPATIBLE and "weights_only=False" in verdict.reason  # the probe itself says fail
+    suggestion = suggest_pins([old, new])
+    assert [line.text() for line in requirement_lines(suggestion.recommended)] == []
+    (advice,) = suggestion.environment
+    assert advice.kind == "changed-default" and "weights_only=False" in advice.advice
+    assert '"cause": "version"' in render_json(suggestion)

@@ -245,7 +245,7 @@ class EnvironmentAdvice:
     refuted_by: tuple[str, ...] = ()  # counterfactual cells that still failed
 
     def to_json(self) -> dict[str, Any]:
-        return {"cause": "environment", "kind": self.kind, "advice": self.advice,
+        return {"cause": "version" if self.kind == "changed-default" else "environment", "kind": self.kind, "advice": self.advice,
                 "requirement": self.requirement, "probes": list(self.probes), "cells": list(self.cells),
                 "confirmed_by": list(self.confirmed_by), "refuted_by": list(self.refuted_by)}
 
@@ -261,7 +261,8 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
         python = _public(result.cell.axes.get(PYTHON, ""))
         if python is not None:
             installed_pythons.add(python)
-        for probe, attribution in verdict_of(result).environment.items():
+        verdict = verdict_of(result)
+        for probe, attribution in [*verdict.environment.items(), *verdict.advice.items()]:
             key = (str(attribution.kind), attribution.requirement,
                    attribution.advice if not attribution.requirement else "")
             groups.setdefault(key, []).append((result.cell.id, probe, python))

@@ -132,8 +132,8 @@ def render_text(suggestion: Suggestion) -> str:
             marker = "" if answer.expressible else " [not expressible in PEP 508]"
             out.append(f"  {rank}. {answer.describe()}  ({_keeps(answer)}){marker}")
     if suggestion.environment:
-        out += ["", "Environment advice (failures the environment explains, not the versions; no pin "
-                "is derived from them):"]
+        out += ["", "Advice (failures an environment or a changed default explains; no pin is derived "
+                "from them):"]
         for item in suggestion.environment:
             out.append(f"  [{item.kind}] {item.advice}")
             if item.requirement:
@@ -143,7 +143,9 @@ def render_text(suggestion: Suggestion) -> str:
                 out.append(f"      confirmed: with the fix applied, all else equal, passes: {_listing(item.confirmed_by, 4)}")
             if item.refuted_by:
                 out.append(f"      NOT confirmed: with the fix applied still fails: {_listing(item.refuted_by, 4)}")
-            if not item.confirmed_by and not item.refuted_by:
+            if item.kind == "changed-default":
+                out.append("      confirmed in the cell itself: the plain call fails, the workaround works")
+            elif not item.confirmed_by and not item.refuted_by:
                 out.append("      unconfirmed: no counterfactual cell was run")
     if suggestion.unsatisfiable:
         out += ["", "Unsatisfiable cells (nothing to install; not incompatibilities):"]
@@ -214,7 +216,8 @@ def render_requirements(suggestion: Suggestion) -> str:
     if diagnosis is not None:
         out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
     for item in suggestion.environment:
-        status = ("confirmed by " + _listing(item.confirmed_by, 4) if item.confirmed_by
+        status = ("confirmed in the cell" if item.kind == "changed-default"
+                  else "confirmed by " + _listing(item.confirmed_by, 4) if item.confirmed_by
                   else "refuted by " + _listing(item.refuted_by, 4) if item.refuted_by else "unconfirmed")
         out.append(f"# environment ({item.kind}): {item.advice} [{status}]")
         if item.requirement:

@@ -117,7 +117,10 @@ def rerun_failures(cell: Cell, venv_python: str, settings: CellSettings, env: Ma
                    run: ProbeRun, progress: Any = None, probes: Callable[..., ProbeRun] | None = None) -> ProbeRun:
     """Rerun each failing or crashing probe ``settings.probe_reruns`` times (a flaky failure is
     reported with its rate). The probe runner's own death is not rerun here: it is no evidence."""
-    failing = [p.name for p in run.probes if p.status in _RERUN_STATUSES and p.name != PROBE_RUNNER]
+    # Command probes (a project's own pytest run) are not rerun: a whole test suite three times
+    # is the project's call (pytest's own rerun plugins), not the tool's.
+    failing = [p.name for p in run.probes if p.status in _RERUN_STATUSES and p.name != PROBE_RUNNER
+               and p.isolation != "command"]
     if not failing or settings.probe_reruns <= 0 or any(p.name == PROBE_RUNNER for p in run.probes):
         return run
     names = tuple(failing)

@@ -115,3 +115,67 @@ def test_import_diff_and_issue_steps(tmp_path):
     step = run_step("Import tonight's run", work, {**env, "CELL_TAGS": "py3.11"})
     assert step.returncode == 0, step.stderr
     assert "imported=false" in output.read_text()
+
+
+@pytest.mark.e2e
+def test_three_nights_of_the_real_matrix_on_the_synthetic_index_give_the_right_diff(tmp_path):
+    """Night 1: the index has torch 2.0-2.3 (the spec takes the newest 3). Night 2: torch 2.4.0
+    appears with a broken Tensor.sum, so 2.1 leaves the matrix. Night 3: nothing changes."""
+    from tests.test_bisect import SUM_PROBE, broken_torch
+    from tests.synthetic_wheels import build_index, numpy_wheel, torch_wheel, torchvision_wheel
+
+    probe_dir = tmp_path / "probe_dir"
+    probe_dir.mkdir()
+    (probe_dir / "sum_probe.py").write_text(SUM_PROBE)
+    db = tmp_path / "history.sqlite"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX")) and k != "VIRTUAL_ENV"}
+    env.update(UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_HTTP_RETRIES="0", PYTHONPATH=str(REPO))
+    for night_no, torches in ((1, ["2.0.0", "2.1.0", "2.2.0", "2.3.0"]),
+                              (2, ["2.0.0", "2.1.0", "2.2.0", "2.3.0", "2.4.0"]),
+                              (3, ["2.0.0", "2.1.0", "2.2.0", "2.3.0", "2.4.0"])):
+        wheels = [broken_torch(t) if t == "2.4.0" else torch_wheel(t) for t in torches]
+        wheels += [torchvision_wheel(f"0.{15 + i}.0", t) for i, t in enumerate(torches)] + [numpy_wheel("1.26.4")]
+        index = build_index(tmp_path / f"index{night_no}", wheels)
+        spec = tmp_path / f"matrix{night_no}.toml"
+        spec.write_text(f'name = "nightly"\npython = ["current"]\ntorch = {{ versions = ">=2.0", newest = 3 }}\n'
+                        f'torchvision = "paired"\n[probes]\nrun = ["install_sanity", "sum_ok"]\n'
+                        f'dirs = ["{probe_dir}"]\n[index]\ndefault = "{index.url}"\nextra = []\nfind_links = []\n')
+        night_env = {**env, "TORCH_MATRIX_SPEC": str(spec), "TORCH_MATRIX_RESULTS": str(tmp_path / f"night{night_no}"),
+                     "TORCH_MATRIX_CACHE_DIR": str(tmp_path / f"index-cache{night_no}")}
+        ran = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "--envdir",
+                              str(tmp_path / f"nox{night_no}"), "-s", "matrix"], cwd=tmp_path, env=night_env,
+                             capture_output=True, text=True, timeout=600, check=False)
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        imported = subprocess.run([sys.executable, "-m", "matrix.cli", "import", str(tmp_path / f"night{night_no}"),
+                                   "--db", str(db), "--commit", f"night{night_no}"], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, check=False)
+        assert imported.returncode == 0 and "imported run" in imported.stdout, imported.stderr
+
+    def diff(*refs: str) -> dict:
+        done = subprocess.run([sys.executable, "-m", "matrix.cli", "diff", *refs, "--db", str(db), "--format", "json"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    py = f"py{sys.version_info[0]}.{sys.version_info[1]}"
+    second = diff(str(tmp_path / "night1"), str(tmp_path / "night2"))
+    assert [c["cell"] for c in second["appeared"]] == [f"t2.4.0-{py}"]
+    assert second["appeared"][0]["new"] == "incompatible"
+    assert [c["cell"] for c in second["vanished"]] == [f"t2.1.0-{py}"]
+    assert second["broken"] == [] and second["fixed"] == []
+    assert [(f["cell"], f["probe"], f["first_run"]["commit"]) for f in second["new_failures"]] == [
+        (f"t2.4.0-{py}", "sum_ok", "night2")]
+    assert "sum of [1, 2, 3] is 7" in second["new_failures"][0]["message"]
+
+    third = diff()  # the default: the newest stored night against the one before
+    assert (third["old"]["commit"], third["new"]["commit"]) == ("night2", "night3")
+    assert not (third["appeared"] or third["vanished"] or third["broken"] or third["fixed"] or third["new_failures"])
+
+    with_ids = subprocess.run([sys.executable, "-m", "matrix.cli", "history", "--db", str(db), "--format", "json"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    runs = json.loads(with_ids.stdout)["nightly"]["runs"]
+    assert [run["commit"] for run in runs] == ["night1", "night2", "night3"]
+    first_to_last = diff(runs[0]["id"], runs[2]["id"])
+    assert [(f["cell"], f["first_run"]["commit"]) for f in first_to_last["new_failures"]] == [
+        (f"t2.4.0-{py}", "night2")]

@@ -709,6 +709,7 @@ def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
     seen: list[str] = []
     try:
         read_until(proc, f"{BROKEN} probes ...", seen)
+        wait_for(lambda: any("hang.py" in s for s in survivors(tmp_path)), 30, "the command probe")
         os.killpg(proc.pid, signal.SIGINT)
         finish(proc, 60)
     finally:

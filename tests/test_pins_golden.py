@@ -33,7 +33,9 @@ def _real_results(run: Path = REAL_RUN):
 
 
 GRIDS = {**GRIDS, "real_yolo_run": _real_results,
-         "real_setuptools_run": lambda: _real_results(REAL_SETUPTOOLS_RUN)}
+         "real_setuptools_run": lambda: _real_results(REAL_SETUPTOOLS_RUN),
+         "real_lazy_run": lambda: _real_results(GOLDEN / "real_lazy_run"),
+         "real_numpy_run": lambda: _real_results(GOLDEN / "real_numpy_run")}
 
 
 def _suggest(name: str):
@@ -162,3 +164,23 @@ def test_real_setuptools_run_blames_the_environment_not_python_or_torch():
     (advice,) = suggestion.environment
     assert advice.requirement == 'setuptools; python_version < "3.12"'
     assert advice.confirmed_by == ("t2.3.1-py3.10-cf-with-setuptools", "t2.4.1-py3.10-cf-with-setuptools")
+
+
+def test_real_lazy_run_is_still_exactly_the_hand_written_pins():
+    """torch 1.11.0/1.12.0/1.12.1 with paired torchvision, numpy<2, Python 3.10, full suite (issue 11, case c)."""
+    suggestion = _suggest("real_lazy_run")
+    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=1.12.0", "torchvision!=0.13.0"]
+    (torch,) = suggestion.recommended.pins_for("torch")[0].exclusions
+    assert torch.counterfactual() == ("1.12.0 fails lazy_cuda_init [t1.12.0-py3.10-numpylt2]; 1.12.1, all else "
+                                      "equal, passes [t1.12.1-py3.10-numpylt2]")
+
+
+def test_real_numpy_run_leaves_the_interaction_open_and_confirms_the_setuptools_advice():
+    """torch 2.2.2/2.3.1 x numpy <2/>=2, Python 3.11, full suite (issue 11, case d): 2.2.2 breaks with
+    numpy 2 only; neither torch!=2.2.2 nor numpy<2 may be pinned (each excludes a working version)."""
+    suggestion = _suggest("real_numpy_run")
+    assert _constraint_lines(render_constraints(suggestion)) == []
+    assert suggestion.recommended.unresolved == ("t2.2.2-py3.11-npge2", "t2.2.2-py3.11-npge2-cf-with-setuptools")
+    assert suggestion.diagnosis.describe() == "torch!=2.2.2 (only where numpy>=2)"
+    (advice,) = suggestion.environment
+    assert advice.requirement == "setuptools" and len(advice.confirmed_by) == 4 and advice.refuted_by == ()

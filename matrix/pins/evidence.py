@@ -268,13 +268,18 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
             groups.setdefault(key, []).append((result.cell.id, probe, python))
     from ..counterfactual import counterfactual_of, is_counterfactual
 
+    # A counterfactual confirms the fix when the probes the environment broke now pass there
+    # (the cell may still fail something else, for a reason of its own).
+    env_probes = {result.cell.id: set(verdict_of(result).environment) for result in results
+                  if result.install.status == INSTALLED and not is_counterfactual(result.cell.id)}
     outcome_of_fix: dict[str, list[tuple[str, bool]]] = {}
     for result in results:
-        if is_counterfactual(result.cell.id):
-            verdict = verdict_of(result)
-            if verdict.is_evidence:
-                outcome_of_fix.setdefault(counterfactual_of(result.cell.id), []).append(
-                    (result.cell.id, verdict.kind == COMPATIBLE))
+        if is_counterfactual(result.cell.id) and result.install.status == INSTALLED:
+            original = counterfactual_of(result.cell.id)
+            probes = [result.probe(name) for name in env_probes.get(original, ())]
+            if probes and all(p is not None for p in probes):
+                outcome_of_fix.setdefault(original, []).append(
+                    (result.cell.id, all(p.status == "pass" for p in probes)))
     advice = []
     for (kind, requirement, text), seen in sorted(groups.items()):
         line = requirement

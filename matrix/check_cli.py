@@ -3,7 +3,8 @@
 Runs the standard probe suite (and the spec's custom probes, when a spec is given or found)
 in an existing interpreter, installing nothing, and writes an ordinary cell result to
 ``DIR/cells/<id>.json`` (default ``$TORCH_MATRIX_RESULTS/check``, i.e. ``results/check``).
-Prints the cell's table and the probes that did not pass.
+Prints the cell's table, the probes that did not pass, each probe's status, and what could
+not be exercised here (skips such as "no CUDA device", unsupported APIs) with the reason.
 
 Exit status: 0 compatible, 1 incompatible (a finding), 2 bad input (one line and a hint),
 3 no verdict (the probe runner itself failed, or a required probe gave no result).
@@ -20,6 +21,7 @@ from . import report
 from .check import RUN_NAME, CheckOptions, check_environment
 from .errors import UserError
 from .layout import results_root
+from .records import SKIP, UNSUPPORTED, CellResult
 from .verdict import COMPATIBLE, INCOMPATIBLE
 
 EXIT_COMPATIBLE = 0
@@ -61,4 +63,15 @@ def main(args: argparse.Namespace) -> int:
     found = ", ".join(f"{name} {version}" for name, version in result.install.resolved.items())
     print(f"{result.install.message}\n{python}: Python {result.interpreter.get('version', '?')}; {found}\n")
     sys.stdout.write(report.render_text(judged, grid=True))
+    not_run = not_run_lines(result)
+    if not_run:
+        sys.stdout.write("\nNot exercised here (skip / unsupported):\n" + "\n".join(not_run) + "\n")
     return exit_status(judged[0].verdict.kind)
+
+
+def not_run_lines(result: CellResult) -> list[str]:
+    """``  cuda_devices  skip  no CUDA device``: what this environment could not test, and why."""
+    rows = [(p.name, p.status, report.shorten(p.message, 120)) for p in result.probes
+            if p.status in (SKIP, UNSUPPORTED)]
+    width = max((len(name) for name, _, _ in rows), default=0)
+    return [f"  {name:<{width}}  {status:<11}  {message}".rstrip() for name, status, message in rows]

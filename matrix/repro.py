@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .layout import repro_command
+from .layout import check_command, repro_command
 from .report_html import cause_text
 from .records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult
 from .report import _version_key, extras_of, shorten
@@ -202,7 +202,11 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
                  f"{'`' + probe.name + '`' if probe is not None else 'every probe'}).")
     lines += ["", "#### Environment", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
-    lines += ["", "#### Install", "", _fenced("\n".join(install_lines(result)), "sh"), ""]
+    lines += ["", "#### Install", ""]
+    if cell.is_existing_env:
+        lines += [f"Probed as found by `torch-matrix check` ({result.install.message}); these lines rebuild "
+                  "its versions in a fresh venv:", ""]
+    lines += [_fenced("\n".join(install_lines(result)), "sh"), ""]
     if probe is not None and probe.repro:
         lines += ["#### Minimal snippet (`repro.py`)", "", _fenced(probe.repro, "python"), ""]
     if probe is not None and probe.traceback:
@@ -212,7 +216,9 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
                   "</details>", ""]
     if probe is not None and probe.output_tail:
         lines += ["<details><summary>Output</summary>", "", _fenced(probe.output_tail), "", "</details>", ""]
-    lines += ["#### Rerun with torch-matrix", "", _fenced(repro_command(cell.id, spec_path), "sh"), ""]
+    rerun = (check_command(str(result.interpreter.get("path") or "PATH/TO/python")) if cell.is_existing_env
+             else repro_command(cell.id, spec_path))
+    lines += ["#### Rerun with torch-matrix", "", _fenced(rerun, "sh"), ""]
     if verdict.kind != COMPATIBLE:
         why = f"failing required probes: {', '.join(verdict.failing)}" if verdict.failing else verdict.reason
         lines += [f"Verdict of the cell: **{verdict.kind}**" + (f" ({shorten(why, 200)})" if why else "") + ".", ""]

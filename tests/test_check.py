@@ -159,6 +159,7 @@ def test_a_good_environment_is_compatible_and_reports_like_any_cell(tmp_path, in
                                  "--spec", install_sanity_only(tmp_path))
     assert status == 0, out + err
     assert "1 cell: 1 compatible" in out and re.search(r"^install_sanity +pass$", out, re.M)
+    assert "Not exercised here" not in out  # install_sanity ran: nothing skipped
     assert "torch 2.1.0, torchvision 0.16.0" in out
     loaded = load_results(results)
     assert loaded.problems == [] and len(loaded.results) == 1
@@ -324,7 +325,36 @@ def test_check_a_real_torch_2_13_cpu_environment(tmp_path, capsys):
     assert by_name["lazy_cuda_init"].status == "pass"
     assert by_name["cuda_devices"].status == "skip" and "no CUDA" in by_name["cuda_devices"].message
     assert by_name["torchvision_ops"].status == "skip"  # not installed in that venv
+    assert re.search(r"^  cuda_devices +skip +no CUDA device$", out, re.M)  # says what it could not test
     assert result.gpu.get("cuda_available") is False
     expected = 0 if verdict_of(result).kind == COMPATIBLE else 1
     assert status == expected
     assert os.path.basename(python) == "python"
+
+
+def test_repro_of_an_existing_environment_says_so_and_reruns_with_check():
+    import dataclasses
+
+    from matrix.repro import render_bundle
+    from tests.factories import make_probe
+
+    bad = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu"},
+                      probes=[make_probe("install_sanity", status="fail", message="x")])
+    cell = dataclasses.replace(bad.cell, id="env-t2.13.0-cpu-py3.11-h-abc123", origin=ORIGIN_EXISTING,
+                               requirements=("torch==2.13.0+cpu",))
+    env = dataclasses.replace(bad, cell=cell, interpreter={"path": "/srv/env/bin/python", "version": "3.11.7"},
+                              install=existing_install(facts(torch="2.13.0+cpu", numpy=None, prefix="/srv/env")))
+    text = render_bundle(env, [env])
+    assert "Probed as found by `torch-matrix check` (existing virtual environment at /srv/env" in text
+    assert re.search(r"^uv pip install --python \S+ torch==2\.13\.0\+cpu$", text, re.M)
+    assert "torch-matrix check --python /srv/env/bin/python" in text and "nox -s" not in text
+
+
+def test_what_could_not_be_exercised_is_listed_with_its_reason():
+    from tests.factories import make_probe
+
+    result = make_result(probes=[make_probe("install_sanity"), make_probe("cuda_devices", "skip", "no CUDA device"),
+                                 make_probe("torch_compile", "unsupported", "Python 3.14 is not supported")])
+    assert check_cli.not_run_lines(result) == ["  cuda_devices   skip         no CUDA device",
+                                               "  torch_compile  unsupported  Python 3.14 is not supported"]
+    assert check_cli.not_run_lines(make_result()) == []

@@ -35,7 +35,8 @@ def _real_results(run: Path = REAL_RUN):
 GRIDS = {**GRIDS, "real_yolo_run": _real_results,
          "real_setuptools_run": lambda: _real_results(REAL_SETUPTOOLS_RUN),
          "real_lazy_run": lambda: _real_results(GOLDEN / "real_lazy_run"),
-         "real_numpy_run": lambda: _real_results(GOLDEN / "real_numpy_run")}
+         "real_numpy_run": lambda: _real_results(GOLDEN / "real_numpy_run"),
+         "real_mismatched_pair_run": lambda: _real_results(GOLDEN / "real_mismatched_pair_run")}
 
 
 def _suggest(name: str):
@@ -184,3 +185,13 @@ def test_real_numpy_run_leaves_the_interaction_open_and_confirms_the_setuptools_
     assert suggestion.diagnosis.describe() == "torch!=2.2.2 (only where numpy>=2)"
     (advice,) = suggestion.environment
     assert advice.requirement == "setuptools" and len(advice.confirmed_by) == 4 and advice.refuted_by == ()
+
+
+def test_real_mismatched_pair_gets_pairing_advice_and_no_bound():
+    """torch 2.3.1 + torchvision 0.19.1 (built for 2.4.1) installed on purpose (install = "override"),
+    next to the correct pair 2.4.1 + 0.19.1, real wheels (issue 11, case e)."""
+    suggestion = _suggest("real_mismatched_pair_run")
+    assert _constraint_lines(render_constraints(suggestion)) == []
+    (advice,) = suggestion.environment
+    assert advice.kind == "mismatched-pair" and advice.cells == ("t2.3.1-tv0.19.1-py3.11-override",)
+    assert advice.confirmed_by == ("t2.4.1-py3.11",)

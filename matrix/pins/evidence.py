@@ -255,6 +255,9 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
 
     groups: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = {}
     installed_pythons: set = set()
+    # A mismatched pair is confirmed by the same torchvision passing with its own torch.
+    vision_of: dict[str, Any] = {}
+    good_with_vision: dict[Any, list[str]] = {}
     for result in results:
         if result.install.status != INSTALLED:
             continue
@@ -262,6 +265,10 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
         if python is not None:
             installed_pythons.add(python)
         verdict = verdict_of(result)
+        vision = _public(result.install.resolved.get("torchvision", ""))
+        vision_of[result.cell.id] = vision
+        if verdict.kind == COMPATIBLE and vision is not None and "install-override" not in result.cell.tags:
+            good_with_vision.setdefault(vision, []).append(result.cell.id)
         for probe, attribution in [*verdict.environment.items(), *verdict.advice.items()]:
             key = (str(attribution.kind), attribution.requirement,
                    attribution.advice if not attribution.requirement else "")
@@ -292,6 +299,8 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
                     f"an undeclared runtime dependency: add `{line}`")
         cells = tuple(sorted({c for c, _, _ in seen}))
         fixes = [fix for c in cells for fix in outcome_of_fix.get(c, [])]
+        if kind == "mismatched-pair":
+            fixes += [(good, True) for c in cells for good in good_with_vision.get(vision_of.get(c), [])]
         advice.append(EnvironmentAdvice(kind, text, line, tuple(sorted({p for _, p, _ in seen})), cells,
                                         tuple(sorted(c for c, ok in fixes if ok)),
                                         tuple(sorted(c for c, ok in fixes if not ok))))

@@ -140,7 +140,9 @@ def render_text(suggestion: Suggestion) -> str:
                 out.append(f"      requirement: {item.requirement}")
             out.append(f"      seen in: {_listing(item.cells, 4)}")
             if item.confirmed_by:
-                out.append(f"      confirmed: with the fix applied, all else equal, passes: {_listing(item.confirmed_by, 4)}")
+                what = ("the same torchvision with its own torch passes" if item.kind == "mismatched-pair"
+                        else "with the fix applied, all else equal, passes")
+                out.append(f"      confirmed: {what}: {_listing(item.confirmed_by, 4)}")
             if item.refuted_by:
                 out.append(f"      NOT confirmed: with the fix applied still fails: {_listing(item.refuted_by, 4)}")
             if item.kind == "changed-default":

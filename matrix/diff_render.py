@@ -163,10 +163,12 @@ def issue_plan(diff: Diff, run_url: str = "") -> dict[str, Any]:
 def history_rows(runs: Sequence[Any]) -> list[list[str]]:
     return [[row.run.id, row.run.date[:16].replace("T", " "), row.run.spec, row.run.commit[:10] or "-",
              str(row.cells), str(row.counts.get("compatible", 0)), str(row.counts.get("incompatible", 0)),
-             str(row.counts.get("unsatisfiable", 0)), str(row.counts.get("error", 0))] for row in runs]
+             str(row.counts.get("unsatisfiable", 0)), str(row.counts.get("environment", 0)),
+             str(row.counts.get("error", 0))] for row in runs]
 
 
-HISTORY_HEADERS = ("run", "date", "spec", "commit", "cells", "ok", "incompatible", "unsatisfiable", "error")
+HISTORY_HEADERS = ("run", "date", "spec", "commit", "cells", "ok", "incompatible", "unsatisfiable",
+                   "environment", "error")
 FLAKY_HEADERS = ("cell", "probe", "pass rate", "last status")
 
 

@@ -28,6 +28,8 @@ from .records import PASS, CellResult
 from .verdict import COMPATIBLE, INCOMPATIBLE, VERDICTS
 
 HISTORY_ENV = "TORCH_MATRIX_HISTORY"
+# runs' per-verdict count columns, in table order (``environment`` came with migration 2)
+_COUNT_COLUMNS = ("compatible", "incompatible", "unsatisfiable", "error", "environment")
 RESULTS_ENV = "TORCH_MATRIX_RESULTS"
 DB_NAME = "history.sqlite"
 MESSAGE_LIMIT = 500  # characters of a probe message kept; the result files keep everything
@@ -71,6 +73,8 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run, cell, probe)
     ) WITHOUT ROWID;
     """,
+    # 2: cells whose failures the environment explains (verdict ``environment``) get their own count.
+    "ALTER TABLE runs ADD COLUMN environment INTEGER NOT NULL DEFAULT 0;",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -120,10 +124,10 @@ class History:
         with self.db:
             cursor = self.db.execute(
                 "INSERT OR IGNORE INTO runs (id, date, spec, commit_sha, source, imported_at, cells, compatible,"
-                " incompatible, unsatisfiable, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " incompatible, unsatisfiable, error, environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run.id, run.date, run.spec, run.commit, run.source, _now(), len(snapshot.cells),
                  counts.get("compatible", 0), counts.get("incompatible", 0), counts.get("unsatisfiable", 0),
-                 counts.get("error", 0)))
+                 counts.get("error", 0), counts.get("environment", 0)))
             if cursor.rowcount == 0:
                 return False
             seq = cursor.lastrowid
@@ -142,7 +146,7 @@ class History:
     def runs(self, spec: str | None = None, last: int | None = None) -> list[RunRow]:
         """Runs oldest first (by date, then import order); ``last`` keeps the newest N."""
         query = ("SELECT seq, id, date, spec, commit_sha, source, cells, compatible, incompatible,"
-                 " unsatisfiable, error FROM runs")
+                 " unsatisfiable, error, environment FROM runs")
         params: list[object] = []
         if spec is not None:
             query += " WHERE spec = ?"
@@ -152,7 +156,7 @@ class History:
             query += " LIMIT ?"
             params.append(last)
         rows = [RunRow(run=RunRef(id=r[1], date=r[2], spec=r[3], commit=r[4], source=r[5]), seq=r[0],
-                       cells=r[6], counts=dict(zip(VERDICTS, r[7:11])))
+                       cells=r[6], counts=dict(zip(_COUNT_COLUMNS, r[7:12])))
                 for r in self.db.execute(query, params)]
         return rows[::-1]
 

@@ -233,7 +233,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
                     environ: Mapping[str, str] = os.environ) -> None:
     """The body of one ``matrix(<cell-id>)`` session."""
     from .cellrun import CellSettings, run_cell
-    from .verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+    from .verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, verdict_of
 
     if not getattr(session, "parallel", False):
         with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
@@ -271,6 +271,8 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         session.error(f"{cell.id}: ERROR (no evidence): {reason}")
     if verdict.kind == INCOMPATIBLE:
         session.warn(f"{cell.id}: INCOMPATIBLE: {reason}")
+    elif verdict.kind == ENVIRONMENT:
+        session.warn(f"{cell.id}: ENVIRONMENT (advice, not a version finding): {reason}")
     elif verdict.kind == COMPATIBLE:
         session.log(f"{cell.id}: compatible")
     else:

@@ -19,6 +19,7 @@ from .records import CORE_AXES, INSTALLED, PASS, Cell, CellResult
 from .verdict import (
     COMPATIBLE,
     INCOMPATIBLE,
+    ENVIRONMENT,
     NO_EVIDENCE,
     NOT_INSTALLABLE,
     VERDICTS,
@@ -31,8 +32,9 @@ GITHUB_SUMMARY_LIMIT = 1024 * 1024  # $GITHUB_STEP_SUMMARY: 1 MiB per step
 GRID_MAX_CELLS = 30  # beyond this a probe x cell grid is too wide to read
 MISSING = "missing"
 
-TEXT_SYMBOLS = {COMPATIBLE: "✓", INCOMPATIBLE: "✗", NOT_INSTALLABLE: "–", NO_EVIDENCE: "!", MISSING: "?"}
-MARKDOWN_SYMBOLS = {COMPATIBLE: "✅", INCOMPATIBLE: "❌", NOT_INSTALLABLE: "➖", NO_EVIDENCE: "⚠️",
+TEXT_SYMBOLS = {COMPATIBLE: "✓", INCOMPATIBLE: "✗", NOT_INSTALLABLE: "–", NO_EVIDENCE: "!", ENVIRONMENT: "⚙",
+                MISSING: "?"}
+MARKDOWN_SYMBOLS = {COMPATIBLE: "✅", INCOMPATIBLE: "❌", NOT_INSTALLABLE: "➖", NO_EVIDENCE: "⚠️", ENVIRONMENT: "⚙️",
                     MISSING: "❔"}
 PROBE_MARKS = {PASS: "pass", "fail": "FAIL", "unsupported": "unsup", "skip": "skip", "error": "ERROR",
                "timeout": "TIMEOUT", "crash": "CRASH"}
@@ -110,7 +112,9 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 
 def counts_line(judged: Sequence[Judged], missing: Sequence[Cell | str] = ()) -> str:
     counts = count_verdicts(judged)
-    line = plural(len(judged), "cell") + ": " + ", ".join(f"{counts[kind]} {kind}" for kind in VERDICTS)
+    # ``environment`` is named only when a cell has it, so the usual line keeps its four counts
+    shown = [kind for kind in VERDICTS if kind != ENVIRONMENT or counts[kind]]
+    line = plural(len(judged), "cell") + ": " + ", ".join(f"{counts[kind]} {kind}" for kind in shown)
     if missing:
         line += f"; {len(missing)} planned but missing"
     return line
@@ -274,7 +278,7 @@ def repro_lines(judged: Iterable[Judged], spec: str | None = None) -> list[tuple
     """(cell id, shell line) for each cell that did not pass; unsatisfiable cells have nothing to rerun."""
     lines = []
     for item in judged:
-        if item.verdict.kind in (INCOMPATIBLE, NO_EVIDENCE):
+        if item.verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT):
             lines.append((item.cell.id, result_repro(item.result, spec)))
     return lines
 

@@ -32,16 +32,26 @@ from .report import (
     judge,
     plural,
 )
-from .verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, VERDICTS, probe_counts_as_failure
+from .verdict import (
+    COMPATIBLE,
+    ENVIRONMENT,
+    INCOMPATIBLE,
+    NO_EVIDENCE,
+    NOT_INSTALLABLE,
+    VERDICTS,
+    probe_counts_as_failure,
+)
 
 TEMPLATE = "report.html.j2"
 EVIDENCE_CHARS = 4000  # per probe; the full evidence stays in results.json
 VERDICT_LABELS = {COMPATIBLE: "compatible", INCOMPATIBLE: "incompatible", NOT_INSTALLABLE: "unsatisfiable",
-                  NO_EVIDENCE: "error (no evidence)", MISSING: "planned but missing"}
+                  NO_EVIDENCE: "error (no evidence)", ENVIRONMENT: "environment",
+                  MISSING: "planned but missing"}
 VERDICT_HELP = {COMPATIBLE: "every required probe passed",
                 INCOMPATIBLE: "a required probe failed: a finding",
                 NOT_INSTALLABLE: "no wheel / resolver said no: not a finding",
                 NO_EVIDENCE: "install or probe-runner trouble: no evidence either way",
+                ENVIRONMENT: "the environment explains the failure (advice, no pin)",
                 MISSING: "planned, no result file"}
 NEW = "new"  # a cell the previous run did not have
 
@@ -153,7 +163,7 @@ def cell_view(item: Judged, change: str = "", spec: str | None = None) -> CellVi
     result, cell, verdict = item.result, item.cell, item.verdict
     required = set(cell.required_probes or [p.name for p in result.probes])
     probes = tuple(_probe_view(result, probe, cell, required) for probe in result.probes)
-    rerun = cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE) else ""
+    rerun = cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT) else ""
     return CellView(
         id=cell.id, verdict=verdict.kind, symbol=TEXT_SYMBOLS[verdict.kind], reason=verdict.reason,
         failing=verdict.failing, installed=installed_text(result),

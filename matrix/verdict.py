@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .causes import Attribution, changed_defaults, environment_failures
+from .causes import Attribution, EnvironmentKind, changed_defaults, environment_failures
 
 from .records import (
     CRASH,
@@ -38,16 +38,22 @@ class VerdictKind(StrEnum):
     COMPATIBLE = "compatible"
     INCOMPATIBLE = "incompatible"
     NOT_INSTALLABLE = "unsatisfiable"  # no evidence: never an incompatibility finding
-    NO_EVIDENCE = "error"  # install, probe-runner or environment trouble: no evidence either way
+    NO_EVIDENCE = "error"  # install or probe-runner trouble: no evidence either way
+    # A finding about the environment, not the versions (a missing undeclared dependency, torch
+    # and its companions from different builds, a pair installed over its own requirement): the
+    # cell carries advice, is no evidence for the pins, and does not fail the run.
+    ENVIRONMENT = "environment"
 
 
 COMPATIBLE = VerdictKind.COMPATIBLE
 INCOMPATIBLE = VerdictKind.INCOMPATIBLE
 NOT_INSTALLABLE = VerdictKind.NOT_INSTALLABLE
 NO_EVIDENCE = VerdictKind.NO_EVIDENCE
+ENVIRONMENT = VerdictKind.ENVIRONMENT
 VERDICTS = tuple(VerdictKind)
 
 _BAD_PROBE_STATUSES = (FAIL, ERROR, TIMEOUT, CRASH)
+_NO_EVIDENCE_KINDS = (EnvironmentKind.BROKEN_INSTALL, EnvironmentKind.TESTS_DID_NOT_RUN)
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,10 @@ def verdict_of(result: CellResult) -> Verdict:
                        environment=environment, advice=advice)
     if environment:
         advice = sorted({a.advice for a in environment.values()})
-        return Verdict(NO_EVIDENCE, missing=missing, environment=environment,
+        # A broken install or tests that never ran leave nothing to judge: no evidence, and the
+        # run fails. A missing undeclared dependency or a mismatched build is a finding with advice.
+        kind = NO_EVIDENCE if any(a.kind in _NO_EVIDENCE_KINDS for a in environment.values()) else ENVIRONMENT
+        return Verdict(kind, missing=missing, environment=environment,
                        reason="environment, not the versions: " + "; ".join(advice))
     if missing:
         return Verdict(NO_EVIDENCE, missing=missing,

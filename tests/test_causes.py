@@ -5,7 +5,7 @@ from __future__ import annotations
 from matrix.causes import Cause, EnvironmentKind, attribute
 from matrix.pins import requirement_lines, suggest_pins
 from matrix.pins.render import render_json, render_requirements, render_text
-from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from matrix.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, verdict_of
 from tests.factories import make_cell, make_probe, make_result
 
 SETUPTOOLS = "torch.compile failed: backend='inductor' raised: ModuleNotFoundError: No module named 'setuptools'"
@@ -25,7 +25,7 @@ def test_an_undeclared_missing_module_is_an_environment_cause_with_a_requirement
     assert attribution.cause == Cause.ENVIRONMENT
     assert attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement == "setuptools"
     verdict = verdict_of(result)
-    assert verdict.kind == NO_EVIDENCE and "setuptools" in verdict.reason
+    assert verdict.kind == ENVIRONMENT and "setuptools" in verdict.reason
 
 
 def test_a_missing_module_that_the_cell_tests_or_installed_is_a_version_cause():
@@ -53,7 +53,7 @@ def test_setuptools_case_gives_advice_scoped_to_the_pythons_that_missed_it_and_n
     results = [_compile_cell("2.3.1", "3.10", "fail", SETUPTOOLS), _compile_cell("2.4.1", "3.10", "fail", SETUPTOOLS),
                _compile_cell("2.3.1", "3.12", "unsupported", "torch.compile does not support Python 3.12"),
                _compile_cell("2.4.1", "3.12")]
-    assert [verdict_of(r).kind for r in results] == [NO_EVIDENCE, NO_EVIDENCE, INCOMPATIBLE, COMPATIBLE]
+    assert [verdict_of(r).kind for r in results] == [ENVIRONMENT, ENVIRONMENT, INCOMPATIBLE, COMPATIBLE]
     suggestion = suggest_pins(results)
     lines = [line.text() for line in requirement_lines(suggestion.recommended)]
     assert not any("python" == pin.package for pin in suggestion.recommended.pins)  # no Requires-Python blame

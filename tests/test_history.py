@@ -89,6 +89,26 @@ def test_v1_results_written_by_todays_tool_import_cleanly_and_once(tmp_path, cap
         assert history.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+
+def test_a_schema_1_database_migrates_and_keeps_its_runs(tmp_path):
+    """A file written before the environment count existed opens, gains the column, keeps its rows."""
+    import sqlite3
+
+    from matrix.history import MIGRATIONS
+
+    db = tmp_path / "old.sqlite"
+    connection = sqlite3.connect(db)
+    connection.executescript(MIGRATIONS[0] + "PRAGMA user_version = 1;")
+    connection.execute("INSERT INTO runs (id, date, spec, imported_at, cells, compatible, incompatible,"
+                       " unsatisfiable, error) VALUES ('r1', '2026-11-01T00:00:00+00:00', 'nightly', 'x', 3, 2, 1, 0, 0)")
+    connection.commit()
+    connection.close()
+    with open_history(db, create=False) as history:
+        assert history.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        (row,) = history.runs()
+        assert row.run.id == "r1" and row.counts == {"compatible": 2, "incompatible": 1, "unsatisfiable": 0,
+                                                     "error": 0, "environment": 0}
+
 def test_a_merged_results_json_is_the_same_run_as_its_cells(tmp_path):
     results = night(20, {"2.6.0": "training_step"})
     run_dir = write_night(tmp_path / "a", results)

@@ -157,6 +157,19 @@ def test_only_no_evidence_fails_the_session(tmp_path, monkeypatch):
     assert stop.value.args[0][0] == "error" and "Connection refused" in stop.value.args[0][1]
 
 
+
+def test_an_environment_finding_warns_and_does_not_fail_the_session(tmp_path, monkeypatch):
+    """A missing undeclared dependency is advice, not missing evidence: the run stays green."""
+    cell = make_cell(probes=("install_sanity", "torch_compile"), required_probes=("install_sanity", "torch_compile"))
+    plan = plan_with(tmp_path, [cell], {"3.11": "/usr/bin/python3.11"})
+    missing = "torch.compile failed: ModuleNotFoundError: No module named 'setuptools'"
+    result = make_result(cell, probes=[make_probe("install_sanity"), make_probe("torch_compile", "fail", missing)])
+    monkeypatch.setattr("matrix.cellrun.run_cell", lambda c, py, s: result)
+    session = FakeSession(tmp_path / "venv")
+    run_matrix_cell(session, plan, cell, environ={"TORCH_MATRIX_REDO": "1", "TORCH_MATRIX_COUNTERFACTUALS": "0"})
+    assert any("ENVIRONMENT" in w and "setuptools" in w for w in session.warnings)
+    assert not any("INCOMPATIBLE" in w for w in session.warnings)
+
 def test_parallel_sessions_do_not_notify(tmp_path):
     cell = make_cell(plan_note="no wheel")
     session = FakeSession(tmp_path / "venv")

@@ -309,3 +309,13 @@ def test_cli_spec_plans_lazily_and_flags_missing(results_dir, capsys, monkeypatc
                         lambda spec: planned if spec == "spec:m.toml" else [])
     code, out, _ = run_report(capsys, results_dir, "--spec", "m.toml")
     assert code == 0 and "Planned but missing (1):" in out and "t2.8.0-py3.11" in out
+
+
+def test_an_environment_cell_is_counted_and_listed_with_its_rerun_line():
+    cell = make_cell(probes=("install_sanity", "torch_compile"), required_probes=("install_sanity", "torch_compile"))
+    missing = "torch.compile failed: ModuleNotFoundError: No module named 'setuptools'"
+    result = make_result(cell, probes=[make_probe("install_sanity"), make_probe("torch_compile", "fail", missing)])
+    text = report.render_text([result])
+    assert text.startswith("1 cell: 0 compatible, 0 incompatible, 0 unsatisfiable, 0 error, 1 environment\n")
+    assert "⚙ environment" in text and "setuptools" in text
+    assert [cell_id for cell_id, _ in report.repro_lines(report.judge([result]))] == [cell.id]

@@ -15,7 +15,8 @@ from . import probesuite
 from .errors import UserError
 from .index import open_index, open_variant_index
 from .interpreters import Interpreter, find_interpreters
-from .plan import gather_facts, parse_shard, plan_cells, select_shard
+from .plan import gather_facts, plan_cells
+from .shards import parse_shard, select_shard
 from .records import Cell
 from .spec import DEFAULT_VARIANT, Spec
 

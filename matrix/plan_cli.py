@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from .errors import UserError
 from .layout import SHARD_ENV
 from .pipeline import plan_for_spec, shard_cells
-from .plan import shards
+from .shards import shards
 from .records import Cell
 from .spec import Spec, load_spec
 

@@ -12,7 +12,8 @@ import pytest
 
 from matrix import cli
 from matrix.errors import UserError
-from matrix.plan import IndexFacts, nearest_releases, parse_shard, plan_cells, select_shard
+from matrix.plan import IndexFacts, nearest_releases, plan_cells
+from matrix.shards import parse_shard, select_shard
 from matrix.spec import parse_spec
 from tests.test_spec import BAD
 

@@ -18,15 +18,8 @@ from packaging.version import Version
 
 from matrix import plan_cli
 from matrix.errors import UserError
-from matrix.plan import (
-    IndexFacts,
-    gather_facts,
-    parse_shard,
-    plan_cells,
-    select_shard,
-    shards,
-    value_token,
-)
+from matrix.plan import IndexFacts, gather_facts, plan_cells, value_token
+from matrix.shards import parse_shard, select_shard, shards
 from matrix.records import Cell
 from matrix.spec import parse_spec
 

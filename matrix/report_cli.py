@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import report
+from . import report, report_markdown
 from .errors import UserError
 from .records import Cell
 from .fileio import atomic_write, cyclic_gc_paused
@@ -89,9 +89,9 @@ def _append_github_summary(results: list, missing: list, explicit_limit: int | N
         return
     path = Path(target)
     used = path.stat().st_size if path.exists() else 0
-    room = report.GITHUB_SUMMARY_LIMIT - used - 1
+    room = report_markdown.GITHUB_SUMMARY_LIMIT - used - 1
     limit = min(room, explicit_limit) if explicit_limit else room
-    text = report.render_markdown_summary(results, max_bytes=max(limit, 0), missing=missing, spec=spec)
+    text = report_markdown.render_markdown_summary(results, max_bytes=max(limit, 0), missing=missing, spec=spec)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text)
 
@@ -223,13 +223,13 @@ def _report(args: argparse.Namespace) -> int:
     spec = _arg(args, "spec") or os.environ.get(SPEC_ENV) or None  # for the rerun lines
     judged = report.judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
-        sys.stdout.write(report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec))
+        sys.stdout.write(report_markdown.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec))
     else:
         sys.stdout.write(report.render_text(judged, pivot=bool(_arg(args, "pivot")), grid=bool(_arg(args, "grid")),
                                             missing=missing, width=terminal_width(), spec=spec))
 
     out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
-    summary = report.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
+    summary = report_markdown.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
     sys.stdout.flush()  # the table comes out even when the files below cannot be written
     try:
         _write_files(args, judged, missing, loaded, out_dir, summary, results_dir, spec, max_bytes)

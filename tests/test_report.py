@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from matrix import cli, report, results
+from matrix import cli, report, report_markdown, results
 from matrix.records import FAIL, INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_cell, make_probe, make_result
 
@@ -154,7 +154,7 @@ def test_empty_results_render_a_counts_line():
 
 def test_markdown_summary_has_every_section_and_escapes_pipes():
     result = make_result(probes=[make_probe("install_sanity", FAIL, "a | b", repro="x | y")])
-    text = report.render_markdown_summary([*sample(), make_result(torch="2.3.0", id="t2.3.0-py3.11",
+    text = report_markdown.render_markdown_summary([*sample(), make_result(torch="2.3.0", id="t2.3.0-py3.11",
                                                                   probes=result.probes)])
     for heading in ("## torch-matrix results", "### Compatibility", "### Cells",
                     "### Cells that did not pass", "### Probe status per cell"):
@@ -167,7 +167,7 @@ def test_markdown_summary_has_every_section_and_escapes_pipes():
 
 
 def test_markdown_lists_planned_but_missing_cells():
-    text = report.render_markdown_summary(sample(), missing=[make_cell(torch="2.7.0"), "t2.8.0-py3.11"])
+    text = report_markdown.render_markdown_summary(sample(), missing=[make_cell(torch="2.7.0"), "t2.8.0-py3.11"])
     section = text.split("Planned but missing (2)")[1]
     assert "| t2.7.0-py3.11 | 3.11 | 2.7.0 |" in section and "| t2.8.0-py3.11 |" in section
 
@@ -179,8 +179,8 @@ def many_results(count: int = 60):
 
 def test_markdown_drops_details_first_when_too_large():
     cells = many_results()
-    full = report.render_markdown_summary(cells)
-    limited = report.render_markdown_summary(cells, max_bytes=len(full.encode()) - 1)
+    full = report_markdown.render_markdown_summary(cells)
+    limited = report_markdown.render_markdown_summary(cells, max_bytes=len(full.encode()) - 1)
     assert "### Cells that did not pass" not in limited
     assert "### Cells\n" in limited and "### Compatibility" in limited
     assert "Summary shortened to fit" in limited and "per-probe details" in limited
@@ -189,7 +189,7 @@ def test_markdown_drops_details_first_when_too_large():
 
 def test_markdown_summarises_by_verdict_when_tables_do_not_fit():
     cells = many_results()
-    limited = report.render_markdown_summary(cells, max_bytes=1500)
+    limited = report_markdown.render_markdown_summary(cells, max_bytes=1500)
     assert len(limited.encode()) <= 1500
     assert "|" not in limited  # no tables left
     assert "cells listed by verdict" in limited
@@ -199,7 +199,7 @@ def test_markdown_summarises_by_verdict_when_tables_do_not_fit():
 
 @pytest.mark.parametrize("limit", [1, 40, 200, 700, 3000, 20000])
 def test_markdown_never_exceeds_the_limit(limit):
-    text = report.render_markdown_summary(many_results(), max_bytes=limit,
+    text = report_markdown.render_markdown_summary(many_results(), max_bytes=limit,
                                           missing=[make_cell(torch="3.0.0")])
     assert len(text.encode("utf-8")) <= limit
     text.encode("utf-8").decode("utf-8")  # never cut inside a character
@@ -292,7 +292,7 @@ def test_cli_github_summary_appends_within_the_remaining_room(results_dir, tmp_p
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    monkeypatch.setattr(report, "GITHUB_SUMMARY_LIMIT", 600)
+    monkeypatch.setattr(report_markdown, "GITHUB_SUMMARY_LIMIT", 600)
     code, _, _ = run_report(capsys, results_dir, "--github-summary")
     text = summary.read_text()
     assert code == 0 and text.startswith("earlier step\n## torch-matrix results")

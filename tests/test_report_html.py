@@ -131,7 +131,8 @@ def test_cli_writes_html_and_junit(tmp_path, capsys):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from matrix.report import CELL_HEADERS, cell_rows, fit_to_width, render_markdown_summary, render_text  # noqa: E402
+from matrix.report import CELL_HEADERS, cell_rows, fit_to_width, render_text  # noqa: E402
+from matrix.report_markdown import render_markdown_summary  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)

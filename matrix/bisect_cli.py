@@ -148,7 +148,7 @@ def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: P
              position: int, total: int, redo: bool) -> tuple[CellResult, bool]:
     """The cell's result: the stored one when complete for the same fingerprint, else a fresh run."""
     from .cellrun import CellSettings, run_cell
-    from .nox_support import project_dir
+    from .spec import project_dir
     from .results import has_complete_result, read_result
 
     fingerprint = cell.fingerprint(spec.index.to_json())

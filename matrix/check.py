@@ -27,7 +27,6 @@ from packaging.version import InvalidVersion, Version
 from . import environment, probe_process
 from .cellrun import CellSettings, run_existing
 from .errors import UserError
-from .layout import CHECK_RUN as RUN_NAME
 from .layout import cells_dir
 from .records import DEFAULT_POLICY, INSTALLED, ORIGIN_EXISTING, Cell, CellResult, InstallOutcome
 
@@ -210,7 +209,7 @@ class CheckOptions:
 
     @classmethod
     def from_spec(cls, spec: Any) -> "CheckOptions":
-        from .nox_support import project_dir
+        from .spec import project_dir
 
         probes = spec.probes
         return cls(probes=tuple(probes.run), required_probes=tuple(probes.required),

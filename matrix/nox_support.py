@@ -233,6 +233,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
                     environ: Mapping[str, str] = os.environ) -> None:
     """The body of one ``matrix(<cell-id>)`` session."""
     from .cellrun import CellSettings, run_cell
+    from .spec import project_dir
     from .verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, verdict_of
 
     if not getattr(session, "parallel", False):
@@ -277,15 +278,6 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         session.log(f"{cell.id}: compatible")
     else:
         session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
-
-
-def project_dir(spec: Any) -> str:
-    """The project under test: the spec's directory; the current one for the built-in default."""
-    from .spec import DEFAULT_SPEC_PATH
-
-    if Path(spec.path).resolve() == DEFAULT_SPEC_PATH.resolve():
-        return os.getcwd()
-    return spec.base_dir
 
 
 def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> float:

@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .records import Cell
-from .spec import (
+from .spec_model import (
     CURRENT_PYTHON,
     DEFAULT_VARIANT,
     INTERPRETER_SEARCH,

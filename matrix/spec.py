@@ -115,3 +115,10 @@ def _check_install_files(spec: Spec) -> Spec:
                         hint=f"paths are relative to the spec's directory {spec.base_dir}; "
                              "fix the path or remove the entry")
     return replace(spec, install_digest=install_digest(spec.install, spec.base_dir))
+
+
+def project_dir(spec: Spec) -> str:
+    """The project under test: the spec's directory; the current one for the built-in default."""
+    if Path(spec.path).resolve() == DEFAULT_SPEC_PATH.resolve():
+        return os.getcwd()
+    return spec.base_dir

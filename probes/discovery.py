@@ -16,7 +16,7 @@ import traceback
 
 from probes import api
 
-# The order of docs/ARCHITECTURE.md; other standard modules follow alphabetically.
+# The order of docs/contracts.md ("Standard probe names"); other standard modules follow alphabetically.
 STANDARD_ORDER = (
     "install_sanity", "lazy_cuda_init", "cuda_devices", "determinism", "training_step", "numpy_interop",
     "checkpoint_roundtrip", "dataloader_workers", "distributed_gloo", "mixed_precision", "torchscript",

@@ -3,7 +3,7 @@
 The runner itself never imports torch. ``shared`` probes run in forked children of a
 zygote that imported torch/torchvision once (see ``probes.zygote``); ``pristine`` probes
 each get a fresh interpreter; ``--command`` probes are shell commands. All of them end
-as ProbeResult-shaped dicts in the output file (docs/ARCHITECTURE.md, "Probe output").
+as ProbeResult-shaped dicts in the output file (docs/contracts.md, "Probe output").
 
 Exit status: 0 when the suite ran and its output was written (whatever the probes
 found), 2 for bad usage (unknown probe, malformed option).

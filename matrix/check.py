@@ -27,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 from . import environment, probe_process
 from .cellrun import CellSettings, run_existing
 from .errors import UserError
+from .layout import CHECK_RUN as RUN_NAME  # noqa: F401 - check_cli names the run with it
 from .layout import cells_dir
 from .records import DEFAULT_POLICY, INSTALLED, ORIGIN_EXISTING, Cell, CellResult, InstallOutcome
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix import check_cli, cli, report
+from matrix import check, check_cli, cli, report  # noqa: F401 - check: the module under test
 from matrix.check import EnvironmentFacts, existing_cell, existing_cell_id, existing_install
 from matrix.records import INSTALLED, ORIGIN_EXISTING
 from matrix.results import load_results

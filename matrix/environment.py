@@ -24,10 +24,10 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -151,7 +151,20 @@ def link_mode_warning(cache_dir: str | Path, venv_dir: str | Path,
             f"each install is slower); set UV_CACHE_DIR to a directory on the venvs' filesystem")
 
 
-def _index_field(index_config: Any, name: str, default: Any) -> Any:
+class IndexSettings(Protocol):
+    """Where packages come from, as the installer reads it: ``spec.IndexConfig`` fits."""
+
+    default: str
+    pytorch: str
+    extra: Sequence[str]
+    find_links: Sequence[str]
+
+
+# A spec's IndexConfig, a mapping with the same keys (plan --json, old results), or None.
+IndexLike = IndexSettings | Mapping[str, Any] | None
+
+
+def _index_field(index_config: IndexLike, name: str, default: Any) -> Any:
     if index_config is None:
         return default
     if isinstance(index_config, Mapping):
@@ -159,7 +172,7 @@ def _index_field(index_config: Any, name: str, default: Any) -> Any:
     return getattr(index_config, name, default)
 
 
-def install_command(cell: Cell, index_config: Any, venv_python: str,
+def install_command(cell: Cell, index_config: IndexLike, venv_python: str,
                     uv: str = "uv", project_dir: str | None = None, *,
                     with_project: bool = True) -> list[str]:
     """The exact ``uv pip install`` for ``cell``; pure, so it can be shown and recorded.
@@ -207,7 +220,7 @@ def pins_text(cell: Cell) -> str:
 EXCLUDED_BY_PROJECT = "your requirements exclude"
 
 
-def blame_project(cell: Cell, index_config: Any, venv_python: str, message: str, *,
+def blame_project(cell: Cell, index_config: IndexLike, venv_python: str, message: str, *,
                   uv: str, env: Mapping[str, str] | None, timeout_s: float | None,
                   runner: Runner) -> str:
     """An unsatisfiable cell with install items: when the pins alone resolve, the project's own
@@ -257,7 +270,7 @@ def classify_install_failure(returncode: int, output: str) -> Classification:
     return Classification(INSTALL_ERROR, message or f"installer exited with {returncode} and no output")
 
 
-def install(cell: Cell, index_config: Any, venv_python: str, *,
+def install(cell: Cell, index_config: IndexLike, venv_python: str, *,
             retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S,
             timeout_s: float | None = None, env: Mapping[str, str] | None = None,
             uv: str | None = None, runner: Runner = proc.run,

@@ -16,13 +16,12 @@ import dataclasses
 import json
 import os
 import shlex
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import layout
+from . import layout, proc
 from .errors import UserError
 
 if TYPE_CHECKING:  # imported when the command runs: other commands' start-up pays nothing
@@ -158,10 +157,10 @@ def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: P
             return stored, True
     venv = envdir / f"bisect-{cell.id}"
     if not cell.plan_note:
-        made = subprocess.run(["uv", "venv", "--clear", "--quiet", "--python", interpreter, str(venv)],
-                              capture_output=True, text=True, check=False)
-        if made.returncode != 0:
-            raise UserError(f"cannot create the cell's venv: {made.stderr.strip()[-300:]}", str(venv),
+        code, _out, err = proc.run_text(["uv", "venv", "--clear", "--quiet", "--python", interpreter,
+                                         str(venv)], timeout=None)
+        if code != 0:
+            raise UserError(f"cannot create the cell's venv: {err.strip()[-300:]}", str(venv),
                             hint=f"check that {interpreter} runs and that --envdir is writable")
     settings = CellSettings(cells_dir=cells_dir, work_dir=venv / "torch-matrix", index_config=spec.index,
                             fingerprint=fingerprint, probe_dirs=tuple(spec.probes.dirs),

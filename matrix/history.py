@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .diff import EVIDENCE_STATUSES, CellState, PassRate, ProbeState, RunRef, Snapshot, run_id, snapshot_of
+from . import proc
 from .errors import UserError
 from .records import PASS, CellResult
 from .verdict import COMPATIBLE, INCOMPATIBLE, VERDICTS
@@ -353,12 +353,8 @@ def current_commit(environ: Mapping[str, str] = os.environ, cwd: str | None = No
     """``$GITHUB_SHA`` in CI, else ``git rev-parse HEAD`` of the working directory, else ""."""
     if environ.get("GITHUB_SHA"):
         return environ["GITHUB_SHA"]
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=cwd, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    code, out, _err = proc.run_text(["git", "rev-parse", "HEAD"], timeout=10, cwd=cwd)
+    return out.strip() if code == 0 else ""
 
 
 def run_ref_for(results: Sequence[CellResult], results_dir: Path, *, spec: str | None = None,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from . import __version__ as TOOL_VERSION
+from . import proc
 from .errors import UserError
 
 
@@ -41,17 +41,12 @@ def known_probes(dirs: tuple[str, ...]) -> frozenset[str]:
         command += ["--probe-dir", directory]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(probes_package().parent)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env,
-                              cwd=str(probes_package().parent), check=False)
-    except (OSError, subprocess.SubprocessError) as error:
-        raise UserError(f"cannot list the probes: {error}", where="python -m probes --list",
-                        hint="run `python -m probes --list` to see why; check probes.dirs") from None
-    if done.returncode != 0:
-        raise UserError(f"cannot list the probes: {done.stderr.strip()[-300:]}",
+    code, out, err = proc.run_text(command, timeout=120, env=env, cwd=probes_package().parent)
+    if code != 0:
+        raise UserError(f"cannot list the probes: {err.strip()[-300:]}",
                         where="python -m probes --list",
                         hint="run `python -m probes --list` to see why; check probes.dirs")
-    return frozenset(line.split()[0] for line in done.stdout.splitlines() if line.strip())
+    return frozenset(line.split()[0] for line in out.splitlines() if line.strip())
 
 
 def check_names(spec) -> None:

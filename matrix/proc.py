@@ -36,16 +36,23 @@ def run(command: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(list(command), **kwargs)
 
 
-def run_text(command: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
-             runner: Runner = run) -> tuple[int, str, str]:
+def run_text(command: Sequence[str], *, timeout: float | None, env: Mapping[str, str] | None = None,
+             cwd: str | os.PathLike[str] | None = None, runner: Runner = run) -> tuple[int, str, str]:
     """(returncode, stdout, stderr) as text; a command that cannot start or runs past
     ``timeout`` is returncode -1 with the reason in stderr, never an exception."""
+    extra = {"cwd": str(cwd)} if cwd is not None else {}
     try:
         done = runner(list(command), stdout=PIPE, stderr=PIPE, text=True, timeout=timeout,
-                      env=dict(env) if env is not None else None)
+                      env=dict(env) if env is not None else None, **extra)
     except (OSError, subprocess.SubprocessError) as error:
         return -1, "", str(error)
     return done.returncode, done.stdout or "", done.stderr or ""
+
+
+def call(command: Sequence[str], *, env: Mapping[str, str] | None = None,
+         cwd: str | os.PathLike[str] | None = None) -> int:
+    """Run ``command`` in the foreground (our stdin/stdout/stderr) and return its exit status."""
+    return subprocess.call(list(command), env=dict(env) if env is not None else None, cwd=cwd)
 
 
 @dataclass(frozen=True)

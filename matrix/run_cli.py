@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from . import proc
 from .errors import UserError
 from .layout import RESULTS_ENV, SPEC_ENV
 from .spec import find_spec
@@ -70,6 +70,6 @@ def main(args: argparse.Namespace) -> int:
     command = nox_command(args.nox_args, args.posargs, cwd)
     print(f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr)
     try:
-        return subprocess.call(command, env=env, cwd=cwd)
+        return proc.call(command, env=env, cwd=cwd)
     except KeyboardInterrupt:
         return 130

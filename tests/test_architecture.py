@@ -75,7 +75,7 @@ def test_every_module_is_on_the_map():
     table = rows()
     assert len(table) >= 8
     missing = [name for name in modules() if rank_of(name, table) is None]
-    assert missing == []
+    assert missing == [], "add these modules to docs/ARCHITECTURE.md (the row of their layer)"
 
 
 def test_imports_follow_the_map():
@@ -86,12 +86,14 @@ def test_imports_follow_the_map():
         mine = rank_of(name, table)
         for target in sorted(imports_of(name, path, set(known))):
             theirs = rank_of(target, table)
+            if mine is None or theirs is None:
+                continue  # test_every_module_is_on_the_map names it
             same_unit = name.split(".")[0] == target.split(".")[0] == "pins"
             same_row_allowed = mine[0] == theirs[0] and "each other" in _may_import(mine[0])
             if same_unit or same_row_allowed or theirs[:2] < mine[:2]:
                 continue
             wrong.append(f"{name} ({mine[2]}) imports {target} ({theirs[2]})")
-    assert wrong == []
+    assert wrong == [], "an import against the map in docs/ARCHITECTURE.md: move the code, or the module"
 
 
 def _may_import(row: int) -> str:

@@ -8,6 +8,10 @@ files. Their results are evidence like any other cell's:
 - an environment failure ``No module named 'setuptools'`` (``matrix.causes``) plans the same
   cell with ``setuptools`` added. If it passes, the versions work once the environment is
   fixed, and the advice is confirmed (the pins report names the passing cell);
+- torch and torchvision from different builds (``mismatched-build``: e.g. a ``+cpu`` torch from a
+  find-links directory next to PyPI's torchvision) plans the same cell with that build excluded
+  (``torch!=2.13.0+cpu``), so the resolver takes the build the companion was made with. If it
+  passes, the release works and only the pairing of builds was wrong;
 - a version exclusion is confirmed from the grid itself: the pins name a passing cell that
   differs only on the blamed axis (``matrix.pins.search``), or mark the exclusion unconfirmed.
 
@@ -62,21 +66,41 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
     if is_counterfactual(cell.id):
         return []
     verdict = verdict_of(result)
-    added: list[str] = []
+    added: list[tuple[str, str]] = []  # (id suffix, requirement)
     for attribution in verdict.environment.values():
-        if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement \
-                and attribution.requirement not in added:
-            added.append(attribution.requirement)
+        if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:
+            step = (f"with-{_token(attribution.requirement)}", attribution.requirement)
+        elif attribution.kind == EnvironmentKind.MISMATCHED_BUILD:
+            step = _matched_build(result.install.resolved)
+        else:
+            continue
+        if step is not None and step not in added:
+            added.append(step)
     cells = []
-    for requirement in added:
+    for suffix, requirement in added:
         cells.append(Cell(
-            id=f"{cell.id}{_SEPARATOR}with-{_token(requirement)}",
+            id=f"{cell.id}{_SEPARATOR}{suffix}",
             axes=dict(cell.axes),
             requirements=(*cell.requirements, requirement),
             probes=cell.probes, required_probes=cell.required_probes,
             tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
             policy=dict(cell.policy)))
     return cells
+
+
+def _matched_build(resolved: Mapping[str, str]) -> tuple[str, str] | None:
+    """The requirement that keeps the odd build out: the package whose local label
+    (``+cpu``, ``+cu121``) its companion lacks or does not share, excluded exactly."""
+    torch, vision = resolved.get("torch", ""), resolved.get("torchvision", "")
+    torch_label, vision_label = _label(torch), _label(vision)
+    if torch_label == vision_label:
+        return None
+    name, version = ("torch", torch) if torch_label else ("torchvision", vision)
+    return "matched-build", f"{name}!={version}"
+
+
+def _label(version: str) -> str:
+    return version.split("+", 1)[1] if "+" in version else ""
 
 
 def within_cap(planned: Sequence[Cell], already: int, cap: int) -> tuple[list[Cell], int]:

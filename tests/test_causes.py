@@ -77,6 +77,27 @@ def test_a_mismatched_build_makes_no_pin_and_gives_pairing_advice():
     assert "torch 2.13.0+cpu and torchvision 0.28.0" in advice.advice
 
 
+
+def test_a_mismatched_build_plans_the_matched_build_and_its_pass_confirms_the_advice():
+    """The find-links +cpu torch next to PyPI's torchvision: the counterfactual keeps that build out."""
+    from matrix.counterfactual import plan_counterfactuals
+
+    mixed = make_result(torch="2.13.0", torchvision="0.28.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
+                        probes=[make_probe("install_sanity", "fail", NMS)])
+    (cf,) = plan_counterfactuals(mixed)
+    assert cf.id == f"{mixed.cell.id}-cf-matched-build"
+    assert cf.requirements == (*mixed.cell.requirements, "torch!=2.13.0+cpu") and cf.axes == mixed.cell.axes
+    # torchvision is the odd build when only it carries a label
+    odd_vision = make_result(torch="2.4.1", torchvision="0.19.1", resolved={"torch": "2.4.1", "torchvision": "0.19.1+cpu"},
+                             probes=[make_probe("install_sanity", "fail", NMS)])
+    assert plan_counterfactuals(odd_vision)[0].requirements[-1] == "torchvision!=0.19.1+cpu"
+    matched = make_result(cf, resolved={"torch": "2.13.0", "torchvision": "0.28.0"})
+    suggestion = suggest_pins([mixed, matched])
+    assert [line.text() for line in requirement_lines(suggestion.recommended)] == []
+    (advice,) = suggestion.environment
+    assert advice.confirmed_by == (cf.id,)
+    assert "2.13.0" in render_text(suggestion).split("Tested versions:")[1].split("\n")[1]  # 2.13.0 is good
+
 def test_a_missing_dependency_plans_the_same_cell_with_it_added_and_its_pass_confirms_the_advice():
     from matrix.counterfactual import cap_from, counterfactual_of, plan_counterfactuals, within_cap
 

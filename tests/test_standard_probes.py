@@ -297,3 +297,37 @@ def test_require_torchvision_fails_on_the_runners_import_error():
     ctx.imports = {"torchvision": {"ok": False, "error": "ModuleNotFoundError: No module named 'torchvision'"}}
     with pytest.raises(Skip, match="torchvision not installed"):
         _util.require_torchvision(ctx)
+
+
+def test_gloo_ranks_that_hang_when_forked_are_judged_on_spawned_ranks(monkeypatch):
+    """Forked ranks hanging is our process model (a zygote), not the release: spawn decides."""
+    import sys
+    import types
+
+    from probes.standard import distributed_gloo as gloo
+
+    dist = types.SimpleNamespace(is_available=lambda: True, is_gloo_available=lambda: True)
+    fake_torch = types.ModuleType("torch")
+    fake_torch.distributed = dist
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    ok = [("ok", {"all_reduce": 3.0, "weight": [0.5, 0.25]}), ("ok", {"all_reduce": 3.0, "weight": [0.5, 0.25]})]
+    calls = []
+
+    def run_backend(backend, world_size, start_method):
+        calls.append(start_method)
+        if start_method is None:
+            return [("timeout", 45), ("ok", {"all_reduce": 3.0, "weight": [0.5, 0.25]})], 1234
+        return ok, 5678
+
+    monkeypatch.setattr(gloo, "run_backend", run_backend)
+    ctx = types.SimpleNamespace(cuda_available=lambda: False)
+    facts = gloo.distributed_gloo(ctx)
+    assert calls == [None, "spawn"]
+    assert facts["start_method"] == "spawn" and facts["forked_ranks"] == [("rank 0", "timeout", "45")]
+    assert facts["gloo"] == {"world_size": 2, "all_reduce": 3.0}
+
+    # Spawned ranks that fail too are a real failure.
+    monkeypatch.setattr(gloo, "run_backend", lambda b, w, s: ([("timeout", 45), ("timeout", 45)], None))
+    with pytest.raises(Fail):
+        gloo.distributed_gloo(ctx)

@@ -35,7 +35,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import proc
 from .probe_process import run_facts
-from .records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, Cell, InstallOutcome
+from .records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, Cell, InstallOutcome, public_version
 from .spec import PYTORCH_INDEX as OFFICIAL_PYTORCH_INDEX
 
 DEFAULT_RETRIES = 2
@@ -385,17 +385,10 @@ def check_installed(cell: Cell, frozen: Mapping[str, str],
             continue
         if "error" in own:
             problems.append(f"{req.name}: cannot read its __version__: {own['error']}")
-        elif own.get("version") != installed and _public(own.get("version")) != _public(installed):
+        elif own.get("version") != installed and (public_version(own.get("version")) or own.get("version")) != (public_version(installed) or installed):
             problems.append(f"{req.name}: __version__ says {own.get('version')}, "
                             f"uv pip freeze says {installed}")
     return Verification(resolved, tuple(problems))
-
-
-def _public(text: str | None) -> str | None:
-    try:
-        return Version(text or "").public
-    except InvalidVersion:
-        return text
 
 
 # Projects whose import name is the project name and whose __version__ we check.

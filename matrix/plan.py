@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
-from .records import Cell
+from .records import Cell, public_version
 from .spec_model import (
     CURRENT_PYTHON,
     DEFAULT_VARIANT,
@@ -213,9 +213,9 @@ def _pair(index: IndexLike, torchvision_versions: Sequence[Version], needed: set
             for specifiers in _torch_specifiers(metadata[tv]):
                 for spec in specifiers:
                     if spec.operator in ("==", "===") and "*" not in spec.version:
-                        exact.setdefault(_public(spec.version), tv)
+                        exact.setdefault(public_version(spec.version), tv)
                     if spec.operator in ("==", "===", ">=", ">", "~="):
-                        bound = Version(_public(spec.version.replace(".*", "")))
+                        bound = Version(public_version(spec.version.replace(".*", "")))
                         lowest = bound if lowest is None else min(lowest, bound)
                 for torch in needed:
                     if torch not in ranged and specifiers.contains(Version(torch), prereleases=True):
@@ -230,10 +230,6 @@ def _pair(index: IndexLike, torchvision_versions: Sequence[Version], needed: set
     return pairing
 
 
-def _public(version: str) -> str:
-    return Version(version).public
-
-
 def _torch_specifiers(requirements: Iterable[Any]) -> list[SpecifierSet]:
     """The non-empty torch specifiers among a release's unconditional Requires-Dist."""
     found = []
@@ -244,7 +240,7 @@ def _torch_specifiers(requirements: Iterable[Any]) -> list[SpecifierSet]:
             continue
         try:
             for spec in requirement.specifier:
-                Version(_public(spec.version.replace(".*", "")))
+                Version(public_version(spec.version.replace(".*", "")))
         except InvalidVersion:
             continue
         found.append(requirement.specifier)

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from packaging.version import InvalidVersion, Version
+
 SCHEMA_ID = "torch-matrix/cell-result"
 SCHEMA_VERSION = 2
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
@@ -80,6 +82,15 @@ PROBE_RUNNER = "probe-runner"
 # before 2.0) is not a breakage. One skipped for lack of a GPU never fails the cell.
 # The spec's [probes] table can change both.
 DEFAULT_POLICY = {"unsupported": "fail", "skip": "pass"}
+
+
+def public_version(text: str | None) -> str | None:
+    """A version without its local label (``2.13.0+cpu`` -> ``2.13.0``); None when ``text`` is
+    empty or no PEP 440 version. The one helper every module uses for "the release itself"."""
+    try:
+        return Version(text).public if text else None
+    except InvalidVersion:
+        return None
 
 
 def default_policy(names_required: bool = True) -> dict[str, str]:

@@ -421,3 +421,12 @@ def test_a_version_1_file_loads_unchanged_and_a_cell_with_install_round_trips(tm
     assert results.read_result(path) == result
     assert cell.fingerprint() != full_result().cell.fingerprint()
     assert replace(cell, install_digest="cd34").fingerprint() != cell.fingerprint()
+
+
+def test_public_version_drops_the_local_label_and_refuses_non_versions():
+    from matrix.records import public_version
+
+    assert public_version("2.13.0+cpu") == "2.13.0"
+    assert public_version("0.28.0") == "0.28.0"
+    assert public_version("") is None and public_version(None) is None
+    assert public_version("not-a-version") is None

@@ -168,11 +168,6 @@ def _observe(results: Sequence[CellResult], values_of: _CellValues
     return evidence, unsatisfiable, no_evidence, not_pinned
 
 
-def pairs_from(results: Iterable[CellResult]) -> dict[Version, set[Version]]:
-    """torchvision version -> the torch versions it was installed with (installed cells only)."""
-    return _pairs(results, _CellValues(package_axes(results)))
-
-
 def _pairs(results: Iterable[CellResult], values_of: _CellValues) -> dict[Version, set[Version]]:
     if "torchvision" not in values_of.packages:
         return {}

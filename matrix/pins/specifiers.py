@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
-from ..records import StrEnum
+from ..records import StrEnum, public_version
 from typing import Any
 
 from packaging.specifiers import Specifier, SpecifierSet
@@ -17,11 +17,10 @@ from packaging.version import InvalidVersion, Version
 
 @lru_cache(maxsize=8192)
 def _public(raw: str) -> Version | None:
-    """Parsed once per distinct string: a 2,000-cell grid repeats a few dozen versions."""
-    try:
-        return Version(Version(raw).public) if raw else None
-    except InvalidVersion:
-        return None
+    """``records.public_version`` as a ``Version``, parsed once per distinct string (a 2,000-cell
+    grid repeats a few dozen versions)."""
+    public = public_version(raw)
+    return Version(public) if public else None
 
 
 

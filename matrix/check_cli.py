@@ -22,7 +22,7 @@ from .check import RUN_NAME, CheckOptions, check_environment
 from .errors import UserError
 from .layout import results_root
 from .records import SKIP, UNSUPPORTED, CellResult
-from .verdict import COMPATIBLE, INCOMPATIBLE
+from .verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE
 
 EXIT_COMPATIBLE = 0
 EXIT_INCOMPATIBLE = 1
@@ -32,7 +32,7 @@ EXIT_NO_VERDICT = 3
 def exit_status(kind: str) -> int:
     if kind == COMPATIBLE:
         return EXIT_COMPATIBLE
-    if kind == INCOMPATIBLE:
+    if kind in (INCOMPATIBLE, ENVIRONMENT):  # "is my environment OK?": a broken environment is a no
         return EXIT_INCOMPATIBLE
     return EXIT_NO_VERDICT
 

@@ -23,7 +23,7 @@ from matrix import check, check_cli, cli, report  # noqa: F401 - check: the modu
 from matrix.check import EnvironmentFacts, existing_cell, existing_cell_id, existing_install
 from matrix.records import INSTALLED, ORIGIN_EXISTING
 from matrix.results import load_results
-from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from matrix.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
 from tests import realwheels
 from tests.factories import make_result
 from tests.synthetic_wheels import build_index, default_wheels, torch_wheel
@@ -89,7 +89,7 @@ def test_the_install_record_says_nothing_was_installed():
     assert system.message.startswith("existing environment at /usr:")
 
 
-@pytest.mark.parametrize("kind, status", [(COMPATIBLE, 0), (INCOMPATIBLE, 1), (NO_EVIDENCE, 3),
+@pytest.mark.parametrize("kind, status", [(COMPATIBLE, 0), (INCOMPATIBLE, 1), (ENVIRONMENT, 1), (NO_EVIDENCE, 3),
                                           (NOT_INSTALLABLE, 3)])
 def test_exit_status(kind, status):
     assert check_cli.exit_status(kind) == status

@@ -131,7 +131,7 @@ def test_pypi_2_4_compile_without_setuptools_is_the_environments_fault_not_the_v
     # 2.4.1 or of Python 3.11 may follow from it, only the advice to add setuptools.
     from matrix.causes import Cause, EnvironmentKind, attribute
     from matrix.records import ProbeResult
-    from matrix.verdict import NO_EVIDENCE, verdict_of
+    from matrix.verdict import ENVIRONMENT, verdict_of
     from tests.factories import make_cell, make_result
 
     result = pypi_2_4["torch_compile"]
@@ -145,7 +145,7 @@ def test_pypi_2_4_compile_without_setuptools_is_the_environments_fault_not_the_v
     attribution = attribute(cell, probe)
     assert (attribution.cause, attribution.kind) == (Cause.ENVIRONMENT, EnvironmentKind.MISSING_DEPENDENCY)
     assert attribution.requirement == "setuptools"
-    assert verdict_of(cell).kind == NO_EVIDENCE
+    assert verdict_of(cell).kind == ENVIRONMENT
 
 
 # --- torch 1.13.1 + torchvision 0.14.1, Python 3.10, numpy<2 ---------------------------------------------

@@ -68,6 +68,7 @@ class _Grid:
         self._masks: dict[Atom, int] = {}
         self._tested: dict[str, tuple[Value, ...]] = {}
         self._counterfactuals: dict[str, dict[tuple, list[Observation]]] = {}
+        self._value_text: dict[Value, str] = {}  # str(value), once per distinct value (counterfactual keys)
 
     def where(self, axis: str) -> dict[Value, int]:
         """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
@@ -255,6 +256,18 @@ def _blame_scoped(grid: _Grid, remaining: int, axis: str, cond_axis: str) -> lis
 COMPANIONS = {"torch": {"torchvision", "torchaudio"}, "torchvision": {"torch"}, "torchaudio": {"torch"}}
 
 
+def _axes_key(o: Observation, free: set[str], text: dict[Value, str]) -> tuple[tuple[str, str], ...]:
+    """The cell's values on every axis but ``free``, as a hashable key (each value's text once)."""
+    items = []
+    for axis, value in o.values.items():
+        if axis not in free:
+            shown = text.get(value)
+            if shown is None:
+                shown = text[value] = str(value)
+            items.append((axis, shown))
+    return tuple(sorted(items))
+
+
 def _counterfactual(grid: _Grid, package: str, version: Value,
                     cells: Sequence[Observation]) -> tuple[str, str, str]:
     """(failing cell, passing cell, its version): a good cell equal to a failing one on every
@@ -265,26 +278,25 @@ def _counterfactual(grid: _Grid, package: str, version: Value,
         index = {}
         for i in _indices(grid.good_mask):
             o = grid.observations[i]
-            key = tuple(sorted((a, str(v)) for a, v in o.values.items() if a not in free))
-            index.setdefault(key, []).append(o)
+            index.setdefault(_axes_key(o, free, grid._value_text), []).append(o)
         grid._counterfactuals[package] = index
     best: tuple | None = None
+    positions = {value: i for i, value in enumerate(grid.tested(package))}
+    here = positions.get(version)
     for o in sorted(cells, key=lambda c: c.cell_id):
-        key = tuple(sorted((a, str(v)) for a, v in o.values.items() if a not in free))
-        for good in index.get(key, ()):
+        for good in index.get(_axes_key(o, free, grid._value_text), ()):
             value = good.value(package)
             if value is None or value == version:
                 continue
-            ordered = grid.tested(package)
-            position = ordered.index(value) if value in ordered else 0
-            distance = abs(position - ordered.index(version)) if version in ordered else 0
+            position = positions.get(value, 0)
+            distance = abs(position - here) if here is not None else 0
             # nearest first; on a tie the newer one (the release that fixed it)
-            candidate = (distance, -position, o.cell_id, good.cell_id, str(value))
+            candidate = (distance, -position, o.cell_id, good.cell_id, value)
             if best is None or candidate < best:
                 best = candidate
     if best is None:
         return (min((o.cell_id for o in cells), default=""), "", "")
-    return best[2], best[3], best[4]
+    return best[2], best[3], str(best[4])
 
 
 def _reason(package: str, version: Value, cells: Sequence[Observation], grid: _Grid | None = None) -> Exclusion:

@@ -152,23 +152,20 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
 
 def environment_failures(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:
     """The probes among ``names`` whose failure the environment explains."""
-    found = {}
-    for name in names:
-        probe = result.probe(name)
-        if probe is not None and probe.status in _FAILING:
-            attribution = attribute(result, probe)
-            if attribution.cause == Cause.ENVIRONMENT:
-                found[name] = attribution
-    return found
+    return _failures_where(result, names, lambda a: a.cause == Cause.ENVIRONMENT)
 
 
 def changed_defaults(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:
     """The probes among ``names`` that failed only because the release changed a default."""
+    return _failures_where(result, names, lambda a: a.kind == VersionKind.CHANGED_DEFAULT)
+
+
+def _failures_where(result: CellResult, names: tuple[str, ...], wanted) -> dict[str, Attribution]:
     found = {}
     for name in names:
         probe = result.probe(name)
         if probe is not None and probe.status in _FAILING:
             attribution = attribute(result, probe)
-            if attribution.kind == VersionKind.CHANGED_DEFAULT:
+            if wanted(attribution):
                 found[name] = attribution
     return found

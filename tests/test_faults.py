@@ -695,7 +695,8 @@ def test_unreachable_pytorch_index_fails_planning_fast_with_the_fix(tmp_path, in
 # ---------------------------------------------------------------- already holding
 
 
-def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
+def gated_hang(tmp_path, index):
+    """A two-cell spec whose 2.2.0 cell hangs in a command probe while ``gate`` exists."""
     gate = tmp_path / "gate"
     gate.touch()
     hang = tmp_path / "hang.py"
@@ -704,7 +705,11 @@ def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
                     "    time.sleep(0.05)\n")
     spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"),
                       probes=f'run = ["install_sanity"]\n[probes.commands]\nhang = "python {hang} {gate}"')
-    env = env_for(tmp_path, spec)
+    return gate, env_for(tmp_path, spec)
+
+
+def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
+    gate, env = gated_hang(tmp_path, index)
     proc = start_nox(tmp_path, env, "-s", "matrix")
     seen: list[str] = []
     try:
@@ -730,15 +735,7 @@ def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
 
 
 def test_kill_9_of_the_probe_runner_is_error_and_only_that_cell_reruns(tmp_path, index):
-    gate = tmp_path / "gate"
-    gate.touch()
-    hang = tmp_path / "hang.py"
-    hang.write_text("import os, sys, time, torch\n"
-                    "while torch.__version__ == '2.2.0' and os.path.exists(sys.argv[1]):\n"
-                    "    time.sleep(0.05)\n")
-    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"),
-                      probes=f'run = ["install_sanity"]\n[probes.commands]\nhang = "python {hang} {gate}"')
-    env = env_for(tmp_path, spec)
+    gate, env = gated_hang(tmp_path, index)
     proc = start_nox(tmp_path, env, "-s", "matrix")
     seen: list[str] = []
     try:

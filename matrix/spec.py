@@ -26,10 +26,7 @@ from .spec_parse import (  # noqa: F401 - re-exported
     version_matcher,
 )
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from .spec_parse import tomllib  # the stdlib's, or tomli on Python 3.10
 
 
 @dataclass(frozen=True)

@@ -708,13 +708,22 @@ def gated_hang(tmp_path, index):
     return gate, env_for(tmp_path, spec)
 
 
+def start_until_hanging(tmp_path, env):
+    """``nox -s matrix`` started and waited on until the 2.2.0 cell's command probe hangs."""
+    proc = start_nox(tmp_path, env, "-s", "matrix")
+    try:
+        read_until(proc, f"{BROKEN} probes ...", [])
+        wait_for(lambda: any("hang.py" in s for s in survivors(tmp_path)), 30, "the command probe")
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return proc
+
+
 def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
     gate, env = gated_hang(tmp_path, index)
-    proc = start_nox(tmp_path, env, "-s", "matrix")
-    seen: list[str] = []
+    proc = start_until_hanging(tmp_path, env)
     try:
-        read_until(proc, f"{BROKEN} probes ...", seen)
-        wait_for(lambda: any("hang.py" in s for s in survivors(tmp_path)), 30, "the command probe")
         os.killpg(proc.pid, signal.SIGINT)
         finish(proc, 60)
     finally:
@@ -736,11 +745,8 @@ def test_ctrl_c_keeps_finished_cells_and_a_rerun_resumes(tmp_path, index):
 
 def test_kill_9_of_the_probe_runner_is_error_and_only_that_cell_reruns(tmp_path, index):
     gate, env = gated_hang(tmp_path, index)
-    proc = start_nox(tmp_path, env, "-s", "matrix")
-    seen: list[str] = []
+    proc = start_until_hanging(tmp_path, env)
     try:
-        read_until(proc, f"{BROKEN} probes ...", seen)
-        wait_for(lambda: any("hang.py" in s for s in survivors(tmp_path)), 30, "the command probe")
         runner = [int(s.split(":")[0]) for s in survivors(tmp_path) if " -m probes --out" in s]
         assert len(runner) == 1, survivors(tmp_path)
         os.kill(runner[0], signal.SIGKILL)

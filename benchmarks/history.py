@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from matrix.records import FAIL, PASS, CellResult, ProbeResult
+from matrix.vocab.records import FAIL, PASS, CellResult, ProbeResult
 
 from .common import REPO_ROOT, BenchError, Context, run_command
 from .scale import synthetic_results
@@ -54,8 +54,8 @@ def night_results(base: list[CellResult], night: int, rng: random.Random) -> lis
 
 
 def build_history(ctx: Context) -> tuple[Any, Any, float]:
-    from matrix.history import open_history, run_ref_for
-    from matrix.results import write_result
+    from matrix.world.history import open_history, run_ref_for
+    from matrix.world.results import write_result
 
     root = ctx.dir("history")
     db = root / "history.sqlite"

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from matrix.records import (FAIL, INSTALL_ERROR, INSTALLED, PASS, SKIP, UNSATISFIABLE, Cell, CellResult,
+from matrix.vocab.records import (FAIL, INSTALL_ERROR, INSTALLED, PASS, SKIP, UNSATISFIABLE, Cell, CellResult,
                             InstallOutcome, ProbeResult)
 
 from .common import REPO_ROOT, BenchError, Context, run_command
@@ -46,8 +46,8 @@ STANDARD_PROBES = ("install_sanity", "lazy_cuda_init", "cuda_devices", "determin
 
 def released_torch(count: int) -> list[str]:
     """The newest ``count`` public torch releases >= 2.0, from the tool's (cached) index."""
-    from matrix.index import open_index
-    from matrix.spec import parse_spec
+    from matrix.world.index import open_index
+    from matrix.world.specfile import parse_spec
 
     spec = parse_spec('name = "x"\npython = ["3.11"]\ntorch = { versions = ">=2.0" }\n', "bench",
                       environ=os.environ)
@@ -145,7 +145,7 @@ def _synthetic_probe(name: str, torch: str, numpy: str, variant: str) -> ProbeRe
 
 
 def measure_reporting(ctx: Context, repeats: int) -> dict[str, Any]:
-    from matrix.results import write_result
+    from matrix.world.results import write_result
 
     root = ctx.dir("scale-results")
     outputs = ctx.dir("scale-outputs")  # outside the results root, or the next run would read them

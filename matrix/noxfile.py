@@ -2,7 +2,7 @@
 
 This file ships inside the package: ``torch-matrix run`` runs it for the spec found from the
 current directory (a downstream repository needs no noxfile of its own), and this
-repository's ``noxfile.py`` imports it. The logic lives in matrix/nox_support.py.
+repository's ``noxfile.py`` imports it. The logic lives in matrix/cli/nox_support.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import sys
 
 import nox
 
-from matrix import layout, nox_support
-from matrix.errors import UserError
+from matrix.vocab import layout
+from matrix.cli import nox_support
+from matrix.vocab.errors import UserError
 
 nox.options.sessions = ["matrix"]
 

@@ -1,30 +1,40 @@
-"""docs/ARCHITECTURE.md is the map, and the code keeps to it: every module is on it, and every
-import (lazy ones included) goes to a row above or to a module listed earlier in its own row."""
+"""The folders are the map: each layer of docs/ARCHITECTURE.md is a package under matrix/, and a
+module's layer is the folder it is saved in. These tests hold the code to that:
+
+- every module sits in a layer package (only ``matrix/__init__.py`` and the shipped
+  ``matrix/noxfile.py`` live at the top), and every package under matrix/ is a layer;
+- every import (lazy ones included) goes to the module's own package or to a layer above it,
+  and the edges import nothing of ours but the vocabulary;
+- no import circle inside a package;
+- no module or package is named like a standard-library module or one of our dependencies
+  (a folder on ``sys.path`` would shadow it: ``matrix/bisect.py`` once broke every downstream run);
+- each layer's ``__init__.py`` says in its docstring what the layer holds and may import, and
+  docs/ARCHITECTURE.md lists the layers in this order.
+"""
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "matrix"
 
-
-def rows() -> list[tuple[str, list[str]]]:
-    """(layer, module tokens in order) for each table row of the map."""
-    found = []
-    for line in (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or cells[0] in ("layer", "---") or not line.startswith("|"):
-            continue
-        tokens = re.findall(r"`([^`]+)`", cells[1])
-        found.append((cells[0], [t for t in tokens if re.fullmatch(r"[\w*]+/?|[\w]+\.py", t)]))
-    return found
+# The layers, bottom first: a module may import its own package and the packages before its own.
+LAYERS = ("vocab", "judge", "spec", "plan", "pins", "report", "edges", "world", "run", "cli")
+# The edges do one I/O job each: of ours they may import the vocabulary only.
+NARROW = {"edges": ("vocab",)}
+# The only modules at the top of matrix/: the package itself and the shipped noxfile (a command).
+TOP = {"matrix": None, "noxfile": "cli"}
+# Names a folder on sys.path must not shadow: the standard library and what we depend on.
+DEPENDENCIES = {"nox", "uv", "packaging", "tabulate", "jinja2", "jsonschema", "tomlkit", "tomli",
+                "pytest", "hypothesis", "markupsafe"}
 
 
 def modules() -> dict[str, Path]:
-    """Dotted names under matrix/ ("report", "pins", "pins.search", "__init__" as "matrix")."""
+    """Dotted names under matrix/ ("report.terminal", "pins", "__init__" as "matrix")."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
@@ -34,33 +44,30 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def rank_of(name: str, table: list[tuple[str, list[str]]]) -> tuple[int, int, str] | None:
-    """(row, position, row name) of a module on the map; the package's __init__ counts as vocabulary."""
-    if name == "matrix":
-        return (0, -1, table[0][0])
-    for row, (layer, tokens) in enumerate(table):
-        for position, token in enumerate(tokens):
-            token = token.removesuffix(".py").rstrip("/")
-            if token == name or name.startswith(token + ".") or (
-                    token == "*_cli" and name.endswith("_cli")):
-                return (row, position, layer)
-    return None
+def layer_of(name: str) -> str | None:
+    head = name.split(".")[0]
+    if name in TOP:
+        return TOP[name]
+    return head if head in LAYERS and "." in name or name in LAYERS else None
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The matrix modules ``name`` imports, at module level or inside functions."""
     package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
     if name == "matrix":
         package = []
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        if node.level:
+        if isinstance(node, ast.Import):
+            targets = [a.name.removeprefix("matrix.") for a in node.names
+                       if a.name.startswith("matrix.")]
+        elif isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
             stem = ".".join(base + ([node.module] if node.module else []))
             targets = [f"{stem}.{a.name}".strip(".") for a in node.names] if not node.module else [stem]
-        elif node.module and node.module.split(".")[0] == "matrix":
-            targets = [node.module.removeprefix("matrix").strip(".") or "matrix"]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "matrix":
+            stem = node.module.removeprefix("matrix").strip(".")
+            targets = [f"{stem}.{a.name}".strip(".") for a in node.names] + [stem or "matrix"]
         else:
             continue
         for target in targets:
@@ -71,38 +78,74 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def test_every_module_is_on_the_map():
-    table = rows()
-    assert len(table) >= 8
-    missing = [name for name in modules() if rank_of(name, table) is None]
-    assert missing == [], "add these modules to docs/ARCHITECTURE.md (the row of their layer)"
+def test_every_module_sits_in_a_layer_package():
+    stray = [name for name in modules() if layer_of(name) is None and name not in TOP]
+    assert stray == [], (
+        "these modules are not in a layer package: save each in the folder of its layer "
+        f"({', '.join(LAYERS)}), or add a layer to LAYERS and docs/ARCHITECTURE.md")
 
 
-def test_imports_follow_the_map():
-    table = rows()
+def test_every_package_under_matrix_is_a_layer_with_its_docstring():
+    packages = {p.parent.relative_to(PACKAGE).parts[0] for p in PACKAGE.rglob("__init__.py")
+                if p.parent != PACKAGE}
+    assert packages == set(LAYERS), "a package under matrix/ is a layer: add it to LAYERS and the map"
+    for layer in LAYERS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / layer / "__init__.py").read_text()))
+        assert doc and "import" in doc, f"matrix/{layer}/__init__.py: say what it holds and may import"
+
+
+def _allowed(mine: str, theirs: str) -> bool:
+    if mine == theirs:
+        return True
+    if mine in NARROW:
+        return theirs in NARROW[mine]
+    return LAYERS.index(theirs) < LAYERS.index(mine)
+
+
+def test_imports_go_to_the_own_package_or_a_layer_above():
     known = modules()
     wrong = []
     for name, path in known.items():
-        mine = rank_of(name, table)
+        mine = layer_of(name)
         for target in sorted(imports_of(name, path, set(known))):
-            theirs = rank_of(target, table)
-            if mine is None or theirs is None:
-                continue  # test_every_module_is_on_the_map names it
-            same_unit = name.split(".")[0] == target.split(".")[0] == "pins"
-            same_row_allowed = mine[0] == theirs[0] and "each other" in _may_import(mine[0])
-            if same_unit or same_row_allowed or theirs[:2] < mine[:2]:
-                continue
-            wrong.append(f"{name} ({mine[2]}) imports {target} ({theirs[2]})")
-    assert wrong == [], "an import against the map in docs/ARCHITECTURE.md: move the code, or the module"
+            theirs = layer_of(target)
+            if name == "matrix" or target == "matrix" or mine is None or theirs is None:
+                continue  # the package's own __version__; strays are named by the test above
+            if not _allowed(mine, theirs):
+                wrong.append(f"{name} ({mine}) imports {target} ({theirs})")
+    assert wrong == [], "an import against the layers (docs/ARCHITECTURE.md): move the code"
 
 
-def _may_import(row: int) -> str:
-    for line in (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0] == rows()[row][0]:
-            return cells[2]
-    return ""
+def test_no_import_circle_inside_a_package():
+    known = modules()
+    graph = {name: {t for t in imports_of(name, path, set(known))
+                    if t.split(".")[0] == name.split(".")[0] and "." in t and "." in name}
+             for name, path in known.items()}
+    circles = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in trail:
+                circles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+            elif len(trail) < 12:
+                visit(nxt, trail + [nxt])
+
+    for name in graph:
+        visit(name, [name])
+    assert circles == [], "modules of one package import each other: move the shared part down"
 
 
-def test_the_map_fits_on_a_screen():
-    assert len((ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines()) <= 30
+def test_no_module_shadows_the_standard_library_or_a_dependency():
+    banned = set(sys.stdlib_module_names) | DEPENDENCIES
+    names = {p.stem for p in PACKAGE.rglob("*.py")} | {p.name for p in PACKAGE.rglob("*")
+                                                        if p.is_dir() and p.name != "__pycache__"}
+    names |= {p.stem for p in (ROOT / "probes").rglob("*.py")}
+    names |= {p.name for p in (ROOT / "probes").rglob("*") if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(names & banned) == [], "rename: a folder on sys.path would shadow these"
+
+
+def test_the_map_lists_the_layers_in_order():
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(\w+)/` \|", text, re.M)
+    assert tuple(listed) == LAYERS, "docs/ARCHITECTURE.md: one row per layer, bottom first"
+    assert len(text.splitlines()) <= 40

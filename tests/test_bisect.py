@@ -1,4 +1,4 @@
-"""Bisect: the pure choice of the next version (matrix/bisect.py) and real bisects on the synthetic index.
+"""Bisect: the pure choice of the next version (matrix/plan/bisection.py) and real bisects on the synthetic index.
 
 The end-to-end tests build a synthetic torch whose ``Tensor.sum`` goes wrong from one
 release (or one nightly date) on, and a probe file that notices; ``torch-matrix bisect``
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix.bisect import (BAD, GOOD, SKIP, compare_url, conclude, max_cells, next_version, nightly_candidates,
+from matrix.plan.bisection import (BAD, GOOD, SKIP, compare_url, conclude, max_cells, next_version, nightly_candidates,
                            outcome_of, release_candidates)
-from matrix.records import FAIL, PASS, UNSATISFIABLE
-from matrix.results import load_results
+from matrix.vocab.records import FAIL, PASS, UNSATISFIABLE
+from matrix.world.results import load_results
 from tests.factories import make_cell, make_probe, make_result
 from tests.synthetic_wheels import TORCH_TENSOR, build_index, numpy_wheel, torch_wheel, torchvision_wheel
 
@@ -236,9 +236,9 @@ def test_bad_bisect_input_gets_one_line(tmp_path):
 def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
     import argparse
 
-    from matrix.bisect_cli import TEST_PROBE, _held_spec
-    from matrix.errors import UserError
-    from matrix.spec import parse_spec
+    from matrix.cli.bisection import TEST_PROBE, _held_spec
+    from matrix.vocab.errors import UserError
+    from matrix.world.specfile import parse_spec
 
     spec = parse_spec('name = "x"\npython = ["3.11", "3.12"]\ntorch = ["2.5.1"]\nvariant = ["cpu", "cu124"]\n'
                       '[extras]\nnumpy = ["<2", ">=2"]\n[probes]\nrun = ["install_sanity"]\n', "m.toml")

@@ -1,11 +1,11 @@
-"""Cause attribution (matrix.causes): environment failures give advice, never exclusions."""
+"""Cause attribution (matrix.judge.causes): environment failures give advice, never exclusions."""
 
 from __future__ import annotations
 
-from matrix.causes import Cause, EnvironmentKind, attribute
+from matrix.judge.causes import Cause, EnvironmentKind, attribute
 from matrix.pins import requirement_lines, suggest_pins
 from matrix.pins.render import render_json, render_requirements, render_text
-from matrix.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, verdict_of
+from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, verdict_of
 from tests.factories import make_cell, make_probe, make_result
 
 SETUPTOOLS = "torch.compile failed: backend='inductor' raised: ModuleNotFoundError: No module named 'setuptools'"
@@ -80,7 +80,7 @@ def test_a_mismatched_build_makes_no_pin_and_gives_pairing_advice():
 
 def test_a_mismatched_build_plans_the_matched_build_and_its_pass_confirms_the_advice():
     """The find-links +cpu torch next to PyPI's torchvision: the counterfactual keeps that build out."""
-    from matrix.counterfactual import plan_counterfactuals
+    from matrix.plan.counterfactual import plan_counterfactuals
 
     mixed = make_result(torch="2.13.0", torchvision="0.28.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
                         probes=[make_probe("install_sanity", "fail", NMS)])
@@ -99,7 +99,7 @@ def test_a_mismatched_build_plans_the_matched_build_and_its_pass_confirms_the_ad
     assert "2.13.0" in render_text(suggestion).split("Tested versions:")[1].split("\n")[1]  # 2.13.0 is good
 
 def test_a_missing_dependency_plans_the_same_cell_with_it_added_and_its_pass_confirms_the_advice():
-    from matrix.counterfactual import cap_from, counterfactual_of, plan_counterfactuals, within_cap
+    from matrix.plan.counterfactual import cap_from, counterfactual_of, plan_counterfactuals, within_cap
 
     failing = _compile_cell("2.3.1", "3.10", "fail", SETUPTOOLS)
     (cf,) = plan_counterfactuals(failing)

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from matrix import environment, probe_process
-from matrix.cellrun import CellSettings, CellSteps, headline, run_cell
-from matrix.console import Progress
-from matrix.probe_process import ProbeOptions, ProbeRun, expected_versions, probe_command
-from matrix.records import (
+from matrix.world import environment
+from matrix.world import probe_process
+from matrix.run.cellrun import CellSettings, CellSteps, headline, run_cell
+from matrix.edges.console import Progress
+from matrix.world.probe_process import ProbeOptions, ProbeRun, expected_versions, probe_command
+from matrix.vocab.records import (
     ERROR,
     FAIL,
     INSTALL_ERROR,
@@ -30,9 +31,9 @@ from matrix.records import (
     InstallOutcome,
     ProbeResult,
 )
-from matrix.results import read_result
-from matrix.spec import IndexConfig
-from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from matrix.world.results import read_result
+from matrix.world.specfile import IndexConfig
+from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
 from tests.factories import make_cell
 from tests.synthetic_wheels import build_index
 
@@ -325,7 +326,7 @@ def test_a_long_phase_is_not_silence_in_logs_nor_on_a_terminal():
     assert len(beats) >= 2 and beats[0].startswith("[1/2] t1-py3.11 resolve+install ... ")
     assert lines[-1].startswith("[1/2] t1-py3.11 resolve+install ... 0.")
 
-    import matrix.console as progress_module
+    import matrix.edges.console as progress_module
 
     live_stream = io.StringIO()
     live = Progress("t1-py3.11", stream=live_stream, live=True)
@@ -344,7 +345,7 @@ def test_a_long_phase_is_not_silence_in_logs_nor_on_a_terminal():
 
 
 def test_a_failing_probe_records_k_of_n_runs_and_says_so():
-    from matrix.cellrun import merge_reruns
+    from matrix.run.cellrun import merge_reruns
     from tests.factories import make_probe
 
     crash = make_probe("training_step", "crash", "interpreter died with SIGSEGV")
@@ -359,7 +360,7 @@ def test_a_failing_probe_records_k_of_n_runs_and_says_so():
 
 
 def test_probe_reruns_default_to_two_and_can_be_switched_off():
-    from matrix.nox_support import probe_reruns
+    from matrix.cli.nox_support import probe_reruns
 
     assert probe_reruns({}) == 2
     assert probe_reruns({"TORCH_MATRIX_PROBE_RERUNS": "0"}) == 0

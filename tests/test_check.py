@@ -19,11 +19,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix import check, check_cli, cli, report  # noqa: F401 - check: the module under test
-from matrix.check import EnvironmentFacts, existing_cell, existing_cell_id, existing_install
-from matrix.records import INSTALLED, ORIGIN_EXISTING
-from matrix.results import load_results
-from matrix.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from matrix import cli  # noqa: F401
+from matrix.run import check  # noqa: F401 - check: the module under test
+from matrix.cli import check as check_cli
+from matrix.report import terminal as report
+from matrix.run.check import EnvironmentFacts, existing_cell, existing_cell_id, existing_install
+from matrix.vocab.records import INSTALLED, ORIGIN_EXISTING
+from matrix.world.results import load_results
+from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
 from tests import realwheels
 from tests.factories import make_result
 from tests.synthetic_wheels import build_index, default_wheels, torch_wheel
@@ -175,7 +178,7 @@ def test_a_good_environment_is_compatible_and_reports_like_any_cell(tmp_path, in
 
     # Merged with a planned cell's result, the report and the pins read it like any other cell.
     other = tmp_path / "results" / "default"
-    from matrix.results import write_result
+    from matrix.world.results import write_result
     write_result(make_result(torch="2.2.0", torchvision="0.17.0"), other / "cells")
     assert cli.main(["report", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
@@ -227,7 +230,7 @@ def test_spec_custom_command_probes_run_in_the_environment(tmp_path, index, uv_e
 
 
 def test_a_probe_runner_that_dies_is_no_verdict_exit_3(tmp_path, index, uv_env, capsys, monkeypatch):
-    from matrix import probe_process
+    from matrix.world import probe_process
 
     package = tmp_path / "fake" / "probes"
     package.mkdir(parents=True)
@@ -335,7 +338,7 @@ def test_check_a_real_torch_2_13_cpu_environment(tmp_path, capsys):
 def test_repro_of_an_existing_environment_says_so_and_reruns_with_check():
     import dataclasses
 
-    from matrix.repro import render_bundle
+    from matrix.report.repro import render_bundle
     from tests.factories import make_probe
 
     bad = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu"},

@@ -14,11 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix import cli, environment, install_items, run_cli
-from matrix.errors import UserError
-from matrix.plan import cell_install
-from matrix.records import Cell
-from matrix.spec import DEFAULT_SPEC_PATH, find_spec, load_spec, parse_spec
+from matrix import cli
+from matrix.world import environment
+from matrix.spec import install_items
+from matrix.cli import run as run_cli
+from matrix.vocab.errors import UserError
+from matrix.plan.grid import cell_install
+from matrix.vocab.records import Cell
+from matrix.world.specfile import DEFAULT_SPEC_PATH, find_spec, load_spec, parse_spec
 from probes import pytest_outcomes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -323,8 +326,8 @@ def test_a_pytest_run_whose_tests_did_not_run_is_no_evidence_and_failed_tests_ar
     """Collection/usage errors say nothing about torch: no evidence, never incompatible."""
     from dataclasses import replace
 
-    from matrix.records import CellResult, InstallOutcome, ProbeResult
-    from matrix.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
+    from matrix.vocab.records import CellResult, InstallOutcome, ProbeResult
+    from matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
 
     cell = _cell()
     base = CellResult(cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"}))

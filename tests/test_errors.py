@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from matrix import cli
-from matrix.errors import UserError
-from matrix.plan import IndexFacts, nearest_releases, plan_cells
-from matrix.shards import parse_shard, select_shard
-from matrix.spec import parse_spec
+from matrix.vocab.errors import UserError
+from matrix.plan.grid import IndexFacts, nearest_releases, plan_cells
+from matrix.plan.shards import parse_shard, select_shard
+from matrix.world.specfile import parse_spec
 from tests.test_spec import BAD
 
 
@@ -108,7 +108,7 @@ def test_a_bad_shard_shows_how_shards_are_numbered(bad):
 
 
 def test_an_unreadable_spec_says_which_files_are_looked_for(tmp_path):
-    from matrix.spec import load_spec
+    from matrix.world.specfile import load_spec
 
     with pytest.raises(UserError) as caught:
         load_spec(tmp_path / "nope.toml", {})
@@ -162,7 +162,7 @@ def test_a_bad_plan_file_says_how_to_write_one(tmp_path, capsys, content, what):
 
 
 def test_a_bad_index_ttl_shows_a_valid_value():
-    from matrix.index import default_ttl
+    from matrix.world.index import default_ttl
 
     for raw in ("soon", "-1"):
         with pytest.raises(UserError) as caught:
@@ -171,8 +171,8 @@ def test_a_bad_index_ttl_shows_a_valid_value():
 
 
 def test_index_errors_name_their_fix(tmp_path):
-    from matrix.index import DiskCache, IndexUnavailable, PackageIndex, Source, open_index
-    from matrix.spec import IndexConfig
+    from matrix.world.index import DiskCache, IndexUnavailable, PackageIndex, Source, open_index
+    from matrix.world.specfile import IndexConfig
     from tests.test_index import make_wheel
 
     missing = open_index(IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(tmp_path / "gone"),)),
@@ -210,7 +210,7 @@ def test_index_errors_name_their_fix(tmp_path):
 
 
 def test_a_configured_interpreter_of_another_version_says_how_to_fix_the_entry(tmp_path):
-    from matrix.interpreters import find_interpreters
+    from matrix.world.interpreters import find_interpreters
     from tests.test_interpreters import stub
 
     configured = stub(tmp_path / "py" / "python", "3.10.1")
@@ -224,7 +224,7 @@ def test_a_configured_interpreter_of_another_version_says_how_to_fix_the_entry(t
 
 
 def _pins_results(tmp_path):
-    from matrix.results import write_result
+    from matrix.world.results import write_result
     from tests.pins_grids import single_bad_patch
 
     for result in single_bad_patch(with_torchvision=True):
@@ -276,7 +276,7 @@ def test_bisect_in_the_wrong_order_says_which_end_is_which(tmp_path, capsys):
 
 
 def test_run_with_another_noxfile_says_to_run_nox_directly(tmp_path):
-    from matrix.run_cli import nox_command
+    from matrix.cli.run import nox_command
 
     with pytest.raises(UserError) as caught:
         nox_command(["-f", "other.py"], [], tmp_path)

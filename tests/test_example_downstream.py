@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.results import load_results, read_result
-from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, verdict_of
+from matrix.world.results import load_results, read_result
+from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, verdict_of
 from tests.synthetic_wheels import build_index, downstream_wheels
 
 pytestmark = pytest.mark.e2e

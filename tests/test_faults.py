@@ -32,9 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix.records import PROBE_RUNNER
-from matrix.results import load_results, read_result
-from matrix.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from matrix.vocab.records import PROBE_RUNNER
+from matrix.world.results import load_results, read_result
+from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
 from tests.synthetic_wheels import build_index, torch_wheel, torchvision_wheel
 
 pytestmark = [pytest.mark.faults, pytest.mark.e2e]
@@ -242,8 +242,8 @@ def test_full_disk_during_install_is_error_never_a_pin(tmp_path):
 
 def test_partial_install_is_caught_by_the_wheels_record(tmp_path, index):
     """A venv whose torch lost a file (what an interrupted install leaves) does not verify."""
-    from matrix import environment
-    from matrix.records import INSTALLED, Cell, InstallOutcome
+    from matrix.world import environment
+    from matrix.vocab.records import INSTALLED, Cell, InstallOutcome
 
     venv = tmp_path / "venv"
     uv = environment.uv_executable()
@@ -891,8 +891,8 @@ def test_bad_shard_files_are_named_and_skipped(tmp_path, finished_run):
 
 def test_a_10000_cell_plan_is_planned_whole():
     """Correctness at scale; its speed (0.7 s on the fault table's machine) is in `nox -s bench`."""
-    from matrix.plan import IndexFacts, plan_cells
-    from matrix.spec import parse_spec
+    from matrix.plan.grid import IndexFacts, plan_cells
+    from matrix.world.specfile import parse_spec
     from tests.test_plan import Interp
 
     torch = [f"2.{i}.0" for i in range(100)]

@@ -1,4 +1,4 @@
-"""The history database (matrix/history.py), the diff (matrix/diff.py) and their commands.
+"""The history database (matrix/world/history.py), the diff (matrix/report/diff.py) and their commands.
 
 Behaviour: importing runs written as today's tool writes them (schema v1 files, merged
 results.json), idempotent imports, the diff of a history of several nights (broken, fixed,
@@ -19,15 +19,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix import diff_render
+from matrix.report import diff_render
 from matrix.cli import main as cli_main
-from matrix.diff import (CellState, ProbeState, RunRef, Snapshot, diff_snapshots, pass_rate, snapshot_of,
+from matrix.report.diff import (CellState, ProbeState, RunRef, Snapshot, diff_snapshots, pass_rate, snapshot_of,
                          streak_start)
-from matrix.errors import UserError
-from matrix.history import SCHEMA_VERSION, open_history, run_name_of, run_ref_for
-from matrix.records import FAIL, PASS, SKIP
-from matrix.results import load_results, write_merged, write_result
-from matrix.verdict import verdict_of
+from matrix.vocab.errors import UserError
+from matrix.world.history import SCHEMA_VERSION, open_history, run_name_of, run_ref_for
+from matrix.vocab.records import FAIL, PASS, SKIP
+from matrix.world.results import load_results, write_merged, write_result
+from matrix.judge.verdict import verdict_of
 from tests.factories import make_cell, make_probe, make_result
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_a_schema_1_database_migrates_and_keeps_its_runs(tmp_path):
     """A file written before the environment count existed opens, gains the column, keeps its rows."""
     import sqlite3
 
-    from matrix.history import MIGRATIONS
+    from matrix.world.history import MIGRATIONS
 
     db = tmp_path / "old.sqlite"
     connection = sqlite3.connect(db)
@@ -334,7 +334,7 @@ def test_open_history_refuses_a_directory(tmp_path):
 # ---------------------------------------------------------------------------- pins quote the history
 
 def test_exclusion_confidence_is_the_failure_rate_of_its_cells_and_probes():
-    from matrix.diff import PassRate, exclusion_confidence
+    from matrix.report.diff import PassRate, exclusion_confidence
     from matrix.pins.model import Exclusion
 
     steady = Exclusion("torch", "1.12.0", probes=("lazy_cuda_init",), cells=("a", "b"))

@@ -1,4 +1,4 @@
-"""matrix.index against local file:// indexes of tiny wheels, and its disk cache (fake HTTP)."""
+"""matrix.world.index against local file:// indexes of tiny wheels, and its disk cache (fake HTTP)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix import console
-from matrix import index as index_mod
-from matrix.errors import UserError
-from matrix.index import (
+from matrix.edges import console
+from matrix.world import index as index_mod
+from matrix.vocab.errors import UserError
+from matrix.world.index import (
     DiskCache,
     IndexUnavailable,
     PackageIndex,
@@ -19,7 +19,7 @@ from matrix.index import (
     open_index,
     parse_html_listing,
 )
-from matrix.spec import IndexConfig
+from matrix.world.specfile import IndexConfig
 
 
 def make_wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = (),

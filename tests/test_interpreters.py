@@ -1,4 +1,4 @@
-"""matrix.interpreters against fake PATH and PYENV_ROOT trees of stub executables."""
+"""matrix.world.interpreters against fake PATH and PYENV_ROOT trees of stub executables."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.errors import UserError
-from matrix.interpreters import find_interpreters
+from matrix.vocab.errors import UserError
+from matrix.world.interpreters import find_interpreters
 
 
 def stub(path: Path, version: str, exit_code: int = 0) -> Path:

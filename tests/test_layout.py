@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from matrix import layout
-from matrix.fileio import atomic_write
+from matrix.vocab import layout
+from matrix.edges.fileio import atomic_write
 
 
 def test_cell_file_lives_under_the_run_dir():

@@ -24,7 +24,7 @@ from matrix.pins import (
     suggest_pins,
     version_evidence,
 )
-from matrix.records import INSTALL_ERROR, UNSATISFIABLE
+from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_probe, make_result
 from tests.pins_grids import PAIRED_TORCHVISION, cell
 
@@ -343,7 +343,7 @@ def test_the_reason_names_a_find_links_build_so_nobody_blames_the_release():
 def _existing(result):
     import dataclasses
 
-    from matrix.records import ORIGIN_EXISTING
+    from matrix.vocab.records import ORIGIN_EXISTING
 
     cell = dataclasses.replace(result.cell, id="env-" + result.cell.id + "-host-abc123", origin=ORIGIN_EXISTING)
     return dataclasses.replace(result, cell=cell)

@@ -19,7 +19,7 @@ from packaging.specifiers import SpecifierSet
 from matrix import pins
 from matrix.pins import PYTHON, VARIANT, Atom, observe, package_axes, requirement_lines, suggest_pins
 from matrix.pins.render import render_constraints, render_json, render_requirements, render_text
-from matrix.records import INSTALL_ERROR, UNSATISFIABLE
+from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_cell, make_probe, make_result
 from tests.test_pins import grids
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from matrix.records import PROBE_STATUSES, ProbeResult
+from matrix.vocab.records import PROBE_STATUSES, ProbeResult
 from synthetic_torch import make_fake_torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -6,8 +6,11 @@ import json
 
 import pytest
 
-from matrix import cli, report, report_markdown, results
-from matrix.records import FAIL, INSTALL_ERROR, UNSATISFIABLE
+from matrix import cli
+from matrix.report import terminal as report
+from matrix.report import markdown as report_markdown
+from matrix.world import results
+from matrix.vocab.records import FAIL, INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_cell, make_probe, make_result
 
 RESOLVER_MESSAGE = ("  × No solution found when resolving dependencies:\n"
@@ -300,12 +303,12 @@ def test_cli_github_summary_appends_within_the_remaining_room(results_dir, tmp_p
 
 
 def test_cli_spec_plans_lazily_and_flags_missing(results_dir, capsys, monkeypatch):
-    import matrix.pipeline
-    import matrix.spec
+    import matrix.run.pipeline
+    import matrix.world.specfile
 
     planned = [make_cell(torch="2.5.1"), make_cell(torch="2.8.0")]
-    monkeypatch.setattr(matrix.spec, "load_spec", lambda path: f"spec:{path}")
-    monkeypatch.setattr(matrix.pipeline, "plan_for_spec",
+    monkeypatch.setattr(matrix.world.specfile, "load_spec", lambda path: f"spec:{path}")
+    monkeypatch.setattr(matrix.run.pipeline, "plan_for_spec",
                         lambda spec: planned if spec == "spec:m.toml" else [])
     code, out, _ = run_report(capsys, results_dir, "--spec", "m.toml")
     assert code == 0 and "Planned but missing (1):" in out and "t2.8.0-py3.11" in out

@@ -6,10 +6,10 @@ import re
 import xml.etree.ElementTree as ET
 
 from matrix.cli import main as cli
-from matrix.junit import render_junit
-from matrix.records import FAIL, SKIP, UNSATISFIABLE, UNSUPPORTED
-from matrix.report import counts_line, judge, plural
-from matrix.report_html import build_page, cause_text, render_html
+from matrix.report.junit import render_junit
+from matrix.vocab.records import FAIL, SKIP, UNSATISFIABLE, UNSUPPORTED
+from matrix.report.terminal import counts_line, judge, plural
+from matrix.report.html_page import build_page, cause_text, render_html
 from tests.factories import make_cell, make_probe, make_result
 
 
@@ -112,7 +112,7 @@ def test_junit_has_one_testcase_per_cell_and_probe_with_statuses_mapped():
 
 
 def test_cli_writes_html_and_junit(tmp_path, capsys):
-    from matrix.results import write_result
+    from matrix.world.results import write_result
 
     cells = tmp_path / "run" / "cells"
     for result in _grid():
@@ -131,8 +131,8 @@ def test_cli_writes_html_and_junit(tmp_path, capsys):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from matrix.report import CELL_HEADERS, cell_rows, fit_to_width, render_text  # noqa: E402
-from matrix.report_markdown import render_markdown_summary  # noqa: E402
+from matrix.report.terminal import CELL_HEADERS, cell_rows, fit_to_width, render_text  # noqa: E402
+from matrix.report.markdown import render_markdown_summary  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
@@ -167,7 +167,7 @@ def test_summary_never_cuts_a_repro():
 
 
 def test_previous_run_from_the_history_database(tmp_path, monkeypatch, capsys):
-    from matrix.results import write_result
+    from matrix.world.results import write_result
 
     monkeypatch.setenv("TORCH_MATRIX_HISTORY", str(tmp_path / "history.sqlite"))
     monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
@@ -190,7 +190,7 @@ def test_previous_run_from_the_history_database(tmp_path, monkeypatch, capsys):
 
 
 def test_rerun_lines_in_every_output_carry_the_spec(tmp_path, monkeypatch, capsys):
-    from matrix.results import write_result
+    from matrix.world.results import write_result
 
     for result in _grid():
         write_result(result, tmp_path / "run" / "cells")

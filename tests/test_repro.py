@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from matrix.cli import main as cli
-from matrix.records import FAIL, INSTALL_ERROR
-from matrix.repro import install_lines, nearest_passing, render_bundle
-from matrix.results import load_results
+from matrix.vocab.records import FAIL, INSTALL_ERROR
+from matrix.report.repro import install_lines, nearest_passing, render_bundle
+from matrix.world.results import load_results
 from tests.factories import make_probe, make_result
 
 REAL_RUN = Path(__file__).parent / "golden" / "pins" / "real_yolo_run"

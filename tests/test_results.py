@@ -12,9 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from matrix import records, results
-from matrix.errors import UserError
-from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+from matrix.vocab import records
+from matrix.world import results
+from matrix.vocab.errors import UserError
+from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_cell, make_probe, make_result
 
 
@@ -424,7 +425,7 @@ def test_a_version_1_file_loads_unchanged_and_a_cell_with_install_round_trips(tm
 
 
 def test_public_version_drops_the_local_label_and_refuses_non_versions():
-    from matrix.records import public_version
+    from matrix.vocab.records import public_version
 
     assert public_version("2.13.0+cpu") == "2.13.0"
     assert public_version("0.28.0") == "0.28.0"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix import results
-from matrix.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+from matrix.world import results
+from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_probe, make_result
 from tests.test_results import full_result
 
@@ -112,7 +112,7 @@ def test_a_changed_copy_in_the_merged_file_is_still_validated(tmp_path):
 
 def test_report_and_pins_import_neither_jsonschema_nor_tabulate_unless_needed(tmp_path):
     """Import time counts over 2,000 cells too: jsonschema only for an invalid file, tabulate for odd text."""
-    code = ("import sys, matrix.report_cli, matrix.pins_cli, matrix.results as r, matrix.report as t; "
+    code = ("import sys, matrix.cli.report, matrix.cli.pins, matrix.world.results as r, matrix.report.terminal as t; "
             "t.render_text(r.load_results(sys.argv[1]).results); "
             "print('jsonschema' in sys.modules, 'tabulate' in sys.modules)")
     loaded = _load(tmp_path, [full_result().to_json()])
@@ -141,7 +141,7 @@ def test_simple_table_is_exactly_tabulate_simple():
 
     from tabulate import tabulate
 
-    from matrix.report import _simple_table
+    from matrix.report.terminal import _simple_table
 
     rng = random.Random(6)
     used = 0
@@ -157,7 +157,7 @@ def test_simple_table_is_exactly_tabulate_simple():
 
 @pytest.mark.parametrize("odd", _NOT_NARROW)
 def test_simple_table_leaves_wide_or_multiline_text_to_tabulate(odd):
-    from matrix.report import _simple_table
+    from matrix.report.terminal import _simple_table
 
     assert _simple_table([["a", f"x{odd}"]], ["h1", "h2"]) is None
     assert _simple_table([["a", "b"]], ["h1", f"h{odd}"]) is None

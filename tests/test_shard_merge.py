@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix import report
-from matrix.results import load_results
+from matrix.report import terminal as report
+from matrix.world.results import load_results
 from tests.test_e2e import build_index, cell_ids, nox_env, run_nox, write_spec
 
 pytestmark = pytest.mark.e2e

@@ -129,9 +129,9 @@ def test_pypi_2_4_compile_without_setuptools_is_the_environments_fault_not_the_v
     # a uv venv on 3.11 has none. The probe reports what happened (torch.compile fails, the eager
     # backend works, so dynamo is fine), and the cause is the environment: no exclusion of torch
     # 2.4.1 or of Python 3.11 may follow from it, only the advice to add setuptools.
-    from matrix.causes import Cause, EnvironmentKind, attribute
-    from matrix.records import ProbeResult
-    from matrix.verdict import ENVIRONMENT, verdict_of
+    from matrix.judge.causes import Cause, EnvironmentKind, attribute
+    from matrix.vocab.records import ProbeResult
+    from matrix.judge.verdict import ENVIRONMENT, verdict_of
     from tests.factories import make_cell, make_result
 
     result = pypi_2_4["torch_compile"]

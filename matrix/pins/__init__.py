@@ -1,7 +1,7 @@
 """Suggested requirement pins from cell results: specifiers, interactions, pairs, reasons, coverage.
 
 Pure: a function of ``CellResult``s (and, for coverage, of the released versions of each
-package). Verdicts come from ``matrix.verdict`` so the report and the pins agree on what
+package). May import ``vocab``, ``judge``, ``spec`` and ``plan``. Verdicts come from ``matrix.judge.verdict`` so the report and the pins agree on what
 "good" means. Only compatible and incompatible cells are evidence; an ``error`` cell yields
 no pin, an ``unsatisfiable`` one is listed as such and never called incompatible.
 
@@ -27,9 +27,10 @@ per (axis, value), and each specifier or marker is evaluated once per distinct v
 The package, one job per module:
 
 - ``specifiers``: the specifier algebra (minimal specifiers, intersection, containment),
-  also used by ``matrix.apply``;
+  also used by ``matrix.world.apply``;
+- ``vocabulary``: what the others share: axis names, values, observations, and conditions (where a
+  pin applies, and its ``python_version`` marker);
 - ``evidence``: cell results reduced to observations (installed versions, verdict, failing probes);
-- ``conditions``: where a pin applies, and its ``python_version`` marker;
 - ``model``: exclusions, pins, answers and their requirement lines;
 - ``search``: the bit-mask grid and the search for answers;
 - ``coverage``: released versions admitted or excluded without a test;
@@ -39,7 +40,7 @@ The package, one job per module:
 
 from __future__ import annotations
 
-from .conditions import Condition
+from .vocabulary import Condition
 from .coverage import Coverage, coverage
 from .evidence import (PREFERRED_ORDER, PYTHON, VARIANT, CellNote, Observation, VersionEvidence,
                        cell_values, effective_variant, observe, package_axes, package_pins,

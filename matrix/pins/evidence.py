@@ -2,51 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..records import INSTALLED, CellResult
-from ..verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from matrix.vocab.records import INSTALLED, CellResult
+from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
 from .specifiers import _public, _value_key, build_specifiers
-
-
-PYTHON = "python"
-VARIANT = "variant"
-PREFERRED_ORDER = ("torch", "torchvision", "torchaudio")
-SUMMARY_WIDTH = 140
-
-Value = Any  # Version for packages and python, str for the variant
+from .vocabulary import PREFERRED_ORDER, PYTHON, SUMMARY_WIDTH, VARIANT, CellNote, Condition, Observation, Value
 
 
 # ----------------------------------------------------------------------------- evidence
-
-@dataclass(frozen=True)
-class Observation:
-    """One evidence cell, reduced to the versions that decide pins."""
-
-    cell_id: str
-    good: bool
-    values: Mapping[str, Value]  # axis -> public Version (packages, python) or str (variant)
-    failing: tuple[str, ...] = ()  # required probes that failed (bad cells)
-    summaries: Mapping[str, str] = field(default_factory=dict)  # probe -> one-line evidence
-
-    def value(self, axis: str) -> Value:
-        return self.values.get(axis)
-
-
-@dataclass(frozen=True)
-class CellNote:
-    """A cell that is not evidence (unsatisfiable or error), with its reason."""
-
-    cell_id: str
-    kind: str
-    reason: str
-
 
 def _one_line(text: Any, width: int = SUMMARY_WIDTH) -> str:
     line = " ".join(str(text).split())
@@ -224,7 +194,7 @@ def package_pins(observations: Sequence[Observation], axes: Sequence[str]) -> di
 
 @dataclass(frozen=True)
 class EnvironmentAdvice:
-    """Failures the environment explains (``matrix.causes``), grouped by their fix.
+    """Failures the environment explains (``matrix.judge.causes``), grouped by their fix.
 
     ``requirement`` is a positive requirement line when one fixes it (``setuptools;
     python_version < "3.12"``: only where the cells missed it); otherwise the advice says what
@@ -246,8 +216,6 @@ class EnvironmentAdvice:
 
 
 def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]:
-    from .conditions import Condition  # conditions imports this module
-
     groups: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = {}
     installed_pythons: set = set()
     # A mismatched pair is confirmed by the same torchvision passing with its own torch.
@@ -268,7 +236,7 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
             key = (str(attribution.kind), attribution.requirement,
                    attribution.advice if not attribution.requirement else "")
             groups.setdefault(key, []).append((result.cell.id, probe, python))
-    from ..counterfactual import counterfactual_of, is_counterfactual
+    from matrix.plan.counterfactual import counterfactual_of, is_counterfactual
 
     # A counterfactual confirms the fix when the probes the environment broke now pass there
     # (the cell may still fail something else, for a reason of its own).

@@ -9,7 +9,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .conditions import Condition, _marker_applies
+from .vocabulary import Condition, _marker_applies
 from .evidence import PYTHON, Observation, _axis_rank
 from .specifiers import _contains, _public, _value_key, merge_specifiers, specifier_set
 

@@ -8,11 +8,11 @@ from typing import Any, NamedTuple
 
 from packaging.version import Version
 
-from .conditions import Condition
+from .vocabulary import Condition
 from .evidence import PYTHON, VARIANT, Observation, Value, _axis_rank
 from .model import Answer, Exclusion, Pin, RequirementLine, _exclusion_key
 from .specifiers import PinPolicy, _contains, _value_key, build_specifiers
-from .conditions import _marker_applies
+from .vocabulary import _marker_applies
 
 
 # ----------------------------------------------------------------------------- search

@@ -1,13 +1,13 @@
 """The specifier algebra: minimal specifiers for good/bad versions, intersection, containment.
 
-Shared by the pins and by ``matrix.apply`` (which intersects a file's specifiers with the pins).
+Shared by the pins and by ``matrix.world.apply`` (which intersects a file's specifiers with the pins).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
-from ..records import StrEnum, public_version
+from matrix.vocab.records import StrEnum, public_version
 from typing import Any
 
 from packaging.specifiers import Specifier, SpecifierSet

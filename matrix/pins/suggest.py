@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
-from ..records import CellResult
-from ..verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
+from matrix.vocab.records import CellResult
+from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
 from .coverage import Coverage, coverage
 from .evidence import EnvironmentAdvice, environment_advice, PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
 from .model import Answer

@@ -1,0 +1,77 @@
+"""``torch-matrix check [--python PATH] [--results DIR] [--spec FILE]``: is this environment OK?
+
+Runs the standard probe suite (and the spec's custom probes, when a spec is given or found)
+in an existing interpreter, installing nothing, and writes an ordinary cell result to
+``DIR/cells/<id>.json`` (default ``$TORCH_MATRIX_RESULTS/check``, i.e. ``results/check``).
+Prints the cell's table, the probes that did not pass, each probe's status, and what could
+not be exercised here (skips such as "no CUDA device", unsupported APIs) with the reason.
+
+Exit status: 0 compatible, 1 incompatible (a finding), 2 bad input (one line and a hint),
+3 no verdict (the probe runner itself failed, or a required probe gave no result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from matrix.report import terminal as report
+from matrix.run.check import RUN_NAME, CheckOptions, check_environment
+from matrix.vocab.errors import UserError
+from matrix.vocab.layout import results_root
+from matrix.vocab.records import SKIP, UNSUPPORTED, CellResult
+from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE
+
+EXIT_COMPATIBLE = 0
+EXIT_INCOMPATIBLE = 1
+EXIT_NO_VERDICT = 3
+
+
+def exit_status(kind: str) -> int:
+    if kind == COMPATIBLE:
+        return EXIT_COMPATIBLE
+    if kind in (INCOMPATIBLE, ENVIRONMENT):  # "is my environment OK?": a broken environment is a no
+        return EXIT_INCOMPATIBLE
+    return EXIT_NO_VERDICT
+
+
+def _options(spec_path: str | None) -> CheckOptions:
+    """The spec's probe settings: --spec, else $TORCH_MATRIX_SPEC / ./matrix.toml / the built-in default."""
+    from matrix.world.specfile import load_spec
+
+    return CheckOptions.from_spec(load_spec(spec_path))
+
+
+def _results_dir(value: str | None) -> Path:
+    path = Path(value) if value else results_root() / RUN_NAME
+    if path.exists() and not path.is_dir():
+        raise UserError("exists and is not a directory", where=f"--results {path}",
+                        hint="pass a directory for the cell result, e.g. --results results/check")
+    return path
+
+
+def main(args: argparse.Namespace) -> int:
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")
+    python = os.path.abspath(args.python) if args.python else sys.executable
+    results_dir = _results_dir(args.results)
+    options = _options(args.spec)
+    result = check_environment(python, results_dir, options)
+    judged = report.judge([result])
+    found = ", ".join(f"{name} {version}" for name, version in result.install.resolved.items())
+    print(f"{result.install.message}\n{python}: Python {result.interpreter.get('version', '?')}; {found}\n")
+    sys.stdout.write(report.render_text(judged, grid=True))
+    not_run = not_run_lines(result)
+    if not_run:
+        sys.stdout.write("\nNot exercised here (skip / unsupported):\n" + "\n".join(not_run) + "\n")
+    return exit_status(judged[0].verdict.kind)
+
+
+def not_run_lines(result: CellResult) -> list[str]:
+    """``  cuda_devices  skip  no CUDA device``: what this environment could not test, and why."""
+    rows = [(p.name, p.status, report.shorten(p.message, 120)) for p in result.probes
+            if p.status in (SKIP, UNSUPPORTED)]
+    width = max((len(name) for name, _, _ in rows), default=0)
+    return [f"  {name:<{width}}  {status:<11}  {message}".rstrip() for name, status, message in rows]

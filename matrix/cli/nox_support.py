@@ -1,0 +1,390 @@
+"""What ``noxfile.py`` does, kept here so the noxfile stays a thin list of sessions.
+
+Exit status of ``nox -s matrix`` (a deliberate choice):
+
+- a cell session **fails** only when the cell produced no evidence because of trouble
+  (install ``error`` after retries, a probe runner that died, a missing interpreter
+  when ``CI`` is set). These are what a nightly job must go red on;
+- an ``incompatible`` cell is a *finding*, not a failure of the run: the session
+  succeeds with a loud ``INCOMPATIBLE`` line, and the table shows it. Gate on findings
+  with the report (``torch-matrix report`` / pins), not with nox's exit code;
+- an ``unsatisfiable`` cell (no wheel, no pairing, resolver says no) succeeds with a
+  loud line too: it is a fact about the matrix, not trouble.
+
+Resume: a cell whose result file is complete for the same fingerprint (cell + index
+configuration, as ``torch-matrix plan --json`` prints it) is skipped with
+``session.skip``; ``TORCH_MATRIX_REDO=1`` or ``nox -s matrix -- --redo`` reruns it. Each
+cell's file is written the moment the cell ends, so Ctrl-C loses only the cell that
+was running.
+
+Parallel: ``nox -j N -s matrix report`` runs cells concurrently (``allow_parallel=True``;
+each cell has its own venv, uv's cache is safe to share). ``session.notify`` is not
+allowed under ``--parallel``, so there the report must be named on the command line;
+it is ``allow_parallel=False``, so nox starts it only when no cell is running, i.e. last.
+With ``TORCH_MATRIX_GPUS=0,1,...`` each running cell holds one device (a lock file per
+device under the results root) and sees only it through ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from matrix.edges import console
+from matrix.vocab import layout
+from matrix.vocab.errors import UserError
+from matrix.vocab.layout import (
+    BACKOFF_ENV,
+    DEFAULT_RESULTS,
+    GPUS_ENV,
+    GRACE_ENV,
+    MATRIX_SESSION,
+    REDO_ENV,
+    REPORT_SESSION,
+    SHARD_ENV,
+    results_root,
+)
+from matrix.vocab.records import Cell
+
+if TYPE_CHECKING:
+    from matrix.run.cellrun import CellSettings
+    from matrix.world.specfile import Spec
+
+
+@dataclass
+class MatrixPlan:
+    """The cells this nox invocation offers, and what running them needs."""
+
+    spec: Spec | None = None  # None when planning was not needed
+    cells: list[Cell] = field(default_factory=list)  # after the shard filter
+    interpreters: dict[str, str] = field(default_factory=dict)  # "3.11" -> absolute path
+    missing_pythons: list[str] = field(default_factory=list)
+    results_root: Path = Path(DEFAULT_RESULTS)
+    suite: str = ""  # probesuite.suite_digest(spec): the probes' code is part of each fingerprint
+
+    @property
+    def run_dir(self) -> Path:
+        return layout.run_dir(self.results_root, self.spec.name if self.spec is not None else None)
+
+    @property
+    def cells_dir(self) -> Path:
+        return layout.cells_dir(self.run_dir)
+
+    def fingerprint(self, cell: Cell) -> str:
+        """Same as ``torch-matrix plan --json`` prints, so CI shards and resume agree."""
+        return cell.fingerprint(self.spec.index.to_json(), self.suite)
+
+    def interpreter_for(self, cell: Cell) -> str:
+        """An absolute interpreter path; ours when the cell's Python is missing (see module doc)."""
+        return self.interpreters.get(cell.python) or sys.executable
+
+    def cell(self, cell_id: str) -> Cell:
+        for cell in self.cells:
+            if cell.id == cell_id:
+                return cell
+        raise KeyError(cell_id)
+
+    def has_interpreter(self, cell: Cell) -> bool:
+        return cell.python in self.interpreters
+
+
+def wants_matrix(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
+    """False only when the command line clearly selects sessions other than the matrix.
+
+    ``nox -s report`` (a CI merge job, say) should not need the index just to be listed.
+    Anything we cannot read for sure (``-l``, ``-k``, ``-t``, no ``-s``) plans.
+    """
+    names: list[str] = []
+    collecting = False
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg in ("-s", "-e", "--session", "--sessions"):
+            collecting = True  # nox allows ``-s a b``: every following non-option token
+        elif arg.startswith(("--session=", "--sessions=")):
+            names.append(arg.split("=", 1)[1])
+            collecting = False
+        elif arg.startswith("-"):
+            collecting = False
+        elif collecting:
+            names.append(arg)
+    if not names and environ.get("NOXSESSION"):
+        names = environ["NOXSESSION"].split(",")
+    if not names:
+        return True
+    return any(n.strip().startswith(MATRIX_SESSION) for name in names for n in name.split(","))
+
+
+LISTING_FLAGS = ("-l", "--list", "--list-sessions", "--usage", "-h", "--help", "--version")
+
+
+def lock_run(plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> None:
+    """Hold this run's results directory and nox env dir (``matrix.edges.locks``); listing locks nothing."""
+    from matrix.edges import locks
+
+    args = list(argv[:argv.index("--")] if "--" in argv else argv)
+    if any(arg in LISTING_FLAGS for arg in args):
+        return
+    envdir = ".nox"
+    for i, arg in enumerate(args):
+        if arg == "--envdir" and i + 1 < len(args):
+            envdir = args[i + 1]
+        elif arg.startswith("--envdir="):
+            envdir = arg.split("=", 1)[1]
+    locks.hold(plan.run_dir, "results directory", environ)
+    locks.hold(Path(envdir).absolute(), "nox env dir (--envdir)", environ)
+
+
+def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> MatrixPlan:
+    """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard)."""
+    from matrix.world.specfile import load_spec
+
+    spec = load_spec(None, environ)
+    root = results_root(environ)
+    if not plan:
+        return MatrixPlan(spec=spec, results_root=root)
+    from matrix.run.pipeline import plan_spec, shard_cells
+
+    planned = plan_spec(spec, environ)
+    if not planned.cells:
+        raise UserError("the spec plans no cells: nothing would be tested", where=spec.path,
+                        hint="its [[exclude]] rules (or version selections) remove every cell; "
+                             "loosen them, and check with `torch-matrix plan`")
+    interpreters: dict[str, str] = {}
+    missing: list[str] = []
+    for name, interpreter in planned.interpreters.items():
+        if interpreter is None:
+            missing.append(name)
+        else:
+            interpreters[interpreter.minor] = os.path.abspath(interpreter.path)
+    seconds_from_env(environ, GRACE_ENV, 60.0)  # bad values fail here, before any cell runs
+    seconds_from_env(environ, BACKOFF_ENV, 3.0)
+    cells = shard_cells(planned.cells, environ.get(SHARD_ENV, ""), SHARD_ENV)
+    from matrix.world.probesuite import suite_digest
+
+    return MatrixPlan(spec=spec, cells=cells, interpreters=interpreters, missing_pythons=missing,
+                      results_root=root, suite=suite_digest(spec))
+
+
+def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> None:
+    """Say once, at load time, which Pythons are missing and what that means here."""
+    from matrix.world.specfile import INTERPRETER_SEARCH
+
+    for version in plan.missing_pythons:
+        consequence = ("an error (CI is set)" if environ.get("CI")
+                       else "recorded as unsatisfiable")
+        console.warn(f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH});"
+                     f" its cells are {consequence}")
+
+
+def params(plan: MatrixPlan) -> list[tuple[str, str, list[str]]]:
+    """(interpreter, cell id, tags) for each cell, in plan order.
+
+    The session parameter is the id, not the Cell: nox serialises parameters into
+    ``--report`` files, ``nox -l --json`` and its ``--parallel`` workers, as JSON.
+    """
+    return [(plan.interpreter_for(cell), cell.id, list(cell.tags)) for cell in plan.cells]
+
+
+def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(REDO_ENV, "") not in ("", "0") or "--redo" in posargs
+
+
+def is_complete(plan: MatrixPlan, cell: Cell) -> bool:
+    """Resume check: a complete result for the same fingerprint (``verdict.is_complete``)."""
+    from matrix.world.results import has_complete_result
+
+    return has_complete_result(plan.cells_dir, cell, plan.fingerprint(cell))
+
+
+@contextlib.contextmanager
+def claim_gpu(devices: Sequence[str], lock_dir: Path, position: int = 0) -> Iterator[str | None]:
+    """Hold one of ``devices`` for the duration (an flock per device); None when none are listed."""
+    if not devices:
+        yield None
+        return
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        for device in devices:
+            handle = stack.enter_context(open(lock_dir / f"gpu-{device}.lock", "w"))
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            yield device
+            return
+        # All busy: wait for one, spreading waiters over the devices.
+        device = devices[position % len(devices)]
+        with open(lock_dir / f"gpu-{device}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield device
+
+
+def gpu_list(environ: Mapping[str, str] = os.environ) -> list[str]:
+    return [d.strip() for d in environ.get(GPUS_ENV, "").split(",") if d.strip()]
+
+
+def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
+                    environ: Mapping[str, str] = os.environ) -> None:
+    """The body of one ``matrix(<cell-id>)`` session."""
+    from matrix.run.cellrun import CellSettings, run_cell
+    from matrix.world.specfile import project_dir
+    from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+
+    if not getattr(session, "parallel", False):
+        with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
+            session.notify(REPORT_SESSION)
+    if not redo_requested(session.posargs, environ) and is_complete(plan, cell):
+        session.skip(f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
+                     f"({REDO_ENV}=1 or `-- --redo` reruns it)")
+    if not plan.has_interpreter(cell) and environ.get("CI"):
+        session.error(f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
+                      "install it or drop it from the spec")
+    position = plan.cells.index(cell) + 1 if cell in plan.cells else 0
+    venv = Path(session.virtualenv.location)
+    warn_if_uv_cannot_hardlink(session, venv.parent, environ)
+    settings = CellSettings(
+        cells_dir=plan.cells_dir, work_dir=venv / "torch-matrix", index_config=plan.spec.index,
+        fingerprint=plan.fingerprint(cell), probe_dirs=tuple(plan.spec.probes.dirs),
+        probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
+        probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
+        retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
+        position=position, total=len(plan.cells), project_dir=project_dir(plan.spec),
+        probe_reruns=probe_reruns(environ))
+    venv_python = str(venv / "bin" / "python")
+    with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
+        if device is not None:
+            settings = _with_env(settings, {"CUDA_VISIBLE_DEVICES": device})
+            session.log(f"{cell.id}: using GPU {device}")
+        try:
+            result = run_cell(cell, venv_python, settings)
+            run_counterfactuals(session, plan, result, venv_python, settings, environ)
+        except UserError as error:
+            session.error(error.render())
+    verdict = verdict_of(result)
+    reason = verdict.reason.strip()
+    if verdict.kind == NO_EVIDENCE:
+        session.error(f"{cell.id}: ERROR (no evidence): {reason}")
+    if verdict.kind == INCOMPATIBLE:
+        session.warn(f"{cell.id}: INCOMPATIBLE: {reason}")
+    elif verdict.kind == ENVIRONMENT:
+        session.warn(f"{cell.id}: ENVIRONMENT (advice, not a version finding): {reason}")
+    elif verdict.kind == COMPATIBLE:
+        session.log(f"{cell.id}: compatible")
+    else:
+        session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+
+
+def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A finite, non-negative number of seconds from ``name``, else ``default``."""
+    import math
+
+    text = environ.get(name, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"expected a number of seconds >= 0, got {text!r}", where=name,
+                        hint=f"unset it for the default ({default:g} s), or e.g. {name}={default:g}")
+    return value
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (``docker stop``, a cancelled CI job) unwinds like Ctrl-C, so a running cell kills
+    its probe runner and everything it started instead of leaving them to init."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+RERUNS_ENV = "TORCH_MATRIX_PROBE_RERUNS"
+DEFAULT_RERUNS = 2
+
+
+def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
+    """How many more times a failing or crashing probe runs (``0``: never); default 2."""
+    raw = environ.get(RERUNS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RERUNS
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return DEFAULT_RERUNS
+
+
+def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python: str, settings: Any,
+                        environ: Mapping[str, str] = os.environ) -> list[Any]:
+    """Run the cells that isolate the blame for ``result`` (``matrix.plan.counterfactual``) in the
+    same venv, one requirement added; each writes its own result file. Bounded by the cap."""
+    import dataclasses
+
+    from matrix.run.cellrun import run_cell
+    from matrix.plan.counterfactual import COUNTERFACTUALS_ENV, cap_from, is_counterfactual, plan_counterfactuals, within_cap
+    from matrix.judge.verdict import verdict_of
+
+    planned = plan_counterfactuals(result)
+    if not planned:
+        return []
+    cap = cap_from(environ)
+    mine = {c.id for c in planned}
+    already = sum(1 for path in Path(plan.cells_dir).glob("*.json")
+                  if is_counterfactual(path.stem) and path.stem not in mine)
+    run_now, dropped = within_cap(planned, already, cap)
+    session.log(f"{result.cell.id}: counterfactual: {len(run_now)} cell(s) to isolate the blame "
+                f"(cap {cap} per run, {already} used; {COUNTERFACTUALS_ENV}=0 switches them off)"
+                + (f"; {dropped} dropped by the cap" if dropped else ""))
+    results = []
+    for cf in run_now:
+        cf_settings = dataclasses.replace(settings, fingerprint=plan.fingerprint(cf))
+        cf_result = run_cell(cf, venv_python, cf_settings)
+        session.log(f"{cf.id}: counterfactual verdict: {verdict_of(cf_result).kind}")
+        results.append(cf_result)
+    return results
+
+
+_LINK_CHECKED: list[bool] = []
+
+
+def warn_if_uv_cannot_hardlink(session: Any, venvs_dir: Path,
+                               environ: Mapping[str, str] = os.environ) -> str | None:
+    """Once per run: a uv cache on another filesystem turns every cell into a full copy of torch."""
+    if _LINK_CHECKED:
+        return None
+    _LINK_CHECKED.append(True)
+    from matrix.world.environment import link_mode_warning, uv_cache_dir
+
+    warning = link_mode_warning(uv_cache_dir(environ), venvs_dir, environ)
+    if warning:
+        session.warn(f"torch-matrix: warning: {warning}")
+    return warning
+
+
+def _with_env(settings: CellSettings, extra: Mapping[str, str]) -> CellSettings:
+    import dataclasses
+
+    return dataclasses.replace(settings, env={**settings.env, **extra})
+
+
+def fail_cleanly(error: UserError) -> None:
+    """The error line (and its hint), exit 2, no nox traceback."""
+    console.error(error)
+    raise SystemExit(2)
+
+
+def run_dir_for_session(environ: Mapping[str, str] = os.environ) -> Path:
+    """``results/<run>`` for the report and pins sessions: needs only the spec's name."""
+    try:
+        return load_plan(environ, plan=False).run_dir
+    except UserError as error:
+        fail_cleanly(error)
+        raise  # unreachable

@@ -1,0 +1,123 @@
+"""``torch-matrix pins RESULTS_DIR [--out DIR] [--apply FILE [--dry-run]] [--no-coverage]``.
+
+Loads cell results, derives the suggestion (``matrix.pins``), prints it, writes
+constraints.txt, requirements-pins.txt and pins.json, and optionally updates a
+downstream requirements file. Coverage needs the released versions from the package
+index; offline or with ``--no-coverage`` the suggestion says coverage is unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from matrix.world.apply import apply_pins
+from matrix.vocab.errors import UserError
+from matrix.edges.fileio import atomic_write, cyclic_gc_paused
+from matrix.vocab.layout import PINS_DIR
+from matrix.pins import PYTHON, PinPolicy, package_axes, requirement_lines, suggest_pins
+from matrix.pins.render import (
+    CONSTRAINTS_NAME,
+    JSON_NAME,
+    REQUIREMENTS_NAME,
+    render_constraints,
+    render_json,
+    render_requirements,
+    render_text,
+)
+from matrix.world.results import NO_RESULTS_HINT, load_results
+
+
+def released_versions(packages: Sequence[str], spec_path: str | None = None) -> Mapping[str, list[str]] | None:
+    """Released versions per package from the spec's index, or None when unavailable."""
+    try:
+        from matrix.world.index import open_index
+        from matrix.world.specfile import load_spec
+
+        index = open_index(load_spec(spec_path).index)
+        return {package: [str(v) for v in index.versions(package)] for package in packages}
+    except Exception as error:  # noqa: BLE001 - offline, no index module, bad spec: coverage unknown
+        print(f"torch-matrix pins: coverage unknown (cannot list released versions: "
+              f"{' '.join(str(error).split())[:160]})", file=sys.stderr)
+        return None
+
+
+def write_outputs(suggestion, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in ((CONSTRAINTS_NAME, render_constraints(suggestion)),
+                       (REQUIREMENTS_NAME, render_requirements(suggestion)),
+                       (JSON_NAME, render_json(suggestion))):
+        path = out_dir / name
+        atomic_write(path, text)
+        written.append(path)
+    return written
+
+
+def history_confidence(suggestion, args: argparse.Namespace) -> str:
+    """The pass rate of each excluded version's failing cells+probes over the last nights (additive:
+    the pins themselves do not change; ``matrix.report.diff.exclusion_confidence`` is the pure part)."""
+    from matrix.report.diff import exclusion_confidence
+    from matrix.world.history import db_path, open_history, run_name_of
+
+    exclusions = [exclusion for line in requirement_lines(suggestion.recommended) for exclusion in line.exclusions]
+    window = getattr(args, "last", 30) or 30
+    with open_history(db_path(args.history or None), create=False) as history:
+        spec = run_name_of(Path(args.results_dir))
+        if spec not in history.specs():
+            return f"\nHistory: no runs of {spec!r} in {history.path} (specs: {', '.join(history.specs()) or 'none'})\n"
+        rates = history.pass_rates(spec, window)
+        where = history.path
+    lines = exclusion_confidence(exclusions, rates)
+    out = ["", f"History over the last {window} night(s) of {spec!r} ({where}):"]
+    out += [f"  {label}: {text}" for label, text in lines] or ["  no excluded version has history yet"]
+    return "\n".join(out) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    with cyclic_gc_paused():  # the loaded results live until the end: rescanning them is waste
+        return _pins(args)
+
+
+def _pins(args: argparse.Namespace) -> int:
+    loaded = load_results(args.results_dir)
+    for problem in loaded.problems:
+        print(f"torch-matrix pins: skipped: {problem}", file=sys.stderr)
+    if not loaded.results:
+        raise UserError("no cell results found", str(args.results_dir), hint=NO_RESULTS_HINT)
+    released = None
+    if not getattr(args, "no_coverage", False):
+        released = released_versions(package_axes(loaded.results), getattr(args, "spec", None))
+    policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.ADMIT_UNTESTED)
+    suggestion = suggest_pins(loaded.results, released, policy)
+    sys.stdout.write(render_text(suggestion))
+    if getattr(args, "history", None) is not None:
+        sys.stdout.write(history_confidence(suggestion, args))
+    out_dir = Path(args.out) if args.out else Path(args.results_dir) / PINS_DIR
+    if not (args.apply and args.dry_run):
+        try:
+            sys.stdout.flush()
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for path in write_outputs(suggestion, out_dir):
+                print(f"wrote {path}")
+        except OSError as error:
+            raise UserError(f"cannot write the pins: {error.strerror or error}",
+                            where=str(error.filename or out_dir),
+                            hint="free some space or fix the permissions, or write them elsewhere "
+                                 "with --out DIR") from None
+    if args.apply:
+        result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
+        if result.changed:
+            sys.stdout.write(result.diff())
+        print(f"{args.apply}: " + ("no change needed" if not result.changed
+                                   else "would change (dry run, nothing written)" if args.dry_run
+                                   else f"updated ({len(result.changes)} requirement(s))"))
+        for note in result.notes:
+            print(f"note: {note}")
+        advice = ",".join(spec for pin in suggestion.recommended.pins_for(PYTHON) if pin.condition is None
+                          for spec in pin.specifiers)
+        if advice:
+            print(f"note: Requires-Python advice {advice} is not applied; update requires-python yourself")
+    return 0

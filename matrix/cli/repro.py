@@ -1,0 +1,49 @@
+"""``torch-matrix repro CELL [PROBE] [--results DIR] [--spec FILE] [--out FILE]``: an issue-ready bundle.
+
+Loads the run's results (validated, like the report), picks the cell and the probe (default: the first
+failing required probe) and prints the Markdown from ``matrix.report.repro`` (or writes it to ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from pathlib import Path
+
+from matrix.vocab.errors import UserError
+from matrix.edges.fileio import atomic_write
+from matrix.vocab.layout import SPEC_ENV
+from matrix.report.repro import chosen_probe, render_bundle
+from matrix.world.results import load_results
+
+
+def main(args: argparse.Namespace) -> int:
+    results_dir = Path(args.results)
+    loaded = load_results(results_dir)
+    for problem in loaded.problems:
+        print(f"torch-matrix: warning: {problem}", file=sys.stderr)
+    by_id = {result.cell.id: result for result in loaded.results}
+    result = by_id.get(args.cell)
+    if result is None:
+        close = difflib.get_close_matches(args.cell, list(by_id), n=3, cutoff=0.5)
+        hint = ("did you mean " + ", ".join(close) + "?") if close else \
+            (f"cells here: {', '.join(sorted(by_id)[:6])}{' ...' if len(by_id) > 6 else ''}" if by_id
+             else "run the matrix first (nox -s matrix), or pass --results DIR")
+        raise UserError(f"no result for cell {args.cell!r}", str(results_dir), hint=hint)
+    if args.probe and result.probe(args.probe) is None:
+        names = ", ".join(probe.name for probe in result.probes) or "none (the cell was not installed)"
+        raise UserError(f"cell {args.cell} has no result for probe {args.probe!r}", str(results_dir),
+                        hint=f"its probes: {names}")
+    spec = args.spec or os.environ.get(SPEC_ENV) or None
+    if chosen_probe(result, args.probe) is None and not args.probe:
+        print(f"torch-matrix: note: every probe of {args.cell} passed; the bundle describes the cell",
+              file=sys.stderr)
+    text = render_bundle(result, loaded.results, args.probe, spec_path=spec)
+    if args.out:
+        atomic_write(Path(args.out), text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

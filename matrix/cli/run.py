@@ -1,0 +1,75 @@
+"""``torch-matrix run [--spec FILE] [--results DIR] [nox options] [-- posargs]``.
+
+Runs the matrix for the spec found from the current directory (``--spec``,
+``$TORCH_MATRIX_SPEC``, ``./matrix.toml``, ``[tool.torch-matrix]`` in ``./pyproject.toml``,
+the built-in default) with the noxfile that ships with the package (matrix/noxfile.py),
+so a downstream repository needs no noxfile. nox's selection and parallel options
+(``-s``, ``-t``, ``-k``, ``-j``, ``-l``, ``-x``, ...) and ``--`` pass through unchanged.
+Results go to ``./results`` (or ``$TORCH_MATRIX_RESULTS`` / ``--results``), venvs to
+``./.nox`` (or ``--envdir``): under the current directory, never inside the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from matrix.edges import proc
+from matrix.vocab.errors import UserError
+from matrix.vocab.layout import RESULTS_ENV, SPEC_ENV
+from matrix.world.specfile import find_spec
+
+NOXFILE = Path(__file__).resolve().parent.parent / "noxfile.py"
+OWN_NOXFILE_OPTIONS = ("-f", "--noxfile", "--noxfile=")
+
+
+def nox_command(nox_args: Sequence[str], posargs: Sequence[str], cwd: Path) -> list[str]:
+    """The nox command line (pure): the shipped noxfile, venvs under ``cwd`` unless asked otherwise."""
+    for arg in nox_args:
+        if arg in OWN_NOXFILE_OPTIONS[:2] or arg.startswith(OWN_NOXFILE_OPTIONS[2]):
+            raise UserError("torch-matrix run uses the noxfile that ships with it", where=arg,
+                            hint="run `nox -f FILE` yourself to use another one")
+    command = [sys.executable, "-m", "nox", "--noxfile", str(NOXFILE)]
+    if not any(arg == "--envdir" or arg.startswith("--envdir=") for arg in nox_args):
+        command += ["--envdir", str(cwd / ".nox")]
+    command += list(nox_args)
+    if posargs:
+        command += ["--", *posargs]
+    return command
+
+
+def run_environment(spec: str | None, results: str | None, cwd: Path,
+                    environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """nox runs from the noxfile's directory, so the spec and results are made absolute here."""
+    env = dict(environ)
+    source = find_spec(spec, environ, str(cwd))
+    path = source.path if source.path.is_absolute() else cwd / source.path
+    if not path.is_file():
+        raise UserError("no such spec file", where=str(path),
+                        hint="pass an existing file with --spec (or $TORCH_MATRIX_SPEC)")
+    env[SPEC_ENV] = str(path)
+    root = Path(results or environ.get(RESULTS_ENV) or "results")
+    env[RESULTS_ENV] = str(root if root.is_absolute() else cwd / root)
+    return env
+
+
+def split_posargs(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    argv = list(argv)
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], argv[index + 1:]
+    return argv, []
+
+
+def main(args: argparse.Namespace) -> int:
+    cwd = Path.cwd()
+    env = run_environment(args.spec, args.results, cwd)
+    command = nox_command(args.nox_args, args.posargs, cwd)
+    print(f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr)
+    try:
+        return proc.call(command, env=env, cwd=cwd)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,4 @@
+"""Planning: spec + index facts + interpreters -> cells (`grid`), cells -> CI shards (`shards`), the cell that
+isolates a failure's blame (`counterfactual`), the next version to try (`bisection`). Pure; may import
+`vocab`, `judge`, `spec`.
+"""

@@ -1,0 +1,109 @@
+"""Counterfactual cells: before a failure is blamed, run the cell that isolates the blame.
+
+Pure planning: a function of one finished ``CellResult`` and its verdict. The cells it returns
+are ordinary ``Cell``s (same axes, same probes, one requirement more), run by the ordinary
+cell machinery right after the cell they test (``matrix.cli.nox_support``), with their own result
+files. Their results are evidence like any other cell's:
+
+- an environment failure ``No module named 'setuptools'`` (``matrix.judge.causes``) plans the same
+  cell with ``setuptools`` added. If it passes, the versions work once the environment is
+  fixed, and the advice is confirmed (the pins report names the passing cell);
+- torch and torchvision from different builds (``mismatched-build``: e.g. a ``+cpu`` torch from a
+  find-links directory next to PyPI's torchvision) plans the same cell with that build excluded
+  (``torch!=2.13.0+cpu``), so the resolver takes the build the companion was made with. If it
+  passes, the release works and only the pairing of builds was wrong;
+- a version exclusion is confirmed from the grid itself: the pins name a passing cell that
+  differs only on the blamed axis (``matrix.pins.search``), or mark the exclusion unconfirmed.
+
+Bounded: at most ``cap`` counterfactual cells per run (``TORCH_MATRIX_COUNTERFACTUALS``,
+default 8; ``0`` switches them off), printed when a run plans one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+from matrix.judge.causes import EnvironmentKind
+from matrix.vocab.records import Cell, CellResult
+from matrix.judge.verdict import verdict_of
+
+COUNTERFACTUALS_ENV = "TORCH_MATRIX_COUNTERFACTUALS"
+DEFAULT_CAP = 8
+TAG = "counterfactual"
+_SEPARATOR = "-cf-"
+
+
+def cap_from(environ: Mapping[str, str] = os.environ) -> int:
+    """The most counterfactual cells a run may add (``0``: off). A bad value is the default."""
+    raw = environ.get(COUNTERFACTUALS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CAP
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return DEFAULT_CAP
+
+
+def is_counterfactual(cell_id: str) -> bool:
+    return _SEPARATOR in cell_id
+
+
+def counterfactual_of(cell_id: str) -> str:
+    """The id of the cell a counterfactual tests (the id itself for an ordinary cell)."""
+    return cell_id.split(_SEPARATOR, 1)[0]
+
+
+def _token(requirement: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._]+", "_", requirement).strip("_")
+
+
+def plan_counterfactuals(result: CellResult) -> list[Cell]:
+    """The cells that would isolate the blame for ``result``'s failure (none when it passed,
+    or when the cell is itself a counterfactual)."""
+    cell = result.cell
+    if is_counterfactual(cell.id):
+        return []
+    verdict = verdict_of(result)
+    added: list[tuple[str, str]] = []  # (id suffix, requirement)
+    for attribution in verdict.environment.values():
+        if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:
+            step = (f"with-{_token(attribution.requirement)}", attribution.requirement)
+        elif attribution.kind == EnvironmentKind.MISMATCHED_BUILD:
+            step = _matched_build(result.install.resolved)
+        else:
+            continue
+        if step is not None and step not in added:
+            added.append(step)
+    cells = []
+    for suffix, requirement in added:
+        cells.append(Cell(
+            id=f"{cell.id}{_SEPARATOR}{suffix}",
+            axes=dict(cell.axes),
+            requirements=(*cell.requirements, requirement),
+            probes=cell.probes, required_probes=cell.required_probes,
+            tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
+            policy=dict(cell.policy)))
+    return cells
+
+
+def _matched_build(resolved: Mapping[str, str]) -> tuple[str, str] | None:
+    """The requirement that keeps the odd build out: the package whose local label
+    (``+cpu``, ``+cu121``) its companion lacks or does not share, excluded exactly."""
+    torch, vision = resolved.get("torch", ""), resolved.get("torchvision", "")
+    torch_label, vision_label = _label(torch), _label(vision)
+    if torch_label == vision_label:
+        return None
+    name, version = ("torch", torch) if torch_label else ("torchvision", vision)
+    return "matched-build", f"{name}!={version}"
+
+
+def _label(version: str) -> str:
+    return version.split("+", 1)[1] if "+" in version else ""
+
+
+def within_cap(planned: Sequence[Cell], already: int, cap: int) -> tuple[list[Cell], int]:
+    """The planned cells that fit under ``cap`` given ``already`` run, and how many were dropped."""
+    room = max(0, cap - already)
+    return list(planned[:room]), max(0, len(planned) - room)

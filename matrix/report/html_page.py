@@ -1,0 +1,271 @@
+"""The HTML heatmap: one self-contained file (inline CSS and JS, nothing fetched), rendered with Jinja2.
+
+Pure: ``render_html(judged, ...)`` is a function of judged results (and, optionally, the verdicts of a
+previous run, to highlight what changed). Rows are torch (and torchvision) versions, columns the
+variant / Python / extras combinations; each slot links to the cell's probes with status, message,
+observed vs expected, evidence, cause (when a probe result carries one) and repro.
+The template is package data: ``matrix/report/templates/report.html.j2``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from matrix.judge.causes import Cause, attribute
+from matrix.vocab.records import INSTALLED, PASS, SKIP, Cell
+from matrix.report.terminal import (
+    MISSING,
+    TEXT_SYMBOLS,
+    Judged,
+    _variant_key,
+    _version_key,
+    cell_repro,
+    count_verdicts,
+    extras_of,
+    extras_text,
+    format_seconds,
+    installed_text,
+    judge,
+    plural,
+)
+from matrix.judge.verdict import (
+    COMPATIBLE,
+    ENVIRONMENT,
+    INCOMPATIBLE,
+    NO_EVIDENCE,
+    NOT_INSTALLABLE,
+    VERDICTS,
+    probe_counts_as_failure,
+)
+
+TEMPLATE = "report.html.j2"
+EVIDENCE_CHARS = 4000  # per probe; the full evidence stays in results.json
+VERDICT_LABELS = {COMPATIBLE: "compatible", INCOMPATIBLE: "incompatible", NOT_INSTALLABLE: "unsatisfiable",
+                  NO_EVIDENCE: "error (no evidence)", ENVIRONMENT: "environment",
+                  MISSING: "planned but missing"}
+VERDICT_HELP = {COMPATIBLE: "every required probe passed",
+                INCOMPATIBLE: "a required probe failed: a finding",
+                NOT_INSTALLABLE: "no wheel / resolver said no: not a finding",
+                NO_EVIDENCE: "install or probe-runner trouble: no evidence either way",
+                ENVIRONMENT: "the environment explains the failure (advice, no pin)",
+                MISSING: "planned, no result file"}
+NEW = "new"  # a cell the previous run did not have
+
+
+@dataclass(frozen=True)
+class ProbeView:
+    name: str
+    status: str
+    counts: bool  # counts as a failure under the cell's policy
+    required: bool
+    message: str
+    observed_expected: str
+    evidence: str
+    cause: str
+    traceback: str
+    repro: str
+    duration: str
+
+
+@dataclass(frozen=True)
+class CellView:
+    id: str
+    verdict: str
+    symbol: str
+    reason: str
+    failing: tuple[str, ...]
+    installed: str
+    time: str
+    install_status: str
+    install_message: str
+    install_command: str
+    rerun: str
+    probes: tuple[ProbeView, ...]
+    statuses: str  # JSON {probe: status}, for the probe filter
+    change: str = ""  # "", "new", or the previous verdict
+    requirements: str = ""
+    extras: str = ""
+
+
+@dataclass(frozen=True)
+class Column:
+    key: tuple
+    label: str
+    sub: str
+
+
+@dataclass(frozen=True)
+class Row:
+    torch: str
+    torchvision: str
+    slots: tuple[tuple[CellView, ...], ...]
+
+
+@dataclass
+class Page:
+    title: str
+    counts: list[tuple[str, str, int]]  # (kind, symbol, count)
+    total: int
+    columns: list[Column]
+    column_groups: list[tuple[str, int]]  # (variant label, span)
+    rows: list[Row]
+    with_torchvision: bool
+    cells: list[CellView]
+    probe_names: list[str]
+    legend: list[tuple[str, str, str, str]]  # (kind, symbol, label, help)
+    previous: str | None
+    changes: list[CellView] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    generated: str = ""
+
+
+def _json_text(value: Any, limit: int = EVIDENCE_CHARS) -> str:
+    if value is None or value == {} or value == "":
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters in results.json)"
+
+
+def cause_text(result: Any, probe: Any) -> str:
+    """Why a probe that did not pass did not (``matrix.judge.causes``): version / environment / infrastructure,
+    with its kind and advice; "" for a pass or a skip."""
+    if probe.status in (PASS, SKIP):
+        return ""
+    attribution = attribute(result, probe)
+    text = str(attribution.cause)
+    if attribution.kind:
+        text += f" ({attribution.kind})"
+    if attribution.advice:
+        text += f": {attribution.advice}"
+    elif attribution.cause == Cause.VERSION:
+        text += ": nothing in the environment explains it; a finding about these versions"
+    return text
+
+
+def _probe_view(result: Any, probe: Any, cell: Cell, required: set[str]) -> ProbeView:
+    observed_expected = ""
+    if probe.observed is not None or probe.expected is not None:
+        observed_expected = f"observed: {_json_text(probe.observed, 1000) or 'None'}\n" \
+                            f"expected: {_json_text(probe.expected, 1000) or 'None'}"
+    return ProbeView(
+        name=probe.name, status=probe.status,
+        counts=probe_counts_as_failure(probe.status, dict(cell.policy)),
+        required=probe.name in required, message=probe.message, observed_expected=observed_expected,
+        evidence=_json_text(dict(probe.evidence)) if probe.evidence else "", cause=cause_text(result, probe),
+        traceback=probe.traceback, repro=probe.repro, duration=format_seconds(probe.duration_s))
+
+
+def cell_view(item: Judged, change: str = "", spec: str | None = None) -> CellView:
+    result, cell, verdict = item.result, item.cell, item.verdict
+    required = set(cell.required_probes or [p.name for p in result.probes])
+    probes = tuple(_probe_view(result, probe, cell, required) for probe in result.probes)
+    rerun = cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT) else ""
+    return CellView(
+        id=cell.id, verdict=verdict.kind, symbol=TEXT_SYMBOLS[verdict.kind], reason=verdict.reason,
+        failing=verdict.failing, installed=installed_text(result),
+        time=format_seconds(result.timings.get("total")), install_status=result.install.status,
+        install_message=result.install.message if result.install.status != INSTALLED else "",
+        install_command=" ".join(result.install.command), rerun=rerun, probes=probes,
+        statuses=json.dumps({p.name: p.status for p in result.probes}, separators=(",", ":")),
+        change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell))
+
+
+def _missing_view(cell: Cell, spec: str | None = None) -> CellView:
+    return CellView(id=cell.id, verdict=MISSING, symbol=TEXT_SYMBOLS[MISSING], reason="no result file",
+                    failing=(), installed="", time="", install_status="", install_message="",
+                    install_command="", rerun=cell_repro(cell, spec), probes=(), statuses="{}",
+                    requirements=" ".join(cell.requirements), extras=extras_text(cell))
+
+
+def _column_key(cell: Cell, extra_names: Sequence[str]) -> tuple:
+    return (cell.variant, cell.python, tuple(cell.axes.get(name, "") for name in extra_names))
+
+
+def _column_sort(key: tuple) -> tuple:
+    return (_variant_key(key[0]), _version_key(key[1]), key[2])
+
+
+def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
+               previous: Mapping[str, str] | None = None, previous_label: str | None = None,
+               title: str = "torch-matrix results", generated: str = "", spec: str | None = None) -> Page:
+    """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes)."""
+    judged = judge(results)
+    missing_cells = [cell for cell in missing if isinstance(cell, Cell)]
+    views: list[tuple[Cell, CellView]] = []
+    for item in judged:
+        change = ""
+        if previous is not None:
+            before = previous.get(item.cell.id)
+            change = NEW if before is None else ("" if before == item.verdict.kind else before)
+        views.append((item.cell, cell_view(item, change, spec)))
+    views += [(cell, _missing_view(cell, spec)) for cell in missing_cells]
+
+    extra_names = sorted({name for cell, _ in views for name in extras_of(cell)})
+    with_torchvision = any(cell.torchvision for cell, _ in views)
+    columns_keys = sorted({_column_key(cell, extra_names) for cell, _ in views}, key=_column_sort)
+    variants = {key[0] for key in columns_keys}
+    columns = []
+    for key in columns_keys:
+        sub = " ".join(f"{name}{value}" if value[:1] in "<>=!~" else f"{name}={value}"
+                       for name, value in zip(extra_names, key[2]) if value)
+        columns.append(Column(key=key, label=f"py{key[1]}", sub=sub))
+    groups: list[tuple[str, int]] = []
+    if len(variants) > 1:
+        for key in columns_keys:
+            if groups and groups[-1][0] == key[0]:
+                groups[-1] = (key[0], groups[-1][1] + 1)
+            else:
+                groups.append((key[0], 1))
+
+    slots: dict[tuple[str, str], dict[tuple, list[CellView]]] = {}
+    for cell, view in views:
+        row_key = (cell.torch, cell.torchvision if with_torchvision else "")
+        slots.setdefault(row_key, {}).setdefault(_column_key(cell, extra_names), []).append(view)
+    rows = []
+    for row_key in sorted(slots, key=lambda k: (_version_key(k[0]), _version_key(k[1])), reverse=True):
+        rows.append(Row(torch=row_key[0], torchvision=row_key[1],
+                        slots=tuple(tuple(slots[row_key].get(column.key, ())) for column in columns)))
+
+    probe_names: list[str] = []
+    seen: set[str] = set()
+    for item in judged:
+        for name in (*item.cell.probes, *(p.name for p in item.result.probes)):
+            if name not in seen:
+                seen.add(name)
+                probe_names.append(name)
+
+    counts = count_verdicts(judged)
+    count_list = [(kind, TEXT_SYMBOLS[kind], counts[kind]) for kind in VERDICTS]
+    if missing:
+        count_list.append((MISSING, TEXT_SYMBOLS[MISSING], len(missing)))
+    legend = [(kind, TEXT_SYMBOLS[kind], VERDICT_LABELS[kind], VERDICT_HELP[kind]) for kind in (*VERDICTS, MISSING)]
+    cell_views = [view for _, view in views]
+    changes = [view for view in cell_views if view.change]
+    present = {view.id for view in cell_views}
+    gone = sorted(cell_id for cell_id in (previous or {}) if cell_id not in present)
+    return Page(title=title, counts=count_list, total=len(judged), columns=columns, column_groups=groups,
+                rows=rows, with_torchvision=with_torchvision, cells=cell_views, probe_names=probe_names,
+                legend=legend, previous=previous_label if previous is not None else None,
+                changes=changes, gone=gone, generated=generated)
+
+
+@lru_cache(maxsize=1)
+def _template() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("matrix.report", "templates"), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters["plural"] = plural
+    return env.get_template(TEMPLATE)
+
+
+def render_html(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
+                previous: Mapping[str, str] | None = None, previous_label: str | None = None,
+                title: str = "torch-matrix results", generated: str = "", spec: str | None = None) -> str:
+    page = build_page(results, missing=missing, previous=previous, previous_label=previous_label,
+                      title=title, generated=generated, spec=spec)
+    return _template().render(page=page, PASS=PASS)

@@ -1,0 +1,238 @@
+"""An issue-ready Markdown bundle for one cell (and one probe): ``torch-matrix repro CELL [PROBE]``.
+
+Pure: a function of the cell's result and the run's other results. What an upstream issue needs:
+the environment (Python, the torch build with its local label, CUDA and driver where present), the
+exact install command, the minimal snippet, observed vs expected, the traceback, and the nearest cell
+where the same probe passes ("passes on torch 1.12.1"), plus how to rerun the cell with torch-matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from matrix.vocab.layout import check_command, repro_command
+from matrix.report.html_page import cause_text
+from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult
+from matrix.report.terminal import _version_key, extras_of, shorten
+from matrix.judge.verdict import COMPATIBLE, verdict_of
+
+VENV = ".venv-repro"
+EVIDENCE_CHARS = 3000
+
+
+@dataclass(frozen=True)
+class Nearest:
+    result: CellResult
+    differences: tuple[str, ...]  # "torch 1.12.1 (here 1.12.0)", ...
+
+    def line(self) -> str:
+        what = ", ".join(self.differences) or "the same axes"
+        return f"passes on {what}: cell `{self.result.cell.id}`"
+
+
+def chosen_probe(result: CellResult, name: str | None) -> ProbeResult | None:
+    """The probe asked for; else the first failing required probe; else the first probe that did not pass."""
+    if name:
+        return result.probe(name)
+    verdict = verdict_of(result)
+    if verdict.failing:
+        return result.probe(verdict.failing[0])
+    for probe in result.probes:
+        if probe.status != PASS:
+            return probe
+    return None
+
+
+def _passes(result: CellResult, probe: str | None) -> bool:
+    if result.install.status != INSTALLED:
+        return False
+    if probe is None:
+        return verdict_of(result).kind == COMPATIBLE
+    found = result.probe(probe)
+    return found is not None and found.status == PASS
+
+
+def _distance(a: str, b: str) -> tuple:
+    """How far apart two versions are, release part first (1.12.1 is nearer 1.12.0 than 1.13.1 is)."""
+    ka, kb = _version_key(a), _version_key(b)
+    if ka[0] or kb[0]:
+        return (1, 0, 0, 0)
+    ra, rb = ka[1].release + (0, 0, 0), kb[1].release + (0, 0, 0)
+    return (0, abs(ra[0] - rb[0]), abs(ra[1] - rb[1]), abs(ra[2] - rb[2]))
+
+
+def nearest_passing(result: CellResult, results: Iterable[CellResult], probe: str | None) -> Nearest | None:
+    """The cell that differs least from ``result`` (fewest axes, then the nearest torch) where ``probe``
+    passes (the whole cell is compatible when no probe is named)."""
+    cell = result.cell
+    best: tuple[tuple, Nearest] | None = None
+    for other in results:
+        if other.cell.id == cell.id or not _passes(other, probe):
+            continue
+        differences = []
+        changed = 0
+        for axis in (*CORE_AXES, *sorted(set(extras_of(cell)) | set(extras_of(other.cell)))):
+            mine, theirs = cell.axes.get(axis, ""), other.cell.axes.get(axis, "")
+            if mine != theirs:
+                changed += 1
+                differences.append(f"{axis} {theirs or '(none)'} (here {mine or '(none)'})")
+        # torchvision follows torch when paired: one move, not two
+        paired = "torch" in " ".join(differences) and any(d.startswith("torchvision ") for d in differences)
+        key = (changed - (1 if paired else 0), _distance(cell.torch, other.cell.torch),
+               _version_key(other.cell.torch), other.cell.id)
+        if best is None or key < best[0]:
+            best = (key, Nearest(other, tuple(differences)))
+    return best[1] if best else None
+
+
+def _fenced(text: str, language: str = "") -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}{language}\n{text.rstrip()}\n{fence}"
+
+
+def _json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+
+
+def built_versions(result: CellResult) -> dict[str, str]:
+    """Installed versions with their local labels (``1.12.0+cu102``) where a probe saw them, else the freeze's."""
+    versions = dict(result.install.resolved)
+    for probe in result.probes:
+        seen = probe.evidence.get("versions") if isinstance(probe.evidence, dict) else None
+        if isinstance(seen, dict):
+            for name, version in seen.items():
+                if isinstance(version, str) and version:
+                    versions[name] = version
+    return versions
+
+
+def environment_rows(result: CellResult) -> list[tuple[str, str]]:
+    interpreter, platform, gpu = result.interpreter, result.platform, result.gpu
+    rows = [("cell", f"`{result.cell.id}`")]
+    python = interpreter.get("version") or result.cell.python
+    implementation = interpreter.get("implementation")
+    rows.append(("Python", f"{python}" + (f" ({implementation})" if implementation else "")))
+    versions = built_versions(result)
+    names = ["torch", "torchvision", *extras_of(result.cell)]
+    for name in names:
+        version = versions.get(name)
+        if version:
+            label = version
+            if name == "torch" and gpu.get("torch_cuda"):
+                label += f" (built with CUDA {gpu['torch_cuda']})"
+            rows.append((name, label))
+    variant = result.cell.variant
+    if variant != "default":
+        rows.append(("variant", variant))
+    devices = gpu.get("devices") or []
+    if devices:
+        shown = ", ".join(str(d.get("name", d)) if isinstance(d, dict) else str(d) for d in devices)
+        rows.append(("GPU", shown))
+    else:
+        rows.append(("GPU", "none visible" if gpu else "not recorded"))
+    if gpu.get("driver"):
+        rows.append(("NVIDIA driver", str(gpu["driver"])))
+    plat = " ".join(str(platform[key]) for key in ("system", "release", "machine") if platform.get(key))
+    if platform.get("libc"):
+        plat += f", {platform['libc']}"
+    if plat:
+        rows.append(("platform", plat))
+    if result.tool_version:
+        rows.append(("torch-matrix", result.tool_version))
+    return rows
+
+
+def install_lines(result: CellResult) -> list[str]:
+    """``uv venv`` and the cell's own ``uv pip install`` with its index options, into a fresh venv."""
+    command = list(result.install.command)
+    if len(command) >= 3 and command[1:3] == ["pip", "install"]:
+        args = command[3:]
+    else:
+        args = list(result.cell.requirements)
+    cleaned: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg == "--python":
+            skip = True
+            continue
+        if arg.startswith("--python="):
+            continue
+        cleaned.append(arg)
+    return [f"uv venv --python {shlex.quote(result.cell.python)} {VENV}",
+            f"uv pip install --python {VENV} " + " ".join(shlex.quote(arg) for arg in cleaned),
+            f"{VENV}/bin/python repro.py"]
+
+
+def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name: str | None = None,
+                  spec_path: str | None = None) -> str:
+    cell = result.cell
+    verdict = verdict_of(result)
+    probe = chosen_probe(result, probe_name)
+    what = probe.name if probe is not None else "the cell"
+    status = probe.status if probe is not None else verdict.kind
+    torch_version = built_versions(result).get("torch", cell.torch)
+    title = f"torch {torch_version}: `{what}` {status}"
+    if probe is not None and probe.message:
+        title += f": {shorten(probe.message, 100)}"
+    lines = [f"### {title}", ""]
+    nearest = nearest_passing(result, results, probe.name if probe is not None else None)
+    if result.install.status != INSTALLED:
+        lines += [f"The cell was not installed: **{result.install.status}**.", "", _fenced(result.install.message or
+                                                                                              "(no message)"), ""]
+    if probe is not None:
+        lines += [f"**Probe** `{probe.name}`: **{probe.status}**" + (f". {probe.message}" if probe.message else ""), ""]
+        if probe.observed is not None or probe.expected is not None:
+            lines += ["| observed | expected |", "|---|---|",
+                      f"| {_md_inline(probe.observed)} | {_md_inline(probe.expected)} |", ""]
+        cause = cause_text(result, probe)
+        if cause:
+            lines += [f"**Cause** (torch-matrix's reading): {cause}", ""]
+    lines.append(f"**Nearest passing cell**: {nearest.line()}." if nearest else
+                 "**Nearest passing cell**: none in this run (no other cell passes "
+                 f"{'`' + probe.name + '`' if probe is not None else 'every probe'}).")
+    lines += ["", "#### Environment", "", "| | |", "|---|---|"]
+    lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
+    lines += ["", "#### Install", ""]
+    if cell.is_existing_env:
+        lines += [f"Probed as found by `torch-matrix check` ({result.install.message}); these lines rebuild "
+                  "its versions in a fresh venv:", ""]
+    lines += [_fenced("\n".join(install_lines(result)), "sh"), ""]
+    if probe is not None and probe.repro:
+        lines += ["#### Minimal snippet (`repro.py`)", "", _fenced(probe.repro, "python"), ""]
+    if probe is not None and probe.traceback:
+        lines += ["#### Traceback", "", _fenced(probe.traceback), ""]
+    if probe is not None and probe.evidence:
+        lines += ["<details><summary>Evidence</summary>", "", _fenced(_json(dict(probe.evidence)), "json"), "",
+                  "</details>", ""]
+    if probe is not None and probe.output_tail:
+        lines += ["<details><summary>Output</summary>", "", _fenced(probe.output_tail), "", "</details>", ""]
+    rerun = (check_command(str(result.interpreter.get("path") or "PATH/TO/python")) if cell.is_existing_env
+             else repro_command(cell.id, spec_path))
+    lines += ["#### Rerun with torch-matrix", "", _fenced(rerun, "sh"), ""]
+    if verdict.kind != COMPATIBLE:
+        why = f"failing required probes: {', '.join(verdict.failing)}" if verdict.failing else verdict.reason
+        lines += [f"Verdict of the cell: **{verdict.kind}**" + (f" ({shorten(why, 200)})" if why else "") + ".", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_inline(value: Any) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return _md_cell(text[:400])
+
+
+def _md_cell(text: Any) -> str:
+    value = " ".join(str(text).split()).replace("|", "\\|")
+    return f"`{value}`" if value and "`" not in value and not value.startswith("`") and len(value) < 120 \
+        and any(ch in value for ch in "_*<>[]") else value

@@ -1,0 +1,4 @@
+"""The spec as data: its records and constants (`model`), the `install` key (`install_items`), and text ->
+`Spec` with every error and its hint (`parse`); the built-in `default_matrix.toml`. Pure; may import
+`vocab` and `judge`. Finding and reading the file is `world.specfile`.
+"""

@@ -1,0 +1,332 @@
+"""The core records that flow spec -> plan -> cells -> results -> table and pins.
+
+Everything here is plain data: frozen dataclasses with lossless JSON round-trips,
+so that result files written by other machines (CI shards) can be merged.
+The published JSON Schema for a cell result is ``matrix/vocab/schema/cell-result.schema.json``;
+bump ``SCHEMA_VERSION`` whenever the shape of ``CellResult.to_json()`` changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from packaging.version import InvalidVersion, Version
+
+SCHEMA_ID = "torch-matrix/cell-result"
+SCHEMA_VERSION = 2
+# Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
+# ``install`` / ``install_digest`` (what else went into the cell: the project under test);
+# a version-1 file is a version-2 file without them, and loads unchanged.
+READABLE_SCHEMA_VERSIONS = (1, 2)
+
+try:  # Python 3.11+
+    from enum import StrEnum
+except ImportError:  # pragma: no cover - Python 3.10
+    from enum import Enum
+
+    class StrEnum(str, Enum):  # type: ignore[no-redef]
+        """Members are their string values (``str(m) == m.value``), as in Python 3.11."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class InstallStatus(StrEnum):
+    """How a cell's install step ended. Only INSTALLED cells carry evidence about
+    compatibility; UNSATISFIABLE and ERROR are never counted as incompatibility findings."""
+
+    INSTALLED = "installed"
+    UNSATISFIABLE = "unsatisfiable"  # the resolver said no: a fact about the cell
+    ERROR = "error"  # the machine had trouble (network, disk, killed): no evidence
+
+
+class ProbeStatus(StrEnum):
+    """Probe outcomes, as written by ``python -m probes``."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNSUPPORTED = "unsupported"  # the API does not exist in this version
+    SKIP = "skip"  # e.g. "no CUDA device"
+    ERROR = "error"  # the probe itself broke (a bug in the probe or its environment)
+    TIMEOUT = "timeout"
+    CRASH = "crash"  # the interpreter died: segfault, abort, os._exit
+
+
+# The members are equal to their strings, so stored JSON and comparisons with plain
+# strings are unchanged. Module-level names kept for callers that import them.
+INSTALLED = InstallStatus.INSTALLED
+UNSATISFIABLE = InstallStatus.UNSATISFIABLE
+INSTALL_ERROR = InstallStatus.ERROR
+INSTALL_STATUSES = tuple(InstallStatus)
+
+PASS = ProbeStatus.PASS
+FAIL = ProbeStatus.FAIL
+UNSUPPORTED = ProbeStatus.UNSUPPORTED
+SKIP = ProbeStatus.SKIP
+ERROR = ProbeStatus.ERROR  # a probe's status; not an install error, not a verdict
+TIMEOUT = ProbeStatus.TIMEOUT
+CRASH = ProbeStatus.CRASH
+PROBE_STATUSES = tuple(ProbeStatus)
+
+# The name of the synthetic probe result a cell gets when ``python -m probes`` itself died
+# (no output file, timeout): status ``error``, never evidence about the cell (see verdict).
+PROBE_RUNNER = "probe-runner"
+
+# How a *required* probe's ``unsupported`` / ``skip`` counts, "fail" or "pass": the one
+# place the defaults live (spec, cells and verdicts all read it). A probe the repo names
+# as required must exist in the version under test (``unsupported`` fails the cell); when
+# nothing is named, every probe counts but an API a version simply lacks (torch.compile
+# before 2.0) is not a breakage. One skipped for lack of a GPU never fails the cell.
+# The spec's [probes] table can change both.
+DEFAULT_POLICY = {"unsupported": "fail", "skip": "pass"}
+
+
+def public_version(text: str | None) -> str | None:
+    """A version without its local label (``2.13.0+cpu`` -> ``2.13.0``); None when ``text`` is
+    empty or no PEP 440 version. The one helper every module uses for "the release itself"."""
+    try:
+        return Version(text).public if text else None
+    except InvalidVersion:
+        return None
+
+
+def default_policy(names_required: bool = True) -> dict[str, str]:
+    """The probe policy when the spec says nothing; ``names_required``: ``probes.required`` is set."""
+    return {**DEFAULT_POLICY, "unsupported": "fail" if names_required else "pass"}
+
+
+# Where a cell's environment came from. ``matrix``: planned from a spec and installed by us
+# into a fresh venv (the default, never written). ``existing-env``: ``torch-matrix check``
+# probed an interpreter as it was, installing nothing; its versions are read from it.
+ORIGIN_MATRIX = "matrix"
+ORIGIN_EXISTING = "existing-env"
+ORIGINS = (ORIGIN_MATRIX, ORIGIN_EXISTING)
+
+# The axes every cell has; further axes (numpy, ...) come from the spec's extras.
+CORE_AXES = ("python", "torch", "torchvision", "variant")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One combination to install and probe.
+
+    ``axes`` holds the value of every axis as the spec named it (``torch`` is an exact
+    version such as ``2.5.1``, ``numpy`` may be a specifier such as ``<2``, a missing
+    torchvision is ``""``). ``requirements`` are the PEP 508 strings handed to the
+    installer, in order. ``plan_note`` is set when planning already knows the cell
+    cannot be installed (no pairing, no interpreter): the runner records it as
+    ``unsatisfiable`` without installing.
+    """
+
+    id: str
+    axes: Mapping[str, str]
+    requirements: tuple[str, ...]
+    probes: tuple[str, ...] = ()
+    required_probes: tuple[str, ...] = ()
+    plan_note: str = ""
+    tags: tuple[str, ...] = ()
+    # How a *required* probe's "unsupported" / "skip" counts: "fail" or "pass".
+    policy: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_POLICY))
+    origin: str = ORIGIN_MATRIX  # see ORIGINS; written only when not ``matrix``
+
+    @property
+    def is_existing_env(self) -> bool:
+        return self.origin == ORIGIN_EXISTING
+    # What else the spec installs into every cell (``.[test]``, ``-r requirements.txt``, ...,
+    # as written; matrix.spec.install_items) and a digest of the files they name.
+    install: tuple[str, ...] = ()
+    install_digest: str = ""
+
+    @property
+    def python(self) -> str:
+        return self.axes["python"]
+
+    @property
+    def variant(self) -> str:
+        return self.axes.get("variant", "default")
+
+    @property
+    def torch(self) -> str:
+        return self.axes["torch"]
+
+    @property
+    def torchvision(self) -> str:
+        return self.axes.get("torchvision", "")
+
+    def fingerprint(self, index_config: Mapping[str, Any] | None = None, suite: str = "") -> str:
+        """Identity used for resume: same fingerprint, same work, so a stored result counts.
+
+        ``suite`` is the probe suite's digest (``probesuite.suite_digest``: the tool's version
+        and the probes' code), so results of older probes are not reused."""
+        payload: dict[str, Any] = {"cell": self.to_json(), "index": dict(index_config or {})}
+        if suite:
+            payload["suite"] = suite
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "id": self.id,
+            "axes": dict(self.axes),
+            "requirements": list(self.requirements),
+            "probes": list(self.probes),
+            "required_probes": list(self.required_probes),
+            "plan_note": self.plan_note,
+            "tags": list(self.tags),
+            "policy": dict(self.policy),
+            # Only when set: a cell without them keeps its version-1 shape and fingerprint.
+            **({"install": list(self.install)} if self.install else {}),
+            **({"install_digest": self.install_digest} if self.install_digest else {}),
+        }
+        if self.origin != ORIGIN_MATRIX:  # absent for planned cells: their fingerprints stay as they were
+            data["origin"] = self.origin
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Cell":
+        return cls(
+            id=data["id"],
+            axes=dict(data["axes"]),
+            requirements=tuple(data["requirements"]),
+            probes=tuple(data.get("probes", ())),
+            required_probes=tuple(data.get("required_probes", ())),
+            plan_note=data.get("plan_note", ""),
+            tags=tuple(data.get("tags", ())),
+            policy=dict(data.get("policy", DEFAULT_POLICY)),
+            origin=data.get("origin", ORIGIN_MATRIX),
+            install=tuple(data.get("install", ())),
+            install_digest=data.get("install_digest", ""),
+        )
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe found in one cell, with enough evidence to act on."""
+
+    name: str
+    status: str
+    message: str = ""
+    duration_s: float = 0.0
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    observed: Any = None
+    expected: Any = None
+    traceback: str = ""
+    repro: str = ""
+    output_tail: str = ""
+    isolation: str = "shared"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "status": str(self.status), "message": self.message,
+                                "duration_s": round(self.duration_s, 4), "isolation": self.isolation}
+        if self.evidence:
+            data["evidence"] = dict(self.evidence)
+        for key in ("observed", "expected"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        for key in ("traceback", "repro", "output_tail"):
+            value = getattr(self, key)
+            if value:
+                data[key] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ProbeResult":
+        return cls(
+            name=data["name"],
+            status=data["status"],
+            message=data.get("message", ""),
+            duration_s=float(data.get("duration_s", 0.0)),
+            evidence=dict(data.get("evidence", {})),
+            observed=data.get("observed"),
+            expected=data.get("expected"),
+            traceback=data.get("traceback", ""),
+            repro=data.get("repro", ""),
+            output_tail=data.get("output_tail", ""),
+            isolation=data.get("isolation", "shared"),
+        )
+
+
+@dataclass(frozen=True)
+class InstallOutcome:
+    """How the cell's install step ended. ``message`` keeps the resolver's own words."""
+
+    status: str
+    command: tuple[str, ...] = ()
+    message: str = ""
+    attempts: int = 1
+    resolved: Mapping[str, str] = field(default_factory=dict)  # name -> installed version
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": str(self.status), "command": list(self.command), "message": self.message,
+                "attempts": self.attempts, "resolved": dict(self.resolved)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "InstallOutcome":
+        return cls(status=data["status"], command=tuple(data.get("command", ())),
+                   message=data.get("message", ""), attempts=int(data.get("attempts", 1)),
+                   resolved=dict(data.get("resolved", {})))
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """Everything one cell produced; one JSON file per cell, merged across machines."""
+
+    cell: Cell
+    fingerprint: str
+    install: InstallOutcome
+    probes: tuple[ProbeResult, ...] = ()
+    interpreter: Mapping[str, Any] = field(default_factory=dict)  # path, version, implementation
+    platform: Mapping[str, Any] = field(default_factory=dict)  # system, machine, host, libc
+    gpu: Mapping[str, Any] = field(default_factory=dict)  # driver, devices; empty when none
+    timings: Mapping[str, float] = field(default_factory=dict)  # resolve/install/verify/probes/total
+    started_at: str = ""
+    finished_at: str = ""
+    tool_version: str = ""
+
+    @property
+    def installed(self) -> bool:
+        return self.install.status == INSTALLED
+
+    def probe(self, name: str) -> ProbeResult | None:
+        for result in self.probes:
+            if result.name == name:
+                return result
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_ID,
+            "schema_version": SCHEMA_VERSION,
+            "cell": self.cell.to_json(),
+            "fingerprint": self.fingerprint,
+            "install": self.install.to_json(),
+            "probes": [p.to_json() for p in self.probes],
+            "interpreter": dict(self.interpreter),
+            "platform": dict(self.platform),
+            "gpu": dict(self.gpu),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "tool_version": self.tool_version,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CellResult":
+        """Build from an already schema-validated mapping (see ``matrix.world.results``)."""
+        return cls(
+            cell=Cell.from_json(data["cell"]),
+            fingerprint=data["fingerprint"],
+            install=InstallOutcome.from_json(data["install"]),
+            probes=tuple(ProbeResult.from_json(p) for p in data.get("probes", ())),
+            interpreter=dict(data.get("interpreter", {})),
+            platform=dict(data.get("platform", {})),
+            gpu=dict(data.get("gpu", {})),
+            timings={k: float(v) for k, v in data.get("timings", {}).items()},
+            started_at=data.get("started_at", ""),
+            finished_at=data.get("finished_at", ""),
+            tool_version=data.get("tool_version", ""),
+        )

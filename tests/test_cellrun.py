@@ -22,10 +22,12 @@ from matrix.run.cellrun import CellSettings, CellSteps, headline, run_cell
 from matrix.edges.console import Progress
 from matrix.world.probe_process import ProbeOptions, ProbeRun, expected_versions, probe_command
 from matrix.vocab.records import (
+    CRASH,
     ERROR,
     FAIL,
     INSTALL_ERROR,
     INSTALLED,
+    PASS,
     PROBE_RUNNER,
     UNSATISFIABLE,
     InstallOutcome,
@@ -365,3 +367,55 @@ def test_probe_reruns_default_to_two_and_can_be_switched_off():
     assert probe_reruns({}) == 2
     assert probe_reruns({"TORCH_MATRIX_PROBE_RERUNS": "0"}) == 0
     assert probe_reruns({"TORCH_MATRIX_PROBE_RERUNS": "4"}) == 4
+
+
+def _scripted_probes(scripts: dict[str, list[tuple[str, str]]], calls: list[tuple[str, ...]]):
+    """A probe step that answers each probe's next (status, message) from ``scripts`` and records
+    which probes each run asked for."""
+    def probes(cell, venv_python, work_dir, options, env, echo=None):
+        calls.append(tuple(cell.probes))
+        found = []
+        for name in cell.probes:
+            attempt = sum(1 for called in calls if name in called) - 1
+            status, message = scripts[name][min(attempt, len(scripts[name]) - 1)]
+            found.append(ProbeResult(name, status, message))
+        return ProbeRun(tuple(found), {})
+    return probes
+
+
+def test_only_failures_a_rerun_can_change_are_rerun(tmp_path):
+    """Crash and timeout: rerun each time. A failure repeating its message on the first rerun: no
+    second rerun. A message that changes: rerun again. Explained failures (changed default, missing
+    module, mismatched build): never rerun, their message unchanged."""
+    scripts = {
+        "install_sanity": [(PASS, "")],
+        "training_step": [(FAIL, "loss is NaN at 0x7f00aa11")] * 3,  # steady (addresses differ)
+        "determinism": [(FAIL, "differs by 1e-3"), (FAIL, "differs by 2e-3"), (FAIL, "differs by 1e-3")],
+        "distributed_gloo": [(CRASH, "SIGSEGV"), (PASS, ""), (CRASH, "SIGSEGV")],
+        "checkpoint_roundtrip": [(FAIL, "changed default: torch.load(weights_only=True) refuses it")],
+        "torch_compile": [(FAIL, "ModuleNotFoundError: No module named 'setuptools'")],
+        "torchvision_ops": [(FAIL, "RuntimeError: operator torchvision::nms does not exist")],
+    }
+    scripts["training_step"][1] = (FAIL, "loss is NaN at 0x7f00bb22")
+    calls: list[tuple[str, ...]] = []
+    cell = make_cell(torch="2.13.0", torchvision="0.28.0", probes=tuple(scripts))
+
+    def install(cell, index_config, venv_python, **kwargs):
+        return InstallOutcome(INSTALLED, ("uv",), "", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"})
+
+    steps = CellSteps(install=install, verify=verified, probes=_scripted_probes(scripts, calls), **NO_GPU)
+    result = run_cell(cell, "/v/bin/python", settings_for(tmp_path), steps)
+    assert calls[1:] == [("training_step", "determinism", "distributed_gloo"), ("determinism", "distributed_gloo")]
+    messages = {p.name: p.message for p in result.probes}
+    assert messages["training_step"] == "fails in 2 of 2 runs: loss is NaN at 0x7f00aa11"
+    assert messages["determinism"] == "fails in 3 of 3 runs: differs by 1e-3"
+    assert messages["distributed_gloo"] == "crashes in 2 of 3 runs (flaky): SIGSEGV"
+    for name in ("checkpoint_roundtrip", "torch_compile", "torchvision_ops"):  # explained: run once
+        assert messages[name] == scripts[name][0][1] and "runs" not in result.probe(name).evidence
+
+    # The old rule, for the benchmark's side-by-side figure: every failing probe, twice more.
+    calls.clear()
+    old = run_cell(cell, "/v/bin/python", settings_for(tmp_path, rerun_always=True),
+                   CellSteps(install=install, verify=verified, probes=_scripted_probes(scripts, calls), **NO_GPU))
+    assert len(calls) == 3 and set(calls[1]) == set(scripts) - {"install_sanity"} and calls[2] == calls[1]
+    assert old.probe("torch_compile").message.startswith("fails in 3 of 3 runs: ")

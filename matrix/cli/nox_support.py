@@ -256,7 +256,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
         retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
         position=position, total=len(plan.cells), project_dir=project_dir(plan.spec),
-        probe_reruns=probe_reruns(environ))
+        probe_reruns=probe_reruns(environ), rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"))
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:
@@ -309,10 +309,14 @@ def stop_on_sigterm() -> None:
 
 RERUNS_ENV = "TORCH_MATRIX_PROBE_RERUNS"
 DEFAULT_RERUNS = 2
+# The old rerun rule (every failing probe rerun TORCH_MATRIX_PROBE_RERUNS times, even a steady or
+# explained failure): kept only so the benchmark can measure old and new side by side.
+RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"
 
 
 def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
-    """How many more times a failing or crashing probe runs (``0``: never); default 2."""
+    """At most how many more times a failing or crashing probe runs (``0``: never); default 2.
+    ``matrix.run.cellrun.rerun_failures`` decides which failures a rerun can change."""
     raw = environ.get(RERUNS_ENV, "").strip()
     if not raw:
         return DEFAULT_RERUNS

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from matrix.vocab.records import (
     ProbeResult,
 )
 from matrix.world.results import write_result
+from matrix.judge.causes import Cause, VersionKind, attribute
 from matrix.judge.verdict import verdict_of
 
 if TYPE_CHECKING:
@@ -58,7 +60,8 @@ class CellSettings:
     position: int = 0
     total: int = 0
     env: Mapping[str, str] = field(default_factory=dict)  # extra variables (CUDA_VISIBLE_DEVICES)
-    probe_reruns: int = 2  # a failing or crashing probe runs this many more times (k of n recorded)
+    probe_reruns: int = 2  # a failing or crashing probe runs at most this many more times (k of n recorded)
+    rerun_always: bool = False  # the old rule: every failing probe rerun probe_reruns times (benchmark only)
     uv: str | None = None
     # The project under test (the spec's directory): install paths are relative to it, and
     # command probes (``pytest -q tests``) run from it. None: the current directory.
@@ -114,27 +117,72 @@ def merge_reruns(first: ProbeResult, reruns: Sequence[ProbeResult | None]) -> Pr
                                evidence=evidence)
 
 
+# A crash or a timeout can go either way on the next run: always rerun. A plain failure is
+# rerun once; if it repeats with the same message it is not rerun again.
+_ALWAYS_RERUN = ("crash", "timeout")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # object addresses differ run to run, the failure does not
+
+
+def _same_failure(first: ProbeResult, again: ProbeResult | None) -> bool:
+    return again is not None and again.status == first.status and \
+        _ADDRESS.sub("0x?", again.message) == _ADDRESS.sub("0x?", first.message)
+
+
+def explained_failures(cell: Cell, install: InstallOutcome | None, probes: Sequence[ProbeResult]) -> set[str]:
+    """The failing probes (fail / error) whose failure ``matrix.judge.causes`` already explains:
+    a changed default, or the environment (a missing module, a mismatched build or pair, a
+    broken install). Rerunning them cannot change the answer."""
+    if install is None:
+        return set()
+    partial = CellResult(cell=cell, fingerprint="", install=install, probes=tuple(probes))
+    causes = {probe.name: attribute(partial, probe) for probe in probes if probe.status in ("fail", "error")}
+    return {name for name, why in causes.items()
+            if why.cause == Cause.ENVIRONMENT or why.kind == VersionKind.CHANGED_DEFAULT}
+
+
 def rerun_failures(cell: Cell, venv_python: str, settings: CellSettings, env: Mapping[str, str],
-                   run: ProbeRun, progress: Any = None, probes: Callable[..., ProbeRun] | None = None) -> ProbeRun:
-    """Rerun each failing or crashing probe ``settings.probe_reruns`` times (a flaky failure is
-    reported with its rate). The probe runner's own death is not rerun here: it is no evidence."""
+                   run: ProbeRun, progress: Any = None, probes: Callable[..., ProbeRun] | None = None,
+                   install: InstallOutcome | None = None) -> ProbeRun:
+    """Rerun the failing probes whose answer a rerun can change, at most ``settings.probe_reruns``
+    times each, and record ``k of n`` for them (a flaky failure is reported with its rate):
+
+    - a crash or a timeout is rerun every time;
+    - a failure (or a probe error) is rerun once, and again only when the rerun's message differs
+      (or it passed): the same message twice is a steady failure;
+    - a failure ``explained_failures`` explains (changed default, environment) is not rerun: its
+      message stays as the first run wrote it.
+
+    ``settings.rerun_always`` (``TORCH_MATRIX_RERUN_ALWAYS=1``, for the benchmark's side-by-side
+    figure) restores the old rule: every failing probe rerun ``probe_reruns`` times. The probe
+    runner's own death is not rerun here: it is no evidence."""
     # Command probes (a project's own pytest run) are not rerun: a whole test suite three times
     # is the project's call (pytest's own rerun plugins), not the tool's.
-    failing = [p.name for p in run.probes if p.status in _RERUN_STATUSES and p.name != PROBE_RUNNER
+    failing = [p for p in run.probes if p.status in _RERUN_STATUSES and p.name != PROBE_RUNNER
                and p.isolation != "command"]
     if not failing or settings.probe_reruns <= 0 or any(p.name == PROBE_RUNNER for p in run.probes):
         return run
-    names = tuple(failing)
-    reruns: dict[str, list[ProbeResult | None]] = {name: [] for name in names}
+    if not settings.rerun_always:
+        explained = explained_failures(cell, install, run.probes)
+        failing = [p for p in failing if p.name not in explained]
+    first = {p.name: p for p in failing}
+    reruns: dict[str, list[ProbeResult | None]] = {name: [] for name in first}
+    open_names = tuple(first)
     for attempt in range(settings.probe_reruns):
+        if not open_names:
+            break
         if progress is not None:
-            progress.line(f"  | rerun {attempt + 1}/{settings.probe_reruns} of failing probe(s): {', '.join(names)}")
-        again = (probes or probe_process.run_probes)(dataclasses.replace(cell, probes=names, required_probes=()),
-                                                     venv_python, settings.work_dir, settings.probe_options, env)
+            progress.line(f"  | rerun {attempt + 1}/{settings.probe_reruns} of failing probe(s): "
+                          f"{', '.join(open_names)}")
+        again = (probes or probe_process.run_probes)(
+            dataclasses.replace(cell, probes=open_names, required_probes=()),
+            venv_python, settings.work_dir, settings.probe_options, env)
         by_name = {p.name: p for p in again.probes}
-        for name in names:
+        for name in open_names:
             reruns[name].append(by_name.get(name))
-    merged = tuple(merge_reruns(p, reruns[p.name]) if p.name in reruns else p for p in run.probes)
+        if not settings.rerun_always:
+            open_names = tuple(name for name in open_names if first[name].status in _ALWAYS_RERUN
+                               or not _same_failure(first[name], by_name.get(name)))
+    merged = tuple(merge_reruns(p, reruns[p.name]) if reruns.get(p.name) else p for p in run.probes)
     return ProbeRun(merged, run.data)
 
 
@@ -219,7 +267,7 @@ def _probe_and_finish(cell: Cell, venv_python: str, settings: CellSettings, step
     with progress.phase("probes") as note:
         run = step.probes(cell, venv_python, settings.work_dir, settings.probe_options, env,
                           echo=lambda line: progress.line(f"  | {line}"))
-        run = rerun_failures(cell, venv_python, settings, env, run, progress, step.probes)
+        run = rerun_failures(cell, venv_python, settings, env, run, progress, step.probes, install)
         counts: dict[str, int] = {}
         for probe in run.probes:
             counts[probe.status] = counts.get(probe.status, 0) + 1

@@ -29,6 +29,7 @@ Example, a file ``my_probes/test_fft.py`` in a downstream repository::
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable, Dict, List, Optional
 
 NO_CUDA = "no CUDA device"
@@ -42,6 +43,21 @@ SHARED = "shared"
 PRISTINE = "pristine"
 
 DEFAULT_TIMEOUT = 120.0  # seconds, for probes that declare none (the runner's --timeout overrides it)
+
+# A probe's name, like a command probe's (the spec's ``probes.commands``): it is a file name, a column
+# of the report, part of an issue title; never a newline, markup or a shell word.
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+NAME_RULE = "a letter or '_', then letters, digits, '_', '.' or '-'"
+
+
+class InvalidProbeName(ValueError):
+    """``@probe`` refused a name: the probe's module does not load (``python -m probes --list`` exits 2)."""
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or NAME_PATTERN.fullmatch(name) is None:
+        raise InvalidProbeName("probe name %r refused: expected %s" % (name, NAME_RULE))
+    return name
 
 
 class ProbeOutcome(Exception):
@@ -155,6 +171,7 @@ _REGISTRY = []  # type: List[ProbeSpec]
 def probe(name: str, doc: str = "", isolation: str = SHARED,
           timeout: Optional[float] = None) -> Callable[[Callable[[Context], Any]], Callable[[Context], Any]]:
     """Register a probe. ``doc`` is its one-line description (defaults to the docstring)."""
+    check_name(name)
     if isolation not in (SHARED, PRISTINE):
         raise ValueError("isolation must be %r or %r, not %r" % (SHARED, PRISTINE, isolation))
 

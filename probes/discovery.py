@@ -26,11 +26,12 @@ STANDARD_ORDER = (
 
 
 class LoadProblem(object):
-    def __init__(self, name, source, message, traceback_text):
+    def __init__(self, name, source, message, traceback_text, refused=False):
         self.name = name
         self.source = source
         self.message = message
         self.traceback = traceback_text
+        self.refused = refused  # ``@probe`` refused a name (api.InvalidProbeName): an authoring mistake
 
 
 def _new_specs(before, source):
@@ -70,6 +71,8 @@ def load_source(source):
         kind, _, target = source.partition(":")
         stem = target.rsplit(".", 1)[-1] if kind == "module" else os.path.splitext(os.path.basename(target))[0]
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])
+        if isinstance(exc, api.InvalidProbeName):
+            return _new_specs(before, source), LoadProblem(stem, source, "%s: %s" % (target, exc), text, True)
         message = "probe module %s failed to import: %s: %s" % (source, type(exc).__name__, exc)
         return _new_specs(before, source), LoadProblem(stem, source, message, text)
     return _new_specs(before, source), None

@@ -7,47 +7,129 @@ classifies the death (``crash``/``timeout``) itself.
 """
 
 import json
+import math
 import os
 import sys
 import time
 import traceback
+from json.encoder import encode_basestring_ascii
 
 from probes import api
 
-# Bound now: a probe that monkeypatches json (poisoned state) must not corrupt its own result.
-_dumps, _loads = json.dumps, json.loads
-
+STATUSES = ("pass", "fail", "unsupported", "skip", "error", "timeout", "crash")
 FRAMES_KEPT = 8
 OUTPUT_TAIL_CHARS = 4000
 
+# --------------------------------------------------------------------------- the report channel
+#
+# What the process that ran a probe writes is read back by a process the probe never ran in (the
+# zygote or the runner), which checks it (``checked_result``): whatever a probe did to its own
+# process costs only its own result. So that a probe which rebinds what reporting uses
+# (``builtins.open``, ``json.dumps``, ``json.JSONEncoder``, ``print``, ``isinstance``,
+# ``os.replace``) still gets its own outcome recorded, everything the report needs is bound here,
+# at import, before any probe runs, and the result is encoded without the json module.
+_open, _repr, _str, _isinstance, _len, _sorted = open, repr, str, isinstance, len, sorted
+_dict, _list, _tuple, _bool, _int, _float, _round = dict, list, tuple, bool, int, float, round
+_BaseException, _id, _type = BaseException, id, type
+_quote, _float_repr, _isfinite = encode_basestring_ascii, float.__repr__, math.isfinite
+_getpid, _fsync, _replace, _time = os.getpid, os.fsync, os.replace, time.time
+MAX_DEPTH = 64
 
-def jsonable(value):
-    """``value`` as plain JSON data; anything unknown becomes its repr."""
+
+def jsonable(value, _depth=0, _seen=None):
+    """``value`` as plain JSON data (dict with text keys, list, text, number, bool, None); anything
+    else, a cycle or nesting deeper than ``MAX_DEPTH`` becomes its repr."""
+    if value is None or _isinstance(value, (_bool, _str)):
+        return value
+    if _isinstance(value, _int):
+        return _int(value)
+    if _isinstance(value, _float):
+        return _float(value)
+    seen = _seen if _seen is not None else set()
+    if _isinstance(value, (_dict, _list, _tuple)) and _depth < MAX_DEPTH and _id(value) not in seen:
+        seen.add(_id(value))
+        try:
+            if _isinstance(value, _dict):
+                return {_key(key): jsonable(item, _depth + 1, seen) for key, item in _dict.items(value)}
+            return [jsonable(item, _depth + 1, seen) for item in value]
+        finally:
+            seen.discard(_id(value))
+    return _safe_repr(value)
+
+
+def _key(key):
+    """A mapping key as the json module writes it (``1`` -> "1", ``None`` -> "null"), else its repr."""
+    if _isinstance(key, _str):
+        return key
+    if key is None or _isinstance(key, (_bool, _int, _float)):
+        return encode(jsonable(key)).strip('"')
+    return _safe_repr(key)
+
+
+def _safe_repr(value):
     try:
-        return _loads(_dumps(value, default=repr))
-    except Exception:
-        return repr(value)
+        text = _repr(value)
+        return text if _isinstance(text, _str) else "<unrepresentable>"
+    except _BaseException:
+        return "<unrepresentable %s>" % _type_name(value)
+
+
+def encode(value):
+    """JSON text of ``jsonable`` data, written without the json module (a probe may have rebound
+    it). Non-finite floats are written as the json module writes them (NaN, Infinity)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if _isinstance(value, _str):
+        return _quote(value)
+    if _isinstance(value, _int):
+        return _int.__repr__(value)
+    if _isinstance(value, _float):
+        if _isfinite(value):
+            return _float_repr(value)
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if _isinstance(value, _dict):
+        return "{" + ", ".join(_quote(key) + ": " + encode(item) for key, item in _dict.items(value)) + "}"
+    return "[" + ", ".join(encode(item) for item in value) + "]"
 
 
 def last_frames(exc, limit=FRAMES_KEPT):
     """The exception with its last ``limit`` frames (and its cause, one line)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    lines = ["Traceback (most recent call last%s):\n"
-             % (", last %d of %d frames" % (limit, len(frames)) if len(frames) > limit else "")]
-    lines.extend(traceback.format_list(frames[-limit:]))
-    lines.extend(traceback.format_exception_only(type(exc), exc))
-    cause = exc.__cause__
-    if cause is None and not getattr(exc, "__suppress_context__", False):
-        cause = exc.__context__
-    if cause is not None:
-        lines.append("caused by: " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
-                     + "\n")
-    return "".join(lines)
+    try:
+        frames = traceback.extract_tb(exc.__traceback__)
+        lines = ["Traceback (most recent call last%s):\n"
+                 % (", last %d of %d frames" % (limit, _len(frames)) if _len(frames) > limit else "")]
+        lines.extend(traceback.format_list(frames[-limit:]))
+        lines.extend(traceback.format_exception_only(type(exc), exc))
+        cause = exc.__cause__
+        if cause is None and not getattr(exc, "__suppress_context__", False):
+            cause = exc.__context__
+        if cause is not None:
+            lines.append("caused by: " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
+                         + "\n")
+        return "".join(lines)
+    except _BaseException:  # the probe broke the traceback module, or the exception's own str()
+        return one_line(exc)
 
 
 def one_line(exc):
-    text = str(exc).strip().splitlines()
-    return "%s: %s" % (type(exc).__name__, text[0] if text else "") if text else type(exc).__name__
+    name = _type_name(exc)
+    try:
+        text = _str(exc).strip().splitlines()
+    except _BaseException:
+        return name + ": <its message could not be read>"
+    return "%s: %s" % (name, text[0] if text else "") if text else name
+
+
+def _type_name(value):
+    try:
+        name = _type(value).__name__
+        return name if _isinstance(name, _str) else "object"
+    except _BaseException:
+        return "object"
 
 
 def rerun_command(name, expected=None, variant="default"):
@@ -61,13 +143,13 @@ def rerun_command(name, expected=None, variant="default"):
 
 
 def write_json_atomic(path, data):
-    tmp = "%s.tmp%d" % (path, os.getpid())
-    text = _dumps(data, indent=1, default=repr)
-    with open(tmp, "w") as handle:
+    tmp = "%s.tmp%d" % (path, _getpid())
+    text = encode(jsonable(data))
+    with _open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
         handle.write(text)
         handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+        _fsync(handle.fileno())
+    _replace(tmp, path)
 
 
 def read_notes(path):
@@ -95,39 +177,45 @@ def make_context(request):
     notes_path = request.get("notes_path")
     if notes_path:
         def sink(key, value):
-            with open(notes_path, "a") as handle:
-                handle.write(_dumps({"k": key, "v": jsonable(value)}) + "\n")
+            with _open(notes_path, "a", encoding="utf-8", errors="surrogateescape") as handle:
+                handle.write(encode({"k": jsonable(key), "v": jsonable(value)}) + "\n")
         ctx.note_sink = sink
     return ctx
 
 
 def run_probe(spec, ctx):
-    """Call the probe and map its outcome to a status. Never raises."""
-    started = time.time()
+    """Call the probe and map its outcome to a status. Never raises: when describing the outcome
+    fails (the probe broke something that needs), the result says so, as the probe's ``error``."""
+    started = _time()
     result = {"name": spec.name, "isolation": ctx.isolation or spec.isolation}
     try:
-        returned = spec.func(ctx)
-        evidence = dict(ctx.notes)
-        if isinstance(returned, dict):
-            evidence.update(returned)
-        elif returned is not None:
-            evidence["returned"] = returned
-        result.update(status="pass", message="", evidence=evidence)
-    except api.ProbeOutcome as outcome:
-        evidence = dict(ctx.notes)
-        evidence.update(outcome.evidence)
-        result.update(status=outcome.status, message=outcome.message, evidence=evidence,
-                      observed=outcome.observed, expected=outcome.expected, repro=outcome.repro)
-        if outcome.status == "fail":
-            result["traceback"] = getattr(outcome, "traceback", "") or last_frames(outcome)
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt inside a probe are its errors too
-        result.update(status="error", message=one_line(exc), evidence=dict(ctx.notes),
-                      traceback=last_frames(exc))
+        try:
+            returned = spec.func(ctx)
+        except api.ProbeOutcome as outcome:
+            evidence = _dict(ctx.notes)
+            evidence.update(outcome.evidence)
+            result.update(status=outcome.status, message=outcome.message, evidence=evidence,
+                          observed=outcome.observed, expected=outcome.expected, repro=outcome.repro)
+            if outcome.status == "fail":
+                result["traceback"] = getattr(outcome, "traceback", "") or last_frames(outcome)
+        except _BaseException as exc:  # SystemExit and KeyboardInterrupt inside a probe are its errors too
+            result.update(status="error", message=one_line(exc), evidence=_dict(ctx.notes),
+                          traceback=last_frames(exc))
+        else:
+            evidence = _dict(ctx.notes)
+            if _isinstance(returned, _dict):
+                evidence.update(returned)
+            elif returned is not None:
+                evidence["returned"] = returned
+            result.update(status="pass", message="", evidence=evidence)
+    except _BaseException as exc:
+        result = {"name": spec.name, "isolation": ctx.isolation or spec.isolation, "status": "error",
+                  "message": "the probe's outcome could not be recorded: %s" % one_line(exc)}
     if result["status"] in ("fail", "error") and not result.get("repro"):
         result["repro"] = rerun_command(spec.name, ctx.expected, ctx.variant)
-    result["duration_s"] = round(time.time() - started, 4)
+    result["duration_s"] = _round(_time() - started, 4)
     cleaned = {}
-    for key, value in result.items():
+    for key, value in _dict.items(result):
         value = jsonable(value)
         if key == "message" or (value is not None and value != "" and value != {}):
             cleaned[key] = value
@@ -154,11 +242,54 @@ def tail_of(path, chars=OUTPUT_TAIL_CHARS):
         return ""
 
 
-def finish_result(request, how, code, duration):
+RESULT_TEXT = ("message", "traceback", "repro", "output_tail", "isolation")
+RESULT_KEYS = ("name", "status", "duration_s", "evidence", "observed", "expected") + RESULT_TEXT
+
+
+def result_problem(result, name):
+    """What is wrong with a result a probe's process reported ("" when nothing is): read in a process
+    the probe never ran in, so no rebinding in the probe's process can change the verdict."""
+    if not isinstance(result, dict):
+        return "a %s, not an object" % type(result).__name__
+    if result.get("name") != name:
+        return "a result named %r" % (result.get("name"),)
+    if result.get("status") not in STATUSES:
+        return "status %r" % (result.get("status"),)
+    for key in RESULT_TEXT:
+        if key in result and not isinstance(result[key], str):
+            return "%s is a %s, not text" % (key, type(result[key]).__name__)
+    if "evidence" in result and not isinstance(result["evidence"], dict):
+        return "evidence is a %s, not an object" % type(result["evidence"]).__name__
+    duration = result.get("duration_s", 0.0)
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not (0 <= duration < 1e9):
+        return "duration_s %r" % (duration,)
+    return ""
+
+
+def checked_result(result, request, duration=0.0):
+    """``result`` as the runner records it (known keys only), or, when it is malformed, an ``error``
+    result for the requested probe that says how: it costs that probe, never the others."""
+    name = request["name"]
+    problem = result_problem(result, name)
+    if not problem:
+        return {key: value for key, value in result.items() if key in RESULT_KEYS}
+    checked = {"name": name, "status": "error", "isolation": request.get("isolation", api.SHARED),
+               "duration_s": round(duration, 4),
+               "message": "the probe's process reported a malformed result (%s); nothing it reported is kept"
+                          % problem[:200],
+               "repro": rerun_command(name, request.get("expected"), request.get("variant", "default"))}
+    tail = tail_of(request["output_path"]) if request.get("output_path") else ""
+    if tail:
+        checked["output_tail"] = tail
+    return checked
+
+
+def finish_result(request, how, code, duration, check=True):
     """The result of a probe process that has ended: its own result file, or what its death says.
 
     ``how`` is "exited" (``code`` = exit status), "signaled" (``code`` = signal number)
-    or "timeout" (the parent killed it after ``request["timeout"]`` seconds).
+    or "timeout" (the parent killed it after ``request["timeout"]`` seconds). ``check``: the file
+    holds a probe's result (``checked_result``); False for other work done the same way (GPU facts).
     """
     name = request["name"]
     isolation = request.get("isolation", api.SHARED)
@@ -170,6 +301,7 @@ def finish_result(request, how, code, duration):
                 result = json.load(handle)
         except (OSError, ValueError):
             result = None
+    reported = result is not None
     if result is None:
         notes = read_notes(request.get("notes_path", ""))
         if how == "timeout":
@@ -191,11 +323,17 @@ def finish_result(request, how, code, duration):
             evidence["exit_code"] = code
         if evidence:
             result["evidence"] = jsonable(evidence)
-        result["repro"] = notes.get("repro") or rerun_command(name, request.get("expected"),
-                                                             request.get("variant", "default"))
-    else:
-        if how == "signaled":  # it reported, then died (e.g. in a destructor): keep both facts
-            result.setdefault("evidence", {})["died_after_reporting"] = signal_name(code)
+        repro = notes.get("repro")
+        result["repro"] = repro if isinstance(repro, str) and repro else rerun_command(
+            name, request.get("expected"), request.get("variant", "default"))
+    elif check:
+        reported = not result_problem(result, name)
+        result = checked_result(result, request, duration)
+    if not check:
+        return result
+    if reported and how == "signaled":
+        # it reported, then died (e.g. in a destructor): keep both facts
+        result.setdefault("evidence", {})["died_after_reporting"] = signal_name(code)
     if output_tail and result.get("status") != "pass":
         result["output_tail"] = output_tail
     return result

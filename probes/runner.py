@@ -24,7 +24,7 @@ from probes import api, discovery, execute, facts, pytest_outcomes
 
 PROBES_SCHEMA = 1
 ZYGOTE_IMPORTS = ("torch", "torchvision")
-STATUSES = ("pass", "fail", "unsupported", "skip", "error", "timeout", "crash")
+STATUSES = execute.STATUSES
 
 
 class UsageError(Exception):
@@ -62,8 +62,8 @@ def parse_commands(values):
     commands = []
     for value in values:
         name, sep, command = value.partition("=")
-        if not sep or not re.match(r"^[A-Za-z0-9_.-]+$", name) or not command.strip():
-            raise UsageError("--command %r: expected NAME=COMMAND with NAME made of [A-Za-z0-9_.-]" % value)
+        if not sep or api.NAME_PATTERN.fullmatch(name) is None or not command.strip():
+            raise UsageError("--command %r: expected NAME=COMMAND, NAME being %s" % (value, api.NAME_RULE))
         commands.append((name, command))
     return commands
 
@@ -291,6 +291,9 @@ def run_suite(args):
             raise UsageError("--probe-dir %s: not a directory" % directory)
     probe_dirs = [os.path.abspath(d) for d in args.probe_dir]
     specs, problems = discovery.discover(probe_dirs, standard=not args.no_standard)
+    refused = [problem for problem in problems if problem.refused]
+    if refused and args.list:  # at plan time (``--list``): the spec's author fixes the name first
+        raise UsageError(refused[0].message)
     if args.list:
         list_probes(specs, problems, commands)
         return 0
@@ -331,15 +334,20 @@ def run_suite(args):
             timeout = spec.timeout if spec.timeout_declared else args.timeout
             request = _request(spec.name, getattr(spec, "source", ""), spec.isolation, timeout, options,
                                tmpdir, index)
-            result = None
-            if spec.isolation == api.SHARED and zygote is not None and zygote.alive:
-                result = zygote.run(request)
-            if result is None:
-                request["isolation"] = api.PRISTINE
-                if zygote is not None:  # what the zygote learnt about imports still helps (install_sanity)
-                    request["imports"] = zygote.imports
-                result = run_pristine(request)
-            results.append(result)
+            started_probe = time.time()
+            try:
+                result = None
+                if spec.isolation == api.SHARED and zygote is not None and zygote.alive:
+                    result = zygote.run(request)
+                if result is None:
+                    request["isolation"] = api.PRISTINE
+                    if zygote is not None:  # what the zygote learnt about imports still helps (install_sanity)
+                        request["imports"] = zygote.imports
+                    result = run_pristine(request)
+            except Exception as exc:  # whatever went wrong with this probe costs this probe only
+                result = {"name": spec.name, "status": "error", "isolation": request["isolation"],
+                          "message": "the runner could not run the probe: %s" % execute.one_line(exc)}
+            results.append(execute.checked_result(result, request, time.time() - started_probe))
             checkpoint(args.out, results)
             progress.result(result, len(results), total)
         for problem in problems:

@@ -27,6 +27,7 @@ import time
 from probes import execute
 
 CHILD_EXIT_GRACE_S = 30.0
+_exit = os._exit
 
 
 # Imported after torch, before forking: lazily imported by common training code, expensive.
@@ -112,11 +113,12 @@ def _enter_child(output_path, close_fds, workdir):
         os.chdir(workdir)
 
 
-def fork_and_wait(request, body, close_fds=(), on_started=None):
+def fork_and_wait(request, body, close_fds=(), on_started=None, check=True):
     """Run ``body()`` in a forked child and return a ProbeResult-shaped dict.
 
     ``body`` writes the result file itself; a child that dies first is classified
     from its wait status, and one that runs past ``request["timeout"]`` is killed.
+    ``check``: the file holds a probe's result, checked here (``execute.finish_result``).
     """
     sys.stdout.flush()
     sys.stderr.flush()
@@ -140,7 +142,7 @@ def fork_and_wait(request, body, close_fds=(), on_started=None):
                 sys.stdout.flush()
                 sys.stderr.flush()
             finally:
-                os._exit(code)
+                _exit(code)  # bound at import: a probe that rebinds os._exit must not outlive itself
     try:
         os.setpgid(pid, pid)
     except OSError:
@@ -158,7 +160,7 @@ def fork_and_wait(request, body, close_fds=(), on_started=None):
             how, code = "signaled", os.WTERMSIG(status)
         else:
             how, code = "exited", os.WEXITSTATUS(status)
-    return execute.finish_result(request, how, code, time.time() - started)
+    return execute.finish_result(request, how, code, time.time() - started, check=check)
 
 
 class _Server(object):
@@ -286,7 +288,7 @@ class _Server(object):
         def body():
             execute.write_json_atomic(request["result_path"], {"facts": facts.gpu_facts()})
 
-        outcome = fork_and_wait(dict(request, name="gpu_facts"), body, close_fds=(self.resp_fd,))
+        outcome = fork_and_wait(dict(request, name="gpu_facts"), body, close_fds=(self.resp_fd,), check=False)
         if outcome.get("facts") is not None:
             return outcome["facts"]
         return {"cuda_available": False, "torch_cuda": None, "devices": [], "driver": facts.driver_version(),

@@ -933,3 +933,82 @@ def test_suite_helpers_detect_a_survivor(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+# ---------------------------------------------------------------- round 2 (issue 25): probes, sinks
+
+
+def test_a_probe_name_that_is_not_a_name_is_refused_at_plan_time(tmp_path, index):
+    """A name with a newline and HTML would break the --list table, the report's columns and an
+    issue title: refused like a command name, in one line naming the file, before any install."""
+    probes = probe_dir(tmp_path, 'from probes.api import probe\n\n@probe("bad\\n<b>x</b>")\n'
+                                 'def bad(ctx):\n    pass\n')
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity"]\ndirs = ["{probes}"]')
+    done = cli(tmp_path, env_for(tmp_path, spec), "plan")
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_error(done.stderr, "custom.py", "'bad\\n<b>x</b>'", "refused")
+    assert "rename the probe" in hint_of(done.stderr), done.stderr
+    assert "<b>x</b>\n" not in line  # the name is shown quoted, on the error's one line
+
+
+POISONED = '''
+import builtins, json, os
+from probes.api import probe
+
+@probe("a_passes")
+def a_passes(ctx):
+    return {"ok": 1}
+
+@probe("rebinds_open")
+def rebinds_open(ctx):
+    builtins.open = None
+
+@probe("rebinds_print")
+def rebinds_print(ctx):
+    builtins.print = None
+
+@probe("rebinds_json")
+def rebinds_json(ctx):
+    json.dumps = None
+    json.JSONEncoder.encode = lambda self, o: '{"name": 5}'
+    json.JSONEncoder.iterencode = lambda self, o, _one_shot=False: iter(['{"name": 5}'])
+
+@probe("rebinds_isinstance_and_exit")
+def rebinds_isinstance_and_exit(ctx):
+    builtins.isinstance = lambda *args: True
+    os._exit = lambda code: None
+
+@probe("forges_its_report")
+def forges_its_report(ctx):
+    import sys, probes.execute  # pristine: the runner's code is __main__
+    for module in (probes.execute, sys.modules["__main__"]):
+        module.encode = lambda value: '{"name": "forges_its_report", "status": "pass!", "message": 5}'
+
+@probe("z_passes")
+def z_passes(ctx):
+    return {"ok": 2}
+'''
+
+
+@pytest.mark.parametrize("isolation", ["shared", "pristine"])
+def test_a_probe_that_rebinds_what_the_runner_uses_costs_only_itself(tmp_path, index, isolation):
+    """Rebinding builtins.open, print, json.dumps / JSONEncoder, isinstance or os._exit used to end
+    the runner ('unreadable probe output: status') and make the whole cell error, losing the passes
+    recorded before; now each such probe's own outcome is recorded, and one that forges its own
+    report costs that probe only."""
+    source = POISONED if isolation == "shared" else POISONED.replace('")\ndef', '", isolation="pristine")\ndef')
+    probes = probe_dir(tmp_path, source)
+    names = ["install_sanity", "a_passes", "rebinds_open", "rebinds_print", "rebinds_json",
+             "rebinds_isinstance_and_exit", "forges_its_report", "z_passes"]
+    spec = write_spec(tmp_path, index.url, probes=f'run = {json.dumps(names)}\ndirs = ["{probes}"]')
+    done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
+    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
+    assert result is not None, done.stderr
+    statuses = {p.name: p.status for p in result.probes}
+    assert PROBE_RUNNER not in statuses, (statuses, done.stderr[-3000:])
+    for name in names[:-2] + ["z_passes"]:
+        assert statuses.get(name) == "pass", (name, statuses)
+    forged = result.probe("forges_its_report")
+    assert forged.status == "error" and "malformed result" in forged.message, forged
+    assert verdict_of(result).kind == INCOMPATIBLE  # a required probe errored: the cell says so
+    assert_no_orphans(tmp_path)

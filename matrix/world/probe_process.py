@@ -213,7 +213,7 @@ def run_probes(cell: Cell, venv_python: str, work_dir: Path, options: ProbeOptio
             done.output),), {})
     try:
         data = json.loads(out.read_text(encoding="utf-8"))
-        probes = tuple(ProbeResult.from_json(item) for item in data["results"])
+        probes = _probe_results(data["results"])
     except FileNotFoundError:
         return ProbeRun((runner_failure(
             f"probe runner exited with {done.returncode} without writing {out.name}", done.output),), {})
@@ -230,6 +230,20 @@ def _partial_probes(out: Path) -> tuple[ProbeResult, ...]:
     """Results the runner wrote before it was stopped (it rewrites ``out`` after each probe)."""
     try:
         data = json.loads(out.read_text(encoding="utf-8"))
-        return tuple(ProbeResult.from_json(item) for item in data["results"])
+        return _probe_results(data["results"])
     except (OSError, ValueError, KeyError, TypeError):
         return ()
+
+
+def _probe_results(items: Any) -> tuple[ProbeResult, ...]:
+    """Each probe's result; one that does not read costs that probe (an ``error`` naming what was wrong),
+    never the others. The runner checks what it records, so this is a second line."""
+    probes = []
+    for position, item in enumerate(items):
+        try:
+            probes.append(ProbeResult.from_json(item))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            name = item.get("name") if isinstance(item, dict) else None
+            shown = name if isinstance(name, str) and name else f"probe #{position + 1}"
+            probes.append(ProbeResult(name=shown, status=ERROR, message=f"unreadable probe result: {error!r}"[:300]))
+    return tuple(probes)

@@ -43,9 +43,12 @@ def known_probes(dirs: tuple[str, ...]) -> frozenset[str]:
     env["PYTHONPATH"] = str(probes_package().parent)
     code, out, err = proc.run_text(command, timeout=120, env=env, cwd=probes_package().parent)
     if code != 0:
+        refused = " refused: " in err  # probes.api.check_name: a probe file names a probe badly
         raise UserError(f"cannot list the probes: {err.strip()[-300:]}",
                         where="python -m probes --list",
-                        hint="run `python -m probes --list` to see why; check probes.dirs")
+                        hint="rename the probe in that file (@probe(\"name\")): a probe's name is a word, "
+                             "like a command probe's" if refused else
+                             "run `python -m probes --list` to see why; check probes.dirs")
     return frozenset(line.split()[0] for line in out.splitlines() if line.strip())
 
 
@@ -53,6 +56,8 @@ def check_names(spec) -> None:
     names = set(spec.probes.commands)
     needed = [("probes.run", i, n) for i, n in enumerate(spec.probes.run)]
     needed += [("probes.required", i, n) for i, n in enumerate(spec.probes.required)]
+    if spec.probes.dirs:  # the runner refuses a probe file whose names are not names: say so now
+        known_probes(tuple(spec.probes.dirs))
     if not needed or all(n in names for _, _, n in needed):
         return
     known = known_probes(tuple(spec.probes.dirs)) | names

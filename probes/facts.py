@@ -94,6 +94,10 @@ def gpu_facts():
     version = getattr(torch, "version", None)
     facts["torch_cuda"] = getattr(version, "cuda", None)
     try:
+        facts["build"] = build_facts()
+    except Exception as exc:
+        facts["build"] = {"error": "%s: %s" % (type(exc).__name__, _first_line(exc))}
+    try:
         facts["cuda_available"] = bool(torch.cuda.is_available())
         if facts["cuda_available"]:
             for index in range(torch.cuda.device_count()):
@@ -108,6 +112,79 @@ def gpu_facts():
                 facts["cudnn"] = cudnn.version()
     except Exception as exc:
         facts["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[:1])
+    return facts
+
+
+def _torchvision_build(torch, facts):
+    """torchvision's CUDA version two ways: ``torchvision.version.cuda`` and its compiled ops'
+    ``torch.ops.torchvision._cuda_version()`` (an int such as 12010; -1 or 0 for a CPU build)."""
+    try:
+        import torchvision
+    except Exception as exc:
+        facts["torchvision_error"] = "%s: %s" % (type(exc).__name__, _first_line(exc))
+        return
+    facts["torchvision_cuda"] = getattr(getattr(torchvision, "version", None), "cuda", None)
+    try:
+        facts["torchvision_ops_cuda"] = int(torch.ops.torchvision._cuda_version())
+    except Exception as exc:  # ops not loadable: a mismatched pair ("operator torchvision::nms does not exist")
+        facts["torchvision_ops_cuda"] = None
+        facts["torchvision_ops_error"] = "%s: %s" % (type(exc).__name__, _first_line(exc))
+
+
+def _first_line(exc):
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def build_facts():
+    """What the installed torch (and torchvision) were built for, read without a device:
+    ``torch._C._cuda_getArchFlags()`` (the compiled SASS ``sm_XY`` and PTX ``compute_XY``
+    entries; ``torch.cuda.get_arch_list()`` says [] without a device before torch 2.13),
+    ``torch.version.cuda`` / ``.hip``, torchvision's CUDA version, and torch's own table of its
+    release variants' architectures (``torch.cuda.PYTORCH_RELEASES_CODE_CC``, where it has one).
+    Imports torch: call it in a throwaway process. ``matrix.judge.hardware`` judges targets from it.
+    """
+    facts = {"torch": installed_version("torch"), "torchvision": installed_version("torchvision"),
+             "python": platform.python_version()}
+    if facts["torch"] is None:
+        return facts
+    try:
+        import torch
+    except Exception as exc:
+        facts["error"] = "import torch failed: %s: %s" % (type(exc).__name__, _first_line(exc))
+        return facts
+    version = getattr(torch, "version", None)
+    facts["torch_cuda"] = getattr(version, "cuda", None)
+    facts["torch_hip"] = getattr(version, "hip", None)
+    getter = getattr(torch._C, "_cuda_getArchFlags", None)
+    try:
+        flags = getter() if getter is not None else None
+    except Exception as exc:
+        flags = None
+        facts["error"] = "torch._C._cuda_getArchFlags() failed: %s: %s" % (type(exc).__name__, _first_line(exc))
+    facts["arch_flags"] = flags
+    facts["arch_list"] = flags.split() if flags else []
+    try:
+        facts["get_arch_list_without_device"] = list(torch.cuda.get_arch_list())
+    except Exception as exc:
+        facts["get_arch_list_without_device"] = "%s: %s" % (type(exc).__name__, _first_line(exc))
+    table = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", None)
+    if isinstance(table, dict):  # {cuda: {host arch: {cc}}} in 2.13; {cuda: {cc}} earlier (any host)
+        try:
+            facts["release_variants_code_cc"] = dict(
+                (str(cuda), dict((str(arch), sorted(ccs)) for arch, ccs in by.items()) if isinstance(by, dict)
+                 else {"any": sorted(by)}) for cuda, by in table.items())
+        except Exception as exc:
+            facts["release_variants_code_cc"] = {"error": "%s: %s" % (type(exc).__name__, _first_line(exc))}
+    runtimes = {}
+    for name in ("nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13",
+                 "nvidia-cuda-runtime"):
+        found = installed_version(name)
+        if found:
+            runtimes[name] = found
+    facts["cuda_runtime_packages"] = runtimes
+    if facts["torchvision"]:
+        _torchvision_build(torch, facts)
     return facts
 
 
@@ -227,10 +304,12 @@ def main(argv):
         print(json.dumps(environment_facts()))
     elif argv[:1] == ["versions"]:
         print(json.dumps(own_versions(argv[1:])))
+    elif argv[:1] == ["build"]:
+        print(json.dumps(build_facts(), sort_keys=True))
     elif argv[:1] == ["record"]:
         print(json.dumps(incomplete_installs()))
     else:
-        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | record\n")
+        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | build | record\n")
         return 2
     return 0
 

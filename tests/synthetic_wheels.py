@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 TORCH_INIT = '''\
 """Synthetic torch {version} (test stand-in)."""
 __version__ = "{version}"
-from . import version, cuda
+from . import version, cuda, _C
 from ._tensor import Tensor, tensor, float32, int64, arange, zeros, ones, allclose, manual_seed
 from .serialization import save, load
 from . import utils
@@ -51,6 +51,13 @@ def device_count():
 
 def is_initialized():
     return False
+'''
+
+# torch._C: only what probes/facts.py build_facts reads. A CPU build has no _cuda_getArchFlags.
+TORCH_C_CPU = ""
+TORCH_C_CUDA = '''\
+def _cuda_getArchFlags():
+    return {arch_flags!r}
 '''
 
 TORCH_TENSOR = '''\
@@ -333,9 +340,12 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
 
 def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
                 cuda: str | None = None, requires_dist: tuple[str, ...] = (),
-                weights_only_default: bool = False) -> WheelSpec:
+                weights_only_default: bool = False, arch_flags: str | None = None) -> WheelSpec:
+    """``cuda`` and ``arch_flags`` (``"sm_50 ... sm_90"``) make a CUDA build's facts, as a real
+    wheel answers them without a device (``torch.version.cuda``, ``torch._C._cuda_getArchFlags()``)."""
     fmt = {"version": version, "cuda": cuda}
     files = {
+        "torch/_C.py": TORCH_C_CUDA.format(arch_flags=arch_flags) if arch_flags else TORCH_C_CPU,
         "torch/__init__.py": TORCH_INIT.format(**fmt),
         "torch/version.py": TORCH_VERSION.format(**fmt),
         "torch/cuda/__init__.py": TORCH_CUDA,

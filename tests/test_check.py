@@ -188,6 +188,79 @@ def test_a_good_environment_is_compatible_and_reports_like_any_cell(tmp_path, in
     assert pins["counts"]["compatible"] == 2 and "not_pinned" not in pins
 
 
+SEVEN = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"  # torch 2.2.2 to 2.7.1 on PyPI (tests/fixtures/wheel-builds)
+
+
+@pytest.fixture(scope="module")
+def cuda_index(tmp_path_factory):
+    """A synthetic CUDA 12.6 build answering what PyPI's torch 2.7.1 answers without a device."""
+    return build_index(tmp_path_factory.mktemp("cuda-index"),
+                       [torch_wheel("2.7.1", cuda="12.6", arch_flags=SEVEN)])
+
+
+def test_hardware_targets_are_judged_from_the_build_and_printed_as_json(tmp_path, cuda_index, uv_env, capsys):
+    python = venv_with(tmp_path, cuda_index, "torch==2.7.1")
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),
+                                 "--spec", install_sanity_only(tmp_path), "--gpu", "V100", "--gpu", "RTX 5090",
+                                 "--driver", "580.65", "--json")
+    assert status == 1, out + err  # it runs on the V100, not on the RTX 5090
+    data = json.loads(out)
+    assert data["verdict"] == "compatible" and data["targets_from"] == "--gpu/--driver"
+    assert [(t["target"], t["verdict"]) for t in data["targets"]] == [
+        ("V100 (sm_70), driver 580.65", "native"), ("RTX 5090 (sm_120), driver 580.65", "no-kernel-image")]
+    assert SEVEN in data["targets"][1]["reason"] and "no kernel image is available" in data["targets"][1]["reason"]
+    result = load_results(tmp_path / "r").results[0]
+    assert [dict(t) for t in result.targets] == data["targets"]  # recorded in the cell's result file
+    assert result.gpu["build"]["arch_flags"] == SEVEN
+
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),
+                                 "--spec", install_sanity_only(tmp_path), "--gpu", "H100")
+    assert status == 0, out + err
+    assert re.search(r"^Hardware \(--gpu/--driver\):\n  H100 \(sm_90\)  native +sm_90 is in the build", out, re.M)
+
+
+def fake_nvidia_smi(tmp_path, monkeypatch, script: str) -> None:
+    """An ``nvidia-smi`` first on PATH (no GPU was lent to the session that wrote this)."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script + "\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_with_no_flag_check_judges_the_gpu_and_driver_nvidia_smi_finds(tmp_path, cuda_index, uv_env, capsys,
+                                                                       monkeypatch):
+    python = venv_with(tmp_path, cuda_index, "torch==2.7.1")
+    fake_nvidia_smi(tmp_path, monkeypatch, 'echo "NVIDIA GeForce RTX 5090, 12.0, 580.65.06"')
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),
+                                 "--spec", install_sanity_only(tmp_path))
+    assert status == 1, out + err
+    assert re.search(r"^Hardware \(found here by nvidia-smi\):\n  NVIDIA GeForce RTX 5090 \(sm_120\), driver "
+                     r"580\.65\.06  no-kernel-image +no sm_120", out, re.M)
+
+
+def test_with_no_flag_check_says_when_no_gpu_is_found(tmp_path, cuda_index, uv_env, capsys, monkeypatch):
+    python = venv_with(tmp_path, cuda_index, "torch==2.7.1")
+    fake_nvidia_smi(tmp_path, monkeypatch, "echo 'NVIDIA-SMI has failed' >&2; exit 9")
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),
+                                 "--spec", install_sanity_only(tmp_path))
+    assert status == 0, out + err
+    assert "Hardware (no NVIDIA GPU found here (no nvidia-smi, or it lists none); pass --gpu/--driver" in out
+    assert "  nothing judged" in out
+
+
+@pytest.mark.parametrize("flag, value, message, hint", [
+    ("--gpu", "RTX 409", "unknown GPU 'RTX 409'", "did you mean 'RTX 4090'"),
+    ("--gpu", "sm_88", "unknown compute capability 'sm_88'", "NVIDIA GPUs have one of"),
+    ("--driver", "12.4", "invalid NVIDIA driver version '12.4'", "not the CUDA version"),
+])
+def test_a_bad_target_is_one_line_with_a_hint(tmp_path, capsys, flag, value, message, hint):
+    status, _, err = run_check(capsys, "--python", sys.executable, flag, value)
+    assert status == 2 and "Traceback" not in err
+    assert err.startswith(f"torch-matrix: error: {flag} {value}: {message}") and hint in err
+
+
 def test_a_broken_pair_is_incompatible_exit_1(tmp_path, index, uv_env, capsys):
     python = venv_with(tmp_path, index, "torch==2.2.0", "torchvision==0.17.0")
     status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),

@@ -59,7 +59,12 @@ def test_schema_stays_in_sync_with_records():
     assert tuple(schema["$defs"]["probe"]["properties"]["status"]["enum"]) == records.PROBE_STATUSES
     # Every key to_json can write is declared, and every always-written key is required.
     data = full_result().to_json()
-    assert set(data) == set(props) == set(schema["required"])
+    assert set(data) == set(schema["required"])
+    assert set(props) - set(schema["required"]) == {"targets"}  # optional since v3
+    judged = replace(full_result(), targets=({"target": "V100 (sm_70)", "verdict": "native", "reason": "r"},))
+    assert set(judged.to_json()) == set(props)
+    schema_validator().validate(judged.to_json())
+    assert CellResult.from_json(judged.to_json()) == judged and results.is_canonical_json(judged.to_json())
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
     cell_props = schema["$defs"]["cell"]["properties"]
     assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin", "install",
@@ -89,11 +94,12 @@ def _broken(mutate):
     _broken(lambda d: d["cell"]["axes"].pop("torch")),
     _broken(lambda d: d["timings"].update(total="12s")),
     _broken(lambda d: d.update(extra_key=1)),
-    _broken(lambda d: d.update(schema_version=3)),
+    _broken(lambda d: d.update(schema_version=4)),
+    _broken(lambda d: d.update(targets=[{"target": "V100 (sm_70)", "verdict": "runs", "reason": "r"}])),
     _broken(lambda d: d.update(probes={})),
     _broken(lambda d: d["cell"].update(origin="somewhere")),
 ], ids=["no-cell", "install-status", "probe-status", "probe-name", "unsafe-id", "no-torch-axis",
-        "timing-type", "unknown-key", "version", "probes-type", "origin"])
+        "timing-type", "unknown-key", "version", "target-verdict", "probes-type", "origin"])
 def test_schema_rejects_broken_shapes(data):
     assert list(schema_validator().iter_errors(data))
 
@@ -160,7 +166,8 @@ def test_version_1_files_load_unchanged(tmp_path):
         assert result.cell.origin == records.ORIGIN_MATRIX and not result.cell.is_existing_env
         original = json.loads((GOLDEN_V1 / f"{result.cell.id}.json").read_text())
         again = result.to_json()
-        assert again["schema_version"] == 2 and "origin" not in again["cell"]
+        assert again["schema_version"] == records.SCHEMA_VERSION and "origin" not in again["cell"]
+        assert "targets" not in again and result.targets == ()  # version 3: none judged
         assert {k: v for k, v in again.items() if k != "schema_version"} == \
             {k: v for k, v in original.items() if k != "schema_version"}
         # A planned cell's fingerprint (resume) does not change with the new optional field.
@@ -205,7 +212,7 @@ def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     assert by_file[str(cells / "list.json")] == "not a torch-matrix cell result"
     assert by_file[str(cells / "empty.json")] == "empty file"
     assert by_file[str(cells / "t2.6.0-py3.11.json")] == \
-        "schema_version 7 is newer than this tool understands (2)"
+        "schema_version 7 is newer than this tool understands (3)"
     assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith("invalid cell result at install/status")
     assert len(loaded.problems) == 7
     assert len(loaded.skipped) == 7
@@ -414,10 +421,10 @@ def test_a_version_1_file_loads_unchanged_and_a_cell_with_install_round_trips(tm
     assert loaded.problems == [] and len(loaded.results) == 1
     assert loaded.results[0] == full_result()
     assert loaded.results[0].cell.fingerprint() == full_result().cell.fingerprint()
-    # A cell with an install list: written as version 2, read back the same, other fingerprint.
+    # A cell with an install list: written as the current version, read back the same, other fingerprint.
     cell = replace(full_result().cell, install=(".[test]", "-r requirements.txt"), install_digest="ab12")
     result = replace(full_result(), cell=cell)
-    assert result.to_json()["schema_version"] == 2
+    assert result.to_json()["schema_version"] == records.SCHEMA_VERSION
     path = results.write_result(result, tmp_path / "new")
     assert results.read_result(path) == result
     assert cell.fingerprint() != full_result().cell.fingerprint()

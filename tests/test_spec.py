@@ -174,7 +174,23 @@ BAD = [
     ("[index]\nmirror = 'x'", "index.mirror", "unknown key"),
     ("[interpreters]\n'3' = '/x'", "interpreters.3", "'3'"),
     ("python = [", "matrix.toml", "invalid TOML"),
+    ("[targets]\ngpus = ['RTX 409']", "targets.gpus[0]", "unknown GPU 'RTX 409'"),
+    ("[targets]\ngpus = ['V100', 'sm_88']", "targets.gpus[1]", "unknown compute capability 'sm_88'"),
+    ("[targets]\ndrivers = ['12.4']", "targets.drivers[0]", "invalid NVIDIA driver version '12.4'"),
+    ("[targets]\ngpu = ['V100']", "targets.gpu", "unknown key"),
+    ("[targets]\ngpus = ['V100', 'v100']", "targets.gpus", "named twice"),
 ]
+
+
+def test_targets_cross_gpus_with_drivers_and_a_bad_name_gets_a_did_you_mean():
+    spec = parse("[targets]\ngpus = ['GTX 1080', 'sm_70', 'RTX 4090', 'RTX 5090']\ndrivers = ['535.104', '580.65']")
+    assert len(spec.targets) == 8 and spec.targets[0].label == "GTX 1080 (sm_61), driver 535.104"
+    assert [t.gpu.capability for t in spec.targets[::2] if t.gpu] == [61, 70, 89, 120]
+    assert parse("").targets == () and [t.label for t in parse("[targets]\ndrivers = ['580.65']").targets] == [
+        "driver 580.65"]
+    with pytest.raises(UserError) as caught:
+        parse("[targets]\ngpus = ['RTX 409']")
+    assert "did you mean 'RTX 4090'" in caught.value.hint and "torch-matrix plan" in caught.value.hint
 
 
 @pytest.mark.parametrize("text, key, value", BAD)

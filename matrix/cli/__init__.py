@@ -130,6 +130,14 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="where the cell result goes (default: $TORCH_MATRIX_RESULTS/check, i.e. results/check)")
     check.add_argument("--spec", help="spec whose [probes] table (selection, required, custom probes) applies "
                        "(default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)")
+    check.add_argument("--gpu", action="append", default=[], metavar="GPU",
+                       help="judge the environment's build for this GPU: a name (V100, RTX 4090, H100) or a "
+                            "compute capability (sm_89, 8.9); repeatable. Default: the spec's [targets], else "
+                            "the GPUs and driver found here")
+    check.add_argument("--driver", action="append", default=[], metavar="VERSION",
+                       help="judge it for this NVIDIA driver (535.104, 580.65.06); repeatable, each GPU with each")
+    check.add_argument("--json", action="store_true",
+                       help="print the cell's verdict and its hardware verdicts as JSON instead of the tables")
     check.set_defaults(handler=_check)
 
     from matrix.cli.history import add_parsers as history_parsers  # argparse only: the work is imported lazily

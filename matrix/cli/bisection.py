@@ -166,7 +166,7 @@ def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: P
     settings = CellSettings(cells_dir=cells_dir, work_dir=venv / "torch-matrix", index_config=spec.index,
                             fingerprint=fingerprint, probe_dirs=tuple(spec.probes.dirs),
                             probe_commands=dict(spec.probes.commands), probe_timeout_s=spec.probes.timeout,
-                            position=position, total=total, project_dir=project_dir(spec))
+                            position=position, total=total, project_dir=project_dir(spec), targets=spec.targets)
     return run_cell(cell, str(venv / "bin" / "python"), settings), False
 
 

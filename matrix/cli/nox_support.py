@@ -256,7 +256,8 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
         retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
         position=position, total=len(plan.cells), project_dir=project_dir(plan.spec),
-        probe_reruns=probe_reruns(environ), rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"))
+        probe_reruns=probe_reruns(environ), rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"),
+        targets=plan.spec.targets)
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:

@@ -37,6 +37,8 @@ from matrix.vocab.records import (
 from matrix.world.results import write_result
 from matrix.judge.causes import Cause, VersionKind, attribute
 from matrix.judge.verdict import verdict_of
+from matrix.judge.hardware import DEVICE_PROBE, Target, cell_verdicts, disagreements
+from matrix.edges.console import warn
 
 if TYPE_CHECKING:
     from matrix.world.specfile import IndexConfig
@@ -69,6 +71,8 @@ class CellSettings:
     # An existing environment (``torch-matrix check``) is probed as its user runs it, user
     # site-packages included; a cell's fresh venv never sees them.
     user_site: bool = False
+    # Hardware targets ([targets], check --gpu/--driver) judged from the cell's build facts.
+    targets: tuple[Target, ...] = ()
 
     @property
     def probe_options(self) -> ProbeOptions:
@@ -213,6 +217,12 @@ def _finish(cell: Cell, settings: CellSettings, progress: Progress, started: str
                         gpu=dict(gpu or {}),
                         timings=timings, started_at=started, finished_at=_now(),
                         tool_version=TOOL_VERSION)
+    device_probe = next((p.to_json() for p in probes if p.name == DEVICE_PROBE), None)
+    judged = cell_verdicts(gpu, settings.targets, device_probe)
+    if judged:
+        result = dataclasses.replace(result, targets=judged)
+    for line in disagreements(judged):  # loudly: the static rules or the probe are wrong somewhere
+        warn(f"{cell.id}: hardware verdict DISAGREES with the device: {line}")
     try:
         path = write_result(result, settings.cells_dir)
     except OSError as error:

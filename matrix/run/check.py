@@ -208,6 +208,7 @@ class CheckOptions:
     probe_timeout_s: float = 300.0
     env: Mapping[str, str] = field(default_factory=dict)
     project_dir: str | None = None  # command probes run from it (the spec's directory)
+    targets: tuple[Any, ...] = ()  # hardware targets (matrix.judge.hardware.Target): --gpu/--driver or [targets]
 
     @classmethod
     def from_spec(cls, spec: Any) -> "CheckOptions":
@@ -217,7 +218,7 @@ class CheckOptions:
         return cls(probes=tuple(probes.run), required_probes=tuple(probes.required),
                    policy=dict(probes.policy), probe_dirs=tuple(probes.dirs),
                    probe_commands=dict(probes.commands), probe_timeout_s=float(probes.timeout),
-                   project_dir=project_dir(spec))
+                   project_dir=project_dir(spec), targets=tuple(spec.targets))
 
 
 def check_environment(python: str, results_dir: Path, options: CheckOptions | None = None,
@@ -232,5 +233,5 @@ def check_environment(python: str, results_dir: Path, options: CheckOptions | No
                                 fingerprint=fingerprint(cell, facts), probe_dirs=options.probe_dirs,
                                 probe_commands=dict(options.probe_commands),
                                 probe_timeout_s=options.probe_timeout_s, env=dict(options.env),
-                                project_dir=options.project_dir, user_site=True)
+                                project_dir=options.project_dir, user_site=True, targets=tuple(options.targets))
         return run_existing(cell, python, settings, existing_install(facts), facts.interpreter())

@@ -14,6 +14,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
+from matrix.judge.hardware import Target
 from matrix.vocab.records import default_policy
 
 DEFAULT_SPEC_PATH = Path(__file__).with_name("default_matrix.toml")
@@ -121,6 +122,9 @@ class Spec:
     base_dir: str  # relative paths in the spec are relative to this (the project directory)
     install: tuple[str, ...] = ()  # what else goes into every cell (see matrix.spec.install_items)
     install_digest: str = ""  # what the install items' files declare (set by load_spec)
+    # [targets]: GPUs and drivers each cell's build is judged for (matrix.judge.hardware), each GPU
+    # with each driver; they change no cell (verdicts come from the build's facts, on CPU).
+    targets: tuple[Target, ...] = ()
 
     @property
     def axis_names(self) -> tuple[str, ...]:

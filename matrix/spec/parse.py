@@ -18,6 +18,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from matrix.judge.hardware import Target, TargetError, parse_driver, parse_gpu, targets_of
 from matrix.vocab.errors import UserError
 from matrix.vocab.records import default_policy
 from matrix.spec.model import (
@@ -130,7 +131,7 @@ def spec_hint(key: str) -> str:
 
 class _Parser:
     TOP_KEYS = ("name", "python", "torch", "torchvision", "variant", "extras", "exclude",
-                "include", "probes", "index", "interpreters", "install")
+                "include", "probes", "index", "interpreters", "install", "targets")
 
     def __init__(self, where: str, environ: Mapping[str, str], base_dir: str,
                  default_name: str = "default") -> None:
@@ -246,7 +247,27 @@ class _Parser:
             interpreters=self.interpreters(data.get("interpreters", {})),
             path=self.where, base_dir=self.base_dir,
             install=self.install(data.get("install", [])),
+            targets=self.targets(data.get("targets", {})),
         )
+
+    def targets(self, value: Any) -> tuple[Target, ...]:
+        """``[targets]``: ``gpus`` (product names or capabilities) and ``drivers`` (NVIDIA versions)."""
+        table = self.table(value, "targets")
+        self.check_keys(table, ("gpus", "drivers"), "targets")
+        gpus = self.string_list(table.get("gpus", []), "targets.gpus", allow_empty=True)
+        drivers = self.string_list(table.get("drivers", []), "targets.drivers", allow_empty=True)
+        for key, items, parse in (("targets.gpus", gpus, parse_gpu), ("targets.drivers", drivers, parse_driver)):
+            for i, item in enumerate(items):
+                try:
+                    parse(item)
+                except TargetError as error:
+                    raise self.error(f"{key}[{i}]", str(error), hint=f"{error.hint}; {CHECK_HINT}") from None
+        targets = targets_of(gpus, drivers)
+        labels = [t.label for t in targets]
+        for label in labels:
+            if labels.count(label) > 1:
+                raise self.error("targets.gpus", f"{label!r} is named twice (two spellings of one GPU)")
+        return targets
 
     def install(self, value: Any) -> tuple[str, ...]:
         from matrix.spec.install_items import InstallItemError, parse_item

@@ -16,11 +16,12 @@ from typing import Any, Mapping
 from packaging.version import InvalidVersion, Version
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
 # ``install`` / ``install_digest`` (what else went into the cell: the project under test);
-# a version-1 file is a version-2 file without them, and loads unchanged.
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# a version-1 file is a version-2 file without them, and loads unchanged. 3 added ``targets``:
+# the build's verdict on each hardware target (``matrix.judge.hardware``); older files have none.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 try:  # Python 3.11+
     from enum import StrEnum
@@ -286,6 +287,9 @@ class CellResult:
     started_at: str = ""
     finished_at: str = ""
     tool_version: str = ""
+    # Per hardware target: {"target", "verdict", "reason"} (matrix.judge.hardware.TargetVerdict),
+    # plus "device" / "agrees" for the GPU this cell ran on, where there was one.
+    targets: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def installed(self) -> bool:
@@ -312,6 +316,8 @@ class CellResult:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "tool_version": self.tool_version,
+            # Only when judged: a result without targets keeps its version-2 shape.
+            **({"targets": [dict(t) for t in self.targets]} if self.targets else {}),
         }
 
     @classmethod
@@ -329,4 +335,5 @@ class CellResult:
             started_at=data.get("started_at", ""),
             finished_at=data.get("finished_at", ""),
             tool_version=data.get("tool_version", ""),
+            targets=tuple(dict(t) for t in data.get("targets", ())),
         )

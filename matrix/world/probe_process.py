@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 from packaging.requirements import Requirement
 
 from matrix.edges import proc
+from matrix.judge.hardware import Gpu, Target, TargetError, parse_driver
 from matrix.vocab.records import ERROR, PROBE_RUNNER, Cell, ProbeResult
 
 OUTPUT_TAIL = 3000
@@ -131,6 +133,37 @@ def host_gpu(timeout_s: float = 15.0) -> dict[str, Any]:
             devices.append({"name": parts[0], "memory": parts[2]})
             driver = parts[1]
     return {"driver": driver, "devices": devices} if devices else {}
+
+
+def host_gpu_targets(timeout_s: float = 15.0) -> tuple[Target, ...]:
+    """The GPUs and driver of this machine as hardware targets, from nvidia-smi (its ``compute_cap``
+    field); () where there is no nvidia-smi or it finds no GPU."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return ()
+    code, out, _err = proc.run_text([smi, "--query-gpu=name,compute_cap,driver_version",
+                                     "--format=csv,noheader"], timeout=timeout_s)
+    if code != 0:
+        return ()
+    return targets_from_smi(out)
+
+
+def targets_from_smi(text: str) -> tuple[Target, ...]:
+    """``NVIDIA H100 80GB HBM3, 9.0, 550.54.15`` lines -> one target per distinct GPU (pure)."""
+    found: list[Target] = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or not re.fullmatch(r"\d+\.\d", parts[1]):
+            continue
+        major, minor = parts[1].split(".")
+        try:
+            driver = parse_driver(parts[2])
+        except TargetError:
+            driver = ""
+        target = Target(Gpu(parts[0], int(major) * 10 + int(minor)), driver)
+        if target not in found:
+            found.append(target)
+    return tuple(found)
 
 
 # ---------------------------------------------------------------- the probe runner

@@ -165,7 +165,8 @@ def is_canonical_json(data: Any) -> bool:
     """True only when ``data`` (a schema-valid cell result) is exactly ``CellResult.from_json(data).to_json()``,
     key order included, so it can be written as is. False is always safe (the caller converts)."""
     top, cell_keys, install_keys, _, _ = _canonical_layout()
-    if type(data) is not dict or tuple(data) != top or type(data["schema_version"]) is not int:
+    if type(data) is not dict or tuple(data) not in (top, top + ("targets",)) \
+            or type(data["schema_version"]) is not int:
         return False  # (jsonschema's enum also admits 1.0)
     if data["schema_version"] != SCHEMA_VERSION:
         return False  # an older file: to_json() writes the current version
@@ -182,6 +183,9 @@ def is_canonical_json(data: Any) -> bool:
     for probe in probes:
         if not _canonical_probe(probe):
             return False
+    targets = data.get("targets")
+    if targets is not None and not (type(targets) is list and targets and all(type(t) is dict for t in targets)):
+        return False
     return True
 
 

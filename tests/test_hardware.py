@@ -1,0 +1,213 @@
+"""The hardware verdicts (``matrix.judge.hardware``) against architecture lists read from PyPI's
+own wheels, with no GPU: ``tests/fixtures/wheel-builds/torch-*.json`` were recorded by
+``probes/facts.py build`` inside a fresh venv holding each release (the install command is in
+each file's ``recorded_with``), one release at a time under ``flock /work/runs/realwheels.lock``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from matrix.judge.hardware import (
+    GPU_CAPABILITIES,
+    BuildFacts,
+    Hardware,
+    Target,
+    TargetError,
+    TargetVerdict,
+    arch_judgement,
+    cell_verdicts,
+    cubin_runs,
+    disagreements,
+    judge,
+    judge_all,
+    parse_driver,
+    parse_gpu,
+    targets_of,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"
+
+
+def recorded(version: str) -> dict:
+    return json.loads((FIXTURES / f"torch-{version.replace('+', '_')}.json").read_text())
+
+
+def build(version: str) -> BuildFacts:
+    return BuildFacts.from_facts(recorded(version))
+
+
+def verdict(version: str, gpu: str = "", driver: str = "") -> TargetVerdict:
+    found = judge(build(version), Target(parse_gpu(gpu) if gpu else None, driver))
+    assert found is not None
+    return found
+
+
+def test_the_fixtures_are_what_the_wheels_said():
+    """The facts the rules are tested on, as recorded (the issue's own figures)."""
+    seven = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
+    expected = {"2.2.2": ("12.1", seven), "2.4.1": ("12.1", seven), "2.6.0": ("12.4", seven),
+                "2.7.1": ("12.6", seven), "2.13.0": ("13.0", "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),
+                "1.13.1": ("11.7", "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86")}
+    for version, (cuda, flags) in expected.items():
+        facts = recorded(version)
+        assert (facts["torch_cuda"], facts["arch_flags"]) == (cuda, flags), version
+        # torch.cuda.get_arch_list() answered [] without a device (it asked is_available() first)
+        # until a release between 2.7.1 and 2.13.0, which asks only whether CUDA was compiled in.
+        without_device = flags.split() if version == "2.13.0" else []
+        assert facts["get_arch_list_without_device"] == without_device, version
+    assert recorded("2.13.0+cpu")["torch_cuda"] is None and recorded("2.13.0+cpu")["arch_flags"] is None
+
+
+@pytest.mark.parametrize("version", ["1.13.1", "2.2.2", "2.4.1", "2.6.0", "2.7.1"])
+def test_a_default_build_before_cuda_12_8_has_no_kernels_for_an_rtx_5090(version):
+    found = verdict(version, "RTX 5090")
+    assert found.verdict == Hardware.NO_KERNEL_IMAGE
+    assert "no sm_120" in found.reason and "no kernel image is available" in found.reason
+    assert recorded(version)["arch_flags"] in found.reason  # the build's own list, verbatim
+
+
+@pytest.mark.parametrize("gpu", ["GTX 1080", "V100", "sm_61", "7.0", "P100"])
+def test_torch_2_13_dropped_pascal_and_volta(gpu):
+    assert verdict("2.13.0", gpu).verdict == Hardware.NO_KERNEL_IMAGE
+    assert verdict("2.7.1", gpu).verdict == Hardware.NATIVE
+
+
+def test_an_rtx_4090_runs_sm_86_cubins_and_an_h100_its_own():
+    found = verdict("2.4.1", "RTX 4090")
+    assert found.verdict == Hardware.NATIVE and "sm_86 cubins run on compute capability 8.9" in found.reason
+    assert verdict("2.13.0", "H100").reason.startswith("sm_90 is in the build's arch list")
+    assert verdict("2.13.0", "RTX 5090").verdict == Hardware.NATIVE
+
+
+def test_a_cpu_build_says_so_for_every_target():
+    for target in targets_of(["V100", "RTX 5090"], ["580.65"]) + targets_of([], ["470.57"]):
+        found = judge(build("2.13.0+cpu"), target)
+        assert found is not None and found.verdict == Hardware.NO_CUDA and "CPU-only build" in found.reason
+
+
+def test_the_driver_floor_of_each_cuda_major():
+    assert verdict("2.13.0", "RTX 4090", "535.104").verdict == Hardware.DRIVER_TOO_OLD  # CUDA 13.0 needs 580
+    assert verdict("2.13.0", "RTX 4090", "580.65").verdict == Hardware.NATIVE  # 580.65 meets 580.65.06
+    assert verdict("2.4.1", "RTX 4090", "470.57").verdict == Hardware.DRIVER_TOO_OLD  # CUDA 12.1 needs 525.60.13
+    assert verdict("1.13.1", "V100", "470.57").verdict == Hardware.NATIVE  # 11.7 by minor version compatibility
+    assert "minor version compatibility" in verdict("1.13.1", "V100", "470.57").reason
+    assert verdict("2.13.0", driver="575.51").verdict == Hardware.DRIVER_TOO_OLD
+    alone = verdict("2.7.1", driver="560.35.03")
+    assert alone.verdict == Hardware.NATIVE and "no GPU named" in alone.reason
+
+
+def test_driver_and_architecture_both_ruling_out_is_driver_too_old_naming_both():
+    found = verdict("2.13.0", "V100", "535.104")
+    assert found.verdict == Hardware.DRIVER_TOO_OLD
+    assert ">= 580.65.06" in found.reason and "no sm_70" in found.reason
+
+
+def test_torchvisions_newer_runtime_sets_the_driver_floor():
+    facts = {**recorded("2.4.1"), "torchvision_ops_cuda": 12060}
+    found = judge(BuildFacts.from_facts(facts), Target(parse_gpu("V100"), "550.54"))
+    assert found is not None and found.verdict == Hardware.NATIVE
+    assert "CUDA 12.6 (torchvision's ops)" in found.reason and "minor version compatibility" in found.reason
+
+
+def test_ptx_runs_through_jit_and_needs_the_toolkit_driver():
+    facts = {**recorded("2.13.0"), "arch_list": None,
+             "arch_flags": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_120"}
+    ptx = BuildFacts.from_facts(facts)
+    found = judge(ptx, Target(parse_gpu("sm_121")))
+    assert found is not None and found.verdict == Hardware.NATIVE  # sm_120 cubins run on 12.1
+    jit = judge(BuildFacts.from_facts({**facts, "arch_flags": "sm_80 compute_80"}), Target(parse_gpu("H100")))
+    assert jit is not None and jit.verdict == Hardware.PTX_JIT and "compute_80 PTX" in jit.reason
+    # 13.1's toolkit driver is 590.44.01: under minor version compatibility its PTX cannot be JIT-compiled
+    newer = BuildFacts.from_facts({**facts, "torch_cuda": "13.1", "arch_flags": "sm_80 compute_80"})
+    found = judge(newer, Target(parse_gpu("H100"), "580.65.06"))
+    assert found is not None and found.verdict == Hardware.DRIVER_TOO_OLD and "JIT" in found.reason
+    found = judge(newer, Target(parse_gpu("A100"), "580.65.06"))
+    assert found is not None and found.verdict == Hardware.NATIVE
+
+
+def test_the_cubin_rules_follow_torchs_device_requirement():
+    assert cubin_runs(86, "", 89) and not cubin_runs(86, "", 87)  # Orin runs only sm_87
+    assert cubin_runs(87, "", 87) and not cubin_runs(87, "", 89)
+    assert cubin_runs(101, "", 110) and not cubin_runs(100, "", 101)
+    assert cubin_runs(90, "a", 90) and not cubin_runs(90, "a", 91)
+    assert not cubin_runs(90, "", 100)  # never across a major
+    assert arch_judgement(100, ["sm_90", "sm_100f"])[0] == Hardware.NATIVE
+
+
+def test_gpu_names_and_capabilities_parse_with_hints():
+    assert parse_gpu("NVIDIA GeForce RTX 4090").capability == 89
+    assert parse_gpu("sm_120").label == "sm_120" and parse_gpu("12.0").capability == 120
+    assert parse_gpu("rtx-5090").label == "RTX 5090 (sm_120)"
+    with pytest.raises(TargetError) as error:
+        parse_gpu("RTX 409")
+    assert "did you mean 'RTX 4090'" in error.value.hint
+    with pytest.raises(TargetError, match="unknown compute capability"):
+        parse_gpu("sm_88")
+    with pytest.raises(TargetError) as error:
+        parse_driver("12.4")
+    assert "nvidia-smi" in error.value.hint
+    assert all(parse_gpu(name).name == name for name in GPU_CAPABILITIES)
+
+
+def test_targets_cross_gpus_with_drivers_and_have_stable_names():
+    targets = targets_of(["V100", "sm_89"], ["535.104", "580.65"])
+    assert [t.label for t in targets] == [
+        "V100 (sm_70), driver 535.104", "V100 (sm_70), driver 580.65",
+        "sm_89, driver 535.104", "sm_89, driver 580.65"]
+    assert [t.slug for t in targets][:3] == ["v100-sm_70-driver-535.104", "v100-sm_70-driver-580.65",
+                                             "sm_89-driver-535.104"]
+    assert [t.label for t in targets_of([], ["580.65"])] == ["driver 580.65"]
+
+
+def test_verdicts_round_trip_and_unreadable_facts_judge_nothing():
+    found = verdict("2.13.0", "V100")
+    assert TargetVerdict.from_json(json.loads(json.dumps(found.to_json()))) == found
+    assert judge_all(None, targets_of(["V100"], [])) == ()
+    assert judge_all({"torch": "2.4.1", "torch_cuda": "12.1", "arch_flags": None}, targets_of(["V100"], [])) == ()
+    assert judge_all({"error": "import torch failed"}, targets_of(["V100"], [])) == ()
+
+
+# ----------------------------------------------------------------------------- where a GPU is present
+# No GPU was lent to the session that wrote these: the device facts below are shaped like what
+# probes/facts.py gpu_facts() and the cuda_devices probe write, not recorded on a device.
+
+def _device_facts(version: str, name: str, capability: str, driver: str) -> dict:
+    return {"cuda_available": True, "driver": driver, "build": recorded(version),
+            "devices": [{"index": 0, "name": name, "capability": capability}]}
+
+
+def test_the_device_a_cell_ran_on_is_judged_and_checked_against_the_device_probe():
+    facts = _device_facts("2.7.1", "NVIDIA GeForce RTX 5090", "12.0", "570.124.06")
+    probe = {"name": "cuda_devices", "status": "fail",
+             "message": "NVIDIA GeForce RTX 5090 (sm_120) has no kernels in this build; is_available() says True"}
+    found = cell_verdicts(facts, targets_of(["V100"], []), probe)
+    assert [v["target"] for v in found] == ["V100 (sm_70)", "NVIDIA GeForce RTX 5090 (sm_120), driver 570.124.06 "
+                                                            "(this machine)"]
+    assert found[1]["verdict"] == "no-kernel-image" and found[1]["agrees"] is True
+    assert disagreements(found) == []
+
+
+def test_a_disagreement_with_the_device_is_reported_not_smoothed_over():
+    facts = _device_facts("2.13.0", "NVIDIA H100 80GB HBM3", "9.0", "580.65.06")
+    probe = {"name": "cuda_devices", "status": "fail", "message": "a small kernel failed on NVIDIA H100: no kernel image"}
+    found = cell_verdicts(facts, (), probe)
+    assert found[0]["verdict"] == "native" and found[0]["agrees"] is False
+    (line,) = disagreements(found)
+    assert "static verdict is native" in line and "cuda_devices fail: a small kernel failed" in line
+
+
+def test_a_declared_target_that_is_the_device_carries_the_device_answer():
+    facts = _device_facts("2.4.1", "Tesla V100-SXM2-32GB", "7.0", "535.104")
+    found = cell_verdicts(facts, targets_of(["V100"], ["535.104"]), {"name": "cuda_devices", "status": "pass"})
+    assert len(found) == 1 and found[0]["target"] == "V100 (sm_70), driver 535.104" and found[0]["agrees"] is True
+    skipped = cell_verdicts(facts, (), {"name": "cuda_devices", "status": "skip", "message": "no CUDA device"})
+    assert "agrees" not in skipped[0]  # no answer from the device: nothing to compare
+
+
+def test_a_cell_without_build_facts_records_no_verdicts():
+    assert cell_verdicts({"devices": [], "driver": None}, targets_of(["V100"], [])) == ()
+    assert cell_verdicts({"build": {"error": "import torch failed"}}, targets_of(["V100"], [])) == ()

@@ -120,6 +120,9 @@ def _build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--spec", help="the spec that planned the run, for the rerun line "
                        "(default: $TORCH_MATRIX_SPEC)")
     repro.add_argument("--out", metavar="FILE", help="write the Markdown here instead of stdout")
+    repro.add_argument("--target", metavar="TARGET", help="the hardware target the bundle is about "
+                       "(a part of its name: 'RTX 5090', 'sm_70', 'driver 535'); default: the first on which the "
+                       "build does not run, if any")
     repro.set_defaults(handler=_repro)
 
     check = sub.add_parser("check", help="probe an existing environment as it is (installs nothing) and "

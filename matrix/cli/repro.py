@@ -1,4 +1,4 @@
-"""``torch-matrix repro CELL [PROBE] [--results DIR] [--spec FILE] [--out FILE]``: an issue-ready bundle.
+"""``torch-matrix repro CELL [PROBE] [--results DIR] [--spec FILE] [--out FILE] [--target T]``: an issue-ready bundle.
 
 Loads the run's results (validated, like the report), picks the cell and the probe (default: the first
 failing required probe) and prints the Markdown from ``matrix.report.repro`` (or writes it to ``--out``).
@@ -15,7 +15,7 @@ from pathlib import Path
 from matrix.vocab.errors import UserError
 from matrix.edges.fileio import atomic_write
 from matrix.vocab.layout import SPEC_ENV
-from matrix.report.repro import chosen_probe, render_bundle
+from matrix.report.repro import chosen_probe, chosen_target, render_bundle
 from matrix.world.results import load_results
 
 
@@ -40,7 +40,13 @@ def main(args: argparse.Namespace) -> int:
     if chosen_probe(result, args.probe) is None and not args.probe:
         print(f"torch-matrix: note: every probe of {args.cell} passed; the bundle describes the cell",
               file=sys.stderr)
-    text = render_bundle(result, loaded.results, args.probe, spec_path=spec)
+    wanted = getattr(args, "target", None)
+    if wanted and chosen_target(result, wanted) is None:
+        names = "; ".join(str(t["target"]) for t in result.targets) or \
+            "none (the run had no [targets], or its build facts were not read)"
+        raise UserError(f"cell {args.cell} has no verdict for a target matching {wanted!r}", str(results_dir),
+                        hint=f"its targets: {names}")
+    text = render_bundle(result, loaded.results, args.probe, spec_path=spec, target=wanted)
     if args.out:
         atomic_write(Path(args.out), text)
         print(f"wrote {args.out}", file=sys.stderr)

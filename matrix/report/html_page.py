@@ -28,6 +28,8 @@ from matrix.report.terminal import (
     extras_of,
     extras_text,
     format_seconds,
+    hardware_reasons,
+    hardware_table,
     installed_text,
     judge,
     plural,
@@ -121,6 +123,10 @@ class Page:
     changes: list[CellView] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     generated: str = ""
+    # Cells × hardware targets (report.terminal.hardware_table) and why a build does not run there.
+    hardware_headers: list[str] = field(default_factory=list)
+    hardware_rows: list[list[str]] = field(default_factory=list)
+    hardware_reasons: list[str] = field(default_factory=list)
 
 
 def _json_text(value: Any, limit: int = EVIDENCE_CHARS) -> str:
@@ -247,10 +253,12 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
     changes = [view for view in cell_views if view.change]
     present = {view.id for view in cell_views}
     gone = sorted(cell_id for cell_id in (previous or {}) if cell_id not in present)
+    hardware_headers, hardware_rows = hardware_table(judged)
     return Page(title=title, counts=count_list, total=len(judged), columns=columns, column_groups=groups,
                 rows=rows, with_torchvision=with_torchvision, cells=cell_views, probe_names=probe_names,
                 legend=legend, previous=previous_label if previous is not None else None,
-                changes=changes, gone=gone, generated=generated)
+                changes=changes, gone=gone, generated=generated, hardware_headers=hardware_headers,
+                hardware_rows=hardware_rows, hardware_reasons=hardware_reasons(judged, width=600))
 
 
 @lru_cache(maxsize=1)

@@ -20,6 +20,8 @@ from matrix.report.terminal import (
     cell_rows,
     counts_line,
     detail_rows,
+    hardware_reasons,
+    hardware_table,
     judge,
     missing_cells,
     missing_rows,
@@ -141,16 +143,24 @@ def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: i
             grid_section = "### Probe status per cell\n\n" + md_table(headers, rows)
     if any(item.verdict.kind != COMPATIBLE for item in judged):
         details_section = _md_details(judged, spec)
+    hardware_section = ""
+    headers, rows = hardware_table(judged)
+    if rows:
+        why = hardware_reasons(judged, width=400)
+        hardware_section = ("### Hardware targets\n\nJudged from each build's own arch list and CUDA runtime "
+                            "(no GPU needed).\n\n" + md_table(headers, rows)
+                            + ("\n\n" + "\n".join(f"- {md_cell(line)}" for line in why) if why else ""))
 
     def join(*sections: str) -> str:
         return "\n\n".join(section for section in sections if section) + "\n"
 
     levels = [
-        ("", [head, missing_section, pivot_section, cells_section, details_section, grid_section]),
+        ("", [head, missing_section, pivot_section, hardware_section, cells_section, details_section,
+              grid_section]),
         ("per-probe details and the probe grid omitted",
-         [head, missing_section, pivot_section, cells_section]),
+         [head, missing_section, pivot_section, hardware_section, cells_section]),
         ("per-probe details, the probe grid and the per-cell table omitted",
-         [head, missing_section, pivot_section]),
+         [head, missing_section, pivot_section, hardware_section]),
         ("tables omitted; cells listed by verdict", [head, _md_verdict_lists(judged, missing)]),
     ]
     limit = max_bytes if max_bytes is not None else None

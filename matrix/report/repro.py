@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from matrix.vocab.layout import check_command, repro_command
 from matrix.report.html_page import cause_text
 from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult
-from matrix.report.terminal import _version_key, extras_of, shorten
+from matrix.report.terminal import RUNS_ON_TARGET, _version_key, extras_of, shorten
 from matrix.judge.verdict import COMPATIBLE, verdict_of
 
 VENV = ".venv-repro"
@@ -139,6 +139,9 @@ def environment_rows(result: CellResult) -> list[tuple[str, str]]:
         rows.append(("GPU", "none visible" if gpu else "not recorded"))
     if gpu.get("driver"):
         rows.append(("NVIDIA driver", str(gpu["driver"])))
+    build = gpu.get("build") or {}
+    if build.get("arch_flags"):
+        rows.append(("compiled for", f"{build['arch_flags']} (torch._C._cuda_getArchFlags())"))
     plat = " ".join(str(platform[key]) for key in ("system", "release", "machine") if platform.get(key))
     if platform.get("libc"):
         plat += f", {platform['libc']}"
@@ -173,18 +176,43 @@ def install_lines(result: CellResult) -> list[str]:
             f"{VENV}/bin/python repro.py"]
 
 
+HARDWARE_SNIPPET = """import torch
+print(torch.__version__, torch.version.cuda, torch._C._cuda_getArchFlags())  # what the build has
+print(torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))  # what the card is
+print((torch.arange(1024, device="cuda", dtype=torch.float32) ** 2).sum().item())  # 357389824.0
+"""
+
+
+def chosen_target(result: CellResult, wanted: str | None) -> Mapping[str, Any] | None:
+    """The target the bundle is about: the first whose name contains ``wanted`` (any case), or
+    without ``wanted`` the first on which the build does not run; None when there is none."""
+    if wanted:
+        return next((t for t in result.targets if wanted.lower() in str(t["target"]).lower()), None)
+    return next((t for t in result.targets if t["verdict"] not in RUNS_ON_TARGET), None)
+
+
 def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name: str | None = None,
-                  spec_path: str | None = None) -> str:
+                  spec_path: str | None = None, target: str | None = None) -> str:
     cell = result.cell
     verdict = verdict_of(result)
+    hardware = chosen_target(result, target)
     probe = chosen_probe(result, probe_name)
+    if target and hardware is not None and not probe_name:
+        probe = None  # asked about a target: the bundle is about that, not the first failing probe
     what = probe.name if probe is not None else "the cell"
     status = probe.status if probe is not None else verdict.kind
     torch_version = built_versions(result).get("torch", cell.torch)
     title = f"torch {torch_version}: `{what}` {status}"
     if probe is not None and probe.message:
         title += f": {shorten(probe.message, 100)}"
+    if hardware is not None and probe is None:
+        title = f"torch {torch_version} on {hardware['target']}: {hardware['verdict']}"
     lines = [f"### {title}", ""]
+    if hardware is not None:
+        lines += [f"**Hardware target** {hardware['target']}: **{hardware['verdict']}**. {hardware['reason']}", ""]
+        if hardware.get("device"):
+            lines += [f"On the device: {hardware['device']}" + (" (**disagrees** with the static verdict)"
+                                                                 if hardware.get("agrees") is False else ""), ""]
     nearest = nearest_passing(result, results, probe.name if probe is not None else None)
     if result.install.status != INSTALLED:
         lines += [f"The cell was not installed: **{result.install.status}**.", "", _fenced(result.install.message or
@@ -209,6 +237,13 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
     lines += [_fenced("\n".join(install_lines(result)), "sh"), ""]
     if probe is not None and probe.repro:
         lines += ["#### Minimal snippet (`repro.py`)", "", _fenced(probe.repro, "python"), ""]
+    elif hardware is not None:
+        lines += ["#### Minimal snippet (`repro.py`, on the GPU)", "", _fenced(HARDWARE_SNIPPET, "python"), ""]
+    if result.targets:
+        lines += ["#### Hardware targets (judged from the build, no GPU needed)", "", "| target | verdict | reason |",
+                  "|---|---|---|"]
+        lines += [f"| {_md_cell(t['target'])} | {t['verdict']} | {_md_cell(t['reason'])} |" for t in result.targets]
+        lines.append("")
     if probe is not None and probe.traceback:
         lines += ["#### Traceback", "", _fenced(probe.traceback), ""]
     if probe is not None and probe.evidence:

@@ -433,6 +433,50 @@ def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: s
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+HARDWARE_MARKS = {"native": "native", "ptx-jit": "ptx-jit", "no-kernel-image": "✗ no kernel image",
+                  "driver-too-old": "✗ driver too old", "no-cuda": "– no CUDA"}
+RUNS_ON_TARGET = ("native", "ptx-jit")
+
+
+def hardware_columns(judged: Iterable[Judged]) -> list[str]:
+    """The hardware targets the results were judged for, in the order first met."""
+    seen: dict[str, None] = {}
+    for item in judged:
+        for target in item.result.targets:
+            seen.setdefault(str(target["target"]), None)
+    return list(seen)
+
+
+def hardware_mark(target: Mapping[str, object]) -> str:
+    text = HARDWARE_MARKS.get(str(target["verdict"]), str(target["verdict"]))
+    return f"⚠ {text} (the device disagrees)" if target.get("agrees") is False else text
+
+
+def hardware_table(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]]:
+    """Cells × hardware targets: each cell's build (torch, its CUDA, its compiled arch list) and
+    its verdict on each target (``matrix.judge.hardware``); cells with no verdicts are left out."""
+    columns = hardware_columns(judged)
+    rows = []
+    for item in sorted((j for j in judged if j.result.targets), key=lambda j: j.sort_key):
+        build = item.result.gpu.get("build") or {}
+        by_target = {str(t["target"]): t for t in item.result.targets}
+        rows.append([item.cell.id, str(build.get("torch") or item.result.install.resolved.get("torch", "")),
+                     str(build.get("torch_cuda") or "cpu"), str(build.get("arch_flags") or "—"),
+                     *(hardware_mark(by_target[c]) if c in by_target else "" for c in columns)])
+    return ["cell", "torch", "CUDA", "arch list", *columns], rows
+
+
+def hardware_reasons(judged: Sequence[Judged], width: int = 220) -> list[str]:
+    """``cell on target: verdict: reason`` for every verdict under which the build does not run."""
+    lines = []
+    for item in sorted((j for j in judged if j.result.targets), key=lambda j: j.sort_key):
+        for target in item.result.targets:
+            if target["verdict"] not in RUNS_ON_TARGET or target.get("agrees") is False:
+                lines.append(shorten(f"{item.cell.id} on {target['target']}: {target['verdict']}: "
+                                     f"{target['reason']}", width))
+    return lines
+
+
 def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, grid: bool = False,
                 missing: Sequence[Cell | str] = (), tablefmt: str = "simple", width: int | None = None,
                 spec: str | None = None) -> str:
@@ -461,6 +505,12 @@ def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, 
     if grid and judged:
         headers, rows = probe_grid(judged)
         parts.append("Probe status per cell:\n" + _table(rows, headers, tablefmt, width, cuts))
+    headers, rows = hardware_table(judged)
+    if rows:
+        why = hardware_reasons(judged)
+        parts.append("Hardware targets (cells × targets, judged from each build's own arch list and CUDA):\n"
+                     + _table(rows, headers, tablefmt, width, cuts)
+                     + ("\n\nWhy it does not run there:\n" + "\n".join(f"  {line}" for line in why) if why else ""))
     if cuts:
         parts.append(f"(narrowed to {width} columns; full text in summary.md, results.json, --html)")
     return "\n\n".join(parts) + "\n"

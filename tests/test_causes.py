@@ -87,6 +87,7 @@ def test_a_mismatched_build_plans_the_matched_build_and_its_pass_confirms_the_ad
     (cf,) = plan_counterfactuals(mixed)
     assert cf.id == f"{mixed.cell.id}-cf-matched-build"
     assert cf.requirements == (*mixed.cell.requirements, "torch!=2.13.0+cpu") and cf.axes == mixed.cell.axes
+    assert cf.probe_subset == ("install_sanity",)  # the probe the finding concerns; the rest is the original's
     # torchvision is the odd build when only it carries a label
     odd_vision = make_result(torch="2.4.1", torchvision="0.19.1", resolved={"torch": "2.4.1", "torchvision": "0.19.1+cpu"},
                              probes=[make_probe("install_sanity", "fail", NMS)])

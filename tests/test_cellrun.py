@@ -419,3 +419,36 @@ def test_only_failures_a_rerun_can_change_are_rerun(tmp_path):
                    CellSteps(install=install, verify=verified, probes=_scripted_probes(scripts, calls), **NO_GPU))
     assert len(calls) == 3 and set(calls[1]) == set(scripts) - {"install_sanity"} and calls[2] == calls[1]
     assert old.probe("torch_compile").message.startswith("fails in 3 of 3 runs: ")
+
+
+def test_a_counterfactual_runs_only_the_probes_its_finding_concerns_and_keeps_the_rest(tmp_path):
+    """The setuptools counterfactual of a full-suite cell runs install_sanity and torch_compile
+    only; every other result is the original cell's, marked as inherited, and the file loads."""
+    from matrix.plan.counterfactual import plan_counterfactuals
+    from tests.factories import make_probe, make_result
+
+    suite = ("install_sanity", "training_step", "torch_compile", "torchvision_ops", "determinism")
+    cell = make_cell(torch="2.3.1", torchvision="", probes=suite)
+    original = make_result(cell, resolved={"torch": "2.3.1"}, probes=[
+        make_probe("install_sanity"), make_probe("training_step", evidence={"loss": 0.5}),
+        make_probe("torch_compile", FAIL, "ModuleNotFoundError: No module named 'setuptools'"),
+        make_probe("torchvision_ops", "skip", "no torchvision"), make_probe("determinism")])
+    (cf,) = plan_counterfactuals(original)
+    assert cf.probe_subset == ("install_sanity", "torch_compile") and cf.probes == suite
+    calls: list[tuple[str, ...]] = []
+    probes = _scripted_probes({"install_sanity": [(PASS, "")], "torch_compile": [(PASS, "")]}, calls)
+    steps = CellSteps(install=installed_as_asked, verify=verified, probes=probes, **NO_GPU)
+    result = run_cell(cf, "/v/bin/python", settings_for(tmp_path), steps, base=original)
+    assert calls == [("install_sanity", "torch_compile")]  # one run, the subset alone
+    assert [p.name for p in result.probes] == list(suite)
+    assert result.probe("torch_compile").status == PASS and "inherited_from" not in result.probe("torch_compile").evidence
+    kept = result.probe("training_step")
+    assert kept.evidence == {"loss": 0.5, "inherited_from": cell.id} and kept.status == PASS
+    assert verdict_of(result).kind == COMPATIBLE
+    assert read_result(tmp_path / "cells" / f"{cf.id}.json") == result  # schema-valid, round-trips
+    # Without the original's result there is nothing to keep: the whole suite runs.
+    calls.clear()
+    whole = _scripted_probes({name: [(PASS, "")] for name in suite}, calls)
+    run_cell(cf, "/v/bin/python", settings_for(tmp_path), CellSteps(install=installed_as_asked, verify=verified,
+                                                                    probes=whole, **NO_GPU))
+    assert calls == [suite]

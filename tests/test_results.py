@@ -67,11 +67,11 @@ def test_schema_stays_in_sync_with_records():
     assert CellResult.from_json(judged.to_json()) == judged and results.is_canonical_json(judged.to_json())
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
     cell_props = schema["$defs"]["cell"]["properties"]
-    assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin", "install",
-                                                                          "install_digest"}  # optional since v2
+    assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin", "install", "install_digest",
+                                                                          "probe_subset"}  # optional since v2, v4
     assert tuple(cell_props["origin"]["enum"]) == records.ORIGINS
     with_install = replace(full_result().cell, install=(".[test]",), install_digest="ab12",
-                           origin=records.ORIGIN_EXISTING)
+                           origin=records.ORIGIN_EXISTING, probe_subset=("install_sanity",))
     assert set(with_install.to_json()) == set(cell_props)  # the optional ones are declared
     assert set(data["install"]) == set(schema["$defs"]["install"]["required"])
     assert set(data["probes"][1]) == set(schema["$defs"]["probe"]["properties"])
@@ -94,7 +94,7 @@ def _broken(mutate):
     _broken(lambda d: d["cell"]["axes"].pop("torch")),
     _broken(lambda d: d["timings"].update(total="12s")),
     _broken(lambda d: d.update(extra_key=1)),
-    _broken(lambda d: d.update(schema_version=4)),
+    _broken(lambda d: d.update(schema_version=records.SCHEMA_VERSION + 1)),
     _broken(lambda d: d.update(targets=[{"target": "V100 (sm_70)", "verdict": "runs", "reason": "r"}])),
     _broken(lambda d: d.update(probes={})),
     _broken(lambda d: d["cell"].update(origin="somewhere")),
@@ -212,7 +212,7 @@ def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     assert by_file[str(cells / "list.json")] == "not a torch-matrix cell result"
     assert by_file[str(cells / "empty.json")] == "empty file"
     assert by_file[str(cells / "t2.6.0-py3.11.json")] == \
-        "schema_version 7 is newer than this tool understands (3)"
+        f"schema_version 7 is newer than this tool understands ({records.SCHEMA_VERSION})"
     assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith("invalid cell result at install/status")
     assert len(loaded.problems) == 7
     assert len(loaded.skipped) == 7

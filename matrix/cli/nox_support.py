@@ -330,7 +330,8 @@ def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
 def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python: str, settings: Any,
                         environ: Mapping[str, str] = os.environ) -> list[Any]:
     """Run the cells that isolate the blame for ``result`` (``matrix.plan.counterfactual``) in the
-    same venv, one requirement added; each writes its own result file. Bounded by the cap."""
+    same venv, one requirement added, running only the probes its finding concerns (``probe_subset``;
+    its other probe results are ``result``'s); each writes its own result file. Bounded by the cap."""
     import dataclasses
 
     from matrix.run.cellrun import run_cell
@@ -351,7 +352,7 @@ def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python
     results = []
     for cf in run_now:
         cf_settings = dataclasses.replace(settings, fingerprint=plan.fingerprint(cf))
-        cf_result = run_cell(cf, venv_python, cf_settings)
+        cf_result = run_cell(cf, venv_python, cf_settings, base=result)
         session.log(f"{cf.id}: counterfactual verdict: {verdict_of(cf_result).kind}")
         results.append(cf_result)
     return results

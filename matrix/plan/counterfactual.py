@@ -32,6 +32,7 @@ from matrix.judge.verdict import verdict_of
 COUNTERFACTUALS_ENV = "TORCH_MATRIX_COUNTERFACTUALS"
 DEFAULT_CAP = 8
 TAG = "counterfactual"
+NEEDED = "install_sanity"  # every probe's premise: the pinned versions import and are what was asked
 _SEPARATOR = "-cf-"
 
 
@@ -66,26 +67,34 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
     if is_counterfactual(cell.id):
         return []
     verdict = verdict_of(result)
-    added: list[tuple[str, str]] = []  # (id suffix, requirement)
-    for attribution in verdict.environment.values():
+    added: dict[tuple[str, str], list[str]] = {}  # (id suffix, requirement) -> the probes it concerns
+    for name, attribution in verdict.environment.items():
         if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:
             step = (f"with-{_token(attribution.requirement)}", attribution.requirement)
         elif attribution.kind == EnvironmentKind.MISMATCHED_BUILD:
             step = _matched_build(result.install.resolved)
         else:
             continue
-        if step is not None and step not in added:
-            added.append(step)
+        if step is not None:
+            added.setdefault(step, []).append(name)
     cells = []
-    for suffix, requirement in added:
+    for (suffix, requirement), concerned in added.items():
         cells.append(Cell(
             id=f"{cell.id}{_SEPARATOR}{suffix}",
             axes=dict(cell.axes),
             requirements=(*cell.requirements, requirement),
             probes=cell.probes, required_probes=cell.required_probes,
             tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
-            policy=dict(cell.policy)))
+            policy=dict(cell.policy),
+            probe_subset=probe_subset(cell, concerned)))
     return cells
+
+
+def probe_subset(cell: Cell, concerned: Sequence[str]) -> tuple[str, ...]:
+    """What a counterfactual runs: the probes its finding concerns, and what they need (the
+    install check, ``install_sanity``, when the cell's suite has it); the rest is the original's."""
+    needed = [NEEDED] if NEEDED not in concerned and (not cell.probes or NEEDED in cell.probes) else []
+    return tuple(dict.fromkeys([*needed, *concerned]))
 
 
 def _matched_build(resolved: Mapping[str, str]) -> tuple[str, str] | None:

@@ -237,8 +237,11 @@ def _finish(cell: Cell, settings: CellSettings, progress: Progress, started: str
 
 
 def run_cell(cell: Cell, venv_python: str, settings: CellSettings,
-             steps: CellSteps | None = None) -> CellResult:
-    """Install, verify and probe ``cell`` in the venv of ``venv_python``; write and return its result."""
+             steps: CellSteps | None = None, base: CellResult | None = None) -> CellResult:
+    """Install, verify and probe ``cell`` in the venv of ``venv_python``; write and return its result.
+
+    ``base``: the result of the cell a follow-up cell follows up. With ``cell.probe_subset`` set,
+    only those probes run and every other probe result is ``base``'s (``inherited``)."""
     step = (steps or CellSteps()).resolved()
     progress = Progress(cell.id, settings.position, settings.total)
     wall_start = progress.clock()
@@ -267,17 +270,35 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings,
         return _finish(cell, settings, progress, started, install=outcome,
                        interpreter=interpreter, wall_start=wall_start)
     return _probe_and_finish(cell, venv_python, settings, step, env, progress, started, install=outcome,
-                             interpreter=interpreter, wall_start=wall_start)
+                             interpreter=interpreter, wall_start=wall_start, base=base)
+
+
+def inherited(ran: Sequence[ProbeResult], base: CellResult) -> tuple[ProbeResult, ...]:
+    """The probe results of a subset cell: ``ran`` (what this cell ran), and for every other probe
+    ``base``'s result, marked ``evidence.inherited_from``; in ``base``'s order, then the rest."""
+    fresh = {p.name: p for p in ran}
+    merged = [fresh.pop(p.name, None) or dataclasses.replace(
+        p, evidence={**dict(p.evidence), "inherited_from": base.cell.id})
+        for p in base.probes if p.name != PROBE_RUNNER]
+    return tuple(merged) + tuple(fresh.values())
 
 
 def _probe_and_finish(cell: Cell, venv_python: str, settings: CellSettings, step: CellSteps,
                       env: Mapping[str, str], progress: Progress, started: str, *, install: InstallOutcome,
-                      interpreter: Mapping[str, Any], wall_start: float) -> CellResult:
+                      interpreter: Mapping[str, Any], wall_start: float,
+                      base: CellResult | None = None) -> CellResult:
     """The ``probes`` phase, then the result: the same for a planned cell and an existing environment."""
+    subset = bool(cell.probe_subset) and base is not None and base.installed and bool(base.probes)
+    runs = dataclasses.replace(cell, probes=cell.probe_subset, required_probes=()) if subset else cell
     with progress.phase("probes") as note:
-        run = step.probes(cell, venv_python, settings.work_dir, settings.probe_options, env,
+        if subset:
+            progress.line(f"  | only the probe(s) the finding concerns: {', '.join(cell.probe_subset)}; "
+                          f"the others are {base.cell.id}'s")
+        run = step.probes(runs, venv_python, settings.work_dir, settings.probe_options, env,
                           echo=lambda line: progress.line(f"  | {line}"))
-        run = rerun_failures(cell, venv_python, settings, env, run, progress, step.probes, install)
+        run = rerun_failures(runs, venv_python, settings, env, run, progress, step.probes, install)
+        if subset and not any(p.name == PROBE_RUNNER for p in run.probes):
+            run = ProbeRun(inherited(run.probes, base), run.data)
         counts: dict[str, int] = {}
         for probe in run.probes:
             counts[probe.status] = counts.get(probe.status, 0) + 1

@@ -16,12 +16,13 @@ from typing import Any, Mapping
 from packaging.version import InvalidVersion, Version
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
 # ``install`` / ``install_digest`` (what else went into the cell: the project under test);
 # a version-1 file is a version-2 file without them, and loads unchanged. 3 added ``targets``:
 # the build's verdict on each hardware target (``matrix.judge.hardware``); older files have none.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+# 4 added the optional ``cell.probe_subset`` (a follow-up cell that ran part of its suite).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 
 try:  # Python 3.11+
     from enum import StrEnum
@@ -140,6 +141,10 @@ class Cell:
     # as written; matrix.spec.install_items) and a digest of the files they name.
     install: tuple[str, ...] = ()
     install_digest: str = ""
+    # A follow-up cell (a counterfactual, ...) that runs only these probes of its suite; its other
+    # probe results are those of the cell it follows up (``matrix.run.cellrun.run_cell``'s ``base``).
+    # Empty: the whole suite runs (every planned cell).
+    probe_subset: tuple[str, ...] = ()
 
     @property
     def python(self) -> str:
@@ -181,6 +186,7 @@ class Cell:
             # Only when set: a cell without them keeps its version-1 shape and fingerprint.
             **({"install": list(self.install)} if self.install else {}),
             **({"install_digest": self.install_digest} if self.install_digest else {}),
+            **({"probe_subset": list(self.probe_subset)} if self.probe_subset else {}),
         }
         if self.origin != ORIGIN_MATRIX:  # absent for planned cells: their fingerprints stay as they were
             data["origin"] = self.origin
@@ -200,6 +206,7 @@ class Cell:
             origin=data.get("origin", ORIGIN_MATRIX),
             install=tuple(data.get("install", ())),
             install_digest=data.get("install_digest", ""),
+            probe_subset=tuple(data.get("probe_subset", ())),
         )
 
 

@@ -13,6 +13,7 @@ import nox
 
 from matrix.vocab import layout
 from matrix.cli import nox_support
+from matrix.edges.proc import python_module
 from matrix.vocab.errors import UserError
 
 nox.options.sessions = ["matrix"]
@@ -44,12 +45,12 @@ def matrix(session: nox.Session, cell: str) -> None:
 def report(session: nox.Session) -> None:
     """Merge the run's cell results: table, summary.md, results.json, report.html, pins/."""
     run_dir = nox_support.run_dir_for_session()
-    session.run(sys.executable, "-m", "matrix.cli", "report", str(run_dir),
-                "--html", str(run_dir / layout.HTML_NAME), "--pins", *session.posargs, external=True)
+    session.run(*python_module("matrix.cli", "report", str(run_dir), "--html", str(run_dir / layout.HTML_NAME),
+                               "--pins", *session.posargs), external=True)
 
 
 @nox.session(python=False, allow_parallel=False)
 def pins(session: nox.Session) -> None:
     """Suggested requirement pins from the run's results."""
-    session.run(sys.executable, "-m", "matrix.cli", "pins",
-                str(nox_support.run_dir_for_session()), *session.posargs, external=True)
+    session.run(*python_module("matrix.cli", "pins", str(nox_support.run_dir_for_session()),
+                               *session.posargs), external=True)

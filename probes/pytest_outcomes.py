@@ -93,28 +93,106 @@ def read_records(path):
     return records
 
 
+# pytest's own order for its summary line ("1 failed, 44 passed, 4 skipped").
+_SUMMARY_ORDER = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
+NO_EVIDENCE = "no evidence"
+
+
+def per_test(records):
+    """Each test's one outcome (node id -> outcome), as pytest counts them: a failing setup or
+    teardown is an ``error``, a failing call ``failed``, else the call's outcome (or the skip)."""
+    outcomes = {}
+    for record in records:
+        if "nodeid" not in record or record.get("when") == "collect":
+            continue
+        nodeid, when, outcome = record["nodeid"], record.get("when"), record.get("outcome")
+        if outcome == "failed":
+            outcome = "failed" if when == "call" else "error"
+        previous = outcomes.get(nodeid)
+        if previous in ("failed", "error") and outcome not in ("failed", "error"):
+            continue  # a passing teardown after a failed call: still failed
+        if previous == "failed" and outcome == "error":
+            continue
+        outcomes[nodeid] = outcome
+    return outcomes
+
+
+def counts_text(outcomes):
+    """``44 passed, 4 skipped`` (``0 passed`` when nothing ran)."""
+    counts = {}
+    for outcome in outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    shown = ["%d %s" % (counts[name], name if name != "error" else ("error" if counts[name] == 1 else "errors"))
+             for name in _SUMMARY_ORDER if counts.get(name)]
+    if not counts.get("passed"):
+        shown.insert(1 if counts.get("failed") else 0, "0 passed")
+    return ", ".join(shown)
+
+
+def failure_groups(records, cap=LISTED):
+    """Failed tests grouped by message, largest group first: every failure counted, at most ``cap``
+    node ids kept per group (``more`` says how many were left out)."""
+    groups = {}
+    order = []
+    for record in records:
+        if record.get("outcome") != "failed" or "nodeid" not in record or record.get("when") == "collect":
+            continue
+        message = record.get("message") or "(no message)"
+        name = record["nodeid"] + ("" if record.get("when") == "call" else " (%s)" % record.get("when"))
+        if message not in groups:
+            groups[message] = []
+            order.append(message)
+        if name not in groups[message]:
+            groups[message].append(name)
+    ranked = sorted(order, key=lambda m: (-len(groups[m]), order.index(m)))
+    return [{"message": m, "count": len(groups[m]), "nodeids": groups[m][:cap],
+             "more": max(0, len(groups[m]) - cap)} for m in ranked]
+
+
+def groups_text(groups):
+    """``tests/a.py::t1 -- AssertionError: ...`` for one failure; with more, each group prefixed by its
+    size: ``[168] tests/a.py::t1, tests/a.py::t2, +166 more -- AttributeError: ...; [1] ...``."""
+    parts = []
+    for group in groups:
+        ids = ", ".join(group["nodeids"]) + (", +%d more" % group["more"] if group["more"] else "")
+        size = "[%d] " % group["count"] if len(groups) > 1 or group["count"] > 1 else ""
+        parts.append("%s%s -- %s" % (size, ids, group["message"]))
+    return "; ".join(parts)
+
+
 def judge(code, records, output_tail=""):
     """(status, message, evidence) for a pytest command that exited with ``code``.
 
-    Failed tests make the probe ``fail`` and are named by node id; skipped and xfailed
-    tests are not failures; a collection error, a usage error, an internal error or no
-    tests at all is ``error``: that is no evidence about the versions under test.
+    Failed tests make the probe ``fail``; the message counts every test like pytest does
+    (``1 failed, 44 passed, 4 skipped``) and groups the failures by message, largest group
+    first, node ids capped per group. Skipped and xfailed tests are not failures. A run in
+    which no test passed (every selected test skipped, or none collected) is ``skip`` with
+    ``0 passed, N skipped: no evidence``: it says nothing about the versions, good or bad. A
+    collection error, a usage error or an internal error is ``error``.
     """
     tests = [r for r in records if "nodeid" in r and r.get("when") != "collect"]
     counts = {}
     for record in tests:
         counts[record["outcome"]] = counts.get(record["outcome"], 0) + 1
+    outcomes = per_test(records)
+    summary = counts_text(outcomes)
     failed = [r for r in tests if r["outcome"] == "failed"]
     collect_errors = [r for r in records if r.get("when") == "collect"]
-    evidence = {"pytest_exit": code, "tests": counts}
+    evidence = {"pytest_exit": code, "tests": counts, "summary": summary}
     if failed:
         evidence["failed"] = [{"nodeid": r["nodeid"], "when": r["when"], "message": r["message"]}
                               for r in failed[:50]]
+        evidence["failure_groups"] = failure_groups(records)
     if collect_errors:
         evidence["collection_errors"] = [{"nodeid": r["nodeid"], "message": r["message"]}
                                          for r in collect_errors[:50]]
+    ran = sum(1 for outcome in outcomes.values() if outcome in ("passed", "xpassed", "failed", "error"))
+    if code in (0, 5) and not ran:
+        evidence["no_evidence"] = True
+        return "skip", "%s: %s%s" % (summary if outcomes else "0 passed, 0 skipped", NO_EVIDENCE,
+                                     " (pytest collected no tests)" if code == 5 else ""), evidence
     if code == 0:
-        return "pass", "", evidence
+        return "pass", summary, evidence
     if code in _NOT_A_TEST_RESULT:
         what = _NOT_A_TEST_RESULT[code]
         if collect_errors:
@@ -129,16 +207,5 @@ def judge(code, records, output_tail=""):
                 what += ": " + " ".join((errors or lines)[-1].split())[:MESSAGE_CHARS]
         return "error", "%s (exit %d): not evidence about this cell" % (what, code), evidence
     if failed:
-        names = []
-        for record in failed:
-            name = record["nodeid"] + ("" if record["when"] == "call" else " (%s)" % record["when"])
-            if name not in names:
-                names.append(name)
-        shown = ", ".join(names[:LISTED]) + (", ... (+%d more)" % (len(names) - LISTED)
-                                              if len(names) > LISTED else "")
-        total = sum(counts.values())
-        message = "%d of %d tests failed: %s" % (len(names), total, shown)
-        if failed[0].get("message"):
-            message += " -- %s" % failed[0]["message"]
-        return "fail", message, evidence
-    return "fail", "pytest exited with code %d" % code, evidence
+        return "fail", "%s: %s" % (summary, groups_text(evidence["failure_groups"])), evidence
+    return "fail", "pytest exited with code %d (%s)" % (code, summary), evidence

@@ -182,6 +182,14 @@ def command_env(records_path):
     return env
 
 
+def command_repro(command, cwd=None):
+    """The shell line that reruns ``command`` as the cell ran it: from ``cwd``, with this
+    interpreter's directory (the cell's venv) first on PATH, so ``pytest`` is the cell's own."""
+    tools = os.path.dirname(sys.executable)
+    line = "PATH=%s:\"$PATH\" %s" % (shlex.quote(tools), command)
+    return "cd %s && %s" % (shlex.quote(cwd), line) if cwd else line
+
+
 def run_command_probe(name, command, timeout, tmpdir, index, cwd=None):
     """A downstream command (e.g. a pytest selection) as a probe, run from ``cwd`` (the project).
 
@@ -200,10 +208,9 @@ def run_command_probe(name, command, timeout, tmpdir, index, cwd=None):
         how, code = _wait_process(proc, timeout)
     duration = time.time() - started
     tail = execute.tail_of(output_path)
-    result = {"name": name, "isolation": "command", "duration_s": round(duration, 4), "repro": command,
-              "evidence": {"command": command}}
+    result = {"name": name, "isolation": "command", "duration_s": round(duration, 4),
+              "repro": command_repro(command, cwd), "evidence": {"command": command}}
     if cwd:
-        result["repro"] = "cd %s && %s" % (shlex.quote(cwd), command)
         result["evidence"]["cwd"] = cwd
     records = pytest_outcomes.read_records(records_path)
     if how == "timeout":

@@ -221,16 +221,44 @@ RECORD = st.fixed_dictionaries({
 def test_judging_pytest_follows_its_exit_code(code, records):
     status, message, evidence = pytest_outcomes.judge(code, records)
     failed = [r for r in records if r["outcome"] == "failed"]
-    if code == 0:
-        assert status == "pass"
+    ran = [n for n, o in pytest_outcomes.per_test(records).items() if o in ("passed", "xpassed", "failed", "error")]
+    if code in (0, 5) and not ran:
+        assert status == "skip" and message.endswith(("no evidence", "(pytest collected no tests)"))
+        assert evidence["no_evidence"] is True  # nothing ran: never a pass
+    elif code == 0:
+        assert status == "pass" and message == evidence["summary"]
     elif code in (2, 3, 4, 5):
         assert status == "error" and "not evidence" in message  # never an incompatibility
     else:
-        assert status == "fail"
-        for record in failed[:pytest_outcomes.LISTED]:
-            assert record["nodeid"] in message
+        assert status == "fail" and evidence["summary"] in message
+        # every failure counted once per (message, test), whatever the cap on node ids shown
+        distinct = {(r["message"] or "(no message)", r["nodeid"], r["when"] == "call") for r in failed}
+        assert sum(g["count"] for g in evidence.get("failure_groups", [])) == len(distinct)
+        counts = [g["count"] for g in evidence.get("failure_groups", [])]
+        assert counts == sorted(counts, reverse=True)  # largest group first
     assert evidence["pytest_exit"] == code
     assert sum(evidence["tests"].values()) == len(records)
+
+
+def test_failures_are_grouped_by_message_largest_first_and_every_one_counted():
+    records = [{"nodeid": f"tests/test_sd.py::test_load[{i}]", "when": "call", "outcome": "failed",
+                "message": "AttributeError: 'dict' object has no attribute '_metadata'"} for i in range(168)]
+    records += [{"nodeid": "tests/test_opt.py::test_step", "when": "call", "outcome": "failed",
+                 "message": "AssertionError: 1.0 != 2.0"}]
+    records += [{"nodeid": f"tests/test_ok.py::test_{i}", "when": "call", "outcome": "passed", "message": ""}
+                for i in range(44)]
+    records += [{"nodeid": f"tests/test_gpu.py::test_{i}", "when": "setup", "outcome": "skipped",
+                 "message": "needs CUDA"} for i in range(4)]
+    status, message, evidence = pytest_outcomes.judge(1, records)
+    assert status == "fail"
+    assert message.startswith("169 failed, 44 passed, 4 skipped: [168] tests/test_sd.py::test_load[0], ")
+    assert ", +158 more -- AttributeError: 'dict' object has no attribute '_metadata'; " \
+           "[1] tests/test_opt.py::test_step -- AssertionError: 1.0 != 2.0" in message
+    groups = evidence["failure_groups"]
+    assert [g["count"] for g in groups] == [168, 1] and len(groups[0]["nodeids"]) == pytest_outcomes.LISTED
+    assert groups[0]["more"] == 158
+    assert pytest_outcomes.judge(0, records[169:])[1] == "44 passed, 4 skipped"
+    assert pytest_outcomes.judge(0, records[-4:])[:2] == ("skip", "0 passed, 4 skipped: no evidence")
 
 
 def _probe_dir(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -266,23 +294,31 @@ def test_a_pytest_command_probe_names_failing_tests_and_not_skips(tmp_path):
         "broken/test_import.py": "import no_such_module_here\n"})
     results = run_command_probes(
         tmp_path, project, tests="pytest -q tests", skips="python -m pytest -q tests -k 'gpu or fine'",
+        gpu_only="pytest -q tests -k gpu",
         collection="pytest -q broken", usage="pytest --no-such-option", empty="pytest -q tests -k nothing",
         plain="python -c 'raise SystemExit(3)'", missing="no-such-command-xyz")
     tests = results["tests"]
     assert tests["status"] == "fail"
-    assert tests["message"].startswith("1 of 5 tests failed: tests/test_resume.py::test_resume_from_checkpoint")
+    assert tests["message"].startswith(
+        "1 failed, 2 passed, 1 skipped, 1 xfailed: tests/test_resume.py::test_resume_from_checkpoint -- ")
     assert "resumed wrong" in tests["message"]
     assert tests["evidence"]["tests"] == {"passed": 2, "failed": 1, "skipped": 1, "xfailed": 1}
     assert tests["evidence"]["failed"][0]["nodeid"] == "tests/test_resume.py::test_resume_from_checkpoint"
-    assert tests["repro"] == f"cd {project} && pytest -q tests"
+    # The repro runs the cell's own pytest: the runner's interpreter's directory first on PATH.
+    assert tests["repro"] == f"cd {project} && PATH={Path(sys.executable).parent}:\"$PATH\" pytest -q tests"
     assert results["skips"]["status"] == "pass"  # skipped tests are not failures
+    assert results["skips"]["message"] == "1 passed, 1 skipped"
     assert results["skips"]["evidence"]["tests"] == {"passed": 1, "skipped": 1}
+    # Every selected test skipped (a GPU-only selection on a CPU runner): no evidence, never a pass.
+    assert results["gpu_only"]["status"] == "skip"
+    assert results["gpu_only"]["message"] == "0 passed, 1 skipped: no evidence"
     collection = results["collection"]
     assert collection["status"] == "error"
     assert "collection error in broken/test_import.py" in collection["message"]
     assert "no_such_module_here" in collection["message"]
     assert results["usage"]["status"] == "error" and "usage error" in results["usage"]["message"]
-    assert results["empty"]["status"] == "error" and "collected no tests" in results["empty"]["message"]
+    assert results["empty"]["status"] == "skip" and "collected no tests" in results["empty"]["message"]
+    assert results["empty"]["message"].startswith("0 passed, 0 skipped: no evidence")
     assert results["plain"]["status"] == "fail"  # not pytest: exit code 3 is just a failure
     assert results["missing"]["status"] == "error" and "not found" in results["missing"]["message"]
     assert not (project / ".pytest_cache").exists()  # cells never write into the project
@@ -294,12 +330,60 @@ def test_a_pytest_command_probe_names_failing_tests_and_not_skips(tmp_path):
 def test_run_hands_nox_the_shipped_noxfile_and_passes_options_through(tmp_path):
     command = run_cli.nox_command(["-s", "matrix", "report", "-j", "2", "-t", "py3.11", "-k", "2.5"],
                                   ["--redo"], tmp_path)
-    assert command[:5] == [sys.executable, "-m", "nox", "--noxfile", str(REPO / "matrix" / "noxfile.py")]
+    assert command[0] == sys.executable and command[1] == "-c" and "'nox'" in command[2]
+    assert command[3:5] == ["--noxfile", str(REPO / "matrix" / "noxfile.py")]
     assert command[5:] == ["--envdir", str(tmp_path / ".nox"), "-s", "matrix", "report", "-j", "2",
                            "-t", "py3.11", "-k", "2.5", "--", "--redo"]
     assert run_cli.nox_command(["--envdir", "/x"], [], tmp_path).count("--envdir") == 1
     with pytest.raises(UserError):
         run_cli.nox_command(["-f", "other.py"], [], tmp_path)
+
+
+class _RecordingSession:
+    """What the shipped noxfile's report and pins sessions ask nox to run."""
+
+    def __init__(self):
+        self.posargs: list[str] = []
+        self.commands: list[list[str]] = []
+
+    def run(self, *args, **_):
+        self.commands.append([str(a) for a in args])
+
+
+@pytest.mark.parametrize("session_name", ["report", "pins"])
+def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(tmp_path, monkeypatch, session_name):
+    """nox runs the shipped noxfile's sessions from the noxfile's folder, the package directory:
+    with ``python -m matrix.cli`` that folder came first on sys.path, and a module there named like
+    the standard library's (``bisect.py`` once) broke ``import tempfile``: no table, no pins. The
+    sessions' commands, run from a folder holding such a module, must not see it."""
+    import matrix.noxfile as shipped
+
+    (tmp_path / "tempfile.py").write_text("raise ImportError('the working directory shadowed tempfile')\n")
+    (tmp_path / "random.py").write_text("raise ImportError('the working directory shadowed random')\n")
+    run_dir = tmp_path / "results" / "x"
+    (run_dir / "cells").mkdir(parents=True)
+    monkeypatch.setattr(shipped.nox_support, "run_dir_for_session", lambda *a, **k: run_dir)
+    session = _RecordingSession()
+    getattr(shipped, session_name)(session)
+    [command] = session.commands
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_MATRIX_"))}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert "shadowed" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 2), done.stderr  # "no cell results" is the tool's own one-line error
+
+
+def test_torch_matrix_run_starts_nox_without_the_projects_folder_on_sys_path(tmp_path):
+    """``torch-matrix run`` starts nox from the user's project: a project module named like one of
+    the standard library's, or like one of our packages, must not replace it inside nox."""
+    (tmp_path / "matrix.toml").write_text('torch = ["2.5.1"]\ntorchvision = "none"\npython = ["current"]\n')
+    (tmp_path / "tempfile.py").write_text("raise ImportError('the project shadowed tempfile')\n")
+    (tmp_path / "nox").mkdir()
+    (tmp_path / "nox" / "__init__.py").write_text("raise ImportError('the project shadowed nox')\n")
+    command = run_cli.nox_command(["--version"], [], tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_MATRIX_"))}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "shadowed" not in done.stderr, done.stderr
 
 
 def test_run_makes_spec_and_results_absolute(tmp_path):
@@ -350,3 +434,44 @@ def test_run_keeps_nox_options_and_posargs_apart_and_other_commands_stay_strict(
     assert args.posargs == ["--redo"]
     with pytest.raises(SystemExit):
         cli.parse_args(["plan", "-s", "matrix"])  # only `run` passes unknown options on
+
+
+def test_a_command_probe_in_which_no_test_ran_is_no_evidence_for_the_verdict_or_the_pins():
+    """A GPU-only selection on a CPU runner: every test skipped. Zero tests ran, so the cell is not
+    evidence of a working version (it once was "compatible" and could block a pin)."""
+    from dataclasses import replace
+
+    from matrix.pins.evidence import observe
+    from matrix.judge.verdict import COMPATIBLE, NO_EVIDENCE, verdict_of
+    from matrix.report.terminal import render_text
+    from matrix.vocab.records import CellResult, InstallOutcome, ProbeResult
+
+    cell = _cell()
+    base = CellResult(cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"}))
+    sanity = ProbeResult(name="install_sanity", status="pass")
+    idle = ProbeResult(name="tests", status="skip", message="0 passed, 4 skipped: no evidence", isolation="command",
+                       evidence={"pytest_exit": 0, "tests": {"skipped": 4}, "summary": "0 passed, 4 skipped",
+                                 "no_evidence": True})
+    result = replace(base, probes=(sanity, idle))
+    for policy in ({}, {"skip": "fail"}):  # a strict skip policy does not make it a failure either
+        verdict = verdict_of(replace(result, cell=replace(cell, policy=policy)))
+        assert verdict.kind == NO_EVIDENCE and verdict.idle == ("tests",), verdict
+        assert "tests: 0 passed, 4 skipped: no evidence" in verdict.reason
+    evidence, _unsatisfiable, no_evidence = observe([result])
+    assert evidence == [] and [note.cell_id for note in no_evidence] == [cell.id]
+    text = render_text([result])
+    assert "! error: no test ran in tests (tests: 0 passed, 4 skipped)" in text
+    assert "0 passed, 4 skipped: no evidence" in text.split("Cells that did not pass:")[1]
+    ran = replace(idle, status="pass", message="44 passed, 4 skipped", evidence={
+        "pytest_exit": 0, "tests": {"passed": 44, "skipped": 4}, "summary": "44 passed, 4 skipped"})
+    good = replace(result, probes=(sanity, ran))
+    assert verdict_of(good).kind == COMPATIBLE
+    assert "✓ compatible (tests: 44 passed, 4 skipped)" in render_text([good])
+    from matrix.report.html_page import render_html
+    from matrix.report.junit import render_junit
+    from matrix.report.markdown import render_markdown_summary
+
+    assert "<system-out>44 passed, 4 skipped</system-out>" in render_junit([good])
+    assert 'message="skip: 0 passed, 4 skipped: no evidence"' in render_junit([result])
+    assert "compatible (tests: 44 passed, 4 skipped)" in render_markdown_summary([good])
+    assert "44 passed, 4 skipped" in render_html([good])

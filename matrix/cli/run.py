@@ -32,7 +32,7 @@ def nox_command(nox_args: Sequence[str], posargs: Sequence[str], cwd: Path) -> l
         if arg in OWN_NOXFILE_OPTIONS[:2] or arg.startswith(OWN_NOXFILE_OPTIONS[2]):
             raise UserError("torch-matrix run uses the noxfile that ships with it", where=arg,
                             hint="run `nox -f FILE` yourself to use another one")
-    command = [sys.executable, "-m", "nox", "--noxfile", str(NOXFILE)]
+    command = proc.python_module("nox", "--noxfile", str(NOXFILE))
     if not any(arg == "--envdir" or arg.startswith("--envdir=") for arg in nox_args):
         command += ["--envdir", str(cwd / ".nox")]
     command += list(nox_args)

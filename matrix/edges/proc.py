@@ -29,6 +29,24 @@ SubprocessError = subprocess.SubprocessError
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
+# The directory that holds the ``matrix`` package (site-packages, or a checkout's root).
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+# ``python -m X`` puts the working directory first on sys.path, and nox runs the shipped noxfile's
+# sessions from the noxfile's folder (the package directory): any file there, or in the project a
+# user runs from, would shadow the standard library or our own packages. This starts the module
+# with the working directory dropped and the package root in its place (Python 3.10 has no -P).
+_BOOT = ("import runpy, sys; del sys.path[0]; r = {root!r}; r in sys.path or sys.path.insert(0, r); "
+         "runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+
+
+def python_module(module: str, *args: str, python: str | None = None) -> list[str]:
+    """The command that runs ``python -m module args`` with nothing of the working directory on
+    sys.path (what ``-P`` does on 3.11+): ours find themselves, a user's files never shadow them."""
+    import sys
+
+    return [python or sys.executable, "-c", _BOOT.format(root=PACKAGE_ROOT, module=module), *args]
+
+
 def run(command: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
     """``subprocess.run`` without ``check`` (callers read the return code); raises ``OSError``
     when the program cannot start and ``TimeoutExpired`` past ``timeout``."""

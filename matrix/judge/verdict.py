@@ -26,6 +26,7 @@ from matrix.vocab.records import (
     UNSUPPORTED,
     Cell,
     CellResult,
+    ProbeResult,
     StrEnum,
 )
 
@@ -68,6 +69,9 @@ class Verdict:
     # Required probes that failed because the release changed a default (the plain call breaks,
     # a non-default argument works): reported with their workaround, not an incompatibility.
     advice: Mapping[str, Attribution] = field(default_factory=dict)
+    # Required command probes in which no test ran (every selected test skipped, or none was
+    # collected): "0 passed, 4 skipped: no evidence". Never a pass, never a failure.
+    idle: tuple[str, ...] = ()
 
     @property
     def is_evidence(self) -> bool:
@@ -87,6 +91,11 @@ def probe_counts_as_failure(status: str, policy: dict | None = None) -> bool:
     return False
 
 
+def ran_no_test(probe: ProbeResult) -> bool:
+    """A command probe in which no test ran (``probes.pytest_outcomes``: all skipped, none collected)."""
+    return probe.status == SKIP and bool(probe.evidence.get("no_evidence"))
+
+
 def verdict_of(result: CellResult) -> Verdict:
     if result.install.status == UNSATISFIABLE:
         return Verdict(NOT_INSTALLABLE, reason=result.install.message)
@@ -98,7 +107,8 @@ def verdict_of(result: CellResult) -> Verdict:
     required = result.cell.required_probes or tuple(p.name for p in result.probes)
     by_name = {p.name: p for p in result.probes}
     missing = tuple(name for name in required if name not in by_name)
-    failing = tuple(name for name in required if name in by_name
+    idle = tuple(name for name in required if name in by_name and ran_no_test(by_name[name]))
+    failing = tuple(name for name in required if name in by_name and name not in idle
                     and probe_counts_as_failure(by_name[name].status, dict(result.cell.policy)))
     environment = environment_failures(result, failing)
     advice = changed_defaults(result, failing)
@@ -107,7 +117,7 @@ def verdict_of(result: CellResult) -> Verdict:
         first = by_name[failing[0]]
         return Verdict(INCOMPATIBLE, failing=failing, missing=missing,
                        reason=f"{first.name}: {first.status}: {first.message}".strip(),
-                       environment=environment, advice=advice)
+                       environment=environment, advice=advice, idle=idle)
     if environment:
         advice = sorted({a.advice for a in environment.values()})
         # A broken install or tests that never ran leave nothing to judge: no evidence, and the
@@ -116,8 +126,12 @@ def verdict_of(result: CellResult) -> Verdict:
         return Verdict(kind, missing=missing, environment=environment,
                        reason="environment, not the versions: " + "; ".join(advice))
     if missing:
-        return Verdict(NO_EVIDENCE, missing=missing,
+        return Verdict(NO_EVIDENCE, missing=missing, idle=idle,
                        reason="no result for required probe(s): " + ", ".join(missing))
+    if idle:
+        # Nothing ran, so nothing was seen working: no evidence for the pins either way.
+        return Verdict(NO_EVIDENCE, idle=idle, advice=advice,
+                       reason="; ".join(f"{name}: {by_name[name].message}" for name in idle))
     if advice:
         return Verdict(COMPATIBLE, advice=advice,
                        reason="works with a changed default: " + "; ".join(sorted({a.advice for a in advice.values()})))

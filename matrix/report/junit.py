@@ -83,7 +83,8 @@ def _suite(result: CellResult, counts: dict[str, int]) -> ET.Element:
         counts_bad = probe_counts_as_failure(probe.status, policy) and probe.name in required
         message = f"{probe.status}: {probe.message}" if probe.message else probe.status
         if probe.status == PASS:
-            pass
+            if probe.message:  # a command probe's counts: "44 passed, 4 skipped"
+                ET.SubElement(case, "system-out").text = _clean(probe.message)
         elif counts_bad and probe.status in _ERRORS:
             _add(case, "error", message, probe.status, _body(probe))
             errors += 1

@@ -177,7 +177,16 @@ def verdict_text(verdict: Verdict, symbols: Mapping[str, str] = TEXT_SYMBOLS, de
         text += ": " + ", ".join(verdict.failing)
     elif verdict.kind == NO_EVIDENCE and verdict.missing:
         text += ": no result for " + ", ".join(verdict.missing)
+    elif verdict.kind == NO_EVIDENCE and verdict.idle:
+        text += ": no test ran in " + ", ".join(verdict.idle)
     return text
+
+
+def test_counts(result: CellResult) -> str:
+    """What the cell's command probes counted (``tests: 44 passed, 4 skipped``), or ""."""
+    parts = [f"{probe.name}: {probe.evidence['summary']}" for probe in result.probes
+             if probe.isolation == "command" and probe.evidence.get("summary")]
+    return "; ".join(parts)
 
 
 def cell_repro(cell: Cell, spec: str | None = None) -> str:
@@ -204,8 +213,10 @@ def cell_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOL
     rows = []
     for item in judged:
         cell = item.cell
+        counted = test_counts(item.result)
         rows.append([cell.id, cell.python, cell.torch, cell.torchvision, cell.variant, extras_text(cell),
-                     installed_text(item.result), verdict_text(item.verdict, symbols),
+                     installed_text(item.result),
+                     verdict_text(item.verdict, symbols) + (f" ({counted})" if counted else ""),
                      format_seconds(_total_seconds(item.result))])
     return rows
 
@@ -263,7 +274,7 @@ def detail_rows(judged: Iterable[Judged], full_repro: bool = False) -> list[list
             continue
         required = set(cell.required_probes or [p.name for p in result.probes])
         for probe in result.probes:
-            if not probe_counts_as_failure(probe.status, dict(cell.policy)):
+            if not probe_counts_as_failure(probe.status, dict(cell.policy)) and probe.name not in verdict.idle:
                 continue
             status = probe.status if probe.name in required else f"{probe.status} (not required)"
             rows.append([cell.id, probe.name, status, shorten(probe.message, 160),

@@ -18,7 +18,11 @@ from matrix.vocab.errors import UserError
 from matrix.edges.fileio import atomic_write, cyclic_gc_paused
 from matrix.vocab.layout import PINS_DIR
 from matrix.pins import PYTHON, PinPolicy, package_axes, requirement_lines, suggest_pins
+from matrix.pins.targets import target_pins
 from matrix.pins.render import (
+    TARGETS_DIR,
+    render_target_constraints,
+    render_target_summary,
     CONSTRAINTS_NAME,
     JSON_NAME,
     REQUIREMENTS_NAME,
@@ -93,6 +97,9 @@ def _pins(args: argparse.Namespace) -> int:
     policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.ADMIT_UNTESTED)
     suggestion = suggest_pins(loaded.results, released, policy)
     sys.stdout.write(render_text(suggestion))
+    per_target = target_pins(loaded.results, released, policy)
+    if per_target:
+        sys.stdout.write("\n" + render_target_summary(per_target))
     if getattr(args, "history", None) is not None:
         sys.stdout.write(history_confidence(suggestion, args))
     out_dir = Path(args.out) if args.out else Path(args.results_dir) / PINS_DIR
@@ -101,6 +108,11 @@ def _pins(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             out_dir.mkdir(parents=True, exist_ok=True)
             for path in write_outputs(suggestion, out_dir):
+                print(f"wrote {path}")
+            for pins in per_target:
+                path = out_dir / TARGETS_DIR / pins.slug / CONSTRAINTS_NAME
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, render_target_constraints(pins))
                 print(f"wrote {path}")
         except OSError as error:
             raise UserError(f"cannot write the pins: {error.strerror or error}",

@@ -178,13 +178,12 @@ class Target:
     @property
     def slug(self) -> str:
         """A directory name: ``rtx-4090-sm_89``, ``sm_70-driver-535.104``, ``driver-580.65``."""
-        parts = []
-        if self.gpu:
-            name = re.sub(r"[^a-z0-9]+", "-", self.gpu.name.lower()).strip("-")
-            parts.append(self.gpu.sm if self.gpu.name == self.gpu.sm else f"{name}-{self.gpu.sm}")
-        if self.driver:
-            parts.append(f"driver-{self.driver}")
-        return "-".join(parts)
+        return slug_of_label(self.label)
+
+
+def slug_of_label(label: str) -> str:
+    """``RTX 4090 (sm_89), driver 535.104`` -> ``rtx-4090-sm_89-driver-535.104`` (a directory name)."""
+    return re.sub(r"[^a-z0-9_.]+", "-", label.lower()).strip("-.")
 
 
 def targets_of(gpus: Iterable[str], drivers: Iterable[str]) -> tuple[Target, ...]:
@@ -419,3 +418,29 @@ def disagreements(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per device where the static verdict and the device probe disagree."""
     return [f"{v['target']}: the static verdict is {v['verdict']} ({v['reason']}) but the device says: "
             f"{v.get('device', '?')}" for v in verdicts if v.get("agrees") is False]
+
+
+def variant_cuda_for(build_facts: Mapping[str, Any], capability: int | None, driver: str = "",
+                     machine: str = "x86_64") -> str:
+    """The CUDA version ("12.6") of a sibling build of the same release that has code for the card
+    and that the driver can run, from torch's own table of its release variants
+    (``torch.cuda.PYTORCH_RELEASES_CODE_CC``, recorded in ``build_facts["release_variants_code_cc"]``;
+    torch 2.13 keys it by host arch): the newest such, or "" when the table is absent or has none."""
+    table = build_facts.get("release_variants_code_cc") if build_facts else None
+    if not isinstance(table, Mapping) or capability is None:
+        return ""
+    host = "aarch64" if machine.lower() == "aarch64" else "x86_64"
+    fits = []
+    for cuda, by_arch in table.items():
+        if not isinstance(by_arch, Mapping) or not re.fullmatch(r"\d+\.\d+", str(cuda)):
+            continue
+        ccs = by_arch.get(host, by_arch.get("any", ()))
+        if not any(cubin_runs(int(cc), "", capability) for cc in ccs):
+            continue
+        if driver:
+            compat, toolkit = driver_minimum(str(cuda))
+            floor = compat or toolkit
+            if not floor or not _at_least(driver, floor):
+                continue
+        fits.append(str(cuda))
+    return max(fits, key=lambda c: tuple(int(p) for p in c.split(".")), default="")

@@ -8,6 +8,7 @@ the files and review the diff.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
@@ -255,3 +256,26 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
 
 def render_json(suggestion: Suggestion) -> str:
     return json.dumps(suggestion_to_json(suggestion), indent=2, sort_keys=True) + "\n"
+
+
+TARGETS_DIR = "targets"  # <pins>/targets/<target slug>/constraints.txt
+
+
+def render_target_constraints(pins: Any) -> str:
+    """One hardware target's constraints file (``matrix.pins.targets.TargetPins``): the same rules as the
+    main constraints, with the builds that do run there as comments."""
+    lines = render_constraints(pins.suggestion).splitlines()
+    head = [lines[0], f"# Hardware target: {pins.target} (PEP 508 cannot name a GPU: install with -c this file on "
+                      "that machine). The main constraints.txt never excludes a release for a target."]
+    head += [f"# Advice: {line}" for line in pins.advice]
+    return "\n".join(head + lines[1:]) + "\n"
+
+
+def render_target_summary(per_target: Sequence[Any]) -> str:
+    """What ``torch-matrix pins`` prints per hardware target: its requirement lines and advice."""
+    out = ["Per hardware target (pins/targets/<target>/constraints.txt):"]
+    for pins in per_target:
+        lines = [line.text() for line in requirement_lines(pins.suggestion.recommended) if line.specifiers]
+        out.append(f"  {pins.target} -> {pins.slug}: " + ("; ".join(lines) if lines else "no bound needed"))
+        out += [f"    advice: {line}" for line in pins.advice]
+    return "\n".join(out) + "\n"

@@ -66,6 +66,9 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout,
         return 0
     out.write(f"spec {spec.path} (run {spec.name!r}): {len(cells)} cells\n")
     out.write(render_table(cells, spec) + "\n")
+    if spec.targets:
+        out.write(f"hardware targets ({len(spec.targets)}, judged in each cell from its build, no GPU needed): "
+                  + "; ".join(t.label for t in spec.targets) + "\n")
     blocked = sum(1 for c in cells if c.plan_note)
     if blocked:
         out.write(f"{blocked} cell(s) cannot be installed as planned; they will be recorded "

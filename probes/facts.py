@@ -8,8 +8,8 @@ Also a script: ``torch-matrix`` runs ``python -I probes/facts.py interpreter`` t
 an interpreter and read a venv's base interpreter, and ``... versions torch numpy`` to
 read each package's own ``__version__`` when it verifies an install; ``torch-matrix check``
 runs ``python probes/facts.py environment`` (not isolated: the environment as its user runs
-it) for the interpreter, its prefix and the installed versions. Every Python
-that runs here is a cell's, so keep it stdlib-only and Python 3.8 compatible.
+it) for the interpreter, its prefix, the installed versions and the build torch says it is.
+Every Python that runs here is a cell's, so keep it stdlib-only and Python 3.8 compatible.
 """
 
 import ast
@@ -194,24 +194,56 @@ def interpreter_identity():
             "executable": sys.executable, "base": getattr(sys, "_base_executable", sys.executable)}
 
 
-def _literal_version(directory):
-    """``__version__`` from ``<package>/version.py`` when it is a literal (torch, torchvision): no import."""
+def _version_literals(directory, names=("__version__",)):
+    """{name: value} of the literal assignments to ``names`` in ``<package>/version.py`` (torch's
+    ``__version__``, ``cuda: Optional[str] = '12.1'``, ``hip``), without importing the package."""
     path = os.path.join(directory, "version.py")
     if not os.path.isfile(path):
-        return None
+        return {}
     try:
         with open(path, encoding="utf-8") as handle:
             tree = ast.parse(handle.read())
     except Exception:
-        return None
-    found = None
+        return {}
+    found = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__version__" for t in node.targets):
-            try:
-                found = ast.literal_eval(node.value)
-            except Exception:
-                found = None
+        if isinstance(node, ast.Assign):
+            targets = [getattr(t, "id", "") for t in node.targets]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [getattr(node.target, "id", "")]
+        else:
+            continue
+        for target in targets:
+            if target in names:
+                try:
+                    found[target] = ast.literal_eval(node.value)
+                except Exception:
+                    found.pop(target, None)
     return found
+
+
+def _literal_version(directory):
+    """``__version__`` from ``<package>/version.py`` when it is a literal (torch, torchvision): no import."""
+    return _version_literals(directory).get("__version__")
+
+
+def version_file(name):
+    """The build an installed package says it is in its ``version.py``, read without importing it:
+    ``{"version": "2.4.1+cu121", "cuda": "12.1", "hip": None}``. PyPI's CUDA wheels carry no local
+    label in their metadata (``2.4.1``); the build's own ``__version__`` and ``torch.version.cuda`` do.
+    None when there is no such file or no literal ``__version__`` in it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        return None
+    for base in ((spec.submodule_search_locations or []) if spec is not None else []):
+        found = _version_literals(base, ("__version__", "cuda", "hip"))
+        if isinstance(found.get("__version__"), str):
+            build = {"version": found["__version__"]}
+            for key in ("cuda", "hip"):
+                build[key] = found.get(key) if isinstance(found.get(key), str) else None
+            return build
+    return None
 
 
 def own_versions(names):
@@ -251,7 +283,12 @@ def environment_facts():
     facts = python_facts()
     facts.update(prefix=sys.prefix, base_prefix=getattr(sys, "base_prefix", sys.prefix),
                  version_info=list(sys.version_info[:3]))
-    return {"python": facts, "platform": platform_facts(), "packages": package_facts()}
+    builds = {}
+    for name in ("torch", "torchvision"):
+        build = version_file(name) if installed_version(name) else None
+        if build is not None:
+            builds[name] = build
+    return {"python": facts, "platform": platform_facts(), "packages": package_facts(), "builds": builds}
 
 
 def incomplete_installs():

@@ -340,10 +340,13 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
 
 def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
                 cuda: str | None = None, requires_dist: tuple[str, ...] = (),
-                weights_only_default: bool = False, arch_flags: str | None = None) -> WheelSpec:
+                weights_only_default: bool = False, arch_flags: str | None = None,
+                build_version: str | None = None) -> WheelSpec:
     """``cuda`` and ``arch_flags`` (``"sm_50 ... sm_90"``) make a CUDA build's facts, as a real
-    wheel answers them without a device (``torch.version.cuda``, ``torch._C._cuda_getArchFlags()``)."""
-    fmt = {"version": version, "cuda": cuda}
+    wheel answers them without a device (``torch.version.cuda``, ``torch._C._cuda_getArchFlags()``).
+    ``build_version``: the ``__version__`` the build says it is where its metadata says less, as
+    PyPI's CUDA wheels do (metadata ``2.4.1``, ``torch.__version__`` ``2.4.1+cu121``)."""
+    fmt = {"version": build_version or version, "cuda": cuda}
     files = {
         "torch/_C.py": TORCH_C_CUDA.format(arch_flags=arch_flags) if arch_flags else TORCH_C_CPU,
         "torch/__init__.py": TORCH_INIT.format(**fmt),
@@ -358,10 +361,11 @@ def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
                      abi_tag=abi_tag)
 
 
-def torchvision_wheel(version: str, torch_version: str, broken: bool = False) -> WheelSpec:
+def torchvision_wheel(version: str, torch_version: str, broken: bool = False,
+                      build_version: str | None = None) -> WheelSpec:
     files = {
-        "torchvision/__init__.py": TORCHVISION_INIT.format(version=version),
-        "torchvision/version.py": TORCHVISION_VERSION.format(version=version),
+        "torchvision/__init__.py": TORCHVISION_INIT.format(version=build_version or version),
+        "torchvision/version.py": TORCHVISION_VERSION.format(version=build_version or version),
         "torchvision/ops/__init__.py": TORCHVISION_OPS_BROKEN if broken else TORCHVISION_OPS_GOOD,
     }
     return WheelSpec("torchvision", version, files, requires_dist=(f"torch=={torch_version}",))

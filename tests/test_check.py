@@ -8,6 +8,7 @@ The real-torch run (torch 2.13.0+cpu from pip's find-links) is the ``realwheels`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -54,6 +55,22 @@ def test_the_cell_holds_the_versions_found_and_says_where_they_came_from():
 def test_a_build_without_a_local_label_is_the_default_variant_and_torchvision_may_be_absent():
     cell = existing_cell(facts(torch="2.5.1", torchvision=None, numpy=None), host="h")
     assert cell.variant == "default" and cell.torchvision == "" and cell.requirements == ("torch==2.5.1",)
+
+
+def test_the_variant_is_the_builds_when_the_metadata_has_no_label():
+    # PyPI's CUDA wheels: metadata 2.14.1, torch.__version__ 2.14.1+cu132, torch.version.cuda 13.2.
+    found = dataclasses.replace(facts(torch="2.14.1", torchvision="0.29.2"), builds={
+        "torch": {"version": "2.14.1+cu132", "cuda": "13.2", "hip": None}})
+    cell = existing_cell(found, host="h")
+    assert cell.variant == "cu132" and cell.torch == "2.14.1"
+    assert cell.requirements[0] == "torch==2.14.1"  # pinned as the metadata says: install_sanity checks it
+    no_label = dataclasses.replace(found, builds={"torch": {"version": "2.14.1", "cuda": "13.2", "hip": None}})
+    assert existing_cell(no_label, host="h").variant == "cu132"
+    cpu = dataclasses.replace(found, builds={"torch": {"version": "2.14.1", "cuda": None, "hip": None}})
+    assert existing_cell(cpu, host="h").variant == "cpu"
+    rocm = dataclasses.replace(found, builds={"torch": {"version": "2.5.1+rocm6.2", "cuda": None,
+                                                         "hip": "6.2.41133-dd7f95766"}})
+    assert existing_cell(rocm, host="h").variant == "rocm6.2"
 
 
 def test_the_spec_probe_settings_reach_the_cell():
@@ -280,6 +297,28 @@ def test_a_local_label_build_is_its_own_variant(tmp_path, label_index, uv_env, c
     assert result.cell.variant == "cpu" and result.cell.torch == "2.1.0"
     assert result.install.resolved["torch"] == "2.1.0+cpu" and result.cell.id.startswith("env-t2.1.0-cpu-py")
     assert result.probe("install_sanity").status == "pass"  # torch.version.cuda is None: a cpu build
+
+
+@pytest.fixture(scope="module")
+def pypi_cuda_index(tmp_path_factory):
+    """A PyPI-style CUDA build: no label in its metadata, ``2.1.0+cu132`` and CUDA 13.2 at run time."""
+    return build_index(tmp_path_factory.mktemp("pypi-cuda-index"),
+                       [torch_wheel("2.1.0", cuda="13.2", build_version="2.1.0+cu132")])
+
+
+def test_the_variant_and_installed_version_come_from_the_runtime_build(tmp_path, pypi_cuda_index, uv_env,
+                                                                       capsys):
+    python = venv_with(tmp_path, pypi_cuda_index, "torch==2.1.0")
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"),
+                                 "--spec", install_sanity_only(tmp_path))
+    assert status == 0, out + err
+    result = load_results(tmp_path / "r").results[0]
+    assert result.cell.variant == "cu132" and result.install.resolved["torch"] == "2.1.0"
+    assert result.probe("install_sanity").status == "pass"  # CUDA 13.2 is what cu132 expects
+    row = next(line for line in out.splitlines() if line.startswith(result.cell.id))
+    assert re.search(r"\bcu132\b", row) and "default" not in row
+    assert "torch 2.1.0+cu132" in row  # the installed column: the build, label included
+    assert re.search(r"; torch 2\.1\.0\+cu132\b", out)  # the versions line above the table
 
 
 def test_the_default_results_dir_is_check_under_the_results_root(tmp_path, index, uv_env, capsys, monkeypatch):

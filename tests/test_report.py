@@ -69,6 +69,28 @@ def test_extras_and_installed_versions_are_shown():
     assert row[6] == "torch 2.5.1+cpu, torchvision 0.20.1, numpy 1.26.4"
 
 
+def test_installed_versions_carry_the_builds_local_labels_everywhere():
+    # PyPI's wheels: the freeze says 2.14.1 / 0.29.2, the builds say +cu130 / +cu132 (install_sanity saw
+    # them): a mismatched pair of CUDA builds must not read as a plain pair.
+    from matrix.report.html_page import render_html
+    from matrix.report.repro import render_bundle
+
+    sanity = make_probe("install_sanity", evidence={"versions": {"torch": "2.14.1+cu130",
+                                                                 "torchvision": "0.29.2+cu132"}})
+    result = make_result(torch="2.14.1", torchvision="0.29.2", probes=[sanity],
+                         resolved={"torch": "2.14.1", "torchvision": "0.29.2"})
+    shown = "torch 2.14.1+cu130, torchvision 0.29.2+cu132"
+    assert report.cell_rows(report.judge([result]))[0][6] == shown
+    assert shown in report.render_text([result])
+    assert shown in report_markdown.render_markdown_summary([result])
+    assert shown in render_html([result])
+    assert "torch 2.14.1+cu130" in render_bundle(result, [result])
+    # A probe's version of another release never replaces what the freeze says is installed.
+    odd = make_result(probes=[make_probe("install_sanity", evidence={"versions": {"torch": "9.9.9+cpu"}})],
+                      resolved={"torch": "2.5.1", "torchvision": "0.20.1"})
+    assert report.cell_rows(report.judge([odd]))[0][6] == "torch 2.5.1, torchvision 0.20.1"
+
+
 def test_details_explain_each_cell_that_did_not_pass():
     text = report.render_text(sample())
     details = text.split("Cells that did not pass:")[1]

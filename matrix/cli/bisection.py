@@ -44,7 +44,9 @@ class Tested:
     path: Path
 
     def installed(self, result: CellResult) -> str:
-        resolved = result.install.resolved
+        from matrix.vocab.records import built_versions
+
+        resolved = built_versions(result)
         return ", ".join(f"{name} {resolved[name]}" for name in ("torch", "torchvision") if name in resolved)
 
 

@@ -29,7 +29,7 @@ from matrix.world.probe_process import host_gpu_targets
 from matrix.run.check import RUN_NAME, CheckOptions, check_environment
 from matrix.vocab.errors import UserError
 from matrix.vocab.layout import results_root
-from matrix.vocab.records import SKIP, UNSUPPORTED, CellResult
+from matrix.vocab.records import SKIP, UNSUPPORTED, CellResult, built_versions
 from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE
 
 EXIT_COMPATIBLE = 0
@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"cell": result.cell.id, "verdict": str(verdict.kind), "reason": verdict.reason,
                           "targets_from": where, "targets": [dict(t) for t in result.targets]}, indent=1))
         return status
-    found = ", ".join(f"{name} {version}" for name, version in result.install.resolved.items())
+    found = ", ".join(f"{name} {version}" for name, version in built_versions(result).items())
     print(f"{result.install.message}\n{python}: Python {result.interpreter.get('version', '?')}; {found}\n")
     sys.stdout.write(report.render_text(judged, grid=True))
     not_run = not_run_lines(result)

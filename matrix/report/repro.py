@@ -16,7 +16,7 @@ from typing import Any
 
 from matrix.vocab.layout import check_command, repro_command
 from matrix.report.html_page import cause_text
-from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult
+from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult, built_versions
 from matrix.report.terminal import RUNS_ON_TARGET, _version_key, extras_of, shorten
 from matrix.judge.verdict import COMPATIBLE, verdict_of
 
@@ -99,18 +99,6 @@ def _fenced(text: str, language: str = "") -> str:
 def _json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
     text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
-
-
-def built_versions(result: CellResult) -> dict[str, str]:
-    """Installed versions with their local labels (``1.12.0+cu102``) where a probe saw them, else the freeze's."""
-    versions = dict(result.install.resolved)
-    for probe in result.probes:
-        seen = probe.evidence.get("versions") if isinstance(probe.evidence, dict) else None
-        if isinstance(seen, dict):
-            for name, version in seen.items():
-                if isinstance(version, str) and version:
-                    versions[name] = version
-    return versions
 
 
 def environment_rows(result: CellResult) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from matrix.vocab.layout import check_command, repro_command
-from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, Cell, CellResult
+from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, Cell, CellResult, built_versions
 from matrix.judge.verdict import (
     COMPATIBLE,
     INCOMPATIBLE,
@@ -158,8 +158,9 @@ _canonical_name = lru_cache(maxsize=4096)(canonicalize_name)  # a few names, ask
 
 
 def installed_text(result: CellResult) -> str:
-    """The installed versions of the packages the cell is about (not the whole freeze)."""
-    resolved = {_canonical_name(name): version for name, version in result.install.resolved.items()}
+    """The installed versions of the packages the cell is about (not the whole freeze), each with
+    its build's local label (``torch 2.14.1+cu130, torchvision 0.29.2+cu132``: not a plain pair)."""
+    resolved = {_canonical_name(name): version for name, version in built_versions(result).items()}
     names = ["torch", "torchvision", *extras_of(result.cell)]
     shown = []
     for name in names:

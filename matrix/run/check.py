@@ -49,6 +49,8 @@ class EnvironmentFacts:
     base_prefix: str = ""
     packages: Mapping[str, str | None] = field(default_factory=dict)  # name -> installed version
     platform: Mapping[str, Any] = field(default_factory=dict)
+    # name -> what the build says it is in its version.py: {"version": "2.4.1+cu121", "cuda": "12.1", "hip": None}
+    builds: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def minor(self) -> str:
@@ -71,10 +73,12 @@ class EnvironmentFacts:
         facts = data["python"]
         packages = {name: (value if isinstance(value, str) and value else None)
                     for name, value in dict(data.get("packages") or {}).items()}
+        builds = {name: dict(build) for name, build in dict(data.get("builds") or {}).items()
+                  if isinstance(build, Mapping) and isinstance(build.get("version"), str)}
         return cls(python=python, version=str(facts["version"]),
                    implementation=str(facts.get("implementation", "")),
                    prefix=str(facts.get("prefix", "")), base_prefix=str(facts.get("base_prefix", "")),
-                   packages=packages, platform=dict(data.get("platform") or {}))
+                   packages=packages, platform=dict(data.get("platform") or {}), builds=builds)
 
 
 # ----------------------------------------------------------------------------- pure parts
@@ -89,6 +93,28 @@ def public_version(version: str) -> str:
         return Version(version).public
     except InvalidVersion:
         return version.split("+", 1)[0]
+
+
+_VARIANT_LABEL = re.compile(r"^(cpu|cu\d+|rocm\d+(\.\d+)*|xpu)$")
+
+
+def build_variant(installed: str, build: Mapping[str, Any] | None) -> str:
+    """The variant of the torch that runs: a variant label on the installed version or on the build's
+    own ``__version__`` (PyPI's CUDA wheels say ``2.14.1`` in their metadata, ``2.14.1+cu132`` at run
+    time), else ``torch.version.cuda`` (``13.2`` -> ``cu132``) or ``.hip`` (``rocm6.2``), else ``cpu``;
+    ``default`` only when the build could not be read."""
+    for label in (local_label(installed), local_label(str((build or {}).get("version") or ""))):
+        if _VARIANT_LABEL.match(label):
+            return label
+    if not build:
+        return local_label(installed) or "default"
+    cuda, hip = build.get("cuda"), build.get("hip")
+    if isinstance(cuda, str) and re.match(r"^\d+\.\d+", cuda):
+        major, minor = cuda.split(".")[:2]
+        return f"cu{major}{minor}"
+    if isinstance(hip, str) and re.match(r"^\d+\.\d+", hip):
+        return "rocm" + ".".join(hip.split(".")[:2])
+    return "cpu"
 
 
 def _id_token(text: str, limit: int = 24) -> str:
@@ -116,9 +142,10 @@ def existing_cell(facts: EnvironmentFacts, *, host: str, probes: tuple[str, ...]
                   policy: Mapping[str, str] | None = None) -> Cell:
     """The cell an existing environment stands for: its versions as axes, exact pins as requirements.
 
-    ``variant`` is torch's local build label (``cu130``, ``cpu``) when it has one, like a planned
-    cell of that variant; ``default`` otherwise. The requirements pin what was found (local
-    label included), so ``install_sanity`` checks each module against its own metadata.
+    ``variant`` is the build's (``build_variant``: ``cu132`` for PyPI's ``2.14.1`` whose
+    ``torch.version.cuda`` is 13.2), like a planned cell of that variant. The requirements pin
+    what was found (local label included), so ``install_sanity`` checks each module against its
+    own metadata.
     """
     torch = facts.packages.get("torch")
     if not torch:
@@ -126,7 +153,7 @@ def existing_cell(facts: EnvironmentFacts, *, host: str, probes: tuple[str, ...]
     torchvision = facts.packages.get("torchvision") or ""
     axes = {"python": facts.minor, "torch": public_version(torch),
             "torchvision": public_version(torchvision) if torchvision else "",
-            "variant": local_label(torch) or "default"}
+            "variant": build_variant(torch, facts.builds.get("torch"))}
     requirements = tuple(f"{name}=={version}" for name in PACKAGES
                          if (version := facts.packages.get(name)))
     return Cell(id=existing_cell_id(facts, host), axes=axes, requirements=requirements,

@@ -95,6 +95,25 @@ def public_version(text: str | None) -> str | None:
         return None
 
 
+def built_versions(result: "CellResult") -> dict[str, str]:
+    """Installed versions as the builds say they are: the freeze's (``install.resolved``), with the
+    local label a probe saw at run time (``install_sanity``'s ``versions``) where the freeze's
+    version lacks it: PyPI's CUDA wheels say ``2.14.1`` in their metadata and ``2.14.1+cu130`` in
+    ``torch.__version__``. Every view of the installed versions reads them here."""
+    versions = dict(result.install.resolved)
+    for probe in result.probes:
+        seen = probe.evidence.get("versions") if isinstance(probe.evidence, Mapping) else None
+        if not isinstance(seen, Mapping):
+            continue
+        for name, version in seen.items():
+            if not isinstance(version, str) or not version:
+                continue
+            frozen = versions.get(name)
+            if not frozen or public_version(frozen) == public_version(version):
+                versions[name] = version
+    return versions
+
+
 def default_policy(names_required: bool = True) -> dict[str, str]:
     """The probe policy when the spec says nothing; ``names_required``: ``probes.required`` is set."""
     return {**DEFAULT_POLICY, "unsupported": "fail" if names_required else "pass"}

@@ -211,3 +211,12 @@ def test_a_declared_target_that_is_the_device_carries_the_device_answer():
 def test_a_cell_without_build_facts_records_no_verdicts():
     assert cell_verdicts({"devices": [], "driver": None}, targets_of(["V100"], [])) == ()
     assert cell_verdicts({"build": {"error": "import torch failed"}}, targets_of(["V100"], [])) == ()
+
+
+def test_a_driver_older_than_the_card_is_too_old_whatever_the_build():
+    found = verdict("2.8.0", "RTX 5090", "535.104")  # CUDA 12.8 runs on 535 by minor version compatibility ...
+    assert found.verdict == Hardware.DRIVER_TOO_OLD  # ... but R535 predates Blackwell (CUDA 12.8: >= 570.26)
+    assert "predates the RTX 5090 (sm_120)" in found.reason and ">= 570.26" in found.reason
+    assert verdict("2.8.0", "RTX 5090", "570.124.06").verdict == Hardware.NATIVE
+    assert verdict("2.8.0", "H100", "515.65").verdict == Hardware.DRIVER_TOO_OLD  # Hopper: CUDA 11.8, 520.61.05
+    assert verdict("2.7.1", "V100", "535.104").verdict == Hardware.NATIVE

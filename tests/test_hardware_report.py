@@ -60,7 +60,7 @@ def test_summary_md_and_the_html_page_carry_the_same_table():
 def test_the_repro_bundle_names_the_target(tmp_path, capsys):
     result = judged_result("2.7.1")
     bundle = render_bundle(result, [result], target="RTX 5090")
-    assert bundle.startswith("### torch 2.7.1 on RTX 5090 (sm_120), driver 535.104: no-kernel-image")
+    assert bundle.startswith("### torch 2.7.1 on RTX 5090 (sm_120), driver 535.104: driver-too-old")  # and no sm_120
     assert "torch._C._cuda_getArchFlags()" in bundle and "| `RTX 4090 (sm_89), driver 580.65` | native |" in bundle
     write_result(result, tmp_path / "cells")
     assert cli.main(["repro", result.cell.id, "--results", str(tmp_path), "--target", "sm_120"]) == 0

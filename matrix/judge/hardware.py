@@ -308,6 +308,26 @@ def driver_minimum(cuda: str) -> tuple[str, str]:
     return MINOR_COMPAT_DRIVER.get(major, ""), TOOLKIT_DRIVER.get((major, minor), "")
 
 
+# The first CUDA toolkit that knew each compute capability, whose toolkit driver (Table 3) is the oldest
+# driver branch that can drive such a card at all: a driver older than that does not know the GPU,
+# whatever the build (an RTX 5090 needs R570+, an H100 R520+). Capabilities older than 6.0 are not listed.
+FIRST_CUDA: dict[int, tuple[int, int]] = {
+    60: (8, 0), 61: (8, 0), 62: (8, 0), 70: (9, 0), 72: (10, 0), 75: (10, 0), 80: (11, 0), 86: (11, 1),
+    87: (11, 4), 89: (11, 8), 90: (11, 8), 100: (12, 8), 101: (12, 8), 120: (12, 8), 103: (12, 9), 121: (12, 9),
+    110: (13, 0),
+}
+OLD_TOOLKIT_DRIVER: dict[tuple[int, int], str] = {(8, 0): "367.48", (9, 0): "384.81", (10, 0): "410.48"}
+
+
+def card_driver_floor(capability: int) -> tuple[str, str]:
+    """(the oldest driver that knows a card of ``capability``, the CUDA version that introduced it); "" unknown."""
+    first = FIRST_CUDA.get(capability)
+    if first is None:
+        return "", ""
+    floor = TOOLKIT_DRIVER.get(first) or OLD_TOOLKIT_DRIVER.get(first, "")
+    return floor, f"{first[0]}.{first[1]}"
+
+
 def _driver_judgement(build: BuildFacts, driver: str, needs_jit: bool) -> tuple[bool, str]:
     """(too old, reason) for the newest CUDA runtime of torch and torchvision's ops."""
     runtimes = [("torch", build.cuda)] + ([("torchvision", build.torchvision_cuda)] if build.torchvision_cuda else [])
@@ -344,6 +364,13 @@ def judge(build: BuildFacts, target: Target) -> TargetVerdict | None:
         assert arch is not None
         return TargetVerdict(label, arch[0], arch[1])
     too_old, driver_reason = _driver_judgement(build, target.driver, arch is not None and arch[0] == Hardware.PTX_JIT)
+    card_floor, since = card_driver_floor(target.gpu.capability) if target.gpu else ("", "")
+    if card_floor and not _at_least(target.driver, card_floor):
+        unknown = (f"driver {target.driver} predates the {target.gpu.label} (compute capability "
+                   f"{_capability_text(target.gpu.capability)}, first supported by CUDA {since}, whose toolkit "
+                   f"driver is >= {card_floor}): the driver does not know the card")
+        driver_reason = unknown + (f"; {driver_reason}" if too_old else "")
+        too_old = True
     if too_old:
         both = f"; and {arch[1]}" if arch and arch[0] == Hardware.NO_KERNEL_IMAGE else ""
         return TargetVerdict(label, Hardware.DRIVER_TOO_OLD, driver_reason + both)

@@ -291,10 +291,110 @@ def environment_facts():
     return {"python": facts, "platform": platform_facts(), "packages": package_facts(), "builds": builds}
 
 
+# How an interrupted or damaged install differs from what a publisher ships. An installer
+# (pip, uv) writes RECORD last, so a killed install has no RECORD; a full disk, a torn copy
+# or a damaged cache leaves files missing, empty, shorter than RECORD says, or with other
+# bytes (a shared library whose pages never reached the disk keeps its size). None of that
+# is ever a publisher's doing: a package file that differs from RECORD is damage. The
+# dist-info metadata is different: PyPI's torch 1.x wheels (1.8.1 ... 1.12.1, and their
+# torchvision) were built as ``1.12.0+cu102`` and had ``+cu102`` cut from METADATA's
+# ``Version:`` after RECORD was written; pip and uv install them without a word. So a
+# metadata file that differs from RECORD is accepted when it is whole (present, not empty,
+# and for METADATA/WHEEL the headers an installer reads are there and name this dist).
+_CHUNK = 1 << 20
+_HEADERS = {"METADATA": ("Metadata-Version", "Name", "Version"), "PKG-INFO": ("Metadata-Version", "Name", "Version"),
+            "WHEEL": ("Wheel-Version",)}
+
+
+def _digests(path, algorithm):
+    """(urlsafe base64 without padding, hex) of the file's digest; None for an unknown algorithm."""
+    import base64
+    import hashlib
+
+    try:
+        digest = hashlib.new(algorithm)
+    except (ValueError, TypeError):
+        return None
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    raw = digest.digest()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii"), raw.hex()
+
+
+def _canonical(name):
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _whole_metadata(dist_info, relative, path):
+    """Why an edited dist-info file is not whole ('' when it is)."""
+    base = relative.rsplit("/", 1)[-1]
+    wanted = _HEADERS.get(base)
+    if not wanted:
+        return ""
+    import email.parser
+
+    try:
+        with open(path, "rb") as handle:
+            headers = email.parser.BytesHeaderParser().parse(handle)
+    except Exception as exc:  # noqa: BLE001 - any parse failure means the file is not whole
+        return "unreadable (%s)" % type(exc).__name__
+    lacking = [key for key in wanted if not (headers.get(key) or "").strip()]
+    if lacking:
+        return "lacks %s" % ", ".join(lacking)
+    if "Name" in wanted:
+        own = dist_info[:-len(".dist-info")].rpartition("-")[0]
+        if own and _canonical(headers["Name"].strip()) != _canonical(own):
+            return "names %r, not %r" % (headers["Name"].strip(), own)
+    return ""
+
+
+def _record_row_problem(site, dist_info, row):
+    """What is wrong with one RECORD row's file ('' when nothing is)."""
+    path = os.path.normpath(os.path.join(site, row[0]))
+    expected = row[1] if len(row) > 1 else ""
+    size_text = row[2] if len(row) > 2 else ""
+    try:
+        size = int(size_text) if size_text else None
+    except ValueError:
+        size = None
+    if not os.path.lexists(path):
+        return "missing"
+    try:
+        actual = os.path.getsize(path)
+    except OSError as exc:
+        return "unreadable (%s)" % exc.strerror
+    if os.path.isdir(path):
+        return ""
+    if size and actual == 0:
+        return "empty (RECORD says %d bytes)" % size
+    problem = ""
+    if size is not None and actual != size:
+        problem = "%s (%d of the %d bytes RECORD says)" % ("shorter" if actual < size else "longer", actual, size)
+    elif "=" in expected:
+        algorithm, _, value = expected.partition("=")
+        try:
+            found = _digests(path, algorithm)
+        except OSError as exc:
+            return "unreadable (%s)" % exc.strerror
+        # Some build backends wrote hex digests; pip and uv accept those wheels too.
+        if found is not None and value not in found:
+            problem = "other bytes than RECORD's %s" % algorithm
+    if problem and row[0].replace("\\", "/").startswith(dist_info + "/"):
+        whole = _whole_metadata(dist_info, row[0], path)
+        return "%s, %s" % (problem, whole) if whole else ""  # a publisher's edit, not a partial install
+    return problem
+
+
 def incomplete_installs():
-    """Distributions whose install did not complete: a RECORD missing, or a file it lists missing
-    or of another size. A full disk or a killed installer leaves metadata behind, so the
-    package looks installed (``uv pip freeze`` lists it) while its files are not all there."""
+    """Distributions whose install did not complete or was damaged since: no RECORD, or a file
+    RECORD lists that is missing, empty, shorter or longer, or holds other bytes (package files
+    are hashed: a torn shared library can keep its size). A full disk or a killed installer
+    leaves metadata behind, so the package looks installed (``uv pip freeze`` lists it) while
+    its files are not all there. Dist-info metadata a publisher edited after writing RECORD is
+    accepted when whole (see ``_whole_metadata``): pip and uv install such wheels."""
     import csv
     import sysconfig
 
@@ -315,21 +415,17 @@ def incomplete_installs():
             bad = []
             try:
                 with open(record, encoding="utf-8", newline="") as handle:
-                    for row in csv.reader(handle):
-                        if not row or not row[0]:
-                            continue
-                        path = os.path.normpath(os.path.join(site, row[0]))
-                        size = row[2] if len(row) > 2 else ""
-                        try:
-                            if not os.path.exists(path) or (size and os.path.getsize(path) != int(size)):
-                                bad.append(row[0])
-                        except (OSError, ValueError):
-                            bad.append(row[0])
+                    rows = list(csv.reader(handle))
             except (OSError, UnicodeDecodeError, csv.Error) as exc:
                 broken.append("%s: unreadable RECORD: %s" % (entry, exc))
                 continue
+            for row in rows:
+                if row and row[0]:
+                    problem = _record_row_problem(site, entry, row)
+                    if problem:
+                        bad.append("%s (%s)" % (row[0], problem))
             if bad:
-                broken.append("%s: %d file(s) its RECORD lists are missing or truncated: %s%s" % (
+                broken.append("%s: %d file(s) its RECORD lists are missing or damaged: %s%s" % (
                     entry, len(bad), ", ".join(bad[:3]), " ..." if len(bad) > 3 else ""))
     return broken
 

@@ -287,6 +287,9 @@ class WheelSpec:
     abi_tag: str = "none"
     platform_tag: str = "any"
     metadata_text: str = ""  # verbatim METADATA (a repackaged installed distribution)
+    # Entries rewritten after RECORD was written, as a publisher's post-build edit leaves them
+    # (PyPI's torch 1.x: ``+cu102`` cut from METADATA's ``Version:``); RECORD keeps the originals.
+    after_record: dict[str, str | bytes] = field(default_factory=dict)
 
     @property
     def filename(self) -> str:
@@ -327,8 +330,10 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path, text in entries.items():
             data = text if isinstance(text, bytes) else text.encode()
-            archive.writestr(zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0)), data)
             record_lines.append(f"{path},{_record_hash(data)},{len(data)}")
+            edited = spec.after_record.get(path, data)
+            data = edited if isinstance(edited, bytes) else edited.encode()
+            archive.writestr(zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0)), data)
         record_lines.append(f"{record_path},,")
         archive.writestr(zipfile.ZipInfo(record_path, date_time=(2020, 1, 1, 0, 0, 0)),
                          "\n".join(record_lines) + "\n")

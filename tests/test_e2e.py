@@ -194,7 +194,9 @@ def test_ctrl_c_loses_no_finished_cell(tmp_path):
     good, broken = cell_ids()[:2]
     command = [sys.executable, "-m", "nox", "-f", str(NOXFILE), "--envdir", str(tmp_path / "nox"),
                "--no-color", "-s", f"matrix({good})", f"matrix({broken})"]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+    from tests.test_faults import AS_FOREGROUND_JOB  # Ctrl-C as a terminal sends it, however pytest started
+
+    proc = subprocess.Popen([*AS_FOREGROUND_JOB, *command], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     seen = []
     try:

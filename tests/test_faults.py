@@ -16,6 +16,7 @@ skipped with the reason, never passed quietly. Run it alone: ``python -m pytest 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import http.server
 import json
@@ -262,6 +263,158 @@ def test_partial_install_is_caught_by_the_wheels_record(tmp_path, index):
     assert "torch/_tensor.py" in broken.message and "RECORD" in broken.message
 
 
+# What a half-written install really looks like, against what publishers ship (issue 25). A
+# killed or starved installer leaves files missing, empty, cut short or with other bytes, or
+# no RECORD at all; PyPI's torch 1.x wheels had ``+cu102`` cut from METADATA's Version line
+# after RECORD was written (22,902 bytes installed, RECORD says 22,908), and pip and uv
+# install them without a word: that is not a partial install.
+
+NATIVE_LIB = "torch/lib/libtorch_stub.so"  # a stand-in shared library: never imported, only checked
+
+
+def _torch_with_native_lib(**kwargs):
+    from tests.synthetic_wheels import WheelSpec
+
+    spec = torch_wheel("2.1.0")
+    files = {**spec.files, NATIVE_LIB: bytes(range(256)) * 256}
+    return WheelSpec(spec.name, spec.version, files, **kwargs)
+
+
+def _torch_cell():
+    from matrix.vocab.records import Cell
+
+    return Cell(id="t2.1.0", axes={"torch": "2.1.0"}, requirements=("torch==2.1.0",))
+
+
+def _verify(python: Path):
+    from matrix.vocab.records import INSTALLED, InstallOutcome
+    from matrix.world import environment
+
+    return environment.verify(_torch_cell(), str(python), InstallOutcome(INSTALLED, (), "", 1))
+
+
+def _venv_with_wheel(tmp: Path, wheel: Path, installer: str) -> tuple[Path, Path]:
+    """A venv holding ``wheel`` (as from an index: not a direct URL), installed by uv or by pip;
+    (its python, its site-packages)."""
+    from matrix.world import environment
+
+    venv = tmp / f"venv-{installer}"
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp / "uv-cache")}
+    uv = environment.uv_executable()
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env)
+    python = venv / "bin" / "python"
+    if installer == "uv":
+        command = [uv, "pip", "install", "-q", "--python", str(python), "--no-index", "--find-links",
+                   str(wheel.parent), "torch==2.1.0"]
+    else:
+        pips = [exe for exe in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", "")])
+                if exe and subprocess.run([exe, "-m", "pip", "--version"], capture_output=True).returncode == 0]
+        if not pips:
+            pytest.skip("NOT CHECKED WITH PIP: no interpreter here has pip (uv's case still runs)")
+        command = [pips[0], "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                   "--no-index", "--find-links", str(wheel.parent), "--disable-pip-version-check", "torch==2.1.0"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, f"{installer} refused the wheel: {done.stderr}"
+    return python, next(venv.glob("lib/python*/site-packages"))
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_metadata_a_publisher_edited_after_record_is_not_a_partial_install(tmp_path, installer):
+    """The torch 1.x case, built here: RECORD hashes METADATA with ``Version: 2.1.0+cu102``; the
+    wheel ships it with the label cut. Both installers take it; so must the check."""
+    from tests.synthetic_wheels import build_wheel
+
+    built = torch_wheel("2.1.0")
+    shipped = built.metadata()
+    spec = _torch_with_native_lib(metadata_text=shipped.replace("Version: 2.1.0\n", "Version: 2.1.0+cu102\n"),
+                                  after_record={f"{built.dist_info}/METADATA": shipped})
+    wheel = build_wheel(spec, tmp_path / "wheels")
+    python, site = _venv_with_wheel(tmp_path, wheel, installer)
+    installed = (site / built.dist_info / "METADATA").stat().st_size
+    recorded = [line for line in (site / built.dist_info / "RECORD").read_text().splitlines()
+                if line.startswith(f"{built.dist_info}/METADATA,")]
+    assert recorded and recorded[0].endswith(f",{installed + len('+cu102')}"), recorded  # the edit is there
+    ok = _verify(python)
+    assert ok.status == "installed", ok.message
+    assert ok.resolved["torch"] == "2.1.0"
+
+
+def _cut_short(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])  # what a full disk leaves: a prefix
+
+
+def _other_bytes(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[4096:8192] = bytes(4096)  # pages that never reached the disk: same size, zeros
+    path.write_bytes(bytes(data))
+
+
+DAMAGE = {  # name: (file, how, what the message says about it)
+    "missing": ("torch/_tensor.py", Path.unlink, "missing"),
+    "cut-short": ("torch/_tensor.py", _cut_short, "shorter"),
+    "zero-bytes": ("torch/serialization.py", lambda p: p.write_bytes(b""), "empty"),
+    "native-lib-other-bytes": (NATIVE_LIB, _other_bytes, "other bytes"),
+    "native-lib-cut-short": (NATIVE_LIB, _cut_short, "shorter"),
+    "metadata-without-version": ("torch-2.1.0.dist-info/WHEEL", lambda p: p.write_text("Generator: x\n"),
+                                 "lacks Wheel-Version"),
+    "no-record": ("torch-2.1.0.dist-info/RECORD", Path.unlink, "no RECORD"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_half_written_install_is_an_install_error_naming_the_file(tmp_path, damage):
+    from tests.synthetic_wheels import build_wheel
+
+    python, site = _venv_with_wheel(tmp_path, build_wheel(_torch_with_native_lib(), tmp_path / "wheels"), "uv")
+    assert _verify(python).status == "installed"
+    relative, harm, says = DAMAGE[damage]
+    harm(site / relative)
+    broken = _verify(python)
+    assert broken.status == "error", (damage, broken)
+    assert "partial install" in broken.message and says in broken.message, broken.message
+    if damage != "no-record":
+        assert relative in broken.message, broken.message
+
+
+# The whole cell path (plan, install, verify, probes) on real PyPI wheels: the oldest torch the
+# tests name (1.8.1, Python 3.8), the seed case's torch 1.12.0 (METADATA edited after RECORD),
+# and the newest release the default matrix names. The machine's uv cache is used (downloaded once).
+REAL_CELLS = [("3.8", "1.8.1", "0.9.1"), ("3.10", "1.12.0", "0.13.0"), ("3.11", "2.15.0", "0.29.2")]
+
+
+@pytest.mark.realwheels
+@pytest.mark.parametrize(("python", "torch", "torchvision"), REAL_CELLS, ids=[c[1] for c in REAL_CELLS])
+def test_real_wheels_install_verify_and_probe(tmp_path, python, torch, torchvision):
+    from tests.realwheels import EnvUnavailable, find_python
+
+    try:
+        interpreter = find_python(python)
+    except EnvUnavailable as why:
+        pytest.skip(f"no real-wheel cell for torch {torch}: {why}")
+    spec = tmp_path / "matrix.toml"
+    spec.write_text(f'name = "real"\npython = ["{python}"]\ntorch = ["{torch}"]\ntorchvision = "paired"\n'
+                    '[probes]\nrun = ["install_sanity"]\n[index]\ndefault = "https://pypi.org/simple"\n'
+                    f'extra = []\nfind_links = []\n[interpreters]\n"{python}" = "{interpreter}"\n')
+    env = env_for(tmp_path, spec)
+    env.pop("UV_CACHE_DIR")  # the machine's warm uv cache: each wheel is downloaded once
+    env.pop("UV_HTTP_RETRIES")
+    done = run(nox_command(tmp_path, "-s", "matrix"), tmp_path, env, timeout=1500)
+    log = done.stdout + done.stderr
+    if "UNSATISFIABLE" in log or "cannot reach" in log.lower():
+        pytest.skip(f"no real-wheel cell for torch {torch} here (offline or no wheel): {log[-500:]}")
+    results = list(cells_dir(tmp_path, "real").glob("*.json"))
+    assert len(results) == 1, log
+    result = read_result(results[0])
+    assert result.install.status == "installed", result.install.message
+    assert result.install.resolved["torchvision"].split("+")[0] == torchvision
+    assert "partial install" not in log
+    sanity = result.probe("install_sanity")
+    assert sanity is not None and sanity.status == "pass", sanity
+    assert verdict_of(result).kind == COMPATIBLE, verdict_of(result).reason
+    assert done.returncode == 0, log
+
+
 # ---------------------------------------------------------------- 2. probe timeouts
 
 
@@ -336,10 +489,33 @@ def test_watchdog_keeps_finished_probes_and_orphans_nothing(tmp_path, index):
 HANG_ONCE = "import os, sys, time\nwhile os.path.exists(sys.argv[1]):\n    time.sleep(0.05)\n"
 
 
+# Ctrl-C in a terminal reaches a foreground job whose SIGINT is at its default. A shell that
+# starts the suite as a background job without job control (`python -m pytest &` in a script,
+# a CI step run that way) hands pytest SIGINT *ignored*, and every child inherits that: Python
+# then installs no KeyboardInterrupt handler, so nox ignored the tests' Ctrl-C, ran on for the
+# 60 s the tests wait, and was killed with its cell's processes still running (issue 25). What
+# a test sends as Ctrl-C goes to a process started as a terminal starts a foreground job.
+AS_FOREGROUND_JOB = [sys.executable, "-c", "import os, signal, sys\n"
+                     "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+                     "os.execv(sys.argv[1], sys.argv[1:])"]
+
+
 def start_nox(tmp: Path, env: dict[str, str], *args: str, envdir: Path | None = None) -> subprocess.Popen:
-    return subprocess.Popen(nox_command(tmp, *args, envdir=envdir), cwd=tmp, env=env,
+    return subprocess.Popen([*AS_FOREGROUND_JOB, *nox_command(tmp, *args, envdir=envdir)], cwd=tmp, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+
+
+@contextlib.contextmanager
+def suite_started_with_sigint(disposition: str):
+    """The suite as a terminal starts it ("default"), or as a script's background job does ("ignored")."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if disposition == "ignored" else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
 
 
 def read_until(proc: subprocess.Popen, marker: str, seen: list[str]) -> None:
@@ -445,12 +621,15 @@ def process_tree_pids(tmp: Path) -> list[int]:
     return pids
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
-def test_signal_to_the_run_leaves_no_process(tmp_path, index, signame):
-    """`docker stop` (SIGTERM) or Ctrl-C (SIGINT) to nox's process group mid-probe."""
+@pytest.mark.parametrize(("signame", "suite_sigint"), [("SIGTERM", "default"), ("SIGINT", "default"),
+                                                       ("SIGINT", "ignored")])
+def test_signal_to_the_run_leaves_no_process(tmp_path, index, signame, suite_sigint):
+    """`docker stop` (SIGTERM) or Ctrl-C (SIGINT) to nox's process group mid-probe, whether the
+    suite itself was started with SIGINT at its default or ignored."""
     spec = tree_spec(tmp_path, index.url, hold_s=300)
     env = env_for(tmp_path, spec)
-    proc = start_nox(tmp_path, env, "-s", "matrix")
+    with suite_started_with_sigint(suite_sigint):
+        proc = start_nox(tmp_path, env, "-s", "matrix")
     try:
         wait_for(lambda: (tmp_path / "pids" / "command.pid").exists(), 60, "the command probe")
         time.sleep(0.2)

@@ -13,6 +13,7 @@ import pytest
 
 from matrix.judge.hardware import (
     GPU_CAPABILITIES,
+    KNOWN_CAPABILITIES,
     BuildFacts,
     Hardware,
     Target,
@@ -220,3 +221,20 @@ def test_a_driver_older_than_the_card_is_too_old_whatever_the_build():
     assert verdict("2.8.0", "RTX 5090", "570.124.06").verdict == Hardware.NATIVE
     assert verdict("2.8.0", "H100", "515.65").verdict == Hardware.DRIVER_TOO_OLD  # Hopper: CUDA 11.8, 520.61.05
     assert verdict("2.7.1", "V100", "535.104").verdict == Hardware.NATIVE
+
+
+EXTRA_LISTS = (["sm_80", "compute_80"], ["sm_37", "compute_37"], ["sm_90a"], ["sm_100f", "compute_90a"],
+               ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"])
+
+
+def test_the_device_probe_and_the_static_rules_agree_on_every_card_and_recorded_build():
+    """cuda_devices (on a device) and judge.hardware (on CPU) must give the same answer to "does this build
+    have code for this card", or a GPU run would report disagreements that are only definitions."""
+    from probes.standard.cuda_devices import arch_verdict
+
+    lists = [recorded(f.stem[len("torch-"):].replace("_", "+"))["arch_list"] for f in sorted(FIXTURES.glob("*.json"))]
+    for arch_list in [a for a in lists if a] + [list(a) for a in EXTRA_LISTS]:
+        for capability in sorted(KNOWN_CAPABILITIES):
+            probe_runs = arch_verdict((capability // 10, capability % 10), arch_list).kernels is not None
+            static = arch_judgement(capability, arch_list)[0]
+            assert probe_runs == (static in (Hardware.NATIVE, Hardware.PTX_JIT)), (capability, arch_list, static)

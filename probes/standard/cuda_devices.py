@@ -38,6 +38,22 @@ def _arch_number(arch):
     return (int(digits), suffix) if digits.isdigit() else None
 
 
+_OWN_CODE_ONLY = (53, 62, 72, 87)  # integrated (Jetson) parts: torch's DEVICE_REQUIREMENT
+
+
+def _cubin_fits(number, suffix, card):
+    """A same-major cubin that runs on ``card`` (PyTorch's DEVICE_REQUIREMENT in torch/cuda/__init__.py):
+    not an arch-specific ``a`` one, not across an integrated part, sm_101 code on 10.1 and 11.0 only.
+    tests/test_hardware.py holds this to matrix.judge.hardware's rule."""
+    if suffix == "a" or number in _OWN_CODE_ONLY:
+        return number == card
+    if number == 101:
+        return card in (101, 110)
+    if card in _OWN_CODE_ONLY or card == 101:
+        return False
+    return number // 10 == card // 10 and number <= card
+
+
 def arch_verdict(capability, arch_list):
     """Whether a build whose ``torch.cuda.get_arch_list()`` is ``arch_list`` has kernels for a
     card of compute capability ``capability`` (major, minor). Pure: a function of the two.
@@ -49,12 +65,13 @@ def arch_verdict(capability, arch_list):
       (``sm_86`` runs ``sm_80`` code; PyTorch's own check says the same, pytorch#45130);
     - ``compute_XZ`` PTX of the same major with Z <= Y, which the driver JIT-compiles.
 
-    PTX of an *older* major (a cu102 build's ``compute_37`` on an sm_90 card) does not count:
-    PyTorch itself warns that such a card "is not compatible with the current PyTorch
-    installation" (``torch.cuda._check_cubins`` looks for an ``sm_`` of the card's major only),
-    every kernel would have to be JIT-compiled from PTX at first use, and the build's CUDA
-    libraries predate the card. Returns ``ArchVerdict(kernels, reason)``; ``kernels`` is None
-    when the build has nothing for the card.
+    Last, PTX of an *older* major (a cu102 build's ``compute_37`` on an sm_90 card): NVIDIA's PTX is
+    forward compatible, so the driver can JIT it, and the small kernel is tried (the device decides),
+    although PyTorch itself warns that such a card "is not compatible with the current PyTorch
+    installation" (``torch.cuda._check_cubins`` looks for an ``sm_`` of the card's major only) and
+    every kernel is JIT-compiled at first use. The same rule as ``matrix.judge.hardware`` (ptx-jit),
+    so the static verdict and this probe can be compared on a device. Returns
+    ``ArchVerdict(kernels, reason)``; ``kernels`` is None when the build has nothing for the card.
     """
     major, minor = int(capability[0]), int(capability[1])
     card = major * 10 + minor
@@ -70,22 +87,27 @@ def arch_verdict(capability, arch_list):
     for (number, suffix), arch in cubins:
         if number == card:
             return ArchVerdict(arch, "%s is in the build" % arch)
-    same_major = sorted((number, arch) for (number, suffix), arch in cubins
-                        if number // 10 == major and number <= card and suffix != "a")
+    same_major = sorted((number, arch) for (number, suffix), arch in cubins if _cubin_fits(number, suffix, card))
     if same_major:
         arch = same_major[-1][1]
         return ArchVerdict(arch + " (binary compatible)",
                            "no sm_%d; %s cubins run on compute capability %d.%d" % (card, arch, major, minor))
     jit = sorted((number, arch) for (number, suffix), arch in ptx
-                 if number // 10 == major and number <= card and suffix != "a")
+                 if number // 10 == major and number <= card and (suffix != "a" or number == card))
     if jit:
         arch = jit[-1][1]
         return ArchVerdict(arch + " (PTX JIT)", "no sm_%d cubin; the driver JIT-compiles %s PTX" % (card, arch))
-    older = sorted(arch for (number, suffix), arch in ptx if number < card)
-    reason = "no sm_%d (or other sm_%dx cubin) in the build's arch list [%s]" % (card, major, ", ".join(arch_list))
+    older = sorted((number, arch) for (number, suffix), arch in ptx if number < card and suffix != "a"
+                   and (suffix != "f" or number // 10 == major))
     if older:
-        reason += ("; only PTX of an older generation (%s), which PyTorch itself calls not compatible with "
-                   "this card" % ", ".join(older))
+        # PTX is forward compatible (NVIDIA): the driver can JIT older-generation PTX for this card, so
+        # the kernel is tried and the device decides. PyTorch's own check still warns "not compatible"
+        # (it counts a card's own major only); matrix.judge.hardware says ptx-jit here too.
+        arch = older[-1][1]
+        return ArchVerdict(arch + " (PTX JIT, older generation)",
+                           "no sm_%dx cubin; the driver JIT-compiles %s PTX of an older generation, which PyTorch "
+                           "itself calls not compatible with this card" % (major, arch))
+    reason = "no sm_%d (or other sm_%dx cubin) in the build's arch list [%s]" % (card, major, ", ".join(arch_list))
     return ArchVerdict(None, reason)
 
 

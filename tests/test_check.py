@@ -341,6 +341,27 @@ def test_spec_custom_command_probes_run_in_the_environment(tmp_path, index, uv_e
     assert result.probe("which_torch").status == "pass"
 
 
+def test_a_changed_default_is_marked_and_noted_not_a_bare_fail_under_compatible(tmp_path, index, uv_env, capsys):
+    probes_dir = tmp_path / "my_probes"
+    probes_dir.mkdir()
+    (probes_dir / "plain_load.py").write_text(
+        "from probes.api import Fail, probe\n\n"
+        "@probe('plain_load', doc='the plain call breaks on a changed default')\n"
+        "def plain_load(ctx):\n"
+        "    raise Fail('changed default: load(path) refuses it; it loads with strict=False',\n"
+        "               evidence={'advice': 'load with strict=False (the default changed)'})\n")
+    spec = tmp_path / "flip.toml"
+    spec.write_text('[probes]\nrun = ["install_sanity", "plain_load"]\ndirs = ["my_probes"]\n')
+    python = venv_with(tmp_path, index, "torch==2.1.0", "torchvision==0.16.0")
+    status, out, err = run_check(capsys, "--python", python, "--results", str(tmp_path / "r"), "--spec", str(spec))
+    assert status == 0, out + err
+    cell = load_results(tmp_path / "r").results[0].cell.id
+    row = next(line for line in out.splitlines() if line.startswith(cell))
+    assert "✓ compatible ⚑ changed default: plain_load" in row
+    assert re.search(r"^plain_load +FAIL ⚑$", out, re.M)  # the FAIL under "compatible", explained
+    assert f"  ⚑ plain_load in {cell}: load with strict=False (the default changed)" in out.splitlines()
+
+
 def test_a_probe_runner_that_dies_is_no_verdict_exit_3(tmp_path, index, uv_env, capsys, monkeypatch):
     from matrix.world import probe_process
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -89,6 +90,46 @@ def test_installed_versions_carry_the_builds_local_labels_everywhere():
     odd = make_result(probes=[make_probe("install_sanity", evidence={"versions": {"torch": "9.9.9+cpu"}})],
                       resolved={"torch": "2.5.1", "torchvision": "0.20.1"})
     assert report.cell_rows(report.judge([odd]))[0][6] == "torch 2.5.1, torchvision 0.20.1"
+
+
+ADVICE = ("load with weights_only=False or torch.serialization.safe_globals / add_safe_globals(['argparse.Namespace']"
+          " + your own classes pickled in the checkpoint) (torch.load's default changed)")
+
+
+def _changed_default_run():
+    """torch 2.5.1 loads the checkpoint; 2.6.0 refuses it with the plain call (the weights_only flip)."""
+    probes = ("install_sanity", "checkpoint_roundtrip")
+    old = make_result(make_cell(torch="2.5.1", probes=probes))
+    flip = make_probe("checkpoint_roundtrip", FAIL, "changed default: torch.load(path) refuses this checkpoint",
+                      evidence={"advice": ADVICE})
+    new = make_result(make_cell(torch="2.6.0", torchvision="0.21.0", probes=probes),
+                      probes=[make_probe("install_sanity"), flip])
+    return old, new
+
+
+def test_a_compatible_cell_with_a_changed_default_is_marked_with_a_one_line_note():
+    from matrix.report.html_page import render_html
+
+    old, new = _changed_default_run()
+    text = report.render_text([old, new], grid=True)
+    assert "2 cells: 2 compatible" in text
+    assert "✓ compatible ⚑ changed default: checkpoint_roundtrip" in text_lines(text, "t2.6.0-py3.11 ")[0]
+    assert "⚑" not in text_lines(text, "t2.5.1-py3.11 ")[0]  # no mark where nothing changed
+    assert f"  ⚑ checkpoint_roundtrip in t2.6.0-py3.11: {ADVICE}" in text.splitlines()
+    assert re.search(r"^checkpoint_roundtrip +pass +FAIL ⚑$", text, re.M)  # the grid says which FAIL it is
+    pivot = report.render_text([old, new], pivot=True)
+    assert "✓ compatible ⚑" in text_lines(pivot, "2.6.0 ")[0] and "⚑" not in text_lines(pivot, "2.5.1 ")[0]
+
+    summary = report_markdown.render_markdown_summary([old, new])
+    assert "### ⚑ Changed defaults" in summary and f"- ⚑ checkpoint_roundtrip in t2.6.0-py3.11: {ADVICE}" in summary
+    assert "✅ compatible ⚑ changed default: checkpoint_roundtrip" in summary
+
+    html = render_html([old, new])
+    flagged = re.search(r'<a class="cell v-compatible"[^>]*data-cell="t2.6.0-py3.11"[^>]*>(.*?)</a>', html)
+    assert flagged and 'class="flag"' in flagged.group(1) and "⚑" in flagged.group(1)
+    plain = re.search(r'<a class="cell v-compatible"[^>]*data-cell="t2.5.1-py3.11"[^>]*>(.*?)</a>', html)
+    assert plain and "flag" not in plain.group(1)
+    assert 'id="changed-defaults"' in html and "⚑ checkpoint_roundtrip in t2.6.0-py3.11: load with" in html
 
 
 def test_details_explain_each_cell_that_did_not_pass():

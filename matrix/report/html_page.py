@@ -18,12 +18,15 @@ from typing import Any
 from matrix.judge.causes import Cause, attribute
 from matrix.vocab.records import INSTALLED, PASS, SKIP, Cell
 from matrix.report.terminal import (
+    CHANGED_DEFAULT_HELP,
+    CHANGED_DEFAULT_MARK,
     MISSING,
     TEXT_SYMBOLS,
     Judged,
     _variant_key,
     _version_key,
     cell_repro,
+    changed_default_notes,
     count_verdicts,
     extras_of,
     extras_text,
@@ -91,6 +94,8 @@ class CellView:
     change: str = ""  # "", "new", or the previous verdict
     requirements: str = ""
     extras: str = ""
+    changed_defaults: tuple[str, ...] = ()  # probes that failed only on a changed default (marked ⚑)
+    note: str = ""  # their advice, one line
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,7 @@ class Page:
     hardware_headers: list[str] = field(default_factory=list)
     hardware_rows: list[list[str]] = field(default_factory=list)
     hardware_reasons: list[str] = field(default_factory=list)
+    changed_default_notes: list[str] = field(default_factory=list)  # report.terminal.changed_default_notes
 
 
 def _json_text(value: Any, limit: int = EVIDENCE_CHARS) -> str:
@@ -177,7 +183,9 @@ def cell_view(item: Judged, change: str = "", spec: str | None = None) -> CellVi
         install_message=result.install.message if result.install.status != INSTALLED else "",
         install_command=" ".join(result.install.command), rerun=rerun, probes=probes,
         statuses=json.dumps({p.name: p.status for p in result.probes}, separators=(",", ":")),
-        change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell))
+        change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell),
+        changed_defaults=tuple(sorted(verdict.advice)),
+        note="; ".join(sorted({a.advice for a in verdict.advice.values()})))
 
 
 def _missing_view(cell: Cell, spec: str | None = None) -> CellView:
@@ -249,6 +257,7 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
     if missing:
         count_list.append((MISSING, TEXT_SYMBOLS[MISSING], len(missing)))
     legend = [(kind, TEXT_SYMBOLS[kind], VERDICT_LABELS[kind], VERDICT_HELP[kind]) for kind in (*VERDICTS, MISSING)]
+    notes = changed_default_notes(judged)
     cell_views = [view for _, view in views]
     changes = [view for view in cell_views if view.change]
     present = {view.id for view in cell_views}
@@ -258,7 +267,8 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                 rows=rows, with_torchvision=with_torchvision, cells=cell_views, probe_names=probe_names,
                 legend=legend, previous=previous_label if previous is not None else None,
                 changes=changes, gone=gone, generated=generated, hardware_headers=hardware_headers,
-                hardware_rows=hardware_rows, hardware_reasons=hardware_reasons(judged, width=600))
+                hardware_rows=hardware_rows, hardware_reasons=hardware_reasons(judged, width=600),
+                changed_default_notes=notes)
 
 
 @lru_cache(maxsize=1)
@@ -276,4 +286,4 @@ def render_html(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                 title: str = "torch-matrix results", generated: str = "", spec: str | None = None) -> str:
     page = build_page(results, missing=missing, previous=previous, previous_label=previous_label,
                       title=title, generated=generated, spec=spec)
-    return _template().render(page=page, PASS=PASS)
+    return _template().render(page=page, PASS=PASS, MARK=CHANGED_DEFAULT_MARK, MARK_HELP=CHANGED_DEFAULT_HELP)

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from matrix.vocab.records import Cell, CellResult
 from matrix.report.terminal import (
     CELL_HEADERS,
+    CHANGED_DEFAULT_HELP,
+    CHANGED_DEFAULT_MARK,
     DETAIL_HEADERS,
     GRID_MAX_CELLS,
     MARKDOWN_SYMBOLS,
@@ -18,6 +20,7 @@ from matrix.report.terminal import (
     MISSING_HEADERS,
     Judged,
     cell_rows,
+    changed_default_notes,
     counts_line,
     detail_rows,
     hardware_reasons,
@@ -143,6 +146,9 @@ def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: i
             grid_section = "### Probe status per cell\n\n" + md_table(headers, rows)
     if any(item.verdict.kind != COMPATIBLE for item in judged):
         details_section = _md_details(judged, spec)
+    notes = changed_default_notes(judged)
+    notes_section = (f"### {CHANGED_DEFAULT_MARK} Changed defaults\n\n{CHANGED_DEFAULT_HELP.capitalize()}:\n\n"
+                     + "\n".join(f"- {md_cell(line)}" for line in notes) if notes else "")
     hardware_section = ""
     headers, rows = hardware_table(judged)
     if rows:
@@ -155,12 +161,12 @@ def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: i
         return "\n\n".join(section for section in sections if section) + "\n"
 
     levels = [
-        ("", [head, missing_section, pivot_section, hardware_section, cells_section, details_section,
-              grid_section]),
+        ("", [head, missing_section, pivot_section, notes_section, hardware_section, cells_section,
+              details_section, grid_section]),
         ("per-probe details and the probe grid omitted",
-         [head, missing_section, pivot_section, hardware_section, cells_section]),
+         [head, missing_section, pivot_section, notes_section, hardware_section, cells_section]),
         ("per-probe details, the probe grid and the per-cell table omitted",
-         [head, missing_section, pivot_section, hardware_section]),
+         [head, missing_section, pivot_section, notes_section, hardware_section]),
         ("tables omitted; cells listed by verdict", [head, _md_verdict_lists(judged, missing)]),
     ]
     limit = max_bytes if max_bytes is not None else None

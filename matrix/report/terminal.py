@@ -36,6 +36,11 @@ TEXT_SYMBOLS = {COMPATIBLE: "✓", INCOMPATIBLE: "✗", NOT_INSTALLABLE: "–", 
                 MISSING: "?"}
 MARKDOWN_SYMBOLS = {COMPATIBLE: "✅", INCOMPATIBLE: "❌", NOT_INSTALLABLE: "➖", NO_EVIDENCE: "⚠️", ENVIRONMENT: "⚙️",
                     MISSING: "❔"}
+# A compatible cell whose probe failed on a changed default (torch.load's weights_only flip): the
+# plain call users make breaks, the advice works. Marked wherever its verdict or that probe shows.
+CHANGED_DEFAULT_MARK = "⚑"
+CHANGED_DEFAULT_HELP = "compatible, but the plain call fails and only the advice works (no pin follows)"
+NOTE_CELLS = 4  # cells named per note line; the rest are counted
 PROBE_MARKS = {PASS: "pass", "fail": "FAIL", "unsupported": "unsup", "skip": "skip", "error": "ERROR",
                "timeout": "TIMEOUT", "crash": "CRASH"}
 
@@ -180,7 +185,25 @@ def verdict_text(verdict: Verdict, symbols: Mapping[str, str] = TEXT_SYMBOLS, de
         text += ": no result for " + ", ".join(verdict.missing)
     elif verdict.kind == NO_EVIDENCE and verdict.idle:
         text += ": no test ran in " + ", ".join(verdict.idle)
+    if verdict.advice:
+        text += f" {CHANGED_DEFAULT_MARK} changed default: " + ", ".join(sorted(verdict.advice))
     return text
+
+
+def changed_default_notes(judged: Iterable[Judged]) -> list[str]:
+    """One line per changed default found, with the cells it was found in and its advice:
+    ``⚑ checkpoint_roundtrip in t2.14.1-py3.11, t2.15.0-py3.11: load with weights_only=False ...``.
+    The same lines serve the terminal, ``check``, summary.md and the HTML."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in judged:
+        for probe, attribution in sorted(item.verdict.advice.items()):
+            groups.setdefault((probe, attribution.advice), []).append(item.cell.id)
+    lines = []
+    for (probe, advice), cells in groups.items():
+        named = ", ".join(cells[:NOTE_CELLS]) + (f" and {len(cells) - NOTE_CELLS} more" if len(cells) > NOTE_CELLS
+                                                 else "")
+        lines.append(f"{CHANGED_DEFAULT_MARK} {probe} in {named}: {shorten(advice, 400)}")
+    return lines
 
 
 def test_counts(result: CellResult) -> str:
@@ -242,10 +265,13 @@ def pivot_table(judged: Sequence[Judged], symbols: Mapping[str, str] = TEXT_SYMB
 
     slots: dict[tuple, dict[tuple[str, str], list[str]]] = {}
     order: dict[tuple, tuple] = {}
+    cells: dict[tuple, list[Cell]] = {}
+    flagged = {item.cell.id for item in judged if item.verdict.advice}
     for cell, kind in entries:
         key = row_key(cell)
         order.setdefault(key, cell_sort_key(cell))
         slots.setdefault(key, {}).setdefault((cell.variant, cell.python), []).append(kind)
+        cells.setdefault((key, (cell.variant, cell.python)), []).append(cell)
 
     headers = ["torch"] + (["torchvision"] if with_torchvision else []) + extra_names
     headers += [column_label(column) for column in columns]
@@ -255,6 +281,8 @@ def pivot_table(judged: Sequence[Judged], symbols: Mapping[str, str] = TEXT_SYMB
         for column in columns:
             kinds = slots[key].get(column, [])
             row.append(" / ".join(f"{symbols.get(kind, '')} {kind}".strip() for kind in kinds))
+            if any(cell.id in flagged for cell in cells.get((key, column), ())):
+                row[-1] += f" {CHANGED_DEFAULT_MARK}"
         rows.append(row)
     return headers, rows
 
@@ -309,7 +337,8 @@ def probe_grid(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]]:
         for item in judged:
             probe = item.result.probe(name)
             if probe is not None:
-                row.append(PROBE_MARKS.get(probe.status, probe.status))
+                mark = f" {CHANGED_DEFAULT_MARK}" if name in item.verdict.advice else ""
+                row.append(PROBE_MARKS.get(probe.status, probe.status) + mark)
             elif item.result.install.status != INSTALLED:
                 row.append(f"({item.result.install.status})")
             else:
@@ -335,7 +364,7 @@ def missing_cells(missing: Iterable[Cell | str]) -> list[Cell]:
 # ------------------------------------------------------------------------------ terminal
 
 # Characters tabulate measures as one column wide, like printable ASCII (our verdict symbols).
-_NARROW_SYMBOLS = frozenset("".join(TEXT_SYMBOLS.values()) + "…")
+_NARROW_SYMBOLS = frozenset("".join(TEXT_SYMBOLS.values()) + "…" + CHANGED_DEFAULT_MARK)
 
 
 def _narrow(text: str) -> bool:
@@ -505,6 +534,10 @@ def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, 
             parts.append(_table(rows, headers, tablefmt, width, cuts))
         elif judged:
             parts.append(_table(cell_rows(judged), CELL_HEADERS, tablefmt, width, cuts))
+    notes = changed_default_notes(judged)
+    if notes:
+        parts.append(f"{CHANGED_DEFAULT_MARK} changed default: {CHANGED_DEFAULT_HELP}:\n"
+                     + "\n".join(f"  {line}" for line in notes))
     details = detail_rows(judged)
     if details:
         parts.append("Cells that did not pass:\n" + _table(details, DETAIL_HEADERS, tablefmt, width, cuts))

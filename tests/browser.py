@@ -42,9 +42,60 @@ def _run(browser: str, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def dump_dom(browser: str, url: str) -> str:
-    """The DOM after the page's scripts ran (not the file's text)."""
-    return _run(browser, "--virtual-time-budget=3000", "--dump-dom", url).stdout
+def dump_dom(browser: str, url: str, width: int = 1280, height: int = 900) -> str:
+    """The DOM after the page's scripts ran (not the file's text), in a window of that size."""
+    return _run(browser, f"--window-size={width},{height}", "--virtual-time-budget=3000", "--dump-dom", url).stdout
+
+
+# Appended to a copy of a report: where each heatmap cell is drawn, read back from the live layout.
+# ``inside``: within its table cell (not spilling into the next row); ``shown``: in the viewport without
+# scrolling sideways; ``on_top``: the point at its centre is the cell itself, not something drawn over it.
+LAYOUT_SCRIPT = """<script>
+(function () {
+  var view = document.documentElement.clientWidth, found = [];
+  document.querySelectorAll("#heatmap a.cell").forEach(function (link) {
+    var box = link.getBoundingClientRect(), slot = link.closest("td").getBoundingClientRect();
+    var scroller = link.closest(".scroll"), right = view;
+    if (scroller) { right = Math.min(right, scroller.getBoundingClientRect().right); }
+    found.push({cell: link.getAttribute("data-cell"), link: link, box: box, width: box.width, height: box.height,
+                inside: box.top >= slot.top - 0.5 && box.bottom <= slot.bottom + 0.5
+                        && box.left >= slot.left - 0.5 && box.right <= slot.right + 0.5,
+                shown: box.left >= 0 && box.right <= right + 0.5});
+  });
+  found.forEach(function (item) {
+    window.scrollTo(0, item.box.top + window.scrollY - window.innerHeight / 2);
+    var now = item.link.getBoundingClientRect();
+    var hit = document.elementFromPoint(now.left + now.width / 2, now.top + now.height / 2);
+    item.on_top = !!hit && hit.closest("a.cell") === item.link;
+    delete item.link; delete item.box;
+  });
+  document.body.setAttribute("data-layout", JSON.stringify({viewport: view, cells: found}));
+})();
+</script>"""
+
+
+def heatmap_layout(browser: str, html: Path, width: int, height: int = 900) -> dict:
+    """``{"viewport": px, "cells": [{"cell", "width", "height", "inside", "shown", "on_top"}, ...]}``
+    for the report ``html`` drawn in a window ``width`` px wide."""
+    import json
+    from html.parser import HTMLParser
+
+    class Body(HTMLParser):
+        layout = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "body":
+                self.layout = dict(attrs).get("data-layout") or ""
+
+    with tempfile.TemporaryDirectory(prefix="torch-matrix-layout-") as work:
+        probe = Path(work) / html.name
+        probe.write_text(html.read_text(encoding="utf-8").replace("</body>", LAYOUT_SCRIPT + "\n</body>"),
+                         encoding="utf-8")
+        body = Body()
+        body.feed(dump_dom(browser, probe.as_uri(), width=width, height=height))
+    if not body.layout:
+        raise RuntimeError(f"the layout script left nothing in {html} at {width} px")
+    return json.loads(body.layout)
 
 
 def screenshot(browser: str, url: str, out: Path, width: int = 1280, height: int = 900) -> tuple[int, int]:

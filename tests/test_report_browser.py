@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from matrix.cli import main as cli
-from tests.browser import dump_dom, find_browser, png_size, screenshot
+from tests.browser import dump_dom, find_browser, heatmap_layout, png_size, screenshot
 
 REAL_RUN = Path(__file__).parent / "golden" / "pins" / "real_yolo_run" / "cells"
+# A real run with counterfactual cells: t2.3.1/t2.4.1 on Python 3.10 each share their slot with the
+# cell that adds setuptools and clears the release.
+COUNTERFACTUAL_RUN = Path(__file__).parent / "golden" / "pins" / "real_setuptools_run" / "cells"
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +104,24 @@ def test_a_screenshot_of_the_real_run(browser, real_report, tmp_path):
     # A blank or unstyled page compresses to a few KB; the heatmap, chips and list do not.
     assert out.stat().st_size > 20_000
     assert png_size(out) == (1200, 800)
+
+
+@pytest.fixture(scope="module")
+def counterfactual_report(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("cf-html")
+    html = work / "report.html"
+    assert cli(["report", str(COUNTERFACTUAL_RUN), "--out", str(work / "out"), "--html", str(html)]) == 0
+    return html
+
+
+@pytest.mark.parametrize("width", [900, 1400])
+def test_every_cell_of_a_row_is_visible_the_counterfactual_included(browser, counterfactual_report, width):
+    layout = heatmap_layout(browser, counterfactual_report, width)
+    cells = {item["cell"]: item for item in layout["cells"]}
+    assert len(cells) == len(list(COUNTERFACTUAL_RUN.glob("*.json"))) == 6
+    assert {"t2.3.1-py3.10-cf-with-setuptools", "t2.4.1-py3.10-cf-with-setuptools"} <= set(cells)
+    for name, item in cells.items():
+        assert item["inside"], f"{name} spills out of its slot at {width} px: {item}"
+        assert item["shown"], f"{name} is outside the {layout['viewport']} px window: {item}"
+        assert item["on_top"], f"{name} is drawn over at {width} px: {item}"
+        assert item["height"] >= 30 and item["width"] >= 50, f"{name} is too small to read at {width} px: {item}"

@@ -780,6 +780,79 @@ def test_report_does_not_resurrect_a_deleted_cell(tmp_path, finished_run):
     assert {r.cell.id for r in load_results(run_dir).results} == {GOOD}
 
 
+# Cell files are the single truth (issue 25): what the report writes back is never evidence,
+# and between copies of one cell the rerun wins by what it replaced, not by its machine's clock.
+
+
+def _pins_exclusions(tmp: Path, env: dict[str, str], where: Path) -> list[str]:
+    done = cli(tmp, env, "pins", str(where), "--no-coverage")
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if "!=" in line]
+
+
+def test_a_deleted_cell_does_not_come_back_from_a_report_of_the_results_root(tmp_path, finished_run):
+    copy_run(finished_run, tmp_path)
+    root = tmp_path / "results"
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    assert cli(tmp_path, env, "report", str(root)).returncode == 0  # writes results/results.json
+    assert _pins_exclusions(tmp_path, env, root)  # the broken pair is excluded while its cell is there
+    (root / "faults" / "cells" / f"{BROKEN}.json").unlink()
+    for target in (root, root / "faults"):
+        loaded = load_results(target)
+        assert {r.cell.id for r in loaded.results} == {GOOD}, (target, loaded.sources)
+        again = cli(tmp_path, env, "report", str(target))
+        assert again.returncode == 0 and BROKEN not in again.stdout, again.stdout + again.stderr
+        assert _pins_exclusions(tmp_path, env, target) == [], target
+
+
+def _rerun_an_hour_behind(run_dir: Path, cell_id: str):
+    """The cell rerun (now passing) on a machine whose clock is an hour behind, written as a run writes it."""
+    import dataclasses
+    from datetime import datetime, timedelta
+
+    from matrix.world.results import write_result
+
+    first = read_result(run_dir / "cells" / f"{cell_id}.json")
+    behind = (datetime.fromisoformat(first.finished_at) - timedelta(hours=1)).isoformat()
+    rerun = dataclasses.replace(first, finished_at=behind, started_at=behind,
+                                probes=tuple(dataclasses.replace(p, status="pass", message="")
+                                             for p in first.probes),
+                                platform={**first.platform, "host": "clock-behind"})
+    write_result(rerun, run_dir / "cells")
+    return first, rerun
+
+
+def test_a_rerun_whose_clock_is_behind_beats_the_stale_merged_copy(tmp_path, finished_run):
+    run_dir = copy_run(finished_run, tmp_path)
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    assert cli(tmp_path, env, "report", str(run_dir)).returncode == 0  # results.json holds the failing copy
+    _rerun_an_hour_behind(run_dir, BROKEN)
+    for target in (run_dir, tmp_path / "results"):
+        loaded = load_results(target)
+        assert verdict_of(next(r for r in loaded.results if r.cell.id == BROKEN)).kind == COMPATIBLE
+        assert _pins_exclusions(tmp_path, env, target) == [], target
+
+
+def test_between_two_shards_the_rerun_wins_by_what_it_replaced_and_says_so(tmp_path, finished_run):
+    run_dir = copy_run(finished_run, tmp_path)
+    original = (run_dir / "cells" / f"{BROKEN}.json").read_bytes()
+    first, rerun = _rerun_an_hour_behind(run_dir, BROKEN)
+    shards = tmp_path / "artifacts"
+    for shard, data in (("shard-a", original), ("shard-b", (run_dir / "cells" / f"{BROKEN}.json").read_bytes())):
+        (shards / shard / "cells").mkdir(parents=True)
+        (shards / shard / "cells" / f"{BROKEN}.json").write_bytes(data)
+    for order in ("as found", "reversed"):
+        if order == "reversed":
+            (shards / "shard-a").rename(shards / "shard-c")  # now found after the rerun
+        loaded = load_results(shards)
+        (kept,) = loaded.results
+        assert kept.finished_at == rerun.finished_at and verdict_of(kept).kind == COMPATIBLE, order
+        (said,) = loaded.problems
+        assert "shard-b" in said.split("kept ", 1)[1] and "rerun" in said and first.finished_at in said, said
+    done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", str(shards))
+    assert done.returncode == 0 and "duplicate result" in done.stderr and "rerun" in done.stderr, done.stderr
+
+
 def test_strict_report_of_an_empty_dir_fails(tmp_path):
     empty = tmp_path / "results" / "empty"
     empty.mkdir(parents=True)

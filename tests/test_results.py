@@ -60,8 +60,9 @@ def test_schema_stays_in_sync_with_records():
     # Every key to_json can write is declared, and every always-written key is required.
     data = full_result().to_json()
     assert set(data) == set(schema["required"])
-    assert set(props) - set(schema["required"]) == {"targets"}  # optional since v3
-    judged = replace(full_result(), targets=({"target": "V100 (sm_70)", "verdict": "native", "reason": "r"},))
+    assert set(props) - set(schema["required"]) == {"targets", "replaces"}  # optional since v3, v5
+    judged = replace(full_result(), targets=({"target": "V100 (sm_70)", "verdict": "native", "reason": "r"},),
+                     replaces="sha256:" + "0" * 64)
     assert set(judged.to_json()) == set(props)
     schema_validator().validate(judged.to_json())
     assert CellResult.from_json(judged.to_json()) == judged and results.is_canonical_json(judged.to_json())
@@ -250,10 +251,12 @@ def test_identical_copies_and_stale_merged_copies_are_not_problems(tmp_path):
     results.write_merged([first], tmp_path / "results.json")
     assert results.load_results(tmp_path).problems == []
     rerun = make_result(finished_at="2026-11-21T09:00:00+00:00", total_s=3.0)
-    results.write_result(rerun, results.cells_dir(tmp_path, "default"))
+    path = results.write_result(rerun, results.cells_dir(tmp_path, "default"))
     loaded = results.load_results(tmp_path)
-    assert loaded.results == [rerun]
+    assert loaded.results == [replace(rerun, replaces=loaded.results[0].replaces)]
+    assert loaded.results[0].replaces.startswith("sha256:")  # the rerun names what it overwrote
     assert loaded.problems == []
+    assert results.read_result(path) == loaded.results[0]
 
 
 def test_foreign_results_json_is_reported(tmp_path):

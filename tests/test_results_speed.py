@@ -91,7 +91,7 @@ def test_json_of_only_answers_for_the_loaded_object(tmp_path):
 
 def test_corrupt_merged_file_is_still_reported_by_name(tmp_path):
     loaded = _load(tmp_path, [full_result().to_json()])
-    merged = results.write_merged(loaded.results, tmp_path / "in" / results.MERGED_NAME, loaded)
+    merged = results.write_merged(loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded)
     merged.write_text(merged.read_text(encoding="utf-8")[:-10], encoding="utf-8")
     again = results.load_results(tmp_path / "in")
     assert len(again.results) == 1
@@ -101,7 +101,7 @@ def test_corrupt_merged_file_is_still_reported_by_name(tmp_path):
 
 def test_a_changed_copy_in_the_merged_file_is_still_validated(tmp_path):
     loaded = _load(tmp_path, [full_result().to_json()])
-    merged = results.write_merged(loaded.results, tmp_path / "in" / results.MERGED_NAME, loaded)
+    merged = results.write_merged(loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded)
     data = json.loads(merged.read_text(encoding="utf-8"))
     data["cells"][0]["install"]["status"] = "maybe"
     merged.write_text(json.dumps(data), encoding="utf-8")
@@ -208,15 +208,16 @@ def test_the_collector_is_paused_while_loading_and_back_on_after(tmp_path, monke
 # ------------------------------------------------------------------------------ a report run in place
 
 def _root_with_merged(tmp_path, count=4, run="default"):
-    """Cells in <root>/<run>/cells and the merged file a report in place writes, <root>/results.json.
-    "default" (the run name without a spec) sorts before results.json, so the cells are loaded first."""
+    """Cells in <root>/<run>/cells and a merged copy of them downloaded beside, <root>/downloaded/results.json
+    (a report's own results.json, beside or above its cells, is never read back: test_faults).
+    "default" (the run name without a spec) sorts before "downloaded", so the cells are loaded first."""
     datas = []
     for number in range(count):
         data = full_result().to_json()
         data["cell"]["id"] = f"cell{number}"
         datas.append(data)
     loaded = _load(tmp_path, datas, run)
-    merged = results.write_merged(loaded.results, tmp_path / "in" / results.MERGED_NAME, loaded)
+    merged = results.write_merged(loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded)
     return tmp_path / "in", merged
 
 
@@ -248,7 +249,7 @@ def test_own_merged_file_read_back_line_by_line_gives_what_reading_it_whole_give
 
 
 def test_merged_file_found_before_the_cells_is_read_whole_as_before(tmp_path, monkeypatch):
-    root, _ = _root_with_merged(tmp_path, run="shard-1")  # "shard-1" sorts after results.json
+    root, _ = _root_with_merged(tmp_path, run="shard-1")  # "shard-1" sorts after "downloaded"
     _same(results.load_results(root), _load_whole(root, monkeypatch))
 
 
@@ -277,10 +278,10 @@ def test_report_run_twice_in_place_rewrites_the_same_files(tmp_path, capsys):
     from matrix import cli
 
     root, _ = _root_with_merged(tmp_path, count=3)
-    (root / results.MERGED_NAME).unlink()
+    (root / "downloaded" / results.MERGED_NAME).unlink()
     assert cli.main(["report", str(root)]) == 0
     first = {name: (root / name).read_bytes() for name in ("results.json", "summary.md")}
     first_out = capsys.readouterr().out
-    assert cli.main(["report", str(root)]) == 0  # now reads its own results.json back, line by line
+    assert cli.main(["report", str(root)]) == 0  # its own results.json is not read back
     assert {name: (root / name).read_bytes() for name in first} == first
     assert capsys.readouterr().out == first_out

@@ -16,13 +16,14 @@ from typing import Any, Mapping
 from packaging.version import InvalidVersion, Version
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
 # ``install`` / ``install_digest`` (what else went into the cell: the project under test);
 # a version-1 file is a version-2 file without them, and loads unchanged. 3 added ``targets``:
 # the build's verdict on each hardware target (``matrix.judge.hardware``); older files have none.
 # 4 added the optional ``cell.probe_subset`` (a follow-up cell that ran part of its suite).
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+# 5 added the optional ``replaces`` (the digest of the result file this run of the cell overwrote).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 
 try:  # Python 3.11+
     from enum import StrEnum
@@ -316,6 +317,9 @@ class CellResult:
     # Per hardware target: {"target", "verdict", "reason"} (matrix.judge.hardware.TargetVerdict),
     # plus "device" / "agrees" for the GPU this cell ran on, where there was one.
     targets: tuple[Mapping[str, Any], ...] = ()
+    # "sha256:<hex>" of the result file this run overwrote ("" for a first run): which of two
+    # copies of a cell is the rerun, whatever the machines' clocks say (``world.results``).
+    replaces: str = ""
 
     @property
     def installed(self) -> bool:
@@ -344,6 +348,7 @@ class CellResult:
             "tool_version": self.tool_version,
             # Only when judged: a result without targets keeps its version-2 shape.
             **({"targets": [dict(t) for t in self.targets]} if self.targets else {}),
+            **({"replaces": self.replaces} if self.replaces else {}),
         }
 
     @classmethod
@@ -362,4 +367,5 @@ class CellResult:
             finished_at=data.get("finished_at", ""),
             tool_version=data.get("tool_version", ""),
             targets=tuple(dict(t) for t in data.get("targets", ())),
+            replaces=data.get("replaces", ""),
         )

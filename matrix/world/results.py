@@ -9,6 +9,8 @@ never leaves half a file; paths come from ``layout``; the resume rule itself is
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -165,9 +167,15 @@ def is_canonical_json(data: Any) -> bool:
     """True only when ``data`` (a schema-valid cell result) is exactly ``CellResult.from_json(data).to_json()``,
     key order included, so it can be written as is. False is always safe (the caller converts)."""
     top, cell_keys, install_keys, _, _ = _canonical_layout()
-    if type(data) is not dict or tuple(data) not in (top, top + ("targets",)) \
-            or type(data["schema_version"]) is not int:
+    if type(data) is not dict or type(data.get("schema_version")) is not int:
         return False  # (jsonschema's enum also admits 1.0)
+    keys = tuple(data)
+    if keys[-1:] == ("replaces",):  # to_json writes it last, and only when set
+        if not data["replaces"]:
+            return False
+        keys = keys[:-1]
+    if keys not in (top, top + ("targets",)):
+        return False
     if data["schema_version"] != SCHEMA_VERSION:
         return False  # an older file: to_json() writes the current version
     cell, install, probes, timings = data["cell"], data["install"], data["probes"], data["timings"]
@@ -191,9 +199,22 @@ def is_canonical_json(data: Any) -> bool:
 
 # ---------------------------------------------------------------------------- writing
 
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """``sha256:<hex>`` of a file's bytes, "" when it cannot be read (the identity ``replaces`` names)."""
+    try:
+        return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
 def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
-    """Write ``<directory>/<cell-id>.json`` atomically and return its path."""
+    """Write ``<directory>/<cell-id>.json`` atomically and return its path. A result that
+    overwrites an earlier one names it (``replaces``: that file's digest), so a merge of copies
+    from several machines knows which is the rerun without trusting their clocks."""
     path = layout.cell_file(directory, result.cell.id)
+    previous = file_digest(path) if path.exists() else ""
+    if previous and not result.replaces:
+        result = dataclasses.replace(result, replaces=previous)
     text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
     atomic_write_text(path, text)
     return path
@@ -300,6 +321,7 @@ class _Entry:
     merged: bool  # came from a merged results.json (a derived copy)
     data: dict[str, Any]
     line: str | None = None  # _compact(data), made when a merged file is compared with it
+    path: Path | None = None  # the cell file it was read from (None for a merged copy)
 
     def compact(self) -> str:
         if self.line is None:
@@ -381,6 +403,7 @@ def _entries_from_file(path: Path, shown: str, out: LoadedResults,
         return
     entry = _entry_from_data(data, shown, out, merged=False)
     if entry:
+        entry.path = path
         yield entry
 
 
@@ -398,10 +421,53 @@ def _entry_from_data(data: Any, shown: str, out: LoadedResults, merged: bool) ->
 
 
 def _candidate_files(root: Path) -> list[Path]:
-    found = set(root.rglob("cells/*.json")) | set(root.rglob(MERGED_NAME))
-    if root.name == "cells":
-        found |= set(root.glob("*.json"))
+    """Cell files, and the merged ``results.json`` files that are not derived from cell files here.
+
+    ``report`` writes ``results.json`` into the folder it read: one with a ``cells/`` folder
+    beside it, or cell files anywhere below it, is derived from them and never evidence. Read
+    back, it resurrected deleted cells and outvoted reruns whose machine's clock was behind
+    (issue 25). A merged file with no cell files around it (a downloaded artifact, a copy
+    passed by name) is read, and any cell file of the same cell beats its copy (``_choose``)."""
+    cell_files = set(root.rglob(f"{layout.CELLS_DIR}/*.json"))
+    if root.name == layout.CELLS_DIR:
+        cell_files |= set(root.glob("*.json"))
+    holders = {str(path.parent) for path in cell_files}
+
+    def derived(merged: Path) -> bool:
+        folder = str(merged.parent)
+        return (merged.parent / layout.CELLS_DIR).is_dir() or any(
+            holder == folder or holder.startswith(folder + os.sep) for holder in holders)
+
+    found = cell_files | {path for path in root.rglob(MERGED_NAME) if not derived(path)}
     return sorted(path for path in found if path.is_file())
+
+
+def _choose(first: _Entry, second: _Entry) -> tuple[_Entry, _Entry, str]:
+    """(kept, dropped, what to say) for two different copies of one cell ("" says nothing).
+
+    A cell file beats a merged copy (cells are the truth; a merged file is derived). Between
+    two cell files, a rerun names the file it overwrote (``replaces``): that decides, whatever
+    the clocks. Only when neither names the other are they independent runs, and the one that
+    finished later by its own machine's clock is kept, saying so."""
+    if first.merged != second.merged:
+        cell, copy = (second, first) if first.merged else (first, second)
+        return cell, copy, "a cell file beats a merged copy, whatever their finish times"
+    if not first.merged:
+        for keep, drop in ((second, first), (first, second)):
+            if keep.result.replaces and drop.path is not None and keep.result.replaces == file_digest(drop.path):
+                return keep, drop, (f"it is the rerun (it replaced that result, finished "
+                                    f"{drop.result.finished_at or '?'}; the rerun's clock says "
+                                    f"{keep.result.finished_at or '?'})")
+    if _finished_key(first) == _finished_key(second):
+        return first, second, (f"same finish time ({first.result.finished_at or '?'}) but different content, "
+                               "and neither replaced the other; kept the one found first: rerun the cell to settle it")
+    keep, drop = (second, first) if _finished_key(second) > _finished_key(first) else (first, second)
+    if keep.merged:
+        return keep, drop, ""
+    hosts = {str(e.result.platform.get("host", "")) for e in (keep, drop)}
+    clocks = "two machines' clocks" if len(hosts) > 1 else "its clock"
+    return keep, drop, (f"independent runs (neither replaced the other): kept the newer by {clocks} "
+                        f"(finished {keep.result.finished_at or '?'} vs {drop.result.finished_at or '?'})")
 
 
 def _finished_key(entry: _Entry) -> tuple[int, Any]:
@@ -416,43 +482,19 @@ def _finished_key(entry: _Entry) -> tuple[int, Any]:
 
 
 def load_results(root: str | os.PathLike[str]) -> LoadedResults:
-    """Every cell result under ``root`` (a folder at any depth, or one file), newest per cell id.
+    """Every cell result under ``root`` (a folder at any depth, or one file), one per cell id.
 
-    Looks for ``**/cells/*.json`` and merged ``**/results.json``. Bad files go to
-    ``problems``. When one cell id has several different results, the one that finished
-    last wins; that is reported unless the loser is a copy in a merged results.json
-    (a merged file is expected to be superseded by cells rerun after it was written).
+    Looks for ``**/cells/*.json`` and merged ``**/results.json`` (not a report's own, beside
+    its ``cells/``: see ``_candidate_files``). Bad files go to ``problems``. When one cell id
+    has several different results, ``_choose`` decides (cell file over merged copy, rerun
+    over what it replaced, else the later finish) and each choice is reported in ``problems``.
     """
     base = Path(root)
     if not base.exists():
         raise UserError("results directory does not exist", str(root), hint=NO_RESULTS_HINT)
     files = [base] if base.is_file() else _candidate_files(base)
     with cyclic_gc_paused():
-        loaded = _load_files(files)
-    return _without_deleted_cells(base, loaded)
-
-
-def _without_deleted_cells(base: Path, loaded: LoadedResults) -> LoadedResults:
-    """A run directory's own merged ``results.json`` (the report writes it beside ``cells/``) must
-    not bring back a cell whose file was deleted from ``cells/``: that file is the truth."""
-    own = base / MERGED_NAME
-    cells = base / "cells"
-    if not own.is_file() or not cells.is_dir():
-        return loaded
-    stale = [r.cell.id for r in loaded.results
-             if not (cells / f"{r.cell.id}.json").exists() and _source_is(loaded, r.cell.id, own)]
-    if not stale:
-        return loaded
-    gone = set(stale)
-    loaded.results = [r for r in loaded.results if r.cell.id not in gone]
-    for cell_id in stale:
-        loaded.loaded_json.pop(cell_id, None)
-    return loaded
-
-
-def _source_is(loaded: LoadedResults, cell_id: str, path: Path) -> bool:
-    source = loaded.sources.get(cell_id, "")
-    return source == str(path) or source.startswith(f"{path}[")
+        return _load_files(files)
 
 
 def _load_files(files: list[Path]) -> LoadedResults:
@@ -472,19 +514,10 @@ def _load_files(files: list[Path]) -> LoadedResults:
                 if previous.merged and not entry.merged:
                     chosen[cell_id] = entry  # name the real cell file as the source
                 continue
-            keep, drop = (entry, previous) if _finished_key(entry) > _finished_key(previous) \
-                else (previous, entry)
+            keep, drop, why = _choose(previous, entry)
             chosen[cell_id] = keep
-            if not drop.merged:
-                if _finished_key(entry) == _finished_key(previous):
-                    out.problems.append(
-                        f"{drop.source}: duplicate result for cell {cell_id} with the same finish time "
-                        f"({keep.result.finished_at or '?'}) but different content; kept {keep.source} "
-                        "(found first): rerun the cell to settle it")
-                else:
-                    out.problems.append(
-                        f"{drop.source}: duplicate result for cell {cell_id}; kept the newer one "
-                        f"from {keep.source} (finished {keep.result.finished_at or '?'})")
+            if why:
+                out.problems.append(f"{drop.source}: duplicate result for cell {cell_id}; kept {keep.source}: {why}")
     out.results = [chosen[key].result for key in sorted(chosen)]
     out.sources = {key: entry.source for key, entry in chosen.items()}
     out.loaded_json = {key: (entry.result, entry.data, entry.line) for key, entry in chosen.items()}

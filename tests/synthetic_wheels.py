@@ -449,10 +449,16 @@ def wheel_from_installed(dist) -> WheelSpec:
     its files from RECORD, its own METADATA and entry points; RECORD and WHEEL written anew."""
     name, version = dist.metadata["Name"], dist.version
     spec = WheelSpec(name, version, {}, metadata_text=dist.read_text("METADATA") or "")
+    generated = {entry.name for entry in dist.entry_points}  # launchers the installer writes anew
     files: dict[str, str | bytes] = {}
     for entry in dist.files or ():
         path = str(entry).replace("\\", "/")
         parts = path.split("/")
+        if parts[0] == ".." and parts[-2:-1] == ["bin"] and parts[-1] not in generated:
+            # a script the wheel itself carried (uv's binary): back into <name>.data/scripts
+            data_dir = spec.dist_info.removesuffix(".dist-info") + ".data"
+            files[f"{data_dir}/scripts/{parts[-1]}"] = Path(dist.locate_file(entry)).read_bytes()
+            continue
         if parts[0] == ".." or "__pycache__" in parts or path.endswith(".pyc"):
             continue
         if parts[0].endswith(".dist-info"):

@@ -226,7 +226,7 @@ def test_bad_spec_is_one_line_and_exit_2(tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 2, done.stderr  # the error, then its hint
     assert lines[0].startswith("torch-matrix: error: ") and "colour" in lines[0]
-    assert lines[1].startswith("  hint: ") and "docs/spec.md" in lines[1]
+    assert lines[1].startswith("  hint: ") and "`torch-matrix help spec" in lines[1]
     assert str(spec) in lines[0]
     # Sessions that do not run cells do not need the spec (`nox -s tests` with a broken spec).
     other = run_nox(tmp_path, nox_env(tmp_path, spec), "-l", "-s", "tests")

@@ -42,15 +42,20 @@ def test_missing_results_directory_says_run_the_matrix_first(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("text, key, value", BAD)
-def test_every_bad_spec_value_points_at_its_section_of_docs_spec_md(text, key, value):
+def test_every_bad_spec_value_points_at_its_section_of_the_shipped_reference(text, key, value):
+    from matrix.cli.reference import reference_text, topic
+
     with pytest.raises(UserError) as caught:
         parse_spec(text)
     hint = caught.value.hint
-    assert "docs/spec.md" in hint or "TOML syntax" in hint
+    assert "`torch-matrix help spec" in hint or "TOML syntax" in hint
     assert "`torch-matrix plan` checks a spec without installing anything" in hint
     section = key.split(".")[0].split("[")[0]
+    if value == "unknown key" and "." not in key and "[" not in key:
+        section = "keys"  # an unknown top-level key: the list of keys
     if key != "matrix.toml":
-        assert f"`{section}`" in hint
+        assert f"`torch-matrix help spec {section}`" in hint
+        assert topic(reference_text(), section), f"the reference has no section on {section!r}"
 
 
 TORCH = ("2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.11.0")
@@ -295,3 +300,26 @@ def test_every_user_error_in_the_package_carries_a_hint():
                 if len(node.args) < 3 and "hint" not in {k.arg for k in node.keywords}:
                     bare.append(f"{path.relative_to(package.parent)}:{node.lineno}")
     assert bare == []
+
+
+@pytest.mark.parametrize("text, guess, section", [
+    ('torchvison = "none"', "did you mean 'torchvision'?", "keys"),
+    ("[probes]\ntimout = 3", "did you mean 'timeout'?", "probes"),
+    ("[index]\nfind-links = []", "did you mean 'find_links'?", "index"),
+    ("[[exclude]]\nPython = '3.10'", "did you mean 'python'?", "exclude"),
+    ("[probes]\ncolour = 1", "", "probes"),
+])
+def test_an_unknown_key_names_the_nearest_known_one(text, guess, section):
+    with pytest.raises(UserError) as caught:
+        parse_spec(text)
+    assert caught.value.hint.startswith(guess) and (guess or not caught.value.hint.startswith("did you"))
+    assert f"`torch-matrix help spec {section}`" in caught.value.hint
+
+
+def test_an_unknown_probe_name_names_the_nearest_probe(tmp_path):
+    from matrix.world.probesuite import check_names
+
+    spec = parse_spec('[probes]\nrun = ["lazy_cuda_int"]', str(tmp_path / "matrix.toml"))
+    with pytest.raises(UserError) as caught:
+        check_names(spec)
+    assert caught.value.hint.startswith("did you mean 'lazy_cuda_init'? known probes: ")

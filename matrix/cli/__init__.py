@@ -55,9 +55,33 @@ def _check(args: argparse.Namespace) -> int:
     return check_cli.main(args)
 
 
+def _help(args: argparse.Namespace) -> int:
+    from matrix.cli import reference
+
+    return reference.main(args)
+
+
+DESCRIPTION = ("Find PyTorch version breakages before your users do: install torch / torchvision / "
+               "Python / variant combinations into fresh venvs, probe each (or run your own tests), "
+               "and print a compatibility table with suggested requirement pins.")
+EPILOG = ("Start with `torch-matrix plan` (the cells, nothing installed), then `torch-matrix run`. "
+          "The spec reference, every key and environment variable: `torch-matrix help spec`. "
+          "Each command's options: `torch-matrix COMMAND --help`.")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torch-matrix", description=__doc__.splitlines()[0])
+    from matrix import __version__
+
+    parser = argparse.ArgumentParser(prog="torch-matrix", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"torch-matrix {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    helper = sub.add_parser("help", help="the spec reference that ships with torch-matrix: every key, "
+                            "every environment variable (`torch-matrix help spec [TOPIC]`)")
+    helper.add_argument("subject", nargs="?", choices=("spec", "env", "environment"),
+                        help="spec: the spec reference; env: the environment variables")
+    helper.add_argument("topic", nargs="?", help="a key or topic, e.g. index, extras, probes, interpreters")
+    helper.set_defaults(handler=_help)
 
     plan = sub.add_parser("plan", help="print the cells a spec expands to, without installing")
     plan.add_argument("--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)")

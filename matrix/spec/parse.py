@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from matrix.judge.hardware import Target, TargetError, parse_driver, parse_gpu, targets_of
-from matrix.vocab.errors import UserError
+from matrix.vocab.errors import UserError, did_you_mean
 from matrix.vocab.records import default_policy
 from matrix.spec.model import (
     CURRENT_PYTHON,
@@ -97,7 +97,7 @@ def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, 
     shown = f"{where} [{PYPROJECT_TABLE}]"
     if table is None:
         raise UserError(f"no [{PYPROJECT_TABLE}] table", where=where,
-                        hint=f"add a [{PYPROJECT_TABLE}] table (the keys of matrix.toml, docs/spec.md) "
+                        hint=f"add a [{PYPROJECT_TABLE}] table (the keys of matrix.toml: `torch-matrix help spec keys`) "
                              "or point --spec at a matrix.toml")
     if not isinstance(table, dict):
         raise UserError(f"expected a table, got {_show(table)}", where=shown, hint=spec_hint(""))
@@ -118,15 +118,22 @@ CHECK_HINT = "`torch-matrix plan` checks a spec without installing anything"
 
 INSTALL_HINT = ("each `install` entry is a path such as '.[test]' (relative to the spec's directory), "
                 "'-e PATH', '-r FILE', '-c FILE' or a PEP 508 requirement such as 'pytest>=8' "
-                "(docs/spec.md, docs/downstream.md)")
+                "(`torch-matrix help spec install`)")
 
 
 def spec_hint(key: str) -> str:
     """The fix for a bad spec value: where its key is documented, and how to check again."""
     section = key.split(".")[0].split("[")[0] if key else ""
-    where = f"`{section}` is described in docs/spec.md" if section else "the format is in docs/spec.md"
+    where = (f"`{section}` is described in `torch-matrix help spec {section}`" if section
+             else "the format is in `torch-matrix help spec`")
     return f"{where}; {CHECK_HINT}"
 
+
+
+def unknown_key_hint(name: str, allowed: Iterable[str], key: str) -> str:
+    """The nearest known key, and the reference section that lists the keys of ``key``'s table."""
+    section = key.split(".")[0].split("[")[0] or "keys"
+    return f"{did_you_mean(name, allowed)}the keys are in `torch-matrix help spec {section}`; {CHECK_HINT}"
 
 
 class _Parser:
@@ -150,7 +157,8 @@ class _Parser:
         for name in table:
             if name not in allowed:
                 dotted = f"{key}.{name}" if key else name
-                raise self.error(dotted, f"unknown key {name!r} (expected one of: {', '.join(allowed)})")
+                raise self.error(dotted, f"unknown key {name!r} (expected one of: {', '.join(allowed)})",
+                                 hint=unknown_key_hint(name, allowed, key))
 
     def string(self, value: Any, key: str) -> str:
         if not isinstance(value, str):

@@ -12,6 +12,9 @@ traceback::
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 EXIT_BAD_INPUT = 2
 PREFIX = "torch-matrix: error: "
 HINT_PREFIX = "  hint: "
@@ -41,3 +44,10 @@ class UserError(Exception):
         if not self.hint:
             self.hint = hint
         return self
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``did you mean 'torchvision'? `` for a near miss (a typo, a case slip), else ``""``."""
+    by_lower = {item.lower(): item for item in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"did you mean {by_lower[close[0]]!r}? " if close else ""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from matrix import __version__ as TOOL_VERSION
 from matrix.edges import proc
-from matrix.vocab.errors import UserError
+from matrix.vocab.errors import UserError, did_you_mean
 
 
 def probes_package() -> Path:
@@ -64,7 +64,7 @@ def check_names(spec) -> None:
     for key, i, name in needed:
         if name not in known:
             raise UserError(f"unknown probe {name!r}", where=f"{spec.path}: {key}[{i}]",
-                            hint=f"known probes: {', '.join(sorted(known))} "
+                            hint=f"{did_you_mean(name, known)}known probes: {', '.join(sorted(known))} "
                                  "(`python -m probes --list`; custom ones go in probes.dirs or "
                                  "[probes.commands])")
 

@@ -20,10 +20,40 @@ from matrix.vocab.records import Cell
 from matrix.world.specfile import Spec, load_spec
 
 
-def cell_json(cell: Cell, spec: Spec) -> dict[str, Any]:
+def cell_json(cell: Cell, spec: Spec, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    from matrix.world.index import sources_in_use
     from matrix.world.probesuite import suite_digest
 
-    return {**cell.to_json(), "fingerprint": cell.fingerprint(spec.index.to_json(), suite_digest(spec))}
+    return {**cell.to_json(), "fingerprint": cell.fingerprint(spec.index.to_json(), suite_digest(spec)),
+            "sources": sources_in_use(spec.index, cell.variant, environ)}
+
+
+def render_sources(cells: list[Cell], spec: Spec, environ: Mapping[str, str]) -> str:
+    """Every index and find-links location the cells install from, and where each came from; then
+    the index settings of pip's configuration files, which torch-matrix does not read, each with
+    its file and whether the run uses the same locations anyway."""
+    from matrix.world.index import sources_in_use
+    from matrix.world.pipconfig import read_settings
+
+    used: dict[tuple[str, str], dict[str, str]] = {}
+    for variant in dict.fromkeys([c.variant for c in cells] or ["default"]):
+        for source in sources_in_use(spec.index, variant, environ):
+            used.setdefault((source["kind"], source["location"]), source)
+    lines = ["indexes and find-links the cells install from (in the order uv is given them):"]
+    width = max(len(s["location"]) for s in used.values())
+    lines += [f"  {s['kind']:<14} {s['location']:<{width}}  from {s['from']}" for s in used.values()]
+    settings = read_settings(environ, sys.prefix)
+    if settings:
+        lines.append("pip's configuration files (not read by torch-matrix: it honours the spec's [index] and "
+                     "$PIP_INDEX_URL, $PIP_EXTRA_INDEX_URL, $PIP_FIND_LINKS; `torch-matrix help spec index`):")
+        locations = {location for _kind, location in used}
+        variable = {"index-url": "$PIP_INDEX_URL or [index] default", "extra-index-url":
+                    "$PIP_EXTRA_INDEX_URL or [index] extra", "find-links": "$PIP_FIND_LINKS or [index] find_links"}
+        for setting in settings:
+            state = ("the same locations are in use" if set(setting.values) <= locations
+                     else f"not used; to use it, set {variable[setting.key]}")
+            lines.append(f"  {setting.key} = {' '.join(setting.values)}  ({setting.origin}): {state}")
+    return "\n".join(lines)
 
 
 def render_table(cells: list[Cell], spec: Spec) -> str:
@@ -62,13 +92,14 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout,
                 out.writelines(f"  {cell_id}\n" for cell_id in entry["cells"])
         return 0
     if getattr(args, "json", False):
-        out.write(json.dumps([cell_json(c, spec) for c in cells], indent=2) + "\n")
+        out.write(json.dumps([cell_json(c, spec, environ) for c in cells], indent=2) + "\n")
         return 0
     out.write(f"spec {spec.path} (run {spec.name!r}): {len(cells)} cells\n")
     out.write(render_table(cells, spec) + "\n")
     if spec.targets:
         out.write(f"hardware targets ({len(spec.targets)}, judged in each cell from its build, no GPU needed): "
                   + "; ".join(t.label for t in spec.targets) + "\n")
+    out.write(render_sources(cells, spec, environ) + "\n")
     blocked = sum(1 for c in cells if c.plan_note)
     if blocked:
         out.write(f"{blocked} cell(s) cannot be installed as planned; they will be recorded "

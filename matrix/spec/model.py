@@ -85,6 +85,12 @@ class IndexConfig:
     pytorch: str = PYTORCH_INDEX  # base of the per-variant indexes (<pytorch>/<variant>/)
     extra: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
+    # where each key's value came from ("matrix.toml [index] extra", "$PIP_FIND_LINKS"), for
+    # `plan`; not part of to_json, so not of any fingerprint
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def origin(self, key: str) -> str:
+        return dict(self.origins).get(key, "")
 
     def variant_url(self, variant: str) -> str:
         return f"{self.pytorch.rstrip('/')}/{variant}/"

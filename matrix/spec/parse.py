@@ -466,22 +466,28 @@ class _Parser:
         table = self.table(value, "index")
         self.check_keys(table, ("default", "pytorch", "extra", "find_links"), "index")
         env = self.environ
+        origins = {key: f"{self.where} [index] {key}" for key in table}
         if "default" in table:
             default = self.url(table["default"], "index.default", allow_empty=True)
         else:
             default = env.get("PIP_INDEX_URL", "").strip()
+            origins["default"] = "$PIP_INDEX_URL" if default else ""
         pytorch = self.url(table.get("pytorch", PYTORCH_INDEX), "index.pytorch")
+        origins.setdefault("pytorch", "built in (PyTorch's own index)")
         if "extra" in table:
             extra = tuple(self.url(u, f"index.extra[{i}]") for i, u in
                           enumerate(self.string_list(table["extra"], "index.extra", allow_empty=True)))
         else:
             extra = tuple(env.get("PIP_EXTRA_INDEX_URL", "").split())
+            origins["extra"] = "$PIP_EXTRA_INDEX_URL"
         if "find_links" in table:
             find_links = tuple(self.path(u, f"index.find_links[{i}]") for i, u in enumerate(
                 self.string_list(table["find_links"], "index.find_links", allow_empty=True)))
         else:
             find_links = tuple(env.get("PIP_FIND_LINKS", "").split())
-        return IndexConfig(default=default, pytorch=pytorch, extra=extra, find_links=find_links)
+            origins["find_links"] = "$PIP_FIND_LINKS"
+        return IndexConfig(default=default, pytorch=pytorch, extra=extra, find_links=find_links,
+                           origins=tuple(sorted(origins.items())))
 
     def url(self, value: Any, key: str, *, allow_empty: bool = False) -> str:
         text = self.string(value, key).strip()

@@ -507,6 +507,29 @@ def default_index_url(config: IndexConfig, environ: Mapping[str, str] = os.envir
     return config.default or environ.get("UV_DEFAULT_INDEX", "") or PYPI_SIMPLE
 
 
+def sources_in_use(config: IndexConfig, variant: str = "default",
+                   environ: Mapping[str, str] = os.environ) -> list[dict[str, str]]:
+    """Each index and find-links location a cell of ``variant`` installs from, in the order uv is
+    given them, with where it came from (the spec, pip's or uv's environment variable, a default)."""
+    if config.default:
+        default, origin = config.default, config.origin("default") or "the spec"
+    elif environ.get("UV_DEFAULT_INDEX", ""):
+        default, origin = environ["UV_DEFAULT_INDEX"], "$UV_DEFAULT_INDEX"
+    else:
+        default, origin = PYPI_SIMPLE, "uv's default (no [index] default, $PIP_INDEX_URL or $UV_DEFAULT_INDEX)"
+    used = [{"kind": "default-index", "location": default, "from": origin}]
+    used += [{"kind": "extra-index", "location": url, "from": config.origin("extra")} for url in config.extra]
+    used += [{"kind": "find-links", "location": path, "from": config.origin("find_links")}
+             for path in config.find_links]
+    for name, kind in (("UV_INDEX", "extra-index"), ("UV_FIND_LINKS", "find-links")):
+        used += [{"kind": kind, "location": location, "from": f"${name} (uv reads it when installing; "
+                  "planning does not)"} for location in environ.get(name, "").split()]
+    if variant != "default":
+        used.append({"kind": "variant-index", "location": config.variant_url(variant),
+                     "from": config.origin("pytorch") or "the spec"})
+    return used
+
+
 def sources_for(config: IndexConfig, environ: Mapping[str, str] = os.environ) -> list[Source]:
     sources = [Source(default_index_url(config, environ), "simple")]
     sources += [Source(url, "simple") for url in config.extra]

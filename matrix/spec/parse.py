@@ -269,7 +269,7 @@ class _Parser:
                 try:
                     parse(item)
                 except TargetError as error:
-                    raise self.error(f"{key}[{i}]", str(error), hint=f"{error.hint}; {CHECK_HINT}") from None
+                    raise self.error(f"{key}[{i}]", str(error), hint=f"{error.hint}; {spec_hint(key)}") from None
         targets = targets_of(gpus, drivers)
         labels = [t.label for t in targets]
         for label in labels:

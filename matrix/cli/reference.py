@@ -1,7 +1,8 @@
 """``torch-matrix help [spec [TOPIC]]``: the spec reference that ships in the package.
 
 Error hints point here (``torch-matrix help spec index``) rather than at a repository path an
-installed copy does not have. The text is ``matrix/spec/reference.md``; a topic selects the
+installed copy does not have. The text is docs/spec.md, packaged through the symlink
+``matrix/spec/reference.md`` (setuptools copies its target into the sdist and the wheel); a topic selects the
 sections whose heading names it.
 """
 

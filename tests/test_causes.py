@@ -146,3 +146,26 @@ def test_a_changed_default_is_a_fail_with_its_workaround_and_advice_not_an_exclu
     (advice,) = suggestion.environment
     assert advice.kind == "changed-default" and "weights_only=False" in advice.advice
     assert '"cause": "version"' in render_json(suggestion)
+
+
+# What checkpoint_roundtrip recorded on the real torch 2.13.0+cpu before it said otherwise: its
+# allowlist named the probe's own stand-in class (``check`` on realwheels/a-torch2.13-cpu).
+REAL_ADVICE = ("load with weights_only=False or torch.serialization.safe_globals / add_safe_globals(["
+               "'argparse.Namespace', 'numpy._core.multiarray._reconstruct', 'numpy._core.multiarray.scalar', "
+               "'numpy.dtype', 'numpy.dtypes.Float64DType', 'numpy.ndarray', "
+               "'probes.standard.checkpoint_roundtrip.RunConfig']) (torch.load's default changed)")
+
+
+def test_changed_default_advice_names_the_users_types_never_the_probes_own_class():
+    message = "changed default: torch.load(path) refuses this checkpoint; it loads with " + REAL_ADVICE[10:]
+    cell = make_cell(torch="2.13.0", torchvision="", probes=("checkpoint_roundtrip",))
+    result = make_result(cell, probes=[make_probe("checkpoint_roundtrip", "fail", message,
+                                                  evidence={"advice": REAL_ADVICE})])
+    advice = attribute(result, result.probe("checkpoint_roundtrip")).advice
+    assert "probes." not in advice and "RunConfig" not in advice
+    assert "add_safe_globals(['argparse.Namespace', 'numpy._core.multiarray._reconstruct'" in advice
+    assert "'numpy.ndarray'] + your own classes pickled in the checkpoint)" in advice
+    assert "probes." not in verdict_of(result).reason
+    suggestion = suggest_pins([result])
+    for text in (render_text(suggestion), render_json(suggestion), render_requirements(suggestion)):
+        assert "probes.standard" not in text and "your own classes" in text

@@ -91,6 +91,10 @@ def test_cpu_2_13_checkpoint_changed_default_is_a_fail_with_its_workaround(cpu_2
     assert evidence["requires"][0] == "weights_only=False"
     allowlist = evidence["requires"][1]
     assert "safe_globals" in allowlist and "argparse.Namespace" in allowlist and "numpy" in allowlist
+    # The probe's own RunConfig stands in for the user's classes: the advice never names it.
+    for text in (allowlist, evidence["advice"], result["message"]):
+        assert "probes." not in text and "RunConfig" not in text, text
+    assert "+ your own classes pickled in the checkpoint" in evidence["advice"]
     assert set(evidence["map_location"].values()) == {"cpu"}
 
 

@@ -87,6 +87,24 @@ def _text(probe: ProbeResult) -> str:
                                              probe.output_tail) if part)
 
 
+# The probes' own classes (``probes.standard.checkpoint_roundtrip.RunConfig``) stand in for a
+# user's; results written before the probe said so name them in the allowlist it advises.
+_PROBE_CLASS = re.compile(r"(?:, )?'probes\.[\w.]+'")
+_OWN_CLASSES = " + your own classes pickled in the checkpoint"
+
+
+def user_advice(text: str) -> str:
+    """``text`` naming only the user's types: the probes' own classes leave the allowlist, which
+    then says the user adds their own classes instead."""
+    cleaned, removed = _PROBE_CLASS.subn("", text)
+    if not removed:
+        return text
+    cleaned = cleaned.replace("([, ", "([")
+    if _OWN_CLASSES in cleaned:
+        return cleaned
+    return re.sub(r"\[([^\]]*)\]", lambda m: m.group(0) + _OWN_CLASSES, cleaned, count=1)
+
+
 def _local(version: str) -> str:
     return version.split("+", 1)[1] if "+" in version else ""
 
@@ -103,7 +121,7 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     if "changed default:" in probe.message:
         # The release changed a default: the plain call users make fails, a workaround works. A
         # finding about the version, whose answer is the workaround, not an exclusion.
-        advice = str(probe.evidence.get("advice") or probe.message)
+        advice = user_advice(str(probe.evidence.get("advice") or probe.message))
         return Attribution(Cause.VERSION, VersionKind.CHANGED_DEFAULT, advice, detail=probe.name)
     if probe.name == PROBE_RUNNER:
         return Attribution(Cause.INFRASTRUCTURE, advice="the probe runner died; rerun the cell")

@@ -64,6 +64,14 @@ def load_with_safe_globals(torch, path, needed):
     return None, qualified_names(needed), api, error
 
 
+def advice_names(names):
+    """The allowlist as advice for users: this probe's own classes (``RunConfig``) stand in for the
+    user's, so they are named as "your own classes", never by the probe's module path."""
+    own = RunConfig.__module__ + "."
+    theirs = [name for name in names if not name.startswith(own)]
+    return "%s%s" % (theirs, " + your own classes pickled in the checkpoint" if len(theirs) < len(names) else "")
+
+
 def qualified_names(objects):
     return sorted(set("%s.%s" % (getattr(o, "__module__", "?"), getattr(o, "__qualname__", repr(o))) for o in objects))
 
@@ -139,7 +147,7 @@ def checkpoint_roundtrip(ctx):
             torch, path, resolve_globals(needed_names) + [argparse.Namespace, RunConfig])
         if safe_loaded is not None:
             loaded = safe_loaded
-            requirements.append("%s(%s)" % (api, allowlist))
+            requirements.append("%s(%s)" % (api, advice_names(allowlist)))
         elif api:
             facts["safe_globals_load"] = safe_error
         try:

@@ -28,6 +28,8 @@ from matrix.judge.hardware import (
     parse_driver,
     parse_gpu,
     targets_of,
+    variant_cuda_for,
+    variant_facts,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"
@@ -238,3 +240,34 @@ def test_the_device_probe_and_the_static_rules_agree_on_every_card_and_recorded_
             probe_runs = arch_verdict((capability // 10, capability % 10), arch_list).kernels is not None
             static = arch_judgement(capability, arch_list)[0]
             assert probe_runs == (static in (Hardware.NATIVE, Hardware.PTX_JIT)), (capability, arch_list, static)
+
+
+# ----------------------------------------------------------------------------- variant builds
+# The PyTorch index is unreachable here, so a variant build (cu126 ...) cannot be installed. Its facts
+# come from the installed release's own table of its builds (torch.cuda.PYTORCH_RELEASES_CODE_CC,
+# recorded by `probes/facts.py build` from PyPI's torch 2.13.0 in tests/fixtures/wheel-builds): what
+# torch itself uses to advise "reinstall against a CUDA build that does" (not recorded from the variant).
+
+def test_the_release_records_its_variants_builds():
+    table = recorded("2.13.0")["release_variants_code_cc"]
+    assert table["12.6"]["x86_64"] == [50, 60, 70, 75, 80, 86, 90]
+    assert table["13.0"]["x86_64"] == [75, 80, 86, 90, 100, 120]
+
+
+def test_variant_builds_are_judged_by_the_same_rules():
+    cu126 = variant_facts(recorded("2.13.0"), "cu126")
+    assert cu126 is not None and cu126["torch"] == "2.13.0+cu126" and cu126["torch_cuda"] == "12.6"
+    build = BuildFacts.from_facts(cu126)
+    for gpu, expected in (("V100", Hardware.NATIVE), ("GTX 1080", Hardware.NATIVE), ("RTX 5090", Hardware.NO_KERNEL_IMAGE)):
+        found = judge(build, Target(parse_gpu(gpu), "535.104"))
+        assert found is not None and found.verdict == expected, (gpu, found)
+    assert verdict("2.13.0", "V100", "535.104").verdict == Hardware.DRIVER_TOO_OLD  # the default (cu130) build
+    assert variant_facts(recorded("2.13.0"), "cu118") is None  # not a build of 2.13.0
+    assert variant_facts(recorded("2.7.1"), "cu126") is None  # 2.7.1 records no such table
+
+
+def test_the_variant_that_runs_on_a_card_and_driver_is_the_one_pins_advise():
+    facts = recorded("2.13.0")
+    assert variant_cuda_for(facts, 70, "535.104") == "12.6"  # V100 on R535: cu126
+    assert variant_cuda_for(facts, 120, "580.65") == "13.2"  # RTX 5090 on R580: the newest that runs
+    assert variant_cuda_for(facts, 61, "470.57") == ""  # R470 runs no CUDA 12 or 13 build

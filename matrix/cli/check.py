@@ -70,6 +70,8 @@ def main(args: argparse.Namespace) -> int:
                                       options.targets)
     options = dataclasses.replace(options, targets=targets)
     result = check_environment(python, results_dir, options)
+    if not targets and result.targets:
+        where = "found here by torch.cuda"  # no nvidia-smi, but the cell saw a device: "(this machine)"
     judged = report.judge([result])
     status = exit_status(judged[0].verdict.kind)
     if status == EXIT_COMPATIBLE and any(t["verdict"] not in RUNS for t in result.targets):

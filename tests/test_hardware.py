@@ -259,9 +259,11 @@ def test_variant_builds_are_judged_by_the_same_rules():
     assert cu126 is not None and cu126["torch"] == "2.13.0+cu126" and cu126["torch_cuda"] == "12.6"
     build = BuildFacts.from_facts(cu126)
     for gpu, expected in (("V100", Hardware.NATIVE), ("GTX 1080", Hardware.NATIVE), ("RTX 5090", Hardware.NO_KERNEL_IMAGE)):
-        found = judge(build, Target(parse_gpu(gpu), "535.104"))
+        found = judge(build, Target(parse_gpu(gpu), "570.124.06"))
         assert found is not None and found.verdict == expected, (gpu, found)
-    assert verdict("2.13.0", "V100", "535.104").verdict == Hardware.DRIVER_TOO_OLD  # the default (cu130) build
+    assert verdict("2.13.0", "V100", "570.124.06").verdict == Hardware.DRIVER_TOO_OLD  # the default (cu130) build
+    on_535 = judge(build, Target(parse_gpu("V100"), "535.104"))  # cu126 on R535: minor version compatibility
+    assert on_535 is not None and on_535.verdict == Hardware.NATIVE and "minor version compatibility" in on_535.reason
     assert variant_facts(recorded("2.13.0"), "cu118") is None  # not a build of 2.13.0
     assert variant_facts(recorded("2.7.1"), "cu126") is None  # 2.7.1 records no such table
 

@@ -49,6 +49,8 @@ def test_each_target_gets_the_bound_its_card_needs_and_the_main_pins_none():
     assert admitted("V100 (sm_70), driver 580.65") == ["2.4.1", "2.7.1", "2.8.0", "2.9.1"]  # 2.13 dropped sm_70
     assert admitted("RTX 5090 (sm_120), driver 580.65") == ["2.8.0", "2.9.1", "2.13.0"]  # 2.8 added sm_120
     assert by_target["RTX 5090 (sm_120), driver 580.65"].slug == "rtx-5090-sm_120-driver-580.65"
+    (v100_advice,) = by_target["V100 (sm_70), driver 580.65"].advice  # from 2.13.0's own table of its builds
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126" in v100_advice
     advice = by_target["RTX 5090 (sm_120), driver 580.65"].advice
     assert advice[0].startswith("torch 2.4.1 (t2.4.1-py3.11): no-kernel-image") and \
         "the default build of torch 2.8.0 runs there" in advice[0]

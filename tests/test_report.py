@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -86,6 +87,10 @@ def test_installed_versions_carry_the_builds_local_labels_everywhere():
     assert shown in report_markdown.render_markdown_summary([result])
     assert shown in render_html([result])
     assert "torch 2.14.1+cu130" in render_bundle(result, [result])
+    judged = dataclasses.replace(result, gpu={"build": {"torch": "2.14.1", "torch_cuda": "13.0"}},
+                                 targets=({"target": "V100 (sm_70), driver 580.65", "verdict": "native",
+                                           "reason": "sm_70 in the build"},))
+    assert report.hardware_table(report.judge([judged]))[1][0][1] == "2.14.1+cu130"
     # A probe's version of another release never replaces what the freeze says is installed.
     odd = make_result(probes=[make_probe("install_sanity", evidence={"versions": {"torch": "9.9.9+cpu"}})],
                       resolved={"torch": "2.5.1", "torchvision": "0.20.1"})

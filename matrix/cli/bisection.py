@@ -245,10 +245,12 @@ def _as_text(versions: list[str], tested: list[tuple[Tested, CellResult]], concl
 
 def _as_json(versions: list[str], tested: list[tuple[Tested, CellResult]], conclusion: Any, url: str,
              limit: int) -> dict[str, Any]:
+    from matrix.vocab.records import built_versions
+
     return {"versions": versions, "limit": limit,
             "tested": [{"version": item.version, "cell": item.cell.id, "outcome": item.outcome.kind,
                         "evidence": item.outcome.evidence, "resumed": item.resumed, "file": str(item.path),
-                        "installed": dict(result.install.resolved)} for item, result in tested],
+                        "installed": built_versions(result)} for item, result in tested],
             "last_good": conclusion.last_good, "first_bad": conclusion.first_bad, "exact": conclusion.exact,
             "between": list(conclusion.between), "problem": conclusion.problem,
             "answer": conclusion.sentence(), "compare_url": url}

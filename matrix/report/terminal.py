@@ -501,7 +501,7 @@ def hardware_table(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]
     for item in sorted((j for j in judged if j.result.targets), key=lambda j: j.sort_key):
         build = item.result.gpu.get("build") or {}
         by_target = {str(t["target"]): t for t in item.result.targets}
-        rows.append([item.cell.id, str(build.get("torch") or item.result.install.resolved.get("torch", "")),
+        rows.append([item.cell.id, str(built_versions(item.result).get("torch") or build.get("torch") or ""),
                      str(build.get("torch_cuda") or "cpu"), str(build.get("arch_flags") or "—"),
                      *(hardware_mark(by_target[c]) if c in by_target else "" for c in columns)])
     return ["cell", "torch", "CUDA", "arch list", *columns], rows

@@ -134,7 +134,7 @@ def test_a_complete_cell_is_skipped_unless_redo(tmp_path, monkeypatch):
     assert stop.value.args[0][0] == "skip"
     ran = []
     monkeypatch.setattr("matrix.run.cellrun.run_cell",
-                        lambda c, py, settings: ran.append(settings) or make_result(c))
+                        lambda c, py, settings, *steps: ran.append(settings) or make_result(c))
     run_matrix_cell(FakeSession(tmp_path / "venv", ["--redo"]), plan, cell, environ={})
     assert len(ran) == 1 and ran[0].fingerprint == plan.fingerprint(cell)
 
@@ -146,7 +146,7 @@ def test_only_no_evidence_fails_the_session(tmp_path, monkeypatch):
         "incompatible": make_result(cell, probes=[make_probe("install_sanity", "fail", "nms")]),
         "error": make_result(cell, status="error", message="Connection refused"),
     }
-    monkeypatch.setattr("matrix.run.cellrun.run_cell", lambda c, py, s: outcomes[kind])
+    monkeypatch.setattr("matrix.run.cellrun.run_cell", lambda c, py, s, *steps: outcomes[kind])
     kind = "incompatible"
     session = FakeSession(tmp_path / "venv")
     run_matrix_cell(session, plan, cell, environ={"TORCH_MATRIX_REDO": "1"})
@@ -164,7 +164,7 @@ def test_an_environment_finding_warns_and_does_not_fail_the_session(tmp_path, mo
     plan = plan_with(tmp_path, [cell], {"3.11": "/usr/bin/python3.11"})
     missing = "torch.compile failed: ModuleNotFoundError: No module named 'setuptools'"
     result = make_result(cell, probes=[make_probe("install_sanity"), make_probe("torch_compile", "fail", missing)])
-    monkeypatch.setattr("matrix.run.cellrun.run_cell", lambda c, py, s: result)
+    monkeypatch.setattr("matrix.run.cellrun.run_cell", lambda c, py, s, *steps: result)
     session = FakeSession(tmp_path / "venv")
     run_matrix_cell(session, plan, cell, environ={"TORCH_MATRIX_REDO": "1", "TORCH_MATRIX_COUNTERFACTUALS": "0"})
     assert any("ENVIRONMENT" in w and "setuptools" in w for w in session.warnings)

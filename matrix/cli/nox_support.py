@@ -31,7 +31,7 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -264,8 +264,9 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
             settings = _with_env(settings, {"CUDA_VISIBLE_DEVICES": device})
             session.log(f"{cell.id}: using GPU {device}")
         try:
-            result = run_cell(cell, venv_python, settings)
-            run_counterfactuals(session, plan, result, venv_python, settings, environ)
+            steps = prefetch_steps(session, plan, venv.parent, environ)
+            result = run_cell(cell, venv_python, settings, steps(cell, ()))
+            run_counterfactuals(session, plan, result, venv_python, settings, environ, steps)
         except UserError as error:
             session.error(error.render())
     verdict = verdict_of(result)
@@ -328,7 +329,7 @@ def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
 
 
 def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python: str, settings: Any,
-                        environ: Mapping[str, str] = os.environ) -> list[Any]:
+                        environ: Mapping[str, str] = os.environ, steps: Any = None) -> list[Any]:
     """Run the cells that isolate the blame for ``result`` (``matrix.plan.counterfactual``) in the
     same venv, one requirement added, running only the probes its finding concerns (``probe_subset``;
     its other probe results are ``result``'s); each writes its own result file. Bounded by the cap."""
@@ -350,12 +351,67 @@ def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python
                 f"(cap {cap} per run, {already} used; {COUNTERFACTUALS_ENV}=0 switches them off)"
                 + (f"; {dropped} dropped by the cap" if dropped else ""))
     results = []
-    for cf in run_now:
+    for position, cf in enumerate(run_now):
         cf_settings = dataclasses.replace(settings, fingerprint=plan.fingerprint(cf))
-        cf_result = run_cell(cf, venv_python, cf_settings, base=result)
+        # While this one runs its probes, the next follow-up cells' wheels are fetched first.
+        cf_steps = steps(cf, run_now[position + 1:]) if steps is not None else None
+        cf_result = run_cell(cf, venv_python, cf_settings, cf_steps, base=result)
         session.log(f"{cf.id}: counterfactual verdict: {verdict_of(cf_result).kind}")
         results.append(cf_result)
     return results
+
+
+_PREFETCHER: list[Any] = []  # one matrix.run.prefetch.Prefetcher per nox process (closed at exit)
+
+
+def queued_cells(session: Any, plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> list[Cell] | None:
+    """The matrix cells nox will still run after this session, in order (those with a complete
+    result are skipped unless redone); None when nox's queue cannot be read (then nothing is fetched)."""
+    try:
+        queue = session._runner.manifest._queue  # noqa: SLF001 - nox has no public view of what is left
+        ids = [runner.func.call_spec.get("cell") for runner in queue if hasattr(runner.func, "call_spec")]
+    except AttributeError:
+        return None
+    redo = redo_requested(session.posargs, environ)
+    by_id = {cell.id: cell for cell in plan.cells}
+    wanted = [by_id[cell_id] for cell_id in ids if cell_id in by_id]
+    return [cell for cell in wanted if not cell.plan_note and plan.has_interpreter(cell)
+            and (redo or not is_complete(plan, cell))]
+
+
+def prefetch_steps(session: Any, plan: MatrixPlan, venvs_dir: Path,
+                   environ: Mapping[str, str] = os.environ) -> Callable[[Cell, Sequence[Cell]], Any]:
+    """``steps(cell, first)``: the ``CellSteps`` for ``cell``, whose probe phase starts the prefetch of
+    what runs next: ``first`` (follow-up cells), then the next cells nox has queued. A fetch of
+    ``cell`` itself still under way is waited for (never two uv processes on the same downloads).
+    Off under ``-j`` (cells overlap there) and with ``TORCH_MATRIX_PREFETCH=0``."""
+    import atexit
+
+    from matrix.run.cellrun import CellSteps
+    from matrix.run.prefetch import Prefetcher, settings_from
+    from matrix.world.environment import base_env, uv_cache_dir
+
+    settings = settings_from(environ)
+    if getattr(session, "parallel", False) or settings.ahead <= 0:
+        return lambda cell, first: None
+    if not _PREFETCHER:
+        prefetcher = Prefetcher(settings, cache_dir=uv_cache_dir(environ) or str(venvs_dir),
+                                scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
+                                index_config=plan.spec.index, python_for=plan.interpreter_for,
+                                env=base_env(), log=session.log)
+        atexit.register(prefetcher.close)
+        _PREFETCHER.append(prefetcher)
+    prefetcher = _PREFETCHER[0]
+
+    def steps(cell: Cell, first: Sequence[Cell]) -> Any:
+        prefetcher.claim(cell.id)
+
+        def starting(_running: Cell) -> None:
+            upcoming = queued_cells(session, plan, environ)
+            if upcoming is not None:
+                prefetcher.ahead([*first, *upcoming])
+        return CellSteps(probes_starting=starting)
+    return steps
 
 
 _LINK_CHECKED: list[bool] = []

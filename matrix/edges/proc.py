@@ -80,6 +80,25 @@ class Streamed:
     timed_out: bool
 
 
+def background(command: Sequence[str], *, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start ``command`` in the background, its output discarded (a prefetch): stop it with ``stop``.
+    It stays in our process group, so Ctrl-C at the terminal reaches it too."""
+    return subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(env) if env is not None else None)
+
+
+def stop(process: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``; reaped either way."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def kill_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)

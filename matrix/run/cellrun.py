@@ -90,13 +90,16 @@ class CellSteps:
     probes: Callable[..., ProbeRun] | None = None  # probe_process.run_probes's signature
     interpreter: Callable[[str, Mapping[str, str]], dict[str, Any]] | None = None
     gpu: Callable[[], dict[str, Any]] | None = None
+    # Called as the cell's probes start (its downloads are over, the network idle until the next
+    # cell): the run's prefetch of the next cells' wheels (``matrix.run.prefetch``). None: nothing.
+    probes_starting: Callable[[Cell], Any] | None = None
 
     def resolved(self) -> "CellSteps":
         return CellSteps(install=self.install or environment.install,
                          verify=self.verify or environment.verify,
                          probes=self.probes or probe_process.run_probes,
                          interpreter=self.interpreter or probe_process.interpreter_facts,
-                         gpu=self.gpu or probe_process.host_gpu)
+                         gpu=self.gpu or probe_process.host_gpu, probes_starting=self.probes_starting)
 
 
 def _now() -> str:
@@ -291,6 +294,8 @@ def _probe_and_finish(cell: Cell, venv_python: str, settings: CellSettings, step
     subset = bool(cell.probe_subset) and base is not None and base.installed and bool(base.probes)
     runs = dataclasses.replace(cell, probes=cell.probe_subset, required_probes=()) if subset else cell
     with progress.phase("probes") as note:
+        if step.probes_starting is not None:
+            step.probes_starting(cell)
         if subset:
             progress.line(f"  | only the probe(s) the finding concerns: {', '.join(cell.probe_subset)}; "
                           f"the others are {base.cell.id}'s")

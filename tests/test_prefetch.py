@@ -1,0 +1,158 @@
+"""Prefetch of the next cells' wheels while a cell runs its probes (matrix.run.prefetch).
+
+The unit tests drive the Prefetcher with a fake process starter and a fake free-space reading;
+the end-to-end test runs `nox -s matrix` from an empty uv cache against the synthetic index and
+checks that the second cell found its wheels already cached."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from matrix.run.prefetch import BUDGET_ENV, PREFETCH_ENV, PrefetchSettings, Prefetcher, fetch_command, settings_from
+from matrix.vocab.errors import UserError
+from matrix.world.results import read_result
+from tests.factories import make_cell
+
+
+class FakeUv:
+    """Stands in for a background ``uv pip install --target``: it creates its target, and runs
+    until released (or stopped)."""
+
+    def __init__(self, hold: bool = False) -> None:
+        self.commands: list[list[str]] = []
+        self.release = threading.Event()
+        if not hold:
+            self.release.set()
+        self.stopped = 0
+
+    def __call__(self, command, env=None):
+        self.commands.append(list(command))
+        target = Path(command[command.index("--target") + 1])
+        (target / "torch").mkdir(parents=True)
+        fake = self
+
+        class Process:
+            returncode = None
+
+            def poll(self):
+                if fake.release.is_set() and self.returncode is None:
+                    self.returncode = 0 if not getattr(self, "killed", False) else -15
+                return self.returncode
+
+            def terminate(self):
+                fake.stopped += 1
+                self.killed = True
+                fake.release.set()
+
+            def wait(self, timeout=None):
+                fake.release.wait(timeout)
+                return self.poll()
+
+            kill = terminate
+
+        return Process()
+
+
+def _prefetcher(tmp_path, uv, free=lambda path: 100 * 10**9, ahead=2, budget=10 * 10**9):
+    return Prefetcher(PrefetchSettings(ahead=ahead, min_free_bytes=budget), cache_dir=str(tmp_path),
+                      scratch=tmp_path / "scratch", index_config={"default": "https://example.invalid/simple"},
+                      python_for=lambda cell: f"/py/{cell.python}", uv="uv", free=free, start=uv)
+
+
+def test_the_next_cells_pins_are_fetched_into_a_scratch_target_never_a_venv(tmp_path):
+    cells = [make_cell(torch=v) for v in ("2.4.1", "2.5.1", "2.6.0")]
+    uv = FakeUv()
+    prefetcher = _prefetcher(tmp_path, uv)
+    assert [c.id for c in prefetcher.ahead(cells)] == [cells[0].id, cells[1].id]  # at most 2 ahead
+    prefetcher.wait(10)
+    assert prefetcher.ahead(cells[:2]) == []  # each cell once per run
+    assert prefetcher.done == {cells[0].id: "fetched", cells[1].id: "fetched"}
+    first = uv.commands[0]
+    assert first[:5] == ["uv", "pip", "install", "--python", "/py/3.11"]
+    assert first[first.index("--target") + 1] == str(tmp_path / "scratch" / cells[0].id)
+    assert "torch==2.4.1" in first and "--default-index" in first
+    assert not any(Path(c[c.index("--target") + 1]).exists() for c in uv.commands)  # scratch removed
+    prefetcher.close()
+    assert not (tmp_path / "scratch").exists()
+
+
+def test_the_disk_budget_is_checked_before_and_during_a_fetch(tmp_path):
+    low = _prefetcher(tmp_path, FakeUv(), free=lambda path: 3 * 10**9)
+    (cell,) = low.ahead([make_cell()])
+    low.wait(10)
+    assert low.done[cell.id].startswith("skipped: less than 10 GB free") and low.start.commands == []
+
+    readings = iter([50 * 10**9] + [10**9] * 1000)  # plenty at the start, then the disk fills up
+    uv = FakeUv(hold=True)
+    filling = _prefetcher(tmp_path, uv, free=lambda path: next(readings))
+    (cell,) = filling.ahead([make_cell()])
+    filling.wait(10)
+    assert filling.done[cell.id].startswith("stopped: less than 10 GB free") and uv.stopped == 1
+    assert not (tmp_path / "scratch" / cell.id).exists()
+
+
+def test_close_stops_a_running_fetch_and_removes_its_scratch(tmp_path):
+    uv = FakeUv(hold=True)
+    prefetcher = _prefetcher(tmp_path, uv)
+    cells = [make_cell(torch=v) for v in ("2.4.1", "2.5.1")]
+    prefetcher.ahead(cells)
+    while not uv.commands:
+        threading.Event().wait(0.01)
+    prefetcher.close()  # Ctrl-C / the end of the run
+    assert uv.stopped == 1 and not (tmp_path / "scratch").exists()
+    assert cells[1].id not in prefetcher.done  # the queue is dropped
+    assert prefetcher.ahead([make_cell(torch="2.6.0")]) == []  # nothing starts after close
+
+
+def test_a_cell_about_to_install_waits_for_its_own_fetch_or_leaves_the_queue(tmp_path):
+    uv = FakeUv(hold=True)
+    prefetcher = _prefetcher(tmp_path, uv)
+    first, second = make_cell(torch="2.4.1"), make_cell(torch="2.5.1")
+    prefetcher.ahead([first, second])
+    while not uv.commands:
+        threading.Event().wait(0.01)
+    prefetcher.claim(second.id)  # queued, not started: it is dropped, its own install fetches it
+    threading.Timer(0.3, uv.release.set).start()
+    prefetcher.claim(first.id)  # under way: wait for it
+    assert uv.release.is_set()  # claim returned only once the fetch had ended
+    prefetcher.wait(10)
+    assert second.id not in prefetcher.done and len(uv.commands) == 1
+
+
+def test_settings_come_from_the_environment_and_bad_values_are_one_error():
+    assert settings_from({}) == PrefetchSettings()
+    assert settings_from({PREFETCH_ENV: "0"}).ahead == 0
+    assert settings_from({BUDGET_ENV: "2.5"}).min_free_bytes == 2_500_000_000
+    for env in ({PREFETCH_ENV: "-1"}, {PREFETCH_ENV: "two"}, {BUDGET_ENV: "nan"}):
+        with pytest.raises(UserError) as error:
+            settings_from(env)
+        assert error.value.hint
+    override = make_cell()
+    override = override.__class__(**{**override.__dict__, "tags": ("install-override",)})
+    assert fetch_command(override, None, "/py", Path("/t"), "uv") is None
+
+
+def test_a_cold_matrix_fetches_the_next_cell_while_the_first_runs_its_probes(tmp_path, monkeypatch):
+    """Two cells from an empty uv cache: the second cell's install finds every wheel cached (uv
+    prepares nothing), because the first cell's probe phase fetched them."""
+    from tests.synthetic_wheels import build_index
+    from tests.test_e2e import PY, nox_env, run_nox
+
+    index = build_index(tmp_path / "index")
+    spec = tmp_path / "matrix.toml"
+    spec.write_text(f'name = "e2e"\npython = ["current"]\ntorch = ["2.1.0", "2.2.0"]\ntorchvision = "paired"\n'
+                    f'[probes]\nrun = ["install_sanity"]\n[index]\ndefault = "{index.url}"\nextra = []\n'
+                    f'find_links = []\n')
+    env = nox_env(tmp_path, spec, UV_CACHE_DIR=str(tmp_path / "fresh-cache"))
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert f"prefetch: fetching the wheels of t2.2.0-py{PY}" in output
+    cells = tmp_path / "results" / "e2e" / "cells"
+    first, second = (read_result(cells / f"t{v}-py{PY}.json") for v in ("2.1.0", "2.2.0"))
+    assert "Prepared" in first.install.message, first.install.message  # downloaded by its own install
+    assert "Prepared" not in second.install.message, second.install.message  # already in the cache
+    assert not list(tmp_path.glob("nox/.torch-matrix-prefetch-*"))  # scratch removed at exit

@@ -55,6 +55,16 @@ def run_command(cmd: Sequence[str], *, env: Mapping[str, str] | None = None, cwd
     return proc
 
 
+def run_nox_matrix(envdir: Path, env: Mapping[str, str], *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """``nox -s matrix`` through the project's noxfile as a user runs it (never raises on its exit
+    status: the caller reads the results); (wall seconds, the finished process)."""
+    command = [sys.executable, "-m", "nox", "-f", str(REPO_ROOT / "noxfile.py"), "--envdir", str(envdir),
+               "-s", "matrix", *args]
+    start = time.perf_counter()
+    proc = run_command(command, env=env, cwd=REPO_ROOT, check=False)
+    return time.perf_counter() - start, proc
+
+
 def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = action()

@@ -12,12 +12,10 @@ per cell, the install status, the resolved versions, each probe's status and the
 from __future__ import annotations
 
 import os
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from .common import REPO_ROOT, BenchError, Context, run_command
+from .common import BenchError, Context, run_nox_matrix
 from .stats import ratio, summarize, targets_for
 
 FIGURE = "6_parallel"
@@ -46,13 +44,7 @@ def outcome_fingerprint(results_root: Path) -> dict[str, Any]:
 def run_matrix(ctx: Context, spec: Path, label: str, jobs: int | None) -> tuple[float, dict[str, Any]]:
     results = ctx.dir(f"parallel-results-{label}")
     env = {"TORCH_MATRIX_SPEC": str(spec), "TORCH_MATRIX_RESULTS": str(results), "TORCH_MATRIX_REDO": "1"}
-    command = [sys.executable, "-m", "nox", "-f", str(REPO_ROOT / "noxfile.py"),
-               "--envdir", str(ctx.work / "parallel-envs"), "-s", "matrix"]
-    if jobs:
-        command += ["-j", str(jobs)]
-    start = time.perf_counter()
-    proc = run_command(command, env=env, cwd=REPO_ROOT, check=False)
-    seconds = time.perf_counter() - start
+    seconds, proc = run_nox_matrix(ctx.work / "parallel-envs", env, *(["-j", str(jobs)] if jobs else []))
     outcome = outcome_fingerprint(results)
     if not outcome:
         raise BenchError(f"{label}: no cell results (nox exited {proc.returncode}): {proc.stdout[-1500:]}")

@@ -33,6 +33,7 @@ FIGURES = (
     ("5_scale", "benchmarks.scale"),
     ("6_parallel", "benchmarks.parallel"),
     ("7_history", "benchmarks.history"),
+    ("8_speed", "benchmarks.speed"),
 )
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 RESULTS_SCHEMA = "torch-matrix/bench"

@@ -1,0 +1,171 @@
+"""Figure 8: speed of a real run (issue 24): downloads hidden behind probes, no work done twice.
+
+(a) **Cold matrix, full suite.** The 5 cells of figures 2-3 (torch 2.4.1 / 2.5.1 x numpy,
+    paired torchvision, Python 3.11), every standard probe, run through the project's noxfile
+    exactly as a user runs ``nox -s matrix``: once from a *fresh* ``UV_CACHE_DIR`` (cold), then
+    again with that cache (warm: fresh venvs, fresh results). Side by side in the same run:
+    the same cold run with prefetch switched off (``TORCH_MATRIX_PREFETCH=0``, the old code
+    path: every download in series with the probes). Figures: cold / warm (target <= 1.25),
+    cold / (unique wheel bytes / bandwidth + warm), and the old figure, cold install wall /
+    (unique bytes / bandwidth), from figure 2's own measurement when it ran.
+(b) **The README's default matrix, warm.** ``nox -s matrix`` with no spec (the built-in default
+    matrix), twice side by side: ``TORCH_MATRIX_RERUN_ALWAYS=1`` (the old rule: every failing
+    probe rerun twice) and the new rule (rerun only what can change the answer). Wall time of
+    each and the seconds each cell's probe phase saved.
+
+Real wheels, several GB for (a): run it late, once, on a quiet machine. Both parts need real
+torch cells, so ``--quick`` skips them (NOT MEASURED).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .common import BenchError, Context, remove_tree, run_nox_matrix
+from .stats import human_bytes, ratio, targets_for
+
+FIGURE = "8_speed"
+GOALS = {"cold / warm wall, 5 cells, full suite": ("<=", 1.25, "x")}
+RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"  # matrix.run.cellrun: the old rerun rule, for this figure
+PREFETCH_ENV = "TORCH_MATRIX_PREFETCH"  # matrix.run.prefetch: cells fetched ahead (0: off)
+BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"  # matrix.run.prefetch: free space a fetch must leave
+# The fresh cache of the 5 cells takes ~9 GiB on disk (figure 3): the cold part needs this much free
+# before it starts, and lets prefetch run down to BENCH_BUDGET_GB free (a shared machine's disk).
+NEEDED_FREE_GB = 15.0
+BENCH_BUDGET_GB = "4"
+
+
+def cold_spec() -> str:
+    """The 5 cells of ``benchmarks.cells.matrix_cells`` as a spec (the full standard suite)."""
+    return ('name = "benchcold"\npython = ["3.11"]\ntorch = ["2.4.1", "2.5.1"]\ntorchvision = "paired"\n\n'
+            '[extras]\nnumpy = ["1.26.4", "2.0.2", "2.1.3"]\n\n'
+            '[[exclude]]\ntorch = "2.4.1"\nnumpy = "2.1.3"\n')
+
+
+def run_nox(ctx: Context, label: str, env: dict[str, str]) -> dict[str, Any]:
+    """``nox -s matrix`` through the project's noxfile, fresh results and venvs; wall time and per-cell timings."""
+    results = ctx.dir(f"speed-results-{label}")
+    envdir = ctx.dir(f"speed-envs-{label}")
+    wall, proc = run_nox_matrix(envdir, {"TORCH_MATRIX_RESULTS": str(results), "TORCH_MATRIX_REDO": "1", **env})
+    cells = cell_timings(results)
+    if not cells:
+        raise BenchError(f"{label}: no cell results (nox exited {proc.returncode}): {proc.stdout[-1500:]}")
+    venvs = sorted(p for p in envdir.iterdir() if (p / "pyvenv.cfg").is_file())
+    return {"wall_s": wall, "cells": cells, "venvs": [str(v) for v in venvs], "nox_exit": proc.returncode,
+            "prefetch_lines": [line for line in proc.stdout.splitlines() if "prefetch" in line][:20]}
+
+
+def cell_timings(results_root: Path) -> dict[str, dict[str, Any]]:
+    """Per cell: verdict, install and probe seconds, and how many probe runs the cell paid for."""
+    from matrix.judge.verdict import verdict_of
+    from matrix.world.results import load_results
+
+    loaded = load_results(results_root)
+    return {r.cell.id: {"verdict": str(verdict_of(r).kind), "probes_s": r.timings.get("probes"),
+                        "install_s": r.timings.get("resolve+install"), "total_s": r.timings.get("total"),
+                        "probe_runs": sum(int(p.evidence.get("runs", 1)) for p in r.probes)}
+            for r in loaded.results}
+
+
+def measure_cold(ctx: Context) -> dict[str, Any]:
+    from .cold_matrix import PROBE_FILES, download_once, probe_file_url
+    from .wheelsizes import unique_installed, wheel_sizes
+
+    import shutil
+
+    free_gb = shutil.disk_usage(ctx.work).free / 1e9
+    if free_gb < NEEDED_FREE_GB:
+        raise BenchError(f"{free_gb:.1f} GB free on the work disk, the fresh cache needs ~10 GB and this figure "
+                         f"starts only with {NEEDED_FREE_GB:g} GB free")
+    spec = ctx.dir("speed") / "matrix.toml"
+    spec.write_text(cold_spec())
+    url, size = probe_file_url(*PROBE_FILES[ctx.quick])
+    bandwidth = sorted(download_once(url, size)["bandwidth_Bps"] for _ in range(3))[1]
+    ctx.log(f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)})")
+    runs: dict[str, dict[str, Any]] = {}
+    cache = ctx.work / "speed-cold-cache"
+    for label, prefetch in (("cold-old", "0"), ("cold", "")):  # the old path first, then ours
+        remove_tree(cache)
+        env = {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache), PREFETCH_ENV: prefetch,
+               BUDGET_ENV: BENCH_BUDGET_GB}
+        runs[label] = run_nox(ctx, label, env)
+        ctx.log(f"  {label} (fresh UV_CACHE_DIR{', prefetch off' if prefetch == '0' else ''}): "
+                f"{len(runs[label]['cells'])} cells in {runs[label]['wall_s']:.1f} s")
+    runs["warm"] = run_nox(ctx, "warm", {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache)})
+    ctx.log(f"  warm (same cache, fresh venvs): {runs['warm']['wall_s']:.1f} s")
+    sizes = wheel_sizes(unique_installed([Path(v) for v in runs["warm"]["venvs"]]))
+    unique_bytes = sum(sizes.values())
+    remove_tree(cache)
+    download_s = unique_bytes / bandwidth
+    cold, warm, old = runs["cold"]["wall_s"], runs["warm"]["wall_s"], runs["cold-old"]["wall_s"]
+    cold_over_warm = ratio(cold, warm)
+    cold_over_ideal = ratio(cold, download_s + warm)
+    # Figure 2's old figure, from the same runs: the cells' install phases alone against the bytes at link speed.
+    installs = {label: sum(c["install_s"] or 0.0 for c in run["cells"].values()) for label, run in runs.items()}
+    ctx.log(f"  install phases: {', '.join(f'{k} {v:.1f} s' for k, v in installs.items())}; cold install / "
+            f"(bytes / bandwidth) {ratio(installs['cold'], download_s):.2f}x (prefetch off: "
+            f"{ratio(installs['cold-old'], download_s):.2f}x)")
+    ctx.log(f"  unique wheel bytes {human_bytes(unique_bytes)} in {len(sizes)} files = {download_s:.1f} s at "
+            f"link speed; cold / warm {cold_over_warm:.2f}x (prefetch off: {ratio(old, warm):.2f}x); "
+            f"cold / (bytes / bandwidth + warm) {cold_over_ideal:.2f}x (prefetch off: "
+            f"{ratio(old, download_s + warm):.2f}x)")
+    return {"runs": runs, "bandwidth_Bps": bandwidth, "unique_wheel_bytes": unique_bytes,
+            "unique_wheel_files": len(sizes), "download_at_link_speed_s": download_s,
+            "cold_over_warm": cold_over_warm, "cold_over_bytes_and_warm": cold_over_ideal,
+            "install_phases_s": installs, "old_figure_cold_install_over_bytes": ratio(installs["cold"], download_s),
+            "old_figure_prefetch_off": ratio(installs["cold-old"], download_s),
+            "prefetch_off_cold_over_warm": ratio(old, warm),
+            "prefetch_off_cold_over_bytes_and_warm": ratio(old, download_s + warm)}
+
+
+def measure_default(ctx: Context, repeats: int) -> dict[str, Any]:
+    """The README's default matrix (no spec), warm: the old rerun rule and the new one, interleaved."""
+    walls: dict[str, list[float]] = {"old": [], "new": []}
+    cells: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    for i in range(repeats):
+        for label, value in (("old", "1"), ("new", "")):
+            # No spec: the repository root has no matrix.toml, so nox plans the built-in default matrix.
+            env = {"TORCH_MATRIX_SPEC": "", RERUN_ALWAYS_ENV: value}
+            run = run_nox(ctx, f"default-{label}-{i}", env)
+            walls[label].append(run["wall_s"])
+            cells[label].append(run["cells"])
+            ctx.log(f"  default matrix, {label} rerun rule, run {i + 1}/{repeats}: {len(run['cells'])} cells "
+                    f"in {run['wall_s']:.1f} s ({sum(c['probe_runs'] for c in run['cells'].values())} probe runs)")
+    saved = {}
+    for cell_id in cells["new"][-1]:
+        before = [c[cell_id]["probes_s"] for c in cells["old"] if c.get(cell_id, {}).get("probes_s") is not None]
+        after = [c[cell_id]["probes_s"] for c in cells["new"] if c.get(cell_id, {}).get("probes_s") is not None]
+        if before and after:
+            saved[cell_id] = round(sorted(before)[len(before) // 2] - sorted(after)[len(after) // 2], 2)
+    old, new = sorted(walls["old"])[repeats // 2], sorted(walls["new"])[repeats // 2]
+    ctx.log(f"  default matrix warm: old rule {old:.1f} s, new rule {new:.1f} s ({ratio(new, old):.2f}x); "
+            f"probe seconds saved per cell: {saved}")
+    return {"repeats": repeats, "wall_s": walls, "cells": cells, "old_wall_s": old, "new_wall_s": new,
+            "new_over_old": ratio(new, old), "probe_seconds_saved_per_cell": saved}
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    values: dict[str, float | None] = {}
+    if ctx.quick:
+        ctx.log("  --quick: both parts install real torch cells; NOT MEASURED")
+        result["skipped"] = "--quick: the cold matrix and the default matrix install real torch"
+        result["targets"] = targets_for(FIGURE, GOALS, values, {})
+        return result
+    try:
+        result["cold"] = cold = measure_cold(ctx)
+        values["cold / warm wall, 5 cells, full suite"] = cold["cold_over_warm"]
+    except BenchError as error:
+        result["cold"] = {"error": str(error)}
+        ctx.log(f"  cold matrix NOT MEASURED: {error}")
+    try:
+        result["default"] = measure_default(ctx, 1)
+    except BenchError as error:
+        result["default"] = {"error": str(error)}
+        ctx.log(f"  default matrix NOT MEASURED: {error}")
+    cold = result.get("cold", {})
+    note = (f"cold / (unique bytes / bandwidth + warm) = {cold['cold_over_bytes_and_warm']:.2f}x; prefetch off: "
+            f"cold / warm {cold['prefetch_off_cold_over_warm']:.2f}x" if "cold_over_warm" in cold else "")
+    result["targets"] = targets_for(FIGURE, GOALS, values, {"cold / warm wall, 5 cells, full suite": note})
+    return result

@@ -204,3 +204,36 @@ def test_rerun_lines_in_every_output_carry_the_spec(tmp_path, monkeypatch, capsy
     assert line in (tmp_path / "run" / "summary.md").read_text(encoding="utf-8")
     assert line in step.read_text(encoding="utf-8")
     assert line.replace("'", "&#39;") in html.read_text(encoding="utf-8")
+
+
+def test_passing_probes_are_one_line_without_their_evidence_and_long_fields_are_capped(tmp_path):
+    """A page of thousands of cells stays small: a passing probe's evidence stays in the cell's file
+    (linked), and a 5 MB message, traceback or install log is cut with a way to the full text."""
+    from matrix.world.results import write_result
+
+    huge = "x" * 5_000_000
+    passing = make_result(torch="2.5.1", python="3.11", probes=[
+        make_probe("install_sanity", evidence={"modules": "PASSING-EVIDENCE " * 50}),
+        make_probe("cuda_devices", SKIP, "no CUDA device"), make_probe("mixed_precision", SKIP, "no CUDA device")])
+    failing = make_result(torch="2.5.1", python="3.12", probes=[
+        make_probe("install_sanity"),
+        make_probe("training_step", FAIL, huge, traceback=huge, evidence={"FAILING-EVIDENCE": 1})])
+    broken = make_result(torch="2.4.1", python="3.12", status="error", message=huge)
+    run = tmp_path / "results" / "nightly"
+    for result in (passing, failing, broken):
+        write_result(result, run / "cells")
+    page = run / "report.html"
+    assert cli(["report", str(run), "--out", str(tmp_path / "out"), "--html", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert len(text) < 100_000, len(text)  # three 5 MB fields, capped
+    assert "PASSING-EVIDENCE" not in text and "FAILING-EVIDENCE" in text
+    assert "pass: install_sanity 0.5s" in text and "skip (no CUDA device): cuda_devices, mixed_precision" in text
+    assert text.count("more characters: the full text is in cells/t2.5.1-py3.12.json") == 3  # why, message, traceback
+    assert "more characters: the full text is in cells/t2.4.1-py3.12.json" in text  # the install log
+    links = set(re.findall(r'href="(cells/[^"]+)"', text))
+    assert links == {"cells/t2.5.1-py3.11.json", "cells/t2.5.1-py3.12.json"}  # cells with passing probes
+    assert all((page.parent / link).is_file() for link in links)
+    # The probe filter's statuses: one letter per probe, in the order of its options.
+    options = re.findall(r'<option value="([a-z_]+)">probe:', text)
+    assert options == ["install_sanity", "cuda_devices", "mixed_precision", "training_step"]
+    assert 'data-cell="t2.5.1-py3.11" data-verdict="compatible" data-statuses="pss-"' in text

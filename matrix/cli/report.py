@@ -156,6 +156,15 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> None:
           "`torch-matrix pins --apply FILE` updates a requirements file)", file=sys.stderr)
 
 
+def _cells_href(results_dir: Path, page: Path) -> str:
+    """The run's ``cells`` directory relative to the page (its links to each cell's full result),
+    or "" when the results are not one run's (a root of several runs, a merged file)."""
+    cells = results_dir if results_dir.name == "cells" else results_dir / "cells"
+    if not cells.is_dir():
+        return ""
+    return Path(os.path.relpath(cells.resolve(), page.resolve().parent)).as_posix()
+
+
 def _write_html(target: Path, judged: list, missing: list, previous_dir: str | None, results_dir: Path,
                 spec: str | None = None) -> Path:
     from datetime import datetime, timezone
@@ -170,7 +179,7 @@ def _write_html(target: Path, judged: list, missing: list, previous_dir: str | N
         named = named.parent
     title = f"torch-matrix: {named.name}"
     text = render_html(judged, missing=missing, previous=previous, previous_label=label,
-                       title=title, generated=generated, spec=spec)
+                       title=title, generated=generated, spec=spec, cells_href=_cells_href(results_dir, target))
     atomic_write(target, text)
     return target
 

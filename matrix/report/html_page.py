@@ -48,7 +48,12 @@ from matrix.judge.verdict import (
 )
 
 TEMPLATE = "report.html.j2"
-EVIDENCE_CHARS = 4000  # per probe; the full evidence stays in results.json
+EVIDENCE_CHARS = 4000  # per probe that did not pass; the full evidence stays in the cell's file
+TEXT_CHARS = 2000  # a message, traceback, repro or install log; the full text stays in the cell's file
+# The probe filter reads each cell's statuses as one letter per probe, in the page's probe order.
+STATUS_CODES = {"pass": "p", "fail": "f", "unsupported": "u", "skip": "s", "error": "e", "timeout": "t",
+                "crash": "c"}
+QUIET = (PASS, SKIP)  # shown on one line per cell, without their evidence: most of a page of 2,000 cells
 VERDICT_LABELS = {COMPATIBLE: "compatible", INCOMPATIBLE: "incompatible", NOT_INSTALLABLE: "unsatisfiable",
                   NO_EVIDENCE: "error (no evidence)", ENVIRONMENT: "environment",
                   MISSING: "planned but missing"}
@@ -89,13 +94,16 @@ class CellView:
     install_message: str
     install_command: str
     rerun: str
-    probes: tuple[ProbeView, ...]
-    statuses: str  # JSON {probe: status}, for the probe filter
+    probes: tuple[ProbeView, ...]  # the probes that did not pass or skip, in full
+    statuses: str  # one STATUS_CODES letter per probe of the page ("-": none), for the probe filter
     change: str = ""  # "", "new", or the previous verdict
     requirements: str = ""
     extras: str = ""
     changed_defaults: tuple[str, ...] = ()  # probes that failed only on a changed default (marked ⚑)
     note: str = ""  # their advice, one line
+    passed: str = ""  # the passing probes, one line: names and durations (their evidence: the cell file)
+    skipped: tuple[tuple[str, str], ...] = ()  # (why, probe names) for the skipped probes
+    file: str = ""  # the cell's full result file, relative to the page ("" when the page does not know)
 
 
 @dataclass(frozen=True)
@@ -135,11 +143,18 @@ class Page:
     changed_default_notes: list[str] = field(default_factory=list)  # report.terminal.changed_default_notes
 
 
-def _json_text(value: Any, limit: int = EVIDENCE_CHARS) -> str:
+def capped(text: str, limit: int = TEXT_CHARS, where: str = "results.json") -> str:
+    """``text``, or its first ``limit`` characters and how many more there are, and where."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… ({len(text) - limit} more characters: the full text is in {where})"
+
+
+def _json_text(value: Any, limit: int = EVIDENCE_CHARS, where: str = "results.json") -> str:
     if value is None or value == {} or value == "":
         return ""
     text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters in results.json)"
+    return capped(text, limit, where)
 
 
 def cause_text(result: Any, probe: Any) -> str:
@@ -158,40 +173,71 @@ def cause_text(result: Any, probe: Any) -> str:
     return text
 
 
-def _probe_view(result: Any, probe: Any, cell: Cell, required: set[str]) -> ProbeView:
+def _probe_view(result: Any, probe: Any, cell: Cell, required: set[str], where: str) -> ProbeView:
     observed_expected = ""
     if probe.observed is not None or probe.expected is not None:
-        observed_expected = f"observed: {_json_text(probe.observed, 1000) or 'None'}\n" \
-                            f"expected: {_json_text(probe.expected, 1000) or 'None'}"
+        observed_expected = f"observed: {_json_text(probe.observed, 1000, where) or 'None'}\n" \
+                            f"expected: {_json_text(probe.expected, 1000, where) or 'None'}"
     return ProbeView(
         name=probe.name, status=probe.status,
         counts=probe_counts_as_failure(probe.status, dict(cell.policy)),
-        required=probe.name in required, message=probe.message, observed_expected=observed_expected,
-        evidence=_json_text(dict(probe.evidence)) if probe.evidence else "", cause=cause_text(result, probe),
-        traceback=probe.traceback, repro=probe.repro, duration=format_seconds(probe.duration_s))
+        required=probe.name in required, message=capped(probe.message, TEXT_CHARS, where),
+        observed_expected=observed_expected,
+        evidence=_json_text(dict(probe.evidence), EVIDENCE_CHARS, where) if probe.evidence else "",
+        cause=cause_text(result, probe), traceback=capped(probe.traceback, TEXT_CHARS, where),
+        repro=capped(probe.repro, TEXT_CHARS, where), duration=format_seconds(probe.duration_s))
 
 
-def cell_view(item: Judged, change: str = "", spec: str | None = None) -> CellView:
+def cell_file(cell_id: str, cells_href: str = "") -> str:
+    """The cell's result file as the page names it: ``<cells_href>/<id>.json``, or its name alone."""
+    return f"{cells_href.rstrip('/')}/{cell_id}.json" if cells_href else f"cells/{cell_id}.json"
+
+
+def status_codes(result: Any, probe_names: Sequence[str]) -> str:
+    """One letter per probe of the page (``STATUS_CODES``; ``-`` for a probe this cell has no result of)."""
+    by_name = {p.name: p.status for p in result.probes}
+    return "".join(STATUS_CODES.get(by_name.get(name, ""), "-") for name in probe_names)
+
+
+def _quiet_lines(probes: Sequence[Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The passing probes on one line (name and time), the skipped ones grouped by their reason."""
+    passed = ", ".join(f"{p.name} {format_seconds(p.duration_s)}" for p in probes if p.status == PASS)
+    reasons: dict[str, list[str]] = {}
+    for probe in probes:
+        if probe.status == SKIP:
+            reasons.setdefault(capped(probe.message, 200, "the cell's file"), []).append(probe.name)
+    return passed, tuple((why, ", ".join(names)) for why, names in reasons.items())
+
+
+def cell_view(item: Judged, change: str = "", spec: str | None = None, probe_names: Sequence[str] = (),
+              cells_href: str = "") -> CellView:
+    """One cell's slot and box. A probe that passed or skipped is one name on a line, without its
+    evidence (in the cell's file); every other probe gets its row, each long field capped."""
     result, cell, verdict = item.result, item.cell, item.verdict
+    where = f"{cell_file(cell.id, cells_href)}; `torch-matrix repro {cell.id}` bundles it"
     required = set(cell.required_probes or [p.name for p in result.probes])
-    probes = tuple(_probe_view(result, probe, cell, required) for probe in result.probes)
+    probes = tuple(_probe_view(result, probe, cell, required, where) for probe in result.probes
+                   if probe.status not in QUIET)
+    passed, skipped = _quiet_lines(result.probes)
     rerun = cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT) else ""
     return CellView(
-        id=cell.id, verdict=verdict.kind, symbol=TEXT_SYMBOLS[verdict.kind], reason=verdict.reason,
-        failing=verdict.failing, installed=installed_text(result),
+        id=cell.id, verdict=verdict.kind, symbol=TEXT_SYMBOLS[verdict.kind],
+        reason=capped(verdict.reason, TEXT_CHARS, where), failing=verdict.failing, installed=installed_text(result),
         time=format_seconds(result.timings.get("total")), install_status=result.install.status,
-        install_message=result.install.message if result.install.status != INSTALLED else "",
+        install_message=capped(result.install.message, TEXT_CHARS, where)
+        if result.install.status != INSTALLED else "",
         install_command=" ".join(result.install.command), rerun=rerun, probes=probes,
-        statuses=json.dumps({p.name: p.status for p in result.probes}, separators=(",", ":")),
+        statuses=status_codes(result, probe_names or [p.name for p in result.probes]),
         change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell),
         changed_defaults=tuple(sorted(verdict.advice)),
-        note="; ".join(sorted({a.advice for a in verdict.advice.values()})))
+        note="; ".join(sorted({a.advice for a in verdict.advice.values()})),
+        passed=passed, skipped=skipped, file=cell_file(cell.id, cells_href) if cells_href else "")
 
 
-def _missing_view(cell: Cell, spec: str | None = None) -> CellView:
+def _missing_view(cell: Cell, spec: str | None = None, probe_names: Sequence[str] = ()) -> CellView:
     return CellView(id=cell.id, verdict=MISSING, symbol=TEXT_SYMBOLS[MISSING], reason="no result file",
                     failing=(), installed="", time="", install_status="", install_message="",
-                    install_command="", rerun=cell_repro(cell, spec), probes=(), statuses="{}",
+                    install_command="", rerun=cell_repro(cell, spec), probes=(), statuses="-" * len(probe_names),
                     requirements=" ".join(cell.requirements), extras=extras_text(cell))
 
 
@@ -205,18 +251,27 @@ def _column_sort(key: tuple) -> tuple:
 
 def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                previous: Mapping[str, str] | None = None, previous_label: str | None = None,
-               title: str = "torch-matrix results", generated: str = "", spec: str | None = None) -> Page:
-    """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes)."""
+               title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
+               cells_href: str = "") -> Page:
+    """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes).
+    ``cells_href``: the results' ``cells`` directory relative to the page (its links to the full text)."""
     judged = judge(results)
     missing_cells = [cell for cell in missing if isinstance(cell, Cell)]
+    probe_names: list[str] = []
+    seen: set[str] = set()
+    for item in judged:
+        for name in (*item.cell.probes, *(p.name for p in item.result.probes)):
+            if name not in seen:
+                seen.add(name)
+                probe_names.append(name)
     views: list[tuple[Cell, CellView]] = []
     for item in judged:
         change = ""
         if previous is not None:
             before = previous.get(item.cell.id)
             change = NEW if before is None else ("" if before == item.verdict.kind else before)
-        views.append((item.cell, cell_view(item, change, spec)))
-    views += [(cell, _missing_view(cell, spec)) for cell in missing_cells]
+        views.append((item.cell, cell_view(item, change, spec, probe_names, cells_href)))
+    views += [(cell, _missing_view(cell, spec, probe_names)) for cell in missing_cells]
 
     extra_names = sorted({name for cell, _ in views for name in extras_of(cell)})
     with_torchvision = any(cell.torchvision for cell, _ in views)
@@ -243,14 +298,6 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
     for row_key in sorted(slots, key=lambda k: (_version_key(k[0]), _version_key(k[1])), reverse=True):
         rows.append(Row(torch=row_key[0], torchvision=row_key[1],
                         slots=tuple(tuple(slots[row_key].get(column.key, ())) for column in columns)))
-
-    probe_names: list[str] = []
-    seen: set[str] = set()
-    for item in judged:
-        for name in (*item.cell.probes, *(p.name for p in item.result.probes)):
-            if name not in seen:
-                seen.add(name)
-                probe_names.append(name)
 
     counts = count_verdicts(judged)
     count_list = [(kind, TEXT_SYMBOLS[kind], counts[kind]) for kind in VERDICTS]
@@ -283,7 +330,9 @@ def _template() -> Any:
 
 def render_html(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                 previous: Mapping[str, str] | None = None, previous_label: str | None = None,
-                title: str = "torch-matrix results", generated: str = "", spec: str | None = None) -> str:
+                title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
+                cells_href: str = "") -> str:
     page = build_page(results, missing=missing, previous=previous, previous_label=previous_label,
-                      title=title, generated=generated, spec=spec)
-    return _template().render(page=page, PASS=PASS, MARK=CHANGED_DEFAULT_MARK, MARK_HELP=CHANGED_DEFAULT_HELP)
+                      title=title, generated=generated, spec=spec, cells_href=cells_href)
+    return _template().render(page=page, PASS=PASS, MARK=CHANGED_DEFAULT_MARK, MARK_HELP=CHANGED_DEFAULT_HELP,
+                              CODE_STATUSES={code: status for status, code in STATUS_CODES.items()})

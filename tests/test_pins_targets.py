@@ -74,3 +74,16 @@ def test_pins_writes_one_constraints_file_per_target(tmp_path, capsys):
     assert "# Hardware target: GTX 1080 (sm_61), driver 580.65" in text and "torch" in text.split("\n", 3)[-1]
     main = (tmp_path / "pins" / "constraints.txt").read_text()
     assert not [line for line in main.splitlines() if line and not line.startswith("#")]
+
+
+def test_a_driver_that_does_not_know_the_card_is_advised_not_a_variant():
+    targets = targets_of(["RTX 5090", "V100"], ["535.104"])
+    results = [result_for(v, targets) for v in ("2.8.0", "2.13.0")]
+    by_target = {pins.target: pins for pins in target_pins(results)}
+    advice = by_target["RTX 5090 (sm_120), driver 535.104"].advice
+    assert all("a driver >= 580.65.06 runs this build" in line or "a driver >= 570.26 runs this build" in line
+               for line in advice), advice
+    assert not any("index-url" in line for line in advice)  # no variant helps: R535 does not know the card
+    (v100,) = by_target["V100 (sm_70), driver 535.104"].advice  # 2.13.0's cu126 runs on R535 (12.x compat)
+    assert "/whl/cu126" in v100
+    assert "a driver >=" not in v100  # a newer driver alone would not do: 2.13.0's default build has no sm_70

@@ -366,9 +366,9 @@ def judge(build: BuildFacts, target: Target) -> TargetVerdict | None:
     too_old, driver_reason = _driver_judgement(build, target.driver, arch is not None and arch[0] == Hardware.PTX_JIT)
     card_floor, since = card_driver_floor(target.gpu.capability) if target.gpu else ("", "")
     if card_floor and not _at_least(target.driver, card_floor):
-        unknown = (f"driver {target.driver} predates the {target.gpu.label} (compute capability "
-                   f"{_capability_text(target.gpu.capability)}, first supported by CUDA {since}, whose toolkit "
-                   f"driver is >= {card_floor}): the driver does not know the card")
+        unknown = (f"driver {target.driver} predates the {target.gpu.label}: compute capability "
+                   f"{_capability_text(target.gpu.capability)} came with CUDA {since}, whose toolkit driver is "
+                   f">= {card_floor}, and an older driver does not know the card")
         driver_reason = unknown + (f"; {driver_reason}" if too_old else "")
         too_old = True
     if too_old:
@@ -464,11 +464,8 @@ def variant_cuda_for(build_facts: Mapping[str, Any], capability: int | None, dri
         ccs = by_arch.get(host, by_arch.get("any", ()))
         if not any(cubin_runs(int(cc), "", capability) for cc in ccs):
             continue
-        if driver:
-            compat, toolkit = driver_minimum(str(cuda))
-            floor = compat or toolkit
-            if not floor or not _at_least(driver, floor):
-                continue
+        if driver and not _at_least(driver, driver_needed({"torch_cuda": str(cuda)}, capability) or "0"):
+            continue
         fits.append(str(cuda))
     return max(fits, key=lambda c: tuple(int(p) for p in c.split(".")), default="")
 
@@ -497,3 +494,19 @@ def variant_facts(release_facts: Mapping[str, Any], variant: str, machine: str =
     flags = " ".join(f"sm_{int(cc)}" for cc in sorted(ccs))
     return {"torch": f"{public}+{variant}", "torch_cuda": cuda, "arch_flags": flags, "arch_list": flags.split(),
             "source": f"torch.cuda.PYTORCH_RELEASES_CODE_CC of the installed torch {release_facts.get('torch')}"}
+
+
+def driver_needed(build_facts: Mapping[str, Any], capability: int | None = None) -> str:
+    """The oldest driver that runs this build (on a card of ``capability``): the newest of the minor
+    version compatibility floor of its CUDA runtime(s) and the oldest driver that knows the card; ""
+    when neither is known."""
+    build = BuildFacts.from_facts(build_facts)
+    floors = []
+    for cuda in (build.cuda, build.torchvision_cuda):
+        if cuda:
+            compat, toolkit = driver_minimum(cuda)
+            floors.append(compat or toolkit)
+    if capability is not None:
+        floors.append(card_driver_floor(capability)[0])
+    floors = [f for f in floors if f]
+    return max(floors, key=_numbers, default="")

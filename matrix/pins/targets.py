@@ -17,7 +17,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from matrix.judge.hardware import RUNS, Hardware, parse_gpu, slug_of_label, variant_cuda_for
+from matrix.judge.hardware import (RUNS, BuildFacts, Gpu, Hardware, Target, driver_needed, judge, parse_gpu,
+                                   slug_of_label, variant_cuda_for)
 from matrix.pins.specifiers import PinPolicy
 from matrix.pins.suggest import Suggestion, suggest_pins
 from matrix.vocab.records import FAIL, CellResult, ProbeResult
@@ -87,6 +88,13 @@ def advice_for(results: Sequence[CellResult], target: str) -> tuple[str, ...]:
         line = f"torch {release} ({result.cell.id}): {verdict['verdict']}"
         if Hardware(verdict["verdict"]) == Hardware.NO_CUDA:
             line += "; a CUDA build of it is needed (not the CPU one)"
+        if Hardware(verdict["verdict"]) == Hardware.DRIVER_TOO_OLD:
+            capability = _gpu_of(target)
+            needed = driver_needed(build, capability)
+            again = judge(BuildFacts.from_facts(build), Target(Gpu(f"sm_{capability}", capability)
+                                                               if capability else None, needed)) if needed else None
+            if again is not None and again.runs:  # the driver alone stands in the way
+                line += f"; a driver >= {needed} runs this build"
         cuda = variant_cuda_for(build, _gpu_of(target), _driver_of(target),
                                 str(result.platform.get("machine") or "x86_64"))
         if cuda:

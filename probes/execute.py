@@ -19,6 +19,11 @@ from probes import api
 STATUSES = ("pass", "fail", "unsupported", "skip", "error", "timeout", "crash")
 FRAMES_KEPT = 8
 OUTPUT_TAIL_CHARS = 4000
+# What one result records at most (``capped``): a probe's megabyte message or evidence made the
+# cell file, the report and an issue body megabytes too. matrix.world.shardvalues applies the
+# same limits when it loads a file our runner did not write; a test keeps them in step.
+TEXT_CHARS = 16000  # message, traceback, repro, output tail
+JSON_CHARS = 64000  # evidence, observed, expected, as JSON
 
 # --------------------------------------------------------------------------- the report channel
 #
@@ -240,6 +245,38 @@ def tail_of(path, chars=OUTPUT_TAIL_CHARS):
             return handle.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+_SURROGATES = dict((code, u"\ufffd") for code in range(0xD800, 0xE000))
+
+
+def _text(value):
+    """``value`` as text that encodes: each lone surrogate (a path decoded with surrogateescape) becomes U+FFFD."""
+    return value.translate(_SURROGATES)
+
+
+def capped(result):
+    """``result`` as the runner records it: each text field at most ``TEXT_CHARS``, each structured
+    field at most ``JSON_CHARS`` of JSON, and text that encodes; what was cut is said in place."""
+    capped_result = _dict(result)
+    for key in ("message", "traceback", "repro", "output_tail"):
+        value = capped_result.get(key)
+        if _isinstance(value, _str):
+            value = _text(value)
+            if _len(value) > TEXT_CHARS:
+                value = value[:TEXT_CHARS] + "\n[... %d more characters cut by the probe runner]" % (
+                    _len(value) - TEXT_CHARS)
+            capped_result[key] = value
+    for key in ("evidence", "observed", "expected"):
+        if key not in capped_result:
+            continue
+        text = encode(jsonable(capped_result[key]))
+        if _len(text) <= JSON_CHARS:
+            continue
+        note = "%d characters of %s as JSON cut by the probe runner (over %d)" % (_len(text), key, JSON_CHARS)
+        capped_result[key] = ({"cut_by_runner": note, "start": _text(text[:1000])} if key == "evidence"
+                              else _text(text[:1000]) + " [... " + note + "]")
+    return capped_result
 
 
 RESULT_TEXT = ("message", "traceback", "repro", "output_tail", "isolation")

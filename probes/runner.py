@@ -354,16 +354,17 @@ def run_suite(args):
             except Exception as exc:  # whatever went wrong with this probe costs this probe only
                 result = {"name": spec.name, "status": "error", "isolation": request["isolation"],
                           "message": "the runner could not run the probe: %s" % execute.one_line(exc)}
-            results.append(execute.checked_result(result, request, time.time() - started_probe))
+            results.append(execute.capped(execute.checked_result(result, request, time.time() - started_probe)))
             checkpoint(args.out, results)
-            progress.result(result, len(results), total)
+            progress.result(results[-1], len(results), total)
         for problem in problems:
-            results.append(_problem_result(problem))
+            results.append(execute.capped(_problem_result(problem)))
             checkpoint(args.out, results)
             progress.result(results[-1], len(results), total)
         for name, command in commands:
             index += 1
-            results.append(run_command_probe(name, command, args.timeout, tmpdir, index, args.command_dir))
+            results.append(execute.capped(run_command_probe(name, command, args.timeout, tmpdir, index,
+                                                            args.command_dir)))
             checkpoint(args.out, results)
             progress.result(results[-1], len(results), total)
         gpu = None

@@ -1141,6 +1141,117 @@ def test_bad_shard_files_are_named_and_skipped(tmp_path, finished_run):
     assert strict.returncode != 0  # unreadable shards are infrastructure trouble under --strict
 
 
+# Every value read from a shard is checked where it is loaded (issue 25): a bad one costs that
+# field one warning naming the file, never the run.
+
+
+def _set_probe(field: str, value):
+    return lambda data: data["probes"][0].__setitem__(field, value)
+
+
+BAD_VALUES = {
+    "timings-nan": lambda data: data["timings"].__setitem__("total", float("nan")),
+    "timings-inf": lambda data: data["timings"].__setitem__("total", float("inf")),
+    "timings-negative": lambda data: data["timings"].__setitem__("probes", -3.0),
+    "timings-huge": lambda data: data["timings"].__setitem__("total", 1e300),
+    "duration-nan": _set_probe("duration_s", float("nan")),
+    "duration-inf": _set_probe("duration_s", float("-inf")),
+    "message-lone-surrogate": _set_probe("message", "cannot open /data/ckpt-\udcff.pt"),
+    "evidence-lone-surrogate": _set_probe("evidence", {"path": "/data/\udce9t\udce9.pt", "n": 1}),
+    "observed-lone-surrogate": _set_probe("observed", "\ud800"),
+    "message-8-MB": _set_probe("message", "x" * 8_000_000),
+    "evidence-8-MB": _set_probe("evidence", {"log": ["y" * 1000] * 8000}),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_VALUES))
+def test_one_bad_value_in_a_shard_costs_one_warning_never_the_run(tmp_path, finished_run, bad):
+    run_dir = copy_run(finished_run, tmp_path)
+    path = run_dir / "cells" / f"{BROKEN}.json"
+    data = json.loads(path.read_text())
+    BAD_VALUES[bad](data)
+    path.write_text(json.dumps(data))  # as a foreign writer leaves it: NaN, \udcff escapes
+    env = env_for(tmp_path, tmp_path / "none.toml", TORCH_MATRIX_HISTORY=str(tmp_path / "history.sqlite"))
+    commands = {
+        "report": ["report", str(run_dir), "--junit", str(tmp_path / "junit.xml")],
+        "report --html": ["report", str(run_dir), "--html", str(tmp_path / "report.html")],
+        "pins": ["pins", str(run_dir), "--no-coverage"],
+        "import": ["import", str(run_dir), "--db", str(tmp_path / "history.sqlite")],
+        "repro": ["repro", BROKEN, "--results", str(run_dir)],
+    }
+    wrong = []
+    for name, args in commands.items():
+        done = cli(tmp_path, env, *args)
+        named = [line for line in done.stderr.splitlines() if str(path) in line]
+        if "Traceback" in done.stderr or done.returncode != 0:
+            wrong.append(f"{name}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1][:300]}")
+        elif len(named) != 1 or "skipped" in named[0] or "invalid cell result" in named[0]:
+            wrong.append(f"{name}: not one warning about a field: {named}"[:600])
+        elif len(done.stdout) > 1_000_000:
+            wrong.append(f"{name}: {len(done.stdout)} characters of output")
+    assert not wrong, "\n".join(wrong)
+    assert BROKEN in cli(tmp_path, env, "report", str(run_dir)).stdout  # the cell is still there
+    junit = (tmp_path / "junit.xml").read_text()
+    assert 'time="nan"' not in junit and 'time="inf"' not in junit and 'time="-' not in junit
+    assert (tmp_path / "report.html").stat().st_size < 2_000_000
+
+
+HUGE_PROBES = """
+from probes.api import probe, Fail
+
+@probe("huge_failure")
+def huge_failure(ctx):
+    raise Fail("cannot read /data/ckpt-\\udcff.pt: " + "x" * 8000000, observed=["o" * 1000] * 5000,
+               expected=1, evidence={"log": "e" * 5000000})
+
+@probe("huge_pass")
+def huge_pass(ctx):
+    return {"table": list(range(1000000))}
+
+@probe("small")
+def small(ctx):
+    return {"ok": True}
+"""
+
+
+def test_the_probe_runner_caps_what_it_records_and_says_how_much(tmp_path, index):
+    from matrix.world.shardvalues import RUNNER_JSON_CHARS, RUNNER_TEXT_CHARS as TEXT_CHARS
+    from probes import execute
+
+    assert (execute.TEXT_CHARS, execute.JSON_CHARS) == (TEXT_CHARS, RUNNER_JSON_CHARS)  # one limit, two ends
+    probes = probe_dir(tmp_path, HUGE_PROBES)
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["huge_failure", "huge_pass", "small"]\ndirs = ["{probes}"]')
+    env = env_for(tmp_path, spec)
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    path = cells_dir(tmp_path) / f"{GOOD}.json"
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert path.stat().st_size < 300_000, path.stat().st_size
+    result = read_result(path)
+    statuses = {p.name: p.status for p in result.probes}
+    assert statuses == {"huge_failure": "fail", "huge_pass": "pass", "small": "pass"}, statuses
+    failure = result.probe("huge_failure")
+    assert len(failure.message) < TEXT_CHARS + 200 and "more characters cut by the probe runner" in failure.message
+    assert "cut when loading" not in failure.message  # the runner's cut is the only one
+    assert "ckpt-\ufffd.pt" in failure.message  # a lone surrogate is not text: replaced, not fatal
+    assert "cut by the probe runner" in failure.evidence["cut_by_runner"]
+    assert "cut by the probe runner" in failure.observed and failure.expected == 1
+    assert "cut by the probe runner" in result.probe("huge_pass").evidence["cut_by_runner"]
+    assert result.probe("small").evidence == {"ok": True}
+    assert len(done.stdout + done.stderr) < 200_000  # nox's log is not megabytes either
+
+
+def test_junit_never_says_time_nan():
+    import dataclasses
+
+    from matrix.report.junit import render_junit
+    from tests.factories import make_probe, make_result
+
+    for bad in (float("nan"), float("inf"), -1.0):
+        result = make_result(probes=[dataclasses.replace(make_probe("p"), duration_s=bad)])
+        text = render_junit([result])
+        assert 'time="nan"' not in text and 'time="inf"' not in text and 'time="-' not in text, text
+
+
 def test_a_10000_cell_plan_is_planned_whole():
     """Correctness at scale; its speed (0.7 s on the fault table's machine) is in `nox -s bench`."""
     from matrix.plan.grid import IndexFacts, plan_cells

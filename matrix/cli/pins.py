@@ -88,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
 def _pins(args: argparse.Namespace) -> int:
     loaded = load_results(args.results_dir)
     for problem in loaded.problems:
-        print(f"torch-matrix pins: skipped: {problem}", file=sys.stderr)
+        print(f"torch-matrix: warning: {problem}", file=sys.stderr)
     if not loaded.results:
         raise UserError("no cell results found", str(args.results_dir), hint=NO_RESULTS_HINT)
     released = None

@@ -13,6 +13,7 @@ the cell's own probe policy (the same rule as the verdict):
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import Any
@@ -48,9 +49,14 @@ def _body(probe: Any) -> str:
     return "\n\n".join(parts)
 
 
+def _seconds(value: float) -> float:
+    """A duration JUnit readers accept: NaN, infinities and negatives (a foreign shard) count as 0."""
+    return value if math.isfinite(value) and value > 0 else 0.0
+
+
 def _testcase(suite: ET.Element, classname: str, name: str, seconds: float) -> ET.Element:
     return ET.SubElement(suite, "testcase", classname=_clean(classname), name=_clean(name),
-                         time=f"{max(seconds, 0.0):.3f}")
+                         time=f"{_seconds(seconds):.3f}")
 
 
 def _add(parent: ET.Element, tag: str, message: str, kind: str, body: str = "") -> None:
@@ -108,6 +114,7 @@ def _suite(result: CellResult, counts: dict[str, int]) -> ET.Element:
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     suite.set("skipped", str(skipped))
+    total = _seconds(total)
     suite.set("time", f"{total:.3f}")
     if result.finished_at:
         suite.set("timestamp", result.finished_at[:19])

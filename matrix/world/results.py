@@ -36,6 +36,7 @@ from matrix.vocab.records import (
     ProbeResult,
 )
 from matrix.judge.verdict import is_complete
+from matrix.world.shardvalues import check_numbers, check_values, may_need_checking
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vocab" / "schema" / "cell-result.schema.json"
 MERGED_SCHEMA_ID = "torch-matrix/results"
@@ -289,29 +290,30 @@ def _describe_schema_error(data: Any) -> str | None:
     return f"invalid cell result at {where}: {message}"
 
 
-def _read_json(path: Path) -> tuple[Any, str | None]:
+def _read_json(path: Path) -> tuple[Any, str | None, str]:
+    """(data, why not, the text): the text tells ``shardvalues.may_need_checking`` whether to look closer."""
     try:
         # Bytes then one decode: a quarter cheaper than read_text's newline-translating reader, and
         # the same JSON (a CR or LF inside a JSON string is invalid either way).
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        return None, "not UTF-8 text"
+        return None, "not UTF-8 text", ""
     except OSError as error:
-        return None, f"cannot read ({error.strerror or error})"
+        return None, f"cannot read ({error.strerror or error})", ""
     if not text.strip():
-        return None, "empty file"
+        return None, "empty file", ""
     try:
-        return json.loads(text), None
+        return json.loads(text), None, text
     except json.JSONDecodeError:
         text = text.replace("\r\n", "\n").replace("\r", "\n")  # place errors as an editor counts lines
     except RecursionError:
-        return None, "not JSON (nested too deeply)"
+        return None, "not JSON (nested too deeply)", text
     try:
-        return json.loads(text), None
+        return json.loads(text), None, text
     except json.JSONDecodeError as error:
-        return None, f"not JSON (line {error.lineno} column {error.colno})"
+        return None, f"not JSON (line {error.lineno} column {error.colno})", text
     except RecursionError:
-        return None, "not JSON (nested too deeply)"
+        return None, "not JSON (nested too deeply)", text
 
 
 @dataclass
@@ -334,7 +336,7 @@ def _cell_id_of(item: Any) -> Any:
     return cell.get("id") if isinstance(cell, dict) else None
 
 
-def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[int, Any]] | None:
+def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[int, Any, str]] | None:
     """The items of a merged file laid out as write_merged writes it, with their positions, leaving
     out each line that is byte for byte the compact JSON of a result already loaded (a report run in
     place reads its own results.json back: no need to parse 2,000 copies). None when the file is
@@ -350,7 +352,7 @@ def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[in
     if not middle:
         return []
     lines = middle.split("\n")  # json.dumps escapes newlines inside strings: one line, one cell
-    items: list[tuple[int, Any]] = []
+    items: list[tuple[int, Any, str]] = []
     for position, line in enumerate(lines):
         if position < len(lines) - 1:
             if not line.endswith(","):
@@ -361,7 +363,7 @@ def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[in
             if entry is not None and entry.compact() == line:
                 continue
         try:
-            items.append((position, json.loads(line)))
+            items.append((position, json.loads(line), line))
         except (ValueError, RecursionError):
             return None
     return items
@@ -372,15 +374,17 @@ def _entries_from_file(path: Path, shown: str, out: LoadedResults,
     if known and path.name == MERGED_NAME:
         items = _merged_items_by_line(path, known)
         if items is not None:
-            for position, item in items:
-                entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True)
+            for position, item, line in items:
+                entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True,
+                                         suspicious=may_need_checking(line))
                 if entry:
                     yield entry
             return
-    data, problem = _read_json(path)
+    data, problem, text = _read_json(path)
     if problem:
         out.skip(shown, problem)
         return
+    suspicious = may_need_checking(text)
     if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA_ID:
         version = data.get("schema_version")
         if isinstance(version, int) and version > MERGED_SCHEMA_VERSION:
@@ -394,20 +398,23 @@ def _entries_from_file(path: Path, shown: str, out: LoadedResults,
         for position, item in enumerate(cells):
             if known is not None and _cell_id_of(item) in known and known[_cell_id_of(item)].data == item:
                 continue  # an exact copy of a result already loaded: nothing to validate
-            entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True)
+            entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True, suspicious=suspicious)
             if entry:
                 yield entry
         return
     if path.name == MERGED_NAME and not (isinstance(data, dict) and data.get("schema") == SCHEMA_ID):
         out.skip(shown, "not a torch-matrix results file")
         return
-    entry = _entry_from_data(data, shown, out, merged=False)
+    entry = _entry_from_data(data, shown, out, merged=False, suspicious=suspicious)
     if entry:
         entry.path = path
         yield entry
 
 
-def _entry_from_data(data: Any, shown: str, out: LoadedResults, merged: bool) -> _Entry | None:
+def _entry_from_data(data: Any, shown: str, out: LoadedResults, merged: bool,
+                     suspicious: bool = True) -> _Entry | None:
+    # Values first (shardvalues): a NaN duration or a lone surrogate costs that field, not the cell.
+    notes = check_numbers(data) + (check_values(data) if suspicious else [])
     problem = _describe_schema_error(data)
     if problem:
         out.skip(shown, problem)
@@ -417,6 +424,8 @@ def _entry_from_data(data: Any, shown: str, out: LoadedResults, merged: bool) ->
     except (KeyError, TypeError, ValueError) as error:  # schema and records out of step
         out.skip(shown, f"cannot read cell result ({type(error).__name__}: {error})")
         return None
+    if notes:
+        out.problems.append(f"{shown}: {'; '.join(notes)}")
     return _Entry(result, shown, merged, data)
 
 

@@ -1252,6 +1252,115 @@ def test_junit_never_says_time_nan():
         assert 'time="nan"' not in text and 'time="inf"' not in text and 'time="-' not in text, text
 
 
+# The history database (issue 25): every SQLite failure is one line naming the file and the
+# fix, and a failed write leaves the database as it was.
+
+
+def _history_with_one_run(tmp: Path, finished: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A history database holding the finished run, and a second, different run to import."""
+    db = tmp / "history" / "history.sqlite"
+    env = env_for(tmp, tmp / "none.toml")
+    done = cli(tmp, env, "import", str(finished), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    second = tmp / "second" / "faults"
+    shutil.copytree(finished, second)
+    for path in (second / "cells").glob("*.json"):
+        data = json.loads(path.read_text())
+        data["finished_at"] = "2026-12-01T00:00:00+00:00"
+        data["probes"].extend(dict(p, name=f"{p['name']}_{n}") for n in range(40) for p in data["probes"][:1])
+        path.write_text(json.dumps(data))
+    return db, second, env
+
+
+def _one_history_error(done: subprocess.CompletedProcess, db: Path, *needles: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_error(done.stderr, str(db), *needles)
+    hint = hint_of(done.stderr)
+    assert len([x for x in done.stderr.splitlines() if x.strip()]) == 2, done.stderr  # the line and its fix
+    return line, hint
+
+
+def test_history_with_damaged_pages_is_one_line_with_the_fix(tmp_path, finished_run):
+    db, second, env = _history_with_one_run(tmp_path, finished_run)
+    data = bytearray(db.read_bytes())
+    assert len(data) > 8192
+    data[4096:] = b"\xab" * (len(data) - 4096)  # every page after the header and schema page
+    db.write_bytes(bytes(data))
+    run_dir = copy_run(finished_run, tmp_path)
+    for args in (["history", "--db", str(db)], ["import", str(second), "--db", str(db)],
+                 ["report", str(run_dir), "--previous", "last", "--html", str(tmp_path / "r.html")]):
+        done = cli(tmp_path, {**env, "TORCH_MATRIX_HISTORY": str(db)}, *args)
+        if args[0] == "report":  # the report's own lines come first; then the one error, its fix
+            assert done.returncode == 2, done.stderr
+            one_error(done.stderr, str(db), "damaged")
+            hint = hint_of(done.stderr)
+        else:
+            _, hint = _one_history_error(done, db, "damaged")
+        assert "history branch" in hint and "reimport" in hint, hint
+    assert db.read_bytes() == bytes(data)
+
+
+def test_history_of_our_version_with_other_tables_is_one_line(tmp_path):
+    import sqlite3
+
+    from matrix.world.history import SCHEMA_VERSION
+
+    db = tmp_path / "history.sqlite"
+    with sqlite3.connect(db) as connection:
+        connection.execute("CREATE TABLE runs (id TEXT, when_ TEXT)")
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    before = db.read_bytes()
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    for args in (["history", "--db", str(db)], ["diff", "a", "b", "--db", str(db)]):
+        _, hint = _one_history_error(cli(tmp_path, env, *args), db, "tables")
+        assert "history branch" in hint and "reimport" in hint, hint
+    assert db.read_bytes() == before
+
+
+def _history_in_namespace(tmp: Path, db: Path, setup: str, args: list[str], env: dict[str, str]):
+    """``torch-matrix ARGS`` inside a private mount namespace after ``setup``; then the database's
+    sha256 and `history` as seen there (the mount is gone afterwards)."""
+    command = " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", *args]))
+    after = (f"; echo EXIT=$?; sha256sum {db}; "
+             + " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", "history", "--db", str(db)]))
+             + "; echo HISTORY_EXIT=$?")
+    return run(["unshare", "-m", "sh", "-c", setup + command + " 2>" + str(tmp / "err.txt") + after], tmp, env)
+
+
+def test_history_import_into_a_read_only_file_is_one_line_and_changes_nothing(tmp_path, finished_run):
+    needs_private_mounts()
+    import hashlib
+
+    db, second, env = _history_with_one_run(tmp_path, finished_run)
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    setup = f"mount --bind {db.parent} {db.parent}\nmount -o remount,bind,ro {db.parent}\n"
+    done = _history_in_namespace(tmp_path, db, setup, ["import", str(second), "--db", str(db)], env)
+    err = (tmp_path / "err.txt").read_text()
+    assert "EXIT=2" in done.stdout, done.stdout + err
+    one_error(err, str(db), "read-only")
+    assert "writable" in hint_of(err)
+    assert digest in done.stdout and "HISTORY_EXIT=0" in done.stdout, done.stdout  # still readable, unchanged
+
+
+def test_history_import_on_a_full_disk_is_one_line_and_changes_nothing(tmp_path, finished_run):
+    needs_private_mounts()
+    import hashlib
+
+    db, second, env = _history_with_one_run(tmp_path, finished_run)
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    saved = tmp_path / "saved.sqlite"
+    shutil.copy(db, saved)
+    setup = (f"mount -t tmpfs -o size=256k tmpfs {db.parent}\ncp {saved} {db}\n"
+             f"dd if=/dev/zero of={db.parent}/filler bs=1k count=1000 2>/dev/null || true\n"
+             f"rm -f {db.parent}/filler.small; dd if=/dev/zero of={db.parent}/filler.small bs=1k count=0 2>/dev/null\n")
+    done = _history_in_namespace(tmp_path, db, setup, ["import", str(second), "--db", str(db)], env)
+    err = (tmp_path / "err.txt").read_text()
+    assert "EXIT=2" in done.stdout, done.stdout + err
+    one_error(err, str(db), "full")
+    assert "free some space" in hint_of(err)
+    assert digest in done.stdout and "HISTORY_EXIT=0" in done.stdout, done.stdout + err
+
+
 def test_a_10000_cell_plan_is_planned_whole():
     """Correctness at scale; its speed (0.7 s on the fault table's machine) is in `nox -s bench`."""
     from matrix.plan.grid import IndexFacts, plan_cells

@@ -14,6 +14,7 @@ runs is pure logic in ``matrix.report.diff``; this module only reads and writes 
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
@@ -279,6 +280,75 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+# ---------------------------------------------------------------------------- SQLite failures, one line each
+
+_RESTORE = (f"restore it from the history branch (`git fetch origin torch-matrix-history && git show "
+            f"FETCH_HEAD:{DB_NAME} > FILE`, docs/nightly.md), or delete it and reimport the runs you have "
+            "(`torch-matrix import RESULTS_DIR`)")
+
+
+def history_failure(error: sqlite3.Error, where: Path) -> UserError:
+    """What an SQLite error means for the user, as one line naming the file, and the fix.
+
+    A failed write changes nothing: every write is one transaction (``with self.db``, each
+    migration step in BEGIN ... COMMIT) and SQLite rolls it back."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    lower = text.lower()
+    if "full" in lower:
+        return UserError(f"cannot write the history database: the disk is full ({text}); nothing was written",
+                         str(where), hint="free some space, then run the command again")
+    if "readonly" in lower or "read-only" in lower or "unable to open" in lower or "permission" in lower:
+        return UserError(f"cannot write the history database: it is read-only ({text}); nothing was written",
+                         str(where), hint="make the file and its folder writable, or give another file with "
+                                          f"--db / ${HISTORY_ENV}")
+    if "locked" in lower or "busy" in lower:
+        return UserError(f"the history database is busy ({text}); nothing was written", str(where),
+                         hint="another torch-matrix import is writing it: run the command again when it ends")
+    if "not a database" in lower or "encrypted" in lower:  # the header itself is not SQLite's
+        return UserError(f"not a torch-matrix history database ({text})", str(where),
+                         hint=f"point --db / ${HISTORY_ENV} at the history file; if this was it, {_RESTORE}")
+    if "malformed" in lower or "corrupt" in lower:
+        return UserError(f"the history database is damaged ({text})", str(where), hint=_RESTORE)
+    if "no such table" in lower or "no such column" in lower or "has no column" in lower:
+        return UserError(f"the history database does not have the tables of its version ({text})", str(where),
+                         hint=_RESTORE)
+    return UserError(f"the history database failed ({text})", str(where), hint=_RESTORE)
+
+
+def _one_line_failures(method):
+    @functools.wraps(method)
+    def wrapper(self: History, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as error:
+            raise history_failure(error, self.path) from None
+    return wrapper
+
+
+for _name, _method in list(vars(History).items()):  # every query and write of an open history
+    if callable(_method) and not _name.startswith("_") and _name != "close":
+        setattr(History, _name, _one_line_failures(_method))
+
+
+# The tables and columns this version's queries use: a file at our version without them (restored
+# from the wrong place, edited by hand) is refused at open, not mid-query.
+_TABLES = {
+    "runs": ("seq", "id", "date", "spec", "commit_sha", "source", "imported_at", "cells", *_COUNT_COLUMNS),
+    "cells": ("run", "cell", "verdict", "reason", "failing", "requirements", "python"),
+    "probes": ("run", "cell", "probe", "status", "message", "repro"),
+}
+
+
+def _check_tables(connection: sqlite3.Connection, where: Path) -> None:
+    for table, columns in _TABLES.items():
+        have = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        lacking = [column for column in columns if column not in have]
+        if lacking:
+            what = f"no table {table}" if not have else f"table {table} lacks {', '.join(lacking)}"
+            raise UserError(f"the history database does not have the tables of its version "
+                            f"{SCHEMA_VERSION} ({what})", str(where), hint=_RESTORE)
+
+
 def open_history(path: str | os.PathLike[str], *, create: bool = True) -> History:
     """Open (and create or migrate) the database at ``path``. Bad files raise ``UserError``."""
     target = Path(path)
@@ -296,10 +366,10 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True) -> Histor
                         hint="give a writable file with --db or $TORCH_MATRIX_HISTORY") from None
     try:
         _migrate(connection, target)
-    except sqlite3.DatabaseError as error:
+        _check_tables(connection, target)
+    except sqlite3.Error as error:
         connection.close()
-        raise UserError(f"not a torch-matrix history database ({error})", str(target),
-                        hint=f"point --db / ${HISTORY_ENV} at another file") from None
+        raise history_failure(error, target) from None
     except BaseException:
         connection.close()
         raise

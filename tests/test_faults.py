@@ -1361,6 +1361,105 @@ def test_history_import_on_a_full_disk_is_one_line_and_changes_nothing(tmp_path,
     assert digest in done.stdout and "HISTORY_EXIT=0" in done.stdout, done.stdout + err
 
 
+# Every file the tool writes goes through the one atomic writer and fails as one line; --apply
+# keeps what it does not change (issue 25).
+
+
+def test_repro_out_on_a_full_or_read_only_disk_is_one_line(tmp_path, finished_run):
+    needs_private_mounts()
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bundle.md").write_text("the bundle from before\n")
+    command = " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", "repro", BROKEN, "--results",
+                                         str(finished_run), "--out", str(out / "bundle.md")]))
+    for setup, words, fix in (
+            (f"mount --bind {out} {out}\nmount -o remount,bind,ro {out}\n", "Read-only", "writable"),
+            (f"mount -t tmpfs -o size=64k tmpfs {out}\necho 'the bundle from before' > {out}/bundle.md\n"
+             f"dd if=/dev/zero of={out}/filler bs=1k count=1000 2>/dev/null || true\n", "No space", "space")):
+        done = run(["unshare", "-m", "sh", "-c", setup + command + f"; echo EXIT=$?; cat {out}/bundle.md; "
+                    f"ls -a {out}"], tmp_path, env)
+        assert "EXIT=2" in done.stdout, done.stdout + done.stderr
+        one_error(done.stderr, str(out / "bundle.md"), words)
+        assert fix in hint_of(done.stderr)
+        assert "the bundle from before" in done.stdout and ".tmp" not in done.stdout, done.stdout
+
+
+def _pins_to_apply(tmp: Path, finished: Path) -> tuple[Path, dict[str, str]]:
+    """A run whose pins exclude torch 2.2.0 (its torchvision breaks), and the environment to apply them."""
+    run_dir = copy_run(finished, tmp)
+    return run_dir, env_for(tmp, tmp / "none.toml")
+
+
+def test_pins_apply_in_a_read_only_folder_is_one_line(tmp_path, finished_run):
+    needs_private_mounts()
+    run_dir, env = _pins_to_apply(tmp_path, finished_run)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "requirements.txt").write_text("torch>=2.0\n")
+    command = " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--no-coverage",
+                                         "--out", str(tmp_path / "pins"), "--apply",
+                                         str(project / "requirements.txt")]))
+    setup = f"mount --bind {project} {project}\nmount -o remount,bind,ro {project}\n"
+    done = run(["unshare", "-m", "sh", "-c", setup + command + "; echo EXIT=$?"], tmp_path, env)
+    assert "EXIT=2" in done.stdout, done.stdout + done.stderr
+    one_error(done.stderr, str(project / "requirements.txt"), "Read-only")
+    assert (project / "requirements.txt").read_text() == "torch>=2.0\n"
+
+
+APPLY_CASES = {  # name: (file bytes, what the applied file must be)
+    "continuation": (b"torch>=2.0,\\\n    <3\ntorchvision>=0.16\n",
+                     None),  # checked by parsing: pip reads the same requirements, plus the pin
+    "bom-crlf": (b"\xef\xbb\xbftorch>=2.0\r\nnumpy\r\n", b"\xef\xbb\xbftorch>=2.0,!=2.2.0\r\nnumpy\r\n"),
+    "hash-continuation": (b"torch>=2.0 \\\n    --hash=sha256:abc\nnumpy\n",
+                          b"torch>=2.0,!=2.2.0 \\\n    --hash=sha256:abc\nnumpy\n"),
+}
+
+
+def _requirements_of(text: str) -> list[str]:
+    """The requirements pip reads from ``text``: continuation lines joined, comments and options dropped."""
+    from packaging.requirements import Requirement
+
+    logical = text.lstrip("\ufeff").replace("\\\r\n", "").replace("\\\n", "")
+    found = []
+    for line in logical.splitlines():
+        body = line.split(" #")[0].split(" --")[0].strip()
+        if body and not body.startswith(("#", "-")):
+            found.append(str(Requirement(body)))
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(APPLY_CASES))
+def test_pins_apply_keeps_what_it_does_not_change(tmp_path, finished_run, case):
+    run_dir, env = _pins_to_apply(tmp_path, finished_run)
+    original, expected = APPLY_CASES[case]
+    real = tmp_path / "real" / "requirements.txt"
+    real.parent.mkdir()
+    real.write_bytes(original)
+    real.chmod(0o640)
+    link = tmp_path / "requirements.txt"
+    link.symlink_to(real)  # a requirements file kept elsewhere and linked in
+    done = cli(tmp_path, env, "pins", str(run_dir), "--no-coverage", "--out", str(tmp_path / "pins"),
+               "--apply", str(link))
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and link.resolve() == real  # written through the link, to its target
+    assert real.stat().st_mode & 0o777 == 0o640
+    written = real.read_bytes()
+    if expected is not None:
+        assert written == expected, written
+    else:
+        from packaging.requirements import Requirement
+
+        before, after = _requirements_of(original.decode()), _requirements_of(written.decode())
+        assert len(after) == len(before), (before, after)  # pip still reads every requirement
+        for old, new in zip(map(Requirement, before), map(Requirement, after)):  # each kept, plus the pin
+            assert old.name == new.name and set(map(str, old.specifier)) < set(map(str, new.specifier)), (old, new)
+        assert not Requirement(after[0]).specifier.contains("2.2.0")
+    again = cli(tmp_path, env, "pins", str(run_dir), "--no-coverage", "--out", str(tmp_path / "pins"),
+                "--apply", str(link))
+    assert again.returncode == 0 and real.read_bytes() == written  # a second run changes nothing
+
+
 def test_a_10000_cell_plan_is_planned_whole():
     """Correctness at scale; its speed (0.7 s on the fault table's machine) is in `nox -s bench`."""
     from matrix.plan.grid import IndexFacts, plan_cells

@@ -16,6 +16,7 @@ import sys
 from typing import Callable, Sequence
 
 from matrix.edges import console
+from matrix.edges.fileio import WriteFailed
 from matrix.vocab.errors import EXIT_BAD_INPUT, UserError
 
 
@@ -214,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(args) or 0)
     except UserError as error:
         console.error(error)
+        return EXIT_BAD_INPUT
+    except WriteFailed as error:  # a file it writes (--out, --apply, the report's files): one line
+        console.error(error.user_error())
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         console.note("torch-matrix: interrupted")

@@ -5,7 +5,9 @@ markers, options (``-r``, ``--index-url``, ``--hash``), URL and path requirement
 file's formatting stay as they were. An exact pin (``==``) is never rewritten: if the
 evidence excludes it, a note says so. A Python-scoped pin splits one requirement into
 lines with complementary ``python_version`` markers. Writes are atomic (temp file +
-rename), so a failure never leaves half a file.
+rename), so a failure never leaves half a file; a symlinked file is written through to its
+target, with its mode, line endings and byte-order mark kept. A requirement continued over
+lines (``\\``) is read as pip reads it (joined); if it changes, it is written on one line.
 """
 
 from __future__ import annotations
@@ -171,6 +173,25 @@ def _split_comment(content: str) -> tuple[str, str]:
     return body, content[start:]
 
 
+def _joined(group: Sequence[str]) -> str:
+    """The logical line pip reads from physical lines joined by trailing backslashes."""
+    pieces = []
+    for line in group:
+        line = line.rstrip("\r\n")
+        pieces.append(line[:-1] if line.endswith("\\") else line)
+    return "".join(pieces)
+
+
+def _requirement_continues(group: Sequence[str], first: str) -> bool:
+    """Whether the requirement (not just its options, such as `--hash`) goes on past the first line."""
+    body, comment = _split_comment(_joined(group))
+    if comment and not _split_comment(first)[1]:
+        return True  # the first line's text ends before the comment: the requirement goes on
+    option = _OPTION.search(body)
+    requirement = (body[:option.start()] if option else body).rstrip()
+    return len(requirement) > len(first.rstrip())
+
+
 def update_requirements_txt(text: str, pins: Sequence[RequirementLine], where: str,
                             notes: list[str] | None = None,
                             seen: set[str] | None = None) -> tuple[str, list[str]]:
@@ -192,6 +213,13 @@ def update_requirements_txt(text: str, pins: Sequence[RequirementLine], where: s
         continued = content.endswith("\\")
         if continued:
             content = content[:-1]
+        if continued and _requirement_continues(group, content):
+            # The requirement itself goes on after a backslash (`torch>=2.0,\` then `    <3`): pip joins
+            # the lines; so do we, and a changed requirement is written whole on its first line.
+            content, group_rest = _joined(group), []
+            continued = False
+        else:
+            group_rest = group[1:]
         body, comment = _split_comment(content)
         stripped = body.strip()
         if not stripped or stripped.startswith("-"):
@@ -225,7 +253,7 @@ def update_requirements_txt(text: str, pins: Sequence[RequirementLine], where: s
             tail = ("  " + rest.strip()) if rest.strip() else ""
             out.append(head_ws + replacement[0].strip() + tail + newline)
             out.extend(head_ws + extra.strip() + newline for extra in replacement[1:])
-        out.extend(group[1:])
+        out.extend(group_rest)
         changes.append(f"{where}:{lineno}: {requirement_text.strip()} -> " + " | ".join(
             r.strip() for r in replacement))
     return "".join(out), changes
@@ -301,10 +329,12 @@ def apply_pins(path: str | os.PathLike[str], pins: Sequence[RequirementLine], *,
         raise UserError("not a UTF-8 text file", str(target), hint=APPLY_HINT) from None
     notes: list[str] = []
     present: set[str] = set()
+    bom = "\ufeff" if old.startswith("\ufeff") else ""  # a UTF-8 byte-order mark: kept, not a requirement
     if target.name == "pyproject.toml" or target.suffix == ".toml":
-        new, changes = update_pyproject(old, pins, str(target), notes, present)
+        new, changes = update_pyproject(old[len(bom):], pins, str(target), notes, present)
     else:
-        new, changes = update_requirements_txt(old, pins, str(target), notes, present)
+        new, changes = update_requirements_txt(old[len(bom):], pins, str(target), notes, present)
+    new = bom + new
     for name in sorted({line.package for line in pins if line.specifiers}):
         if canonicalize_name(name) not in present:
             wanted = " | ".join(line.text() for line in pins if line.package == name and line.specifiers)

@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from matrix.edges import proc
+from matrix.edges.fileio import atomic_write
 from matrix.world.probe_process import run_facts
 from matrix.vocab.records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, Cell, InstallOutcome, public_version
 from matrix.world.specfile import PYTORCH_INDEX as OFFICIAL_PYTORCH_INDEX
@@ -284,7 +285,7 @@ def install(cell: Cell, index_config: IndexLike, venv_python: str, *,
     uv = uv or uv_executable()
     command = install_command(cell, index_config, venv_python, uv=uv, project_dir=project_dir)
     if OVERRIDE_TAG in cell.tags:
-        overrides_path(venv_python).write_text("\n".join(override_lines(cell)) + "\n", encoding="utf-8")
+        atomic_write(overrides_path(venv_python), "\n".join(override_lines(cell)) + "\n", durable=False)
     attempt = 0
     while True:
         attempt += 1

@@ -42,6 +42,13 @@ def matrix(session: nox.Session, cell: str) -> None:
 
 
 @nox.session(python=False, allow_parallel=False)
+def followups(session: nox.Session) -> None:
+    """Follow-up cells planned from the results: counterfactuals, and the edges of each break
+    (bisected over the index's releases) that prove the pins; capped by $TORCH_MATRIX_FOLLOWUPS."""
+    nox_support.run_followups_session(session)
+
+
+@nox.session(python=False, allow_parallel=False)
 def report(session: nox.Session) -> None:
     """Merge the run's cell results: table, summary.md, results.json, report.html, pins/."""
     run_dir = nox_support.run_dir_for_session()

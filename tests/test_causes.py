@@ -100,20 +100,22 @@ def test_a_mismatched_build_plans_the_matched_build_and_its_pass_confirms_the_ad
     assert "2.13.0" in render_text(suggestion).split("Tested versions:")[1].split("\n")[1]  # 2.13.0 is good
 
 def test_a_missing_dependency_plans_the_same_cell_with_it_added_and_its_pass_confirms_the_advice():
-    from matrix.plan.counterfactual import cap_from, counterfactual_of, plan_counterfactuals, within_cap
+    from matrix.plan.counterfactual import counterfactual_of, plan_counterfactuals
+    from matrix.plan.followups import DEFAULT_CAP, cap_from, within_cap
 
     failing = _compile_cell("2.3.1", "3.10", "fail", SETUPTOOLS)
     (cf,) = plan_counterfactuals(failing)
     assert cf.id == "t2.3.1-py3.10-cf-with-setuptools" and counterfactual_of(cf.id) == failing.cell.id
     assert cf.requirements == (*failing.cell.requirements, "setuptools") and cf.axes == failing.cell.axes
     assert cf.required_probes == failing.cell.required_probes and "counterfactual" in cf.tags
+    assert cf.origin == "counterfactual" and cf.reason == f"{failing.cell.id} with setuptools"
     assert plan_counterfactuals(_compile_cell("2.4.1", "3.12")) == []  # nothing to isolate
     version_failure = _compile_cell("2.3.1", "3.12", "unsupported", "torch.compile does not support Python 3.12")
     assert plan_counterfactuals(version_failure) == []
     # Bounded, and switched off with 0.
-    assert cap_from({}) == 8 and cap_from({"TORCH_MATRIX_COUNTERFACTUALS": "0"}) == 0
-    assert within_cap([cf, cf], already=7, cap=8) == ([cf], 1)
-    assert within_cap([cf], already=0, cap=0) == ([], 1)
+    assert cap_from({}) == DEFAULT_CAP and cap_from({"TORCH_MATRIX_FOLLOWUPS": "0"}) == 0
+    assert within_cap([cf, cf], 7, 8) == ([cf], 1)
+    assert within_cap([cf], 0, 0) == ([], 1)
     # Its result is an ordinary cell: a pass is evidence that 2.3.1 works on 3.10, and confirms the advice.
     passing = make_result(cf, probes=[make_probe("install_sanity"), make_probe("torch_compile")],
                           resolved={"torch": "2.3.1", "setuptools": "80.0.0"})

@@ -304,7 +304,7 @@ find_links = []
     original = read_result(cells_dir / f"t2.1.0-py{PY}.json")
     counterfactual = read_result(cells_dir / f"t2.1.0-py{PY}-cf-with-helperdep.json")
     assert original is not None and counterfactual is not None, output
-    assert "counterfactual: 1 cell(s)" in output and "cap 8 per run" in output
+    assert "counterfactual: 1 cell(s)" in output and "follow-up cap 24 per run" in output
     assert original.probe("needs_helper").status in ("fail", "error")
     assert verdict_of(original).environment["needs_helper"].requirement == "helperdep"
     assert counterfactual.install.resolved.get("helperdep") == "1.0.0"
@@ -319,7 +319,7 @@ find_links = []
     # Switched off: no counterfactual cell.
     off = tmp_path / "off"
     off.mkdir()
-    env_off = nox_env(off, spec, TORCH_MATRIX_COUNTERFACTUALS="0")
+    env_off = nox_env(off, spec, TORCH_MATRIX_FOLLOWUPS="0")
     done = run_nox(off, env_off, "-s", "matrix")
     assert not (off / "results" / "e2e" / "cells" / f"t2.1.0-py{PY}-cf-with-helperdep.json").exists()
     assert "counterfactual: 0 cell(s)" in done.stdout + done.stderr
@@ -357,3 +357,73 @@ install = "override"
     # The pair makes no global bound: no torchvision line, and torch 2.1.0 stays admitted (only the
     # broken paired release 2.2.0 is excluded, for its own failure with its own torchvision).
     assert lines == ["torch!=2.2.0"]
+
+
+def write_window_world(tmp_path: Path, bad: tuple[str, ...] = ("2.3.0", "2.4.0", "2.5.0")) -> tuple[Path, Path]:
+    """Ten torch releases 2.0.0 .. 2.9.0; a custom probe fails on ``bad`` (one closed window).
+    The spec tests 2.0.0, 2.4.0 and 2.9.0: the grid sees one bad release."""
+    from tests.synthetic_wheels import torch_wheel
+
+    releases = [f"2.{minor}.0" for minor in range(10)]
+    index = build_index(tmp_path / "index", [torch_wheel(version) for version in releases])
+    probes_dir = tmp_path / "my_probes"
+    probes_dir.mkdir()
+    (probes_dir / "regression.py").write_text(
+        "from probes.api import Fail, probe\n\n"
+        "@probe('regression', doc='fails on the releases of one synthetic window')\n"
+        "def regression(ctx):\n"
+        "    import torch\n"
+        f"    if torch.__version__.split('+')[0] in {bad!r}:\n"
+        "        raise Fail('the synthetic regression', observed=torch.__version__, expected='a fixed release')\n")
+    spec = tmp_path / "matrix.toml"
+    spec.write_text(f"""\
+name = "window"
+python = ["current"]
+torch = ["2.0.0", "2.4.0", "2.9.0"]
+torchvision = "none"
+
+[probes]
+run = ["install_sanity", "regression"]
+required = ["regression"]
+dirs = ["my_probes"]
+
+[index]
+default = "{index.url}"
+extra = []
+find_links = []
+""")
+    return spec, tmp_path / "results" / "window"
+
+
+def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_window(tmp_path):
+    """`nox -s matrix` alone: the grid finds 2.4.0 bad; the follow-up session bisects both edges
+    over the index's releases (2.0.0 .. 2.4.0 and 2.4.0 .. 2.9.0), each cell in its own venv and
+    result file with origin `edge`; the pins exclude the window 2.3.0 .. 2.5.0 with its proof."""
+    spec, run_dir = write_window_world(tmp_path)
+    env = nox_env(tmp_path, spec)
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    loaded = load_results(run_dir)
+    edges = sorted((r for r in loaded.results if r.cell.origin == "edge"), key=lambda r: r.cell.torch)
+    assert edges, output[-3000:]
+    assert len(edges) <= 2 * 5  # ceil(log2 5) + 2 per edge, 5 releases in each span
+    assert all(r.cell.id.endswith("-edge") and r.cell.reason for r in edges)
+    assert {r.cell.torch for r in edges} >= {"2.2.0", "2.3.0", "2.5.0", "2.6.0"}
+    assert f"follow-up cells: {len(edges)} spent of the cap 24" in output
+    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+                          cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          check=False)
+    assert pins.returncode == 0, pins.stderr
+    assert "  torch!=2.3.0,!=2.4.0,!=2.5.0\n" in pins.stdout, pins.stdout
+    assert "window torch 2.3.0..2.5.0 (closed" in pins.stdout and "found by bisect between 2.2.0 (passes)" in pins.stdout
+    # Resumed: a second run plans nothing new and reruns nothing.
+    again = run_nox(tmp_path, env, "-s", "matrix")
+    assert f"follow-up cells: {len(edges)} spent of the cap 24 (0 run now" in again.stdout + again.stderr
+    # Off: no follow-up cell, the pins fall back to the tested bad release and say why.
+    off = tmp_path / "off"
+    off.mkdir()
+    spec_off, run_off = write_window_world(off)
+    done = run_nox(off, nox_env(off, spec_off, TORCH_MATRIX_FOLLOWUPS="0"), "-s", "matrix")
+    assert "follow-up cells: off" in done.stdout + done.stderr
+    assert not [r for r in load_results(run_off).results if r.cell.origin == "edge"]

@@ -110,7 +110,7 @@ def test_missing_interpreter_is_unsatisfiable_on_a_workstation(tmp_path):
     plan = plan_with(tmp_path, [cell])
     session = FakeSession(tmp_path / "venv")
     run_matrix_cell(session, plan, cell, environ={})
-    assert session.notified == ["report"]
+    assert session.notified == ["followups", "report"]  # the follow-up cells, then the report
     assert any("UNSATISFIABLE" in w for w in session.warnings)
     assert (plan.cells_dir / f"{cell.id}.json").is_file()
 

@@ -68,11 +68,12 @@ def test_schema_stays_in_sync_with_records():
     assert CellResult.from_json(judged.to_json()) == judged and results.is_canonical_json(judged.to_json())
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
     cell_props = schema["$defs"]["cell"]["properties"]
-    assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {"origin", "install", "install_digest",
-                                                                          "probe_subset"}  # optional since v2, v4
+    assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {
+        "origin", "install", "install_digest", "probe_subset", "reason"}  # optional since v2, v4, v5
     assert tuple(cell_props["origin"]["enum"]) == records.ORIGINS
     with_install = replace(full_result().cell, install=(".[test]",), install_digest="ab12",
-                           origin=records.ORIGIN_EXISTING, probe_subset=("install_sanity",))
+                           origin=records.ORIGIN_EDGE, probe_subset=("install_sanity",),
+                           reason="end of the break at torch 2.6.0")
     assert set(with_install.to_json()) == set(cell_props)  # the optional ones are declared
     assert set(data["install"]) == set(schema["$defs"]["install"]["required"])
     assert set(data["probes"][1]) == set(schema["$defs"]["probe"]["properties"])
@@ -195,7 +196,7 @@ def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     (cells / "truncated.json").write_text(truncated_text)
     (cells / "foreign.json").write_text(json.dumps({"name": "something else"}))
     newer = make_result(torch="2.6.0").to_json()
-    newer["schema_version"] = 7
+    newer["schema_version"] = 70
     (cells / "t2.6.0-py3.11.json").write_text(json.dumps(newer))
     invalid = make_result(torch="2.7.0").to_json()
     invalid["install"]["status"] = "sort-of"
@@ -213,7 +214,7 @@ def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     assert by_file[str(cells / "list.json")] == "not a torch-matrix cell result"
     assert by_file[str(cells / "empty.json")] == "empty file"
     assert by_file[str(cells / "t2.6.0-py3.11.json")] == \
-        f"schema_version 7 is newer than this tool understands ({records.SCHEMA_VERSION})"
+        f"schema_version 70 is newer than this tool understands ({records.SCHEMA_VERSION})"
     assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith("invalid cell result at install/status")
     assert len(loaded.problems) == 7
     assert len(loaded.skipped) == 7

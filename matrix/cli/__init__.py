@@ -128,9 +128,11 @@ def _build_parser() -> argparse.ArgumentParser:
     pins.add_argument("--no-coverage", action="store_true",
                       help="do not ask the index for released versions (coverage unknown)")
     pins.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
-    pins.add_argument("--policy", choices=["admit-untested", "tested-only"], default="admit-untested",
-                      help="admit-untested (default): exclude only tested bad versions (!=X); "
-                           "tested-only: bounds may also exclude untested releases")
+    pins.add_argument("--policy", choices=["proven", "admit-untested", "tested-only"], default="proven",
+                      help="proven (default): exclude each break's window of releases whole when follow-up "
+                           "cells proved both its edges (<2.6, !=2.0.*), else its tested bad versions; "
+                           "admit-untested: exclude only tested bad versions (!=X); "
+                           "tested-only: bounds may also exclude untested releases, without proof")
     pins.add_argument("--history", nargs="?", const="", metavar="DB",
                       help="quote each exclusion's pass rate over the last --last nights from the history "
                            "database (default DB: $TORCH_MATRIX_HISTORY, else <results root>/history.sqlite)")

@@ -46,6 +46,7 @@ from matrix.vocab.layout import (
     GRACE_ENV,
     MATRIX_SESSION,
     REDO_ENV,
+    FOLLOWUPS_SESSION,
     REPORT_SESSION,
     SHARD_ENV,
     results_root,
@@ -131,14 +132,20 @@ def lock_run(plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str,
     args = list(argv[:argv.index("--")] if "--" in argv else argv)
     if any(arg in LISTING_FLAGS for arg in args):
         return
+    locks.hold(plan.run_dir, "results directory", environ)
+    locks.hold(envdir_of(argv), "nox env dir (--envdir)", environ)
+
+
+def envdir_of(argv: Sequence[str]) -> Path:
+    """nox's env dir (``--envdir``, default ``.nox``), absolute."""
+    args = list(argv[:argv.index("--")] if "--" in argv else argv)
     envdir = ".nox"
     for i, arg in enumerate(args):
         if arg == "--envdir" and i + 1 < len(args):
             envdir = args[i + 1]
         elif arg.startswith("--envdir="):
             envdir = arg.split("=", 1)[1]
-    locks.hold(plan.run_dir, "results directory", environ)
-    locks.hold(Path(envdir).absolute(), "nox env dir (--envdir)", environ)
+    return Path(envdir).absolute()
 
 
 def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> MatrixPlan:
@@ -239,6 +246,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
 
     if not getattr(session, "parallel", False):
         with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
+            session.notify(FOLLOWUPS_SESSION)  # queued before the report, so it runs first
             session.notify(REPORT_SESSION)
     if not redo_requested(session.posargs, environ) and is_complete(plan, cell):
         session.skip(f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
@@ -336,7 +344,8 @@ def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python
     import dataclasses
 
     from matrix.run.cellrun import run_cell
-    from matrix.plan.counterfactual import COUNTERFACTUALS_ENV, cap_from, is_counterfactual, plan_counterfactuals, within_cap
+    from matrix.plan.counterfactual import plan_counterfactuals
+    from matrix.plan.followups import FOLLOWUPS_ENV, cap_from, is_followup_id, within_cap
     from matrix.judge.verdict import verdict_of
 
     planned = plan_counterfactuals(result)
@@ -345,10 +354,10 @@ def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python
     cap = cap_from(environ)
     mine = {c.id for c in planned}
     already = sum(1 for path in Path(plan.cells_dir).glob("*.json")
-                  if is_counterfactual(path.stem) and path.stem not in mine)
+                  if is_followup_id(path.stem) and path.stem not in mine)
     run_now, dropped = within_cap(planned, already, cap)
     session.log(f"{result.cell.id}: counterfactual: {len(run_now)} cell(s) to isolate the blame "
-                f"(cap {cap} per run, {already} used; {COUNTERFACTUALS_ENV}=0 switches them off)"
+                f"(follow-up cap {cap} per run, {already} used; {FOLLOWUPS_ENV}=0 switches them off)"
                 + (f"; {dropped} dropped by the cap" if dropped else ""))
     results = []
     for position, cf in enumerate(run_now):
@@ -412,6 +421,53 @@ def prefetch_steps(session: Any, plan: MatrixPlan, venvs_dir: Path,
                 prefetcher.ahead([*first, *upcoming])
         return CellSteps(probes_starting=starting)
     return steps
+
+
+def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
+                          environ: Mapping[str, str] = os.environ) -> Any:
+    """The body of ``nox -s followups`` (queued by every matrix cell, before the report): the
+    follow-up cells the run's results call for (``matrix.plan.followups``), each in a venv of its
+    own under the env dir, until none is left or the cap is spent; prints what they cost."""
+    import dataclasses
+
+    from matrix.judge.verdict import verdict_of
+    from matrix.plan.followups import cap_from
+    from matrix.run.cellrun import CellSettings
+    from matrix.run.followups import IndexView, run_followups, run_in_own_venv
+    from matrix.run.pipeline import wanted_pythons
+    from matrix.world.interpreters import find_interpreters
+    from matrix.world.probesuite import suite_digest
+    from matrix.world.results import load_results
+    from matrix.world.specfile import project_dir
+
+    try:
+        plan = load_plan(environ, plan=False)
+        spec = plan.spec
+        if not plan.cells_dir.is_dir():
+            session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
+        interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
+        suite = suite_digest(spec)
+        envdir = envdir_of(argv)
+        cap = cap_from(environ)
+        base = CellSettings(
+            cells_dir=plan.cells_dir, work_dir=envdir, index_config=spec.index,
+            probe_dirs=tuple(spec.probes.dirs), probe_commands=dict(spec.probes.commands),
+            probe_timeout_s=spec.probes.timeout, probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
+            retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0), total=cap,
+            project_dir=project_dir(spec), probe_reruns=probe_reruns(environ))
+
+        def run(cell: Cell, position: int) -> None:
+            interpreter = interpreters.get(cell.python)
+            settings = dataclasses.replace(base, fingerprint=cell.fingerprint(spec.index.to_json(), suite),
+                                           position=position)
+            result, resumed = run_in_own_venv(cell, settings, interpreter.path if interpreter else sys.executable,
+                                              envdir / f"followup-{cell.id}")
+            session.log(f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}" + (" [resumed]" if resumed else ""))
+
+        return run_followups(lambda: load_results(plan.run_dir).results, IndexView(spec, environ), run, cap,
+                             session.log)
+    except UserError as error:
+        session.error(error.render())
 
 
 _LINK_CHECKED: list[bool] = []

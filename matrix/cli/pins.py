@@ -94,7 +94,7 @@ def _pins(args: argparse.Namespace) -> int:
     released = None
     if not getattr(args, "no_coverage", False):
         released = released_versions(package_axes(loaded.results), getattr(args, "spec", None))
-    policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.ADMIT_UNTESTED)
+    policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN)
     suggestion = suggest_pins(loaded.results, released, policy)
     sys.stdout.write(render_text(suggestion))
     per_target = target_pins(loaded.results, released, policy)

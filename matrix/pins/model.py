@@ -12,6 +12,7 @@ from packaging.version import Version
 from .vocabulary import Condition, _marker_applies
 from .evidence import PYTHON, Observation, _axis_rank
 from .specifiers import _contains, _public, _value_key, merge_specifiers, specifier_set
+from .windows import Window
 
 
 # ----------------------------------------------------------------------------- pins
@@ -73,6 +74,7 @@ class Pin:
     specifiers: tuple[str, ...]
     condition: Condition | None = None
     exclusions: tuple[Exclusion, ...] = ()
+    windows: tuple[Window, ...] = ()  # the breaks the specifiers exclude whole, with their proof
 
     @property
     def expressible(self) -> bool:
@@ -103,7 +105,9 @@ class Pin:
         return {"package": self.package, "specifiers": list(self.specifiers),
                 "specifier": ",".join(self.specifiers),
                 "condition": self.condition.to_json() if self.condition else None,
-                "exclusions": [e.to_json() for e in self.exclusions]}
+                "exclusions": [e.to_json() for e in self.exclusions],
+                # only when there are some: pins.json files without windows stay as they were
+                **({"windows": [w.to_json() for w in self.windows]} if self.windows else {})}
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class RequirementLine:
     specifiers: tuple[str, ...]
     marker: str = ""
     exclusions: tuple[Exclusion, ...] = ()
+    windows: tuple[Window, ...] = ()
 
     def text(self) -> str:
         line = self.package + ",".join(self.specifiers)
@@ -234,8 +239,9 @@ def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
             raise ValueError(f"{package}: pin scoped by a non-Python condition has no PEP 508 form")
         base_specs = base[0].specifiers if base else ()
         base_exclusions = base[0].exclusions if base else ()
+        windows = base[0].windows if base else ()
         if not scoped:
-            lines.append(RequirementLine(package, base_specs, "", base_exclusions))
+            lines.append(RequirementLine(package, base_specs, "", base_exclusions, windows))
             continue
         tested = scoped[0].condition.tested
         covered = {value for pin in scoped for value in pin.condition.values}
@@ -245,7 +251,7 @@ def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
         if rest.values:
             groups.append((rest, base_specs, base_exclusions))
         for condition, specs, exclusions in sorted(groups, key=lambda g: sorted(g[0].values)):
-            lines.append(RequirementLine(package, specs, condition.marker(), exclusions))
+            lines.append(RequirementLine(package, specs, condition.marker(), exclusions, windows))
     return tuple(lines)
 
 

@@ -69,8 +69,34 @@ def _comment_lines(exclusions: tuple[Exclusion, ...], prefix: str = "# ") -> lis
     return [prefix + "excluded " + exclusion.describe() for exclusion in exclusions]
 
 
-def _inline_reason(line: RequirementLine) -> str:
+def _window_lines(line: RequirementLine, prefix: str = "# ") -> list[str]:
+    """The proof of each window the line excludes (or why it could not be proven)."""
+    out = []
+    for window in line.windows:
+        span = window.first_bad if window.first_bad == window.last_bad else f"{window.first_bad}..{window.last_bad}"
+        what = ",".join(window.specifiers) if window.proven else "not proven"
+        out.append(f"{prefix}window {window.package} {span} ({window.kind}: {what}): {window.proof()}")
+    return out
+
+
+def _inline_window(line: RequirementLine) -> str:
     parts = []
+    for window in line.windows:
+        span = window.first_bad if window.first_bad == window.last_bad else f"{window.first_bad}..{window.last_bad}"
+        ends = []
+        for edge in (window.start, window.end):
+            if edge.index_end:
+                ends.append(f"{edge.index_end} {edge.bad} fails")
+            elif edge.proven:
+                ends.append(f"{edge.good} passes")
+        tested = f"{len(window.tested)}/{len(window.releases)} tested"
+        parts.append(f"window {span}: " + ("proven: " + ", ".join(ends) if window.proven
+                                          else "edge not found, tested bad only") + f", {tested}")
+    return "; ".join(parts)
+
+
+def _inline_reason(line: RequirementLine) -> str:
+    parts = [_inline_window(line)] if line.windows else []
     for exclusion in line.exclusions:
         if exclusion.paired_with:
             parts.append(f"{exclusion.version}: paired with {exclusion.paired_with}")
@@ -110,6 +136,7 @@ def render_text(suggestion: Suggestion) -> str:
         out.append(f"Suggested pins ({_keeps(recommended)}):")
         for line in lines:
             out.append("  " + line.text())
+            out.extend(_window_lines(line, "      # "))
             out.extend(_comment_lines(line.exclusions, "      # "))
         if advice:
             out.append(f"  Requires-Python advice: {advice}")
@@ -210,6 +237,7 @@ def render_requirements(suggestion: Suggestion) -> str:
             out.extend(_comment_lines(pin.exclusions))
     for line in requirement_lines(recommended):
         if line.specifiers:
+            out.extend(_window_lines(line))
             out.extend(_comment_lines(line.exclusions))
             out.append(line.text())
     if recommended.unresolved:

@@ -11,7 +11,8 @@ from packaging.version import Version
 from .vocabulary import Condition
 from .evidence import PYTHON, VARIANT, Observation, Value, _axis_rank
 from .model import Answer, Exclusion, Pin, RequirementLine, _exclusion_key
-from .specifiers import PinPolicy, _contains, _value_key, build_specifiers
+from .specifiers import PinPolicy, _contains, _value_key, build_specifiers, merge_specifiers
+from .windows import COMPANIONS, find_windows
 from .vocabulary import _marker_applies
 
 
@@ -69,6 +70,9 @@ class _Grid:
         self._tested: dict[str, tuple[Value, ...]] = {}
         self._counterfactuals: dict[str, dict[tuple, list[Observation]]] = {}
         self._value_text: dict[Value, str] = {}  # str(value), once per distinct value (counterfactual keys)
+        # For windows (``PinPolicy.PROVEN``): package -> the index's releases; cell id -> origin.
+        self.released: Mapping[str, Sequence[Any]] = {}
+        self.origins: Mapping[str, str] = {}
 
     def where(self, axis: str) -> dict[Value, int]:
         """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
@@ -251,11 +255,6 @@ def _blame_scoped(grid: _Grid, remaining: int, axis: str, cond_axis: str) -> lis
 
 # ----------------------------------------------------------------------------- answers
 
-# Axes that move together with a package: a torch release comes with its paired torchvision,
-# so "all else equal" for torch allows the companion to differ (and the other way round).
-COMPANIONS = {"torch": {"torchvision", "torchaudio"}, "torchvision": {"torch"}, "torchaudio": {"torch"}}
-
-
 def _axes_key(o: Observation, free: set[str], text: dict[Value, str]) -> tuple[tuple[str, str], ...]:
     """The cell's values on every axis but ``free``, as a hashable key (each value's text once)."""
     items = []
@@ -315,7 +314,7 @@ def _reason(package: str, version: Value, cells: Sequence[Observation], grid: _G
 
 
 def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[Version]],
-                policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> list[Pin]:
+                policy: PinPolicy = PinPolicy.PROVEN) -> list[Pin]:
     pins: list[Pin] = []
     packages = sorted({atom.axis for atom in atoms} | ({"torchvision"} if pairs else set()),
                       key=_axis_rank)
@@ -340,7 +339,13 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
         exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
         if excluded:
             specs = build_specifiers(goods - excluded, excluded, python=package == PYTHON, policy=policy)
-            pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key))))
+            windows: tuple = ()
+            if policy == PinPolicy.PROVEN and base_values and package != PYTHON and grid.released.get(package):
+                windows = tuple(find_windows(package, base_values, goods - excluded, grid.observations,
+                                             grid.released[package], grid.origins))
+                paired_specs = build_specifiers(goods - excluded, set(paired))
+                specs = merge_specifiers((), [s for w in windows for s in w.specifiers] + list(paired_specs))
+            pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key)), windows))
         scoped = [a for a in mine if a.cond_axis]
         for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
             per_cond: dict[Value, frozenset] = {}
@@ -367,7 +372,7 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
 
 
 def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping,
-            policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> tuple[Answer, int]:
+            policy: PinPolicy = PinPolicy.PROVEN) -> tuple[Answer, int]:
     """The answer built from ``atoms``, and the mask of the cells it admits."""
     pins = tuple(_build_pins(grid, atoms, pairs, policy))
     draft = Answer(label, pins, (), len(grid.good))
@@ -416,13 +421,20 @@ def varied_axes(observations: Sequence[Observation], axes: Sequence[str]) -> lis
 
 def find_answers(observations: Sequence[Observation], packages: Sequence[str],
                  pairs: Mapping[Version, set[Version]] | None = None,
-                 policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> list[Answer]:
+                 policy: PinPolicy = PinPolicy.PROVEN,
+                 released: Mapping[str, Sequence[Any]] | None = None,
+                 origins: Mapping[str, str] | None = None) -> list[Answer]:
     """Ranked answers (best first). None excludes a good cell: a bad cell that cannot be
-    excluded without one stays admitted and is listed in the answer's ``unresolved``."""
+    excluded without one stays admitted and is listed in the answer's ``unresolved``.
+
+    ``released`` (package -> the index's releases) and ``origins`` (cell id -> origin) let
+    ``PinPolicy.PROVEN`` exclude each break's window whole (``pins.windows``)."""
     every = [*packages, PYTHON]
     pinnable = varied_axes(observations, every) or every
     conditions = varied_axes(observations, every + [VARIANT])
     grid = _Grid(observations, pinnable, conditions)
+    grid.released = released or {}
+    grid.origins = origins or {}
     pairs = pairs or {}
     if grid.bad and not grid.good:  # nothing works: exclude what failed, blame the first package
         for axis in pinnable:

@@ -51,12 +51,17 @@ def _text(version: Version, python: bool) -> str:
 class PinPolicy(StrEnum):
     """How far an exclusion may reach beyond the versions that were tested.
 
-    ``admit-untested`` (the default): only tested bad versions are excluded (``!=X``); a
-    release nobody tested stays admitted and is listed as untested. ``tested-only``: bounds
-    may also exclude untested releases beyond a tested bad one (``>=1.12.1``, ``<2``,
-    ``!=1.12.*``), for a maintainer who admits nothing the matrix has not vouched for.
+    ``proven`` (the default): each break is a window of releases [first bad, last bad] whose
+    edges follow-up cells proved (``pins.windows``): the window is excluded whole (``<2.6``,
+    ``>=2.4``, ``!=2.0.*``), untested releases inside it included; a window with an edge not
+    found falls back to ``!=`` of its tested bad releases. Without the index's releases (offline)
+    it is ``admit-untested``: only tested bad versions are excluded (``!=X``); a release nobody
+    tested stays admitted and is listed as untested. ``tested-only``: bounds may also exclude
+    untested releases beyond a tested bad one (``>=1.12.1``, ``<2``, ``!=1.12.*``) without a
+    proof, for a maintainer who admits nothing the matrix has not vouched for.
     """
 
+    PROVEN = "proven"
     ADMIT_UNTESTED = "admit-untested"
     TESTED_ONLY = "tested-only"
 

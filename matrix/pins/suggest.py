@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
-from matrix.vocab.records import CellResult
+from matrix.vocab.records import ORIGIN_BISECT, CellResult
 from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
 from .coverage import Coverage, coverage
 from .evidence import EnvironmentAdvice, environment_advice, PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
@@ -27,7 +27,7 @@ class Suggestion:
     no_evidence: tuple[CellNote, ...] = ()
     coverage: Mapping[str, Coverage] = field(default_factory=dict)
     python_axis: bool = True
-    policy: PinPolicy = PinPolicy.ADMIT_UNTESTED
+    policy: PinPolicy = PinPolicy.PROVEN
     environment: tuple[EnvironmentAdvice, ...] = ()  # failures the environment explains
     not_pinned: tuple[CellNote, ...] = ()  # incompatible existing environments (evidence._observe)
 
@@ -45,17 +45,20 @@ class Suggestion:
 
 def suggest_pins(results: Sequence[CellResult],
                  released: Mapping[str, Sequence[str]] | None = None,
-                 policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> Suggestion:
+                 policy: PinPolicy = PinPolicy.PROVEN) -> Suggestion:
     """Derive the suggestion from cell results; ``released`` maps package -> released versions.
 
-    ``policy`` says whether bounds may reach untested releases (``PinPolicy``)."""
+    ``policy`` says whether bounds may reach untested releases (``PinPolicy``). Cells of
+    ``torch-matrix bisect`` (judged by one probe or test) are never evidence for the pins."""
+    results = [result for result in results if result.cell.origin != ORIGIN_BISECT]
     packages = package_axes(results)
     values_of = _CellValues(packages)
     observations, unsatisfiable, no_evidence, not_pinned = _observe(results, values_of)
     counts = Counter({COMPATIBLE: 0, INCOMPATIBLE: 0, NOT_INSTALLABLE: len(unsatisfiable),
                       NO_EVIDENCE: len(no_evidence)})
     counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
-    answers = find_answers(observations, packages, _pairs(results, values_of), policy)
+    origins = {result.cell.id: str(result.cell.origin) for result in results if result.cell.is_followup}
+    answers = find_answers(observations, packages, _pairs(results, values_of), policy, released, origins)
     return Suggestion(
         counts=dict(counts),
         evidence=version_evidence(observations, list(packages) + [PYTHON]),

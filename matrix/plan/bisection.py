@@ -60,6 +60,12 @@ def outcome_of(result: CellResult, probe: str | None = None) -> Outcome:
 
 # ---------------------------------------------------------------------------- the versions
 
+def final_releases(versions: Iterable[object]) -> list[str]:
+    """The final releases among ``versions`` (no pre-, dev- or local label), oldest first, each once."""
+    found = {Version(Version(str(v)).public) for v in versions if _parses(str(v))}
+    return [str(v) for v in sorted(found) if not v.is_prerelease and not v.is_devrelease]
+
+
 def release_candidates(versions: Iterable[str], good: str, bad: str) -> list[str]:
     """Final releases from ``good`` to ``bad`` inclusive, oldest first (local labels dropped)."""
     low, high = Version(good), Version(bad)

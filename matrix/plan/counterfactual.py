@@ -15,8 +15,8 @@ files. Their results are evidence like any other cell's:
 - a version exclusion is confirmed from the grid itself: the pins name a passing cell that
   differs only on the blamed axis (``matrix.pins.search``), or mark the exclusion unconfirmed.
 
-Bounded: at most ``cap`` counterfactual cells per run (``TORCH_MATRIX_COUNTERFACTUALS``,
-default 8; ``0`` switches them off), printed when a run plans one.
+Bounded: counterfactual cells are follow-up cells (``plan.followups``): they share its cap per
+run (``TORCH_MATRIX_FOLLOWUPS``; ``0`` switches them off), printed when a run plans one.
 """
 
 from __future__ import annotations
@@ -26,25 +26,12 @@ import re
 from collections.abc import Mapping, Sequence
 
 from matrix.judge.causes import EnvironmentKind
-from matrix.vocab.records import Cell, CellResult
+from matrix.vocab.records import ORIGIN_COUNTERFACTUAL, Cell, CellResult
 from matrix.judge.verdict import verdict_of
 
-COUNTERFACTUALS_ENV = "TORCH_MATRIX_COUNTERFACTUALS"
-DEFAULT_CAP = 8
 TAG = "counterfactual"
 NEEDED = "install_sanity"  # every probe's premise: the pinned versions import and are what was asked
 _SEPARATOR = "-cf-"
-
-
-def cap_from(environ: Mapping[str, str] = os.environ) -> int:
-    """The most counterfactual cells a run may add (``0``: off). A bad value is the default."""
-    raw = environ.get(COUNTERFACTUALS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_CAP
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        return DEFAULT_CAP
 
 
 def is_counterfactual(cell_id: str) -> bool:
@@ -85,8 +72,9 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
             requirements=(*cell.requirements, requirement),
             probes=cell.probes, required_probes=cell.required_probes,
             tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
-            policy=dict(cell.policy),
-            probe_subset=probe_subset(cell, concerned)))
+            policy=dict(cell.policy), install=cell.install, install_digest=cell.install_digest,
+            probe_subset=probe_subset(cell, concerned),
+            origin=ORIGIN_COUNTERFACTUAL, reason=f"{cell.id} with {requirement}"))
     return cells
 
 
@@ -110,9 +98,3 @@ def _matched_build(resolved: Mapping[str, str]) -> tuple[str, str] | None:
 
 def _label(version: str) -> str:
     return version.split("+", 1)[1] if "+" in version else ""
-
-
-def within_cap(planned: Sequence[Cell], already: int, cap: int) -> tuple[list[Cell], int]:
-    """The planned cells that fit under ``cap`` given ``already`` run, and how many were dropped."""
-    room = max(0, cap - already)
-    return list(planned[:room]), max(0, len(planned) - room)

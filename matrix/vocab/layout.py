@@ -36,6 +36,7 @@ CHECK_RUN = "check"  # torch-matrix check: results/check/ unless --results says 
 
 MATRIX_SESSION = "matrix"  # noxfile.py: one ``matrix(<cell-id>)`` session per cell
 REPORT_SESSION = "report"
+FOLLOWUPS_SESSION = "followups"  # the follow-up cells planned from the run's results (plan/followups.py)
 
 
 def results_root(environ: Mapping[str, str] = os.environ) -> Path:

@@ -16,14 +16,16 @@ from typing import Any, Mapping
 from packaging.version import InvalidVersion, Version
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
 # ``install`` / ``install_digest`` (what else went into the cell: the project under test);
 # a version-1 file is a version-2 file without them, and loads unchanged. 3 added ``targets``:
 # the build's verdict on each hardware target (``matrix.judge.hardware``); older files have none.
 # 4 added the optional ``cell.probe_subset`` (a follow-up cell that ran part of its suite).
 # 5 added the optional ``replaces`` (the digest of the result file this run of the cell overwrote).
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+# 6 added the origins of follow-up cells (``counterfactual``, ``edge``, ``bisect``) and the optional
+# ``cell.reason`` (why a follow-up cell exists); a version-5 file is a version-6 file without them.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 try:  # Python 3.11+
     from enum import StrEnum
@@ -125,7 +127,15 @@ def default_policy(names_required: bool = True) -> dict[str, str]:
 # probed an interpreter as it was, installing nothing; its versions are read from it.
 ORIGIN_MATRIX = "matrix"
 ORIGIN_EXISTING = "existing-env"
-ORIGINS = (ORIGIN_MATRIX, ORIGIN_EXISTING)
+# Follow-up cells (``plan.followups``): planned from a run's results, not from the spec's grid.
+# ``counterfactual``: the same cell with the environment fixed; ``edge``: a release that moves a
+# break's edge (the proof of a pin's window); ``bisect``: ``torch-matrix bisect``, judged by one
+# probe or test, kept apart from the run's cells.
+ORIGIN_COUNTERFACTUAL = "counterfactual"
+ORIGIN_EDGE = "edge"
+ORIGIN_BISECT = "bisect"
+ORIGINS = (ORIGIN_MATRIX, ORIGIN_EXISTING, ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE, ORIGIN_BISECT)
+FOLLOWUP_ORIGINS = (ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE, ORIGIN_BISECT)
 
 # The axes every cell has; further axes (numpy, ...) come from the spec's extras.
 CORE_AXES = ("python", "torch", "torchvision", "variant")
@@ -165,6 +175,11 @@ class Cell:
     # probe results are those of the cell it follows up (``matrix.run.cellrun.run_cell``'s ``base``).
     # Empty: the whole suite runs (every planned cell).
     probe_subset: tuple[str, ...] = ()
+    reason: str = ""  # why a follow-up cell exists (its origin's sentence); written only when set
+
+    @property
+    def is_followup(self) -> bool:
+        return self.origin in FOLLOWUP_ORIGINS
 
     @property
     def python(self) -> str:
@@ -210,6 +225,8 @@ class Cell:
         }
         if self.origin != ORIGIN_MATRIX:  # absent for planned cells: their fingerprints stay as they were
             data["origin"] = self.origin
+        if self.reason:
+            data["reason"] = self.reason
         return data
 
     @classmethod
@@ -227,6 +244,7 @@ class Cell:
             install=tuple(data.get("install", ())),
             install_digest=data.get("install_digest", ""),
             probe_subset=tuple(data.get("probe_subset", ())),
+            reason=data.get("reason", ""),
         )
 
 

@@ -1,0 +1,143 @@
+"""Run a run's follow-up cells (``plan.followups``): read the index for the edges, run each cell
+in a venv of its own, ask the planner again, until it plans nothing or the cap is spent.
+
+The planning is pure (``plan.followups.plan_followups``); this module is its edge: it reads the
+results directory and the index, creates venvs and runs cells through ``run.cellrun.run_cell``
+(the same install, verify and probe path as a grid cell), one result file per cell. A cell whose
+result is complete for the same fingerprint is never rerun, so an interrupted run resumes.
+``torch-matrix bisect`` runs its cells through ``run_in_own_venv`` too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matrix.edges import proc
+from matrix.plan import followups
+from matrix.plan import bisection
+from matrix.plan.grid import IndexFacts, _wheel_pythons, gather_facts
+from matrix.spec.model import DEFAULT_VARIANT, TorchSelection
+from matrix.vocab import layout
+from matrix.vocab.errors import UserError
+from matrix.vocab.records import Cell, CellResult
+
+
+@dataclass
+class Spent:
+    """What the follow-ups of one run cost: printed at the end of the run."""
+
+    cap: int
+    spent: int = 0  # follow-up cells with a result in the run (earlier sessions included)
+    ran: int = 0  # run now
+    dropped: int = 0  # planned but over the cap
+
+    def line(self) -> str:
+        if self.cap == 0:
+            return (f"follow-up cells: off ({followups.FOLLOWUPS_ENV}=0): no counterfactual or edge cells; "
+                    "pins fall back to the tested releases")
+        text = f"follow-up cells: {self.spent} spent of the cap {self.cap} ({self.ran} run now"
+        if self.dropped:
+            text += f"; {self.dropped} more planned but over the cap: raise {followups.FOLLOWUPS_ENV}"
+        return text + f"; {followups.FOLLOWUPS_ENV}=0 switches them off)"
+
+
+def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, redo: bool = False) -> tuple[
+        CellResult, bool]:
+    """``cell``'s result: the stored one when complete for ``settings.fingerprint``, else a fresh
+    run in ``venv`` (created with uv). Returns (result, resumed)."""
+    from matrix.run.cellrun import run_cell
+    from matrix.world.results import has_complete_result, read_result
+
+    if not redo and has_complete_result(settings.cells_dir, cell, settings.fingerprint):
+        stored = read_result(layout.cell_file(settings.cells_dir, cell.id))
+        if stored is not None:
+            return stored, True
+    if not cell.plan_note:
+        code, _out, err = proc.run_text(["uv", "venv", "--clear", "--quiet", "--python", interpreter, str(venv)],
+                                        timeout=None)
+        if code != 0:
+            raise UserError(f"cannot create the cell's venv: {err.strip()[-300:]}", str(venv),
+                            hint=f"check that {interpreter} runs and that the env dir is writable")
+    settings = dataclasses.replace(settings, work_dir=venv / "torch-matrix")
+    return run_cell(cell, str(venv / "bin" / "python"), settings), False
+
+
+class IndexView:
+    """What the planner asks of the index: releases a context can install, pairing, wheel Pythons.
+    Read lazily, once per variant; the pairing only for the releases an edge wants."""
+
+    def __init__(self, spec: Any, environ: Mapping[str, str]) -> None:
+        self.spec = spec
+        self.environ = environ
+        self._indexes: dict[str, Any] = {}
+        self._pythons: dict[tuple[str, str], frozenset[str] | None] = {}
+        self.pairing: dict[str, str] = {}
+
+    def index(self, variant: str) -> Any:
+        if variant not in self._indexes:
+            from matrix.world.index import open_index, open_variant_index
+
+            if variant == DEFAULT_VARIANT:
+                self._indexes[variant] = open_index(self.spec.index, environ=self.environ)
+            else:
+                self._indexes[variant] = open_variant_index(self.spec.index, variant, environ=self.environ)
+        return self._indexes[variant]
+
+    def pythons(self, variant: str, version: str) -> frozenset[str] | None:
+        key = (variant, version)
+        if key not in self._pythons:
+            self._pythons[key] = _wheel_pythons(self.index(variant).files("torch", version))
+        return self._pythons[key]
+
+    def releases_for(self, cell: Cell) -> list[str]:
+        listed = [str(v) for v in self.index(cell.variant).versions("torch")]
+        kept = []
+        for version in bisection.final_releases(listed):
+            pythons = self.pythons(cell.variant, version)
+            if pythons is None or cell.python in pythons:
+                kept.append(version)
+        return kept
+
+    def pythons_of(self, cell: Cell, version: str) -> frozenset[str] | None:
+        return self.pythons(cell.variant, version)
+
+    def read_pairing(self, versions: Sequence[str]) -> None:
+        wanted = [v for v in versions if v not in self.pairing]
+        if not wanted or self.spec.torchvision != "paired":
+            return
+        held = dataclasses.replace(self.spec, torch=TorchSelection(explicit=tuple(wanted)), exclude=(), include=(),
+                                   variants=(DEFAULT_VARIANT,))
+        facts: IndexFacts = gather_facts(held, self.index(DEFAULT_VARIANT))
+        self.pairing.update(facts.pairing)
+
+
+def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run: Callable[[Cell, int], None],
+                  cap: int, log: Callable[[str], None]) -> Spent:
+    """Plan, run, plan again until nothing is left or the cap is spent. ``load()`` reads the
+    run's results; ``run(cell, position)`` runs one cell (its result lands where ``load`` reads)."""
+    spent = Spent(cap)
+    if cap == 0:
+        log(spent.line())
+        return spent
+    while True:
+        results = list(load())
+        spent.spent = sum(1 for r in results if r.cell.is_followup)
+        view.read_pairing(followups.edge_versions(results, view.releases_for))
+        planned = followups.plan_followups(results, view.releases_for, pairing=view.pairing,
+                                           pythons_of=view.pythons_of)
+        if not planned:
+            break
+        now, spent.dropped = followups.within_cap(planned, spent.spent, cap)
+        if not now:
+            break
+        for cell in now:
+            log(f"follow-up {cell.origin}: {cell.id}: {cell.reason}")
+            run(cell, spent.spent + 1)
+            spent.ran += 1
+            spent.spent += 1
+    log(spent.line())
+    return spent

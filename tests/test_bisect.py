@@ -186,12 +186,18 @@ def test_a_break_at_one_release_among_eight_is_bisected_in_at_most_five_cells(tm
                                                          if expected_kind == BAD else PASS))
         assert not item["resumed"]
 
-    # The cells are ordinary results: the report reads them; a second bisect resumes them all.
-    cells_dir = tmp_path / "results" / "bisect" / "cells"
+    # The cells are ordinary results with origin `bisect`, apart from the run's own cells (their own
+    # run directory and ids): the report reads them; a second bisect resumes them all.
+    cells_dir = tmp_path / "results" / "bisect-bisect" / "cells"
+    assert not (tmp_path / "results" / "bisect" / "cells").exists()
     before = {p.name: p.read_bytes() for p in cells_dir.glob("*.json")}
-    assert sorted(before) == sorted(f"t{item['version']}-py{PY}.json" for item in answer["tested"])
+    assert sorted(before) == sorted(f"bisect-t{item['version']}-py{PY}.json" for item in answer["tested"])
     loaded = load_results(cells_dir.parent)
     assert loaded.problems == [] and len(loaded.results) == len(answer["tested"])
+    assert {r.cell.origin for r in loaded.results} == {"bisect"}
+    assert {r.cell.reason for r in loaded.results} == {"torch-matrix bisect, judged by probe sum_ok"}
+    from matrix.pins import suggest_pins  # never evidence for the pins
+    assert suggest_pins(loaded.results).counts.get("incompatible", 0) == 0
     again = bisect(tmp_path, env, "--good", "2.0.0", "--bad", "2.7.0", "--probe", "sum_ok")
     assert again.returncode == 0, again.stderr
     assert "last good 2.4.0, first bad 2.5.0" in again.stdout
@@ -199,7 +205,10 @@ def test_a_break_at_one_release_among_eight_is_bisected_in_at_most_five_cells(tm
     assert {p.name: p.read_bytes() for p in cells_dir.glob("*.json")} == before
     report = subprocess.run([sys.executable, "-m", "matrix.cli", "report", str(cells_dir.parent)], cwd=tmp_path,
                             env=env, capture_output=True, text=True, check=False)
-    assert report.returncode == 0 and f"t2.5.0-py{PY}" in report.stdout and "sum_ok" in report.stdout
+    assert report.returncode == 0 and f"bisect-t2.5.0-py{PY}" in report.stdout and "sum_ok" in report.stdout
+    # Judged by another probe, no stored result counts: the judge is part of what a resume matches.
+    other = bisect(tmp_path, env, "--good", "2.0.0", "--bad", "2.7.0")
+    assert "[resumed]" not in other.stdout
 
 
 @pytest.mark.e2e
@@ -249,7 +258,7 @@ def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
     assert [axis.values for axis in held.extras] == [(">=2",)]
     assert held.torch.explicit == ("2.4.1", "2.5.1")
     assert held.probes.commands[TEST_PROBE] == "python -m pytest -x -q tests/test_io.py::test_load"
-    assert held.probes.run == ("install_sanity", TEST_PROBE)
+    assert held.probes.run == (TEST_PROBE,) and held.probes.required == (TEST_PROBE,)  # the test alone
     with pytest.raises(UserError, match="not one of the spec's values"):
         _held_spec(spec, argparse.Namespace(python=None, variant=None, set=["numpy=3"], test=None, probe=None),
                    ["2.5.1"], spec.index)

@@ -200,3 +200,24 @@ def test_every_tested_release_fails_pins_only_the_tested_ones(grid):
     results = run(truth, grid)
     line = torch_line(results)
     assert not any(spec.startswith(("<", ">")) for spec in line[len("torch"):].split(",")), line
+
+
+def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_the_proof():
+    from matrix.pins.render import proof_lines
+    from matrix.report.html_page import build_page, render_html
+    from matrix.report.terminal import render_text
+
+    results = run(truth_of({"2.0.0", "2.0.1"}), ["1.13.1", "2.0.1", "2.4.1"])
+    text = render_text(results)
+    grid, rest = text.split("Follow-up cells (")
+    assert "-edge" not in grid and "t2.0.1-py3.11 " in grid
+    assert "t2.0.0-py3.11-edge" in rest and "start of the break at torch 2.0.1: bisect 1.13.1 .. 2.0.1" in rest
+    suggestion = suggest_pins(results, {"torch": list(RELEASES)})
+    pins = [(line.text(), proof_lines(line)) for line in requirement_lines(suggestion.recommended)]
+    page = build_page(results, pins=pins)
+    in_grid = {view.id for row in page.rows for slot in row.slots for view in slot}
+    assert in_grid == {"t1.13.1-py3.11", "t2.0.1-py3.11", "t2.4.1-py3.11"}
+    assert {view.id for view in page.followups} == {r.cell.id for r in results if r.cell.origin == ORIGIN_EDGE}
+    html = render_html(results, pins=pins)
+    assert "<code>torch!=2.0.*</code>" in html and "found by bisect between 1.13.1 (passes)" in html
+    assert 'id="followups"' in html

@@ -4,9 +4,12 @@ Takes the torch releases from X to Y from the spec's index (or the nightlies bet
 dates from a nightly index), plans one cell per version with the spec's planner (paired
 torchvision, every other axis held at one value), and runs the cells the pure
 ``matrix.plan.bisection.next_version`` picks, one at a time, through ``cellrun.run_cell``: the same
-install, verify and probe path as ``nox -s matrix``, writing ordinary result files to
-``<results root>/<spec name>/cells/``. A cell already complete there (same fingerprint)
-is reused, not rerun, so a bisect resumes, and its cells appear in ``torch-matrix report``.
+install, verify and probe path as ``nox -s matrix``, writing ordinary result files with origin
+``bisect`` to ``<results root>/<spec name>-bisect/cells/`` (ids ``bisect-<cell id>``, venvs of the
+same names): apart from the run's cells, never overwriting one, never evidence for the pins.
+Each cell names what judges it (the probe, the test node id or the verdict), so a cell already
+complete there (same fingerprint) is reused only when judged the same way; a bisect resumes.
+``--test NODEID`` runs that test alone, not the probe suite besides it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from matrix.vocab import layout
-from matrix.edges import proc
 from matrix.vocab.errors import UserError
+from matrix.vocab.records import ORIGIN_BISECT
 
 if TYPE_CHECKING:  # imported when the command runs: other commands' start-up pays nothing
     from matrix.plan import bisection as bisect_logic
@@ -32,6 +35,8 @@ if TYPE_CHECKING:  # imported when the command runs: other commands' start-up pa
 NIGHTLY_ENV = "TORCH_MATRIX_NIGHTLY_INDEX"
 DEFAULT_NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/cpu"
 TEST_PROBE = "test"
+BISECT_PREFIX = "bisect-"
+BISECT_RUN_SUFFIX = "-bisect"  # results/<spec name>-bisect/cells: never the run's own cells
 EXIT_INCONCLUSIVE = 1
 
 
@@ -75,8 +80,9 @@ def _held_spec(spec: Any, args: argparse.Namespace, versions: list[str], index: 
     probes = spec.probes
     if args.test:
         command = f"python -m pytest -x -q {shlex.quote(args.test)}"
-        run = tuple(probes.run) + (TEST_PROBE,) if probes.run else ()
-        probes = dataclasses.replace(probes, commands={**dict(probes.commands), TEST_PROBE: command}, run=run)
+        # Only the test: not the whole probe suite besides it.
+        probes = dataclasses.replace(probes, commands={**dict(probes.commands), TEST_PROBE: command},
+                                     run=(TEST_PROBE,), required=(TEST_PROBE,))
     elif args.probe and probes.run and args.probe not in probes.run and args.probe not in probes.commands:
         raise UserError(f"probe {args.probe!r} is not in the spec's probes.run", spec.path,
                         hint=f"choose one of: {', '.join(probes.run)}, or drop probes.run to run the whole suite")
@@ -148,28 +154,25 @@ def _versions(args: argparse.Namespace, spec: Any, environ: Mapping[str, str]) -
 
 def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: Path,
              position: int, total: int, redo: bool) -> tuple[CellResult, bool]:
-    """The cell's result: the stored one when complete for the same fingerprint, else a fresh run."""
-    from matrix.run.cellrun import CellSettings, run_cell
+    """The cell's result: the stored one when complete for the same fingerprint (the cell names
+    what judges it, so a result judged otherwise never counts), else a fresh run in its own venv."""
+    from matrix.run.cellrun import CellSettings
+    from matrix.run.followups import run_in_own_venv
     from matrix.world.specfile import project_dir
-    from matrix.world.results import has_complete_result, read_result
 
-    fingerprint = cell.fingerprint(spec.index.to_json())
-    if not redo and has_complete_result(cells_dir, cell, fingerprint):
-        stored = read_result(layout.cell_file(cells_dir, cell.id))
-        if stored is not None:
-            return stored, True
-    venv = envdir / f"bisect-{cell.id}"
-    if not cell.plan_note:
-        code, _out, err = proc.run_text(["uv", "venv", "--clear", "--quiet", "--python", interpreter,
-                                         str(venv)], timeout=None)
-        if code != 0:
-            raise UserError(f"cannot create the cell's venv: {err.strip()[-300:]}", str(venv),
-                            hint=f"check that {interpreter} runs and that --envdir is writable")
-    settings = CellSettings(cells_dir=cells_dir, work_dir=venv / "torch-matrix", index_config=spec.index,
-                            fingerprint=fingerprint, probe_dirs=tuple(spec.probes.dirs),
+    settings = CellSettings(cells_dir=cells_dir, work_dir=envdir, index_config=spec.index,
+                            fingerprint=cell.fingerprint(spec.index.to_json()), probe_dirs=tuple(spec.probes.dirs),
                             probe_commands=dict(spec.probes.commands), probe_timeout_s=spec.probes.timeout,
                             position=position, total=total, project_dir=project_dir(spec), targets=spec.targets)
-    return run_cell(cell, str(venv / "bin" / "python"), settings), False
+    return run_in_own_venv(cell, settings, interpreter, envdir / cell.id, redo=redo)
+
+
+def as_bisect_cell(cell: Cell, judged_by: str) -> Cell:
+    """A planned cell as a ``bisect`` cell: its own id (``bisect-<id>``), apart from the run's cells,
+    and what judges it in the cell itself, so a resumed result must have been judged the same way."""
+    return dataclasses.replace(cell, id=f"{BISECT_PREFIX}{cell.id}", origin=ORIGIN_BISECT,
+                               reason=f"torch-matrix bisect, judged by {judged_by}",
+                               tags=(*cell.tags, ORIGIN_BISECT))
 
 
 def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> int:
@@ -187,14 +190,14 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> i
     versions, index_config = _versions(args, spec, environ)
     held = _held_spec(spec, args, versions, index_config)
     cells, interpreters = _plan(held, environ, prereleases=bool(args.nightly))
-    by_version = {cell.torch: cell for cell in cells}
+    probe = TEST_PROBE if args.test else args.probe
+    what = f"test {args.test}" if args.test else f"probe {probe}" if probe else "the cell's verdict"
+    by_version = {cell.torch: as_bisect_cell(cell, what) for cell in cells}
     interpreter = interpreters.get(held.python[0])
     interpreter_path = interpreter.path if interpreter is not None else sys.executable
-    cells_dir = layout.cells_dir(layout.run_dir(layout.results_root(environ), spec.name))
+    cells_dir = layout.cells_dir(layout.run_dir(layout.results_root(environ), spec.name + BISECT_RUN_SUFFIX))
     envdir = Path(args.envdir or ".nox").absolute()
     limit = args.max_cells or bisect_logic.max_cells(len(versions))
-    probe = TEST_PROBE if args.test else args.probe
-    what = f"probe {probe}" if probe else "the cell's verdict"
     print(f"bisect {versions[0]} .. {versions[-1]}: {len(versions)} versions, at most {limit} cells, judged by "
           f"{what}; held: python {held.python[0]}, variant {held.variants[0]}"
           + "".join(f", {a.name} {a.values[0]}" for a in held.extras) + f"; results in {cells_dir}",

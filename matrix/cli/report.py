@@ -141,19 +141,24 @@ def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
     return None
 
 
-def _write_pins(results: list, out_dir: Path, spec: str | None) -> None:
-    """What ``torch-matrix pins`` writes, from the results already loaded (one load for both)."""
+def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[str, tuple[str, ...]]]:
+    """What ``torch-matrix pins`` writes, from the results already loaded (one load for both);
+    returns each requirement line with its proof, for the HTML report."""
     from matrix.pins import package_axes, requirement_lines, suggest_pins
     from matrix.cli.pins import released_versions, write_outputs
 
+    from matrix.pins.render import proof_lines
+
     if not results:
         print("pins: no cell results, nothing to suggest", file=sys.stderr)
-        return
+        return []
     suggestion = suggest_pins(results, released_versions(package_axes(results), spec))
     paths = write_outputs(suggestion, out_dir / PINS_DIR)
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
     print(f"pins: {', '.join(pins) if pins else 'none needed'}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
           "`torch-matrix pins --apply FILE` updates a requirements file)", file=sys.stderr)
+    return [(line.text(), tuple(proof_lines(line))) for line in requirement_lines(suggestion.recommended)
+            if line.specifiers]
 
 
 def _cells_href(results_dir: Path, page: Path) -> str:
@@ -166,7 +171,7 @@ def _cells_href(results_dir: Path, page: Path) -> str:
 
 
 def _write_html(target: Path, judged: list, missing: list, previous_dir: str | None, results_dir: Path,
-                spec: str | None = None) -> Path:
+                spec: str | None = None, pins: Sequence[tuple[str, Sequence[str]]] = ()) -> Path:
     from datetime import datetime, timezone
 
     from matrix.report.html_page import render_html
@@ -179,7 +184,8 @@ def _write_html(target: Path, judged: list, missing: list, previous_dir: str | N
         named = named.parent
     title = f"torch-matrix: {named.name}"
     text = render_html(judged, missing=missing, previous=previous, previous_label=label,
-                       title=title, generated=generated, spec=spec, cells_href=_cells_href(results_dir, target))
+                       title=title, generated=generated, spec=spec, cells_href=_cells_href(results_dir, target),
+                       pins=pins)
     atomic_write(target, text)
     return target
 
@@ -201,10 +207,11 @@ def _write_files(args: argparse.Namespace, judged: Any, missing: Any, loaded: An
 
         written.append(atomic_write(Path(args.junit), render_junit(judged)))
     print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)
+    pins: list[tuple[str, tuple[str, ...]]] = []
     if _arg(args, "pins"):
-        _write_pins([item.result for item in judged], out_dir, spec)
+        pins = _write_pins([item.result for item in judged], out_dir, spec)
     if _arg(args, "html"):
-        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec)
+        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec, pins)
         print(f"HTML report: {path}", file=sys.stderr)
 
 

@@ -79,6 +79,11 @@ def _window_lines(line: RequirementLine, prefix: str = "# ") -> list[str]:
     return out
 
 
+def proof_lines(line: RequirementLine) -> list[str]:
+    """Why a requirement line says what it says: each window's proof, then each exclusion's reason."""
+    return _window_lines(line, "") + _comment_lines(line.exclusions, "")
+
+
 def _inline_window(line: RequirementLine) -> str:
     parts = []
     for window in line.windows:

@@ -104,6 +104,8 @@ class CellView:
     passed: str = ""  # the passing probes, one line: names and durations (their evidence: the cell file)
     skipped: tuple[tuple[str, str], ...] = ()  # (why, probe names) for the skipped probes
     file: str = ""  # the cell's full result file, relative to the page ("" when the page does not know)
+    origin: str = ""  # a follow-up cell's origin (counterfactual, edge, bisect); "" for the grid's
+    why: str = ""  # why a follow-up cell ran
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ class Page:
     hardware_rows: list[list[str]] = field(default_factory=list)
     hardware_reasons: list[str] = field(default_factory=list)
     changed_default_notes: list[str] = field(default_factory=list)  # report.terminal.changed_default_notes
+    followups: list[CellView] = field(default_factory=list)  # shown apart from the grid
+    pins: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (requirement line, its proof)
 
 
 def capped(text: str, limit: int = TEXT_CHARS, where: str = "results.json") -> str:
@@ -231,7 +235,8 @@ def cell_view(item: Judged, change: str = "", spec: str | None = None, probe_nam
         change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell),
         changed_defaults=tuple(sorted(verdict.advice)),
         note="; ".join(sorted({a.advice for a in verdict.advice.values()})),
-        passed=passed, skipped=skipped, file=cell_file(cell.id, cells_href) if cells_href else "")
+        passed=passed, skipped=skipped, file=cell_file(cell.id, cells_href) if cells_href else "",
+        origin=str(cell.origin) if cell.is_followup else "", why=cell.reason)
 
 
 def _missing_view(cell: Cell, spec: str | None = None, probe_names: Sequence[str] = ()) -> CellView:
@@ -252,9 +257,10 @@ def _column_sort(key: tuple) -> tuple:
 def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                previous: Mapping[str, str] | None = None, previous_label: str | None = None,
                title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
-               cells_href: str = "") -> Page:
+               cells_href: str = "", pins: Sequence[tuple[str, Sequence[str]]] = ()) -> Page:
     """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes).
-    ``cells_href``: the results' ``cells`` directory relative to the page (its links to the full text)."""
+    ``cells_href``: the results' ``cells`` directory relative to the page (its links to the full text).
+    ``pins``: the suggested requirement lines, each with its proof lines (``pins.render``)."""
     judged = judge(results)
     missing_cells = [cell for cell in missing if isinstance(cell, Cell)]
     probe_names: list[str] = []
@@ -292,6 +298,8 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
 
     slots: dict[tuple[str, str], dict[tuple, list[CellView]]] = {}
     for cell, view in views:
+        if cell.is_followup:
+            continue  # listed apart: the grid shows what the spec planned
         row_key = (cell.torch, cell.torchvision if with_torchvision else "")
         slots.setdefault(row_key, {}).setdefault(_column_key(cell, extra_names), []).append(view)
     rows = []
@@ -315,7 +323,9 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                 legend=legend, previous=previous_label if previous is not None else None,
                 changes=changes, gone=gone, generated=generated, hardware_headers=hardware_headers,
                 hardware_rows=hardware_rows, hardware_reasons=hardware_reasons(judged, width=600),
-                changed_default_notes=notes)
+                changed_default_notes=notes,
+                followups=[view for view in cell_views if view.origin],
+                pins=[(line, tuple(proof)) for line, proof in pins])
 
 
 @lru_cache(maxsize=1)
@@ -331,8 +341,8 @@ def _template() -> Any:
 def render_html(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                 previous: Mapping[str, str] | None = None, previous_label: str | None = None,
                 title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
-                cells_href: str = "") -> str:
+                cells_href: str = "", pins: Sequence[tuple[str, Sequence[str]]] = ()) -> str:
     page = build_page(results, missing=missing, previous=previous, previous_label=previous_label,
-                      title=title, generated=generated, spec=spec, cells_href=cells_href)
+                      title=title, generated=generated, spec=spec, cells_href=cells_href, pins=pins)
     return _template().render(page=page, PASS=PASS, MARK=CHANGED_DEFAULT_MARK, MARK_HELP=CHANGED_DEFAULT_HELP,
                               CODE_STATUSES={code: status for status, code in STATUS_CODES.items()})

@@ -48,6 +48,7 @@ PROBE_MARKS = {PASS: "pass", "fail": "FAIL", "unsupported": "unsup", "skip": "sk
 CELL_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras", "installed", "verdict", "time")
 DETAIL_HEADERS = ("cell", "probe", "status", "message", "observed vs expected", "probe repro")
 MISSING_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras")
+FOLLOWUP_HEADERS = ("follow-up cell", "origin", "torch", "installed", "verdict", "why it ran")
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,17 @@ def _observed_vs_expected(observed: object, expected: object) -> str:
 
 
 # ------------------------------------------------------------------------------ tables (rows)
+
+def split_followups(judged: Sequence[Judged]) -> tuple[list[Judged], list[Judged]]:
+    """(the planned grid's cells, the follow-up cells planned from results: ``plan.followups``)."""
+    return ([item for item in judged if not item.cell.is_followup],
+            [item for item in judged if item.cell.is_followup])
+
+
+def followup_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS) -> list[list[str]]:
+    return [[item.cell.id, str(item.cell.origin), item.cell.torch, installed_text(item.result),
+             verdict_text(item.verdict, symbols, detail=False), item.cell.reason] for item in judged]
+
 
 def cell_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS) -> list[list[str]]:
     rows = []
@@ -528,12 +540,16 @@ def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, 
     judged = judge(results)
     cuts: list[bool] = []
     parts = [counts_line(judged, missing)]
-    if judged or missing:
+    planned, followups = split_followups(judged)
+    if planned or missing:
         if pivot:
-            headers, rows = pivot_table(judged, missing=missing_cells(missing))
+            headers, rows = pivot_table(planned, missing=missing_cells(missing))
             parts.append(_table(rows, headers, tablefmt, width, cuts))
-        elif judged:
-            parts.append(_table(cell_rows(judged), CELL_HEADERS, tablefmt, width, cuts))
+        elif planned:
+            parts.append(_table(cell_rows(planned), CELL_HEADERS, tablefmt, width, cuts))
+    if followups:
+        parts.append(f"Follow-up cells ({len(followups)}; planned from the results, not from the spec's grid):\n"
+                     + _table(followup_rows(followups), FOLLOWUP_HEADERS, tablefmt, width, cuts))
     notes = changed_default_notes(judged)
     if notes:
         parts.append(f"{CHANGED_DEFAULT_MARK} changed default: {CHANGED_DEFAULT_HELP}:\n"

@@ -437,7 +437,9 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
     from matrix.run.pipeline import wanted_pythons
     from matrix.world.interpreters import find_interpreters
     from matrix.world.probesuite import suite_digest
-    from matrix.world.results import load_results
+    from matrix.plan.counterfactual import counterfactual_of
+    from matrix.vocab.records import ORIGIN_COUNTERFACTUAL
+    from matrix.world.results import load_results, read_result
     from matrix.world.specfile import project_dir
 
     try:
@@ -460,8 +462,11 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
             interpreter = interpreters.get(cell.python)
             settings = dataclasses.replace(base, fingerprint=cell.fingerprint(spec.index.to_json(), suite),
                                            position=position)
+            base = None
+            if cell.origin == ORIGIN_COUNTERFACTUAL:  # run here only when the cell's session could not
+                base = read_result(layout.cell_file(plan.cells_dir, counterfactual_of(cell.id)))
             result, resumed = run_in_own_venv(cell, settings, interpreter.path if interpreter else sys.executable,
-                                              envdir / f"followup-{cell.id}")
+                                              envdir / f"followup-{cell.id}", base=base)
             session.log(f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}" + (" [resumed]" if resumed else ""))
 
         return run_followups(lambda: load_results(plan.run_dir).results, IndexView(spec, environ), run, cap,

@@ -45,10 +45,11 @@ class Spent:
         return text + f"; {followups.FOLLOWUPS_ENV}=0 switches them off)"
 
 
-def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, redo: bool = False) -> tuple[
-        CellResult, bool]:
+def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, redo: bool = False,
+                    base: CellResult | None = None) -> tuple[CellResult, bool]:
     """``cell``'s result: the stored one when complete for ``settings.fingerprint``, else a fresh
-    run in ``venv`` (created with uv). Returns (result, resumed)."""
+    run in ``venv`` (created with uv). ``base``: the result a counterfactual follows up (its probe
+    subset inherits the rest from it). Returns (result, resumed)."""
     from matrix.run.cellrun import run_cell
     from matrix.world.results import has_complete_result, read_result
 
@@ -63,7 +64,7 @@ def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, 
             raise UserError(f"cannot create the cell's venv: {err.strip()[-300:]}", str(venv),
                             hint=f"check that {interpreter} runs and that the env dir is writable")
     settings = dataclasses.replace(settings, work_dir=venv / "torch-matrix")
-    return run_cell(cell, str(venv / "bin" / "python"), settings), False
+    return run_cell(cell, str(venv / "bin" / "python"), settings, base=base), False
 
 
 class IndexView:

@@ -34,6 +34,7 @@ FIGURES = (
     ("6_parallel", "benchmarks.parallel"),
     ("7_history", "benchmarks.history"),
     ("8_speed", "benchmarks.speed"),
+    ("9_proof", "benchmarks.proof"),
 )
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 RESULTS_SCHEMA = "torch-matrix/bench"

@@ -462,11 +462,11 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
             interpreter = interpreters.get(cell.python)
             settings = dataclasses.replace(base, fingerprint=cell.fingerprint(spec.index.to_json(), suite),
                                            position=position)
-            base = None
+            followed = None
             if cell.origin == ORIGIN_COUNTERFACTUAL:  # run here only when the cell's session could not
-                base = read_result(layout.cell_file(plan.cells_dir, counterfactual_of(cell.id)))
+                followed = read_result(layout.cell_file(plan.cells_dir, counterfactual_of(cell.id)))
             result, resumed = run_in_own_venv(cell, settings, interpreter.path if interpreter else sys.executable,
-                                              envdir / f"followup-{cell.id}", base=base)
+                                              envdir / f"followup-{cell.id}", base=followed)
             session.log(f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}" + (" [resumed]" if resumed else ""))
 
         return run_followups(lambda: load_results(plan.run_dir).results, IndexView(spec, environ), run, cap,

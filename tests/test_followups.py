@@ -221,3 +221,12 @@ def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_
     html = render_html(results, pins=pins)
     assert "<code>torch!=2.0.*</code>" in html and "found by bisect between 1.13.1 (passes)" in html
     assert 'id="followups"' in html
+
+
+def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
+    from matrix.report.terminal import cell_repro
+
+    cell = followups.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
+    assert cell_repro(cell, "m.toml") == \
+        "rm cells/t2.0.0-py3.11-edge.json && TORCH_MATRIX_SPEC=m.toml nox -s followups"
+    assert cell_repro(grid_cell("2.3.1"), "m.toml") == "TORCH_MATRIX_SPEC=m.toml TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.3.1-py3.11)'"

@@ -15,7 +15,7 @@ from functools import cached_property, lru_cache
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from matrix.vocab.layout import check_command, repro_command
+from matrix.vocab.layout import check_command, followup_repro_command, repro_command
 from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, Cell, CellResult, built_versions
 from matrix.judge.verdict import (
     COMPATIBLE,
@@ -216,6 +216,8 @@ def test_counts(result: CellResult) -> str:
 
 def cell_repro(cell: Cell, spec: str | None = None) -> str:
     """The rerun line; with the spec that planned the run (else nox plans another one: "Sessions not found")."""
+    if cell.is_followup:
+        return followup_repro_command(cell.id, spec)
     return repro_command(cell.id, spec)
 
 

@@ -68,6 +68,13 @@ def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None)
     return f"{spec}{REDO_ENV}=1 nox -s {shlex.quote(cell_session(cell_id))}"
 
 
+def followup_repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:
+    """The shell lines that rerun one follow-up cell: it has no session of its own; without its result
+    file the follow-up session plans it again (from the run directory)."""
+    spec = f"{SPEC_ENV}={shlex.quote(str(spec_path))} " if spec_path else ""
+    return f"rm {shlex.quote(str(cell_file(CELLS_DIR, cell_id)))} && {spec}nox -s {FOLLOWUPS_SESSION}"
+
+
 def check_command(python: str | os.PathLike[str]) -> str:
     """The shell line that checks an existing environment again (on the machine that has it)."""
     return f"torch-matrix check --python {shlex.quote(str(python))}"

@@ -171,3 +171,11 @@ def test_changed_default_advice_names_the_users_types_never_the_probes_own_class
     suggestion = suggest_pins([result])
     for text in (render_text(suggestion), render_json(suggestion), render_requirements(suggestion)):
         assert "probes.standard" not in text and "your own classes" in text
+
+
+def test_a_missing_module_from_another_distribution_asks_for_that_distribution():
+    """torch 2.1's torch.compile imports pkg_resources (real wheels, Python 3.11): setuptools brings it."""
+    failing = _compile_cell("2.1.0", "3.11", "fail", "ModuleNotFoundError: No module named 'pkg_resources'")
+    (attribution,) = verdict_of(failing).environment.values()
+    assert attribution.requirement == "setuptools"
+    assert "`pkg_resources` (from setuptools)" in attribution.advice

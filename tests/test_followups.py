@@ -230,3 +230,30 @@ def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
     assert cell_repro(cell, "m.toml") == \
         "rm cells/t2.0.0-py3.11-edge.json && TORCH_MATRIX_SPEC=m.toml nox -s followups"
     assert cell_repro(grid_cell("2.3.1"), "m.toml") == "TORCH_MATRIX_SPEC=m.toml TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.3.1-py3.11)'"
+
+
+def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_settles_the_edge():
+    """Real wheels: torch 2.1's torch.compile imports pkg_resources, which a uv venv lacks. The edge
+    cell is `environment` (no evidence); its counterfactual (with setuptools) passes, so the release
+    works and the end of the break is proven next to it."""
+    truth = truth_of({"2.0.0", "2.0.1"})
+    env_failure = {"2.1.0", "2.1.1", "2.1.2"}
+
+    def judge(cell: Cell) -> CellResult:
+        if cell.torch in env_failure and cell.origin == ORIGIN_EDGE:
+            return make_result(cell, probes=[make_probe("p", FAIL, message="ModuleNotFoundError: No module named "
+                                                                          "'pkg_resources'")])
+        return judged(cell, truth[cell.torch])
+
+    results = [judge(grid_cell(v)) for v in ("1.13.1", "2.0.1", "2.4.1")]
+    for _ in range(50):
+        planned = followups.plan_followups(results, lambda cell: RELEASES)
+        if not planned:
+            break
+        results += [judge(cell) for cell in planned]
+    counterfactuals = [r.cell for r in results if r.cell.origin == "counterfactual"]
+    assert counterfactuals and all(c.requirements[-1] == "setuptools" for c in counterfactuals)
+    assert torch_line(results) == "torch!=2.0.*"
+    window = requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)[0].windows[0]
+    assert window.end.good == "2.1.0" and window.end.good_cell == "t2.1.0-py3.11-edge-cf-with-setuptools"
+    assert window.end.found_by == "bisect"

@@ -75,6 +75,10 @@ _MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 # Modules a cell's own axes provide: missing, they are a version finding (e.g. torchvision
 # without its ops), not a dependency the environment forgot.
 _UNDER_TEST = {"torch", "torchvision", "torchaudio", "numpy"}
+# Modules whose distribution has another name: the requirement that brings them (torch 2.1's
+# torch.compile imports pkg_resources, which setuptools provides; seen on real wheels).
+_DISTRIBUTION_OF = {"pkg_resources": "setuptools", "yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python",
+                    "sklearn": "scikit-learn"}
 _BUILD_MISMATCH = ("does not exist", "undefined symbol", "Couldn't load custom C++ ops",
                    "operator torchvision::", "torchvision::nms")
 _BROKEN = ("cannot open shared object file", "ELF load command", "invalid ELF header")
@@ -136,13 +140,15 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]
-        if module not in _UNDER_TEST and not _installed(resolved, module) \
+        distribution = _DISTRIBUTION_OF.get(module, module)
+        if module not in _UNDER_TEST and not _installed(resolved, distribution) \
                 and not probe.name.startswith(module):
+            needs = f"`{module}`" + (f" (from {distribution})" if distribution != module else "")
             return Attribution(
                 Cause.ENVIRONMENT, EnvironmentKind.MISSING_DEPENDENCY,
-                f"{probe.name} needs `{module}` in the environment, which these wheels do not "
-                f"declare (uv venvs contain no {module}): add `{module}` to your requirements",
-                requirement=module, detail=module)
+                f"{probe.name} needs {needs} in the environment, which these wheels do not "
+                f"declare (uv venvs contain no {module}): add `{distribution}` to your requirements",
+                requirement=distribution, detail=module)
     torch = resolved.get("torch", "")
     vision = resolved.get("torchvision", "")
     if "install-override" in result.cell.tags and vision:

@@ -23,7 +23,9 @@ from typing import Any
 from packaging.version import Version
 
 from matrix.plan.bisection import final_releases
-from matrix.vocab.records import ORIGIN_EDGE
+from matrix.plan.counterfactual import counterfactual_of
+from matrix.plan.followups import EDGE_SEPARATOR
+from matrix.vocab.records import ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE
 from .specifiers import _prefix_bound, _text
 from .vocabulary import Observation, Value
 
@@ -197,11 +199,17 @@ def _edge(side: str, package: str, releases: Sequence[Version], index: int, step
     good_cell = good_cells[0] if good_cells else None
     if good_cell is None:  # admitted by this pin but never seen passing: no proof
         missing.append(str(good))
-    found_by = BISECT if any(origins.get(o.cell_id) == ORIGIN_EDGE for o in (bad_cell, good_cell) if o) else GRID
+    found_by = BISECT if any(_by_edge(o.cell_id, origins) for o in (bad_cell, good_cell) if o) else GRID
     if side == END:
         missing.reverse()
     return EdgeProof(side, str(bad), bad_cell.cell_id if bad_cell else "", str(good),
                      good_cell.cell_id if good_cell else "", found_by, missing=tuple(missing))
+
+
+def _by_edge(cell_id: str, origins: Mapping[str, str]) -> bool:
+    """An edge cell, or the counterfactual of one (the edge release with its environment fixed)."""
+    origin = origins.get(cell_id)
+    return origin == ORIGIN_EDGE or (origin == ORIGIN_COUNTERFACTUAL and counterfactual_of(cell_id).endswith(EDGE_SEPARATOR))
 
 
 def _window(package: str, inside: Sequence[Version], bad: Sequence[Version], start: EdgeProof, end: EdgeProof,

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from matrix.plan import bisection
-from matrix.plan.counterfactual import _SEPARATOR as _CF_SEPARATOR, plan_counterfactuals
-from matrix.vocab.records import ORIGIN_EDGE, ORIGIN_MATRIX, Cell, CellResult, public_version
+from matrix.plan.counterfactual import _SEPARATOR as _CF_SEPARATOR, counterfactual_of, plan_counterfactuals
+from matrix.vocab.records import ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE, ORIGIN_MATRIX, Cell, CellResult
 
 FOLLOWUPS_ENV = "TORCH_MATRIX_FOLLOWUPS"
 LEGACY_ENV = "TORCH_MATRIX_COUNTERFACTUALS"  # the cap's name before edges were follow-ups too
@@ -105,8 +105,15 @@ def outcomes_by_context(results: Iterable[CellResult]) -> dict[tuple, dict[str, 
     found: dict[tuple, dict[str, dict[str, object]]] = {}
     for result in results:
         cell = result.cell
-        if cell.origin not in (ORIGIN_MATRIX, ORIGIN_EDGE) or not cell.axes.get("torch"):
+        if cell.origin not in (ORIGIN_MATRIX, ORIGIN_EDGE, ORIGIN_COUNTERFACTUAL) or not cell.axes.get("torch"):
             continue
+        if cell.origin == ORIGIN_COUNTERFACTUAL:
+            # The release with the environment fixed: its verdict is the release's, and the cell
+            # counts where the cell it follows up does (the grid, or an edge).
+            base = counterfactual_of(cell.id)
+            cell = dataclasses.replace(cell, id=base, requirements=cell.requirements[:-1], probe_subset=(),
+                                       origin=ORIGIN_EDGE if base.endswith(EDGE_SEPARATOR) else ORIGIN_MATRIX,
+                                       tags=tuple(t for t in cell.tags if not t.startswith(ORIGIN_COUNTERFACTUAL)))
         version = _release(cell.torch)
         if version is None:
             continue
@@ -219,7 +226,7 @@ def plan_followups(results: Sequence[CellResult], releases_for: Callable[[Cell],
     have = {result.cell.id for result in results}
     planned: dict[str, Cell] = {}
     for result in results:
-        if result.cell.origin == ORIGIN_MATRIX:
+        if result.cell.origin in (ORIGIN_MATRIX, ORIGIN_EDGE):  # an edge cell's environment is fixed too
             for cell in plan_counterfactuals(result):
                 if cell.id not in have:
                     planned.setdefault(cell.id, cell)

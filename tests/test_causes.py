@@ -177,5 +177,10 @@ def test_a_missing_module_from_another_distribution_asks_for_that_distribution()
     """torch 2.1's torch.compile imports pkg_resources (real wheels, Python 3.11): setuptools brings it."""
     failing = _compile_cell("2.1.0", "3.11", "fail", "ModuleNotFoundError: No module named 'pkg_resources'")
     (attribution,) = verdict_of(failing).environment.values()
-    assert attribution.requirement == "setuptools"
-    assert "`pkg_resources` (from setuptools)" in attribution.advice
+    assert attribution.requirement == "setuptools<82"  # 82.0.0 removed pkg_resources
+    assert "`pkg_resources` (from setuptools<82)" in attribution.advice
+    # With a setuptools that has no pkg_resources installed it is still the environment's.
+    newer = make_result(failing.cell, probes=failing.probes, resolved={"torch": "2.1.0", "setuptools": "84.2.1"})
+    assert verdict_of(newer).kind == ENVIRONMENT
+    older = make_result(failing.cell, probes=failing.probes, resolved={"torch": "2.1.0", "setuptools": "81.0.0"})
+    assert verdict_of(older).kind == INCOMPATIBLE

@@ -75,10 +75,11 @@ _MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 # Modules a cell's own axes provide: missing, they are a version finding (e.g. torchvision
 # without its ops), not a dependency the environment forgot.
 _UNDER_TEST = {"torch", "torchvision", "torchaudio", "numpy"}
-# Modules whose distribution has another name: the requirement that brings them (torch 2.1's
-# torch.compile imports pkg_resources, which setuptools provides; seen on real wheels).
-_DISTRIBUTION_OF = {"pkg_resources": "setuptools", "yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python",
-                    "sklearn": "scikit-learn"}
+# Modules whose distribution has another name: the requirement that brings them. torch 2.1's
+# torch.compile imports pkg_resources (seen on real wheels, Python 3.11), which setuptools provided
+# until 82.0.0 removed it (checked: 81.0.0 has it, 82.0.0 does not).
+_DISTRIBUTION_OF = {"pkg_resources": "setuptools<82", "yaml": "pyyaml", "PIL": "pillow",
+                    "cv2": "opencv-python", "sklearn": "scikit-learn"}
 _BUILD_MISMATCH = ("does not exist", "undefined symbol", "Couldn't load custom C++ ops",
                    "operator torchvision::", "torchvision::nms")
 _BROKEN = ("cannot open shared object file", "ELF load command", "invalid ELF header")
@@ -118,6 +119,21 @@ def _installed(resolved: Mapping[str, str], module: str) -> bool:
     return module.lower().replace("-", "_") in names
 
 
+def _satisfied(resolved: Mapping[str, str], requirement: str) -> bool:
+    """``requirement`` (a name, or ``setuptools<82``) is installed in a version it admits."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        wanted = Requirement(requirement)
+    except InvalidRequirement:
+        return _installed(resolved, requirement)
+    key = wanted.name.lower().replace("-", "_")
+    for name, version in resolved.items():
+        if name.lower().replace("-", "_") == key:
+            return not wanted.specifier or wanted.specifier.contains(version, prereleases=True)
+    return False
+
+
 def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     """The cause of ``probe``'s outcome in ``result`` (``version`` for a pass or skip too)."""
     if probe.status in (PASS, SKIP):
@@ -141,7 +157,7 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     if missing:
         module = missing.group(1).split(".")[0]
         distribution = _DISTRIBUTION_OF.get(module, module)
-        if module not in _UNDER_TEST and not _installed(resolved, distribution) \
+        if module not in _UNDER_TEST and not _satisfied(resolved, distribution) \
                 and not probe.name.startswith(module):
             needs = f"`{module}`" + (f" (from {distribution})" if distribution != module else "")
             return Attribution(

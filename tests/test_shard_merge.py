@@ -62,10 +62,13 @@ def world(tmp_path_factory) -> dict[str, Path]:
 
 
 def run_matrix(world: dict[str, Path], name: str, shard: str = "") -> Path:
-    """One `nox -s matrix` (one runner); returns its results root."""
+    """One `nox -s matrix` (one runner); returns its results root. Follow-up cells are off: this
+    module is about the grid's partition (a shard plans follow-ups from its own cells only, so
+    its edge cells may differ from an unsharded run's)."""
     work = world["root"] / name
     work.mkdir()
     extra = {"TORCH_MATRIX_SHARD": shard} if shard else {}
+    extra["TORCH_MATRIX_FOLLOWUPS"] = "0"
     env = nox_env(work, world["spec"], UV_CACHE_DIR=str(world["uv_cache"]),
                   TORCH_MATRIX_CACHE_DIR=str(world["index_cache"]), **extra)
     done = run_nox(work, env, "-s", "matrix")

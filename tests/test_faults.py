@@ -21,6 +21,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -1583,4 +1584,152 @@ def test_a_probe_that_rebinds_what_the_runner_uses_costs_only_itself(tmp_path, i
     forged = result.probe("forges_its_report")
     assert forged.status == "error" and "malformed result" in forged.message, forged
     assert verdict_of(result).kind == INCOMPATIBLE  # a required probe errored: the cell says so
+    assert_no_orphans(tmp_path)
+
+
+# What a probe's message (or a shard's field) can hold: terminal control sequences (clear screen,
+# window title, an OSC 8 hyperlink, a C1 CSI), and Markdown that GitHub would render live.
+ESCAPES = "\x1b[2J\x1b[H\x1b]0;pwned\x07\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\\x9b31m"
+MARKUP = "</details>\n# heading\n@octocat ![img](https://evil.example/pixel.png) <img src=x>"
+HOSTILE_REPRO = "import torch\n```\n</details>\n# not a heading\n````\nprint('x')"
+CONTROL = ("\x1b", "\x07", "\x9b")
+HOSTILE_CELL = "t2.5.1-py3.11-numpylt2"
+
+
+def hostile_run(root: Path, day: int = 21, message: str = f"loss diverged {ESCAPES} {MARKUP}",
+                repro: str = HOSTILE_REPRO, failing: bool = True) -> Path:
+    """A results directory ``root/hostile`` of two cells with extras ``numpy<2``; the 2.5.1 cell's
+    training_step fails with ``message`` and ``repro`` (when ``failing``)."""
+    from matrix.world.results import write_result
+    from tests.factories import make_cell, make_probe, make_result
+
+    names = ("install_sanity", "training_step")
+    for torch in ("2.5.1", "2.6.0"):
+        cell = make_cell(torch=torch, extras={"numpy": "<2"}, probes=names, required_probes=names)
+        bad = failing and torch == "2.5.1"
+        probes = [make_probe("install_sanity"),
+                  make_probe("training_step", "fail", message, repro=repro, observed=ESCAPES, expected=1.0)
+                  if bad else make_probe("training_step")]
+        write_result(make_result(cell, probes=probes, finished_at=f"2026-11-{day:02d}T03:00:00+00:00"),
+                     root / "hostile" / "cells")
+    return root / "hostile"
+
+
+def outside_fences(markdown: str) -> str:
+    """The lines GitHub renders as Markdown: fenced code blocks left out (CommonMark: a fence closes
+    on a line of the same character, at least as long, and nothing else)."""
+    out, fence = [], ""
+    for line in markdown.splitlines():
+        found = re.match(r" {0,3}(`{3,}|~{3,})(.*)$", line)
+        if not fence:
+            if found and not (found.group(1)[0] == "`" and "`" in found.group(2)):
+                fence = found.group(1)
+            else:
+                out.append(line)
+        elif found and found.group(1)[0] == fence[0] and len(found.group(1)) >= len(fence) \
+                and not found.group(2).strip():
+            fence = ""
+    return "\n".join(out)
+
+
+def assert_markdown_is_inert(text: str, what: str) -> None:
+    """The hostile message renders as the same characters: no heading, no closed <details>, no
+    image, no mention, no raw HTML, no control character; the repro stays inside its fence."""
+    for char in CONTROL:
+        assert char not in text, (what, char)
+    rendered = outside_fences(text)
+    assert not re.search(r"^(?:> ?)?\s{0,3}#{1,6} (?:heading|not a heading)", rendered, re.M), (what, rendered)
+    assert rendered.count("</details>") == rendered.count("<details>"), (what, rendered)
+    for live in ("<img", "![img]", "@octocat"):
+        assert live not in rendered, (what, live, rendered)
+    assert not re.search(r"(?<!\\)\]\(https://evil", rendered), (what, rendered)  # a link or image
+
+
+def test_markdown_for_github_renders_a_hostile_message_as_text(tmp_path):
+    """summary.md (the step summary), the repro bundle and the nightly's issue body and comment: on
+    main a triple backtick closed the fixed fence and the message's </details>, # heading,
+    @mention and remote image rendered live."""
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    old = hostile_run(tmp_path / "old", day=20, failing=False)
+    new = hostile_run(tmp_path / "new")
+    done = cli(tmp_path, env, "report", str(new), "--out", str(tmp_path / "report"))
+    assert done.returncode == 0, done.stderr
+    assert_markdown_is_inert((tmp_path / "report" / "summary.md").read_text(), "summary.md")
+    done = cli(tmp_path, env, "repro", HOSTILE_CELL, "--results", str(new), "--out", str(tmp_path / "bundle.md"))
+    assert done.returncode == 0, done.stderr
+    bundle = (tmp_path / "bundle.md").read_text()
+    assert_markdown_is_inert(bundle, "repro bundle")
+    assert "# not a heading" in bundle  # the snippet is whole, in a fence longer than its own
+    done = cli(tmp_path, env, "diff", str(old), str(new), "--issues", str(tmp_path / "issues.json"))
+    assert done.returncode == 0, done.stderr
+    plan = json.loads((tmp_path / "issues.json").read_text())
+    (item,) = plan["open"]
+    assert_markdown_is_inert(item["body"], "issue body")
+    assert_markdown_is_inert(item["comment"], "issue comment")
+    assert "\n" not in item["title"] and all(len(title.splitlines()) == 1 for title in plan["close"])
+
+
+def test_the_issues_by_hand_install_line_is_shell_quoted(tmp_path):
+    """On main the line read `uv pip install ... numpy<2`: pasted, the shell redirects from a file
+    named 2. Run through bash with `uv` standing in, it must give the requirement as one word."""
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    old = hostile_run(tmp_path / "old", day=20, failing=False)
+    new = hostile_run(tmp_path / "new")
+    done = cli(tmp_path, env, "diff", str(old), str(new), "--issues", str(tmp_path / "issues.json"))
+    assert done.returncode == 0, done.stderr
+    body = json.loads((tmp_path / "issues.json").read_text())["open"][0]["body"]
+    lines = [line for line in body.splitlines() if line.startswith("uv pip install")]
+    assert len(lines) == 2, body  # the body's own, and the repro bundle's
+    for line in lines:
+        shown = subprocess.run(["bash", "-c", "uv() { printf '%s\\n' \"$@\"; }\n" + line], cwd=tmp_path,
+                               capture_output=True, text=True, check=False)
+        assert shown.returncode == 0 and shown.stderr == "", (line, shown.stderr)
+        assert shown.stdout.splitlines()[-1] == "numpy<2", (line, shown.stdout)
+    assert not (tmp_path / "2").exists()
+
+
+def test_terminal_output_shows_control_characters(tmp_path):
+    """From a shard: the report table, `repro` and the comments of constraints.txt (and
+    requirements-pins.txt) printed the message's clear-screen, title and hyperlink sequences raw."""
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    run_dir = hostile_run(tmp_path)
+    outputs = {}
+    done = cli(tmp_path, env, "report", str(run_dir), "--out", str(tmp_path / "report"))
+    outputs["report"] = done.stdout + done.stderr
+    done = cli(tmp_path, env, "repro", HOSTILE_CELL, "--results", str(run_dir))
+    outputs["repro"] = done.stdout + done.stderr
+    done = cli(tmp_path, env, "pins", str(run_dir), "--out", str(tmp_path / "pins"), "--no-coverage")
+    assert done.returncode == 0, done.stderr
+    outputs["pins"] = done.stdout + done.stderr
+    for name in ("constraints.txt", "requirements-pins.txt"):
+        outputs[name] = (tmp_path / "pins" / name).read_text()
+    for what, text in outputs.items():
+        for char in CONTROL:
+            assert char not in text, (what, repr(char), text[:2000])
+    assert "\\x1b[2J" in outputs["report"] and "\\x1b[2J" in outputs["repro"]  # shown, not dropped
+    assert "\\x1b]0;pwned" in outputs["requirements-pins.txt"]
+    for line in outputs["requirements-pins.txt"].splitlines():  # a comment stays a comment
+        assert line.startswith("#") or line.startswith(("torch", "numpy", "torchvision", "python")), line
+
+
+ESCAPING_PROBE = '''
+from probes.api import probe, Fail
+
+@probe("escapes")
+def escapes(ctx):
+    raise Fail("diverged %s")
+''' % ESCAPES.encode("unicode_escape").decode()
+
+
+def test_the_nox_log_lines_show_control_characters(tmp_path, index):
+    """nox's per-cell log line (``t...: INCOMPATIBLE: escapes: fail: ...``) and the echoed runner
+    lines printed the probe's escape sequences raw."""
+    probes = probe_dir(tmp_path, ESCAPING_PROBE)
+    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity", "escapes"]\ndirs = ["{probes}"]')
+    done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
+    log = done.stdout + done.stderr
+    assert "INCOMPATIBLE" in log, log[-3000:]
+    for char in CONTROL:
+        assert char not in log, (repr(char), log[-3000:])
+    assert any("INCOMPATIBLE" in line and "\\x1b[2J" in line for line in log.splitlines()), log[-3000:]
     assert_no_orphans(tmp_path)

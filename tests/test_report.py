@@ -231,7 +231,7 @@ def test_markdown_summary_has_every_section_and_escapes_pipes():
                     "### Cells that did not pass", "### Probe status per cell"):
         assert heading in text
     assert "**5 cells: 1 compatible, 2 incompatible, 1 unsatisfiable, 1 error**" in text
-    assert "a \\| b" in text and "` x \\| y `" in text
+    assert "a \\| b" in text and "`x \\| y`" in text
     assert "❌ incompatible: training_step" in text
     assert "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.6.0-py3.11)'" in text
     assert "Summary shortened" not in text

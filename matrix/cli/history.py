@@ -205,11 +205,28 @@ def diff_main(args: argparse.Namespace) -> int:
     if args.issues:
         from matrix.world.results import atomic_write_text
 
-        plan = diff_render.issue_plan(result, run_url=args.run_url or "")
+        bundles = _bundles(refs[-1] if refs else None, result.new_failures)
+        plan = diff_render.issue_plan(result, run_url=args.run_url or "", bundles=bundles)
+        for (cell, probe), text in bundles.items():  # whole, beside the plan: the body may hold them cut
+            atomic_write_text(Path(args.issues).parent / "bundles" / diff_render.bundle_file(cell, probe), text)
         atomic_write_text(Path(args.issues), json.dumps(plan, indent=1) + "\n")
         print(f"wrote {args.issues}: {len(plan['open'])} issue(s) to open, {len(plan['close'])} cell+probe "
               "pair(s) passing", file=sys.stderr)
     return 0
+
+
+def _bundles(ref: str | None, failures: Any) -> dict[tuple[str, str], str]:
+    """The repro bundle (``torch-matrix repro CELL PROBE``) of each new failure, when the new run is
+    a results directory; the nightly's issue bodies hold them."""
+    if not failures or ref is None or not Path(ref).is_dir():
+        return {}
+    from matrix.report.repro import render_bundle
+    from matrix.world.results import load_results
+
+    results = load_results(Path(ref)).results
+    by_id = {item.cell.id: item for item in results}
+    return {(failure.cell, failure.probe): render_bundle(by_id[failure.cell], results, failure.probe)
+            for failure in failures if failure.cell in by_id and by_id[failure.cell].probe(failure.probe)}
 
 
 def _lazy(name: str) -> Any:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from matrix.edges import console
 from matrix.vocab import layout
 from matrix.vocab.errors import UserError
+from matrix.vocab.escaping import terminal
 from matrix.vocab.layout import (
     BACKOFF_ENV,
     DEFAULT_RESULTS,
@@ -278,7 +279,7 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         except UserError as error:
             session.error(error.render())
     verdict = verdict_of(result)
-    reason = verdict.reason.strip()
+    reason = terminal(verdict.reason.strip())  # nox prints it as it is: a probe's message can hold anything
     if verdict.kind == NO_EVIDENCE:
         session.error(f"{cell.id}: ERROR (no evidence): {reason}")
     if verdict.kind == INCOMPATIBLE:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from matrix.vocab.errors import UserError
+from matrix.vocab.escaping import terminal
 from matrix.edges.fileio import atomic_write
 from matrix.vocab.layout import SPEC_ENV
 from matrix.report.repro import chosen_probe, chosen_target, render_bundle
@@ -48,8 +49,8 @@ def main(args: argparse.Namespace) -> int:
                         hint=f"its targets: {names}")
     text = render_bundle(result, loaded.results, args.probe, spec_path=spec, target=wanted)
     if args.out:
-        atomic_write(Path(args.out), text)
+        atomic_write(Path(args.out), terminal(text))
         print(f"wrote {args.out}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(terminal(text))
     return 0

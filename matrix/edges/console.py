@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
+from matrix.vocab.escaping import terminal
+
 if TYPE_CHECKING:
     from matrix.vocab.errors import UserError
 
@@ -34,7 +36,7 @@ _warn_lock = threading.Lock()
 
 
 def warn(message: str, stream: TextIO | None = None) -> None:
-    print(WARNING + message, file=stream or sys.stderr, flush=True)
+    print(WARNING + terminal(message), file=stream or sys.stderr, flush=True)
 
 
 def warn_once(message: str) -> None:
@@ -48,12 +50,12 @@ def warn_once(message: str) -> None:
 
 def error(problem: UserError, stream: TextIO | None = None) -> None:
     """The error line and its hint line (``UserError.render``)."""
-    print(problem.render(), file=stream or sys.stderr, flush=True)
+    print(terminal(problem.render()), file=stream or sys.stderr, flush=True)
 
 
 def note(text: str, stream: TextIO | None = None) -> None:
     """A plain line on stderr (``wrote ...``, ``interrupted``)."""
-    print(text, file=stream or sys.stderr, flush=True)
+    print(terminal(text), file=stream or sys.stderr, flush=True)
 
 
 @dataclass
@@ -84,7 +86,7 @@ class Progress:
         return self.stream or sys.stderr
 
     def line(self, text: str) -> None:
-        print(f"{self.prefix} {text}", file=self._stream(), flush=True)
+        print(terminal(f"{self.prefix} {text}", multiline=False), file=self._stream(), flush=True)
 
     def _is_live(self) -> bool:
         if self.live is not None:

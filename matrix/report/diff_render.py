@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from matrix.report.diff import CellChange, Diff, NewFailure, PassRate, ProbeChange, RunRef
+from matrix.vocab.escaping import md_code, md_fence, md_html, md_text, md_title, shell_line, terminal
 from matrix.vocab.layout import repro_command
 
 ISSUE_LABEL = "torch-matrix-break"
@@ -63,11 +65,11 @@ def render_text(diff: Diff) -> str:
             lines += _columns(rows)
     if diff.quiet:
         lines.append("no change")
-    return "\n".join(lines) + "\n"
+    return terminal("\n".join(lines)) + "\n"
 
 
 def _md(value: str) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ") or " "
+    return md_text(value) or " "
 
 
 def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -111,50 +113,92 @@ def render_json(diff: Diff) -> str:
 
 # ---------------------------------------------------------------------------- issues
 
+GITHUB_BODY_CHARS = 65_536  # GitHub refuses a longer issue body or comment
+ISSUE_BODY_CHARS = 60_000  # what the nightly writes: below the limit, with room to spare
+REPRO_CHARS = 8_000  # the probe's own snippet in the body; the bundle below has it whole
+
+
 def issue_title(cell: str, probe: str) -> str:
-    """Stable per cell+probe: the nightly finds its own issue again by this exact title."""
-    return f"torch-matrix: {probe} fails in {cell}"
+    """Stable per cell+probe: the nightly finds its own issue again by this exact title (one line,
+    as GitHub keeps it)."""
+    return md_title(f"torch-matrix: {probe} fails in {cell}")
+
+
+def bundle_file(cell: str, probe: str) -> str:
+    """The file name of a failure's full repro bundle (in the nightly's ``history`` artifact)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{cell}--{probe}")[:200] + ".md"
 
 
 def issue_body(failure: NewFailure, run_url: str = "") -> str:
     first = failure.first_run
-    seen = f"first failing run `{first.id}` ({first.date or 'date unknown'}" if first else "first failing run unknown"
+    seen = (f"first failing run {md_code(first.id)} ({md_text(first.date or 'date unknown')}" if first
+            else "first failing run unknown")
     if first and first.commit:
-        seen += f", commit {first.commit[:12]}"
+        seen += f", commit {md_text(first.commit[:12])}"
     seen += ")" if first else ""
     pins = " ".join(failure.requirements)
-    lines = [f"<!-- {ISSUE_LABEL} cell={failure.cell} probe={failure.probe} -->",
-             f"The nightly matrix found **{failure.probe}** `{failure.status}` in cell `{failure.cell}` "
-             f"(Python {failure.python or '?'}: `{pins}`); {seen}.", ""]
+    marker = f"cell={failure.cell} probe={failure.probe}"
+    lines = [f"<!-- {ISSUE_LABEL} {md_html(marker)} -->",
+             f"The nightly matrix found **{md_text(failure.probe)}** {md_code(failure.status)} in cell "
+             f"{md_code(failure.cell)} (Python {md_text(failure.python or '?')}: {md_code(pins)}); {seen}.", ""]
     if run_url:
-        lines += [f"Run: {run_url}", ""]
+        lines += [f"Run: {md_text(run_url)}", ""]
     if failure.message:
-        lines += ["> " + _short(failure.message, 1000), ""]
-    lines += ["### Reproduce", "", "From this repository, rerun just this cell:", "", "```bash",
-              repro_command(failure.cell), "```", "",
-              "Or by hand, in a fresh environment:", "", "```bash",
-              f"uv venv --python {failure.python or '3'} repro-venv",
-              f"uv pip install --python repro-venv/bin/python {pins}", "```", ""]
+        lines += ["> " + md_text(_short(failure.message, 1000)), ""]
+    lines += ["### Reproduce", "", "From this repository, rerun just this cell:", "",
+              md_fence(repro_command(failure.cell), "bash"), "",
+              "Or by hand, in a fresh environment:", "",
+              md_fence("\n".join([shell_line(["uv", "venv", "--python", failure.python or "3", "repro-venv"]),
+                                  shell_line(["uv", "pip", "install", "--python", "repro-venv/bin/python",
+                                              *failure.requirements])]), "bash"), ""]
     if failure.repro:
-        lines += ["The probe's own repro:", "", "```python", failure.repro.strip(), "```", ""]
-    lines += [f"The nightly closes this issue when `{failure.probe}` passes again in `{failure.cell}`."]
+        repro = failure.repro.strip()
+        if len(repro) > REPRO_CHARS:
+            repro = repro[:REPRO_CHARS] + f"\n# ... {len(repro) - REPRO_CHARS} more characters: the bundle below has it whole"
+        lines += ["The probe's own repro:", "", md_fence(repro, "python"), ""]
+    lines += [f"The nightly closes this issue when {md_code(failure.probe)} passes again in {md_code(failure.cell)}."]
     return "\n".join(lines) + "\n"
 
 
-def issue_plan(diff: Diff, run_url: str = "") -> dict[str, Any]:
+def issue_text(head: str, bundle: str, cell: str, probe: str, run_url: str = "",
+               limit: int = ISSUE_BODY_CHARS) -> str:
+    """The issue's body: ``head`` (``issue_body``) and the repro bundle in a ``<details>``, at most
+    ``limit`` characters. A bundle that does not fit is cut, shown as text in a fence (nothing it
+    opened is left open), and the body points to the whole bundle in the run's ``history`` artifact."""
+    summary = f"<details><summary>{md_html(f'torch-matrix repro {cell} {probe}')}</summary>\n\n"
+    whole = f"{head}\n{summary}{bundle.rstrip()}\n\n</details>\n"
+    if len(whole) <= limit:
+        return whole
+    where = f"{md_code('bundles/' + bundle_file(cell, probe))} in the {md_code('history')} artifact of the run"
+    pointer = (f"\n> [!NOTE]\n> Cut to fit GitHub's {GITHUB_BODY_CHARS:,} characters. The whole bundle is "
+               f"{where}" + (f": {md_text(run_url)}" if run_url else "") + ".\n")
+    head = head if len(head) <= limit // 2 else md_fence(head[: limit // 2]) + "\n"
+    room = limit - len(head) - len(summary) - len(pointer) - 200
+    cut = md_fence(bundle[: max(room, 0)] + f"\n... ({len(bundle) - max(room, 0):,} more characters)")
+    return f"{head}\n{summary}{cut}\n\n</details>\n{pointer}"
+
+
+def issue_plan(diff: Diff, run_url: str = "", bundles: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """What the nightly does on GitHub: open (or comment on) one issue per new failure; close
-    the issue of every cell+probe that passes in this run."""
+    the issue of every cell+probe that passes in this run. ``bundles``: each failure's repro bundle
+    (``report.repro``), put in its issue's body (``issue_text``)."""
+    bundles = bundles or {}
+
+    def body(failure: NewFailure) -> str:
+        bundle = bundles.get((failure.cell, failure.probe), "(torch-matrix repro could not build it)")
+        return issue_text(issue_body(failure, run_url), bundle, failure.cell, failure.probe, run_url)
+
     return {
         "label": ISSUE_LABEL,
         "run": diff.new.id,
         "open": [{"title": issue_title(f.cell, f.probe), "cell": f.cell, "probe": f.probe,
-                  "body": issue_body(f, run_url),
-                  "comment": f"Failing again in run `{diff.new.id}` ({diff.new.date})"
-                             + (f": {run_url}" if run_url else "") + f"\n\n> {_short(f.message, 500)}"}
+                  "body": body(f), "bundle": bundle_file(f.cell, f.probe),
+                  "comment": f"Failing again in run {md_code(diff.new.id)} ({md_text(diff.new.date)})"
+                             + (f": {md_text(run_url)}" if run_url else "") + f"\n\n> {md_text(_short(f.message, 500))}"}
                  for f in diff.new_failures],
         "close": sorted(issue_title(cell, probe) for cell, probe in diff.passing),
-        "close_comment": f"Passes again in run `{diff.new.id}` ({diff.new.date})"
-                         + (f": {run_url}" if run_url else ""),
+        "close_comment": f"Passes again in run {md_code(diff.new.id)} ({md_text(diff.new.date)})"
+                         + (f": {md_text(run_url)}" if run_url else ""),
     }
 
 
@@ -192,13 +236,13 @@ def render_history_text(runs_by_spec: Mapping[str, tuple[Sequence[Any], list[lis
         else:
             lines.append(f"flaky over the last {window} run(s): none")
         lines.append("")
-    return "\n".join(lines) if lines else "no runs in the history\n"
+    return terminal("\n".join(lines)) if lines else "no runs in the history\n"
 
 
 def render_history_markdown(runs_by_spec: Mapping[str, tuple[Sequence[Any], list[list[str]], int]]) -> str:
     lines: list[str] = []
     for spec, (runs, flaky, window) in runs_by_spec.items():
-        lines += [f"## History of `{spec}`", ""] + _md_table(HISTORY_HEADERS, history_rows(runs)) + [""]
+        lines += [f"## History of {md_code(spec)}", ""] + _md_table(HISTORY_HEADERS, history_rows(runs)) + [""]
         lines += [f"### Flaky over the last {window} run(s)", ""]
         lines += (_md_table(FLAKY_HEADERS, flaky) if flaky else ["None."]) + [""]
     return "\n".join(lines) + "\n" if lines else "No runs in the history.\n"

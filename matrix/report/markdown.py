@@ -33,6 +33,7 @@ from matrix.report.terminal import (
     repro_lines,
 )
 from matrix.judge.verdict import COMPATIBLE, VERDICTS
+from matrix.vocab.escaping import md_code, md_fence, md_html, md_text
 
 GITHUB_SUMMARY_LIMIT = 1024 * 1024  # $GITHUB_STEP_SUMMARY: 1 MiB per step
 
@@ -42,13 +43,8 @@ class Code(str):
 
 
 def md_cell(value: object) -> str:
-    text = " ".join(str(value).split())
-    if isinstance(value, Code):
-        if not text:
-            return ""
-        fence = "``" if "`" in text else "`"
-        return fence + " " + text.replace("|", "\\|") + " " + fence
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+    """One table cell, through the Markdown rule (``vocab.escaping``): text, or inline code."""
+    return md_code(value, in_table=True) if isinstance(value, Code) else md_text(value)
 
 
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -63,13 +59,6 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 INLINE_REPRO_CHARS = 120  # a longer or multi-line snippet goes below the table, whole
 
 
-def fence_block(text: str, language: str = "") -> str:
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{fence}{language}\n{text.rstrip()}\n{fence}"
-
-
 def _md_details(judged: Sequence[Judged], spec: str | None = None) -> str:
     """The details table; a repro is never cut: a short one-liner stays in the table, any other is
     printed whole below it (a table cell cannot hold a multi-line snippet)."""
@@ -78,8 +67,8 @@ def _md_details(judged: Sequence[Judged], spec: str | None = None) -> str:
     for row in detail_rows(judged, full_repro=True):
         repro = row[5].strip()
         if repro and ("\n" in repro or len(repro) > INLINE_REPRO_CHARS):
-            snippets.append(f"<details><summary>{len(snippets) + 1}. <code>{row[0]}</code> · "
-                            f"<code>{row[1]}</code></summary>\n\n{fence_block(repro, 'python')}\n\n</details>")
+            snippets.append(f"<details><summary>{len(snippets) + 1}. <code>{md_html(row[0])}</code> · "
+                            f"<code>{md_html(row[1])}</code></summary>\n\n{md_fence(repro, 'python')}\n\n</details>")
             cell: object = f"snippet {len(snippets)} below"
         else:
             cell = Code(repro)
@@ -89,7 +78,7 @@ def _md_details(judged: Sequence[Judged], spec: str | None = None) -> str:
         text += "\n\n#### Probe repro snippets\n\n" + "\n\n".join(snippets)
     repros = repro_lines(judged, spec)
     if repros:
-        text += "\n\nRerun a cell:\n\n```sh\n" + "\n".join(line for _, line in repros) + "\n```"
+        text += "\n\nRerun a cell:\n\n" + md_fence("\n".join(line for _, line in repros), "sh")
     return text
 
 
@@ -107,7 +96,7 @@ def _md_verdict_lists(judged: Sequence[Judged], missing: Sequence[Cell | str]) -
             continue
         label = f"- {MARKDOWN_SYMBOLS[kind]} **{kind}**: {len(ids)}"
         if kind != COMPATIBLE:
-            label += ": " + ", ".join(f"`{cell_id}`" for cell_id in ids)
+            label += ": " + ", ".join(md_code(cell_id) for cell_id in ids)
         lines.append(label)
     return "\n".join(lines)
 

@@ -9,7 +9,6 @@ where the same probe passes ("passes on torch 1.12.1"), plus how to rerun the ce
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,8 @@ from matrix.report.html_page import cause_text
 from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult, built_versions
 from matrix.report.terminal import RUNS_ON_TARGET, _version_key, extras_of, shorten
 from matrix.judge.verdict import COMPATIBLE, verdict_of
+from matrix.report.markdown import Code
+from matrix.vocab.escaping import md_code, md_fence, md_text, shell_line
 
 VENV = ".venv-repro"
 EVIDENCE_CHARS = 3000
@@ -31,7 +32,7 @@ class Nearest:
 
     def line(self) -> str:
         what = ", ".join(self.differences) or "the same axes"
-        return f"passes on {what}: cell `{self.result.cell.id}`"
+        return f"passes on {md_text(what)}: cell {md_code(self.result.cell.id)}"
 
 
 def chosen_probe(result: CellResult, name: str | None) -> ProbeResult | None:
@@ -89,13 +90,6 @@ def nearest_passing(result: CellResult, results: Iterable[CellResult], probe: st
     return best[1] if best else None
 
 
-def _fenced(text: str, language: str = "") -> str:
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{fence}{language}\n{text.rstrip()}\n{fence}"
-
-
 def _json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
     text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
@@ -103,7 +97,7 @@ def _json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
 
 def environment_rows(result: CellResult) -> list[tuple[str, str]]:
     interpreter, platform, gpu = result.interpreter, result.platform, result.gpu
-    rows = [("cell", f"`{result.cell.id}`")]
+    rows = [("cell", Code(result.cell.id))]
     python = interpreter.get("version") or result.cell.python
     implementation = interpreter.get("implementation")
     rows.append(("Python", f"{python}" + (f" ({implementation})" if implementation else "")))
@@ -159,8 +153,8 @@ def install_lines(result: CellResult) -> list[str]:
         if arg.startswith("--python="):
             continue
         cleaned.append(arg)
-    return [f"uv venv --python {shlex.quote(result.cell.python)} {VENV}",
-            f"uv pip install --python {VENV} " + " ".join(shlex.quote(arg) for arg in cleaned),
+    return [shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
+            shell_line(["uv", "pip", "install", "--python", VENV, *cleaned]),
             f"{VENV}/bin/python repro.py"]
 
 
@@ -190,61 +184,64 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
     what = probe.name if probe is not None else "the cell"
     status = probe.status if probe is not None else verdict.kind
     torch_version = built_versions(result).get("torch", cell.torch)
-    title = f"torch {torch_version}: `{what}` {status}"
+    title = f"torch {md_text(torch_version)}: {md_code(what)} {md_text(status)}"
     if probe is not None and probe.message:
-        title += f": {shorten(probe.message, 100)}"
+        title += f": {md_text(shorten(probe.message, 100))}"
     if hardware is not None and probe is None:
-        title = f"torch {torch_version} on {hardware['target']}: {hardware['verdict']}"
+        title = f"torch {md_text(torch_version)} on {md_text(hardware['target'])}: {md_text(hardware['verdict'])}"
     lines = [f"### {title}", ""]
     if hardware is not None:
-        lines += [f"**Hardware target** {hardware['target']}: **{hardware['verdict']}**. {hardware['reason']}", ""]
+        lines += [f"**Hardware target** {md_text(hardware['target'])}: **{md_text(hardware['verdict'])}**. "
+                  f"{md_text(hardware['reason'])}", ""]
         if hardware.get("device"):
-            lines += [f"On the device: {hardware['device']}" + (" (**disagrees** with the static verdict)"
+            lines += [f"On the device: {md_text(hardware['device'])}" + (" (**disagrees** with the static verdict)"
                                                                  if hardware.get("agrees") is False else ""), ""]
     nearest = nearest_passing(result, results, probe.name if probe is not None else None)
     if result.install.status != INSTALLED:
-        lines += [f"The cell was not installed: **{result.install.status}**.", "", _fenced(result.install.message or
-                                                                                              "(no message)"), ""]
+        lines += [f"The cell was not installed: **{md_text(result.install.status)}**.", "",
+                  md_fence(result.install.message or "(no message)"), ""]
     if probe is not None:
-        lines += [f"**Probe** `{probe.name}`: **{probe.status}**" + (f". {probe.message}" if probe.message else ""), ""]
+        lines += [f"**Probe** {md_code(probe.name)}: **{md_text(probe.status)}**"
+                  + (f". {md_text(probe.message)}" if probe.message else ""), ""]
         if probe.observed is not None or probe.expected is not None:
             lines += ["| observed | expected |", "|---|---|",
                       f"| {_md_inline(probe.observed)} | {_md_inline(probe.expected)} |", ""]
         cause = cause_text(result, probe)
         if cause:
-            lines += [f"**Cause** (torch-matrix's reading): {cause}", ""]
+            lines += [f"**Cause** (torch-matrix's reading): {md_text(cause)}", ""]
     lines.append(f"**Nearest passing cell**: {nearest.line()}." if nearest else
                  "**Nearest passing cell**: none in this run (no other cell passes "
-                 f"{'`' + probe.name + '`' if probe is not None else 'every probe'}).")
+                 f"{md_code(probe.name) if probe is not None else 'every probe'}).")
     lines += ["", "#### Environment", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
     lines += ["", "#### Install", ""]
     if cell.is_existing_env:
-        lines += [f"Probed as found by `torch-matrix check` ({result.install.message}); these lines rebuild "
+        lines += [f"Probed as found by `torch-matrix check` ({md_text(result.install.message)}); these lines rebuild "
                   "its versions in a fresh venv:", ""]
-    lines += [_fenced("\n".join(install_lines(result)), "sh"), ""]
+    lines += [md_fence("\n".join(install_lines(result)), "sh"), ""]
     if probe is not None and probe.repro:
-        lines += ["#### Minimal snippet (`repro.py`)", "", _fenced(probe.repro, "python"), ""]
+        lines += ["#### Minimal snippet (`repro.py`)", "", md_fence(probe.repro, "python"), ""]
     elif hardware is not None:
-        lines += ["#### Minimal snippet (`repro.py`, on the GPU)", "", _fenced(HARDWARE_SNIPPET, "python"), ""]
+        lines += ["#### Minimal snippet (`repro.py`, on the GPU)", "", md_fence(HARDWARE_SNIPPET, "python"), ""]
     if result.targets:
         lines += ["#### Hardware targets (judged from the build, no GPU needed)", "", "| target | verdict | reason |",
                   "|---|---|---|"]
-        lines += [f"| {_md_cell(t['target'])} | {t['verdict']} | {_md_cell(t['reason'])} |" for t in result.targets]
+        lines += [f"| {_md_cell(t['target'])} | {md_text(t['verdict'])} | {_md_cell(t['reason'])} |"
+                  for t in result.targets]
         lines.append("")
     if probe is not None and probe.traceback:
-        lines += ["#### Traceback", "", _fenced(probe.traceback), ""]
+        lines += ["#### Traceback", "", md_fence(probe.traceback), ""]
     if probe is not None and probe.evidence:
-        lines += ["<details><summary>Evidence</summary>", "", _fenced(_json(dict(probe.evidence)), "json"), "",
+        lines += ["<details><summary>Evidence</summary>", "", md_fence(_json(dict(probe.evidence)), "json"), "",
                   "</details>", ""]
     if probe is not None and probe.output_tail:
-        lines += ["<details><summary>Output</summary>", "", _fenced(probe.output_tail), "", "</details>", ""]
+        lines += ["<details><summary>Output</summary>", "", md_fence(probe.output_tail), "", "</details>", ""]
     rerun = (check_command(str(result.interpreter.get("path") or "PATH/TO/python")) if cell.is_existing_env
              else repro_command(cell.id, spec_path))
-    lines += ["#### Rerun with torch-matrix", "", _fenced(rerun, "sh"), ""]
+    lines += ["#### Rerun with torch-matrix", "", md_fence(rerun, "sh"), ""]
     if verdict.kind != COMPATIBLE:
         why = f"failing required probes: {', '.join(verdict.failing)}" if verdict.failing else verdict.reason
-        lines += [f"Verdict of the cell: **{verdict.kind}**" + (f" ({shorten(why, 200)})" if why else "") + ".", ""]
+        lines += [f"Verdict of the cell: **{verdict.kind}**" + (f" ({md_text(shorten(why, 200))})" if why else "") + ".", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -256,6 +253,8 @@ def _md_inline(value: Any) -> str:
 
 
 def _md_cell(text: Any) -> str:
-    value = " ".join(str(text).split()).replace("|", "\\|")
-    return f"`{value}`" if value and "`" not in value and not value.startswith("`") and len(value) < 120 \
-        and any(ch in value for ch in "_*<>[]") else value
+    """A short value with markup characters as inline code, any other as text."""
+    value = " ".join(str(text).split())
+    if isinstance(text, Code) or (len(value) < 120 and any(ch in value for ch in "_*<>[]`")):
+        return md_code(value, in_table=True)
+    return md_text(value)

@@ -15,6 +15,7 @@ from functools import cached_property, lru_cache
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from matrix.vocab.escaping import terminal
 from matrix.vocab.layout import check_command, followup_repro_command, repro_command
 from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, Cell, CellResult, built_versions
 from matrix.judge.verdict import (
@@ -476,6 +477,8 @@ DROP_FIRST = {
 
 def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: str,
            width: int | None = None, cuts: list[bool] | None = None) -> str:
+    # the terminal's rule before measuring: an escape sequence is shown, so it is also counted
+    rows = [[terminal(value) if isinstance(value, str) else value for value in row] for row in rows]
     if width is not None and tablefmt == "simple" and rows:
         headers, rows, was_cut = fit_to_width(rows, headers, width, drop=DROP_FIRST.get(tuple(headers), ()))
         if cuts is not None and was_cut:
@@ -576,4 +579,4 @@ def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, 
                      + ("\n\nWhy it does not run there:\n" + "\n".join(f"  {line}" for line in why) if why else ""))
     if cuts:
         parts.append(f"(narrowed to {width} columns; full text in summary.md, results.json, --html)")
-    return "\n\n".join(parts) + "\n"
+    return terminal("\n\n".join(parts)) + "\n"

@@ -1,0 +1,122 @@
+"""One escaping rule per sink, in one place: the terminal, GitHub Markdown, the shell. Pure, stdlib only.
+
+Text that reaches these sinks comes from shards, probes and result files: a probe message can hold
+anything (escape sequences, backticks, HTML, a lone surrogate). Every printer passes it through the
+function of its sink, and through no other:
+
+- ``terminal``: control characters made visible (``\\x1b``), so a message cannot clear the screen,
+  set the title, print a hyperlink or move the cursor. Used for everything the tool prints and for
+  the comments of the files it writes for people (constraints.txt).
+- ``md_text``, ``md_code``, ``md_fence``, ``md_html``, ``md_title``: GitHub-flavoured Markdown (issues,
+  the step summary, summary.md, the repro bundle): HTML escaped, ``@mentions`` and images
+  neutralised, a line cannot start a heading, quote or list, a code fence is longer than any
+  backtick run inside, a title is one line.
+- ``shell_line``: every printed command quoted (``'numpy<2'``).
+
+HTML is not here: the page's template escapes every value (Jinja autoescape).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+from collections.abc import Iterable
+
+# C0 controls (but newline and tab where the text is multi-line), DEL, C1 controls, lone
+# surrogates (unprintable, and unencodable in UTF-8), Unicode line/paragraph separators and the
+# bidirectional overrides (they reorder what a terminal shows).
+_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_TERMINAL_MULTILINE = re.compile(f"[{_CONTROL}]")
+_TERMINAL_ONE_LINE = re.compile(f"[{_CONTROL}\n\t]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def terminal(text: object, multiline: bool = True) -> str:
+    """``text`` safe to print: every control character shown as ``\\x1b`` / ``\\u202e``.
+
+    ``multiline``: newlines and tabs stay (a traceback, a bundle); otherwise they are shown too."""
+    text = str(text)
+    if text.isprintable():  # the common case, at C speed
+        return text
+    return (_TERMINAL_MULTILINE if multiline else _TERMINAL_ONE_LINE).sub(_visible, text)
+
+
+# ------------------------------------------------------------------------------------------ Markdown
+
+_MENTION = re.compile(r"@(?=[A-Za-z0-9])")
+# What starts a block at the beginning of a line: a heading, a quote, a list item (``-``, ``+``, ``*``,
+# ``1.``, ``1)``), a thematic break, a ``~~~`` fence (backticks are escaped everywhere). The
+# backslash goes before the marker (after an ordered item's digits).
+_BLOCK_START = re.compile(r"^( {0,3}\d{0,9})(#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|[-*_](?:\s*[-*_]){2,}\s*$|~~~"
+                          r"|(?<=\d)[.)](?=\s|$))")
+# Anywhere in a line: ``<`` (HTML: ``</details>``, ``<img>``), ``&`` that would start an entity, the
+# backslash, backticks (code), brackets (links, images), the pipe (table cells).
+_MD_INLINE = {"\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", "&": "&amp;"}
+_MD_INLINE_RE = re.compile(r"[\\`\[\]|<]|&(?=#?\w+;)")
+ZWSP = "\u200b"  # after an @, so GitHub does not notify anyone
+
+
+def _unmention(text: str) -> str:
+    return _MENTION.sub("@" + ZWSP, text)
+
+
+def md_text(text: object) -> str:
+    """Plain text as one line of Markdown prose or a table cell: rendered as the same characters,
+    never as HTML, a link, an image, a mention, a heading, a quote or a list."""
+    line = terminal(" ".join(str(text).split()))
+    line = _MD_INLINE_RE.sub(lambda m: _MD_INLINE[m.group()], line)
+    line = _BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line)
+    return _unmention(line)
+
+
+def md_html(text: object) -> str:
+    """Text inside raw HTML of a Markdown page (``<summary>``): one line, HTML-escaped, no mention."""
+    return _unmention(html.escape(terminal(" ".join(str(text).split())), quote=True))
+
+
+def _longest_run(text: str, char: str) -> int:
+    runs = re.findall(re.escape(char) + "+", text)
+    return max((len(run) for run in runs), default=0)
+
+
+def md_code(text: object, in_table: bool = False) -> str:
+    """Inline code: a backtick fence longer than any run inside; one line. In a table cell the pipe
+    is still escaped (GitHub splits cells before it parses code)."""
+    line = terminal(" ".join(str(text).split()))
+    if not line:
+        return ""
+    if in_table:
+        line = line.replace("|", "\\|")
+    fence = "`" * (_longest_run(line, "`") + 1)
+    pad = " " if line[0] == "`" or line[-1] == "`" or (line[0] == " " == line[-1]) else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
+def md_fence(text: object, language: str = "") -> str:
+    """A fenced code block whose fence is longer than any backtick run inside: nothing inside
+    can close it."""
+    body = terminal(str(text)).rstrip()
+    fence = "`" * max(3, _longest_run(body, "`") + 1)
+    return f"{fence}{language}\n{body}\n{fence}"
+
+
+GITHUB_TITLE_CHARS = 256  # GitHub refuses a longer issue title
+
+
+def md_title(text: object, limit: int = GITHUB_TITLE_CHARS) -> str:
+    """An issue title: one line, no control characters, at most ``limit`` characters. GitHub keeps it
+    as given, so the nightly can find its issue again by this exact text."""
+    line = " ".join(terminal(" ".join(str(text).split()), multiline=False).split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+# ------------------------------------------------------------------------------------------ shell
+
+def shell_line(args: Iterable[object]) -> str:
+    """A command line to print for copy and paste: each argument quoted where the shell needs it."""
+    return " ".join(shlex.quote(str(arg)) for arg in args)

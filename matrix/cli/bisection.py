@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from matrix.vocab import layout
 from matrix.vocab.errors import UserError
 from matrix.vocab.records import ORIGIN_BISECT
+from matrix.vocab.escaping import terminal
 
 if TYPE_CHECKING:  # imported when the command runs: other commands' start-up pays nothing
     from matrix.plan import bisection as bisect_logic
@@ -215,7 +216,7 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> i
         outcome = bisect_logic.outcome_of(result, probe)
         outcomes[version] = outcome.kind
         tested.append((Tested(version, cell, outcome, resumed, layout.cell_file(cells_dir, cell.id)), result))
-        print(f"bisect: {cell.id}: {outcome.kind} ({outcome.evidence[:160]})"
+        print(f"bisect: {cell.id}: {outcome.kind} ({terminal(outcome.evidence[:160])})"
               + (" [resumed]" if resumed else ""), file=sys.stderr)
     budget_left = bisect_logic.next_version(versions, outcomes) is None or len(tested) < limit
     conclusion = bisect_logic.conclude(versions, outcomes, budget_left=budget_left)

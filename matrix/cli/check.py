@@ -28,6 +28,7 @@ from matrix.report import terminal as report
 from matrix.world.probe_process import host_gpu_targets
 from matrix.run.check import RUN_NAME, CheckOptions, check_environment
 from matrix.vocab.errors import UserError
+from matrix.vocab.escaping import terminal
 from matrix.vocab.layout import results_root
 from matrix.vocab.records import SKIP, UNSUPPORTED, CellResult, built_versions
 from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE
@@ -86,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
     sys.stdout.write(report.render_text(judged, grid=True))
     not_run = not_run_lines(result)
     if not_run:
-        sys.stdout.write("\nNot exercised here (skip / unsupported):\n" + "\n".join(not_run) + "\n")
+        sys.stdout.write(terminal("\nNot exercised here (skip / unsupported):\n" + "\n".join(not_run)) + "\n")
     sys.stdout.write(f"\nHardware ({where}):\n" + "\n".join(target_lines(result)) + "\n")
     return status
 

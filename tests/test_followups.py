@@ -156,7 +156,7 @@ def test_cap_from_reads_the_follow_up_cap():
 
 # ------------------------------------------------------------------------------- property
 
-patterns = st.integers(min_value=2, max_value=18).flatmap(lambda n: st.tuples(
+patterns = st.integers(min_value=2, max_value=len(RELEASES)).flatmap(lambda n: st.tuples(
     st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
     st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True)))
 
@@ -257,3 +257,17 @@ def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_set
     window = requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)[0].windows[0]
     assert window.end.good == "2.1.0" and window.end.good_cell == "t2.1.0-py3.11-edge-cf-with-setuptools_82"
     assert window.end.found_by == "bisect"
+
+
+def test_the_index_view_pairs_torchvision_only_when_the_spec_pairs_it():
+    from types import SimpleNamespace
+
+    from matrix.run.followups import IndexView
+
+    assert IndexView(SimpleNamespace(torchvision="paired"), {}).paired
+    explicit = IndexView(SimpleNamespace(torchvision=("0.19.1",)), {})
+    assert not explicit.paired
+    explicit.read_pairing(["2.0.0"])  # reads nothing: an explicit torchvision is held as it is
+    assert explicit.pairing == {}
+    held = followups.edge_cell(make_cell(torch="2.4.1", torchvision="0.19.1"), "2.3.1", pairing=None)
+    assert held.axes["torchvision"] == "0.19.1" and not held.plan_note

@@ -78,6 +78,11 @@ class IndexView:
         self._pythons: dict[tuple[str, str], frozenset[str] | None] = {}
         self.pairing: dict[str, str] = {}
 
+    @property
+    def paired(self) -> bool:
+        """torchvision follows torch (``torchvision = "paired"``); explicit or none: held as it is."""
+        return self.spec.torchvision == "paired"
+
     def index(self, variant: str) -> Any:
         if variant not in self._indexes:
             from matrix.world.index import open_index, open_variant_index
@@ -108,7 +113,7 @@ class IndexView:
 
     def read_pairing(self, versions: Sequence[str]) -> None:
         wanted = [v for v in versions if v not in self.pairing]
-        if not wanted or self.spec.torchvision != "paired":
+        if not wanted or not self.paired:
             return
         held = dataclasses.replace(self.spec, torch=TorchSelection(explicit=tuple(wanted)), exclude=(), include=(),
                                    variants=(DEFAULT_VARIANT,))
@@ -128,8 +133,8 @@ def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run
         results = list(load())
         spent.spent = sum(1 for r in results if r.cell.is_followup)
         view.read_pairing(followups.edge_versions(results, view.releases_for))
-        planned = followups.plan_followups(results, view.releases_for, pairing=view.pairing,
-                                           pythons_of=view.pythons_of)
+        planned = followups.plan_followups(results, view.releases_for, pythons_of=view.pythons_of,
+                                           pairing=view.pairing if view.paired else None)
         if not planned:
             break
         now, spent.dropped = followups.within_cap(planned, spent.spent, cap)

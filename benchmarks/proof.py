@@ -55,7 +55,7 @@ def edge_costs(ctx: Context) -> dict[str, Any]:
                 truth[version] = UNSAT if rng.random() < 0.03 else state
             grid = sorted(rng.sample(range(size), rng.randint(2, 4)))
             results = run(truth, [releases[i] for i in grid], releases)
-            edges = followups.edges(results, lambda cell: releases)
+            edges = followups.edges(results, lambda cell, axis="torch": releases)
             for edge in edges:
                 worst = max(worst, edge.spent / edge.budget)
                 edges_total += 1

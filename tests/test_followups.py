@@ -41,7 +41,7 @@ def run(truth: Mapping[str, str], grid: Sequence[str], releases: Sequence[str] =
     results = [judged(grid_cell(v), truth[v]) for v in grid]
     spent = 0
     for _ in range(1000):
-        planned = followups.plan_followups(results, lambda cell: releases)
+        planned = followups.plan_followups(results, lambda cell, axis="torch": releases)
         now, _dropped = followups.within_cap(planned, spent, cap)
         if not now:
             return results
@@ -141,9 +141,9 @@ def test_follow_up_cells_keep_the_cells_probes_and_install_and_resume_by_id():
                                    pythons=frozenset({"3.11"}))
     assert "no torchvision release requires torch==2.0.0" in unpaired.plan_note
     results = [judged(grid_cell("1.13.1"), PASS), judged(grid_cell("2.3.1"), FAIL)]
-    first = followups.plan_followups(results, lambda c: RELEASES)
+    first = followups.plan_followups(results, lambda c, axis="torch": RELEASES)
     assert first and followups.plan_followups(results + [judged(c, FAIL) for c in first],
-                                              lambda c: RELEASES) != first
+                                              lambda c, axis="torch": RELEASES) != first
 
 
 def test_cap_from_reads_the_follow_up_cap():
@@ -171,7 +171,7 @@ def test_windows_never_cover_a_passing_cell_and_edges_stay_within_budget(pattern
     releases = RELEASES[:len(outcomes)]
     truth = dict(zip(releases, outcomes))
     results = run(truth, [releases[i] for i in sorted(picked)], releases)
-    for edge in followups.edges(results, lambda cell: releases):
+    for edge in followups.edges(results, lambda cell, axis="torch": releases):
         assert edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
     line = torch_line(results, releases)
     specifiers = specifier_set([line[len("torch"):]] if line != "torch" else [])
@@ -247,7 +247,7 @@ def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_set
 
     results = [judge(grid_cell(v)) for v in ("1.13.1", "2.0.1", "2.4.1")]
     for _ in range(50):
-        planned = followups.plan_followups(results, lambda cell: RELEASES)
+        planned = followups.plan_followups(results, lambda cell, axis="torch": RELEASES)
         if not planned:
             break
         results += [judge(cell) for cell in planned]
@@ -271,3 +271,36 @@ def test_the_index_view_pairs_torchvision_only_when_the_spec_pairs_it():
     assert explicit.pairing == {}
     held = followups.edge_cell(make_cell(torch="2.4.1", torchvision="0.19.1"), "2.3.1", pairing=None)
     assert held.axes["torchvision"] == "0.19.1" and not held.plan_note
+
+
+NUMPY = ("1.24.4", "1.25.2", "1.26.0", "1.26.4", "2.0.0", "2.0.1", "2.0.2", "2.1.0", "2.1.3", "2.2.6", "2.3.5")
+
+
+def test_an_extras_axis_is_bisected_over_its_releases_with_torch_held():
+    """torch built against numpy 1 fails with numpy 2 (the grid: numpy<2 -> 1.26.4 passes, numpy>=2 ->
+    2.1.3 fails): the numpy edges are bisected over numpy's releases, torch 2.2.2 held; the torch
+    axis, which the grid did not vary, is never moved."""
+    def numpy_cell(spec: str, installed: str, cell: Cell | None = None) -> CellResult:
+        cell = cell or make_cell(torch="2.2.2", torchvision="", extras={"numpy": spec}, probes=("p",),
+                                 required_probes=("p",))
+        outcome = PASS if Version(installed) < Version("2") else FAIL
+        return make_result(cell, probes=[make_probe("p", outcome, message="" if outcome == PASS else "numpy 2")],
+                           resolved={"torch": "2.2.2", "numpy": installed})
+
+    def releases(cell: Cell, axis: str = "torch") -> Sequence[str]:
+        return NUMPY if axis == "numpy" else RELEASES
+
+    results = [numpy_cell("<2", "1.26.4"), numpy_cell(">=2", "2.1.3")]
+    for _ in range(50):
+        planned = followups.plan_followups(results, releases)
+        if not planned:
+            break
+        for cell in planned:
+            assert cell.axes["torch"] == "2.2.2" and cell.axes["numpy"].startswith("==")
+            results.append(numpy_cell(cell.axes["numpy"], cell.axes["numpy"][2:], cell))
+    tested = sorted((r.install.resolved["numpy"] for r in results if r.cell.origin == ORIGIN_EDGE), key=Version)
+    assert tested[0] == "2.0.0" and tested[-1] == "2.3.5"  # the first bad, and the newest
+    assert all(edge.axis == "numpy" for edge in followups.edges(results, releases))
+    suggestion = suggest_pins(results, {"numpy": list(NUMPY), "torch": list(RELEASES)})
+    lines = [line.text() for line in requirement_lines(suggestion.recommended)]
+    assert lines == ["numpy<2"], lines

@@ -93,23 +93,26 @@ class IndexView:
                 self._indexes[variant] = open_variant_index(self.spec.index, variant, environ=self.environ)
         return self._indexes[variant]
 
-    def pythons(self, variant: str, version: str) -> frozenset[str] | None:
-        key = (variant, version)
+    def pythons(self, variant: str, version: str, project: str = "torch") -> frozenset[str] | None:
+        key = (variant if project == "torch" else DEFAULT_VARIANT, f"{project}=={version}")
         if key not in self._pythons:
-            self._pythons[key] = _wheel_pythons(self.index(variant).files("torch", version))
+            self._pythons[key] = _wheel_pythons(self.index(key[0]).files(project, version))
         return self._pythons[key]
 
-    def releases_for(self, cell: Cell) -> list[str]:
-        listed = [str(v) for v in self.index(cell.variant).versions("torch")]
+    def releases_for(self, cell: Cell, axis: str = "torch") -> list[str]:
+        """The final releases of ``axis`` (torch from the cell's variant index, an extras package from
+        the default index) with a wheel for the cell's Python (or wheels that do not say)."""
+        variant = cell.variant if axis == "torch" else DEFAULT_VARIANT
+        listed = [str(v) for v in self.index(variant).versions(axis)]
         kept = []
         for version in bisection.final_releases(listed):
-            pythons = self.pythons(cell.variant, version)
+            pythons = self.pythons(cell.variant, version, axis)
             if pythons is None or cell.python in pythons:
                 kept.append(version)
         return kept
 
-    def pythons_of(self, cell: Cell, version: str) -> frozenset[str] | None:
-        return self.pythons(cell.variant, version)
+    def pythons_of(self, cell: Cell, version: str, axis: str = "torch") -> frozenset[str] | None:
+        return self.pythons(cell.variant, version, axis)
 
     def read_pairing(self, versions: Sequence[str]) -> None:
         wanted = [v for v in versions if v not in self.pairing]

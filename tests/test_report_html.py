@@ -111,6 +111,17 @@ def test_junit_has_one_testcase_per_cell_and_probe_with_statuses_mapped():
         assert int(suite.get("tests")) == len(suite.findall("testcase"))
 
 
+def test_junit_says_a_changed_default_failure_belongs_to_a_compatible_cell():
+    advice = "load with weights_only=False (torch.load's default changed)"
+    cell = make_cell(torch="2.6.0", probes=("install_sanity", "checkpoint_roundtrip"))
+    flip = make_probe("checkpoint_roundtrip", "fail", "changed default: torch.load(path) refuses this checkpoint",
+                      evidence={"advice": advice})
+    root = ET.fromstring(render_junit([make_result(cell, probes=[make_probe("install_sanity"), flip])]))
+    failure = next(case for case in root.iter("testcase") if case.get("name") == "checkpoint_roundtrip").find("failure")
+    assert failure.get("type") == "changed-default"
+    assert failure.get("message") == f"⚑ changed default (the cell is compatible): {advice}"
+
+
 def test_cli_writes_html_and_junit(tmp_path, capsys):
     from matrix.world.results import write_result
 

@@ -7,6 +7,9 @@ the cell's own probe policy (the same rule as the verdict):
 - a probe that counts as a failure: ``fail`` -> ``<failure>``; ``error`` / ``timeout`` / ``crash`` ->
   ``<error>`` (the probe or the interpreter broke: no verdict either way);
 - ``skip`` / ``unsupported`` that the policy lets pass -> ``<skipped>``;
+- a probe that failed only on a changed default in a compatible cell (torch.load's weights_only
+  flip): still a ``<failure>`` (the plain call users make breaks), of type ``changed-default``, its
+  message marked ``⚑`` and saying the cell is compatible and what works instead;
 - a cell that was not installed: one ``install`` testcase, ``<skipped>`` for unsatisfiable (a fact,
   not a failure) and ``<error>`` for an install error; a required probe with no result -> ``<error>``.
 """
@@ -19,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from matrix.vocab.records import CRASH, ERROR, FAIL, INSTALLED, PASS, TIMEOUT, UNSATISFIABLE, CellResult
-from matrix.report.terminal import Judged, judge
+from matrix.report.terminal import CHANGED_DEFAULT_MARK, Judged, judge
 from matrix.judge.verdict import probe_counts_as_failure
 
 _ERRORS = (ERROR, TIMEOUT, CRASH)
@@ -65,8 +68,8 @@ def _add(parent: ET.Element, tag: str, message: str, kind: str, body: str = "") 
         element.text = _clean(body)
 
 
-def _suite(result: CellResult, counts: dict[str, int]) -> ET.Element:
-    cell = result.cell
+def _suite(item: Judged, counts: dict[str, int]) -> ET.Element:
+    result, cell = item.result, item.cell
     suite = ET.Element("testsuite", name=_clean(cell.id))
     tests = failures = errors = skipped = 0
     total = 0.0
@@ -94,6 +97,10 @@ def _suite(result: CellResult, counts: dict[str, int]) -> ET.Element:
         elif counts_bad and probe.status in _ERRORS:
             _add(case, "error", message, probe.status, _body(probe))
             errors += 1
+        elif counts_bad and probe.name in item.verdict.advice:
+            _add(case, "failure", f"{CHANGED_DEFAULT_MARK} changed default (the cell is {item.verdict.kind}): "
+                 f"{item.verdict.advice[probe.name].advice}", "changed-default", _body(probe))
+            failures += 1
         elif counts_bad:
             _add(case, "failure", message, probe.status if probe.status == FAIL else f"{probe.status} (policy: fail)",
                  _body(probe))
@@ -127,7 +134,7 @@ def _suite(result: CellResult, counts: dict[str, int]) -> ET.Element:
 def render_junit(results: Iterable[CellResult | Judged], name: str = "torch-matrix") -> str:
     judged = judge(results)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
-    suites = [_suite(item.result, counts) for item in judged]
+    suites = [_suite(item, counts) for item in judged]
     root = ET.Element("testsuites", name=_clean(name), tests=str(counts["tests"]),
                       failures=str(counts["failures"]), errors=str(counts["errors"]),
                       skipped=str(counts["skipped"]), time=f"{counts['time']:.3f}")

@@ -68,3 +68,13 @@ def test_the_repro_bundle_names_the_target(tmp_path, capsys):
     assert cli.main(["repro", result.cell.id, "--results", str(tmp_path), "--target", "H100"]) == 2
     err = capsys.readouterr().err
     assert "no verdict for a target matching 'H100'" in err and "hint: its targets: GTX 1080" in err
+
+
+def test_a_kept_result_is_judged_again_when_the_targets_change():
+    from matrix.run.cellrun import rejudged
+
+    result = judged_result("2.13.0")
+    assert rejudged(result, TARGETS) is None  # the same targets: nothing to rewrite
+    again = rejudged(result, targets_of(["H100"], []))
+    assert again is not None and [(t["target"], t["verdict"]) for t in again.targets] == [("H100 (sm_90)", "native")]
+    assert again.gpu == result.gpu and again.probes == result.probes  # no rerun, only the verdicts

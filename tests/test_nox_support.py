@@ -231,3 +231,28 @@ def test_same_filesystem_cache_gives_no_warning(tmp_path, monkeypatch):
     monkeypatch.setattr(nox_support, "_LINK_CHECKED", [])
     session = type("S", (), {"warn": lambda self, text: (_ for _ in ()).throw(AssertionError(text))})()
     assert nox_support.warn_if_uv_cannot_hardlink(session, tmp_path, {"UV_CACHE_DIR": str(tmp_path / "c")}) is None
+
+
+def test_a_complete_cell_kept_on_resume_is_judged_for_targets_added_since(tmp_path):
+    """[targets] change no fingerprint: the kept result is judged again from its recorded build facts."""
+    import dataclasses
+    import json
+
+    from matrix.world.results import read_result
+
+    cell = make_cell()
+    plan = plan_with(tmp_path, [cell], {"3.11": "/usr/bin/python3.11"})
+    facts = json.loads((Path(__file__).parent / "fixtures" / "wheel-builds" / "torch-2.7.1.json").read_text())
+    stored = dataclasses.replace(make_result(cell, fingerprint=plan.fingerprint(cell)), gpu={"build": facts})
+    write_result(stored, plan.cells_dir)
+    plan = dataclasses.replace(plan, spec=parse_spec('name = "t"\n[targets]\ngpus = ["RTX 5090"]\n', "matrix.toml",
+                                                     environ={}))
+    assert is_complete(plan, cell)  # the same fingerprint: kept
+    session = FakeSession(tmp_path / "venv")
+    with pytest.raises(FakeSession.Stop) as stop:
+        run_matrix_cell(session, plan, cell, environ={})
+    assert stop.value.args[0][0] == "skip"
+    assert any("hardware targets judged again" in line for line in session.logs)
+    kept = read_result(plan.cells_dir / f"{cell.id}.json")
+    assert kept is not None and [(t["target"], t["verdict"]) for t in kept.targets] == [
+        ("RTX 5090 (sm_120)", "no-kernel-image")]

@@ -329,3 +329,12 @@ def test_human_table_keeps_python_versions_as_text():
     table = plan_cli.render_table(plan(text), spec(text))
     assert "t2.5.1-py3.10-numpylt2" in table and " 3.10 " in table and " 3.1 " not in table
     assert "torch==2.5.1 torchvision==0.20.1 numpy<2" in table
+
+
+def test_plan_names_the_hardware_targets_and_they_change_no_cell(local_spec, tmp_path):
+    before = json.loads(run_cli(local_spec, tmp_path, json=True))
+    local_spec.write_text(local_spec.read_text() + '[targets]\ngpus = ["V100", "sm_120"]\ndrivers = ["535.104"]\n')
+    text = run_cli(local_spec, tmp_path)
+    assert ("hardware targets (2, judged in each cell from its build, no GPU needed): "
+            "V100 (sm_70), driver 535.104; sm_120, driver 535.104") in text
+    assert json.loads(run_cli(local_spec, tmp_path, json=True)) == before  # same cells, same fingerprints

@@ -211,6 +211,21 @@ def is_complete(plan: MatrixPlan, cell: Cell) -> bool:
     return has_complete_result(plan.cells_dir, cell, plan.fingerprint(cell))
 
 
+def refresh_targets(plan: MatrixPlan, cell: Cell) -> bool:
+    """A complete cell kept on resume is judged again for the spec's hardware targets (they change no
+    fingerprint) from its recorded build facts, and its result rewritten when that changes its verdicts."""
+    from matrix.run.cellrun import rejudged
+    from matrix.world.results import read_result, write_result
+
+    path = layout.cell_file(plan.cells_dir, cell.id)
+    stored = read_result(path)
+    again = rejudged(stored, tuple(plan.spec.targets)) if stored is not None and plan.spec is not None else None
+    if again is None:
+        return False
+    write_result(again, plan.cells_dir)
+    return True
+
+
 @contextlib.contextmanager
 def claim_gpu(devices: Sequence[str], lock_dir: Path, position: int = 0) -> Iterator[str | None]:
     """Hold one of ``devices`` for the duration (an flock per device); None when none are listed."""
@@ -250,6 +265,8 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
             session.notify(FOLLOWUPS_SESSION)  # queued before the report, so it runs first
             session.notify(REPORT_SESSION)
     if not redo_requested(session.posargs, environ) and is_complete(plan, cell):
+        if refresh_targets(plan, cell):
+            session.log(f"{cell.id}: hardware targets judged again from its recorded build")
         session.skip(f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
                      f"({REDO_ENV}=1 or `-- --redo` reruns it)")
     if not plan.has_interpreter(cell) and environ.get("CI"):

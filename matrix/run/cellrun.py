@@ -239,6 +239,16 @@ def _finish(cell: Cell, settings: CellSettings, progress: Progress, started: str
     return result
 
 
+def rejudged(result: CellResult, targets: Sequence[Target]) -> CellResult | None:
+    """A stored result judged again for ``targets`` from its recorded build facts (the spec's
+    [targets] changed since it ran: no reinstall needed); None when its verdicts are already these."""
+    device_probe = next((p.to_json() for p in result.probes if p.name == DEVICE_PROBE), None)
+    judged = cell_verdicts(result.gpu, targets, device_probe)
+    if [dict(t) for t in judged] == [dict(t) for t in result.targets]:
+        return None
+    return dataclasses.replace(result, targets=judged)
+
+
 def run_cell(cell: Cell, venv_python: str, settings: CellSettings,
              steps: CellSteps | None = None, base: CellResult | None = None) -> CellResult:
     """Install, verify and probe ``cell`` in the venv of ``venv_python``; write and return its result.

@@ -7,6 +7,7 @@ repository's ``noxfile.py`` imports it. The logic lives in matrix/cli/nox_suppor
 
 from __future__ import annotations
 
+import os
 import sys
 
 import nox
@@ -54,6 +55,11 @@ def report(session: nox.Session) -> None:
     run_dir = nox_support.run_dir_for_session()
     session.run(*python_module("matrix.cli", "report", str(run_dir), "--html", str(run_dir / layout.HTML_NAME),
                                "--pins", *session.posargs), external=True)
+    if not os.environ.get("CI"):
+        # A local run feeds the local history (<results root>/history.sqlite; idempotent), so
+        # `torch-matrix history` and `diff` answer after two runs. CI imports where its history
+        # lives (the nightly workflow's branch), not into a runner's workspace.
+        session.run(*python_module("matrix.cli", "import", str(run_dir)), external=True)
 
 
 @nox.session(python=False, allow_parallel=False)

@@ -427,3 +427,23 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
     done = run_nox(off, nox_env(off, spec_off, TORCH_MATRIX_FOLLOWUPS="0"), "-s", "matrix")
     assert "follow-up cells: off" in done.stdout + done.stderr
     assert not [r for r in load_results(run_off).results if r.cell.origin == "edge"]
+
+
+def test_two_local_runs_feed_the_local_history(tmp_path):
+    """A local run (no CI) imports itself into <results root>/history.sqlite after its report, so
+    `torch-matrix history` and `diff` answer after two runs with no explicit `import`."""
+    index = build_index(tmp_path / "index")
+    spec = write_spec(tmp_path / "matrix.toml", index.url)
+    env = {k: v for k, v in nox_env(tmp_path, spec).items() if k not in ("CI", "GITHUB_ACTIONS")}
+    good = cell_ids()[0]
+    for redo in ("", "1"):
+        done = run_nox(tmp_path, {**env, "TORCH_MATRIX_REDO": redo}, "-s", f"matrix({good})", "report")
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "results" / "history.sqlite").is_file()
+    history = subprocess.run([sys.executable, "-m", "matrix.cli", "history", "--format", "json"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True)
+    assert history.returncode == 0, history.stderr
+    assert len(json.loads(history.stdout)["e2e"]["runs"]) == 2
+    diff = subprocess.run([sys.executable, "-m", "matrix.cli", "diff"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert diff.returncode == 0 and diff.stdout.strip(), diff.stdout + diff.stderr

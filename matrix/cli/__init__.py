@@ -12,6 +12,7 @@ on stderr with exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -92,7 +93,9 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(handler=_plan)
 
     report = sub.add_parser("report", help="merge cell results and print the compatibility table")
-    report.add_argument("results_dir", nargs="?", default="results")
+    report.add_argument("results_dir", nargs="?", default=None,
+                        help="a run's results directory (default: the run of the spec found here, "
+                             "results/<name>; else the only run under results/; else all of results/)")
     report.add_argument("--pivot", action="store_true", help="torch rows x variant/python columns")
     report.add_argument("--spec", help="flag cells this spec plans that have no result")
     report.add_argument("--max-summary-bytes", type=int, default=None)
@@ -121,7 +124,8 @@ def _build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=_report)
 
     pins = sub.add_parser("pins", help="derive suggested requirement pins from cell results")
-    pins.add_argument("results_dir", nargs="?", default="results")
+    pins.add_argument("results_dir", nargs="?", default=None,
+                      help="a run's results directory (default: as for report)")
     pins.add_argument("--out", help="directory for constraints.txt, requirements snippet, pins.json")
     pins.add_argument("--apply", metavar="FILE", help="update a requirements.txt or pyproject.toml in place")
     pins.add_argument("--dry-run", action="store_true", help="with --apply: show the diff only")
@@ -224,6 +228,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.note("torch-matrix: interrupted")
         return 130
+    except BrokenPipeError:
+        # The reader went away (`torch-matrix report ... | head`): files are written before the
+        # table is printed, so nothing is lost; no traceback, and no second error at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell tool cut off by its reader
 
 
 if __name__ == "__main__":

@@ -81,6 +81,9 @@ def history_confidence(suggestion, args: argparse.Namespace) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    from matrix.cli.rundir import resolve
+
+    resolve(args, "pins")
     with cyclic_gc_paused():  # the loaded results live until the end: rescanning them is waste
         return _pins(args)
 
@@ -96,25 +99,28 @@ def _pins(args: argparse.Namespace) -> int:
         released = released_versions(package_axes(loaded.results), getattr(args, "spec", None))
     policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN)
     suggestion = suggest_pins(loaded.results, released, policy)
-    sys.stdout.write(render_text(suggestion))
+    # Everything is written (pins files, the applied requirements file) before anything is printed:
+    # a reader that stops early (`| head`) must not cost a file.
+    text = [render_text(suggestion)]
     per_target = target_pins(loaded.results, released, policy)
     if per_target:
-        sys.stdout.write("\n" + render_target_summary(per_target))
+        text.append("\n" + render_target_summary(per_target))
     if getattr(args, "history", None) is not None:
-        sys.stdout.write(history_confidence(suggestion, args))
+        text.append(history_confidence(suggestion, args))
     out_dir = Path(args.out) if args.out else Path(args.results_dir) / PINS_DIR
     if not (args.apply and args.dry_run):
         try:
-            sys.stdout.flush()
             out_dir.mkdir(parents=True, exist_ok=True)
             for path in write_outputs(suggestion, out_dir):
-                print(f"wrote {path}")
+                text.append(f"wrote {path}\n")
             for pins in per_target:
                 path = out_dir / TARGETS_DIR / pins.slug / CONSTRAINTS_NAME
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, render_target_constraints(pins))
-                print(f"wrote {path}")
+                text.append(f"wrote {path}\n")
         except OSError as error:
+            sys.stdout.write("".join(text))
+            sys.stdout.flush()
             raise UserError(f"cannot write the pins: {error.strerror or error}",
                             where=str(error.filename or out_dir),
                             hint="free some space or fix the permissions, or write them elsewhere "
@@ -122,14 +128,14 @@ def _pins(args: argparse.Namespace) -> int:
     if args.apply:
         result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
         if result.changed:
-            sys.stdout.write(result.diff())
-        print(f"{args.apply}: " + ("no change needed" if not result.changed
-                                   else "would change (dry run, nothing written)" if args.dry_run
-                                   else f"updated ({len(result.changes)} requirement(s))"))
-        for note in result.notes:
-            print(f"note: {note}")
+            text.append(result.diff())
+        text.append(f"{args.apply}: " + ("no change needed" if not result.changed
+                                         else "would change (dry run, nothing written)" if args.dry_run
+                                         else f"updated ({len(result.changes)} requirement(s))") + "\n")
+        text += [f"note: {note}\n" for note in result.notes]
         advice = ",".join(spec for pin in suggestion.recommended.pins_for(PYTHON) if pin.condition is None
                           for spec in pin.specifiers)
         if advice:
-            print(f"note: Requires-Python advice {advice} is not applied; update requires-python yourself")
+            text.append(f"note: Requires-Python advice {advice} is not applied; update requires-python yourself\n")
+    sys.stdout.write("".join(text))
     return 0

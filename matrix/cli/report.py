@@ -10,6 +10,8 @@ infrastructure trouble that a nightly job should fail on.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -191,6 +193,9 @@ def _write_html(target: Path, judged: list, missing: list, previous_dir: str | N
 
 
 def main(args: argparse.Namespace) -> int:
+    from matrix.cli.rundir import resolve
+
+    resolve(args, "report")
     with cyclic_gc_paused():  # the loaded results live until the end: rescanning them is waste
         return _report(args)
 
@@ -241,21 +246,33 @@ def _report(args: argparse.Namespace) -> int:
     spec = _arg(args, "spec") or os.environ.get(SPEC_ENV) or None  # for the rerun lines
     judged = report.judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
-        sys.stdout.write(report_markdown.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec))
+        table = report_markdown.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
     else:
-        sys.stdout.write(report.render_text(judged, pivot=bool(_arg(args, "pivot")), grid=bool(_arg(args, "grid")),
-                                            missing=missing, width=terminal_width(), spec=spec))
+        table = report.render_text(judged, pivot=bool(_arg(args, "pivot")), grid=bool(_arg(args, "grid")),
+                                   missing=missing, width=terminal_width(), spec=spec)
 
     out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
     summary = report_markdown.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
-    sys.stdout.flush()  # the table comes out even when the files below cannot be written
+    # Files first, then the table: a reader that stops early (`| head`) closes the pipe, and what
+    # was asked for (summary.md, results.json, the HTML, pins) must be written by then. What the
+    # writing says on stderr follows the table, where it is read.
+    said = io.StringIO()
     try:
-        _write_files(args, judged, missing, loaded, out_dir, summary, results_dir, spec, max_bytes)
+        with contextlib.redirect_stderr(said):
+            _write_files(args, judged, missing, loaded, out_dir, summary, results_dir, spec, max_bytes)
     except OSError as error:
+        sys.stdout.write(table)  # the table comes out even when the files cannot be written
+        sys.stdout.flush()
+        sys.stderr.write(said.getvalue())
         raise UserError(f"cannot write the report: {error.strerror or error}",
                         where=str(out_dir if error.filename is None else error.filename),
                         hint="free some space or fix the permissions, or write the report's files "
                              "elsewhere with --out DIR") from None
+    try:
+        sys.stdout.write(table)
+        sys.stdout.flush()
+    finally:  # where the files are, also when the reader went away (`| head`)
+        sys.stderr.write(said.getvalue())
 
     if _arg(args, "strict"):
         errors = [item.cell.id for item in judged if item.verdict.kind == NO_EVIDENCE]

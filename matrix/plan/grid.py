@@ -59,6 +59,8 @@ class IndexFacts:
     torchvision_versions: tuple[str, ...] = ()
     torch_pythons: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     where: str = "the index"  # for messages
+    # an [extras] project -> the versions the index lists (absent: not read, not checked)
+    extras_versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def available(self, variant: str) -> tuple[str, ...]:
         if variant in self.torch_versions:
@@ -148,9 +150,10 @@ def gather_facts(spec: Spec, index: IndexLike, *, variant_indexes: Mapping[str, 
         torchvision_versions = tuple(str(v) for v in listed)
         if wants_pairing and needed:
             pairing = _pair(index, listed, set(needed), batch)
+    extras_versions = {axis.name: tuple(str(v) for v in index.versions(axis.name)) for axis in spec.extras}
     return IndexFacts(torch_versions=torch_versions, pairing=pairing,
                       torchvision_versions=torchvision_versions, torch_pythons=torch_pythons,
-                      where=facts.where)
+                      where=facts.where, extras_versions=extras_versions)
 
 
 def _where(index: Any) -> str:
@@ -284,8 +287,33 @@ def select_torch(spec: Spec, facts: IndexFacts, variant: str) -> list[str]:
 # ---------------------------------------------------------------- cells
 
 
+def check_extras(spec: Spec, facts: IndexFacts) -> None:
+    """Each [extras] value must match a release on the index, as an explicit torch must: a value
+    that matches none (``numpy = ["9.9.9"]``) is a ``UserError`` naming the nearest releases."""
+    for axis in spec.extras:
+        listed = facts.extras_versions.get(axis.name)
+        if listed is None:
+            continue
+        releases = [Version(v) for v in listed if _is_version(v) and not Version(v).is_prerelease]
+        for i, value in enumerate(axis.values):
+            specifier = SpecifierSet(value)
+            if any(specifier.contains(v) for v in releases):
+                continue
+            exact = [s.version for s in specifier if s.operator in ("==", "===") and "*" not in s.version]
+            if not releases:
+                hint = f"check [index] in the spec: {facts.where} lists no release of {axis.name}"
+            elif exact:
+                hint = nearest_hint(exact[0], [str(v) for v in releases])
+            else:
+                newest = ", ".join(str(v) for v in sorted(releases, reverse=True)[:3])
+                hint = f"the newest releases there are {newest}"
+            raise UserError(f"no {axis.name} release on {facts.where} matches {value!r}",
+                            where=f"{spec.path}: extras.{axis.name}[{i}]", hint=hint)
+
+
 def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -> list[Cell]:
     """Expand the spec into cells: product of the axes, minus excludes, plus includes."""
+    check_extras(spec, facts)
     pythons = _resolve_pythons(spec.python, interpreters)
     torchvision_mode = spec.torchvision if isinstance(spec.torchvision, str) else "explicit"
     if torchvision_mode == "explicit":

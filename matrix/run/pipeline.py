@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from matrix.world import probesuite
 from matrix.vocab.errors import UserError
 from matrix.world.index import open_index, open_variant_index
-from matrix.world.interpreters import Interpreter, find_interpreters
+from matrix.world.interpreters import Interpreter, find_interpreters, installed_pythons
 from matrix.plan.grid import gather_facts, plan_cells
 from matrix.plan.shards import parse_shard, select_shard
 from matrix.vocab.records import Cell
-from matrix.world.specfile import DEFAULT_VARIANT, Spec
+from matrix.world.specfile import DEFAULT_VARIANT, INTERPRETER_SEARCH, Spec
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,30 @@ def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
         raise UserError(error.message, where=f"{spec.path}: {error.where}",
                         hint=error.hint or "point it at an interpreter of that Python version, or remove "
                                            "the entry to search PATH, pyenv and uv's Pythons") from None
+    if not spec.allow_missing_interpreters:
+        check_interpreters(spec, interpreters, environ)
     return Planned(plan_cells(spec, facts, interpreters), interpreters)
+
+
+def check_interpreters(spec: Spec, interpreters: Mapping[str, Interpreter | None],
+                       environ: Mapping[str, str]) -> None:
+    """A Python the spec names that no interpreter here provides is a ``UserError`` (a typo such as
+    "3.21" must not become unsatisfiable cells and a green run), naming what this machine has."""
+    missing = [version for version in wanted_pythons(spec) if interpreters.get(version) is None]
+    if not missing:
+        return
+    version = missing[0]
+    if version in spec.python:
+        key = f"python[{spec.python.index(version)}]"
+    else:
+        key = next(f"{rule.where}.python" for rule in spec.include if rule.values["python"][0] == version)
+    found = installed_pythons(environ)
+    raise UserError(f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH})",
+                    where=f"{spec.path}: {key}",
+                    hint=f"interpreters found here: {', '.join(found) or 'none'}; add Python {version} with "
+                         f"`uv python install {version}` (or pyenv), or give its path in [interpreters] "
+                         f"\"{version}\" = \"/path/to/python{version}\"; or set allow_missing_interpreters "
+                         "= true to plan its cells as unsatisfiable")
 
 
 def plan_for_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> list[Cell]:

@@ -29,6 +29,9 @@ POLICY_VALUES = ("fail", "pass")
 PYPI_SIMPLE = "https://pypi.org/simple"
 PYTORCH_INDEX = "https://download.pytorch.org/whl"  # the official base: uv's --torch-backend knows it
 # Where ``matrix.world.interpreters`` looks for Python X.Y, in order (named in messages).
+# `torch` left out of a spec: the built-in default matrix's selection (default_matrix.toml), never
+# every release since 1.0
+DEFAULT_TORCH = (("versions", ">=2.0"), ("select", "latest-patch"), ("newest", 3))
 INTERPRETER_SEARCH = "[interpreters] in the spec, PATH, $PYENV_ROOT/versions, uv python"
 # How an [[include]] cell installs: "resolve" (the default) or "override" (the pair as named,
 # torchvision's own torch requirement overridden: a deliberately mismatched pair).
@@ -131,6 +134,9 @@ class Spec:
     # [targets]: GPUs and drivers each cell's build is judged for (matrix.judge.hardware), each GPU
     # with each driver; they change no cell (verdicts come from the build's facts, on CPU).
     targets: tuple[Target, ...] = ()
+    # a Python no interpreter is found for: false (default) stops planning (exit 2); true plans
+    # its cells as unsatisfiable
+    allow_missing_interpreters: bool = False
 
     @property
     def axis_names(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from matrix.vocab.errors import UserError, did_you_mean
 from matrix.vocab.records import default_policy
 from matrix.spec.model import (
     CURRENT_PYTHON,
+    DEFAULT_TORCH,
     DEFAULT_VARIANT,
     INSTALL_MODES,
     NAME_RE,
@@ -138,7 +139,8 @@ def unknown_key_hint(name: str, allowed: Iterable[str], key: str) -> str:
 
 class _Parser:
     TOP_KEYS = ("name", "python", "torch", "torchvision", "variant", "extras", "exclude",
-                "include", "probes", "index", "interpreters", "install", "targets")
+                "include", "probes", "index", "interpreters", "install", "targets",
+                "allow_missing_interpreters")
 
     def __init__(self, where: str, environ: Mapping[str, str], base_dir: str,
                  default_name: str = "default") -> None:
@@ -179,6 +181,11 @@ class _Parser:
                 raise self.error(f"{key}[{i}]", f"duplicate value {item!r}")
             seen.add(item)
         return items
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {_show(value)}")
+        return value
 
     def table(self, value: Any, key: str) -> Mapping[str, Any]:
         if not isinstance(value, dict):
@@ -233,7 +240,7 @@ class _Parser:
         if not NAME_RE.match(name):
             raise self.error("name", f"invalid name {name!r} (letters, digits, '.', '_', '-')")
         python = self.pythons(data.get("python", [CURRENT_PYTHON]))
-        torch = self.torch(data.get("torch", {}))
+        torch = self.torch(data.get("torch", dict(DEFAULT_TORCH)))  # left out: the default matrix's
         torchvision = self.torchvision(data.get("torchvision", "paired"))
         variants = self.variants(data.get("variant", [DEFAULT_VARIANT]))
         extras = self.extras(data.get("extras", {}))
@@ -256,6 +263,8 @@ class _Parser:
             path=self.where, base_dir=self.base_dir,
             install=self.install(data.get("install", [])),
             targets=self.targets(data.get("targets", {})),
+            allow_missing_interpreters=self.boolean(data.get("allow_missing_interpreters", False),
+                                                    "allow_missing_interpreters"),
         )
 
     def targets(self, value: Any) -> tuple[Target, ...]:

@@ -119,3 +119,33 @@ def find_interpreters(versions: Sequence[str], configured: Mapping[str, str] | N
                       use_uv: bool = True) -> dict[str, Interpreter | None]:
     """{requested version ("3.10" or "current"): Interpreter, or None when not found}."""
     return {version: find_interpreter(version, configured, environ, use_uv) for version in versions}
+
+
+def installed_pythons(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The Python X.Y versions this machine has where ``find_interpreter`` looks (pyenv installs,
+    ``pythonX.Y`` on PATH that is not a shim, uv-managed Pythons), without running them: for the
+    message that says a requested one is missing."""
+    found: set[str] = set()
+    root = Path(environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    if root.is_dir():
+        for entry in root.iterdir():
+            match = re.match(r"^(\d+\.\d+)\.\d+$", entry.name)
+            if match and (entry / "bin" / "python").exists():
+                found.add(match.group(1))
+    for minor in range(6, 20):
+        on_path = shutil.which(f"python3.{minor}", path=environ.get("PATH"))
+        if on_path and os.sep + "shims" + os.sep not in on_path:
+            found.add(f"3.{minor}")
+    uv = shutil.which("uv", path=environ.get("PATH"))
+    if uv:
+        code, out, _err = proc.run_text([uv, "python", "list", "--only-installed", "--output-format", "json"],
+                                        timeout=30)
+        try:
+            entries = json.loads(out) if code == 0 else []
+        except ValueError:
+            entries = []
+        for entry in entries if isinstance(entries, list) else []:
+            match = re.match(r"^(\d+\.\d+)", str(entry.get("version", ""))) if isinstance(entry, dict) else None
+            if match:
+                found.add(match.group(1))
+    return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))

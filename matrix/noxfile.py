@@ -53,13 +53,15 @@ def followups(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """Merge the run's cell results: table, summary.md, results.json, report.html, pins/."""
     run_dir = nox_support.run_dir_for_session()
-    session.run(*python_module("matrix.cli", "report", str(run_dir), "--html", str(run_dir / layout.HTML_NAME),
-                               "--pins", *session.posargs), external=True)
     if not os.environ.get("CI"):
         # A local run feeds the local history (<results root>/history.sqlite; idempotent), so
         # `torch-matrix history` and `diff` answer after two runs. CI imports where its history
-        # lives (the nightly workflow's branch), not into a runner's workspace.
-        session.run(*python_module("matrix.cli", "import", str(run_dir)), external=True)
+        # lives (the nightly workflow's branch), not into a runner's workspace. First, so the
+        # run still ends with the report and where its files are.
+        # Exit 2 (no results to import yet) is said in one line and does not stop the report.
+        session.run(*python_module("matrix.cli", "import", str(run_dir)), external=True, success_codes=[0, 2])
+    session.run(*python_module("matrix.cli", "report", str(run_dir), "--html", str(run_dir / layout.HTML_NAME),
+                               "--pins", *session.posargs), external=True)
 
 
 @nox.session(python=False, allow_parallel=False)

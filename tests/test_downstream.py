@@ -367,7 +367,7 @@ def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(tmp_
     getattr(shipped, session_name)(session)
     assert session.commands
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_MATRIX_"))}
-    for command in session.commands:  # report, then (a local run) its import into the history
+    for command in session.commands:  # (a local run) the import into the history, then the report
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert "shadowed" not in done.stderr, done.stderr
         assert "Traceback" not in done.stderr, done.stderr

@@ -295,7 +295,7 @@ def history_failure(error: sqlite3.Error, where: Path) -> UserError:
     text = " ".join(str(error).split()) or type(error).__name__
     lower = text.lower()
     if "full" in lower:
-        return UserError(f"cannot write the history database: the disk is full ({text}); nothing was written",
+        return UserError(f"cannot write the history database: No space left on device ({text}); nothing was written",
                          str(where), hint="free some space, then run the command again")
     if "readonly" in lower or "read-only" in lower or "unable to open" in lower or "permission" in lower:
         return UserError(f"cannot write the history database: it is read-only ({text}); nothing was written",

@@ -283,7 +283,7 @@ def _now() -> str:
 # ---------------------------------------------------------------------------- SQLite failures, one line each
 
 _RESTORE = (f"restore it from the history branch (`git fetch origin torch-matrix-history && git show "
-            f"FETCH_HEAD:{DB_NAME} > FILE`, docs/nightly.md), or delete it and reimport the runs you have "
+            f"FETCH_HEAD:{DB_NAME} > FILE`), or delete it and reimport the runs you have "
             "(`torch-matrix import RESULTS_DIR`)")
 
 

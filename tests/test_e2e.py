@@ -420,6 +420,12 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
     # Resumed: a second run plans nothing new and reruns nothing.
     again = run_nox(tmp_path, env, "-s", "matrix")
     assert f"follow-up cells: {len(edges)} spent of the cap 24 (0 run now" in again.stdout + again.stderr
+    # A follow-up result of other probes (another fingerprint) is no evidence: that cell runs again.
+    stale = run_dir / "cells" / f"{edges[0].cell.id}.json"
+    stale.write_text(stale.read_text().replace(f'"fingerprint": "{edges[0].fingerprint}"', '"fingerprint": "older"'))
+    third = run_nox(tmp_path, env, "-s", "matrix")
+    assert "0 run now" not in third.stdout + third.stderr  # it ran again (the bisection may ask one more)
+    assert read_result(stale).fingerprint == edges[0].fingerprint
     # Off: no follow-up cell, the pins fall back to the tested bad release and say why.
     off = tmp_path / "off"
     off.mkdir()

@@ -487,8 +487,13 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
                                               envdir / f"followup-{cell.id}", base=followed)
             session.log(f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}" + (" [resumed]" if resumed else ""))
 
-        return run_followups(lambda: load_results(plan.run_dir).results, IndexView(spec, environ), run, cap,
-                             session.log)
+        def load() -> list[Any]:
+            # A follow-up result of older probes or another index (its fingerprint differs) is not
+            # evidence: left out, its cell is planned again and rerun, like a grid cell would be.
+            return [r for r in load_results(plan.run_dir).results if not r.cell.is_followup
+                    or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)]
+
+        return run_followups(load, IndexView(spec, environ), run, cap, session.log)
     except UserError as error:
         session.error(error.render())
 

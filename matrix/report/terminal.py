@@ -475,10 +475,24 @@ DROP_FIRST = {
 }
 
 
+def _shown(rows: Sequence[Sequence[object]]) -> Sequence[Sequence[object]]:
+    """The terminal's rule before measuring: an escape sequence is shown, so it is also counted.
+    A row of printable text (nearly all) is checked in one call."""
+    shown: list[Sequence[object]] = []
+    for row in rows:
+        try:
+            if "".join(row).isprintable():  # type: ignore[arg-type]
+                shown.append(row)
+                continue
+        except TypeError:  # not all text
+            pass
+        shown.append([terminal(value) if isinstance(value, str) else value for value in row])
+    return shown
+
+
 def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: str,
            width: int | None = None, cuts: list[bool] | None = None) -> str:
-    # the terminal's rule before measuring: an escape sequence is shown, so it is also counted
-    rows = [[terminal(value) if isinstance(value, str) else value for value in row] for row in rows]
+    rows = _shown(rows)
     if width is not None and tablefmt == "simple" and rows:
         headers, rows, was_cut = fit_to_width(rows, headers, width, drop=DROP_FIRST.get(tuple(headers), ()))
         if cuts is not None and was_cut:

@@ -9,6 +9,7 @@ classifies the death (``crash``/``timeout``) itself.
 import json
 import math
 import os
+import shlex
 import sys
 import time
 import traceback
@@ -144,7 +145,7 @@ def rerun_command(name, expected=None, variant="default"):
         parts += ["--expect", "%s=%s" % (key, value)]
     if variant and variant != "default":
         parts += ["--variant", variant]
-    return " ".join(parts)
+    return " ".join(shlex.quote(str(part)) for part in parts)  # printed for pasting: quoted
 
 
 def write_json_atomic(path, data):

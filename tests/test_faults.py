@@ -1832,3 +1832,16 @@ def test_issue_bodies_fit_github_and_one_refused_issue_never_stops_the_rest(tmp_
     assert len(created) == 2 and normal in created[-1], created
     assert any(call.startswith("gh issue close 7 ") for call in calls), calls
     assert "::warning::could not open an issue for" in step.stdout + step.stderr
+
+
+def test_a_cut_issue_body_fits_even_when_the_bundle_is_backticks():
+    """The fence around a cut bundle is longer than the longest backtick run it keeps: a bundle of
+    backticks must still come out below GitHub's limit, with every fence closed."""
+    from matrix.report.diff_render import GITHUB_BODY_CHARS, issue_text
+
+    for bundle in ("`" * 70_000, ("x" * 100 + "`" * 300 + "\n") * 400, "</details>\n# h\n" * 10_000):
+        text = issue_text("head\n", bundle, "t2.5.1-py3.11", "training_step", "https://github.com/o/r/actions/runs/9")
+        assert len(text) < GITHUB_BODY_CHARS, len(text)
+        assert "bundles/t2.5.1-py3.11--training_step.md" in text
+        rendered = outside_fences(text)
+        assert rendered.count("<details>") == rendered.count("</details>") == 1, rendered[-500:]

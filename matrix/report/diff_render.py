@@ -174,8 +174,13 @@ def issue_text(head: str, bundle: str, cell: str, probe: str, run_url: str = "",
                f"{where}" + (f": {md_text(run_url)}" if run_url else "") + ".\n")
     head = head if len(head) <= limit // 2 else md_fence(head[: limit // 2]) + "\n"
     room = limit - len(head) - len(summary) - len(pointer) - 200
-    cut = md_fence(bundle[: max(room, 0)] + f"\n... ({len(bundle) - max(room, 0):,} more characters)")
-    return f"{head}\n{summary}{cut}\n\n</details>\n{pointer}"
+    while True:  # the fence grows with the longest backtick run in what is kept: measure, then shrink
+        kept = max(room, 0)
+        cut = md_fence(bundle[:kept] + f"\n... ({len(bundle) - kept:,} more characters)")
+        text = f"{head}\n{summary}{cut}\n\n</details>\n{pointer}"
+        if len(text) <= limit or kept == 0:
+            return text
+        room = kept - (len(text) - limit)
 
 
 def issue_plan(diff: Diff, run_url: str = "", bundles: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:

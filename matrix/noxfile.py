@@ -61,11 +61,11 @@ def report(session: nox.Session) -> None:
         # Exit 2 (no results to import yet) is said in one line and does not stop the report.
         session.run(*python_module("matrix.cli", "import", str(run_dir)), external=True, success_codes=[0, 2])
     session.run(*python_module("matrix.cli", "report", str(run_dir), "--html", str(run_dir / layout.HTML_NAME),
-                               "--pins", *session.posargs), external=True)
+                               "--pins", *nox_support.report_posargs(session.posargs)), external=True)
 
 
 @nox.session(python=False, allow_parallel=False)
 def pins(session: nox.Session) -> None:
     """Suggested requirement pins from the run's results."""
     session.run(*python_module("matrix.cli", "pins", str(nox_support.run_dir_for_session()),
-                               *session.posargs), external=True)
+                               *nox_support.report_posargs(session.posargs)), external=True)

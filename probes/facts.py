@@ -29,7 +29,43 @@ def python_facts():
         "version": platform.python_version(),
         "executable": sys.executable,
         "implementation": sys.implementation.name,
+        "providers": module_providers(),
     }
+
+
+def _canonical(name):
+    return "".join("_" if ch in "-." else ch for ch in name.lower())
+
+
+def module_providers():
+    """The importable top-level names each installed distribution provides (from its RECORD), for
+    the distributions whose names differ from the single module they ship: ``setuptools`` ->
+    ``[_distutils_hack, pkg_resources, setuptools]``, ``pillow`` -> ``[PIL]``. A missing module is
+    then mapped to a distribution, in this cell or in another (``import yaml`` needs PyYAML)."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return {}
+    providers = {}
+    for dist in metadata.distributions():
+        try:
+            name = dist.metadata["Name"]
+            record = dist.read_text("RECORD") or ""
+        except Exception:
+            continue
+        if not name:
+            continue
+        tops = set()
+        for first in set(line.split(",", 1)[0].split("/", 1)[0] for line in record.splitlines()):
+            if first in ("..", "__pycache__") or first.endswith((".dist-info", ".egg-info", ".data", ".pth")):
+                continue
+            if first.endswith((".py", ".so", ".pyd")):
+                first = first.split(".")[0]
+            if first.isidentifier():
+                tops.add(first)
+        if tops and tops != {_canonical(name)}:
+            providers[name] = sorted(tops)
+    return providers
 
 
 def platform_facts():

@@ -205,7 +205,7 @@ def judge(code, records, output_tail=""):
             errors = [line for line in lines if "error" in line.lower()]
             if (errors or lines) and code in (3, 4):
                 what += ": " + " ".join((errors or lines)[-1].split())[:MESSAGE_CHARS]
-        return "error", "%s (exit %d): not evidence about this cell" % (what, code), evidence
+        return "error", "%s (pytest exit %d): the tests did not run" % (what, code), evidence
     if failed:
         return "fail", "%s: %s" % (summary, groups_text(evidence["failure_groups"])), evidence
     return "fail", "pytest exited with code %d (%s)" % (code, summary), evidence

@@ -274,3 +274,16 @@ def test_scoped_pins_apply_idempotently_and_respect_existing_python_markers(tmp_
     old_python = write(tmp_path, "old.txt", 'torch>=1.8; python_version < "3.10"\n')
     apply_pins(old_python, SCOPED)
     assert old_python.read_text() == 'torch>=1.9; python_version < "3.10"\n'
+
+
+def test_apply_to_setup_py_prints_the_merged_requirement_to_paste_and_edits_nothing(tmp_path, capsys):
+    """setup.py is code: it used to be read as a requirements file (a PEP 508 parse error)."""
+    results = _results_dir(tmp_path)
+    text = 'from setuptools import setup\nsetup(name="x", install_requires=["torch>=1.7.0", "numpy"])\n'
+    target = write(tmp_path, "setup.py", text)
+    code = cli_main(["pins", str(results), "--out", str(tmp_path / "pins"), "--no-coverage", "--apply", str(target)])
+    out = capsys.readouterr().out
+    assert code == 0 and target.read_text() == text
+    assert f"{target}: not edited" in out
+    assert "torch-matrix does not edit setup.py (it is code); paste the merged requirement(s) yourself" in out
+    assert "'torch>=1.7.0' -> 'torch>=1.7.0,!=1.12.0'" in out

@@ -125,7 +125,7 @@ def test_the_report_reruns_an_existing_environment_with_check_not_nox():
                               interpreter={"path": "/srv/my env/bin/python"})
     lines = dict(report.repro_lines(report.judge([bad, env])))
     assert lines[env.cell.id] == "torch-matrix check --python '/srv/my env/bin/python'"
-    assert lines[bad.cell.id] == "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.13.0-py3.11)'"
+    assert lines[bad.cell.id] == "torch-matrix run -s 'matrix(t2.13.0-py3.11)' -- --redo"
 
 
 # ---------------------------------------------------------------- real runs on synthetic wheels

@@ -228,7 +228,7 @@ def test_judging_pytest_follows_its_exit_code(code, records):
     elif code == 0:
         assert status == "pass" and message == evidence["summary"]
     elif code in (2, 3, 4, 5):
-        assert status == "error" and "not evidence" in message  # never an incompatibility
+        assert status == "error" and "the tests did not run" in message  # judged by the verdict
     else:
         assert status == "fail" and evidence["summary"] in message
         # every failure counted once per (message, test), whatever the cap on node ids shown
@@ -335,6 +335,9 @@ def test_run_hands_nox_the_shipped_noxfile_and_passes_options_through(tmp_path):
     assert command[5:] == ["--envdir", str(tmp_path / ".nox"), "-s", "matrix", "report", "-j", "2",
                            "-t", "py3.11", "-k", "2.5", "--", "--redo"]
     assert run_cli.nox_command(["--envdir", "/x"], [], tmp_path).count("--envdir") == 1
+    # Each spec its own venvs: `torch-matrix run --spec gpu.toml` never reuses matrix.toml's cells' venvs.
+    named = run_cli.nox_command([], [], tmp_path, "tiny-train-gpu")
+    assert named[named.index("--envdir") + 1] == str(tmp_path / ".nox" / "tiny-train-gpu")
     with pytest.raises(UserError):
         run_cli.nox_command(["-f", "other.py"], [], tmp_path)
 
@@ -356,6 +359,7 @@ def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(tmp_
     with ``python -m matrix.cli`` that folder came first on sys.path, and a module there named like
     the standard library's (``bisect.py`` once) broke ``import tempfile``: no table, no pins. The
     sessions' commands, run from a folder holding such a module, must not see it."""
+    monkeypatch.setattr(sys, "argv", ["nox", "-s", session_name])  # importing it plans only for `-s matrix`
     import matrix.noxfile as shipped
 
     (tmp_path / "tempfile.py").write_text("raise ImportError('the working directory shadowed tempfile')\n")
@@ -364,8 +368,11 @@ def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(tmp_
     (run_dir / "cells").mkdir(parents=True)
     monkeypatch.setattr(shipped.nox_support, "run_dir_for_session", lambda *a, **k: run_dir)
     session = _RecordingSession()
+    session.posargs = ["--redo"]  # `torch-matrix run -s 'matrix(ID)' -- --redo`: nox gives it to every session
     getattr(shipped, session_name)(session)
     assert session.commands
+    for command in session.commands:
+        assert "--redo" not in command  # the cells' option, not the report's (it would refuse it)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_MATRIX_"))}
     for command in session.commands:  # (a local run) the import into the history, then the report
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
@@ -476,3 +483,143 @@ def test_a_command_probe_in_which_no_test_ran_is_no_evidence_for_the_verdict_or_
     assert 'message="skip: 0 passed, 4 skipped: no evidence"' in render_junit([result])
     assert "compatible (tests: 44 passed, 4 skipped)" in render_markdown_summary([good])
     assert "44 passed, 4 skipped" in render_html([good])
+
+
+def _collection_error(module_error: str, code: int = 2):
+    from tests.factories import make_probe
+
+    message = f"collection error in tests/test_norm.py: {module_error} (pytest exit {code}): the tests did not run"
+    return make_probe("tests", "error", message, isolation="command", evidence={
+        "pytest_exit": code, "tests": {}, "summary": "0 passed",
+        "collection_errors": [{"nodeid": "tests/test_norm.py", "message": module_error}]})
+
+
+def _passing_tests():
+    from tests.factories import make_probe
+
+    return make_probe("tests", "pass", "2 passed", isolation="command",
+                      evidence={"pytest_exit": 0, "tests": {"passed": 2}, "summary": "2 passed"})
+
+
+def test_a_collection_error_naming_torch_where_other_cells_collect_is_incompatible_and_pinned(tmp_path):
+    """The package imports, at module level, a torch module a release removed: pytest exits 2 on the
+    releases without it. That is the release breaking the project (pinned), not the suite to fix."""
+    from matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
+    from matrix.pins import suggest_pins
+    from matrix.world.results import load_results, write_result
+    from tests.factories import make_probe, make_result
+
+    sanity = make_probe("install_sanity")
+    old = make_result(torch="1.13.1", torchvision="", probes=[sanity, _passing_tests()])
+    broken = [make_result(torch=version, torchvision="",
+                          probes=[sanity, _collection_error("ModuleNotFoundError: No module named 'torch._six'")])
+              for version in ("2.4.1", "2.13.0")]
+    for result in (old, *broken):
+        write_result(result, tmp_path / "run" / "cells")
+    loaded = load_results(tmp_path / "run").results
+    verdicts = {r.cell.torch: verdict_of(r) for r in loaded}
+    for version in ("2.4.1", "2.13.0"):
+        assert verdicts[version].kind == INCOMPATIBLE and verdicts[version].failing == ("tests",)
+        assert "No module named 'torch._six'" in verdicts[version].reason
+    suggestion = suggest_pins(loaded)
+    excluded = {e.version: e for pin in suggestion.recommended.pins_for("torch") for e in pin.exclusions}
+    assert set(excluded) == {"2.4.1", "2.13.0"}, suggestion.exclusions
+    for exclusion in excluded.values():  # every exclusion names its failing and its passing cell
+        assert exclusion.failing_cell and exclusion.passing_cell == old.cell.id, exclusion
+        assert "torch._six" in exclusion.summary
+
+    # The same error in every cell: the suite is to fix (no evidence), nothing is pinned.
+    everywhere = tmp_path / "everywhere"
+    for result in broken:
+        write_result(result, everywhere / "cells")
+    loaded = load_results(everywhere).results
+    for result in loaded:
+        verdict = verdict_of(result)
+        assert verdict.kind == NO_EVIDENCE and "fix the test suite" in verdict.reason, verdict
+    assert suggest_pins(loaded).recommended.pins_for("torch") == []
+
+    # An error that names no module of an axis (the project's own, a plugin) stays no evidence.
+    own = make_result(torch="2.4.1", torchvision="",
+                      probes=[sanity, _collection_error("ModuleNotFoundError: No module named 'yaml'")])
+    assert verdict_of(own).kind == NO_EVIDENCE
+    for error in ("ImportError: cannot import name 'inf' from 'torch._six' (/x/site-packages/torch/_six.py)",
+                  "AttributeError: module 'torch.optim' has no attribute 'SparseAdam2'"):
+        named = make_result(torch="2.4.1", torchvision="", probes=[sanity, _collection_error(error)])
+        assert verdict_of(named).kind == INCOMPATIBLE, error
+
+
+def _missing_module_cell(torch: str, setuptools: str, ships_pkg_resources: bool, fails: bool, **cell):
+    from dataclasses import replace
+
+    from tests.factories import make_cell, make_probe, make_result
+
+    probe = (make_probe("tests", "fail", "1 failed: tests/test_paths.py::test_include_dirs -- "
+                        "ModuleNotFoundError: No module named 'pkg_resources'", isolation="command",
+                        evidence={"pytest_exit": 1, "summary": "1 failed"})
+             if fails else make_probe("tests", "pass", "1 passed", isolation="command",
+                                      evidence={"pytest_exit": 0, "summary": "1 passed"}))
+    result = make_result(make_cell(torch=torch, torchvision="", **cell), probes=[make_probe("install_sanity"), probe],
+                         resolved={"torch": torch, "setuptools": setuptools})
+    modules = ["_distutils_hack", "pkg_resources", "setuptools"] if ships_pkg_resources else ["_distutils_hack",
+                                                                                                "setuptools"]
+    return replace(result, interpreter={**result.interpreter, "providers": {"setuptools": modules}})
+
+
+def test_a_module_a_dependency_release_dropped_is_a_version_finding_on_that_dependency():
+    """torch 1.13.1 imports pkg_resources, which setuptools 82 stopped shipping: the advice was
+    "add pkg_resources", which no index has. The module is mapped to its provider (setuptools, seen
+    shipping it in another cell) and the finding is about versions, with the two honest answers."""
+    from matrix.judge.causes import in_run_context
+    from matrix.judge.verdict import INCOMPATIBLE, verdict_of
+
+    new = _missing_module_cell("1.13.1", "84.0.0", False, True, extras={"setuptools": ">=82"})
+    old = _missing_module_cell("1.13.1", "80.9.0", True, False, extras={"setuptools": "<82"})
+    before = verdict_of(new)
+    assert before.kind == "environment"  # alone, the cell can only advise a requirement
+    judged = {r.cell.id: verdict_of(r) for r in in_run_context([new, old])}
+    verdict = judged[new.cell.id]
+    assert verdict.kind == INCOMPATIBLE and verdict.environment == {}, verdict
+    assert "`pkg_resources` comes from setuptools: setuptools 80.9.0 ships it" in verdict.reason
+    assert "Either cap setuptools<=80.9.0 (keeps torch 1.13.1), or raise torch's floor above 1.13.1 " \
+           "(keeps setuptools 84.0.0)" in verdict.reason
+    assert "add `" not in verdict.reason
+
+
+def test_an_unsatisfiable_counterfactual_refutes_its_advice_and_says_so(tmp_path):
+    """The advice "add <module>" names a module, not a distribution: its counterfactual cell is
+    unsatisfiable. The advice is withdrawn, the output says so, and the failure counts against the
+    cell's versions (pinned, naming its failing and its passing cell)."""
+    from dataclasses import replace
+
+    from matrix.judge.verdict import ENVIRONMENT, INCOMPATIBLE, verdict_of
+    from matrix.pins import suggest_pins
+    from matrix.pins.evidence import environment_advice
+    from matrix.plan.counterfactual import plan_counterfactuals
+    from matrix.world.results import load_results, write_result
+    from tests.factories import make_result
+
+    def missing_extmod(result):
+        probes = tuple(replace(p, message=p.message.replace("pkg_resources", "_torch_ext_helpers"))
+                       for p in result.probes)
+        return replace(result, probes=probes)
+
+    broken = missing_extmod(_missing_module_cell("1.13.1", "84.0.0", False, True))
+    assert verdict_of(broken).kind == ENVIRONMENT
+    [planned] = plan_counterfactuals(broken)
+    assert planned.requirements[-1] == "_torch_ext_helpers"
+    counterfactual = make_result(planned, status="unsatisfiable", message=(
+        "× No solution found when resolving dependencies:\n╰─▶ Because -torch-ext-helpers was not found in "
+        "the package registry and you require -torch-ext-helpers, your requirements are unsatisfiable."))
+    newer = _missing_module_cell("2.4.1", "84.0.0", False, False)
+    for result in (broken, counterfactual, newer):
+        write_result(result, tmp_path / "cells")
+    loaded = load_results(tmp_path).results
+    by_id = {r.cell.id: r for r in loaded}
+    verdict = verdict_of(by_id[broken.cell.id])
+    assert verdict.kind == INCOMPATIBLE, verdict
+    assert f"refuted: `add _torch_ext_helpers` (its counterfactual cell {planned.id} is unsatisfiable: " \
+           "the index has no `_torch_ext_helpers`)" in verdict.reason
+    assert all("_torch_ext_helpers" not in advice.requirement for advice in environment_advice(loaded))
+    [exclusion] = [e for pin in suggest_pins(loaded).recommended.pins_for("torch") for e in pin.exclusions]
+    assert exclusion.version == "1.13.1" and exclusion.failing_cell == broken.cell.id
+    assert exclusion.passing_cell == newer.cell.id and "refuted" in exclusion.summary

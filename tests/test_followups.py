@@ -229,7 +229,7 @@ def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
     cell = followups.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
     assert cell_repro(cell, "m.toml") == \
         "rm cells/t2.0.0-py3.11-edge.json && TORCH_MATRIX_SPEC=m.toml nox -s followups"
-    assert cell_repro(grid_cell("2.3.1"), "m.toml") == "TORCH_MATRIX_SPEC=m.toml TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.3.1-py3.11)'"
+    assert cell_repro(grid_cell("2.3.1"), "m.toml") == "torch-matrix run --spec m.toml -s 'matrix(t2.3.1-py3.11)' -- --redo"
 
 
 def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_settles_the_edge():

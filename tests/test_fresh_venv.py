@@ -144,5 +144,11 @@ def test_a_user_runs_the_matrix_from_a_fresh_venv_in_a_plain_directory(tmp_path)
     assert any(cells["2.6.0"] in line and "incompatible" in line for line in table), log
     assert "1 failed, 1 passed: tests/test_ckptkit.py::test_resume -- " in done.stdout, log  # by node id
     assert (run_dir / "report.html").is_file() and (run_dir / "summary.md").is_file()
+    # The HTML page carries the suggested pins with their reasons (the failing test by node id).
+    page = (run_dir / "report.html").read_text()
+    assert "<h2>Suggested pins</h2>" in page
+    pins_section = page.split("<h2>Suggested pins</h2>")[1].split("<h2>")[0]
+    assert "torch" in pins_section and "2.6.0" in pins_section
+    assert "tests/test_ckptkit.py::test_resume" in pins_section
     constraints = (run_dir / "pins" / "constraints.txt").read_text()
     assert "torch" in constraints and "2.6.0" in constraints, constraints

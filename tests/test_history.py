@@ -205,7 +205,7 @@ def test_issue_plan_opens_one_issue_per_new_failure_and_closes_what_passes(three
     plan = json.loads(issues.read_text())
     assert [item["title"] for item in plan["open"]] == ["torch-matrix: install_sanity fails in t2.7.0-py3.11"]
     body = plan["open"][0]["body"]
-    assert "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.7.0-py3.11)'" in body
+    assert "torch-matrix run -s 'matrix(t2.7.0-py3.11)' -- --redo" in body
     assert "torch==2.7.0" in body and "import torch  # install_sanity" in body and "https://ci/run/1" in body
     assert "torch-matrix: numpy_interop fails in t2.6.0-py3.11" in plan["close"]  # fixed tonight
     assert "torch-matrix: training_step fails in t2.4.1-py3.11" not in plan["close"]  # still failing

@@ -20,9 +20,10 @@ def test_cell_file_lives_under_the_run_dir():
 
 
 def test_repro_names_the_session_and_optionally_the_spec():
-    assert layout.repro_command("t2.6.0-py3.11") == "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.6.0-py3.11)'"
+    # torch-matrix run (the shipped noxfile): it works in a project that has no noxfile of its own
+    assert layout.repro_command("t2.6.0-py3.11") == "torch-matrix run -s 'matrix(t2.6.0-py3.11)' -- --redo"
     assert layout.repro_command("t1-py3.11", "my dir/m.toml") == (
-        "TORCH_MATRIX_SPEC='my dir/m.toml' TORCH_MATRIX_REDO=1 nox -s 'matrix(t1-py3.11)'")
+        "torch-matrix run --spec 'my dir/m.toml' -s 'matrix(t1-py3.11)' -- --redo")
 
 
 def test_results_root_is_absolute_and_follows_the_variable(tmp_path):

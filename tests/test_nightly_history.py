@@ -106,7 +106,7 @@ def test_import_diff_and_issue_steps(tmp_path):
     assert not any(call.startswith(("gh issue close 2", "gh issue close 3")) for call in calls)
     assert sum(call.startswith("gh issue create") for call in calls) == 1
     body = (work / "history" / "issue-body.md").read_text()  # the last issue created: 2.7.0's
-    assert "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.7.0-py3.11)'" in body and "torch==2.7.0" in body
+    assert "torch-matrix run -s 'matrix(t2.7.0-py3.11)' -- --redo" in body and "torch==2.7.0" in body
     assert "<summary>torch-matrix repro t2.7.0-py3.11 install_sanity</summary>" in body
     assert "could not build it" not in body and "import torch  # install_sanity" in body
 

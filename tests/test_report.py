@@ -154,7 +154,7 @@ def test_details_explain_each_cell_that_did_not_pass():
 def test_repro_lines_name_the_failing_and_error_cells_only():
     text = report.render_text(sample())
     repro = text.split("Rerun a cell:")[1]
-    assert "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.6.0-py3.11)'" in repro
+    assert "torch-matrix run -s 'matrix(t2.6.0-py3.11)' -- --redo" in repro
     assert "matrix(t2.5.1-cpu-py3.11)" in repro
     assert "t2.4.1-py3.13" not in repro  # unsatisfiable: nothing to rerun
     assert "matrix(t2.5.1-py3.11)" not in repro
@@ -233,7 +233,7 @@ def test_markdown_summary_has_every_section_and_escapes_pipes():
     assert "**5 cells: 1 compatible, 2 incompatible, 1 unsatisfiable, 1 error**" in text
     assert "a \\| b" in text and "`x \\| y`" in text
     assert "❌ incompatible: training_step" in text
-    assert "TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.6.0-py3.11)'" in text
+    assert "torch-matrix run -s 'matrix(t2.6.0-py3.11)' -- --redo" in text
     assert "Summary shortened" not in text
 
 

@@ -44,7 +44,7 @@ def test_html_is_self_contained_and_escapes_what_results_say():
     assert "loss is &lt;NaN&gt;" in text and "loss is <NaN>" not in text
     assert 'data-cell="t2.5.1-py3.12" data-verdict="incompatible"' in text
     assert "RuntimeError: boom" in text and "import torch; torch.ones(1)" in text
-    assert "TORCH_MATRIX_REDO=1 nox -s &#39;matrix(t2.5.1-py3.12)&#39;" in text
+    assert "torch-matrix run -s &#39;matrix(t2.5.1-py3.12)&#39; -- --redo" in text
     assert "no wheel for cp312" in text
     for kind in ("compatible", "incompatible", "unsatisfiable", "error", "planned but missing"):
         assert kind in text  # the legend
@@ -210,7 +210,7 @@ def test_rerun_lines_in_every_output_carry_the_spec(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
     html = tmp_path / "r.html"
     assert cli(["report", str(tmp_path / "run"), "--html", str(html), "--github-summary"]) == 0
-    line = "TORCH_MATRIX_SPEC=/specs/nightly.toml TORCH_MATRIX_REDO=1 nox -s 'matrix(t2.5.1-py3.12)'"
+    line = "torch-matrix run --spec /specs/nightly.toml -s 'matrix(t2.5.1-py3.12)' -- --redo"
     assert line in capsys.readouterr().out
     assert line in (tmp_path / "run" / "summary.md").read_text(encoding="utf-8")
     assert line in step.read_text(encoding="utf-8")

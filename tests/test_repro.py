@@ -33,7 +33,7 @@ def test_bundle_of_the_real_lazy_cuda_init_failure():
     assert "| observed | expected |" in text and "no CUDA query or initialisation during import torch" in text
     assert ("**Nearest passing cell**: passes on torch 1.12.1 (here 1.12.0), torchvision 0.13.1 (here 0.13.0): "
             "cell `t1.12.1-py3.10-nplt2`.") in text
-    assert "TORCH_MATRIX_SPEC='my specs/matrix.toml' TORCH_MATRIX_REDO=1 nox -s 'matrix(t1.12.0-py3.10-nplt2)'" \
+    assert "torch-matrix run --spec 'my specs/matrix.toml' -s 'matrix(t1.12.0-py3.10-nplt2)' -- --redo" \
         in text
 
 
@@ -79,3 +79,32 @@ def test_cli_prints_writes_and_names_bad_input(tmp_path, capsys):
     assert "torch-matrix: error:" in err and "did you mean t1.12.0-py3.10-nplt2" in err and "Traceback" not in err
     assert cli(["repro", "t1.12.0-py3.10-nplt2", "nope", "--results", str(REAL_RUN / "cells")]) == 2
     assert "its probes: install_sanity, lazy_cuda_init" in capsys.readouterr().err
+
+
+def test_the_bundle_of_a_command_probe_is_shell_steps_with_node_ids_and_no_machine_local_path():
+    from dataclasses import replace
+
+    from matrix.report.repro import render_bundle
+    from tests.factories import make_probe, make_result
+
+    project = "/home/me/work/tinytrain"
+    probe = make_probe("tests", "fail", "2 failed, 3 passed: [2] tests/test_a.py::test_x, tests/test_a.py::test_y "
+                       "-- KeyError: 'epoch'", isolation="command",
+                       output_tail=f"{project}/.nox/tinytrain/matrix-t2-6-0/lib/python3.11/site-packages/torch/x.py",
+                       evidence={"command": "pytest -q tests", "cwd": project, "pytest_exit": 1,
+                                 "failure_groups": [{"message": "KeyError: 'epoch'", "count": 2, "more": 0,
+                                                     "nodeids": ["tests/test_a.py::test_x", "tests/test_a.py::test_y"]}]})
+    result = make_result(torch="2.6.0", torchvision="", probes=[make_probe("install_sanity"), probe])
+    result = replace(result, install=replace(result.install, command=(
+        "uv", "pip", "install", "--python", f"{project}/.nox/tinytrain/matrix-t2-6-0/bin/python",
+        "--find-links", "/opt/wheels", "torch==2.6.0", "-r", f"{project}/requirements.txt", "-e",
+        f"{project}[test]", "pytest")), interpreter={**result.interpreter,
+                                                     "path": f"{project}/.nox/tinytrain/matrix-t2-6-0/bin/python"})
+    text = render_bundle(result, [result], "tests", project={
+        "dir": project, "url": "https://github.com/me/tinytrain.git", "commit": "0123abc"})
+    assert "#### Steps (shell)" in text and "repro.py" not in text
+    assert "git clone https://github.com/me/tinytrain.git project && cd project\ngit checkout 0123abc" in text
+    assert "uv pip install --python .venv-repro torch==2.6.0 -r ./requirements.txt -e '.[test]' pytest" in text
+    assert ".venv-repro/bin/python -m pytest -q tests/test_a.py::test_x tests/test_a.py::test_y" in text
+    assert "--find-links (a local directory or file)" in text  # said, not hidden
+    assert "/home/me" not in text and "/opt/wheels" not in text, text

@@ -200,6 +200,12 @@ def params(plan: MatrixPlan) -> list[tuple[str, str, list[str]]]:
     return [(plan.interpreter_for(cell), cell.id, list(cell.tags)) for cell in plan.cells]
 
 
+def report_posargs(posargs: Sequence[str]) -> list[str]:
+    """The posargs the report and pins sessions pass on: nox gives every session the same ones, and
+    ``--redo`` is the matrix cells' (``torch-matrix run -s 'matrix(ID)' -- --redo``), not theirs."""
+    return [arg for arg in posargs if arg != "--redo"]
+
+
 def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
     return environ.get(REDO_ENV, "") not in ("", "0") or "--redo" in posargs
 

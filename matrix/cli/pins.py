@@ -38,14 +38,40 @@ def released_versions(packages: Sequence[str], spec_path: str | None = None) -> 
     """Released versions per package from the spec's index, or None when unavailable."""
     try:
         from matrix.world.index import open_index
-        from matrix.world.specfile import load_spec
+        from matrix.world.specfile import declared_ranges, load_spec
 
-        index = open_index(load_spec(spec_path).index)
-        return {package: [str(v) for v in index.versions(package)] for package in packages}
+        spec = load_spec(spec_path)
+        index = open_index(spec.index)
+        return admitted_releases({package: [str(v) for v in index.versions(package)] for package in packages},
+                                 declared_ranges(spec))
     except Exception as error:  # noqa: BLE001 - offline, no index module, bad spec: coverage unknown
         print(f"torch-matrix pins: coverage unknown (cannot list released versions: "
               f"{' '.join(str(error).split())[:160]})", file=sys.stderr)
         return None
+
+
+def admitted_releases(released: Mapping[str, list[str]],
+                      declared: Mapping[str, tuple[str, str]]) -> dict[str, list[str]]:
+    """The released versions the project's own declared range admits (coverage counts only those:
+    a release the project already excludes is no gap in the matrix)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    out = {}
+    for package, versions in released.items():
+        if package not in declared:
+            out[package] = list(versions)
+            continue
+        allowed = SpecifierSet(declared[package][0])
+        kept = []
+        for version in versions:
+            try:
+                if allowed.contains(Version(version), prereleases=True):
+                    kept.append(version)
+            except InvalidVersion:
+                kept.append(version)
+        out[package] = kept
+    return out
 
 
 def write_outputs(suggestion, out_dir: Path) -> list[Path]:
@@ -129,7 +155,7 @@ def _pins(args: argparse.Namespace) -> int:
         result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
         if result.changed:
             text.append(result.diff())
-        text.append(f"{args.apply}: " + ("no change needed" if not result.changed
+        text.append(f"{args.apply}: " + ("not edited" if not result.edited else "no change needed" if not result.changed
                                          else "would change (dry run, nothing written)" if args.dry_run
                                          else f"updated ({len(result.changes)} requirement(s))") + "\n")
         text += [f"note: {note}\n" for note in result.notes]

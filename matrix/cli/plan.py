@@ -17,7 +17,7 @@ from matrix.vocab.layout import SHARD_ENV
 from matrix.run.pipeline import plan_for_spec, shard_cells
 from matrix.plan.shards import shards
 from matrix.vocab.records import Cell
-from matrix.world.specfile import Spec, load_spec
+from matrix.world.specfile import Spec, declared_ranges, load_spec
 
 
 def cell_json(cell: Cell, spec: Spec, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
@@ -56,15 +56,33 @@ def render_sources(cells: list[Cell], spec: Spec, environ: Mapping[str, str]) ->
     return "\n".join(lines)
 
 
-def render_table(cells: list[Cell], spec: Spec) -> str:
+def outside_declared(cell: Cell, declared: Mapping[str, tuple[str, str]]) -> str:
+    """Why the project's own requirements exclude this cell's versions (``torch 1.8.1 is outside the
+    project's declared torch>=1.9 (pyproject.toml: [project] dependencies)``), or ""."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    for name, (specifier, where) in declared.items():
+        value = cell.axes.get(name, "")
+        try:
+            if value and not SpecifierSet(specifier).contains(Version(value), prereleases=True):
+                return (f"{name} {value} is outside the project's declared {name}{specifier} ({where}): "
+                        "the install will refuse it (unsatisfiable)")
+        except InvalidVersion:
+            continue
+    return ""
+
+
+def render_table(cells: list[Cell], spec: Spec, declared: Mapping[str, tuple[str, str]] | None = None) -> str:
     from tabulate import tabulate  # only the human output needs it
 
     extras = [axis.name for axis in spec.extras]
     rows = []
     for cell in cells:
+        note = cell.plan_note or outside_declared(cell, declared or {})
         rows.append([cell.id, cell.python, cell.torch, cell.torchvision or "-", cell.variant,
                      " ".join(f"{n}{cell.axes[n]}" for n in extras if cell.axes.get(n)) or "-",
-                     " ".join(cell.requirements), cell.plan_note or ""])
+                     " ".join(cell.requirements), note])
     headers = ["id", "python", "torch", "torchvision", "variant", "extras", "install pins", "note"]
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
@@ -95,7 +113,8 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout,
         out.write(json.dumps([cell_json(c, spec, environ) for c in cells], indent=2) + "\n")
         return 0
     out.write(f"spec {spec.path} (run {spec.name!r}): {len(cells)} cells\n")
-    out.write(render_table(cells, spec) + "\n")
+    declared = declared_ranges(spec)
+    out.write(render_table(cells, spec, declared) + "\n")
     if spec.targets:
         out.write(f"hardware targets ({len(spec.targets)}, judged in each cell from its build, no GPU needed): "
                   + "; ".join(t.label for t in spec.targets) + "\n")
@@ -104,4 +123,8 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout,
     if blocked:
         out.write(f"{blocked} cell(s) cannot be installed as planned; they will be recorded "
                   "as unsatisfiable\n")
+    outside = [c.id for c in cells if not c.plan_note and outside_declared(c, declared)]
+    if outside:
+        out.write(f"{len(outside)} cell(s) lie outside the project's own declared range: "
+                  f"{', '.join(outside)} (widen the requirement, or drop them from the spec)\n")
     return 0

@@ -20,6 +20,20 @@ from matrix.report.repro import chosen_probe, chosen_target, render_bundle
 from matrix.world.results import load_results
 
 
+def project_source(directory: str) -> dict[str, str]:
+    """The project's directory and, when it is a git checkout with a remote, its URL and commit."""
+    from matrix.edges import proc
+
+    found = {"dir": directory} if directory else {}
+    if not directory or not os.path.isdir(directory):
+        return found
+    code, url, _ = proc.run_text(["git", "-C", directory, "remote", "get-url", "origin"], timeout=20)
+    code2, commit, _ = proc.run_text(["git", "-C", directory, "rev-parse", "HEAD"], timeout=20)
+    if code == 0 and code2 == 0 and url.strip() and not url.strip().startswith(("/", "file:")):
+        found.update(url=url.strip(), commit=commit.strip())
+    return found
+
+
 def main(args: argparse.Namespace) -> int:
     results_dir = Path(args.results)
     loaded = load_results(results_dir)
@@ -47,7 +61,10 @@ def main(args: argparse.Namespace) -> int:
             "none (the run had no [targets], or its build facts were not read)"
         raise UserError(f"cell {args.cell} has no verdict for a target matching {wanted!r}", str(results_dir),
                         hint=f"its targets: {names}")
-    text = render_bundle(result, loaded.results, args.probe, spec_path=spec, target=wanted)
+    probe = chosen_probe(result, args.probe)
+    project = project_source(str(probe.evidence.get("cwd") or "")) if probe is not None \
+        and probe.isolation == "command" else {}
+    text = render_bundle(result, loaded.results, args.probe, spec_path=spec, target=wanted, project=project)
     if args.out:
         atomic_write(Path(args.out), terminal(text))
         print(f"wrote {args.out}", file=sys.stderr)

@@ -6,13 +6,14 @@ the built-in default) with the noxfile that ships with the package (matrix/noxfi
 so a downstream repository needs no noxfile. nox's selection and parallel options
 (``-s``, ``-t``, ``-k``, ``-j``, ``-l``, ``-x``, ...) and ``--`` pass through unchanged.
 Results go to ``./results`` (or ``$TORCH_MATRIX_RESULTS`` / ``--results``), venvs to
-``./.nox`` (or ``--envdir``): under the current directory, never inside the package.
+``./.nox/<spec name>`` (or ``--envdir``): under the current directory, never inside the package.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,21 +21,23 @@ from pathlib import Path
 from matrix.edges import proc
 from matrix.vocab.errors import UserError
 from matrix.vocab.layout import RESULTS_ENV, SPEC_ENV
-from matrix.world.specfile import find_spec
+from matrix.world.specfile import find_spec, load_spec
 
 NOXFILE = Path(__file__).resolve().parent.parent / "noxfile.py"
 OWN_NOXFILE_OPTIONS = ("-f", "--noxfile", "--noxfile=")
 
 
-def nox_command(nox_args: Sequence[str], posargs: Sequence[str], cwd: Path) -> list[str]:
-    """The nox command line (pure): the shipped noxfile, venvs under ``cwd`` unless asked otherwise."""
+def nox_command(nox_args: Sequence[str], posargs: Sequence[str], cwd: Path, spec_name: str = "") -> list[str]:
+    """The nox command line (pure): the shipped noxfile, venvs under ``cwd/.nox/<spec name>`` unless
+    asked otherwise: two specs of one project (``matrix.toml``, ``gpu.toml``) never share a venv."""
     for arg in nox_args:
         if arg in OWN_NOXFILE_OPTIONS[:2] or arg.startswith(OWN_NOXFILE_OPTIONS[2]):
             raise UserError("torch-matrix run uses the noxfile that ships with it", where=arg,
                             hint="run `nox -f FILE` yourself to use another one")
     command = proc.python_module("nox", "--noxfile", str(NOXFILE))
     if not any(arg == "--envdir" or arg.startswith("--envdir=") for arg in nox_args):
-        command += ["--envdir", str(cwd / ".nox")]
+        folder = re.sub(r"[^A-Za-z0-9._-]+", "_", spec_name).strip("._") if spec_name else ""
+        command += ["--envdir", str(cwd / ".nox" / folder if folder else cwd / ".nox")]
     command += list(nox_args)
     if posargs:
         command += ["--", *posargs]
@@ -67,7 +70,7 @@ def split_posargs(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def main(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     env = run_environment(args.spec, args.results, cwd)
-    command = nox_command(args.nox_args, args.posargs, cwd)
+    command = nox_command(args.nox_args, args.posargs, cwd, load_spec(env[SPEC_ENV], env).name)
     print(f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr)
     try:
         return proc.call(command, env=env, cwd=cwd)

@@ -22,6 +22,20 @@ Recognised environment causes:
 - ``tests-did-not-run``: a pytest command probe whose tests never ran: a collection error, a
   usage error, an internal error or no tests collected (pytest exit 2-5, as
   ``probes.pytest_outcomes`` records it). The project's test suite has to be fixed first.
+  Except ``import-break`` (a version cause): the error names a module of an axis under test
+  (``No module named 'torch._six'``) and the suite collects in another cell of the run
+  (``in_run_context``, applied when a run's results are loaded): the release broke the project.
+
+Missing modules are mapped to the distribution that ships them (each cell records, from RECORD,
+which top-level modules its distributions provide: ``interpreter.providers``). Seen across the
+run (``in_run_context``):
+
+- ``dropped-module`` (version): the module's provider is installed in this cell at a release that
+  no longer ships it (``pkg_resources``: setuptools 80.9.0 ships it in another cell, 84.0.0 here):
+  a finding about versions, with the two answers (cap the dependency, or raise torch's floor);
+- ``refuted-advice`` (version): "add <module>" was tried by a counterfactual cell, which was
+  unsatisfiable (no such distribution on the index): the advice is withdrawn, and the failure
+  stands against the cell's versions.
 """
 
 from __future__ import annotations
@@ -42,6 +56,14 @@ class Cause(StrEnum):
 
 class VersionKind(StrEnum):
     CHANGED_DEFAULT = "changed-default"  # the plain call broke; a non-default argument works
+    # the project's tests failed to import or collect, and the error names a module of an axis
+    # under test (``No module named 'torch._six'``): the release broke the project at import time
+    IMPORT_BREAK = "import-break"
+    # a module the cell misses comes from a distribution installed here at a release that no longer
+    # ships it (seen providing it in another cell): a version finding on that dependency
+    DROPPED_MODULE = "dropped-module"
+    # the environment advice ("add X") was tried and refuted: its counterfactual cell was unsatisfiable
+    REFUTED_ADVICE = "refuted-advice"
 
 
 class EnvironmentKind(StrEnum):
@@ -110,6 +132,188 @@ def user_advice(text: str) -> str:
     return re.sub(r"\[([^\]]*)\]", lambda m: m.group(0) + _OWN_CLASSES, cleaned, count=1)
 
 
+# Set by ``in_run_context`` on a command probe whose tests collect in no cell of the run: its
+# import errors are the suite's to fix, whatever module they name.
+COLLECTED_NOWHERE = "collected_nowhere"
+
+
+def axis_modules(cell: Any) -> tuple[str, ...]:
+    """Top-level modules of the packages the cell varies: torch, torchvision, its extras."""
+    names = {"torch", "torchvision", "torchaudio"}
+    names |= {name.lower().replace("-", "_").replace(".", "_") for name in cell.axes
+              if name not in ("python", "variant")}
+    return tuple(sorted(names))
+
+
+def axis_module_named(cell: Any, probe: ProbeResult) -> str:
+    """The module of an axis under test that a failed import/collection names (``torch._six`` in
+    ``No module named 'torch._six'``, ``cannot import name 'x' from 'torch.optim'``, ``module
+    'torch' has no attribute 'x'``, or a frame inside the package), or ""."""
+    text = "\n".join([probe.message, *(str(e.get("message", "")) for e in
+                                        probe.evidence.get("collection_errors") or ()), probe.output_tail or ""])
+    mods = "|".join(re.escape(m) for m in axis_modules(cell))
+    quoted = re.search(r"(?:No module named|cannot import name '[\w.]+' from|module) '((?:%s)(?:\.[\w.]+)?)'"
+                       % mods, text)
+    if quoted:
+        return quoted.group(1)
+    frame = re.search(r"/site-packages/(%s)/" % mods, text)
+    return frame.group(1) if frame else ""
+
+
+def import_broken(cell: Any, probe: ProbeResult) -> bool:
+    """The probe's tests failed to import/collect and the error names an axis module."""
+    return probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN \
+        and bool(axis_module_named(cell, probe))
+
+
+def in_run_context(results: list) -> list:
+    """The run's results, each command probe whose tests fail to import in every installed cell
+    of the run marked ``collected_nowhere``: a suite that collects nowhere is the suite's to fix
+    (``tests-did-not-run``), even when its error names torch. Pure: new records, same order."""
+    import dataclasses
+
+    collected: set[str] = set()
+    broken: set[str] = set()
+    for result in results:
+        for probe in result.probes:
+            if probe.isolation != "command" or "pytest_exit" not in probe.evidence:
+                continue
+            if probe.evidence.get("pytest_exit") in (0, 1, 5) or probe.status in (PASS, FAIL, SKIP):
+                collected.add(probe.name)
+            elif import_broken(result.cell, probe):
+                broken.add(probe.name)
+    nowhere = broken - collected
+    providers = _providers_in_run(results)
+    refutations = _refuted_counterfactuals(results)
+    out = []
+    for result in results:
+        probes = []
+        for p in result.probes:
+            extra: dict[str, Any] = {}
+            if p.name in nowhere and import_broken(result.cell, p):
+                extra[COLLECTED_NOWHERE] = True
+            module = missing_module(result, p)
+            if module:
+                provider = _dropped_provider(result, module, providers)
+                if provider:
+                    extra[MODULE_PROVIDER] = provider
+                else:
+                    key = (result.cell.id, _requirement_name(_DISTRIBUTION_OF.get(module, module)))
+                    if key in refutations:
+                        extra[REFUTED_BY] = {**refutations[key], "module": module}
+            if extra:
+                message = p.message
+                if MODULE_PROVIDER in extra or REFUTED_BY in extra:
+                    note = (dropped_advice(extra[MODULE_PROVIDER]) if MODULE_PROVIDER in extra
+                            else refuted_advice(extra[REFUTED_BY]))
+                    message = f"{p.message} [{note}]" if note not in p.message else p.message
+                p = dataclasses.replace(p, message=message, evidence={**p.evidence, **extra})
+            probes.append(p)
+        changed = tuple(probes) != result.probes
+        out.append(dataclasses.replace(result, probes=tuple(probes)) if changed else result)
+    return out
+
+
+MODULE_PROVIDER = "module_provider"
+REFUTED_BY = "refuted_by"
+_COUNTERFACTUAL_OF = "counterfactual-of-"  # the tag a counterfactual cell carries (matrix.plan.counterfactual)
+
+
+def missing_module(result: CellResult, probe: ProbeResult) -> str:
+    """The top-level module a failing probe missed (``No module named 'pkg_resources'``) when it is
+    no axis under test and no distribution of that name is installed: the case whose advice would
+    be "add it"; else ""."""
+    if probe.status not in _FAILING or result.install.status != "installed":
+        return ""
+    found = _MISSING_MODULE.search(_text(probe))
+    if not found:
+        return ""
+    module = found.group(1).split(".")[0]
+    if module in _UNDER_TEST or module in axis_modules(result.cell) or probe.name.startswith(module) \
+            or _satisfied(result.install.resolved, _DISTRIBUTION_OF.get(module, module)):
+        return ""
+    return module
+
+
+def _requirement_name(text: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", text, maxsplit=1)[0].strip().lower().replace("_", "-")
+
+
+def _providers_in_run(results: list) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """module -> distribution -> [(version, cell id)] where that distribution shipped the module
+    (the cells' ``interpreter.providers``, recorded by the probe runner)."""
+    found: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for result in results:
+        provides = (result.interpreter or {}).get("providers") or {}
+        if not isinstance(provides, dict):
+            continue
+        versions = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
+        for dist, modules in provides.items():
+            version = versions.get(str(dist).lower().replace("_", "-"))
+            if version is None or not isinstance(modules, list):
+                continue
+            for module in modules:
+                found.setdefault(str(module), {}).setdefault(str(dist), []).append((version, result.cell.id))
+    return found
+
+
+def _dropped_provider(result: CellResult, module: str, providers: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The distribution that shipped ``module`` in another cell and is installed here at another
+    version (which no longer ships it), as the evidence of a ``dropped-module`` finding."""
+    resolved = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
+    for dist, seen in sorted((providers.get(module) or {}).items()):
+        here = resolved.get(dist.lower().replace("_", "-"))
+        elsewhere = sorted({(v, c) for v, c in seen if v != here and c != result.cell.id})
+        if here and elsewhere:
+            return {"module": module, "distribution": dist, "installed": here,
+                    "provided_in": [{"version": v, "cell": c} for v, c in elsewhere[:5]],
+                    "torch": public_torch(result.install.resolved.get("torch", ""))}
+    return None
+
+
+def public_torch(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def _refuted_counterfactuals(results: list) -> dict[tuple[str, str], dict[str, str]]:
+    """(original cell id, module) -> the counterfactual cell that added the module as a requirement
+    and was unsatisfiable (no such distribution on the index): the "add it" advice is refuted."""
+    refuted: dict[tuple[str, str], dict[str, str]] = {}
+    for result in results:
+        if result.install.status != "unsatisfiable" or not result.cell.requirements:
+            continue
+        originals = [t[len(_COUNTERFACTUAL_OF):] for t in result.cell.tags if t.startswith(_COUNTERFACTUAL_OF)]
+        if not originals:
+            continue
+        added = result.cell.requirements[-1]
+        why = " ".join(result.install.message.split())[:200]
+        refuted[(originals[0], _requirement_name(added))] = {"requirement": added, "cell": result.cell.id, "why": why}
+    return refuted
+
+
+def dropped_advice(found: Mapping[str, Any]) -> str:
+    module, dist, here = found.get("module"), found.get("distribution"), found.get("installed")
+    seen = found.get("provided_in") or [{}]
+    newest = max((str(s.get("version", "")) for s in seen), key=_version_key)
+    torch = found.get("torch") or "this torch"
+    return (f"`{module}` comes from {dist}: {dist} {newest} ships it (cell {seen[0].get('cell', '?')}), "
+            f"{dist} {here} installed here does not. Either cap {dist}<={newest} (keeps torch {torch}), "
+            f"or raise torch's floor above {torch} (keeps {dist} {here})")
+
+
+def refuted_advice(found: Mapping[str, Any]) -> str:
+    module, requirement = found.get("module"), found.get("requirement") or found.get("module")
+    return (f"refuted: `add {requirement}` (its counterfactual cell {found.get('cell')} is unsatisfiable: "
+            f"the index has no `{requirement}`); no cell of this run shows which distribution ships `{module}`")
+
+
+def _version_key(text: str) -> tuple:
+    parts = []
+    for piece in re.split(r"[.+-]", text):
+        parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
+    return tuple(parts)
+
+
 def _local(version: str) -> str:
     return version.split("+", 1)[1] if "+" in version else ""
 
@@ -145,6 +349,13 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
         return Attribution(Cause.VERSION, VersionKind.CHANGED_DEFAULT, advice, detail=probe.name)
     if probe.name == PROBE_RUNNER:
         return Attribution(Cause.INFRASTRUCTURE, advice="the probe runner died; rerun the cell")
+    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN \
+            and not probe.evidence.get(COLLECTED_NOWHERE):
+        module = axis_module_named(result.cell, probe)
+        if module:
+            return Attribution(Cause.VERSION, VersionKind.IMPORT_BREAK, detail=module,
+                               advice=f"{probe.name}: the tests cannot be imported with this {module.split('.')[0]} "
+                                      f"({module} in the error)")
     if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
         return Attribution(
             Cause.ENVIRONMENT, EnvironmentKind.TESTS_DID_NOT_RUN,
@@ -153,6 +364,14 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
             detail=probe.message[:120])
     text = _text(probe)
     resolved = result.install.resolved
+    dropped = probe.evidence.get(MODULE_PROVIDER)
+    if isinstance(dropped, dict):
+        return Attribution(Cause.VERSION, VersionKind.DROPPED_MODULE, dropped_advice(dropped),
+                           detail=str(dropped.get("module", "")))
+    refuted = probe.evidence.get(REFUTED_BY)
+    if isinstance(refuted, dict):
+        return Attribution(Cause.VERSION, VersionKind.REFUTED_ADVICE, refuted_advice(refuted),
+                           detail=str(refuted.get("module", "")))
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]

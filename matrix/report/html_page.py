@@ -30,6 +30,7 @@ from matrix.report.terminal import (
     count_verdicts,
     extras_of,
     extras_text,
+    test_counts,
     format_seconds,
     hardware_reasons,
     hardware_table,
@@ -106,6 +107,7 @@ class CellView:
     file: str = ""  # the cell's full result file, relative to the page ("" when the page does not know)
     origin: str = ""  # a follow-up cell's origin (counterfactual, edge, bisect); "" for the grid's
     why: str = ""  # why a follow-up cell ran
+    tests: str = ""  # what its command probes counted: "tests: 44 passed, 4 skipped"
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,7 @@ def cell_view(item: Judged, change: str = "", spec: str | None = None, probe_nam
         time=format_seconds(result.timings.get("total")), install_status=result.install.status,
         install_message=capped(result.install.message, TEXT_CHARS, where)
         if result.install.status != INSTALLED else "",
-        install_command=" ".join(result.install.command), rerun=rerun, probes=probes,
+        install_command=" ".join(result.install.command), rerun=rerun, probes=probes, tests=test_counts(result),
         statuses=status_codes(result, probe_names or [p.name for p in result.probes]),
         change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell),
         changed_defaults=tuple(sorted(verdict.advice)),

@@ -9,8 +9,10 @@ where the same probe passes ("passes on torch 1.12.1"), plus how to rerun the ce
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from matrix.vocab.layout import check_command, repro_command
@@ -158,6 +160,71 @@ def install_lines(result: CellResult) -> list[str]:
             f"{VENV}/bin/python repro.py"]
 
 
+def _portable(arg: str, project: str) -> str | None:
+    """``arg`` without this machine in it: a path inside the project becomes relative to it
+    (``-e /home/me/proj[test]`` -> ``.[test]``); another local path (a find-links directory, a
+    file:// index) is None: it exists only here."""
+    if project and (arg == project or arg.startswith(project.rstrip("/") + "/") or arg.startswith(project + "[")):
+        rest = arg[len(project):].lstrip("/")
+        return "." + ("/" + rest if rest and not rest.startswith("[") else rest)
+    if arg.startswith(("/", "file://", "~")):
+        return None
+    return arg
+
+
+def command_probe_lines(result: CellResult, probe: ProbeResult, project: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """The shell steps that rerun a command probe anywhere: get the project (its git URL and commit
+    when it is a git checkout), install the cell's pins and the project as the cell did (paths made
+    relative, machine-local indexes left out and said so), run the failing tests by node id."""
+    directory = str(project.get("dir") or probe.evidence.get("cwd") or "")
+    steps: list[str] = []
+    notes: list[str] = []
+    if project.get("url"):
+        steps += [f"git clone {shlex.quote(project['url'])} project && cd project",
+                  f"git checkout {shlex.quote(project.get('commit', 'HEAD'))}"]
+    else:
+        notes.append("the project is not a git checkout with a remote: run these from its directory")
+    command = list(result.install.command)
+    args = command[3:] if len(command) >= 3 and command[1:3] == ["pip", "install"] else list(result.cell.requirements)
+    kept: list[str] = []
+    dropped: list[str] = []
+    skip_next = False
+    for position, arg in enumerate(args):
+        if skip_next:
+            skip_next = False
+            continue
+        if arg in ("--python", "--find-links", "-f", "--index-url", "--extra-index-url", "--index", "--default-index"):
+            value = args[position + 1] if position + 1 < len(args) else ""
+            skip_next = True
+            if arg == "--python":
+                continue
+            if _portable(value, directory) is None:
+                dropped.append(f"{arg} (a local directory or file)")
+                continue
+            kept += [arg, value]
+            continue
+        portable = _portable(arg, directory)
+        if portable is None:
+            dropped.append("(a local path)")
+        else:
+            kept.append(portable)
+    if dropped:
+        notes.append("left out (local to the machine that ran the cell): " + ", ".join(dropped))
+    steps += [f"uv venv --python {shlex.quote(result.cell.python)} {VENV}",
+              f"uv pip install --python {VENV} " + " ".join(shlex.quote(arg) for arg in kept)]
+    command_text = str(probe.evidence.get("command") or "")
+    failed: list[str] = []
+    for group in probe.evidence.get("failure_groups") or ():
+        failed += [n.split(" (")[0] for n in group.get("nodeids", ())]
+    if not failed:
+        failed = [str(f.get("nodeid", "")) for f in probe.evidence.get("failed") or () if f.get("nodeid")]
+    if failed and "pytest" in command_text:
+        steps.append(f"{VENV}/bin/python -m pytest -q " + " ".join(shlex.quote(n) for n in dict.fromkeys(failed)))
+    elif command_text:
+        steps.append(f"PATH={VENV}/bin:\"$PATH\" {command_text}")
+    return steps, notes
+
+
 HARDWARE_SNIPPET = """import torch
 print(torch.__version__, torch.version.cuda, torch._C._cuda_getArchFlags())  # what the build has
 print(torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))  # what the card is
@@ -174,7 +241,10 @@ def chosen_target(result: CellResult, wanted: str | None) -> Mapping[str, Any] |
 
 
 def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name: str | None = None,
-                  spec_path: str | None = None, target: str | None = None) -> str:
+                  spec_path: str | None = None, target: str | None = None,
+                  project: Mapping[str, str] | None = None) -> str:
+    """``project``: for a command probe, the project's ``dir`` and, when it is a git checkout, its
+    remote ``url`` and ``commit`` (read by the caller)."""
     cell = result.cell
     verdict = verdict_of(result)
     hardware = chosen_target(result, target)
@@ -214,14 +284,22 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
                  f"{md_code(probe.name) if probe is not None else 'every probe'}).")
     lines += ["", "#### Environment", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
-    lines += ["", "#### Install", ""]
-    if cell.is_existing_env:
-        lines += [f"Probed as found by `torch-matrix check` ({md_text(result.install.message)}); these lines rebuild "
-                  "its versions in a fresh venv:", ""]
-    lines += [md_fence("\n".join(install_lines(result)), "sh"), ""]
-    if probe is not None and probe.repro:
+    command_probe = probe is not None and probe.isolation == "command"
+    if command_probe:
+        # A project's own test command: shell steps (the project by git URL and commit, the cell's
+        # install made portable, the failing tests by node id), not a Python snippet.
+        steps, notes = command_probe_lines(result, probe, project or {})
+        lines += ["", "#### Steps (shell)", "", md_fence("\n".join(steps), "sh"), ""]
+        lines += [f"Note: {md_text(note)}." for note in notes] + ([""] if notes else [])
+    else:
+        lines += ["", "#### Install", ""]
+        if cell.is_existing_env:
+            lines += [f"Probed as found by `torch-matrix check` ({md_text(result.install.message)}); these lines "
+                      "rebuild its versions in a fresh venv:", ""]
+        lines += [md_fence("\n".join(install_lines(result)), "sh"), ""]
+    if probe is not None and probe.repro and not command_probe:
         lines += ["#### Minimal snippet (`repro.py`)", "", md_fence(probe.repro, "python"), ""]
-    elif hardware is not None:
+    elif hardware is not None and not command_probe:
         lines += ["#### Minimal snippet (`repro.py`, on the GPU)", "", md_fence(HARDWARE_SNIPPET, "python"), ""]
     if result.targets:
         lines += ["#### Hardware targets (judged from the build, no GPU needed)", "", "| target | verdict | reason |",
@@ -242,7 +320,14 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
     if verdict.kind != COMPATIBLE:
         why = f"failing required probes: {', '.join(verdict.failing)}" if verdict.failing else verdict.reason
         lines += [f"Verdict of the cell: **{verdict.kind}**" + (f" ({md_text(shorten(why, 200))})" if why else "") + ".", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    text = "\n".join(lines).rstrip() + "\n"
+    if command_probe:  # no machine-local paths: the project and the cell's venv by role, not by place
+        venv = str(Path(str(result.interpreter.get("path") or "/nonexistent/bin/python")).parent.parent)
+        for local, role in ((str((project or {}).get("dir") or probe.evidence.get("cwd") or ""), "$PROJECT"),
+                            (venv, "$CELL_VENV")):
+            if len(local) > 1:
+                text = text.replace(local, role)
+    return text
 
 
 def _md_inline(value: Any) -> str:

@@ -63,9 +63,10 @@ def cell_session(cell_id: str) -> str:
 
 
 def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:
-    """The shell line that reruns one cell (already complete cells are skipped without REDO)."""
-    spec = f"{SPEC_ENV}={shlex.quote(str(spec_path))} " if spec_path else ""
-    return f"{spec}{REDO_ENV}=1 nox -s {shlex.quote(cell_session(cell_id))}"
+    """The shell line that reruns one cell, already complete or not: ``torch-matrix run`` (the shipped
+    noxfile), so it works where it is printed, in a project with no noxfile of its own too."""
+    spec = f" --spec {shlex.quote(str(spec_path))}" if spec_path else ""
+    return f"torch-matrix run{spec} -s {shlex.quote(cell_session(cell_id))} -- --redo"
 
 
 def followup_repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:

@@ -46,6 +46,7 @@ class ApplyResult:
     new: str
     changes: tuple[str, ...]  # "line 3: torch>=1.7.0 -> torch>=1.7.0,!=1.12.0"
     notes: tuple[str, ...]  # things the user must look at (conflicts, packages not in the file)
+    edited: bool = True  # False: a file torch-matrix never edits (setup.py); ``notes`` say what to paste
 
     @property
     def changed(self) -> bool:
@@ -311,9 +312,47 @@ def update_pyproject(text: str, pins: Sequence[RequirementLine], where: str,
     return (tomlkit.dumps(document) if changes else text), changes
 
 
+# ----------------------------------------------------------------------------- setup.py
+
+_QUOTED = re.compile(r"""(["'])([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]"']*\])?\s*[^"'\n]*)\1""")
+
+
+def paste_advice(text: str, pins: Sequence[RequirementLine], where: str) -> list[str]:
+    """What to paste into a file torch-matrix does not edit (``setup.py``): for each pinned package,
+    its requirement as the file writes it (a quoted PEP 508 string) merged with the pins."""
+    wanted = sorted({canonicalize_name(line.package) for line in pins if line.specifiers})
+    notes = [f"{where}: torch-matrix does not edit {Path(where).name} (it is code); paste the merged "
+             f"requirement(s) yourself:"]
+    found: set[str] = set()
+    for match in _QUOTED.finditer(text):
+        candidate = match.group(2).strip()
+        try:
+            name = canonicalize_name(Requirement(candidate).name)
+        except InvalidRequirement:
+            continue
+        if name not in wanted or name in found:
+            continue
+        found.add(name)
+        try:
+            merged = update_requirement(candidate, pins, notes, where)
+        except InvalidRequirement:
+            continue
+        lines = merged if merged is not None else [candidate]
+        notes.append(f"  {candidate!r} -> " + " | ".join(repr(line) for line in lines)
+                     + ("" if merged is not None else " (already right)"))
+    for name in wanted:
+        if name not in found:
+            line = " | ".join(line.text() for line in pins if canonicalize_name(line.package) == name
+                              and line.specifiers)
+            notes.append(f"  {name} is not required there as a string torch-matrix can read; "
+                         f"constrain it with: {line}")
+    return notes
+
+
 # ----------------------------------------------------------------------------- files
 
-APPLY_HINT = "--apply takes an existing requirements*.txt or pyproject.toml (UTF-8 text)"
+APPLY_HINT = ("--apply takes an existing requirements*.txt or pyproject.toml (UTF-8 text); "
+              "for setup.py it prints the merged requirement to paste")
 
 def apply_pins(path: str | os.PathLike[str], pins: Sequence[RequirementLine], *,
                dry_run: bool = False) -> ApplyResult:
@@ -330,6 +369,9 @@ def apply_pins(path: str | os.PathLike[str], pins: Sequence[RequirementLine], *,
     notes: list[str] = []
     present: set[str] = set()
     bom = "\ufeff" if old.startswith("\ufeff") else ""  # a UTF-8 byte-order mark: kept, not a requirement
+    if target.suffix not in (".txt", ".in", ".toml") and target.name != "requirements":
+        # setup.py, setup.cfg: code or free-form config, never edited; say what to paste instead.
+        return ApplyResult(target, old, old, (), tuple(paste_advice(old, pins, str(target))), edited=False)
     if target.name == "pyproject.toml" or target.suffix == ".toml":
         new, changes = update_pyproject(old[len(bom):], pins, str(target), notes, present)
     else:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from matrix.vocab import layout
+from matrix.judge.causes import in_run_context
 from matrix.vocab.errors import UserError
 from matrix.edges.fastcheck import Unsupported, compile_checker
 from matrix.edges.fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
@@ -503,7 +504,9 @@ def load_results(root: str | os.PathLike[str]) -> LoadedResults:
         raise UserError("results directory does not exist", str(root), hint=NO_RESULTS_HINT)
     files = [base] if base.is_file() else _candidate_files(base)
     with cyclic_gc_paused():
-        return _load_files(files)
+        loaded = _load_files(files)
+    loaded.results[:] = in_run_context(loaded.results)  # a suite that collects nowhere is the suite's
+    return loaded
 
 
 def _load_files(files: list[Path]) -> LoadedResults:

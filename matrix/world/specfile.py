@@ -119,3 +119,66 @@ def project_dir(spec: Spec) -> str:
     if Path(spec.path).resolve() == DEFAULT_SPEC_PATH.resolve():
         return os.getcwd()
     return spec.base_dir
+
+
+def declared_ranges(spec: Spec, packages: tuple[str, ...] = ("torch", "torchvision")) -> dict[str, tuple[str, str]]:
+    """What the project itself admits of ``packages``: package -> (specifier, where it is declared),
+    read from the spec's ``install`` items (``-r requirements.txt`` lines, a project directory's
+    ``[project] dependencies`` and the extras it installs, a plain requirement). Several declarations
+    of one package are combined; a package the project does not constrain is absent."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from matrix.spec.install_items import PATH, REQUIREMENT, REQUIREMENTS_FILE, InstallItemError, parse_item
+    from matrix.spec.parse import tomllib
+
+    wanted = {canonicalize_name(name): name for name in packages}
+    found: dict[str, list[tuple[str, str]]] = {}
+
+    def take(text: str, where: str) -> None:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            return
+        name = canonicalize_name(requirement.name)
+        if name in wanted and str(requirement.specifier) and (
+                requirement.marker is None or requirement.marker.evaluate({"extra": ""})):
+            found.setdefault(wanted[name], []).append((str(requirement.specifier), where))
+
+    def read_file(path: str, shown: str, depth: int = 0) -> None:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return
+        for number, raw in enumerate(lines, 1):
+            line = raw.split(" #", 1)[0].strip()
+            if line.startswith("-r ") and depth < 5:
+                nested = os.path.join(os.path.dirname(path), line[3:].strip())
+                read_file(nested, os.path.relpath(nested, spec.base_dir), depth + 1)
+            elif line and not line.startswith(("-", "#")):
+                take(line, f"{shown}:{number}")
+
+    for text in spec.install:
+        try:
+            item = parse_item(text)
+        except InstallItemError:
+            continue
+        if item.kind == REQUIREMENT:
+            take(item.text, f"install: {item.text!r}")
+        elif item.kind == REQUIREMENTS_FILE:
+            read_file(item.absolute(spec.base_dir), item.target)
+        elif item.kind == PATH:
+            pyproject = Path(item.absolute(spec.base_dir)) / "pyproject.toml"
+            try:
+                project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project") or {}
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+            shown = os.path.relpath(pyproject, spec.base_dir)
+            extras = [e.strip() for e in item.extras.strip("[]").split(",") if e.strip()]
+            for text_ in project.get("dependencies") or ():
+                take(str(text_), f"{shown}: [project] dependencies")
+            for extra in extras:
+                for text_ in (project.get("optional-dependencies") or {}).get(extra) or ():
+                    take(str(text_), f"{shown}: [project.optional-dependencies] {extra}")
+    return {name: (",".join(spec_ for spec_, _ in seen), "; ".join(where for _, where in seen))
+            for name, seen in found.items()}

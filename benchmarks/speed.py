@@ -40,7 +40,7 @@ def cold_spec() -> str:
     """The 5 cells of ``benchmarks.cells.matrix_cells`` as a spec (the full standard suite)."""
     return ('name = "benchcold"\npython = ["3.11"]\ntorch = ["2.4.1", "2.5.1"]\ntorchvision = "paired"\n\n'
             '[extras]\nnumpy = ["1.26.4", "2.0.2", "2.1.3"]\n\n'
-            '[[exclude]]\ntorch = "2.4.1"\nnumpy = "2.1.3"\n')
+            '[[exclude]]\ntorch = "2.4.1"\nnumpy = "==2.1.3"\n')
 
 
 def run_nox(ctx: Context, label: str, env: dict[str, str]) -> dict[str, Any]:
@@ -90,6 +90,8 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
         env = {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache), PREFETCH_ENV: prefetch,
                BUDGET_ENV: BENCH_BUDGET_GB}
         runs[label] = run_nox(ctx, label, env)
+        # Its venvs hold the only links to the wheels of a cache deleted next: ~9 GB freed now.
+        remove_tree(ctx.work / f"speed-envs-{label}")
         ctx.log(f"  {label} (fresh UV_CACHE_DIR{', prefetch off' if prefetch == '0' else ''}): "
                 f"{len(runs[label]['cells'])} cells in {runs[label]['wall_s']:.1f} s")
     runs["warm"] = run_nox(ctx, "warm", {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache)})

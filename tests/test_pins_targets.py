@@ -87,3 +87,11 @@ def test_a_driver_that_does_not_know_the_card_is_advised_not_a_variant():
     (v100,) = by_target["V100 (sm_70), driver 535.104"].advice  # 2.13.0's cu126 runs on R535 (12.x compat)
     assert "/whl/cu126" in v100
     assert "a driver >=" not in v100  # a newer driver alone would not do: 2.13.0's default build has no sm_70
+
+
+def test_the_report_writes_the_per_target_pins_with_the_main_ones(tmp_path, capsys):
+    for version in RELEASES:
+        write_result(result_for(version), tmp_path / "run" / "cells")
+    assert cli.main(["report", str(tmp_path / "run"), "--pins"]) == 0
+    assert "pins per hardware target: 3 file(s)" in capsys.readouterr().err
+    assert (tmp_path / "run" / "pins" / "targets" / "v100-sm_70-driver-580.65" / "constraints.txt").is_file()

@@ -86,6 +86,17 @@ def write_outputs(suggestion, out_dir: Path) -> list[Path]:
     return written
 
 
+def write_target_outputs(per_target, out_dir: Path) -> list[Path]:
+    """``<out_dir>/targets/<target>/constraints.txt`` for each hardware target (``matrix.pins.targets``)."""
+    written = []
+    for pins in per_target:
+        path = out_dir / TARGETS_DIR / pins.slug / CONSTRAINTS_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, render_target_constraints(pins))
+        written.append(path)
+    return written
+
+
 def history_confidence(suggestion, args: argparse.Namespace) -> str:
     """The pass rate of each excluded version's failing cells+probes over the last nights (additive:
     the pins themselves do not change; ``matrix.report.diff.exclusion_confidence`` is the pure part)."""
@@ -139,10 +150,7 @@ def _pins(args: argparse.Namespace) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
             for path in write_outputs(suggestion, out_dir):
                 text.append(f"wrote {path}\n")
-            for pins in per_target:
-                path = out_dir / TARGETS_DIR / pins.slug / CONSTRAINTS_NAME
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(path, render_target_constraints(pins))
+            for path in write_target_outputs(per_target, out_dir):
                 text.append(f"wrote {path}\n")
         except OSError as error:
             sys.stdout.write("".join(text))

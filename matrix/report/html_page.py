@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from matrix.judge.causes import Cause, attribute
+from matrix.vocab.escaping import shell_line
 from matrix.vocab.records import INSTALLED, PASS, SKIP, Cell
 from matrix.report.terminal import (
     CHANGED_DEFAULT_HELP,
@@ -337,6 +338,7 @@ def _template() -> Any:
     env = jinja2.Environment(loader=jinja2.PackageLoader("matrix.report", "templates"), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["plural"] = plural
+    env.filters["shell"] = lambda *args: shell_line(args)  # a command shown to paste: quoted
     return env.get_template(TEMPLATE)
 
 

@@ -1845,3 +1845,21 @@ def test_a_cut_issue_body_fits_even_when_the_bundle_is_backticks():
         assert "bundles/t2.5.1-py3.11--training_step.md" in text
         rendered = outside_fences(text)
         assert rendered.count("<details>") == rendered.count("</details>") == 1, rendered[-500:]
+
+
+def test_the_probe_runner_run_by_hand_shows_control_characters(tmp_path):
+    """`python -m probes --select NAME` is the rerun line every failing probe records; run in a
+    terminal it printed the probe's message raw. Its rule is the tool's (probes cannot import
+    matrix): the same output for every code point."""
+    probes = probe_dir(tmp_path, ESCAPING_PROBE)
+    done = subprocess.run([sys.executable, "-m", "probes", "--no-standard", "--probe-dir", str(probes),
+                           "--select", "escapes"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "escapes" in done.stderr and "\\x1b[2J" in done.stderr, done.stderr
+    for char in CONTROL:
+        assert char not in done.stderr, (repr(char), done.stderr)
+    from matrix.vocab.escaping import terminal
+    from probes.runner import visible
+
+    assert [c for c in range(0x110000) if visible(chr(c)) != terminal(chr(c))] == []

@@ -304,3 +304,40 @@ def test_an_extras_axis_is_bisected_over_its_releases_with_torch_held():
     suggestion = suggest_pins(results, {"numpy": list(NUMPY), "torch": list(RELEASES)})
     lines = [line.text() for line in requirement_lines(suggestion.recommended)]
     assert lines == ["numpy<2"], lines
+
+
+def test_each_follow_up_cell_is_told_the_planned_cells_after_it_for_the_prefetch():
+    """run_followups says, before each cell, which planned cells follow it in its batch: what the
+    prefetch fetches into uv's cache while that cell runs its probes."""
+    from matrix.run.followups import run_followups
+
+    class View:  # what run_followups reads of the index (matrix.run.followups.IndexView)
+        paired, pairing = False, None
+
+        def read_pairing(self, versions) -> None:
+            pass
+
+        def releases_for(self, cell, axis="torch"):
+            return RELEASES
+
+        def pythons_of(self, cell, version, axis):
+            return None
+
+    truth = truth_of({"2.1.0", "2.1.1", "2.1.2", "2.2.0"})
+    results = [judged(grid_cell(v), truth[v]) for v in ("2.0.1", "2.2.0", "2.4.1")]
+    told: list[tuple[str, tuple[str, ...]]] = []
+    pending: list[tuple[str, ...]] = []
+
+    def upcoming(cells) -> None:
+        pending[:] = [tuple(cell.id for cell in cells)]
+
+    def run_one(cell, position) -> None:
+        told.append((cell.id, pending[0]))
+        results.append(judged(cell, truth[cell.torch]))
+
+    run_followups(lambda: list(results), View(), run_one, cap=50, log=lambda line: None, upcoming=upcoming)
+    assert told and len(told) == len(results) - 3
+    ran = [cell_id for cell_id, _ in told]
+    for index, (cell_id, after) in enumerate(told):  # what follows it in its batch, in order
+        assert after == tuple(ran[index + 1:index + 1 + len(after)]) and cell_id not in after
+    assert any(after for _, after in told)  # a batch of several cells: the prefetch had work

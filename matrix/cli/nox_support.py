@@ -412,29 +412,39 @@ def queued_cells(session: Any, plan: MatrixPlan, environ: Mapping[str, str] = os
             and (redo or not is_complete(plan, cell))]
 
 
+def run_prefetcher(session: Any, index_config: Any, python_for: Callable[[Cell], str], venvs_dir: Path,
+                   environ: Mapping[str, str] = os.environ) -> Any:
+    """The run's one ``Prefetcher`` (closed at exit), or None when ``TORCH_MATRIX_PREFETCH=0``."""
+    import atexit
+
+    from matrix.run.prefetch import Prefetcher, settings_from
+    from matrix.world.environment import base_env, uv_cache_dir
+
+    settings = settings_from(environ)
+    if settings.ahead <= 0:
+        return None
+    if not _PREFETCHER:
+        prefetcher = Prefetcher(settings, cache_dir=uv_cache_dir(environ) or str(venvs_dir),
+                                scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
+                                index_config=index_config, python_for=python_for, env=base_env(), log=session.log)
+        atexit.register(prefetcher.close)
+        _PREFETCHER.append(prefetcher)
+    return _PREFETCHER[0]
+
+
 def prefetch_steps(session: Any, plan: MatrixPlan, venvs_dir: Path,
                    environ: Mapping[str, str] = os.environ) -> Callable[[Cell, Sequence[Cell]], Any]:
     """``steps(cell, first)``: the ``CellSteps`` for ``cell``, whose probe phase starts the prefetch of
     what runs next: ``first`` (follow-up cells), then the next cells nox has queued. A fetch of
     ``cell`` itself still under way is waited for (never two uv processes on the same downloads).
     Off under ``-j`` (cells overlap there) and with ``TORCH_MATRIX_PREFETCH=0``."""
-    import atexit
-
     from matrix.run.cellrun import CellSteps
-    from matrix.run.prefetch import Prefetcher, settings_from
-    from matrix.world.environment import base_env, uv_cache_dir
 
-    settings = settings_from(environ)
-    if getattr(session, "parallel", False) or settings.ahead <= 0:
+    if getattr(session, "parallel", False):
         return lambda cell, first: None
-    if not _PREFETCHER:
-        prefetcher = Prefetcher(settings, cache_dir=uv_cache_dir(environ) or str(venvs_dir),
-                                scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
-                                index_config=plan.spec.index, python_for=plan.interpreter_for,
-                                env=base_env(), log=session.log)
-        atexit.register(prefetcher.close)
-        _PREFETCHER.append(prefetcher)
-    prefetcher = _PREFETCHER[0]
+    prefetcher = run_prefetcher(session, plan.spec.index, plan.interpreter_for, venvs_dir, environ)
+    if prefetcher is None:
+        return lambda cell, first: None
 
     def steps(cell: Cell, first: Sequence[Cell]) -> Any:
         prefetcher.claim(cell.id)
@@ -456,7 +466,7 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
 
     from matrix.judge.verdict import verdict_of
     from matrix.plan.followups import cap_from
-    from matrix.run.cellrun import CellSettings
+    from matrix.run.cellrun import CellSettings, CellSteps
     from matrix.run.followups import IndexView, run_followups, run_in_own_venv
     from matrix.run.pipeline import wanted_pythons
     from matrix.world.interpreters import find_interpreters
@@ -482,15 +492,27 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
             retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0), total=cap,
             project_dir=project_dir(spec), probe_reruns=probe_reruns(environ))
 
-        def run(cell: Cell, position: int) -> None:
+        def python_for(cell: Cell) -> str:
             interpreter = interpreters.get(cell.python)
+            return interpreter.path if interpreter else sys.executable
+
+        # While a follow-up cell runs its probes, the wheels of those planned after it are fetched.
+        prefetcher = run_prefetcher(session, spec.index, python_for, envdir, environ)
+        following: list[Cell] = []
+
+        def run(cell: Cell, position: int) -> None:
             settings = dataclasses.replace(base, fingerprint=cell.fingerprint(spec.index.to_json(), suite),
                                            position=position)
             followed = None
             if cell.origin == ORIGIN_COUNTERFACTUAL:  # run here only when the cell's session could not
                 followed = read_result(layout.cell_file(plan.cells_dir, counterfactual_of(cell.id)))
-            result, resumed = run_in_own_venv(cell, settings, interpreter.path if interpreter else sys.executable,
-                                              envdir / f"followup-{cell.id}", base=followed)
+            steps = None
+            if prefetcher is not None:
+                prefetcher.claim(cell.id)
+                after = list(following)
+                steps = CellSteps(probes_starting=lambda _running: prefetcher.ahead(after))
+            result, resumed = run_in_own_venv(cell, settings, python_for(cell), envdir / f"followup-{cell.id}",
+                                              base=followed, steps=steps)
             session.log(f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}" + (" [resumed]" if resumed else ""))
 
         def load() -> list[Any]:
@@ -499,7 +521,10 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
             return [r for r in load_results(plan.run_dir).results if not r.cell.is_followup
                     or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)]
 
-        return run_followups(load, IndexView(spec, environ), run, cap, session.log)
+        def upcoming(cells: Sequence[Cell]) -> None:
+            following[:] = cells
+
+        return run_followups(load, IndexView(spec, environ), run, cap, session.log, upcoming)
     except UserError as error:
         session.error(error.render())
 

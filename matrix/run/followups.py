@@ -46,10 +46,10 @@ class Spent:
 
 
 def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, redo: bool = False,
-                    base: CellResult | None = None) -> tuple[CellResult, bool]:
+                    base: CellResult | None = None, steps: Any = None) -> tuple[CellResult, bool]:
     """``cell``'s result: the stored one when complete for ``settings.fingerprint``, else a fresh
     run in ``venv`` (created with uv). ``base``: the result a counterfactual follows up (its probe
-    subset inherits the rest from it). Returns (result, resumed)."""
+    subset inherits the rest from it). ``steps``: ``run_cell``'s (the prefetch hook). Returns (result, resumed)."""
     from matrix.run.cellrun import run_cell
     from matrix.world.results import has_complete_result, read_result
 
@@ -64,7 +64,7 @@ def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, 
             raise UserError(f"cannot create the cell's venv: {err.strip()[-300:]}", str(venv),
                             hint=f"check that {interpreter} runs and that the env dir is writable")
     settings = dataclasses.replace(settings, work_dir=venv / "torch-matrix")
-    return run_cell(cell, str(venv / "bin" / "python"), settings, base=base), False
+    return run_cell(cell, str(venv / "bin" / "python"), settings, steps, base=base), False
 
 
 class IndexView:
@@ -125,9 +125,12 @@ class IndexView:
 
 
 def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run: Callable[[Cell, int], None],
-                  cap: int, log: Callable[[str], None]) -> Spent:
+                  cap: int, log: Callable[[str], None],
+                  upcoming: Callable[[Sequence[Cell]], None] | None = None) -> Spent:
     """Plan, run, plan again until nothing is left or the cap is spent. ``load()`` reads the
-    run's results; ``run(cell, position)`` runs one cell (its result lands where ``load`` reads)."""
+    run's results; ``run(cell, position)`` runs one cell (its result lands where ``load`` reads).
+    ``upcoming(cells)``, before each run: the planned cells that follow it (what the prefetch
+    fetches while its probes run)."""
     spent = Spent(cap)
     if cap == 0:
         log(spent.line())
@@ -143,8 +146,10 @@ def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run
         now, spent.dropped = followups.within_cap(planned, spent.spent, cap)
         if not now:
             break
-        for cell in now:
+        for index, cell in enumerate(now):
             log(f"follow-up {cell.origin}: {cell.id}: {cell.reason}")
+            if upcoming is not None:
+                upcoming(now[index + 1:])
             run(cell, spent.spent + 1)
             spent.ran += 1
             spent.spent += 1

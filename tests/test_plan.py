@@ -134,6 +134,15 @@ def test_exclude_by_bare_release_series_glob_and_extra_value():
     assert removed == {("2.5.1", "cu121", "<2"), ("2.5.1", "cu124", "<2")}
 
 
+def test_exclude_by_a_bare_extras_version_matches_the_axis_value():
+    # [extras] numpy = ["2.1.3"] means ==2.1.3; an exclude that names the same bare version matches it
+    # (it matched nothing before: the rule kept "2.1.3", the axis "==2.1.3").
+    text = 'torch = ["2.5.1", "2.4.1"]\n[extras]\nnumpy = ["2.1.3", "<2"]\n'
+    cells = plan(text + '[[exclude]]\ntorch = "2.4.1"\nnumpy = "2.1.3"')
+    removed = {(c.torch, c.axes["numpy"]) for c in plan(text)} - {(c.torch, c.axes["numpy"]) for c in cells}
+    assert removed == {("2.4.1", "==2.1.3")}
+
+
 def test_include_adds_a_cell_after_exclusion_and_duplicates_are_ignored():
     text = ('torch = ["2.5.1"]\n[[exclude]]\ntorch = "2.5.1"\n'
             '[[include]]\npython = "3.10"\ntorch = "2.4.1"\nvariant = "cu118"\n'

@@ -428,6 +428,8 @@ class _Parser:
             return str(version_matcher(value, key, self.where))
         if axis != "variant" and value and value[0] in "<>=!~":
             return self.pin(value, key)  # normalise so it compares equal to the axis value
+        if any(axis == extra.name for extra in extras) and _is_version(value):
+            return self.pin(value, key)  # a bare version means ==, as in [extras]
         return value
 
     def probes(self, value: Any) -> ProbeConfig:
@@ -540,3 +542,11 @@ def _show(value: Any) -> str:
     if len(text) > 40:
         text = text[:37] + "..."
     return f"{kind} {text}"
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True

@@ -149,14 +149,31 @@ def failure_groups(records, cap=LISTED):
              "more": max(0, len(groups[m]) - cap)} for m in ranked]
 
 
-def groups_text(groups):
+# What one probe result keeps (the runner cuts evidence past 64,000 characters of JSON): the first
+# failures in full, the largest groups with up to LISTED node ids each; the message names fewer.
+KEPT_FAILURES = 20
+KEPT_GROUPS = 20
+SHOWN_GROUPS = 5
+SHOWN_IDS = 3
+
+
+def groups_text(groups, more_groups=0, more_failures=0, ids=SHOWN_IDS, shown=SHOWN_GROUPS):
     """``tests/a.py::t1 -- AssertionError: ...`` for one failure; with more, each group prefixed by its
-    size: ``[168] tests/a.py::t1, tests/a.py::t2, +166 more -- AttributeError: ...; [1] ...``."""
+    size: ``[168] tests/a.py::t1, tests/a.py::t2, +166 more -- AttributeError: ...; [1] ...``; past
+    ``shown`` groups, ``+K more groups (N failures)``: every failure is counted."""
     parts = []
-    for group in groups:
-        ids = ", ".join(group["nodeids"]) + (", +%d more" % group["more"] if group["more"] else "")
-        size = "[%d] " % group["count"] if len(groups) > 1 or group["count"] > 1 else ""
-        parts.append("%s%s -- %s" % (size, ids, group["message"]))
+    for group in groups[:shown]:
+        names = list(group["nodeids"][:ids])
+        hidden = group["count"] - len(names)
+        text = ", ".join(names) + (", +%d more" % hidden if hidden > 0 else "")
+        size = "[%d] " % group["count"] if len(groups) > 1 or more_groups or group["count"] > 1 else ""
+        parts.append("%s%s -- %s" % (size, text, group["message"]))
+    rest = groups[shown:]
+    more_groups += len(rest)
+    more_failures += sum(group["count"] for group in rest)
+    if more_groups:
+        parts.append("+%d more group%s (%d failure%s)" % (more_groups, "" if more_groups == 1 else "s",
+                                                         more_failures, "" if more_failures == 1 else "s"))
     return "; ".join(parts)
 
 
@@ -181,11 +198,15 @@ def judge(code, records, output_tail=""):
     evidence = {"pytest_exit": code, "tests": counts, "summary": summary}
     if failed:
         evidence["failed"] = [{"nodeid": r["nodeid"], "when": r["when"], "message": r["message"]}
-                              for r in failed[:50]]
-        evidence["failure_groups"] = failure_groups(records)
+                              for r in failed[:KEPT_FAILURES]]
+        groups = failure_groups(records)
+        evidence["failure_groups"] = groups[:KEPT_GROUPS]
+        if len(groups) > KEPT_GROUPS:
+            evidence["more_groups"] = {"groups": len(groups) - KEPT_GROUPS,
+                                       "failures": sum(g["count"] for g in groups[KEPT_GROUPS:])}
     if collect_errors:
         evidence["collection_errors"] = [{"nodeid": r["nodeid"], "message": r["message"]}
-                                         for r in collect_errors[:50]]
+                                         for r in collect_errors[:KEPT_FAILURES]]
     ran = sum(1 for outcome in outcomes.values() if outcome in ("passed", "xpassed", "failed", "error"))
     if code in (0, 5) and not ran:
         evidence["no_evidence"] = True
@@ -207,5 +228,7 @@ def judge(code, records, output_tail=""):
                 what += ": " + " ".join((errors or lines)[-1].split())[:MESSAGE_CHARS]
         return "error", "%s (pytest exit %d): the tests did not run" % (what, code), evidence
     if failed:
-        return "fail", "%s: %s" % (summary, groups_text(evidence["failure_groups"])), evidence
+        more = evidence.get("more_groups") or {}
+        return "fail", "%s: %s" % (summary, groups_text(evidence["failure_groups"], more.get("groups", 0),
+                                                        more.get("failures", 0))), evidence
     return "fail", "pytest exited with code %d (%s)" % (code, summary), evidence

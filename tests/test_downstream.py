@@ -233,7 +233,8 @@ def test_judging_pytest_follows_its_exit_code(code, records):
         assert status == "fail" and evidence["summary"] in message
         # every failure counted once per (message, test), whatever the cap on node ids shown
         distinct = {(r["message"] or "(no message)", r["nodeid"], r["when"] == "call") for r in failed}
-        assert sum(g["count"] for g in evidence.get("failure_groups", [])) == len(distinct)
+        assert sum(g["count"] for g in evidence.get("failure_groups", [])) \
+            + (evidence.get("more_groups") or {}).get("failures", 0) == len(distinct)
         counts = [g["count"] for g in evidence.get("failure_groups", [])]
         assert counts == sorted(counts, reverse=True)  # largest group first
     assert evidence["pytest_exit"] == code
@@ -252,12 +253,21 @@ def test_failures_are_grouped_by_message_largest_first_and_every_one_counted():
     status, message, evidence = pytest_outcomes.judge(1, records)
     assert status == "fail"
     assert message.startswith("169 failed, 44 passed, 4 skipped: [168] tests/test_sd.py::test_load[0], ")
-    assert ", +158 more -- AttributeError: 'dict' object has no attribute '_metadata'; " \
-           "[1] tests/test_opt.py::test_step -- AssertionError: 1.0 != 2.0" in message
+    assert "tests/test_sd.py::test_load[2], +165 more -- AttributeError: 'dict' object has no attribute " \
+           "'_metadata'; [1] tests/test_opt.py::test_step -- AssertionError: 1.0 != 2.0" in message
     groups = evidence["failure_groups"]
     assert [g["count"] for g in groups] == [168, 1] and len(groups[0]["nodeids"]) == pytest_outcomes.LISTED
     assert groups[0]["more"] == 158
     assert pytest_outcomes.judge(0, records[169:])[1] == "44 passed, 4 skipped"
+    # Many groups (a parametrized suite whose messages name each case): every failure still counted,
+    # the evidence stays small enough for the probe runner to keep whole (it cuts past 64,000 chars).
+    many = [{"nodeid": f"tests/test_opt.py::test_step[Opt{k}-{i}]", "when": "call", "outcome": "failed",
+             "message": f"AttributeError: 'Opt{k}' object has no attribute '_hooks' " + "x" * 250}
+            for k in range(40) for i in range(6)]
+    status, message, evidence = pytest_outcomes.judge(1, many)
+    assert len(json.dumps(evidence)) < 32000 and evidence["more_groups"] == {"groups": 20, "failures": 120}
+    assert message.startswith("240 failed, 0 passed: [6] ") and message.endswith("; +35 more groups (210 failures)")
+    assert sum(g["count"] for g in evidence["failure_groups"]) + evidence["more_groups"]["failures"] == 240
     assert pytest_outcomes.judge(0, records[-4:])[:2] == ("skip", "0 passed, 4 skipped: no evidence")
 
 

@@ -35,6 +35,7 @@ FIGURES = (
     ("7_history", "benchmarks.history"),
     ("8_speed", "benchmarks.speed"),
     ("9_proof", "benchmarks.proof"),
+    ("10_verify_memo", "benchmarks.verify_memo"),
 )
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 RESULTS_SCHEMA = "torch-matrix/bench"

@@ -387,7 +387,73 @@ def _whole_metadata(dist_info, relative, path):
     return ""
 
 
-def _record_row_problem(site, dist_info, row):
+def _verified_db_path():
+    """Where the memo of files already hashed lives ('' switches it off)."""
+    explicit = os.environ.get("TORCH_MATRIX_VERIFIED_DB")
+    if explicit is not None:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torch-matrix", "verified-files.sqlite3")
+
+
+class VerifiedFiles:
+    """A memo of files whose bytes were hashed and matched their RECORD row, keyed by device,
+    inode, size, modification time and the expected digest. uv hardlinks every cell's files from
+    its cache, so the same 5 GiB CUDA stack is the same inodes in every cell: hashing it once is
+    enough. Writing to a file changes its mtime, and a file that did not match is never
+    remembered, so a file changed since is hashed again. The memo is an optimisation: when it
+    cannot be read or written, every file is hashed."""
+
+    LIMIT = 1000000  # rows kept (about 100 MB); the oldest go first
+
+    def __init__(self, path):
+        self.path = path
+        self.known = set()
+        self.new = []
+        if not path:
+            return
+        try:
+            import sqlite3
+
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            connection = sqlite3.connect(path, timeout=10)
+            try:
+                connection.execute("CREATE TABLE IF NOT EXISTS verified (dev INTEGER, ino INTEGER, "
+                                   "size INTEGER, mtime_ns INTEGER, digest TEXT, "
+                                   "PRIMARY KEY (dev, ino, size, mtime_ns, digest))")
+                self.known = set(connection.execute("SELECT dev, ino, size, mtime_ns, digest FROM verified"))
+            finally:
+                connection.close()
+        except Exception:  # noqa: BLE001 - a memo only: without it every file is hashed
+            self.path = ""
+            self.known = set()
+
+    @staticmethod
+    def key(path, expected):
+        status = os.stat(path)
+        return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, expected)
+
+    def save(self):
+        if not self.path or not self.new:
+            return
+        try:
+            import sqlite3
+
+            connection = sqlite3.connect(self.path, timeout=10)
+            try:
+                with connection:
+                    connection.executemany("INSERT OR IGNORE INTO verified VALUES (?, ?, ?, ?, ?)", self.new)
+                    count = connection.execute("SELECT count(*) FROM verified").fetchone()[0]
+                    if count > self.LIMIT:
+                        connection.execute("DELETE FROM verified WHERE rowid IN (SELECT rowid FROM verified "
+                                           "ORDER BY rowid LIMIT ?)", (count - self.LIMIT,))
+            finally:
+                connection.close()
+        except Exception:  # noqa: BLE001 - a memo only
+            pass
+
+
+def _record_row_problem(site, dist_info, row, verified=None):
     """What is wrong with one RECORD row's file ('' when nothing is)."""
     path = os.path.normpath(os.path.join(site, row[0]))
     expected = row[1] if len(row) > 1 else ""
@@ -412,12 +478,17 @@ def _record_row_problem(site, dist_info, row):
     elif "=" in expected:
         algorithm, _, value = expected.partition("=")
         try:
+            key = VerifiedFiles.key(path, expected) if verified is not None else None
+            if key is not None and key in verified.known:
+                return ""  # these very bytes were hashed and matched before
             found = _digests(path, algorithm)
         except OSError as exc:
             return "unreadable (%s)" % exc.strerror
         # Some build backends wrote hex digests; pip and uv accept those wheels too.
         if found is not None and value not in found:
             problem = "other bytes than RECORD's %s" % algorithm
+        elif found is not None and key is not None:
+            verified.new.append(key)
     if problem and row[0].replace("\\", "/").startswith(dist_info + "/"):
         whole = _whole_metadata(dist_info, row[0], path)
         return "%s, %s" % (problem, whole) if whole else ""  # a publisher's edit, not a partial install
@@ -459,9 +530,12 @@ def incomplete_installs():
                 continue
             checked.append((site, entry, rows))
     # Hashing is most of the cost (5 GiB for a CUDA stack): on every core (hashlib lets go of the GIL).
+    # Files hashed and matched before (the same hardlinked inodes, unchanged) are not hashed again.
     tasks = [(site, entry, row) for site, entry, rows in checked for row in rows]
+    verified = VerifiedFiles(_verified_db_path())
     with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
-        problems = list(pool.map(lambda task: _record_row_problem(*task), tasks))
+        problems = list(pool.map(lambda task: _record_row_problem(*task, verified=verified), tasks))
+    verified.save()
     bad_by_entry = {}
     for (site, entry, row), problem in zip(tasks, problems):
         if problem:

@@ -378,6 +378,48 @@ def test_a_half_written_install_is_an_install_error_naming_the_file(tmp_path, da
         assert relative in broken.message, broken.message
 
 
+
+def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monkeypatch):
+    """uv hardlinks every cell's files from its cache: the install check hashes an inode once,
+    and again only when the file changed (its mtime moved); damaged bytes are never remembered."""
+    import base64
+    import hashlib
+
+    from probes import facts
+
+    site = tmp_path / "venv1"
+    (site / "pkg").mkdir(parents=True)
+    lib = site / "pkg" / "lib.so"
+    lib.write_bytes(os.urandom(3 * 4096))
+    os.utime(lib, (time.time() - 3600, time.time() - 3600))  # written an hour ago, like uv's cache
+    digest = base64.urlsafe_b64encode(hashlib.sha256(lib.read_bytes()).digest()).rstrip(b"=").decode()
+    row = ["pkg/lib.so", f"sha256={digest}", str(lib.stat().st_size)]
+    hashed = []
+    real = facts._digests
+    monkeypatch.setattr(facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm))
+
+    def check(where: Path, memo_path: str) -> str:
+        memo = facts.VerifiedFiles(memo_path)
+        problem = facts._record_row_problem(str(where), "pkg-1.0.dist-info", row, verified=memo)
+        memo.save()
+        return problem
+
+    memo_path = str(tmp_path / "cache" / "verified.sqlite3")
+    assert check(site, memo_path) == "" and len(hashed) == 1
+    other = tmp_path / "venv2"
+    (other / "pkg").mkdir(parents=True)
+    os.link(lib, other / "pkg" / "lib.so")  # the next cell: the same inode
+    assert check(other, memo_path) == "" and len(hashed) == 1, "the same bytes were hashed twice"
+    data = bytearray(lib.read_bytes())
+    data[4096:8192] = bytes(4096)  # same size, other bytes: a write, so the mtime moves
+    lib.write_bytes(bytes(data))
+    assert "other bytes" in check(other, memo_path) and len(hashed) == 2
+    assert "other bytes" in check(other, memo_path) and len(hashed) == 3, "a damaged file was remembered"
+    # Without the memo (TORCH_MATRIX_VERIFIED_DB="") or with an unusable one, every file is hashed.
+    assert "other bytes" in check(other, "") and len(hashed) == 4
+    (tmp_path / "not-a-dir").write_text("")
+    assert "other bytes" in check(other, str(tmp_path / "not-a-dir" / "memo.sqlite3")) and len(hashed) == 5
+
 # The whole cell path (plan, install, verify, probes) on real PyPI wheels: the oldest torch the
 # tests name (1.8.1, Python 3.8), the seed case's torch 1.12.0 (METADATA edited after RECORD),
 # and the newest release the default matrix names. The machine's uv cache is used (downloaded once).

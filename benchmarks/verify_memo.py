@@ -1,0 +1,51 @@
+"""Figure 10: the install check's hashing, with and without the memo of files already hashed.
+
+The check (``python -I probes/facts.py record`` in the cell) hashes every file each wheel's
+RECORD lists, so a torn shared library that kept its size is caught: about 5 GiB for a CUDA
+torch stack. uv hardlinks every cell's files from its cache, so the next cell of the same
+release is the same inodes; the memo (``probes.facts.VerifiedFiles``, keyed by inode, size,
+mtime and the expected digest) skips what was hashed and matched before. Measured side by side
+in one run on the same venv, runs alternating: the memo off (``TORCH_MATRIX_VERIFIED_DB=""``)
+against a warm memo (filled by one run first, not counted).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .common import REPO_ROOT, Context, run_command
+from .probe_figure import torch_venv
+from .stats import ratio, summarize, targets_for
+
+FIGURE = "10_verify_memo"
+GOALS = {"warm memo / no memo": ("<=", 0.25, "x")}
+
+
+def _record(python: str, memo: str) -> float:
+    started = time.perf_counter()
+    done = run_command([python, "-I", str(REPO_ROOT / "probes" / "facts.py"), "record"],
+                       env={"TORCH_MATRIX_VERIFIED_DB": memo})
+    elapsed = time.perf_counter() - started
+    if done.stdout.strip() != "[]":
+        raise RuntimeError(f"the install check found problems in the benchmark venv: {done.stdout[:500]}")
+    return elapsed
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    python = torch_venv(ctx)
+    memo = str(ctx.dir("verify_memo") / "verified.sqlite3")
+    repeats = 2 if ctx.quick else 3
+    _record(python, memo)  # fills the memo (one full hash, not counted)
+    off: list[float] = []
+    on: list[float] = []
+    for i in range(repeats):
+        off.append(_record(python, ""))
+        on.append(_record(python, memo))
+        ctx.log(f"  run {i + 1}/{repeats}: no memo {off[-1]:.2f} s, warm memo {on[-1]:.2f} s")
+    off_s, on_s = summarize(off), summarize(on)
+    value = ratio(on_s["median"], off_s["median"])
+    return {"python": python, "no_memo_s": off_s, "warm_memo_s": on_s, "warm_memo_over_no_memo": value,
+            "repeats": repeats,
+            "targets": targets_for(FIGURE, GOALS, {"warm memo / no memo": value},
+                                   {"warm memo / no memo": f"python -I probes/facts.py record, median of {repeats}"})}

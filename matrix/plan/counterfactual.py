@@ -21,7 +21,6 @@ run (``TORCH_MATRIX_FOLLOWUPS``; ``0`` switches them off), printed when a run pl
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 

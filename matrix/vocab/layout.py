@@ -71,9 +71,11 @@ def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None)
 
 def followup_repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:
     """The shell lines that rerun one follow-up cell: it has no session of its own; without its result
-    file the follow-up session plans it again (from the run directory)."""
-    spec = f"{SPEC_ENV}={shlex.quote(str(spec_path))} " if spec_path else ""
-    return f"rm {shlex.quote(str(cell_file(CELLS_DIR, cell_id)))} && {spec}nox -s {FOLLOWUPS_SESSION}"
+    file (``cells/<id>.json`` of the run directory) the follow-up session plans it again. Through
+    ``torch-matrix run`` (the shipped noxfile), like every rerun line, so it works in a project
+    with no noxfile of its own."""
+    spec = f" --spec {shlex.quote(str(spec_path))}" if spec_path else ""
+    return f"rm {shlex.quote(str(cell_file(CELLS_DIR, cell_id)))} && torch-matrix run{spec} -s {FOLLOWUPS_SESSION}"
 
 
 def check_command(python: str | os.PathLike[str]) -> str:

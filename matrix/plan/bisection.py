@@ -16,9 +16,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from matrix.vocab.records import PASS, SKIP as PROBE_SKIP, CellResult
+from matrix.vocab.records import PASS, SKIP as PROBE_SKIP, CellResult, public_version
 from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, probe_counts_as_failure, verdict_of
 
 GOOD = "good"
@@ -62,14 +62,14 @@ def outcome_of(result: CellResult, probe: str | None = None) -> Outcome:
 
 def final_releases(versions: Iterable[object]) -> list[str]:
     """The final releases among ``versions`` (no pre-, dev- or local label), oldest first, each once."""
-    found = {Version(Version(str(v)).public) for v in versions if _parses(str(v))}
+    found = {Version(Version(str(v)).public) for v in versions if public_version(str(v))}
     return [str(v) for v in sorted(found) if not v.is_prerelease and not v.is_devrelease]
 
 
 def release_candidates(versions: Iterable[str], good: str, bad: str) -> list[str]:
     """Final releases from ``good`` to ``bad`` inclusive, oldest first (local labels dropped)."""
     low, high = Version(good), Version(bad)
-    found = {Version(Version(v).public) for v in versions if _parses(v)}
+    found = {Version(Version(v).public) for v in versions if public_version(v)}
     return [str(v) for v in sorted(found) if low <= v <= high and not v.is_prerelease and not v.is_devrelease]
 
 
@@ -98,20 +98,13 @@ def nightly_candidates(versions: Iterable[str], good: dt.date, bad: dt.date) -> 
     by_date: dict[dt.date, Version] = {}
     for text in versions:
         day = nightly_date(text)
-        if day is None or not good <= day <= bad or not _parses(text):
+        if day is None or not good <= day <= bad or not public_version(text):
             continue
         version = Version(Version(text).public)
         if day not in by_date or version > by_date[day]:
             by_date[day] = version
     return [str(by_date[day]) for day in sorted(by_date)]
 
-
-def _parses(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
 
 
 def max_cells(count: int) -> int:

@@ -80,7 +80,7 @@ def nearest_releases(version: str, available: Iterable[str], count: int = 2) -> 
         wanted = Version(version)
     except InvalidVersion:
         return []
-    parsed = sorted({Version(v) for v in available if _is_version(v)})
+    parsed = sorted({Version(v) for v in available if public_version(v)})
     below = [v for v in parsed if v < wanted][-count:]
     above = [v for v in parsed if v > wanted][:count]
     return [str(v) for v in below + above]
@@ -92,13 +92,6 @@ def nearest_hint(version: str, available: Iterable[str]) -> str:
         return "check [index] in the spec: that index lists no release of it"
     return f"the nearest releases are {', '.join(near)}"
 
-
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
 
 
 class IndexLike(Protocol):
@@ -294,7 +287,7 @@ def check_extras(spec: Spec, facts: IndexFacts) -> None:
         listed = facts.extras_versions.get(axis.name)
         if listed is None:
             continue
-        releases = [Version(v) for v in listed if _is_version(v) and not Version(v).is_prerelease]
+        releases = [Version(v) for v in listed if public_version(v) and not Version(v).is_prerelease]
         for i, value in enumerate(axis.values):
             specifier = SpecifierSet(value)
             if any(specifier.contains(v) for v in releases):

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from matrix.judge.hardware import Target, TargetError, parse_driver, parse_gpu, targets_of
 from matrix.vocab.errors import UserError, did_you_mean
-from matrix.vocab.records import default_policy
+from matrix.vocab.records import default_policy, public_version
 from matrix.spec.model import (
     CURRENT_PYTHON,
     DEFAULT_TORCH,
@@ -428,7 +428,7 @@ class _Parser:
             return str(version_matcher(value, key, self.where))
         if axis != "variant" and value and value[0] in "<>=!~":
             return self.pin(value, key)  # normalise so it compares equal to the axis value
-        if any(axis == extra.name for extra in extras) and _is_version(value):
+        if any(axis == extra.name for extra in extras) and public_version(value):
             return self.pin(value, key)  # a bare version means ==, as in [extras]
         return value
 
@@ -543,10 +543,3 @@ def _show(value: Any) -> str:
         text = text[:37] + "..."
     return f"{kind} {text}"
 
-
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True

@@ -42,6 +42,11 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     ci = CI_RUN.read_text(encoding="utf-8").splitlines()
     assert command in ci, f".ci/run does not run the README's test command {command!r}"
     assert "export TORCH_MATRIX_REQUIRE_REALWHEELS=1" in ci
+    # Nothing else: a step the README lacks (unsetting variables, say) would give CI what a new user
+    # following the README does not get.
+    steps = [line for line in ci if line.strip() and not line.startswith("#")]
+    assert steps == ["set -euo pipefail", 'cd "$(dirname "$0")/.."',
+                     "export TORCH_MATRIX_REQUIRE_REALWHEELS=1", command], steps
     assert "bash tests/install-browser.sh" in command and command.endswith("python -m pytest")
     assert f"run: {command}" in CI_WORKFLOW.read_text(encoding="utf-8")
 

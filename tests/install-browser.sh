@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# A headless Chromium for the HTML report's browser test (tests/test_report_browser.py).
-# Idempotent and quick when one is there: Debian's chromium, Ubuntu's chromium-browser or the
-# google-chrome that GitHub's runners carry (or $TORCH_MATRIX_BROWSER). Otherwise installs Debian's.
+# What the tests need from the system, beside Python: a headless Chromium for the HTML report's
+# browser test (tests/test_report_browser.py) and jq, which the nightly workflow's issue step runs
+# (tests/test_faults.py plays that step). Idempotent and quick when both are there: Debian's
+# chromium, Ubuntu's chromium-browser or the google-chrome that GitHub's runners carry (or
+# $TORCH_MATRIX_BROWSER). Otherwise installs Debian's packages with apt-get.
 set -euo pipefail
+packages=()
+browser=""
 for name in "${TORCH_MATRIX_BROWSER:-}" chromium chromium-browser google-chrome google-chrome-stable; do
   if [ -n "$name" ] && command -v "$name" >/dev/null 2>&1; then
-    exit 0
+    browser="$name"
+    break
   fi
 done
+[ -n "$browser" ] || packages+=(chromium)
+command -v jq >/dev/null 2>&1 || packages+=(jq)
+[ "${#packages[@]}" -eq 0 ] && exit 0
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
-echo "install-browser: no Chromium found; installing Debian's chromium with apt-get" >&2
+echo "install-browser: installing Debian's ${packages[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq chromium >/dev/null
-command -v chromium >/dev/null
+$sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+[ -n "$browser" ] || command -v chromium >/dev/null
+command -v jq >/dev/null

@@ -7,11 +7,14 @@ each file's ``recorded_with``), one release at a time under ``flock /work/runs/r
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from matrix.judge.hardware import (
+    variant_cuda,
     GPU_CAPABILITIES,
     KNOWN_CAPABILITIES,
     BuildFacts,
@@ -29,7 +32,6 @@ from matrix.judge.hardware import (
     parse_gpu,
     targets_of,
     variant_cuda_for,
-    variant_facts,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"
@@ -252,6 +254,27 @@ def test_the_release_records_its_variants_builds():
     table = recorded("2.13.0")["release_variants_code_cc"]
     assert table["12.6"]["x86_64"] == [50, 60, 70, 75, 80, 86, 90]
     assert table["13.0"]["x86_64"] == [75, 80, 86, 90, 100, 120]
+
+
+def variant_facts(release_facts: Mapping[str, Any], variant: str, machine: str = "x86_64") -> dict[str, Any] | None:
+    """The build facts of a sibling variant (``cu126``) of a release, from that release's own table of
+    its builds (``torch.cuda.PYTORCH_RELEASES_CODE_CC`` as ``probes/facts.py build`` recorded it from
+    the installed wheel): its CUDA runtime and cubins. None when the table does not list the variant.
+    The variant wheels cannot be installed here (the PyTorch index is unreachable): this builds their
+    facts for the test from what the default wheel records; an installed variant cell has its own."""
+    cuda = variant_cuda(variant)
+    table = release_facts.get("release_variants_code_cc")
+    if not cuda or not isinstance(table, Mapping) or not isinstance(table.get(cuda), Mapping):
+        return None
+    by_arch = table[cuda]
+    host = "aarch64" if machine.lower() == "aarch64" else "x86_64"
+    ccs = by_arch.get(host, by_arch.get("any"))
+    if not ccs:
+        return None
+    public = str(release_facts.get("torch") or "").split("+")[0]
+    flags = " ".join(f"sm_{int(cc)}" for cc in sorted(ccs))
+    return {"torch": f"{public}+{variant}", "torch_cuda": cuda, "arch_flags": flags, "arch_list": flags.split(),
+            "source": f"torch.cuda.PYTORCH_RELEASES_CODE_CC of the installed torch {release_facts.get('torch')}"}
 
 
 def test_variant_builds_are_judged_by_the_same_rules():

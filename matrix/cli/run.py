@@ -59,12 +59,6 @@ def run_environment(spec: str | None, results: str | None, cwd: Path,
     return env
 
 
-def split_posargs(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    argv = list(argv)
-    if "--" in argv:
-        index = argv.index("--")
-        return argv[:index], argv[index + 1:]
-    return argv, []
 
 
 def main(args: argparse.Namespace) -> int:

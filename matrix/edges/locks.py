@@ -61,8 +61,3 @@ def hold(directory: Path, what: str, environ: MutableMapping[str, str] = os.envi
     _held[directory] = handle
     environ[OWNER_ENV] = str(os.getpid())
 
-
-def release_all() -> None:
-    for handle in _held.values():
-        handle.close()
-    _held.clear()

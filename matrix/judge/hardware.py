@@ -476,26 +476,6 @@ def variant_cuda(variant: str) -> str:
     return f"{int(match.group(1))}.{match.group(2)}" if match else ""
 
 
-def variant_facts(release_facts: Mapping[str, Any], variant: str, machine: str = "x86_64") -> dict[str, Any] | None:
-    """The build facts of a sibling variant (``cu126``) of a release, from that release's own table of
-    its builds (``torch.cuda.PYTORCH_RELEASES_CODE_CC`` as ``probes/facts.py build`` recorded it from
-    the installed wheel): its CUDA runtime and cubins. None when the table does not list the variant.
-    For judging a variant that cannot be installed here; an installed variant cell has its own facts."""
-    cuda = variant_cuda(variant)
-    table = release_facts.get("release_variants_code_cc")
-    if not cuda or not isinstance(table, Mapping) or not isinstance(table.get(cuda), Mapping):
-        return None
-    by_arch = table[cuda]
-    host = "aarch64" if machine.lower() == "aarch64" else "x86_64"
-    ccs = by_arch.get(host, by_arch.get("any"))
-    if not ccs:
-        return None
-    public = str(release_facts.get("torch") or "").split("+")[0]
-    flags = " ".join(f"sm_{int(cc)}" for cc in sorted(ccs))
-    return {"torch": f"{public}+{variant}", "torch_cuda": cuda, "arch_flags": flags, "arch_list": flags.split(),
-            "source": f"torch.cuda.PYTORCH_RELEASES_CODE_CC of the installed torch {release_facts.get('torch')}"}
-
-
 def driver_needed(build_facts: Mapping[str, Any], capability: int | None = None) -> str:
     """The oldest driver that runs this build (on a card of ``capability``): the newest of the minor
     version compatibility floor of its CUDA runtime(s) and the oldest driver that knows the card; ""

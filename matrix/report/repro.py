@@ -210,8 +210,8 @@ def command_probe_lines(result: CellResult, probe: ProbeResult, project: Mapping
             kept.append(portable)
     if dropped:
         notes.append("left out (local to the machine that ran the cell): " + ", ".join(dropped))
-    steps += [f"uv venv --python {shlex.quote(result.cell.python)} {VENV}",
-              f"uv pip install --python {VENV} " + " ".join(shlex.quote(arg) for arg in kept)]
+    steps += [shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
+              shell_line(["uv", "pip", "install", "--python", VENV, *kept])]
     command_text = str(probe.evidence.get("command") or "")
     failed: list[str] = []
     for group in probe.evidence.get("failure_groups") or ():
@@ -219,7 +219,7 @@ def command_probe_lines(result: CellResult, probe: ProbeResult, project: Mapping
     if not failed:
         failed = [str(f.get("nodeid", "")) for f in probe.evidence.get("failed") or () if f.get("nodeid")]
     if failed and "pytest" in command_text:
-        steps.append(f"{VENV}/bin/python -m pytest -q " + " ".join(shlex.quote(n) for n in dict.fromkeys(failed)))
+        steps.append(shell_line([f"{VENV}/bin/python", "-m", "pytest", "-q", *dict.fromkeys(failed)]))
     elif command_text:
         steps.append(f"PATH={VENV}/bin:\"$PATH\" {command_text}")
     return steps, notes

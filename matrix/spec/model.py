@@ -138,10 +138,6 @@ class Spec:
     # its cells as unsatisfiable
     allow_missing_interpreters: bool = False
 
-    @property
-    def axis_names(self) -> tuple[str, ...]:
-        return ("python", "torch", "torchvision", "variant") + tuple(e.name for e in self.extras)
-
     def extra(self, name: str) -> ExtraAxis | None:
         for axis in self.extras:
             if axis.name == name:

@@ -39,11 +39,6 @@ class UserError(Exception):
             return self.one_line()
         return self.one_line() + "\n" + HINT_PREFIX + " ".join(self.hint.split())
 
-    def with_hint(self, hint: str) -> "UserError":
-        """The same error with ``hint`` (kept when one is already set): for callers that know the fix."""
-        if not self.hint:
-            self.hint = hint
-        return self
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

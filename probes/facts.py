@@ -358,7 +358,7 @@ def _digests(path, algorithm):
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii"), raw.hex()
 
 
-def _canonical(name):
+def _dist_name(name):
     import re
 
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -382,7 +382,7 @@ def _whole_metadata(dist_info, relative, path):
         return "lacks %s" % ", ".join(lacking)
     if "Name" in wanted:
         own = dist_info[:-len(".dist-info")].rpartition("-")[0]
-        if own and _canonical(headers["Name"].strip()) != _canonical(own):
+        if own and _dist_name(headers["Name"].strip()) != _dist_name(own):
             return "names %r, not %r" % (headers["Name"].strip(), own)
     return ""
 

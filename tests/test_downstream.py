@@ -633,3 +633,19 @@ def test_an_unsatisfiable_counterfactual_refutes_its_advice_and_says_so(tmp_path
     [exclusion] = [e for pin in suggest_pins(loaded).recommended.pins_for("torch") for e in pin.exclusions]
     assert exclusion.version == "1.13.1" and exclusion.failing_cell == broken.cell.id
     assert exclusion.passing_cell == newer.cell.id and "refuted" in exclusion.summary
+
+
+def test_module_providers_lists_only_distributions_whose_modules_differ_from_their_name():
+    """typing-extensions ships typing_extensions: the same name, normalised, so it is no provider of
+    note; setuptools ships _distutils_hack too. (The install check's own name rule once shadowed the
+    one this uses, and every distribution with '-', '_' or '.' in its name came back.)"""
+    from importlib import metadata
+
+    from probes import facts
+
+    providers = facts.module_providers()
+    names = {dist.metadata["Name"] for dist in metadata.distributions()}
+    assert "typing_extensions" in names or "typing-extensions" in names, "the test venv has typing-extensions"
+    assert not {"typing_extensions", "typing-extensions"} & set(providers), providers
+    if "setuptools" in names:
+        assert "_distutils_hack" in providers["setuptools"]  # and pkg_resources before setuptools 82

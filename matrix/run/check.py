@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
 
 from matrix.world import environment
 from matrix.world import probe_process
@@ -30,7 +29,8 @@ from matrix.run.cellrun import CellSettings, run_existing
 from matrix.vocab.errors import UserError
 from matrix.vocab.layout import CHECK_RUN as RUN_NAME  # noqa: F401 - check_cli names the run with it
 from matrix.vocab.layout import cells_dir
-from matrix.vocab.records import DEFAULT_POLICY, INSTALLED, ORIGIN_EXISTING, Cell, CellResult, InstallOutcome
+from matrix.vocab.records import (DEFAULT_POLICY, INSTALLED, ORIGIN_EXISTING, Cell, CellResult, InstallOutcome,
+                                  public_version)
 
 MIN_PYTHON = (3, 8)  # what the probes support
 PACKAGES = ("torch", "torchvision", "numpy")
@@ -88,11 +88,9 @@ def local_label(version: str) -> str:
     return version.split("+", 1)[1] if "+" in version else ""
 
 
-def public_version(version: str) -> str:
-    try:
-        return Version(version).public
-    except InvalidVersion:
-        return version.split("+", 1)[0]
+def _public(version: str) -> str:
+    """The release without its local label; a version PEP 440 cannot parse is kept as written."""
+    return public_version(version) or version.split("+", 1)[0]
 
 
 _VARIANT_LABEL = re.compile(r"^(cpu|cu\d+|rocm\d+(\.\d+)*|xpu)$")
@@ -124,7 +122,7 @@ def _id_token(text: str, limit: int = 24) -> str:
 
 def existing_cell_id(facts: EnvironmentFacts, host: str) -> str:
     torch = facts.packages.get("torch") or ""
-    parts = ["env", "t" + _id_token(public_version(torch))]
+    parts = ["env", "t" + _id_token(_public(torch))]
     label = local_label(torch)
     if label:
         parts.append(_id_token(label))
@@ -151,8 +149,8 @@ def existing_cell(facts: EnvironmentFacts, *, host: str, probes: tuple[str, ...]
     if not torch:
         raise ValueError("an existing environment without torch is not a cell")
     torchvision = facts.packages.get("torchvision") or ""
-    axes = {"python": facts.minor, "torch": public_version(torch),
-            "torchvision": public_version(torchvision) if torchvision else "",
+    axes = {"python": facts.minor, "torch": _public(torch),
+            "torchvision": _public(torchvision) if torchvision else "",
             "variant": build_variant(torch, facts.builds.get("torch"))}
     requirements = tuple(f"{name}=={version}" for name in PACKAGES
                          if (version := facts.packages.get(name)))

@@ -132,9 +132,10 @@ def _check_json_field(owner: dict, key: str, where: str, notes: list[str]) -> No
     found: list[str] = []
     value = _clean_json(owner[key], found)
     changed = [f"{kind} replaced" for kind in dict.fromkeys(found)]
-    size = len(json.dumps(value, ensure_ascii=False))
+    text = json.dumps(value, ensure_ascii=False)
+    size = len(text)
     if size > JSON_CHARS:
-        preview = json.dumps(value, ensure_ascii=False)[:1000]
+        preview = text[:1000]
         value = {"cut_when_loading": f"{size:,} characters of {key} as JSON, over {JSON_CHARS:,}",
                  "start": preview} if key == "evidence" else _cut(preview, 1000, key)
         changed.append(f"{size:,} characters of JSON cut")

@@ -442,3 +442,12 @@ def test_public_version_drops_the_local_label_and_refuses_non_versions():
     assert public_version("0.28.0") == "0.28.0"
     assert public_version("") is None and public_version(None) is None
     assert public_version("not-a-version") is None
+
+
+def test_local_label_is_the_build_and_survives_a_version_pep_440_cannot_parse():
+    from matrix.vocab.records import local_label
+
+    assert local_label("2.13.0+cpu") == "cpu"
+    assert local_label("2.5.1") == ""
+    assert local_label("1.12.0+cu102.post1") == "cu102.post1"
+    assert local_label("nightly+weird+x") == "weird+x"

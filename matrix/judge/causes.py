@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from matrix.vocab.records import StrEnum
 from typing import Any, Mapping
 
-from matrix.vocab.records import CRASH, ERROR, FAIL, PASS, PROBE_RUNNER, SKIP, TIMEOUT, UNSUPPORTED, CellResult, ProbeResult
+from matrix.vocab.records import (CRASH, ERROR, FAIL, PASS, PROBE_RUNNER, SKIP, TIMEOUT, UNSUPPORTED, CellResult, ProbeResult,
+                                  local_label)
 
 
 class Cause(StrEnum):
@@ -314,9 +315,6 @@ def _version_key(text: str) -> tuple:
     return tuple(parts)
 
 
-def _local(version: str) -> str:
-    return version.split("+", 1)[1] if "+" in version else ""
-
 
 def _installed(resolved: Mapping[str, str], module: str) -> bool:
     names = {name.lower().replace("-", "_") for name in resolved}
@@ -395,7 +393,7 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
             f"(--no-deps / override): install torchvision {vision} only with the torch it requires; "
             f"no bound on either release follows from this pair",
             detail=f"torch {torch} / torchvision {vision}")
-    if torch and vision and _local(torch) != _local(vision) \
+    if torch and vision and local_label(torch) != local_label(vision) \
             and any(marker in text for marker in _BUILD_MISMATCH):
         return Attribution(
             Cause.ENVIRONMENT, EnvironmentKind.MISMATCHED_BUILD,

@@ -10,7 +10,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from matrix.vocab.records import INSTALLED, CellResult
+from matrix.vocab.records import INSTALLED, CellResult, local_label
 from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
 from .specifiers import _public, _value_key, build_specifiers
 from .vocabulary import PREFERRED_ORDER, PYTHON, SUMMARY_WIDTH, VARIANT, CellNote, Condition, Observation, Value
@@ -73,9 +73,7 @@ def effective_variant(variant: str, installed_torch: str) -> str:
     """The build a "default" cell really got: a find-links or mirror wheel such as
     ``2.13.0+cpu`` is a different build from PyPI's, so a break seen only there must
     not be blamed on the torch release as a whole."""
-    if variant == "default" and "+" in installed_torch:
-        return installed_torch.split("+", 1)[1]
-    return variant
+    return (local_label(installed_torch) or variant) if variant == "default" else variant
 
 
 @lru_cache(maxsize=1024)

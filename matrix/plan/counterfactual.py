@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from matrix.judge.causes import EnvironmentKind
-from matrix.vocab.records import ORIGIN_COUNTERFACTUAL, Cell, CellResult
+from matrix.vocab.records import ORIGIN_COUNTERFACTUAL, Cell, CellResult, local_label
 from matrix.judge.verdict import verdict_of
 
 TAG = "counterfactual"
@@ -88,12 +88,9 @@ def _matched_build(resolved: Mapping[str, str]) -> tuple[str, str] | None:
     """The requirement that keeps the odd build out: the package whose local label
     (``+cpu``, ``+cu121``) its companion lacks or does not share, excluded exactly."""
     torch, vision = resolved.get("torch", ""), resolved.get("torchvision", "")
-    torch_label, vision_label = _label(torch), _label(vision)
+    torch_label, vision_label = local_label(torch), local_label(vision)
     if torch_label == vision_label:
         return None
     name, version = ("torch", torch) if torch_label else ("torchvision", vision)
     return "matched-build", f"{name}!={version}"
 
-
-def _label(version: str) -> str:
-    return version.split("+", 1)[1] if "+" in version else ""

@@ -30,7 +30,7 @@ from matrix.vocab.errors import UserError
 from matrix.vocab.layout import CHECK_RUN as RUN_NAME  # noqa: F401 - check_cli names the run with it
 from matrix.vocab.layout import cells_dir
 from matrix.vocab.records import (DEFAULT_POLICY, INSTALLED, ORIGIN_EXISTING, Cell, CellResult, InstallOutcome,
-                                  public_version)
+                                  local_label, public_version)
 
 MIN_PYTHON = (3, 8)  # what the probes support
 PACKAGES = ("torch", "torchvision", "numpy")
@@ -82,11 +82,6 @@ class EnvironmentFacts:
 
 
 # ----------------------------------------------------------------------------- pure parts
-
-def local_label(version: str) -> str:
-    """``2.13.0+cpu`` -> ``cpu``; ``2.5.1`` -> ``""``."""
-    return version.split("+", 1)[1] if "+" in version else ""
-
 
 def _public(version: str) -> str:
     """The release without its local label; a version PEP 440 cannot parse is kept as written."""

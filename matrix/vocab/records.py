@@ -98,6 +98,12 @@ def public_version(text: str | None) -> str | None:
         return None
 
 
+def local_label(text: str) -> str:
+    """A version's local label (``2.13.0+cpu`` -> ``cpu``; ``2.5.1`` -> ``""``), read as written so a
+    version PEP 440 cannot parse keeps its label. The build, not the release: the one helper for it."""
+    return text.split("+", 1)[1] if "+" in text else ""
+
+
 def built_versions(result: "CellResult") -> dict[str, str]:
     """Installed versions as the builds say they are: the freeze's (``install.resolved``), with the
     local label a probe saw at run time (``install_sanity``'s ``versions``) where the freeze's

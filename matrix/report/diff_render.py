@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from matrix.report.diff import CellChange, Diff, NewFailure, PassRate, ProbeChange, RunRef
+from matrix.report.markdown import md_table
 from matrix.vocab.escaping import md_code, md_fence, md_html, md_text, md_title, shell_line, terminal
 from matrix.vocab.layout import repro_command
 
@@ -68,14 +69,8 @@ def render_text(diff: Diff) -> str:
     return terminal("\n".join(lines)) + "\n"
 
 
-def _md(value: str) -> str:
-    return md_text(value) or " "
-
-
 def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(_md(v) for v in row) + " |" for row in rows]
-    return out
+    return md_table(headers, rows).split("\n")
 
 
 _HEADERS = {"changed probe statuses": ("cell", "probe", "status", "message"),

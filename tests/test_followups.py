@@ -341,3 +341,47 @@ def test_each_follow_up_cell_is_told_the_planned_cells_after_it_for_the_prefetch
     for index, (cell_id, after) in enumerate(told):  # what follows it in its batch, in order
         assert after == tuple(ran[index + 1:index + 1 + len(after)]) and cell_id not in after
     assert any(after for _, after in told)  # a batch of several cells: the prefetch had work
+
+
+def test_a_window_from_the_oldest_release_with_a_wheel_for_the_tested_python_is_a_floor():
+    """Releases too old to have a wheel for the tested Python are not admitted: the floor is proven
+    when the oldest release that could be installed fails, and the proof says what it left out."""
+    truth = truth_of({v for v in RELEASES if Version(v) < Version("2.4.0")})
+    installable = RELEASES[2:]  # 2.0.0 is the first release with a cp311 wheel
+    results = run(truth, ["2.2.2", "2.5.1"], installable)
+    wheels = {"torch": {v: frozenset({"3.8", "3.10"}) if v in RELEASES[:2] else frozenset({"3.8", "3.11"})
+                        for v in RELEASES}}
+    proven = suggest_pins(results, {"torch": list(RELEASES)}, wheel_pythons=wheels)
+    line = requirement_lines(proven.recommended)[0]
+    assert line.text() == "torch>=2.4"
+    window = line.windows[0]
+    assert (window.kind, window.first_bad, window.start.index_end) == ("floor", "2.0.0", "oldest")
+    assert "oldest 2.0.0 fails [t2.0.0-py3.11-edge] (the 2 older releases have no wheel for Python 3.11: " \
+           "not admitted)" in window.proof()
+    assert "1.13.1" not in proven.coverage["torch"].older  # not a gap: it cannot be installed there
+    # Without the wheel facts, 1.13.0 and 1.13.1 are untested releases next to the break: no floor.
+    unknown = suggest_pins(results, {"torch": list(RELEASES)})
+    assert requirement_lines(unknown.recommended)[0].windows[0].kind == "not-proven"
+    # A release whose wheels do not say (None) stays admitted: still no floor.
+    wheels["torch"]["1.13.1"] = None
+    assert requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}, wheel_pythons=wheels)
+                             .recommended)[0].windows[0].kind == "not-proven"
+
+
+def test_the_pins_read_which_python_each_release_has_a_wheel_for_from_the_index(tmp_path):
+    """``cli.pins.index_facts``: released versions and, per release, the Pythons its wheels serve."""
+    from matrix.cli.pins import index_facts
+    from tests.test_index import make_wheel
+
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "torch", "1.13.1", tag="cp310-cp310-manylinux1_x86_64")
+    make_wheel(wheels, "torch", "2.0.0", tag="cp311-cp311-manylinux1_x86_64")
+    make_wheel(wheels, "torch", "2.1.0", tag="py3-none-any")
+    spec = tmp_path / "matrix.toml"
+    spec.write_text(f'python = ["3.11"]\ntorch = ["2.0.0"]\n[index]\nfind_links = ["{wheels}"]\n'
+                    f'default = "{(tmp_path / "empty").as_uri()}"\n')
+    (tmp_path / "empty").mkdir()
+    released, pythons = index_facts(["torch"], str(spec))
+    assert released == {"torch": ["1.13.1", "2.0.0", "2.1.0"]}
+    assert pythons["torch"]["1.13.1"] == frozenset({"3.10"}) and "3.11" in pythons["torch"]["2.1.0"]
+    assert pythons["torch"]["2.0.0"] == frozenset({"3.11"})

@@ -34,20 +34,27 @@ from matrix.pins.render import (
 from matrix.world.results import NO_RESULTS_HINT, load_results
 
 
-def released_versions(packages: Sequence[str], spec_path: str | None = None) -> Mapping[str, list[str]] | None:
-    """Released versions per package from the spec's index, or None when unavailable."""
+def index_facts(packages: Sequence[str], spec_path: str | None = None
+                ) -> tuple[Mapping[str, list[str]] | None, dict[str, dict[str, frozenset[str] | None]]]:
+    """(released, wheel Pythons): the released versions per package the project's declared range
+    admits, and per release the Python X.Y values its wheels serve (None: no wheel tells), so the
+    pins count only releases a tested Python could install; (None, {}) when unavailable."""
     try:
+        from matrix.plan.grid import _wheel_pythons
         from matrix.world.index import open_index
         from matrix.world.specfile import declared_ranges, load_spec
 
         spec = load_spec(spec_path)
         index = open_index(spec.index)
-        return admitted_releases({package: [str(v) for v in index.versions(package)] for package in packages},
-                                 declared_ranges(spec))
+        released = admitted_releases({package: [str(v) for v in index.versions(package)] for package in packages},
+                                     declared_ranges(spec))
+        pythons = {package: {version: _wheel_pythons(index.files(package, version)) for version in versions}
+                   for package, versions in released.items()}
+        return released, pythons
     except Exception as error:  # noqa: BLE001 - offline, no index module, bad spec: coverage unknown
         print(f"torch-matrix pins: coverage unknown (cannot list released versions: "
               f"{' '.join(str(error).split())[:160]})", file=sys.stderr)
-        return None
+        return None, {}
 
 
 def admitted_releases(released: Mapping[str, list[str]],
@@ -131,15 +138,15 @@ def _pins(args: argparse.Namespace) -> int:
         print(f"torch-matrix: warning: {problem}", file=sys.stderr)
     if not loaded.results:
         raise UserError("no cell results found", str(args.results_dir), hint=NO_RESULTS_HINT)
-    released = None
+    released, wheel_pythons = None, {}
     if not getattr(args, "no_coverage", False):
-        released = released_versions(package_axes(loaded.results), getattr(args, "spec", None))
+        released, wheel_pythons = index_facts(package_axes(loaded.results), getattr(args, "spec", None))
     policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN)
-    suggestion = suggest_pins(loaded.results, released, policy)
+    suggestion = suggest_pins(loaded.results, released, policy, wheel_pythons)
     # Everything is written (pins files, the applied requirements file) before anything is printed:
     # a reader that stops early (`| head`) must not cost a file.
     text = [render_text(suggestion)]
-    per_target = target_pins(loaded.results, released, policy)
+    per_target = target_pins(loaded.results, released, policy, wheel_pythons)
     if per_target:
         text.append("\n" + render_target_summary(per_target))
     if getattr(args, "history", None) is not None:

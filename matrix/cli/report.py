@@ -147,7 +147,7 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     """What ``torch-matrix pins`` writes, from the results already loaded (one load for both);
     returns each requirement line with its proof, for the HTML report."""
     from matrix.pins import package_axes, requirement_lines, suggest_pins
-    from matrix.cli.pins import released_versions, write_outputs, write_target_outputs
+    from matrix.cli.pins import index_facts, write_outputs, write_target_outputs
     from matrix.pins.targets import target_pins
 
     from matrix.pins.render import proof_lines
@@ -155,13 +155,13 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     if not results:
         print("pins: no cell results, nothing to suggest", file=sys.stderr)
         return []
-    released = released_versions(package_axes(results), spec)
-    suggestion = suggest_pins(results, released)
+    released, wheel_pythons = index_facts(package_axes(results), spec)
+    suggestion = suggest_pins(results, released, wheel_pythons=wheel_pythons)
     paths = write_outputs(suggestion, out_dir / PINS_DIR)
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
     print(f"pins: {', '.join(pins) if pins else 'none needed'}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
           "`torch-matrix pins --apply FILE` updates a requirements file)", file=sys.stderr)
-    per_target = write_target_outputs(target_pins(results, released), out_dir / PINS_DIR)
+    per_target = write_target_outputs(target_pins(results, released, wheel_pythons=wheel_pythons), out_dir / PINS_DIR)
     if per_target:
         print(f"pins per hardware target: {len(per_target)} file(s) under {out_dir / PINS_DIR / 'targets'}",
               file=sys.stderr)

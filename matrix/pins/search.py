@@ -73,6 +73,7 @@ class _Grid:
         # For windows (``PinPolicy.PROVEN``): package -> the index's releases; cell id -> origin.
         self.released: Mapping[str, Sequence[Any]] = {}
         self.origins: Mapping[str, str] = {}
+        self.wheel_pythons: Mapping[str, Mapping[str, Any]] = {}  # package -> release -> its wheels' Pythons
 
     def where(self, axis: str) -> dict[Value, int]:
         """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
@@ -342,7 +343,8 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
             windows: tuple = ()
             if policy == PinPolicy.PROVEN and base_values and package != PYTHON and grid.released.get(package):
                 windows = tuple(find_windows(package, base_values, goods - excluded, grid.observations,
-                                             grid.released[package], grid.origins))
+                                             grid.released[package], grid.origins,
+                                             grid.wheel_pythons.get(package)))
                 paired_specs = build_specifiers(goods - excluded, set(paired))
                 specs = merge_specifiers((), [s for w in windows for s in w.specifiers] + list(paired_specs))
             pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key)), windows))
@@ -423,18 +425,21 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
                  pairs: Mapping[Version, set[Version]] | None = None,
                  policy: PinPolicy = PinPolicy.PROVEN,
                  released: Mapping[str, Sequence[Any]] | None = None,
-                 origins: Mapping[str, str] | None = None) -> list[Answer]:
+                 origins: Mapping[str, str] | None = None,
+                 wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None) -> list[Answer]:
     """Ranked answers (best first). None excludes a good cell: a bad cell that cannot be
     excluded without one stays admitted and is listed in the answer's ``unresolved``.
 
     ``released`` (package -> the index's releases) and ``origins`` (cell id -> origin) let
-    ``PinPolicy.PROVEN`` exclude each break's window whole (``pins.windows``)."""
+    ``PinPolicy.PROVEN`` exclude each break's window whole (``pins.windows``); ``wheel_pythons``
+    (package -> release -> the Pythons its wheels serve) tells which releases a cell could install."""
     every = [*packages, PYTHON]
     pinnable = varied_axes(observations, every) or every
     conditions = varied_axes(observations, every + [VARIANT])
     grid = _Grid(observations, pinnable, conditions)
     grid.released = released or {}
     grid.origins = origins or {}
+    grid.wheel_pythons = wheel_pythons or {}
     pairs = pairs or {}
     if grid.bad and not grid.good:  # nothing works: exclude what failed, blame the first package
         for axis in pinnable:

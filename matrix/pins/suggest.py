@@ -14,6 +14,7 @@ from .evidence import EnvironmentAdvice, environment_advice, PYTHON, CellNote, V
 from .model import Answer
 from .search import find_answers
 from .specifiers import PinPolicy
+from .windows import admitted_releases, python_of
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,11 @@ class Suggestion:
 
 def suggest_pins(results: Sequence[CellResult],
                  released: Mapping[str, Sequence[str]] | None = None,
-                 policy: PinPolicy = PinPolicy.PROVEN) -> Suggestion:
-    """Derive the suggestion from cell results; ``released`` maps package -> released versions.
+                 policy: PinPolicy = PinPolicy.PROVEN,
+                 wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None) -> Suggestion:
+    """Derive the suggestion from cell results; ``released`` maps package -> released versions,
+    ``wheel_pythons`` package -> release -> the Python X.Y values its wheels serve (a release with
+    no wheel for any tested Python was never a candidate: windows and coverage leave it out).
 
     ``policy`` says whether bounds may reach untested releases (``PinPolicy``). Cells of
     ``torch-matrix bisect`` (judged by one probe or test) are never evidence for the pins."""
@@ -58,7 +62,12 @@ def suggest_pins(results: Sequence[CellResult],
                       NO_EVIDENCE: len(no_evidence)})
     counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
     origins = {result.cell.id: str(result.cell.origin) for result in results if result.cell.is_followup}
-    answers = find_answers(observations, packages, _pairs(results, values_of), policy, released, origins)
+    answers = find_answers(observations, packages, _pairs(results, values_of), policy, released, origins,
+                           wheel_pythons)
+    if released and wheel_pythons:
+        pythons = {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None}
+        released = {package: admitted_releases(versions, wheel_pythons.get(package), pythons)[0]
+                    if package in wheel_pythons else versions for package, versions in released.items()}
     return Suggestion(
         counts=dict(counts),
         evidence=version_evidence(observations, list(packages) + [PYTHON]),

@@ -127,11 +127,12 @@ def _driver_of(target: str) -> str:
 
 
 def target_pins(results: Sequence[CellResult], released: Mapping[str, Sequence[str]] | None = None,
-                policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> list[TargetPins]:
+                policy: PinPolicy = PinPolicy.ADMIT_UNTESTED,
+                wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None) -> list[TargetPins]:
     """One ``TargetPins`` per declared target the results were judged for."""
     out = []
     for target in targets_in(results):
         seen = [as_seen_by(result, target) for result in results]
-        out.append(TargetPins(target=target, slug=slug_of_label(target), suggestion=suggest_pins(seen, released, policy),
+        out.append(TargetPins(target=target, slug=slug_of_label(target), suggestion=suggest_pins(seen, released, policy, wheel_pythons),
                               advice=advice_for(results, target)))
     return out

@@ -6,18 +6,22 @@ edges are *proven* when the release just outside each one was tested and passed,
 window reaches an end of the index (the oldest or the newest release). A proven window becomes:
 
 - an upper bound when it reaches the newest release (``torch<2.6``);
-- a floor when it starts at the oldest release (``torch>=2.4``);
+- a floor when it starts at the oldest *admitted* release (``torch>=2.4``);
 - ``!=`` of each release in it when closed on both sides, ``!=X.Y.*`` for a minor it covers whole.
 
 A window with an edge not found (untested releases next to it: the follow-up cap, a release that
 could not be installed) falls back to ``!=`` of its tested bad releases, and says why. The
 untested releases inside a proven window are *assumed* bad: the proof says how many.
+
+*Admitted* releases are those a tested cell could install: a release with no wheel for any of the
+tested Pythons (torch 1.13 for Python 3.11 has none before 1.13.0) is no gap in the evidence, so a
+window that starts at the oldest release with a wheel is a floor (``admitted_releases``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from packaging.version import Version
@@ -27,7 +31,7 @@ from matrix.plan.counterfactual import counterfactual_of
 from matrix.plan.followups import EDGE_SEPARATOR
 from matrix.vocab.records import ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE
 from .specifiers import _prefix_bound, _text
-from .vocabulary import Observation, Value
+from .vocabulary import PYTHON, Observation, Value
 
 UPPER, FLOOR, CLOSED, FALLBACK = "upper-bound", "floor", "closed", "not-proven"
 START, END = "start", "end"
@@ -47,6 +51,8 @@ class EdgeProof:
     found_by: str = GRID  # BISECT when a follow-up cell found either side
     index_end: str = ""  # "oldest" / "newest" when the window reaches that end of the index
     missing: tuple[str, ...] = ()  # releases between the window and the next passing one, untested
+    beyond: int = 0  # at an end of the index: releases past it with no wheel for the tested Pythons
+    pythons: tuple[str, ...] = ()  # the tested Pythons (the words of ``beyond``)
 
     @property
     def proven(self) -> bool:
@@ -55,7 +61,12 @@ class EdgeProof:
     def sentence(self) -> str:
         word = "first bad" if self.side == START else "last bad"
         if self.index_end:
-            return f"{self.index_end} {self.bad} fails [{self.bad_cell}]"
+            text = f"{self.index_end} {self.bad} fails [{self.bad_cell}]"
+            if self.beyond:
+                word = "older" if self.side == START else "newer"
+                text += (f" (the {self.beyond} {word} release{'s' if self.beyond != 1 else ''} have no wheel "
+                         f"for Python {', '.join(self.pythons)}: not admitted)")
+            return text
         if not self.proven:
             where = f"between {self.good} (passes) and {self.bad}" if self.good and self.side == START else (
                 f"between {self.bad} and {self.good} (passes)" if self.good else f"after {self.bad}")
@@ -69,7 +80,8 @@ class EdgeProof:
     def to_json(self) -> dict[str, Any]:
         return {"side": self.side, "bad": self.bad, "bad_cell": self.bad_cell, "good": self.good,
                 "good_cell": self.good_cell, "found_by": self.found_by, "index_end": self.index_end,
-                "missing": list(self.missing), "proven": self.proven}
+                "missing": list(self.missing), "proven": self.proven,
+                **({"not_admitted_beyond": self.beyond} if self.beyond else {})}
 
 
 @dataclass(frozen=True)
@@ -126,15 +138,43 @@ def _few(items: Sequence[str], limit: int = 4) -> str:
     return f"{len(items)} releases, {items[0]} to {items[-1]}"
 
 
+def python_of(value: Value) -> str:
+    """A Python axis value as X.Y (``Version("3.11")`` -> ``"3.11"``)."""
+    version = Version(str(value))
+    return f"{version.major}.{version.minor}"
+
+
+def admitted_releases(released: Iterable[Any], wheel_pythons: Mapping[str, Any] | None,
+                      pythons: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(admitted, not admitted): the final releases with a wheel for one of ``pythons`` (X.Y), and
+    the others. ``wheel_pythons`` maps a release to the X.Y values its wheels serve; a release it
+    does not list, or lists as None (an sdist only, wheels that do not say), is admitted."""
+    finals = final_releases(released)
+    wanted = set(pythons)
+    if not wheel_pythons or not wanted:
+        return finals, []
+    admitted, left = [], []
+    for version in finals:
+        served = wheel_pythons.get(version)
+        (admitted if served is None or wanted & set(served) else left).append(version)
+    return admitted, left
+
+
 def find_windows(package: str, excluded: Iterable[Value], admitted: Iterable[Value],
                  observations: Sequence[Observation], released: Iterable[Any],
-                 origins: Mapping[str, str] | None = None) -> list[Window]:
+                 origins: Mapping[str, str] | None = None,
+                 wheel_pythons: Mapping[str, Any] | None = None) -> list[Window]:
     """The windows of ``package``: ``excluded`` are the tested values the pin excludes,
     ``admitted`` the tested values it admits (the window never covers one), ``released`` the
-    index's releases of the package, ``origins`` cell id -> origin (which cells were follow-ups)."""
+    index's releases of the package, ``origins`` cell id -> origin (which cells were follow-ups),
+    ``wheel_pythons`` release -> the Pythons its wheels serve (``admitted_releases``: only the
+    releases the observations' Pythons could install count)."""
     excluded = {Version(str(v)) for v in excluded}
     admitted = {Version(str(v)) for v in admitted} - excluded
-    releases = sorted({Version(v) for v in final_releases(released)} | excluded | admitted)
+    pythons = sorted({python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None},
+                     key=Version)
+    installable, left_out = admitted_releases(released, wheel_pythons, pythons)
+    releases = sorted({Version(v) for v in installable} | excluded | admitted)
     if not excluded or not releases:
         return []
     origins = origins or {}
@@ -156,9 +196,19 @@ def find_windows(package: str, excluded: Iterable[Value], admitted: Iterable[Val
         first_index, last_index = releases.index(bad[0]), releases.index(bad[-1])
         start = _edge(START, package, releases, first_index, -1, admitted, cells, origins)
         end = _edge(END, package, releases, last_index, +1, admitted, cells, origins)
+        if start.index_end or end.index_end:
+            outside = [Version(v) for v in left_out]
+            start = _beyond(start, sum(1 for v in outside if v < releases[0]), pythons)
+            end = _beyond(end, sum(1 for v in outside if v > releases[-1]), pythons)
         inside = releases[first_index:last_index + 1]
         windows.append(_window(package, inside, bad, start, end, releases))
     return windows
+
+
+def _beyond(edge: EdgeProof, count: int, pythons: Sequence[str]) -> EdgeProof:
+    if not edge.index_end or not count:
+        return edge
+    return replace(edge, beyond=count, pythons=tuple(pythons))
 
 
 def _cells_by_value(package: str, observations: Sequence[Observation]) -> dict[Version, list[Observation]]:

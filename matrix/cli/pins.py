@@ -48,13 +48,16 @@ def index_facts(packages: Sequence[str], spec_path: str | None = None
         index = open_index(spec.index)
         released = admitted_releases({package: [str(v) for v in index.versions(package)] for package in packages},
                                      declared_ranges(spec))
-        pythons = {package: {version: _wheel_pythons(index.files(package, version)) for version in versions}
-                   for package, versions in released.items()}
-        return released, pythons
     except Exception as error:  # noqa: BLE001 - offline, no index module, bad spec: coverage unknown
         print(f"torch-matrix pins: coverage unknown (cannot list released versions: "
               f"{' '.join(str(error).split())[:160]})", file=sys.stderr)
         return None, {}
+    try:
+        pythons = {package: {version: _wheel_pythons(index.files(package, version)) for version in versions}
+                   for package, versions in released.items()}
+    except Exception:  # noqa: BLE001 - files not listed: every release counts as installable (as before)
+        pythons = {}
+    return released, pythons
 
 
 def admitted_releases(released: Mapping[str, list[str]],

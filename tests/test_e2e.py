@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -434,6 +435,82 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
     done = run_nox(off, nox_env(off, spec_off, TORCH_MATRIX_FOLLOWUPS="0"), "-s", "matrix")
     assert "follow-up cells: off" in done.stdout + done.stderr
     assert not [r for r in load_results(run_off).results if r.cell.origin == "edge"]
+
+
+def test_an_explicit_torchvision_axis_is_bisected_over_its_releases_and_pinned_there(tmp_path):
+    """The spec lists torchvision. torchvision 0.18.0 dropped ``torchvision.transforms.functional_tensor``
+    (as the real 0.17.0 did): the grid's failing cell names that module, so the follow-up session
+    bisects torchvision's releases, each installed with the torch it requires, and tests the newest;
+    the pin is torchvision's window, ``torchvision<0.18``, and torch is not pinned."""
+    import dataclasses
+
+    from tests.synthetic_wheels import torch_wheel, torchvision_wheel
+
+    wheels = []
+    for minor in range(10):
+        wheels.append(torch_wheel(f"2.{minor}.0"))
+        vision = torchvision_wheel(f"0.{15 + minor}.0", f"2.{minor}.0")
+        if 15 + minor < 18:
+            vision = dataclasses.replace(vision, files={
+                **vision.files, "torchvision/transforms/__init__.py": "",
+                "torchvision/transforms/functional_tensor.py": "def rgb_to_grayscale(img):\n    return img\n"})
+        wheels.append(vision)
+    index = build_index(tmp_path / "index", wheels)
+    probes_dir = tmp_path / "my_probes"
+    probes_dir.mkdir()
+    (probes_dir / "transforms.py").write_text(
+        "from probes.api import probe\n\n"
+        "@probe('transforms', doc='the downstream import basicsr made')\n"
+        "def transforms(ctx):\n"
+        "    from torchvision.transforms.functional_tensor import rgb_to_grayscale  # noqa: F401\n")
+    spec = tmp_path / "matrix.toml"
+    spec.write_text(f"""\
+name = "vision"
+python = ["current"]
+torch = ["2.1.0", "2.5.0"]
+torchvision = ["0.16.0", "0.20.0"]
+
+[[exclude]]
+torch = "2.1.0"
+torchvision = "0.20.0"
+
+[[exclude]]
+torch = "2.5.0"
+torchvision = "0.16.0"
+
+[probes]
+run = ["install_sanity", "transforms"]
+required = ["transforms"]
+dirs = ["my_probes"]
+
+[index]
+default = "{index.url}"
+extra = []
+find_links = []
+""")
+    run_dir = tmp_path / "results" / "vision"
+    env = nox_env(tmp_path, spec)
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    results = load_results(run_dir).results
+    grid = {r.cell.id for r in results if r.cell.origin == "matrix"}
+    assert grid == {f"t2.1.0-tv0.16.0-py{PY}", f"t2.5.0-tv0.20.0-py{PY}"}, output[-3000:]
+    edges = {r.cell.torchvision: r for r in results if r.cell.origin == "edge"}
+    assert {"0.18.0", "0.17.0", "0.24.0"} <= set(edges), sorted(edges)
+    for vision, result in edges.items():
+        assert result.install.resolved["torch"] == f"2.{int(vision.split('.')[1]) - 15}.0", result.install
+        assert result.cell.id == f"t{result.cell.torch}-tv{vision}-py{PY}-edge"
+        assert result.cell.reason.startswith(("start of the break at torchvision", "end of the break at torchvision"))
+    assert len(edges) <= 2 * 5  # ceil(log2 5) + 2 on the start edge (0.16.0 .. 0.20.0), one on the end
+    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+                          cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          check=False)
+    assert pins.returncode == 0, pins.stderr
+    assert "  torchvision<0.18\n" in pins.stdout and not re.search(r"^ *torch[<>=!~]", pins.stdout, re.M), \
+        pins.stdout
+    assert "window torchvision 0.18.0..0.24.0 (upper-bound: <0.18): first bad 0.18.0, found by bisect between " \
+           f"0.17.0 (passes) [t2.2.0-tv0.17.0-py{PY}-edge] and 0.18.0 (fails)" in pins.stdout, pins.stdout
 
 
 def test_two_local_runs_feed_the_local_history(tmp_path):

@@ -259,18 +259,40 @@ def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_set
     assert window.end.found_by == "bisect"
 
 
-def test_the_index_view_pairs_torchvision_only_when_the_spec_pairs_it():
+def test_the_index_view_moves_torchvision_with_torch_unless_the_spec_has_none():
+    """An explicit torchvision moves with torch too (held, every edge cell was uninstallable: each
+    release requires one torch), and its releases are an axis of their own; "none": nothing to pair."""
     from types import SimpleNamespace
+
+    from packaging.requirements import Requirement
 
     from matrix.run.followups import IndexView
 
-    assert IndexView(SimpleNamespace(torchvision="paired"), {}).paired
+    paired = IndexView(SimpleNamespace(torchvision="paired"), {})
+    assert paired.paired and not paired.torchvision_axis
+    assert not IndexView(SimpleNamespace(torchvision="none"), {}).paired
     explicit = IndexView(SimpleNamespace(torchvision=("0.19.1",)), {})
-    assert not explicit.paired
-    explicit.read_pairing(["2.0.0"])  # reads nothing: an explicit torchvision is held as it is
-    assert explicit.pairing == {}
-    held = followups.edge_cell(make_cell(torch="2.4.1", torchvision="0.19.1"), "2.3.1", pairing=None)
-    assert held.axes["torchvision"] == "0.19.1" and not held.plan_note
+    assert explicit.paired and explicit.torchvision_axis
+
+    class Index:  # what read_torch_of asks of the index
+        asked: list[list[str]] = []
+
+        def requires_dist_many(self, project, versions):
+            self.asked.append(list(versions))
+            table = {"0.17.0": ["numpy", "torch==2.2.0"], "0.29.2": ["torch>=2.14.0"],
+                     "0.30.0": ["torch (==2.16.0+cpu)"], "0.1.0": ["numpy"]}
+            return {v: [Requirement(line) for line in table[v]] for v in versions}
+
+        def versions(self, project):
+            return [Version(v) for v in ("2.13.0", "2.14.1", "2.15.0", "2.16.0rc1")]
+
+    explicit._indexes["default"] = Index()
+    explicit.read_torch_of(["0.17.0", "0.29.2", "0.30.0", "0.1.0"])
+    assert explicit.torch_of == {"0.17.0": "2.2.0", "0.29.2": "2.15.0", "0.30.0": "2.16.0"}
+    explicit.read_torch_of(["0.17.0"])
+    assert Index.asked == [["0.17.0", "0.29.2", "0.30.0", "0.1.0"]]  # read once
+    paired.read_torch_of(["0.17.0"])  # no torchvision axis: nothing read
+    assert paired.torch_of == {}
 
 
 NUMPY = ("1.24.4", "1.25.2", "1.26.0", "1.26.4", "2.0.0", "2.0.1", "2.0.2", "2.1.0", "2.1.3", "2.2.6", "2.3.5")
@@ -312,9 +334,12 @@ def test_each_follow_up_cell_is_told_the_planned_cells_after_it_for_the_prefetch
     from matrix.run.followups import run_followups
 
     class View:  # what run_followups reads of the index (matrix.run.followups.IndexView)
-        paired, pairing = False, None
+        paired, pairing, torch_of, torchvision_axis = False, None, None, False
 
         def read_pairing(self, versions) -> None:
+            pass
+
+        def read_torch_of(self, versions) -> None:
             pass
 
         def releases_for(self, cell, axis="torch"):
@@ -385,3 +410,255 @@ def test_the_pins_read_which_python_each_release_has_a_wheel_for_from_the_index(
     assert released == {"torch": ["1.13.1", "2.0.0", "2.1.0"]}
     assert pythons["torch"]["1.13.1"] == frozenset({"3.10"}) and "3.11" in pythons["torch"]["2.1.0"]
     assert pythons["torch"]["2.0.0"] == frozenset({"3.11"})
+
+
+# ------------------------------------------------------------------------------- the torchvision axis
+
+TORCH_OF = {"0.15.1": "2.0.0", "0.15.2": "2.0.1", "0.16.0": "2.1.0", "0.16.1": "2.1.1", "0.16.2": "2.1.2",
+            "0.17.0": "2.2.0", "0.17.1": "2.2.1", "0.17.2": "2.2.2", "0.18.0": "2.3.0", "0.18.1": "2.3.1",
+            "0.19.0": "2.4.0", "0.19.1": "2.4.1", "0.20.0": "2.5.0", "0.20.1": "2.5.1", "0.21.0": "2.6.0"}
+VISION = tuple(TORCH_OF)
+PAIRING = {torch: vision for vision, torch in TORCH_OF.items()}
+GONE = "ModuleNotFoundError: No module named 'torchvision.transforms.functional_tensor'"
+
+
+def pair_cell(vision: str, torch: str | None = None) -> Cell:
+    """A cell of a spec that lists torchvision explicitly (its id names the torchvision)."""
+    torch = torch or TORCH_OF[vision]
+    return make_cell(torch=torch, torchvision=vision, id=f"t{torch}-tv{vision}-py3.11", probes=("tests",),
+                     required_probes=("tests",))
+
+
+def vision_releases(cell: Cell, axis: str = "torch") -> Sequence[str]:
+    return VISION if axis == "torchvision" else RELEASES
+
+
+def run_pairs(judge, grid: Sequence[Cell]) -> list[CellResult]:
+    results = [judge(cell) for cell in grid]
+    for _ in range(100):
+        planned = followups.plan_followups(results, vision_releases, pairing=PAIRING, torch_of=TORCH_OF,
+                                           torchvision_axis=True)
+        if not planned:
+            return results
+        results += [judge(cell) for cell in planned]
+    raise AssertionError("the planner never stopped")
+
+
+def transforms_judge(cell: Cell) -> CellResult:
+    """torchvision 0.17 removed torchvision.transforms.functional_tensor (deprecated since 0.15)."""
+    if cell.plan_note:
+        return make_result(cell, status=UNSATISFIABLE, message=cell.plan_note)
+    gone = Version(cell.torchvision) >= Version("0.17")
+    return make_result(cell, probes=[make_probe("tests", FAIL if gone else PASS, message=GONE if gone else "")])
+
+
+def test_a_break_that_names_torchvision_is_bisected_over_torchvision_releases_with_their_torch():
+    """The spec lists torchvision; the failing cell's error names a torchvision module: the edges move
+    torchvision, each release with the torch it requires, never torch on its own; the pin is
+    torchvision's window, `torchvision<0.17`, with its proof."""
+    results = run_pairs(transforms_judge, [pair_cell("0.16.2"), pair_cell("0.18.1")])
+    edges = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE]
+    assert {cell.torchvision for cell in edges} >= {"0.17.0", "0.21.0"}  # the first bad, and the newest
+    assert all(cell.torch == TORCH_OF[cell.torchvision] for cell in edges)
+    assert all(cell.id == f"t{cell.torch}-tv{cell.torchvision}-py3.11-edge" for cell in edges)
+    assert all(cell.requirements == (f"torch=={cell.torch}", f"torchvision=={cell.torchvision}") for cell in edges)
+    assert all("torchvision" in cell.reason for cell in edges)
+    found = followups.edges(results, vision_releases, torchvision_axis=True)
+    assert found and all(edge.axis == "torchvision" and edge.spent <= edge.budget for edge in found)
+    start = [c for c in edges if Version(c.torchvision) < Version("0.18.1")]
+    assert len(start) <= bisection.max_cells(6)  # 0.16.2 .. 0.18.1
+    suggestion = suggest_pins(results, {"torch": list(RELEASES), "torchvision": list(VISION)})
+    lines = {line.package: line for line in requirement_lines(suggestion.recommended)}
+    assert lines["torchvision"].text() == "torchvision<0.17" and "torch" not in lines, \
+        [line.text() for line in lines.values()]
+    window = lines["torchvision"].windows[0]
+    assert (window.first_bad, window.last_bad, window.kind) == ("0.17.0", "0.21.0", "upper-bound")
+    assert window.proof().startswith("first bad 0.17.0, found by bisect between 0.16.2 (passes) "
+                                     "[t2.1.2-tv0.16.2-py3.11] and 0.17.0 (fails) [t2.2.0-tv0.17.0-py3.11-edge]")
+
+
+def test_without_an_explicit_torchvision_the_same_break_moves_torch_with_its_pair():
+    """`torchvision = "paired"` (no torchvision axis): the break is bisected on torch, torchvision follows."""
+    results = [transforms_judge(pair_cell(v)) for v in ("0.16.2", "0.18.1")]
+    for _ in range(100):
+        planned = followups.plan_followups(results, vision_releases, pairing=PAIRING, torch_of=TORCH_OF)
+        if not planned:
+            break
+        results += [transforms_judge(cell) for cell in planned]
+    edges = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE]
+    assert edges and all(edge.axis == "torch" for edge in followups.edges(results, vision_releases))
+    assert all(cell.torchvision == PAIRING[cell.torch] for cell in edges)
+    assert {cell.torch for cell in edges} >= {"2.2.0", "2.6.0"}
+
+
+def test_a_torch_break_of_an_explicit_torchvision_spec_moves_torchvision_with_torch():
+    """An explicit torchvision was held while torch moved: every edge cell was uninstallable (each
+    torchvision release requires one torch). Now torch's edges take each release's torchvision, and
+    the id says which."""
+    def judge(cell: Cell) -> CellResult:
+        bad = Version(cell.torch) >= Version("2.2")
+        return make_result(cell, probes=[make_probe("tests", FAIL if bad else PASS,
+                                                    message="No module named 'torch._six'" if bad else "")])
+
+    results = run_pairs(judge, [pair_cell("0.16.2"), pair_cell("0.18.1")])
+    edges = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE]
+    assert edges and all(edge.axis == "torch" for edge in followups.edges(results, vision_releases,
+                                                                          torchvision_axis=True))
+    assert all(cell.torchvision == PAIRING[cell.torch] and not cell.plan_note for cell in edges)
+    assert "t2.2.0-tv0.17.0-py3.11-edge" in {cell.id for cell in edges}
+
+
+def test_a_break_between_two_torchvision_releases_of_one_torch_is_torchvisions():
+    """torch 2.0.0 passes with torchvision 0.15.1 and fails with another build of its pair: torch
+    cannot be blamed, whatever the message says."""
+    def judge(cell: Cell) -> CellResult:
+        bad = cell.torchvision == "0.15.9"
+        return make_result(cell, probes=[make_probe("tests", FAIL if bad else PASS, message="it broke" if bad else "")])
+
+    grid = [pair_cell("0.15.1"), pair_cell("0.15.9", torch="2.0.0")]
+    results = [judge(cell) for cell in grid]
+    good = [{"cell": grid[0], "result": results[0]}]
+    assert followups.on_torchvision([{"cell": grid[1], "result": results[1]}], good)
+    releases = lambda cell, axis="torch": (*VISION[:1], "0.15.9") if axis == "torchvision" else RELEASES  # noqa: E731
+    found = followups.edges(results, releases, torchvision_axis=True)
+    assert found and {edge.axis for edge in found} == {"torchvision"}
+    assert not followups.edges(results, releases)  # without the axis: torch 2.0.0 passes, no break
+
+
+def test_a_torchvision_release_without_a_single_torch_is_planned_unsatisfiable():
+    cell = followups.vision_edge_cell(pair_cell("0.16.2"), "0.30.0", torch_of={}, reason="start")
+    assert cell.plan_note == "torchvision 0.30.0 requires no single torch release on the index"
+    narrow = followups.vision_edge_cell(pair_cell("0.16.2"), "0.17.0", torch_of=TORCH_OF,
+                                        pythons=frozenset({"3.12"}))
+    assert "no torchvision 0.17.0 wheel for Python 3.11" in narrow.plan_note
+
+
+# ------------------------------------------------------------------------------- interactions
+
+SETUPTOOLS = ("80.9.0", "81.0.0", "82.0.0", "82.0.1", "83.0.0", "84.2.1")
+PKG_RESOURCES = "cpp_extension: the build helper broke with this setuptools"
+
+
+def st_cell(torch: str, spec: str, python: str = "3.11") -> Cell:
+    return make_cell(torch=torch, torchvision="", python=python, extras={"setuptools": spec}, probes=("p",),
+                     required_probes=("p",))
+
+
+def run_configurations(truth, grid: Sequence[tuple[str, str]], releases=RELEASES, st_releases=SETUPTOOLS,
+                       cap: int = 10_000) -> list[CellResult]:
+    """``truth(torch, setuptools) -> PASS | FAIL | UNSAT``; the grid's setuptools are `<82` (81.0.0)
+    and `>=82` (the newest); follow-ups until the planner asks for none."""
+    def installed(cell: Cell) -> str:
+        value = cell.axes["setuptools"]
+        if value.startswith("=="):
+            return value[2:]
+        return st_releases[-1] if value.startswith(">=") else "81.0.0"
+
+    def judge(cell: Cell) -> CellResult:
+        outcome = truth(cell.torch, installed(cell))
+        if outcome == UNSAT:
+            return make_result(cell, status=UNSATISFIABLE, message="no wheel")
+        return make_result(cell, probes=[make_probe("p", outcome, message="" if outcome == PASS else PKG_RESOURCES)],
+                           resolved={"torch": cell.torch, "setuptools": installed(cell)})
+
+    def releases_for(cell: Cell, axis: str = "torch") -> Sequence[str]:
+        return st_releases if axis == "setuptools" else releases
+
+    results = [judge(st_cell(torch, spec)) for torch, spec in grid]
+    spent = 0
+    for _ in range(1000):
+        planned = followups.plan_followups(results, releases_for)
+        now, _dropped = followups.within_cap(planned, spent, cap)
+        if not now:
+            return results
+        results += [judge(cell) for cell in now]
+        spent += len(now)
+    raise AssertionError("the planner never stopped")
+
+
+def test_an_interactions_bad_edge_releases_are_tested_in_the_passing_configuration_too():
+    """torch 1.13's cpp_extension imports pkg_resources, which setuptools 82 dropped: 1.13.1 fails only
+    with setuptools>=82. The edge cell torch 1.13.0 (the oldest release) fails with setuptools>=82, and
+    is tested with setuptools==81.0.0 too, where it passes: no pin may exclude torch 1.13.0 for everyone."""
+    def truth(torch: str, setuptools: str) -> str:
+        return FAIL if Version(torch) < Version("2") and Version(setuptools) >= Version("82") else PASS
+
+    grid = [(t, s) for t in ("1.13.1", "2.4.1") for s in ("<82", ">=82")]
+    results = run_configurations(truth, grid)
+    edges = [r for r in results if r.cell.origin == ORIGIN_EDGE]
+    others = [r for r in edges if followups.OTHER_CONFIGURATION in r.cell.tags]
+    bad_edges = [r for r in edges if r not in others and r.probes[0].status == FAIL]
+    assert bad_edges and others
+    # Every bad edge release has its twin in the other configuration, equal on every other axis.
+    twins = {(r.cell.torch, r.install.resolved["setuptools"]): r for r in others}
+    for bad in bad_edges:
+        if "setuptools" in bad.cell.reason.split(":")[0]:  # a setuptools edge: its other configuration is torch 2.4.1
+            twin = next(r for r in others if r.install.resolved["setuptools"] == bad.install.resolved["setuptools"])
+            assert twin.cell.torch == "2.4.1"
+        else:
+            twin = twins[(bad.cell.torch, "81.0.0")]  # the passing grid cell's setuptools, as it has it
+            assert twin.cell.axes["setuptools"] == "<82" and "setuptools<82" in twin.cell.requirements
+        assert twin.probes[0].status == PASS and "other configuration" in twin.cell.reason
+    assert ("1.13.0", "81.0.0") in twins
+    # The bisection itself stays within its budget; its other-configuration cells never count there.
+    found = followups.edges(results, lambda cell, axis="torch": SETUPTOOLS if axis == "setuptools" else RELEASES)
+    for edge in found:
+        assert edge.spent <= edge.budget
+    # torch 1.13.0 was seen working (with setuptools 81.0.0): no pin excludes it.
+    suggestion = suggest_pins(results, {"torch": list(RELEASES), "setuptools": list(SETUPTOOLS)})
+    for line in requirement_lines(suggestion.recommended):
+        if line.package == "torch":
+            assert specifier_set([line.text()[len("torch"):]]).contains("1.13.0"), line.text()
+
+
+def test_a_finding_that_is_no_interaction_plans_no_other_configuration():
+    def truth(torch: str, setuptools: str) -> str:
+        return FAIL if Version(torch) < Version("2") else PASS
+
+    results = run_configurations(truth, [(t, s) for t in ("1.13.1", "2.4.1") for s in ("<82", ">=82")])
+    assert not [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
+    assert [r for r in results if r.cell.origin == ORIGIN_EDGE]
+
+
+configurations = st.integers(min_value=2, max_value=len(RELEASES)).flatmap(lambda n: st.tuples(
+    st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
+    st.lists(st.sampled_from([PASS, PASS, PASS, FAIL]), min_size=n, max_size=n),
+    st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True)))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configurations)
+def test_interactions_test_each_bad_edge_release_in_both_configurations_within_budget(pattern):
+    """Random break patterns in two configurations (setuptools>=82 and <82; a release may fail in
+    both): each edge spends at most ceil(log2 N) + 2 cells in its own configuration, and at most as
+    many again in the other, one per release it found bad; every bad edge release of an interaction
+    is tested in the passing configuration; no pin excludes a release seen passing."""
+    with_82, without, picked = pattern
+    releases = RELEASES[:len(with_82)]
+    truth_82, truth_81 = dict(zip(releases, with_82)), dict(zip(releases, without))
+
+    def truth(torch: str, setuptools: str) -> str:
+        if truth_82[torch] == UNSAT:
+            return UNSAT
+        return truth_82[torch] if Version(setuptools) >= Version("82") else truth_81[torch]
+
+    grid = [(releases[i], spec) for i in sorted(picked) for spec in ("<82", ">=82")]
+    results = run_configurations(truth, grid, releases, st_releases=("81.0.0", "84.2.1"))
+    found = followups.edges(results, lambda cell, axis="torch": ("81.0.0", "84.2.1") if axis == "setuptools"
+                            else releases)
+    others = [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
+    for edge in found:
+        assert edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
+        if edge.axis != "torch":
+            continue
+        mine = [r for r in others if r.cell.torch in edge.span and r.cell.axes["setuptools"] !=
+                dict(edge.context).get("setuptools")]
+        assert len(mine) <= edge.budget
+    assert not followups.other_configuration(results, found)  # every one was planned and ran
+    passing = {r.cell.torch for r in results if r.installed and r.probes[0].status == PASS}
+    suggestion = suggest_pins(results, {"torch": list(releases)})
+    for line in requirement_lines(suggestion.recommended):
+        if line.package == "torch" and not line.marker:
+            specifiers = specifier_set([line.text()[len("torch"):]])
+            for version in passing:
+                assert specifiers.contains(version), (line.text(), version)

@@ -132,8 +132,22 @@ def _observe(results: Sequence[CellResult], values_of: _CellValues
             evidence.append(Observation(
                 cell_id=result.cell.id, good=verdict.kind == COMPATIBLE,
                 values=values_of(result), failing=verdict.failing,
-                summaries={name: probe_summary(result, name) for name in verdict.failing}))
+                summaries={name: probe_summary(result, name) for name in verdict.failing},
+                named=_named_packages(result, verdict.failing)))
     return evidence, unsatisfiable, no_evidence, not_pinned
+
+
+def _named_packages(result: CellResult, failing: Sequence[str]) -> dict[str, str]:
+    """Failing probe -> the axis package its error names (``judge.causes.axis_module_named``)."""
+    from matrix.judge.causes import axis_module_named
+
+    named = {}
+    for name in failing:
+        probe = result.probe(name)
+        module = axis_module_named(result.cell, probe) if probe is not None else ""
+        if module:
+            named[name] = module.split(".")[0]
+    return named
 
 
 def _pairs(results: Iterable[CellResult], values_of: _CellValues) -> dict[Version, set[Version]]:

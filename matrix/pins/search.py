@@ -111,10 +111,11 @@ class _Grid:
         return frozenset(_indices(self.mask(atom)))
 
     def named_by_probes(self, atom: Atom, cells: Iterable[int]) -> bool:
-        """True when every failing probe of ``cells`` is about this axis (``torchvision_ops``)."""
+        """True when every failing probe of ``cells`` is about this axis: named after it
+        (``torchvision_ops``), or its error names a module of it (``torchvision.transforms...``)."""
         prefix = atom.axis + "_"
-        probes = [name for i in cells for name in self.observations[i].failing]
-        return bool(probes) and all(name.startswith(prefix) for name in probes)
+        probes = [(name, self.observations[i].named.get(name)) for i in cells for name in self.observations[i].failing]
+        return bool(probes) and all(name.startswith(prefix) or named == atom.axis for name, named in probes)
 
     def lost_mask(self, atoms: Iterable[Atom]) -> int:
         cells = 0

@@ -36,6 +36,9 @@ class Observation:
     values: Mapping[str, Value]  # axis -> public Version (packages, python) or str (variant)
     failing: tuple[str, ...] = ()  # required probes that failed (bad cells)
     summaries: Mapping[str, str] = field(default_factory=dict)  # probe -> one-line evidence
+    # failing probe -> the package of an axis its error names (``torchvision`` for "No module named
+    # 'torchvision.transforms.functional_tensor'"): which axis the failure is about
+    named: Mapping[str, str] = field(default_factory=dict)
 
     def value(self, axis: str) -> Value:
         return self.values.get(axis)

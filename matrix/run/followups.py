@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from matrix.edges import proc
 from matrix.plan import followups
 from matrix.plan import bisection
-from matrix.plan.grid import IndexFacts, _wheel_pythons, gather_facts
+from matrix.plan.grid import IndexFacts, _torch_specifiers, _wheel_pythons, gather_facts
 from matrix.spec.model import DEFAULT_VARIANT, TorchSelection
 from matrix.vocab import layout
 from matrix.vocab.errors import UserError
@@ -76,12 +78,19 @@ class IndexView:
         self.environ = environ
         self._indexes: dict[str, Any] = {}
         self._pythons: dict[tuple[str, str], frozenset[str] | None] = {}
-        self.pairing: dict[str, str] = {}
+        self.pairing: dict[str, str] = {}  # torch -> its torchvision
+        self.torch_of: dict[str, str] = {}  # torchvision -> the torch it requires
 
     @property
     def paired(self) -> bool:
-        """torchvision follows torch (``torchvision = "paired"``); explicit or none: held as it is."""
-        return self.spec.torchvision == "paired"
+        """torchvision moves with torch: paired, or listed explicitly (each torchvision release
+        requires one torch, so holding it while torch moves installs nothing); "none": no torchvision."""
+        return self.spec.torchvision != "none"
+
+    @property
+    def torchvision_axis(self) -> bool:
+        """The spec lists torchvision releases: a break that is torchvision's is bisected over them."""
+        return not isinstance(self.spec.torchvision, str)
 
     def index(self, variant: str) -> Any:
         if variant not in self._indexes:
@@ -119,9 +128,31 @@ class IndexView:
         if not wanted or not self.paired:
             return
         held = dataclasses.replace(self.spec, torch=TorchSelection(explicit=tuple(wanted)), exclude=(), include=(),
-                                   variants=(DEFAULT_VARIANT,))
+                                   variants=(DEFAULT_VARIANT,), torchvision="paired")
         facts: IndexFacts = gather_facts(held, self.index(DEFAULT_VARIANT))
         self.pairing.update(facts.pairing)
+
+    def read_torch_of(self, versions: Sequence[str]) -> None:
+        """torchvision release -> the torch its Requires-Dist pins (``torch==2.2.0``); a release that
+        declares a range (``torch>=2.14.0``) takes the newest torch release inside it."""
+        wanted = [v for v in versions if v not in self.torch_of]
+        if not wanted or not self.torchvision_axis:
+            return
+        index = self.index(DEFAULT_VARIANT)
+        metadata = index.requires_dist_many("torchvision", wanted)
+        torches: list[Version] | None = None
+        for vision in wanted:
+            for specifiers in _torch_specifiers(metadata[vision]):
+                exact = [s.version for s in specifiers if s.operator in ("==", "===") and "*" not in s.version]
+                if exact:
+                    self.torch_of[vision] = str(Version(Version(exact[0]).public))
+                    break
+                if torches is None:
+                    torches = [Version(v) for v in bisection.final_releases(index.versions("torch"))]
+                inside = [v for v in torches if specifiers.contains(v)]
+                if inside:
+                    self.torch_of[vision] = str(max(inside))
+                    break
 
 
 def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run: Callable[[Cell, int], None],
@@ -138,9 +169,13 @@ def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run
     while True:
         results = list(load())
         spent.spent = sum(1 for r in results if r.cell.is_followup)
-        view.read_pairing(followups.edge_versions(results, view.releases_for))
+        axis = view.torchvision_axis
+        view.read_pairing(followups.edge_versions(results, view.releases_for, torchvision_axis=axis))
+        view.read_torch_of(followups.edge_versions(results, view.releases_for, followups.TORCHVISION,
+                                                   torchvision_axis=axis))
         planned = followups.plan_followups(results, view.releases_for, pythons_of=view.pythons_of,
-                                           pairing=view.pairing if view.paired else None)
+                                           pairing=view.pairing if view.paired else None,
+                                           torch_of=view.torch_of, torchvision_axis=axis)
         if not planned:
             break
         now, spent.dropped = followups.within_cap(planned, spent.spent, cap)

@@ -253,6 +253,17 @@ def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_set
         results += [judge(cell) for cell in planned]
     counterfactuals = [r.cell for r in results if r.cell.origin == "counterfactual"]
     assert counterfactuals and all(c.requirements[-1] == "setuptools<82" for c in counterfactuals)
+    # The edge waits for each counterfactual's verdict before it picks another release: the environment
+    # adds one counterfactual per release it broke, and the edge tests the releases it tests without it
+    # (it used to take the ⚙ release as no evidence and try its neighbour too: 2.1.2 after 2.1.1).
+    for grid in (["1.13.1", "2.0.1", "2.4.1"], ["1.13.1", "2.0.1", "2.6.0"]):
+        results = [judge(grid_cell(v)) for v in grid]
+        for _ in range(50):
+            planned = followups.plan_followups(results, lambda cell, axis="torch": RELEASES)
+            results += [judge(cell) for cell in planned]
+        assert sorted(edge_cells(results), key=Version) == sorted(edge_cells(run(truth, grid)), key=Version)
+        counterfactuals = [r.cell.torch for r in results if r.cell.origin == "counterfactual"]
+        assert sorted(counterfactuals) == sorted(set(edge_cells(results)) & env_failure)
     assert torch_line(results) == "torch!=2.0.*"
     window = requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)[0].windows[0]
     assert window.end.good == "2.1.0" and window.end.good_cell == "t2.1.0-py3.11-edge-cf-with-setuptools_82"

@@ -6,6 +6,11 @@
     the planner runs until it asks for nothing (each cell judged by the pattern). Pure planning: no
     install. Reported: the most cells any edge spent over its bound (target <= 1), cells per break
     on average, and how often both edges of a break were found.
+(a') The same for interactions: breaks that hold in one configuration only (setuptools>=82 fails
+    where setuptools<82 passes, for some releases), where each release an edge finds bad is tested
+    once more in the passing configuration (plan.followups.other_configuration). Reported: the most
+    cells an edge spent in its own configuration, and in the other, each over its bound, and the
+    cells per interaction break in each.
 (b) Wall time of a run with proof against the same run without: ``nox -s matrix`` (which queues
     the follow-up session and the report) on a synthetic index of ten tiny torch wheels (2.0.0 ..
     2.9.0, a break at 2.3.0 .. 2.5.0, the spec testing 2.0.0, 2.4.0 and 2.9.0), once with the
@@ -27,7 +32,8 @@ from .stats import ratio, summarize, targets_for
 
 FIGURE = "9_proof"
 # The issue's bound; the wall-time ratio is a figure without a target (reported beside it).
-GOALS = {"most follow-up cells of an edge / (ceil(log2 N) + 2)": ("<=", 1.0, "")}
+GOALS = {"most follow-up cells of an edge / (ceil(log2 N) + 2)": ("<=", 1.0, ""),
+         "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)": ("<=", 1.0, "")}
 SIZES = (8, 16, 32, 52)
 
 
@@ -77,6 +83,56 @@ def edge_costs(ctx: Context) -> dict[str, Any]:
             "log2_bound": {size: math.ceil(math.log2(size)) + 2 for size in SIZES}}
 
 
+def interaction_costs(ctx: Context) -> dict[str, Any]:
+    from matrix.plan import followups
+    from tests.test_followups import FAIL, PASS, UNSAT, run_configurations
+
+    rng = random.Random(2282)
+    patterns = 20 if ctx.quick else 100
+    worst_own, worst_other, own_cells, other_cells, breaks = 0.0, 0.0, [], [], 0
+    for size in SIZES[:3]:
+        releases = _releases(size)
+        for _ in range(patterns):
+            with_82: dict[str, str] = {}
+            state = PASS
+            for version in releases:
+                if rng.random() < 3 / size:
+                    state = FAIL if state == PASS else PASS
+                with_82[version] = UNSAT if rng.random() < 0.03 else state
+            without = {v: FAIL if rng.random() < 0.05 else PASS for v in releases}
+
+            def truth(torch: str, setuptools: str, with_82=with_82, without=without) -> str:
+                if with_82[torch] == UNSAT:
+                    return UNSAT
+                return with_82[torch] if setuptools == "84.2.1" else without[torch]
+
+            grid = [(releases[i], spec) for i in sorted(rng.sample(range(size), rng.randint(2, 4)))
+                    for spec in ("<82", ">=82")]
+            results = run_configurations(truth, grid, releases, st_releases=("81.0.0", "84.2.1"))
+            others = [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
+            edges = [e for e in followups.edges(results, lambda cell, axis="torch": ("81.0.0", "84.2.1")
+                                                if axis == "setuptools" else releases) if e.axis == "torch"]
+            interaction = False
+            for edge in edges:
+                held = dict(edge.context).get("setuptools")
+                mine = [r for r in others if r.cell.torch in edge.span and r.cell.axes["setuptools"] != held]
+                worst_own = max(worst_own, edge.spent / edge.budget)
+                worst_other = max(worst_other, len(mine) / edge.budget)
+                interaction = interaction or bool(mine)
+            if interaction and edges:
+                count = len(edges) // 2
+                breaks += count
+                own_cells.append(sum(edge.spent for edge in edges) / count)
+                other_cells.append(len(others) / count)
+    mean_own = sum(own_cells) / max(1, len(own_cells))
+    mean_other = sum(other_cells) / max(1, len(other_cells))
+    ctx.log(f"  interactions: {mean_own:.1f} cells per break in its own configuration, {mean_other:.1f} in the "
+            f"passing one, over {breaks} breaks; worst edge {worst_own:.2f} (own) and {worst_other:.2f} (other) "
+            f"of ceil(log2 N) + 2")
+    return {"worst_own_ratio": worst_own, "worst_other_ratio": worst_other, "breaks": breaks,
+            "mean_own_cells_per_break": round(mean_own, 2), "mean_other_cells_per_break": round(mean_other, 2)}
+
+
 def run_wall(ctx: Context) -> dict[str, Any]:
     from tests.test_e2e import nox_env, write_window_world
 
@@ -107,11 +163,19 @@ def measure(ctx: Context) -> dict[str, Any]:
     costs = edge_costs(ctx)
     ctx.log(f"  worst edge: {costs['worst_ratio']:.2f} of its ceil(log2 N) + 2 bound; "
             f"{costs['mean_cells_per_break']:.1f} cells per break on average over {costs['breaks']} breaks")
+    interactions = interaction_costs(ctx)
     wall = run_wall(ctx)
-    values = {"most follow-up cells of an edge / (ceil(log2 N) + 2)": costs["worst_ratio"]}
-    return {"edges": costs, "wall": wall,
+    values = {"most follow-up cells of an edge / (ceil(log2 N) + 2)":
+              max(costs["worst_ratio"], interactions["worst_own_ratio"]),
+              "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)":
+              interactions["worst_other_ratio"]}
+    return {"edges": costs, "interactions": interactions, "wall": wall,
             "targets": targets_for(FIGURE, GOALS, values, {
                 "most follow-up cells of an edge / (ceil(log2 N) + 2)":
                     f"random break patterns over indexes of {', '.join(map(str, SIZES))} releases; "
                     f"wall time of nox -s matrix with proof / without: {wall['ratio']:.2f}x (synthetic "
-                    "index of ten tiny torch wheels: planning and a venv per follow-up cell, not downloads)"})}
+                    "index of ten tiny torch wheels: planning and a venv per follow-up cell, not downloads)",
+                "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)":
+                    f"{interactions['breaks']} interaction breaks over indexes of {', '.join(map(str, SIZES[:3]))} "
+                    f"releases: {interactions['mean_own_cells_per_break']} cells per break in its own "
+                    f"configuration, {interactions['mean_other_cells_per_break']} in the passing one"})}

@@ -9,6 +9,8 @@ an interpreter and read a venv's base interpreter, and ``... versions torch nump
 read each package's own ``__version__`` when it verifies an install; ``torch-matrix check``
 runs ``python probes/facts.py environment`` (not isolated: the environment as its user runs
 it) for the interpreter, its prefix, the installed versions and the build torch says it is.
+``... record`` is the install check (every file against its wheel's RECORD); ``record DIR``
+checks a ``--target`` directory instead (the prefetch, to hash ahead what a cell will hardlink).
 Every Python that runs here is a cell's, so keep it stdlib-only and Python 3.8 compatible.
 """
 
@@ -495,22 +497,37 @@ def _record_row_problem(site, dist_info, row, verified=None):
     return problem
 
 
-def incomplete_installs():
+def _outside(site, relative):
+    path = os.path.normpath(os.path.join(site, relative))
+    return os.path.commonpath([site, path]) != site
+
+
+def incomplete_installs(sites=None):
     """Distributions whose install did not complete or was damaged since: no RECORD, or a file
     RECORD lists that is missing, empty, shorter or longer, or holds other bytes (package files
     are hashed: a torn shared library can keep its size). A full disk or a killed installer
     leaves metadata behind, so the package looks installed (``uv pip freeze`` lists it) while
     its files are not all there. Dist-info metadata a publisher edited after writing RECORD is
-    accepted when whole (see ``_whole_metadata``): pip and uv install such wheels."""
+    accepted when whole (see ``_whole_metadata``): pip and uv install such wheels.
+
+    ``sites``: check these directories (a ``uv pip install --target``: the prefetch) instead of
+    this interpreter's site-packages, only the files inside them (a target has no venv around it
+    for RECORD's ``../../bin`` rows). Matching files go into the memo either way."""
     import csv
     import sysconfig
 
     from concurrent.futures import ThreadPoolExecutor
 
-    paths = sysconfig.get_paths()
+    if sites is None:
+        paths = sysconfig.get_paths()
+        sites = [p for p in (paths.get("purelib"), paths.get("platlib")) if p]
+        inside = False
+    else:
+        sites = [os.path.abspath(site) for site in sites]
+        inside = True
     broken = []
     checked = []  # (dist-info, its RECORD rows), in order
-    for site in sorted(set(p for p in (paths.get("purelib"), paths.get("platlib")) if p)):
+    for site in sorted(set(sites)):
         try:
             entries = sorted(os.listdir(site))
         except OSError:
@@ -524,7 +541,8 @@ def incomplete_installs():
                 continue
             try:
                 with open(record, encoding="utf-8", newline="") as handle:
-                    rows = [row for row in csv.reader(handle) if row and row[0]]
+                    rows = [row for row in csv.reader(handle) if row and row[0]
+                            and not (inside and _outside(site, row[0]))]
             except (OSError, UnicodeDecodeError, csv.Error) as exc:
                 broken.append("%s: unreadable RECORD: %s" % (entry, exc))
                 continue
@@ -558,9 +576,9 @@ def main(argv):
     elif argv[:1] == ["build"]:
         print(json.dumps(build_facts(), sort_keys=True))
     elif argv[:1] == ["record"]:
-        print(json.dumps(incomplete_installs()))
+        print(json.dumps(incomplete_installs(argv[1:] or None)))
     else:
-        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | build | record\n")
+        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | build | record [DIR...]\n")
         return 2
     return 0
 

@@ -6,12 +6,15 @@ checks that the second cell found its wheels already cached."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from matrix.run.prefetch import BUDGET_ENV, PREFETCH_ENV, PrefetchSettings, Prefetcher, fetch_command, settings_from
+from matrix.run.prefetch import (BUDGET_ENV, PREFETCH_ENV, PrefetchSettings, Prefetcher, fetch_command, hash_command,
+                                 settings_from)
 from matrix.vocab.errors import UserError
 from matrix.world.results import read_result
 from tests.factories import make_cell
@@ -21,17 +24,24 @@ class FakeUv:
     """Stands in for a background ``uv pip install --target``: it creates its target, and runs
     until released (or stopped)."""
 
-    def __init__(self, hold: bool = False) -> None:
+    def __init__(self, hold: bool = False, exit_status: int = 0) -> None:
         self.commands: list[list[str]] = []
+        self.low: list[bool] = []  # started at the lowest priority, per command
         self.release = threading.Event()
         if not hold:
             self.release.set()
         self.stopped = 0
+        self.exit_status = exit_status
 
-    def __call__(self, command, env=None):
+    def fetches(self) -> list[list[str]]:
+        return [c for c in self.commands if "--target" in c]
+
+    def __call__(self, command, env=None, low=False):
         self.commands.append(list(command))
-        target = Path(command[command.index("--target") + 1])
-        (target / "torch").mkdir(parents=True)
+        self.low.append(low)
+        if "--target" in command:
+            target = Path(command[command.index("--target") + 1])
+            (target / "torch").mkdir(parents=True)
         fake = self
 
         class Process:
@@ -39,7 +49,7 @@ class FakeUv:
 
             def poll(self):
                 if fake.release.is_set() and self.returncode is None:
-                    self.returncode = 0 if not getattr(self, "killed", False) else -15
+                    self.returncode = fake.exit_status if not getattr(self, "killed", False) else -15
                 return self.returncode
 
             def terminate(self):
@@ -70,11 +80,15 @@ def test_the_next_cells_pins_are_fetched_into_a_scratch_target_never_a_venv(tmp_
     prefetcher.wait(10)
     assert prefetcher.ahead(cells[:2]) == []  # each cell once per run
     assert prefetcher.done == {cells[0].id: "fetched", cells[1].id: "fetched"}
-    first = uv.commands[0]
+    first, hashing = uv.commands[:2]
     assert first[:5] == ["uv", "pip", "install", "--python", "/py/3.11"]
-    assert first[first.index("--target") + 1] == str(tmp_path / "scratch" / cells[0].id)
+    target = str(tmp_path / "scratch" / cells[0].id)
+    assert first[first.index("--target") + 1] == target
     assert "torch==2.4.1" in first and "--default-index" in first
-    assert not any(Path(c[c.index("--target") + 1]).exists() for c in uv.commands)  # scratch removed
+    # Then the install check's hashing over the fetched files (it fills the memo the cell's check reads).
+    assert hashing[:2] == ["/py/3.11", "-I"] and hashing[2].endswith("facts.py") and hashing[3:] == ["record", target]
+    assert len(uv.commands) == 4 and all(uv.low), "every background step runs at the lowest priority"
+    assert not any(Path(c[c.index("--target") + 1]).exists() for c in uv.fetches())  # scratch removed
     prefetcher.close()
     assert not (tmp_path / "scratch").exists()
 
@@ -84,6 +98,11 @@ def test_the_disk_budget_is_checked_before_and_during_a_fetch(tmp_path):
     (cell,) = low.ahead([make_cell()])
     low.wait(10)
     assert low.done[cell.id].startswith("skipped: less than 10 GB free") and low.start.commands == []
+
+    failing = _prefetcher(tmp_path, FakeUv(exit_status=2))
+    (cell,) = failing.ahead([make_cell()])
+    failing.wait(10)
+    assert failing.done[cell.id] == "failed (uv exited 2)" and len(failing.start.commands) == 1  # nothing hashed
 
     readings = iter([50 * 10**9] + [10**9] * 1000)  # plenty at the start, then the disk fills up
     uv = FakeUv(hold=True)
@@ -119,7 +138,7 @@ def test_a_cell_about_to_install_waits_for_its_own_fetch_or_leaves_the_queue(tmp
     prefetcher.claim(first.id)  # under way: wait for it
     assert uv.release.is_set()  # claim returned only once the fetch had ended
     prefetcher.wait(10)
-    assert second.id not in prefetcher.done and len(uv.commands) == 1
+    assert second.id not in prefetcher.done and len(uv.fetches()) == 1
 
 
 def test_settings_come_from_the_environment_and_bad_values_are_one_error():
@@ -156,3 +175,74 @@ def test_a_cold_matrix_fetches_the_next_cell_while_the_first_runs_its_probes(tmp
     assert "Prepared" in first.install.message, first.install.message  # downloaded by its own install
     assert "Prepared" not in second.install.message, second.install.message  # already in the cache
     assert not list(tmp_path.glob("nox/.torch-matrix-prefetch-*"))  # scratch removed at exit
+
+
+def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cells_venv(tmp_path, monkeypatch):
+    """The prefetch's hashing step (``hash_command``, a real ``python -I probes/facts.py record DIR``)
+    over a --target directory: the cell's venv, hardlinked from the same cache files, then finds
+    every file in the memo and hashes nothing; rows outside the target (``../../bin``) are left out."""
+    import base64
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    from probes import facts
+
+    def site_with(where: Path, data: bytes, link_from: Path | None = None) -> Path:
+        (where / "pkg").mkdir(parents=True)
+        (where / "pkg-1.0.dist-info").mkdir()
+        lib = where / "pkg" / "lib.so"
+        if link_from is None:
+            lib.write_bytes(data)
+        else:
+            os.link(link_from, lib)  # what uv does: the venv's file is the cache's inode
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        (where / "pkg-1.0.dist-info" / "RECORD").write_text(
+            f"pkg/lib.so,sha256={digest},{len(data)}\n../../../bin/pkg-tool,sha256=AAAA,5\n"
+            "pkg-1.0.dist-info/RECORD,,\n")
+        return lib
+
+    data = os.urandom(64 * 1024)
+    memo = tmp_path / "memo.sqlite3"
+    monkeypatch.setenv("TORCH_MATRIX_VERIFIED_DB", str(memo))
+    target = tmp_path / "scratch" / "cell"
+    cached = site_with(target, data)
+    done = subprocess.run(hash_command(sys.executable, target), capture_output=True, text=True, env=os.environ)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []  # whole, and the ../../../bin row outside the target not looked for
+
+    venv_site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site_with(venv_site, data, link_from=cached)
+    hashed = []
+    real = facts._digests
+    monkeypatch.setattr(facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm))
+    assert facts.incomplete_installs([str(venv_site)]) == []
+    assert hashed == [], "the cell's check hashed again what the prefetch had hashed"
+    # Damaged bytes in the target are never remembered: the cell's check still hashes and finds them.
+    other = tmp_path / "scratch" / "other"
+    site_with(other, data)
+    (other / "pkg" / "lib.so").write_bytes(bytes(len(data)))
+    subprocess.run(hash_command(sys.executable, other), capture_output=True, env=os.environ, check=True)
+    fresh = tmp_path / "venv2"
+    site_with(fresh, data, link_from=other / "pkg" / "lib.so")
+    assert "other bytes" in " ".join(facts.incomplete_installs([str(fresh)])) and hashed
+
+
+def test_a_background_step_runs_at_the_lowest_cpu_priority():
+    import os
+    import shutil
+
+    from matrix.edges import proc
+
+    if not shutil.which("nice") or not Path("/proc/self/comm").exists():
+        pytest.skip("no `nice` or no /proc on this machine: the prefetch runs at normal priority here")
+    process = proc.background(["sleep", "30"], low=True)
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{process.pid}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.01)  # nice (and ionice) exec the command: the same process id
+        assert os.getpriority(os.PRIO_PROCESS, process.pid) == 19
+    finally:
+        proc.stop(process)
+    assert process.returncode is not None

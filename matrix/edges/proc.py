@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -80,11 +82,28 @@ class Streamed:
     timed_out: bool
 
 
-def background(command: Sequence[str], *, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def low_priority(command: Sequence[str]) -> list[str]:
+    """``command`` run at the lowest CPU priority (``nice -n 19``) and the lowest best-effort I/O
+    priority (``ionice -c 2 -n 7``), where those tools exist: it gets the cores only when nothing
+    else wants them. Both exec the command, so its process id stays the one we started."""
+    prefix: list[str] = []
+    nice = shutil.which("nice")
+    if nice:
+        prefix += [nice, "-n", "19"]
+    ionice = shutil.which("ionice")
+    if ionice and sys.platform.startswith("linux"):
+        prefix += [ionice, "-c", "2", "-n", "7"]
+    return prefix + list(command)
+
+
+def background(command: Sequence[str], *, env: Mapping[str, str] | None = None,
+               low: bool = False) -> subprocess.Popen:
     """Start ``command`` in the background, its output discarded (a prefetch): stop it with ``stop``.
-    It stays in our process group, so Ctrl-C at the terminal reaches it too."""
-    return subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=dict(env) if env is not None else None)
+    It stays in our process group, so Ctrl-C at the terminal reaches it too. ``low``: at the
+    lowest priority (``low_priority``), so it uses only what the foreground work leaves idle."""
+    return subprocess.Popen(low_priority(command) if low else list(command), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(env) if env is not None else None)
 
 
 def stop(process: subprocess.Popen, grace_s: float = 5.0) -> None:

@@ -4,9 +4,13 @@ A cold matrix otherwise pays every download in series with the probes: a cell wh
 is not cached spends seconds downloading before its probes start, while the previous cell's
 probes left the network idle. Here, when a cell's probes start, the next cells' pins are
 installed by one background ``uv pip install --target <scratch>`` at a time: uv fills its
-cache (what the next cell's own install then links from) and the scratch directory, hardlinked
-from the cache, is deleted right after. Bounded and never in the way:
+cache (what the next cell's own install then links from); then the install check's hashing
+runs over the scratch directory (its files are the cache's inodes, which the cell's venv will
+hardlink: ``probes/facts.py``'s memo then knows them), and the scratch directory is deleted.
+Bounded and never in the way:
 
+- at the lowest CPU and I/O priority (``nice``/``ionice``): it uses the cores the probes leave
+  idle (they are mostly one Python process) instead of competing with them for the cores;
 - at most ``ahead`` cells ahead (``TORCH_MATRIX_PREFETCH``, default 2; ``0`` switches it off),
   only cells that will run (the caller says which), each once per run;
 - a disk budget: nothing starts, and a running fetch is stopped, while the free space on uv's
@@ -35,7 +39,7 @@ from typing import Any
 from matrix.edges import proc
 from matrix.vocab.errors import UserError
 from matrix.vocab.records import Cell
-from matrix.world import environment
+from matrix.world import environment, probe_process
 
 PREFETCH_ENV = "TORCH_MATRIX_PREFETCH"
 BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"
@@ -170,7 +174,9 @@ class Prefetcher:
     def _work(self) -> None:
         try:
             while (cell := self._next()) is not None:
+                started = time.monotonic()
                 self.done[cell.id] = self._fetch(cell)
+                self.log(f"prefetch: {cell.id}: {self.done[cell.id]} ({time.monotonic() - started:.1f}s)")
         finally:
             with self._lock:
                 self._current = ""
@@ -185,21 +191,44 @@ class Prefetcher:
         if command is None:
             return "skipped: not fetchable"
         try:
-            with self._lock:
-                if self._closed:
-                    return "skipped: run ended"
-                self._process = self.start(command, env=self.env)
-            process = self._process
-            while process.poll() is None:
-                if self.free(self.cache_dir) < budget:
-                    proc.stop(process)
-                    return f"stopped: less than {budget / 1e9:g} GB free ({BUDGET_ENV})"
-                time.sleep(POLL_S)
-            return "fetched" if process.returncode == 0 else f"failed (uv exited {process.returncode})"
+            returncode, why = self._run(command, budget)
+            if why:
+                return why
+            if returncode != 0:
+                return f"failed (uv exited {returncode})"
+            # The cell's install check hashes every file of its venv against RECORD once per inode
+            # (probes/facts.py's memo); the venv's files are hardlinks of the cache files that the
+            # scratch target holds now: hash them here, so that cell's check finds them hashed.
+            returncode, why = self._run(hash_command(self.python_for(cell), target), None)
+            if why:
+                return why
+            return "fetched" if returncode == 0 else f"fetched (files not hashed ahead: exited {returncode})"
         except OSError as error:
             return f"failed: {error}"
         finally:
-            with self._lock:
-                self._process = None
             shutil.rmtree(target, ignore_errors=True)
 
+    def _run(self, command: list[str], budget: int | None) -> tuple[int | None, str]:
+        """Run one background step at low priority until it ends: (its exit status, ""), or
+        (None, why it did not run or was stopped: the run ended, the disk budget)."""
+        try:
+            with self._lock:
+                if self._closed:
+                    return None, "skipped: run ended"
+                self._process = self.start(command, env=self.env, low=True)
+            process = self._process
+            while process.poll() is None:
+                if budget is not None and self.free(self.cache_dir) < budget:
+                    proc.stop(process)
+                    return None, f"stopped: less than {budget / 1e9:g} GB free ({BUDGET_ENV})"
+                time.sleep(POLL_S)
+            return process.returncode, ""
+        finally:
+            with self._lock:
+                self._process = None
+
+
+def hash_command(python: str, target: Path) -> list[str]:
+    """``probes/facts.py record TARGET``: the install check over a fetched target, which fills its
+    memo of files hashed (the exit status says nothing of the files: only matches are remembered)."""
+    return [python, "-I", str(probe_process.facts_script()), "record", str(target)]

@@ -3,11 +3,14 @@
 (a) **Cold matrix, full suite.** The 5 cells of figures 2-3 (torch 2.4.1 / 2.5.1 x numpy,
     paired torchvision, Python 3.11), every standard probe, run through the project's noxfile
     exactly as a user runs ``nox -s matrix``: once from a *fresh* ``UV_CACHE_DIR`` (cold), then
-    again with that cache (warm: fresh venvs, fresh results). Side by side in the same run:
-    the same cold run with prefetch switched off (``TORCH_MATRIX_PREFETCH=0``, the old code
-    path: every download in series with the probes). Figures: cold / warm (target <= 1.25),
-    cold / (unique wheel bytes / bandwidth + warm), and the old figure, cold install wall /
-    (unique bytes / bandwidth), from figure 2's own measurement when it ran.
+    again with that cache (warm: fresh venvs, fresh results). Each run has its own fresh
+    ``TORCHINDUCTOR_CACHE_DIR`` (torch.compile's kernels would otherwise carry over from cold to
+    warm through /tmp): the two differ by the downloads alone. Figures: cold / warm (target
+    <= 1.25), cold / (unique wheel bytes / bandwidth + warm), and the old figure beside them,
+    cold install / (unique bytes / bandwidth), measured as figure 2 does: the same 5 cells'
+    installs alone, one after another, from a fresh cache (every download in series: what a cold
+    run without prefetch pays on top of its probes; a minute instead of a whole prefetch-off
+    matrix). Per run, the phases summed (install, verify, probes) and the load average.
 (b) **The README's default matrix, warm.** ``nox -s matrix`` with no spec (the built-in default
     matrix), twice side by side: ``TORCH_MATRIX_RERUN_ALWAYS=1`` (the old rule: every failing
     probe rerun twice) and the new rule (rerun only what can change the answer). Wall time of
@@ -23,15 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from .common import BenchError, Context, remove_tree, run_nox_matrix
+from .machine import load_average
 from .stats import human_bytes, ratio, targets_for
 
 FIGURE = "8_speed"
 GOALS = {"cold / warm wall, 5 cells, full suite": ("<=", 1.25, "x")}
 RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"  # matrix.run.cellrun: the old rerun rule, for this figure
-PREFETCH_ENV = "TORCH_MATRIX_PREFETCH"  # matrix.run.prefetch: cells fetched ahead (0: off)
 BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"  # matrix.run.prefetch: free space a fetch must leave
-# The fresh cache of the 5 cells takes ~9 GiB on disk (figure 3): the cold part needs this much free
-# before it starts, and lets prefetch run down to BENCH_BUDGET_GB free (a shared machine's disk).
+# The fresh cache of the 5 cells takes ~9 GiB on disk (figure 3; one fresh cache at a time): the cold
+# part needs this much free before it starts, and lets prefetch run down to BENCH_BUDGET_GB free.
 NEEDED_FREE_GB = 15.0
 BENCH_BUDGET_GB = "4"
 
@@ -63,13 +66,14 @@ def cell_timings(results_root: Path) -> dict[str, dict[str, Any]]:
 
     loaded = load_results(results_root)
     return {r.cell.id: {"verdict": str(verdict_of(r).kind), "probes_s": r.timings.get("probes"),
-                        "install_s": r.timings.get("resolve+install"), "total_s": r.timings.get("total"),
+                        "install_s": r.timings.get("resolve+install"), "verify_s": r.timings.get("verify"),
+                        "total_s": r.timings.get("total"),
                         "probe_runs": sum(int(p.evidence.get("runs", 1)) for p in r.probes)}
             for r in loaded.results}
 
 
 def measure_cold(ctx: Context) -> dict[str, Any]:
-    from .cold_matrix import PROBE_FILES, download_once, probe_file_url
+    from .cold_matrix import PROBE_FILES, download_once, install_matrix, probe_file_url
     from .wheelsizes import unique_installed, wheel_sizes
 
     import shutil
@@ -83,42 +87,62 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
     url, size = probe_file_url(*PROBE_FILES[ctx.quick])
     bandwidth = sorted(download_once(url, size)["bandwidth_Bps"] for _ in range(3))[1]
     ctx.log(f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)})")
-    runs: dict[str, dict[str, Any]] = {}
     cache = ctx.work / "speed-cold-cache"
-    for label, prefetch in (("cold-old", "0"), ("cold", "")):  # the old path first, then ours
-        remove_tree(cache)
-        env = {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache), PREFETCH_ENV: prefetch,
-               BUDGET_ENV: BENCH_BUDGET_GB}
+    # The old figure (figure 2's path): the 5 cells' installs alone, one after another, from a fresh
+    # cache: every download in series, as a cold run without prefetch pays them on top of its probes.
+    remove_tree(cache)
+    load = load_average()
+    serial_venvs, serial_s = install_matrix(ctx, cache, ctx.dir("speed-serial-venvs"))
+    remove_tree(ctx.work / "speed-serial-venvs")
+    ctx.log(f"  downloads in series (figure 2's path: {len(serial_venvs)} cells' installs alone, fresh "
+            f"UV_CACHE_DIR): {serial_s:.1f} s (load {load})")
+    runs: dict[str, dict[str, Any]] = {}
+    remove_tree(cache)
+    for label in ("cold", "warm"):  # the same cache: fresh for cold, as cold left it for warm
+        load = load_average()
+        # Each run its own torch.compile cache (by default /tmp's, shared): the warm run must not
+        # find the kernels the cold run compiled, only the wheels it downloaded.
+        env = {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache), BUDGET_ENV: BENCH_BUDGET_GB,
+               "TORCHINDUCTOR_CACHE_DIR": str(ctx.dir(f"speed-inductor-{label}"))}
         runs[label] = run_nox(ctx, label, env)
-        # Its venvs hold the only links to the wheels of a cache deleted next: ~9 GB freed now.
-        remove_tree(ctx.work / f"speed-envs-{label}")
-        ctx.log(f"  {label} (fresh UV_CACHE_DIR{', prefetch off' if prefetch == '0' else ''}): "
-                f"{len(runs[label]['cells'])} cells in {runs[label]['wall_s']:.1f} s")
-    runs["warm"] = run_nox(ctx, "warm", {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache)})
-    ctx.log(f"  warm (same cache, fresh venvs): {runs['warm']['wall_s']:.1f} s")
+        runs[label]["load_average_before"] = load
+        ctx.log(f"  {label} ({'fresh UV_CACHE_DIR' if label == 'cold' else 'same cache, fresh venvs'}): "
+                f"{len(runs[label]['cells'])} cells in {runs[label]['wall_s']:.1f} s (load {load}); "
+                f"{phase_line(runs[label]['cells'])}")
     sizes = wheel_sizes(unique_installed([Path(v) for v in runs["warm"]["venvs"]]))
     unique_bytes = sum(sizes.values())
+    for label in ("cold", "warm"):
+        remove_tree(ctx.work / f"speed-envs-{label}")
+        remove_tree(ctx.work / f"speed-inductor-{label}")
     remove_tree(cache)
     download_s = unique_bytes / bandwidth
-    cold, warm, old = runs["cold"]["wall_s"], runs["warm"]["wall_s"], runs["cold-old"]["wall_s"]
+    cold, warm = runs["cold"]["wall_s"], runs["warm"]["wall_s"]
     cold_over_warm = ratio(cold, warm)
     cold_over_ideal = ratio(cold, download_s + warm)
-    # Figure 2's old figure, from the same runs: the cells' install phases alone against the bytes at link speed.
     installs = {label: sum(c["install_s"] or 0.0 for c in run["cells"].values()) for label, run in runs.items()}
-    ctx.log(f"  install phases: {', '.join(f'{k} {v:.1f} s' for k, v in installs.items())}; cold install / "
-            f"(bytes / bandwidth) {ratio(installs['cold'], download_s):.2f}x (prefetch off: "
-            f"{ratio(installs['cold-old'], download_s):.2f}x)")
+    hidden = 1 - (cold - warm) / serial_s if serial_s else None
     ctx.log(f"  unique wheel bytes {human_bytes(unique_bytes)} in {len(sizes)} files = {download_s:.1f} s at "
-            f"link speed; cold / warm {cold_over_warm:.2f}x (prefetch off: {ratio(old, warm):.2f}x); "
-            f"cold / (bytes / bandwidth + warm) {cold_over_ideal:.2f}x (prefetch off: "
-            f"{ratio(old, download_s + warm):.2f}x)")
+            f"link speed; cold / warm {cold_over_warm:.2f}x; cold / (bytes / bandwidth + warm) "
+            f"{cold_over_ideal:.2f}x")
+    ctx.log(f"  old figure, cold install / (bytes / bandwidth): {ratio(serial_s, download_s):.2f}x in series "
+            f"(figure 2's path); the cold run's install phases {installs['cold']:.1f} s = "
+            f"{ratio(installs['cold'], download_s):.2f}x (warm {installs['warm']:.1f} s); the cold run paid "
+            f"{cold - warm:.1f} s more than the warm one for downloads that cost {serial_s:.1f} s in series")
     return {"runs": runs, "bandwidth_Bps": bandwidth, "unique_wheel_bytes": unique_bytes,
             "unique_wheel_files": len(sizes), "download_at_link_speed_s": download_s,
             "cold_over_warm": cold_over_warm, "cold_over_bytes_and_warm": cold_over_ideal,
-            "install_phases_s": installs, "old_figure_cold_install_over_bytes": ratio(installs["cold"], download_s),
-            "old_figure_prefetch_off": ratio(installs["cold-old"], download_s),
-            "prefetch_off_cold_over_warm": ratio(old, warm),
-            "prefetch_off_cold_over_bytes_and_warm": ratio(old, download_s + warm)}
+            "install_phases_s": installs, "serial_install_s": serial_s,
+            "old_figure_cold_install_over_bytes": ratio(serial_s, download_s),
+            "cold_run_install_over_bytes": ratio(installs["cold"], download_s),
+            "share_of_serial_downloads_hidden": hidden}
+
+
+def phase_line(cells: dict[str, dict[str, Any]]) -> str:
+    """The phases of a run's cells, summed: where its time went."""
+    sums = {name: sum(c.get(key) or 0.0 for c in cells.values())
+            for name, key in (("install", "install_s"), ("verify", "verify_s"), ("probes", "probes_s"),
+                              ("cells", "total_s"))}
+    return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in sums.items())
 
 
 def measure_default(ctx: Context, repeats: int) -> dict[str, Any]:
@@ -128,12 +152,18 @@ def measure_default(ctx: Context, repeats: int) -> dict[str, Any]:
     for i in range(repeats):
         for label, value in (("old", "1"), ("new", "")):
             # No spec: the repository root has no matrix.toml, so nox plans the built-in default matrix.
-            env = {"TORCH_MATRIX_SPEC": "", RERUN_ALWAYS_ENV: value}
+            # Each run its own torch.compile cache: the second must not find the kernels the first compiled.
+            inductor = ctx.dir(f"speed-inductor-default-{label}-{i}")
+            env = {"TORCH_MATRIX_SPEC": "", RERUN_ALWAYS_ENV: value, "TORCHINDUCTOR_CACHE_DIR": str(inductor)}
+            load = load_average()
             run = run_nox(ctx, f"default-{label}-{i}", env)
+            remove_tree(inductor)
+            remove_tree(ctx.work / f"speed-envs-default-{label}-{i}")
             walls[label].append(run["wall_s"])
             cells[label].append(run["cells"])
             ctx.log(f"  default matrix, {label} rerun rule, run {i + 1}/{repeats}: {len(run['cells'])} cells "
-                    f"in {run['wall_s']:.1f} s ({sum(c['probe_runs'] for c in run['cells'].values())} probe runs)")
+                    f"in {run['wall_s']:.1f} s ({sum(c['probe_runs'] for c in run['cells'].values())} probe runs; "
+                    f"load {load})")
     saved = {}
     for cell_id in cells["new"][-1]:
         before = [c[cell_id]["probes_s"] for c in cells["old"] if c.get(cell_id, {}).get("probes_s") is not None]
@@ -167,7 +197,8 @@ def measure(ctx: Context) -> dict[str, Any]:
         result["default"] = {"error": str(error)}
         ctx.log(f"  default matrix NOT MEASURED: {error}")
     cold = result.get("cold", {})
-    note = (f"cold / (unique bytes / bandwidth + warm) = {cold['cold_over_bytes_and_warm']:.2f}x; prefetch off: "
-            f"cold / warm {cold['prefetch_off_cold_over_warm']:.2f}x" if "cold_over_warm" in cold else "")
+    note = (f"cold / (unique bytes / bandwidth + warm) = {cold['cold_over_bytes_and_warm']:.2f}x; old figure, "
+            f"cold install / (bytes / bandwidth) = {cold['old_figure_cold_install_over_bytes']:.2f}x"
+            if "cold_over_warm" in cold else "")
     result["targets"] = targets_for(FIGURE, GOALS, values, {"cold / warm wall, 5 cells, full suite": note})
     return result

@@ -156,9 +156,14 @@ def test_cap_from_reads_the_follow_up_cap():
 
 # ------------------------------------------------------------------------------- property
 
-patterns = st.integers(min_value=2, max_value=len(RELEASES)).flatmap(lambda n: st.tuples(
-    st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
-    st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True)))
+def break_patterns(most: int) -> st.SearchStrategy:
+    """(an outcome per release of the first n <= ``most``, the 1-4 releases the grid tests)."""
+    return st.integers(min_value=2, max_value=most).flatmap(lambda n: st.tuples(
+        st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
+        st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True)))
+
+
+patterns = break_patterns(len(RELEASES))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -673,3 +678,61 @@ def test_interactions_test_each_bad_edge_release_in_both_configurations_within_b
             specifiers = specifier_set([line.text()[len("torch"):]])
             for version in passing:
                 assert specifiers.contains(version), (line.text(), version)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(break_patterns(len(VISION)))
+def test_torchvision_windows_never_cover_a_passing_release_and_edges_stay_within_budget(pattern):
+    """The torchvision axis under random break patterns (failures naming a torchvision module):
+    every edge cell moves torchvision with the torch it requires, each edge spends at most
+    ceil(log2 N) + 2 cells, and no pin excludes a torchvision or torch release seen passing."""
+    outcomes, picked = pattern
+    releases = VISION[:len(outcomes)]
+    truth = dict(zip(releases, outcomes))
+
+    def judge(cell: Cell) -> CellResult:
+        outcome = truth.get(cell.torchvision, UNSAT)
+        if outcome == UNSAT or cell.plan_note:
+            return make_result(cell, status=UNSATISFIABLE, message="no wheel")
+        return make_result(cell, probes=[make_probe("tests", outcome, message=GONE if outcome == FAIL else "")])
+
+    def releases_for(cell: Cell, axis: str = "torch") -> Sequence[str]:
+        return releases if axis == "torchvision" else tuple(TORCH_OF[v] for v in releases)
+
+    results = [judge(pair_cell(releases[i])) for i in sorted(picked)]
+    for _ in range(200):
+        planned = followups.plan_followups(results, releases_for, pairing=PAIRING, torch_of=TORCH_OF,
+                                           torchvision_axis=True)
+        if not planned:
+            break
+        results += [judge(cell) for cell in planned]
+    else:
+        raise AssertionError("the planner never stopped")
+    for edge in followups.edges(results, releases_for, torchvision_axis=True):
+        assert edge.axis == "torchvision" and edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
+    assert all(r.cell.torch == TORCH_OF[r.cell.torchvision] for r in results if r.cell.origin == ORIGIN_EDGE)
+    passing = [r.cell for r in results if r.installed and r.probes[0].status == PASS]
+    suggestion = suggest_pins(results, {"torch": [TORCH_OF[v] for v in releases], "torchvision": list(releases)})
+    for line in requirement_lines(suggestion.recommended):
+        specifiers = specifier_set([line.text()[len(line.package):]])
+        for cell in passing:
+            assert specifiers.contains(cell.axes[line.package]), (line.text(), cell.id)
+
+
+def test_a_traceback_through_torchvision_does_not_make_a_break_torchvisions():
+    """Only a module the error quotes (or a torchvision_* probe) names torchvision; a frame inside
+    torchvision may be torch's doing (torch changed, torchvision's code calling it broke): that
+    break stays torch's, on the planner's side and the pins' alike."""
+    frame = ('Traceback (most recent call last):\n  File "/v/lib/python3.11/site-packages/torchvision/ops/boxes.py", '
+             'line 41, in nms\nRuntimeError: the op broke')
+
+    def judge(cell: Cell) -> CellResult:
+        bad = Version(cell.torch) >= Version("2.2")
+        return make_result(cell, probes=[make_probe("tests", FAIL if bad else PASS, message="the op broke" if bad else "",
+                                                    output_tail=frame if bad else "")])
+
+    results = run_pairs(judge, [pair_cell("0.16.2"), pair_cell("0.18.1")])
+    assert not followups.names_torchvision(results[1])
+    assert {edge.axis for edge in followups.edges(results, vision_releases, torchvision_axis=True)} == {"torch"}
+    lines = [line.text() for line in requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)]
+    assert lines and lines[0].startswith("torch<"), lines

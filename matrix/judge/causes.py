@@ -146,10 +146,10 @@ def axis_modules(cell: Any) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def axis_module_named(cell: Any, probe: ProbeResult) -> str:
+def axis_module_named(cell: Any, probe: ProbeResult, frames: bool = True) -> str:
     """The module of an axis under test that a failed import/collection names (``torch._six`` in
     ``No module named 'torch._six'``, ``cannot import name 'x' from 'torch.optim'``, ``module
-    'torch' has no attribute 'x'``, or a frame inside the package), or ""."""
+    'torch' has no attribute 'x'``, or, with ``frames``, a frame inside the package), or ""."""
     text = "\n".join([probe.message, *(str(e.get("message", "")) for e in
                                         probe.evidence.get("collection_errors") or ()), probe.output_tail or ""])
     mods = "|".join(re.escape(m) for m in axis_modules(cell))
@@ -157,7 +157,7 @@ def axis_module_named(cell: Any, probe: ProbeResult) -> str:
                        % mods, text)
     if quoted:
         return quoted.group(1)
-    frame = re.search(r"/site-packages/(%s)/" % mods, text)
+    frame = re.search(r"/site-packages/(%s)/" % mods, text) if frames else None
     return frame.group(1) if frame else ""
 
 

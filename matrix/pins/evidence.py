@@ -138,13 +138,14 @@ def _observe(results: Sequence[CellResult], values_of: _CellValues
 
 
 def _named_packages(result: CellResult, failing: Sequence[str]) -> dict[str, str]:
-    """Failing probe -> the axis package its error names (``judge.causes.axis_module_named``)."""
+    """Failing probe -> the axis package its error names (``judge.causes.axis_module_named``; a
+    module the message quotes, not a frame: a traceback through a package does not blame it)."""
     from matrix.judge.causes import axis_module_named
 
     named = {}
     for name in failing:
         probe = result.probe(name)
-        module = axis_module_named(result.cell, probe) if probe is not None else ""
+        module = axis_module_named(result.cell, probe, frames=False) if probe is not None else ""
         if module:
             named[name] = module.split(".")[0]
     return named

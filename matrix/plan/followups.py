@@ -186,8 +186,9 @@ def edges(results: Sequence[CellResult], releases_for: Callable[[Cell, str], Seq
 
 def names_torchvision(result: CellResult) -> bool:
     """Every failing probe of the cell that names a module of an axis names torchvision's (a
-    ``torchvision_*`` probe, ``No module named 'torchvision.transforms.functional_tensor'``, a frame
-    inside torchvision), and one does."""
+    ``torchvision_*`` probe, ``No module named 'torchvision.transforms.functional_tensor'``), and
+    one does. A module the error quotes, not a frame: the pins blame the same axis
+    (``pins.evidence``), and a traceback through torchvision may be torch's doing."""
     from matrix.judge.causes import axis_module_named
     from matrix.judge.verdict import verdict_of
 
@@ -196,7 +197,10 @@ def names_torchvision(result: CellResult) -> bool:
         probe = result.probe(name)
         if probe is None:
             continue
-        module = TORCHVISION if name.startswith(TORCHVISION + "_") else axis_module_named(result.cell, probe)
+        if name.startswith(TORCHVISION + "_"):
+            module = TORCHVISION
+        else:
+            module = axis_module_named(result.cell, probe, frames=False)
         if module:
             named.append(module.split(".")[0])
     return bool(named) and all(module == TORCHVISION for module in named)

@@ -240,38 +240,44 @@ def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
 def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_settles_the_edge():
     """Real wheels: torch 2.1's torch.compile imports pkg_resources, which a uv venv lacks. The edge
     cell is `environment` (no evidence); its counterfactual (with setuptools) passes, so the release
-    works and the end of the break is proven next to it."""
+    works and the end of the break is proven next to it. The edge waits for that verdict before it
+    picks another release, and its next cells install the confirmed fix from the start."""
     truth = truth_of({"2.0.0", "2.0.1"})
     env_failure = {"2.1.0", "2.1.1", "2.1.2"}
 
     def judge(cell: Cell) -> CellResult:
-        if cell.torch in env_failure and cell.origin == ORIGIN_EDGE:
+        if cell.torch in env_failure and cell.origin == ORIGIN_EDGE and "setuptools<82" not in cell.requirements:
             return make_result(cell, probes=[make_probe("p", FAIL, message="ModuleNotFoundError: No module named "
                                                                           "'pkg_resources'")])
         return judged(cell, truth[cell.torch])
 
-    results = [judge(grid_cell(v)) for v in ("1.13.1", "2.0.1", "2.4.1")]
-    for _ in range(50):
-        planned = followups.plan_followups(results, lambda cell, axis="torch": RELEASES)
-        if not planned:
-            break
-        results += [judge(cell) for cell in planned]
-    counterfactuals = [r.cell for r in results if r.cell.origin == "counterfactual"]
-    assert counterfactuals and all(c.requirements[-1] == "setuptools<82" for c in counterfactuals)
-    # The edge waits for each counterfactual's verdict before it picks another release: the environment
-    # adds one counterfactual per release it broke, and the edge tests the releases it tests without it
-    # (it used to take the ⚙ release as no evidence and try its neighbour too: 2.1.2 after 2.1.1).
-    for grid in (["1.13.1", "2.0.1", "2.4.1"], ["1.13.1", "2.0.1", "2.6.0"]):
+    def followed(grid: Sequence[str]) -> list[CellResult]:
         results = [judge(grid_cell(v)) for v in grid]
         for _ in range(50):
             planned = followups.plan_followups(results, lambda cell, axis="torch": RELEASES)
+            if not planned:
+                return results
             results += [judge(cell) for cell in planned]
+        raise AssertionError("the planner never stopped")
+
+    # The lead's real compile/py3.11 run (1.13.1 ✓, 2.0.1 ✗, 2.4.1 ✓): the end edge tested 2.2.1, 2.1.2,
+    # 2.1.1, 2.1.0, each of 2.1.x ⚙ with a counterfactual: 8 follow-up cells. Now the first ⚙ release
+    # is settled by its counterfactual, and 2.1.1 and 2.1.0 are tested with setuptools<82 at once: 6.
+    # With the grid 1.13.1, 2.0.1, 2.6.0, the edge used to take the ⚙ 2.1.1 as no evidence and try
+    # 2.1.2 beside it before the counterfactual was in.
+    for grid in (["1.13.1", "2.0.1", "2.4.1"], ["1.13.1", "2.0.1", "2.6.0"]):
+        results = followed(grid)
         assert sorted(edge_cells(results), key=Version) == sorted(edge_cells(run(truth, grid)), key=Version)
-        counterfactuals = [r.cell.torch for r in results if r.cell.origin == "counterfactual"]
-        assert sorted(counterfactuals) == sorted(set(edge_cells(results)) & env_failure)
+        counterfactuals = [r.cell for r in results if r.cell.origin == "counterfactual"]
+        assert len(counterfactuals) == 1 and counterfactuals[0].requirements[-1] == "setuptools<82"
+        fixed = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE and "setuptools<82" in r.cell.requirements]
+        assert fixed and all(c.id.endswith("-with-setuptools_82-edge") and "setuptools<82: the environment fix "
+                             f"{counterfactuals[0].id} confirmed" in c.reason for c in fixed)
+        assert len([r for r in results if r.cell.is_followup]) == len(edge_cells(results)) + 1
+    results = followed(["1.13.1", "2.0.1", "2.4.1"])
     assert torch_line(results) == "torch!=2.0.*"
     window = requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)[0].windows[0]
-    assert window.end.good == "2.1.0" and window.end.good_cell == "t2.1.0-py3.11-edge-cf-with-setuptools_82"
+    assert window.end.good == "2.1.0" and window.end.good_cell == "t2.1.0-py3.11-with-setuptools_82-edge"
     assert window.end.found_by == "bisect"
 
 

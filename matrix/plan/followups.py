@@ -493,10 +493,12 @@ def plan_followups(results: Sequence[CellResult], releases_for: Callable[[Cell, 
 
     found = edges(results, releases_for, torchvision_axis=torchvision_axis)
     waiting = _waiting_for_counterfactuals(results, found, {counterfactual_of(cell_id) for cell_id in planned})
+    fixes = _confirmed_fixes(results)
     for wanted in other_configuration(results, found):
         axis = wanted.edge.axis
         cell = configuration_cell(wanted, pairing=pairing, torch_of=torch_of,
                                   pythons=pythons(wanted.good.cell, axis, wanted.release))
+        cell = with_fixes(cell, fixes.get((axis, context_of(cell, axis)), ()))
         if cell.id not in have:
             planned.setdefault(cell.id, cell)
     for edge in found:
@@ -504,9 +506,38 @@ def plan_followups(results: Sequence[CellResult], releases_for: Callable[[Cell, 
             continue
         cell = _moved(edge.base, edge.axis, edge.next, pairing=pairing, torch_of=torch_of,
                       pythons=pythons(edge.base, edge.axis, edge.next), reason=edge.why)
+        cell = with_fixes(cell, fixes.get((edge.axis, edge.context), ()))
         if cell.id not in have:
             planned.setdefault(cell.id, cell)
     return list(planned.values())
+
+
+def _confirmed_fixes(results: Sequence[CellResult]) -> dict[tuple[str, tuple], tuple[tuple[str, str], ...]]:
+    """(axis, context) -> (requirement, counterfactual id) of each environment fix a counterfactual in
+    that context confirmed (it passed): ``setuptools<82`` once a release's edge cell needed it."""
+    found: dict[tuple[str, tuple], dict[str, str]] = {}
+    for result in results:
+        cell = result.cell
+        if cell.origin != ORIGIN_COUNTERFACTUAL or bisection.outcome_of(result).kind != bisection.GOOD:
+            continue
+        fix = cell.requirements[-1]
+        for axis in moving_axes(cell, torchvision_axis=True):
+            found.setdefault((axis, context_of(cell, axis)), {}).setdefault(fix, cell.id)
+    return {key: tuple(sorted(value.items())) for key, value in found.items()}
+
+
+def with_fixes(cell: Cell, fixes: Sequence[tuple[str, str]]) -> Cell:
+    """``cell`` with each confirmed environment fix of its context (``_confirmed_fixes``) installed
+    from the start: a release next to one that needed ``setuptools<82`` would need it too, and its
+    plain cell would cost a counterfactual more. The id says so (``...-with-setuptools_82-edge``)."""
+    wanted = [(fix, source) for fix, source in fixes if fix not in cell.requirements]
+    if not wanted or not cell.id.endswith(EDGE_SEPARATOR):
+        return cell
+    tokens = "".join(f"-with-{_ID_UNSAFE.sub('_', fix).strip('_')}" for fix, _ in wanted)
+    told = "; ".join(f"{fix}: the environment fix {source} confirmed in this context" for fix, source in wanted)
+    return dataclasses.replace(cell, id=cell.id[:-len(EDGE_SEPARATOR)] + tokens + EDGE_SEPARATOR,
+                               requirements=(*cell.requirements, *(fix for fix, _ in wanted)),
+                               reason=f"{cell.reason} (with {told})" if cell.reason else f"with {told}")
 
 
 def _waiting_for_counterfactuals(results: Sequence[CellResult], found: Sequence[Edge],

@@ -220,12 +220,22 @@ def test_answers_never_admit_a_bad_cell_they_do_not_name_and_never_lose_a_good_o
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(grids(), st.sampled_from(list(PinPolicy)))
 def test_no_suggested_pin_excludes_a_version_present_in_a_compatible_cell(results, policy):
-    """Property (i): whatever the grid, every requirement line (under its marker) and the
-    Requires-Python advice admit every version of a compatible cell."""
+    """Property (i): whatever the grid, every requirement line (under its marker) of the safe answer
+    and the Requires-Python advice admit every version of a compatible cell. The pinned answer
+    differs only by trade-offs (an extras axis interacting with another package): it excludes a
+    compatible cell only when a trade-off line names it among the working pairs it gives up."""
     suggestion = suggest_pins(results, policy=policy)
     observations, _, _ = observe(results)
     good = [o for o in observations if o.good]
-    answer = suggestion.recommended
+    pinned = suggestion.recommended
+    named = " ".join(pair for line in requirement_lines(pinned) for pair in line.gives_up)
+    for o in good:
+        assert pinned.admits(o) == (o.cell_id not in pinned.lost), o.cell_id
+        if o.cell_id in pinned.lost:
+            assert suggestion.traded is pinned and o.cell_id in named, (o.cell_id, named)
+    assert (suggestion.traded is None) == (not suggestion.tradeoffs)
+    answer = suggestion.safe
+    assert answer.lost == ()
     for line in requirement_lines(answer):
         allowed = SpecifierSet(",".join(line.specifiers))
         for o in good:

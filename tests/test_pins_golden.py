@@ -91,17 +91,25 @@ def test_bad_release_excludes_its_paired_torchvision_with_a_reason():
     assert "torchvision 0.13.0" in render_requirements(suggestion)
 
 
-def test_range_broken_only_with_numpy2_is_an_interaction_not_a_torch_pin():
+def test_range_broken_only_with_numpy2_is_an_interaction_pinned_as_a_ranked_trade_off():
     suggestion = _suggest("numpy2_range")
     # numpy<2 would exclude numpy 2 where torch 2.3.1 works with it, torch>=2.3 would exclude
-    # 2.1.2/2.2.2 where they work with numpy 1: no requirement line may say either.
-    assert _constraint_lines(render_constraints(suggestion)) == []
-    assert suggestion.recommended.lost == () and len(suggestion.recommended.unresolved) == 2
+    # 2.1.2/2.2.2 where they work with numpy 1: the safe answer says neither; the pinned trade-off
+    # is the one that gives up fewer working pairs (1 against 2), and says which.
+    assert suggestion.safe.lost == () and len(suggestion.safe.unresolved) == 2
+    assert _constraint_lines(render_constraints(suggestion)) == ["numpy!=2.0.2"]
+    assert suggestion.recommended.lost == ("t2.3.1-py3.11-numpyge2",) and suggestion.recommended.unresolved == ()
+    first, second = suggestion.tradeoffs
+    assert (first.rank, first.line(), first.pin.gives_up) == (
+        1, "numpy!=2.0.2", ("torch 2.3.1 x numpy 2.0.2 [t2.3.1-py3.11-numpyge2]",))
+    assert (second.rank, second.line(), second.pairs) == (2, "torch!=2.1.2,!=2.2.2", 2)
+    assert "# alternative 2 (not pinned) for torch!=2.1.2,!=2.2.2 (only where numpy>=2): torch!=2.1.2,!=2.2.2: " \
+           "gives up 2 working pairs" in render_constraints(suggestion)
     diagnosis = suggestion.diagnosis
     assert diagnosis is not None and diagnosis.kept == diagnosis.good_total and diagnosis.unresolved == ()
     assert diagnosis.describe() == "torch!=2.1.2,!=2.2.2 (only where numpy>=2)"
     assert all(answer.lost == () for answer in suggestion.answers)
-    assert "Unresolved" in render_text(suggestion)
+    assert "Trade-offs (PEP 508 cannot condition a pin on another package's version" in render_text(suggestion)
 
 
 def test_break_on_one_python_becomes_a_marker():
@@ -176,12 +184,15 @@ def test_real_lazy_run_is_still_exactly_the_hand_written_pins():
                                       "equal, passes [t1.12.1-py3.10-numpylt2]")
 
 
-def test_real_numpy_run_leaves_the_interaction_open_and_confirms_the_setuptools_advice():
+def test_real_numpy_run_pins_a_trade_off_and_confirms_the_setuptools_advice():
     """torch 2.2.2/2.3.1 x numpy <2/>=2, Python 3.11, full suite (issue 11, case d): 2.2.2 breaks with
-    numpy 2 only; neither torch!=2.2.2 nor numpy<2 may be pinned (each excludes a working version)."""
+    numpy 2 only; torch!=2.2.2 and numpy!=2.4.6 each give up one working pair and one release: on
+    the tie the dependency is pinned, not torch, and the other is shown."""
     suggestion = _suggest("real_numpy_run")
-    assert _constraint_lines(render_constraints(suggestion)) == []
-    assert suggestion.recommended.unresolved == ("t2.2.2-py3.11-npge2", "t2.2.2-py3.11-npge2-cf-with-setuptools")
+    assert suggestion.safe.unresolved == ("t2.2.2-py3.11-npge2", "t2.2.2-py3.11-npge2-cf-with-setuptools")
+    assert [t.line() for t in suggestion.tradeoffs] == ["numpy!=2.4.6", "torch!=2.2.2"]
+    assert _constraint_lines(render_constraints(suggestion)) == ["numpy!=2.4.6"]
+    assert suggestion.recommended.unresolved == ()
     assert suggestion.diagnosis.describe() == "torch!=2.2.2 (only where numpy>=2)"
     (advice,) = suggestion.environment
     assert advice.requirement == "setuptools" and len(advice.confirmed_by) == 4 and advice.refuted_by == ()

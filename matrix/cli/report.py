@@ -150,7 +150,7 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     from matrix.cli.pins import index_facts, write_outputs, write_target_outputs
     from matrix.pins.targets import target_pins
 
-    from matrix.pins.render import proof_lines
+    from matrix.pins.render import pinned_with_proof
 
     if not results:
         print("pins: no cell results, nothing to suggest", file=sys.stderr)
@@ -165,8 +165,7 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     if per_target:
         print(f"pins per hardware target: {len(per_target)} file(s) under {out_dir / PINS_DIR / 'targets'}",
               file=sys.stderr)
-    return [(line.text(), tuple(proof_lines(line))) for line in requirement_lines(suggestion.recommended)
-            if line.specifiers]
+    return pinned_with_proof(suggestion)
 
 
 def _cells_href(results_dir: Path, page: Path) -> str:

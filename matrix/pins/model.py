@@ -75,6 +75,8 @@ class Pin:
     condition: Condition | None = None
     exclusions: tuple[Exclusion, ...] = ()
     windows: tuple[Window, ...] = ()  # the breaks the specifiers exclude whole, with their proof
+    # A trade-off pin (``Tradeoff``): the working pairs it gives up, ``torch 2.4.1 x numpy 2.0.2 [cell]``.
+    gives_up: tuple[str, ...] = ()
 
     @property
     def expressible(self) -> bool:
@@ -107,7 +109,8 @@ class Pin:
                 "condition": self.condition.to_json() if self.condition else None,
                 "exclusions": [e.to_json() for e in self.exclusions],
                 # only when there are some: pins.json files without windows stay as they were
-                **({"windows": [w.to_json() for w in self.windows]} if self.windows else {})}
+                **({"windows": [w.to_json() for w in self.windows]} if self.windows else {}),
+                **({"gives_up": list(self.gives_up)} if self.gives_up else {})}
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class RequirementLine:
     marker: str = ""
     exclusions: tuple[Exclusion, ...] = ()
     windows: tuple[Window, ...] = ()
+    gives_up: tuple[str, ...] = ()  # a trade-off line: the working pairs it gives up
 
     def text(self) -> str:
         line = self.package + ",".join(self.specifiers)
@@ -178,6 +182,49 @@ class Answer:
                 "pins": [pin.to_json() for pin in self.pins],
                 "requirements": [line.text() for line in requirement_lines(self)]
                 if self.expressible else []}
+
+
+@dataclass(frozen=True)
+class Tradeoff:
+    """One way to close an interaction no pin closes without giving up a working pair.
+
+    ``numpy`` breaks only older ``torch``: PEP 508 cannot say "numpy<2 where torch<2.3", so a
+    maintainer writes either ``numpy<2`` (giving up numpy 2 with the newer torch) or ``torch>=2.3``
+    (giving up the older torch with numpy 1). Each is one ``Tradeoff``: the pin it adds, with its
+    windows and their proof, the working pairs it gives up, and how many releases it excludes.
+    Ranked within its interaction by working pairs given up, then releases given up (rank 1 is
+    pinned; the others are shown as comments)."""
+
+    interaction: str  # the diagnosis it closes: "torch!=2.2.2 (only where numpy==2.0.2)"
+    rank: int
+    pin: Pin  # the unconditional pin it adds (``pin.gives_up`` lists the working pairs)
+    against: str  # the other axis of the interaction
+    releases: tuple[str, ...]  # the releases of ``pin.package`` it excludes (tested or proven windows)
+    answer: Answer  # the safe answer plus this pin, with its lost (given-up) and unresolved cells
+
+    @property
+    def pairs(self) -> int:
+        return len(self.pin.gives_up)
+
+    def line(self) -> str:
+        return f"{self.pin.package}{','.join(self.pin.specifiers)}"
+
+    def describe(self) -> str:
+        """``numpy<2: gives up 1 working pair (torch 2.4.1 x numpy 2.0.2 [cell]), 23 numpy releases``."""
+        pairs = f"{self.pairs} working pair{'s' if self.pairs != 1 else ''}"
+        listed = "; ".join(self.pin.gives_up[:4]) + (f"; +{self.pairs - 4} more" if self.pairs > 4 else "")
+        count = len(self.releases)
+        return (f"{self.line()}: gives up {pairs} ({listed}) and {count} {self.pin.package} "
+                f"release{'s' if count != 1 else ''}"
+                + (f" ({self.releases[0]}..{self.releases[-1]})" if count > 1 else f" ({self.releases[0]})" if count else ""))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"interaction": self.interaction, "rank": self.rank, "pinned": self.rank == 1,
+                "requirement": self.line(), "package": self.pin.package, "against": self.against,
+                "gives_up": list(self.pin.gives_up), "releases_given_up": list(self.releases),
+                "windows": [w.to_json() for w in self.pin.windows],
+                "exclusions": [e.to_json() for e in self.pin.exclusions],
+                "unresolved": list(self.answer.unresolved), "describe": self.describe()}
 
 
 class _Admission:
@@ -240,18 +287,20 @@ def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
         base_specs = base[0].specifiers if base else ()
         base_exclusions = base[0].exclusions if base else ()
         windows = base[0].windows if base else ()
+        gives_up = base[0].gives_up if base else ()
         if not scoped:
-            lines.append(RequirementLine(package, base_specs, "", base_exclusions, windows))
+            lines.append(RequirementLine(package, base_specs, "", base_exclusions, windows, gives_up))
             continue
         tested = scoped[0].condition.tested
         covered = {value for pin in scoped for value in pin.condition.values}
         rest = Condition(PYTHON, tuple(v for v in tested if v not in covered), tested)
         groups = [(pin.condition, merge_specifiers(base_specs, pin.specifiers),
-                   tuple(sorted(base_exclusions + pin.exclusions, key=_exclusion_key))) for pin in scoped]
+                   tuple(sorted(base_exclusions + pin.exclusions, key=_exclusion_key)), windows + pin.windows)
+                  for pin in scoped]
         if rest.values:
-            groups.append((rest, base_specs, base_exclusions))
-        for condition, specs, exclusions in sorted(groups, key=lambda g: sorted(g[0].values)):
-            lines.append(RequirementLine(package, specs, condition.marker(), exclusions, windows))
+            groups.append((rest, base_specs, base_exclusions, windows))
+        for condition, specs, exclusions, scoped_windows in sorted(groups, key=lambda g: sorted(g[0].values)):
+            lines.append(RequirementLine(package, specs, condition.marker(), exclusions, scoped_windows, gives_up))
     return tuple(lines)
 
 

@@ -55,7 +55,7 @@ def _counts_line(suggestion: Suggestion) -> str:
 def _keeps(answer: Answer) -> str:
     text = f"keeps {answer.kept}/{answer.good_total} compatible cells"
     if answer.lost:
-        text += "; loses " + _listing(answer.lost, 4)
+        text += "; gives up " + _listing(answer.lost, 4)
     if answer.unresolved:
         text += f"; leaves {len(answer.unresolved)} incompatible cell{'s' if len(answer.unresolved) != 1 else ''} open"
     return text
@@ -80,9 +80,53 @@ def _window_lines(line: RequirementLine, prefix: str = "# ") -> list[str]:
     return out
 
 
+def _gives_up_lines(line: RequirementLine, prefix: str = "# ") -> list[str]:
+    """A trade-off line: the working pairs it gives up (no pin closes its interaction without)."""
+    if not line.gives_up:
+        return []
+    count = len(line.gives_up)
+    return [f"{prefix}trade-off: gives up {count} working pair{'s' if count != 1 else ''} "
+            f"(no pin closes the interaction without giving one up; ranked alternatives: see trade-offs): "
+            + "; ".join(line.gives_up)]
+
+
 def proof_lines(line: RequirementLine) -> list[str]:
-    """Why a requirement line says what it says: each window's proof, then each exclusion's reason."""
-    return _window_lines(line, "") + _comment_lines(line.exclusions, "")
+    """Why a requirement line says what it says: what a trade-off gives up, each window's proof,
+    then each exclusion's reason."""
+    return _gives_up_lines(line, "") + _window_lines(line, "") + _comment_lines(line.exclusions, "")
+
+
+def pinned_with_proof(suggestion: Suggestion) -> list[tuple[str, tuple[str, ...]]]:
+    """(requirement line, its proof lines) for the report page: each pinned line, then each trade-off
+    alternative that is not pinned, with what it would give up and its own proof."""
+    out = [(line.text(), tuple(proof_lines(line))) for line in requirement_lines(suggestion.recommended)
+           if line.specifiers]
+    for tradeoff in suggestion.tradeoffs:
+        if tradeoff.rank > 1:
+            line = RequirementLine(tradeoff.pin.package, tradeoff.pin.specifiers, "", tradeoff.pin.exclusions,
+                                   tradeoff.pin.windows)
+            out.append((f"alternative {tradeoff.rank} (not pinned): {tradeoff.line()}",
+                        (f"for the interaction {tradeoff.interaction}: {tradeoff.describe()}",
+                         *_window_lines(line, ""), *_comment_lines(line.exclusions, ""))))
+    return out
+
+
+def _tradeoff_lines(suggestion: Suggestion, prefix: str) -> list[str]:
+    """Each interaction's ranked trade-offs, the pinned one first, each with its proof."""
+    out: list[str] = []
+    seen: list[str] = []
+    for tradeoff in suggestion.tradeoffs:
+        if tradeoff.interaction not in seen:
+            seen.append(tradeoff.interaction)
+            out.append(f"{prefix}interaction {tradeoff.interaction}: no pin closes it without giving up a "
+                       "working pair; ranked by working pairs given up, then releases given up:")
+        state = "pinned" if tradeoff.rank == 1 else "not pinned"
+        out.append(f"{prefix}  {tradeoff.rank}. ({state}) {tradeoff.describe()}")
+        line = RequirementLine(tradeoff.pin.package, tradeoff.pin.specifiers, "", tradeoff.pin.exclusions,
+                               tradeoff.pin.windows)
+        out.extend(_window_lines(line, prefix + "       "))
+        out.extend(_comment_lines(line.exclusions, prefix + "       "))
+    return out
 
 
 def _inline_window(line: RequirementLine) -> str:
@@ -102,7 +146,9 @@ def _inline_window(line: RequirementLine) -> str:
 
 
 def _inline_reason(line: RequirementLine) -> str:
-    parts = [_inline_window(line)] if line.windows else []
+    parts = [f"trade-off, gives up {len(line.gives_up)} working pair{'s' if len(line.gives_up) != 1 else ''}: "
+             + "; ".join(line.gives_up)] if line.gives_up else []
+    parts += [_inline_window(line)] if line.windows else []
     for exclusion in line.exclusions:
         if exclusion.paired_with:
             parts.append(f"{exclusion.version}: paired with {exclusion.paired_with}")
@@ -142,6 +188,7 @@ def render_text(suggestion: Suggestion) -> str:
         out.append(f"Suggested pins ({_keeps(recommended)}):")
         for line in lines:
             out.append("  " + line.text())
+            out.extend(_gives_up_lines(line, "      # "))
             out.extend(_window_lines(line, "      # "))
             out.extend(_comment_lines(line.exclusions, "      # "))
         if advice:
@@ -154,12 +201,17 @@ def render_text(suggestion: Suggestion) -> str:
                 "  " + _listing(recommended.unresolved)]
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
-        out += ["", "Interaction (no requirement can say this; the pins above never exclude a "
-                "working version, so they leave it open):",
+        how = ("the pins above close it with a trade-off, ranked below" if suggestion.traded is not None else
+               "the pins above never exclude a working version, so they leave it open")
+        out += ["", f"Interaction (no requirement can say this; {how}):",
                 f"  {diagnosis.describe()}  ({_keeps(diagnosis)})"]
         for pin in diagnosis.pins:
             if pin.condition is not None:
                 out.extend(_comment_lines(pin.exclusions, "      # "))
+    if suggestion.tradeoffs:
+        out += ["", "Trade-offs (PEP 508 cannot condition a pin on another package's version: each answer "
+                "pins one axis and gives up the working pairs it names):"]
+        out.extend(_tradeoff_lines(suggestion, "  "))
     if len(suggestion.answers) > 1:
         out += ["", "Alternatives, best first:"]
         for rank, answer in enumerate(suggestion.answers, 1):
@@ -235,6 +287,9 @@ def render_constraints(suggestion: Suggestion) -> str:
         if line.specifiers:
             reason = _inline_reason(line)
             out.append(line.text() + (f"  # {reason}" if reason else ""))
+    for tradeoff in suggestion.tradeoffs:
+        if tradeoff.rank > 1:
+            out.append(f"# alternative {tradeoff.rank} (not pinned) for {tradeoff.interaction}: {tradeoff.describe()}")
     return _file_text(out)
 
 
@@ -249,9 +304,14 @@ def render_requirements(suggestion: Suggestion) -> str:
             out.extend(_comment_lines(pin.exclusions))
     for line in requirement_lines(recommended):
         if line.specifiers:
+            out.extend(_gives_up_lines(line))
             out.extend(_window_lines(line))
             out.extend(_comment_lines(line.exclusions))
             out.append(line.text())
+    if suggestion.tradeoffs:
+        out.append("# Trade-offs (the first of each interaction is pinned above; to choose another, replace "
+                   "its line with the alternative's):")
+        out.extend(_tradeoff_lines(suggestion, "# "))
     if recommended.unresolved:
         out.append("# Unresolved (no pin excludes them without excluding a working version): "
                    + _listing(recommended.unresolved))
@@ -289,6 +349,9 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         "environment": [item.to_json() for item in suggestion.environment],
         "coverage": {package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())},
     }
+    if suggestion.tradeoffs:  # only when there are some: earlier pins.json files stay byte-identical
+        data["tradeoffs"] = [tradeoff.to_json() for tradeoff in suggestion.tradeoffs]
+        data["safe"] = suggestion.safe.to_json()
     if suggestion.not_pinned:  # only when there are some: earlier pins.json files stay byte-identical
         data["not_pinned"] = [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.not_pinned]
     return data

@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from .vocabulary import Condition
 from .evidence import PYTHON, VARIANT, Observation, Value, _axis_rank
-from .model import Answer, Exclusion, Pin, RequirementLine, _exclusion_key
+from .model import Answer, Exclusion, Pin, RequirementLine, Tradeoff, _exclusion_key
 from .specifiers import PinPolicy, _contains, _value_key, build_specifiers, merge_specifiers
 from .windows import COMPANIONS, find_windows
 from .vocabulary import _marker_applies
@@ -368,9 +368,17 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
                     inside |= grid.where(cond_axis).get(cond_value, 0)
                 goods_inside = grid.values(package, inside) - excluded - values
                 specs = build_specifiers(goods_inside, values, python=package == PYTHON, policy=policy)
+                windows = ()
+                if (policy == PinPolicy.PROVEN and cond_axis == PYTHON and package != PYTHON
+                        and grid.released.get(package)):
+                    # A window under a marker: proven over the cells the marker applies to.
+                    windows = tuple(find_windows(package, values, goods_inside, grid.cells(inside),
+                                                 grid.released[package], grid.origins,
+                                                 grid.wheel_pythons.get(package)))
+                    specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
                 reasons = tuple(_reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)), grid)
                                 for v in sorted(values))
-                pins.append(Pin(package, specs, condition, reasons))
+                pins.append(Pin(package, specs, condition, reasons, windows))
     return pins
 
 
@@ -422,13 +430,159 @@ def varied_axes(observations: Sequence[Observation], axes: Sequence[str]) -> lis
     return varied
 
 
+# ----------------------------------------------------------------------------- trade-offs
+
+CORE_PACKAGES = ("torch", "torchvision", "torchaudio")
+
+
+def _interactions(grid: _Grid, diagnosis: Answer, unresolved: int,
+                  packages: Sequence[str]) -> list[tuple[str, str, str, int]]:
+    """The diagnosis' pins conditioned on another package where one of the two is an extras axis
+    (numpy, setuptools), one per pair of axes: (its text, the pinned axis, the condition's axis, the
+    mask of the unresolved bad cells it explains)."""
+    found: dict[tuple[str, str], list] = {}
+    for pin in diagnosis.pins:
+        condition = pin.condition
+        if condition is None or condition.axis not in packages or pin.package not in packages:
+            continue
+        if pin.package in CORE_PACKAGES and condition.axis in CORE_PACKAGES:
+            continue
+        by_text = {str(value): value for value in grid.values(pin.package)}
+        cells = 0
+        for exclusion in pin.exclusions:
+            value = by_text.get(exclusion.version)
+            if value is None:
+                continue
+            for cond_value in condition.values:
+                cells |= grid.mask(Atom(pin.package, value, condition.axis, cond_value))
+        cells &= unresolved & grid.bad_mask
+        if cells:
+            entry = found.setdefault((pin.package, condition.axis), [[], 0])
+            entry[0].append(pin.describe())
+            entry[1] |= cells
+    return [("; ".join(texts), package, other, cells) for (package, other), (texts, cells) in found.items()]
+
+
+def _with_pin(pins: Sequence[Pin], added: Pin) -> tuple[Pin, ...]:
+    """``pins`` with ``added`` merged into the unconditional pin of its package (or appended)."""
+    out, merged = [], False
+    for pin in pins:
+        if pin.package == added.package and pin.condition is None and not merged:
+            out.append(Pin(pin.package, merge_specifiers(pin.specifiers, added.specifiers), None,
+                           tuple(sorted(set(pin.exclusions + added.exclusions), key=_exclusion_key)),
+                           pin.windows + added.windows, pin.gives_up + added.gives_up))
+            merged = True
+        else:
+            out.append(pin)
+    if not merged:
+        out.append(added)
+    return tuple(sorted(out, key=lambda p: (_axis_rank(p.package), p.condition is not None)))
+
+
+def _alternative(grid: _Grid, safe: Answer, package: str, other: str, cells: int, interaction: str,
+                 policy: PinPolicy) -> tuple[int, Tradeoff] | None:
+    """Close the interaction's ``cells`` with one unconditional pin on ``package``: its window over
+    the cells where ``other`` has one of the failing values; what it excludes where ``other`` has
+    another value is given up. Returns (the interaction's cells it leaves open, the trade-off)."""
+    failing = grid.values(package, cells)
+    scope = 0
+    for value in grid.values(other, cells):
+        scope |= grid.where(other).get(value, 0)
+    goods = grid.values(package, scope & grid.good_mask)
+    excluded = failing - goods
+    if not excluded:
+        return None
+    specs = build_specifiers(goods, excluded, policy=policy)
+    windows: tuple = ()
+    if policy == PinPolicy.PROVEN and grid.released.get(package):
+        windows = tuple(find_windows(package, excluded, goods, grid.cells(scope), grid.released[package],
+                                     grid.origins, grid.wheel_pythons.get(package)))
+        specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
+    where = grid.where(package)
+    exclusions = tuple(_reason(package, v, grid.cells(grid.bad_mask & scope & where.get(v, 0)), grid)
+                       for v in sorted(excluded, key=_value_key))
+    pin = Pin(package, specs, None, exclusions, windows)
+    draft = Answer("", _with_pin(safe.pins, pin), (), len(grid.good))
+    admitted = grid.admitted(draft)
+    lost = grid.good_mask & ~admitted
+    pairs: dict[tuple, list[str]] = {}
+    for observation in grid.cells(lost):
+        key = (observation.value(package), observation.value(other))
+        pairs.setdefault(key, []).append(observation.cell_id)
+    first, second = sorted((package, other), key=_axis_rank)
+    gives_up = []
+    for (p, o), ids in sorted(pairs.items(), key=lambda item: (_value_key(item[0][0]), _value_key(item[0][1]))):
+        values = {package: p, other: o}
+        gives_up.append(f"{first} {values[first]} x {second} {values[second]} [{', '.join(sorted(ids)[:2])}"
+                        + (f", +{len(ids) - 2} more]" if len(ids) > 2 else "]"))
+    gives_up = tuple(gives_up)
+    pin = Pin(package, specs, None, exclusions, windows, gives_up)
+    if windows:
+        given = [v for w in windows for v in (w.releases if w.proven else w.tested)]
+    else:
+        given = [str(v) for v in sorted(excluded, key=_value_key)]
+    pins = _with_pin(safe.pins, pin)
+    answer = Answer(f"trade-off: {package}{','.join(specs)}", pins, (), len(grid.good))
+    admitted = grid.admitted(answer)
+    answer = Answer(answer.label, pins, tuple(sorted(o.cell_id for o in grid.cells(grid.good_mask & ~admitted))),
+                    len(grid.good), tuple(sorted(o.cell_id for o in grid.cells(grid.bad_mask & admitted))))
+    still_open = (cells & admitted).bit_count()
+    if still_open == cells.bit_count():
+        return None  # closes nothing
+    return still_open, Tradeoff(interaction, 0, pin, other, tuple(given), answer)
+
+
+def find_tradeoffs(grid: _Grid, safe: Answer, diagnosis: Answer | None, packages: Sequence[str],
+                   policy: PinPolicy = PinPolicy.PROVEN) -> tuple[list[Tradeoff], Answer | None]:
+    """Per interaction of an extras axis with another package that the safe answer leaves open:
+    the two one-pin answers (pin either axis), ranked by the working pairs they give up, then the
+    releases they exclude; and the answer that adds the first of each (None: nothing to trade)."""
+    if diagnosis is None or not safe.unresolved:
+        return [], None
+    unresolved = 0
+    ids = set(safe.unresolved)
+    for i, observation in enumerate(grid.observations):
+        if observation.cell_id in ids:
+            unresolved |= 1 << i
+    found: list[Tradeoff] = []
+    chosen = safe
+    for interaction, package, other, cells in _interactions(grid, diagnosis, unresolved, packages):
+        options = [option for option in (_alternative(grid, chosen, package, other, cells, interaction, policy),
+                                          _alternative(grid, chosen, other, package, cells, interaction, policy))
+                   if option is not None]
+        # On a tie, pin the dependency (numpy) before torch: users pick torch for their hardware.
+        options = [t for _, t in sorted(options, key=lambda o: (
+            o[0], o[1].pairs, len(o[1].releases), o[1].pin.package in CORE_PACKAGES, _axis_rank(o[1].pin.package)))]
+        for rank, option in enumerate(options, 1):
+            found.append(Tradeoff(option.interaction, rank, option.pin, option.against, option.releases,
+                                  option.answer))
+        if options:
+            chosen = options[0].answer
+    if chosen is safe:
+        return found, None
+    label = "trade-off: " + "; ".join(t.line() for t in found if t.rank == 1)
+    return found, Answer(label, chosen.pins, chosen.lost, chosen.good_total, chosen.unresolved)
+
+
 def find_answers(observations: Sequence[Observation], packages: Sequence[str],
                  pairs: Mapping[Version, set[Version]] | None = None,
                  policy: PinPolicy = PinPolicy.PROVEN,
                  released: Mapping[str, Sequence[Any]] | None = None,
                  origins: Mapping[str, str] | None = None,
                  wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None) -> list[Answer]:
-    """Ranked answers (best first). None excludes a good cell: a bad cell that cannot be
+    """Ranked answers (best first); ``find_pins`` without the trade-offs."""
+    return find_pins(observations, packages, pairs, policy, released, origins, wheel_pythons)[0]
+
+
+def find_pins(observations: Sequence[Observation], packages: Sequence[str],
+                 pairs: Mapping[Version, set[Version]] | None = None,
+                 policy: PinPolicy = PinPolicy.PROVEN,
+                 released: Mapping[str, Sequence[Any]] | None = None,
+                 origins: Mapping[str, str] | None = None,
+                 wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None
+                 ) -> tuple[list[Answer], list[Tradeoff], Answer | None]:
+    """Ranked answers (best first), the trade-offs (``find_tradeoffs``) and the answer with the first
+    trade-off of each interaction (None: none). No answer excludes a good cell: a bad cell that cannot be
     excluded without one stays admitted and is listed in the answer's ``unresolved``.
 
     ``released`` (package -> the index's releases) and ``origins`` (cell id -> origin) let
@@ -447,13 +601,13 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
             atoms = _blame_one(grid, grid.bad_mask, axis)
             if atoms is not None:
                 return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs,
-                                policy)[0]]
+                                policy)[0]], [], None
     pure = _pure_failures(grid)
     remaining = grid.bad_mask
     for atom in pure:
         remaining &= ~grid.mask(atom)
     if not remaining:
-        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs, policy)[0]]
+        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs, policy)[0]], [], None
     candidates: list[tuple[str, list[Atom] | None]] = []
     for axis in pinnable:
         candidates.append((f"blame {axis} alone", _blame_one(grid, remaining, axis)))
@@ -489,4 +643,8 @@ def find_answers(observations: Sequence[Observation], packages: Sequence[str],
             answers[key] = answer
     if not any(a.expressible for a in answers.values()):  # always one: the pure failures alone
         answers[((), True)] = _answer(grid, "exclude failing versions", pure, pairs, policy)[0]
-    return sorted(answers.values(), key=_rank_key)
+    ranked = sorted(answers.values(), key=_rank_key)
+    safe = next(answer for answer in ranked if answer.expressible)
+    diagnosis = None if ranked[0].expressible else ranked[0]
+    tradeoffs, traded = find_tradeoffs(grid, safe, diagnosis, packages, policy)
+    return ranked, tradeoffs, traded

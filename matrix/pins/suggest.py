@@ -11,8 +11,8 @@ from matrix.vocab.records import ORIGIN_BISECT, CellResult
 from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
 from .coverage import Coverage, coverage
 from .evidence import EnvironmentAdvice, environment_advice, PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
-from .model import Answer
-from .search import find_answers
+from .model import Answer, Tradeoff
+from .search import find_pins
 from .specifiers import PinPolicy
 from .windows import admitted_releases, python_of
 
@@ -31,11 +31,21 @@ class Suggestion:
     policy: PinPolicy = PinPolicy.PROVEN
     environment: tuple[EnvironmentAdvice, ...] = ()  # failures the environment explains
     not_pinned: tuple[CellNote, ...] = ()  # incompatible existing environments (evidence._observe)
+    tradeoffs: tuple[Tradeoff, ...] = ()  # per interaction of an extras axis: ranked one-pin answers
+    traded: Answer | None = None  # the safe answer plus the first trade-off of each interaction
+
+    @property
+    def safe(self) -> Answer:
+        """The best answer that PEP 508 can write and that gives up no working cell (there always
+        is one: blame torch alone)."""
+        return next(answer for answer in self.answers if answer.expressible)
 
     @property
     def recommended(self) -> Answer:
-        """The best answer that PEP 508 can write (there always is one: blame torch alone)."""
-        return next(answer for answer in self.answers if answer.expressible)
+        """What the files pin: the safe answer, or, when it leaves an interaction of an extras axis
+        open that no pin closes without giving up a working pair, the first-ranked trade-off added
+        (its lines name what they give up)."""
+        return self.traded or self.safe
 
     @property
     def diagnosis(self) -> Answer | None:
@@ -62,8 +72,8 @@ def suggest_pins(results: Sequence[CellResult],
                       NO_EVIDENCE: len(no_evidence)})
     counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
     origins = {result.cell.id: str(result.cell.origin) for result in results if result.cell.is_followup}
-    answers = find_answers(observations, packages, _pairs(results, values_of), policy, released, origins,
-                           wheel_pythons)
+    answers, tradeoffs, traded = find_pins(observations, packages, _pairs(results, values_of), policy, released,
+                                           origins, wheel_pythons)
     if released and wheel_pythons:
         pythons = {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None}
         released = {package: admitted_releases(versions, wheel_pythons.get(package), pythons)[0]
@@ -74,9 +84,11 @@ def suggest_pins(results: Sequence[CellResult],
         answers=tuple(answers),
         unsatisfiable=tuple(unsatisfiable),
         no_evidence=tuple(no_evidence),
-        coverage=coverage(next(a for a in answers if a.expressible), observations, packages, released),
+        coverage=coverage(traded or next(a for a in answers if a.expressible), observations, packages, released),
         policy=policy,
         environment=tuple(environment_advice(results)),
         not_pinned=tuple(not_pinned),
+        tradeoffs=tuple(tradeoffs),
+        traded=traded,
     )
 

@@ -243,9 +243,11 @@ def _edge(side: str, package: str, releases: Sequence[Version], index: int, step
                          index_end="oldest" if side == START else "newest")
     good = releases[position]
     good_cells = sorted((o for o in cells.get(good, ()) if o.good), key=lambda o: o.cell_id)
-    if bad_cell is not None:
-        equal = [o for o in good_cells if _held(o, package) == _held(bad_cell, package)]
-        good_cells = equal or good_cells
+    for candidate in bad_cells:  # the first bad cell with a passing cell equal to it on every other axis
+        equal = [o for o in good_cells if _held(o, package) == _held(candidate, package)]
+        if equal:
+            bad_cell, good_cells = candidate, equal
+            break
     good_cell = good_cells[0] if good_cells else None
     if good_cell is None:  # admitted by this pin but never seen passing: no proof
         missing.append(str(good))

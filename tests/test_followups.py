@@ -626,11 +626,15 @@ def test_an_interactions_bad_edge_releases_are_tested_in_the_passing_configurati
     found = followups.edges(results, lambda cell, axis="torch": SETUPTOOLS if axis == "setuptools" else RELEASES)
     for edge in found:
         assert edge.spent <= edge.budget
-    # torch 1.13.0 was seen working (with setuptools 81.0.0): no pin excludes it.
+    # torch 1.13.0 was seen working (with setuptools 81.0.0): no safe pin excludes it; the pinned
+    # answer may trade it away only on a trade-off line that names the working pair (pins.search).
     suggestion = suggest_pins(results, {"torch": list(RELEASES), "setuptools": list(SETUPTOOLS)})
-    for line in requirement_lines(suggestion.recommended):
+    for line in requirement_lines(suggestion.safe):
         if line.package == "torch":
             assert specifier_set([line.text()[len("torch"):]]).contains("1.13.0"), line.text()
+    for line in requirement_lines(suggestion.recommended):
+        if line.package == "torch" and not specifier_set([line.text()[len("torch"):]]).contains("1.13.0"):
+            assert any(pair.startswith("torch 1.13.0 x setuptools 81.0.0 ") for pair in line.gives_up), line
 
 
 def test_a_finding_that_is_no_interaction_plans_no_other_configuration():
@@ -679,11 +683,16 @@ def test_interactions_test_each_bad_edge_release_in_both_configurations_within_b
     assert not followups.other_configuration(results, found)  # every one was planned and ran
     passing = {r.cell.torch for r in results if r.installed and r.probes[0].status == PASS}
     suggestion = suggest_pins(results, {"torch": list(releases)})
-    for line in requirement_lines(suggestion.recommended):
+    for line in requirement_lines(suggestion.safe):
         if line.package == "torch" and not line.marker:
             specifiers = specifier_set([line.text()[len("torch"):]])
             for version in passing:
                 assert specifiers.contains(version), (line.text(), version)
+    for line in requirement_lines(suggestion.recommended):  # a trade-off names what it gives up
+        if line.package == "torch" and not line.marker:
+            specifiers = specifier_set([line.text()[len("torch"):]])
+            for version in passing - {v for v in passing if specifiers.contains(v)}:
+                assert any(pair.startswith(f"torch {version} x ") for pair in line.gives_up), (line, version)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -88,17 +88,10 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
     bandwidth = sorted(download_once(url, size)["bandwidth_Bps"] for _ in range(3))[1]
     ctx.log(f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)})")
     cache = ctx.work / "speed-cold-cache"
-    # The old figure (figure 2's path): the 5 cells' installs alone, one after another, from a fresh
-    # cache: every download in series, as a cold run without prefetch pays them on top of its probes.
-    remove_tree(cache)
-    load = load_average()
-    serial_venvs, serial_s = install_matrix(ctx, cache, ctx.dir("speed-serial-venvs"))
-    remove_tree(ctx.work / "speed-serial-venvs")
-    ctx.log(f"  downloads in series (figure 2's path: {len(serial_venvs)} cells' installs alone, fresh "
-            f"UV_CACHE_DIR): {serial_s:.1f} s (load {load})")
     runs: dict[str, dict[str, Any]] = {}
     remove_tree(cache)
     for label in ("cold", "warm"):  # the same cache: fresh for cold, as cold left it for warm
+        settle()
         load = load_average()
         # Each run its own torch.compile cache (by default /tmp's, shared): the warm run must not
         # find the kernels the cold run compiled, only the wheels it downloaded.
@@ -115,6 +108,16 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
         remove_tree(ctx.work / f"speed-envs-{label}")
         remove_tree(ctx.work / f"speed-inductor-{label}")
     remove_tree(cache)
+    # The old figure (figure 2's path), after the timed runs so its 9 GB of writes do not load them:
+    # the 5 cells' installs alone, one after another, from a fresh cache: every download in series,
+    # as a cold run without prefetch pays them on top of its probes.
+    settle()
+    load = load_average()
+    serial_venvs, serial_s = install_matrix(ctx, cache, ctx.dir("speed-serial-venvs"))
+    remove_tree(ctx.work / "speed-serial-venvs")
+    remove_tree(cache)
+    ctx.log(f"  downloads in series (figure 2's path: {len(serial_venvs)} cells' installs alone, fresh "
+            f"UV_CACHE_DIR): {serial_s:.1f} s (load {load})")
     download_s = unique_bytes / bandwidth
     cold, warm = runs["cold"]["wall_s"], runs["warm"]["wall_s"]
     cold_over_warm = ratio(cold, warm)
@@ -137,6 +140,14 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
             "share_of_serial_downloads_hidden": hidden}
 
 
+def settle() -> None:
+    """Before a timed run: what the last one wrote (a 9 GB cache) or deleted goes to disk first,
+    so its write-back does not slow the next run down."""
+    import os
+
+    os.sync()
+
+
 def phase_line(cells: dict[str, dict[str, Any]]) -> str:
     """The phases of a run's cells, summed: where its time went."""
     sums = {name: sum(c.get(key) or 0.0 for c in cells.values())
@@ -155,6 +166,7 @@ def measure_default(ctx: Context, repeats: int) -> dict[str, Any]:
             # Each run its own torch.compile cache: the second must not find the kernels the first compiled.
             inductor = ctx.dir(f"speed-inductor-default-{label}-{i}")
             env = {"TORCH_MATRIX_SPEC": "", RERUN_ALWAYS_ENV: value, "TORCHINDUCTOR_CACHE_DIR": str(inductor)}
+            settle()
             load = load_average()
             run = run_nox(ctx, f"default-{label}-{i}", env)
             remove_tree(inductor)

@@ -111,6 +111,11 @@ def test_every_output_carries_the_trade_offs_with_their_proof():
     (pinned, proof), (alternative, why) = pinned_with_proof(suggestion)  # the report page's list
     assert pinned == "torch>=2.3" and proof[0].startswith("trade-off: gives up 2 working pairs")
     assert alternative == "alternative 2 (not pinned): numpy<2" and why[1].startswith("window numpy 2.0.0..2.3.5")
+    from matrix.report.html_page import render_html
+
+    html = render_html(the_numpy_run(), pins=pinned_with_proof(suggestion))
+    assert "<code>torch&gt;=2.3</code>" in html and "alternative 2 (not pinned): numpy&lt;2" in html
+    assert "trade-off: gives up 2 working pairs" in html
 
 
 def test_without_the_other_configuration_the_window_is_not_widened_past_the_evidence():

@@ -21,7 +21,7 @@ from matrix.pins import observe, requirement_lines, suggest_pins
 from matrix.pins.render import (pinned_with_proof, render_constraints, render_json, render_requirements,
                                 render_text)
 from matrix.pins.specifiers import PinPolicy
-from matrix.vocab.records import ORIGIN_EDGE, CellResult
+from matrix.vocab.records import ORIGIN_EDGE, UNSATISFIABLE, CellResult
 from tests.factories import make_cell, make_probe, make_result
 
 TORCH = ("1.13.0", "1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.1", "2.2.2", "2.3.0",
@@ -165,10 +165,12 @@ rectangles = st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(TORCH)
                                                                       st.integers(0, len(NUMPY) - 1)),
                                                             min_size=2, max_size=30),
        st.sets(st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(NUMPY) - 1)), max_size=2),
+       st.sets(st.integers(0, len(TORCH) - 1), max_size=2),
        st.sampled_from([PinPolicy.PROVEN, PinPolicy.ADMIT_UNTESTED, PinPolicy.TESTED_ONLY]))
-def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, tested, flaky, policy):
+def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, tested, flaky, holes, policy):
     """Random torch x numpy break patterns (one or two boxes of bad pairs, a flaky pair that passes
-    where its box fails, any subset tested): the safe answer excludes no working cell; the pinned
+    where its box fails, torch releases that cannot be installed (unsatisfiable holes), any subset
+    tested): the safe answer excludes no working cell; the pinned
     answer excludes a working cell only as a pair a trade-off line names; every trade-off's windows
     cover no release that passes where the window applies; a trade-off closes cells it says."""
     def fails(torch: str, numpy: str, python: str = "3.11") -> bool:
@@ -177,7 +179,9 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, t
             return False
         return any(min(a, b) <= t <= max(a, b) and min(c, d) <= n <= max(c, d) for a, b, c, d in boxes)
 
-    results = [cell_result(TORCH[t], NUMPY[n], fails=fails, edge=i % 3 == 2)
+    results = [make_result(make_cell(torch=TORCH[t], torchvision="", extras={"numpy": f"=={NUMPY[n]}"},
+                                     id=f"t{TORCH[t]}-np{NUMPY[n]}"), status=UNSATISFIABLE, message="no wheel")
+               if t in holes else cell_result(TORCH[t], NUMPY[n], fails=fails, edge=i % 3 == 2)
                for i, (t, n) in enumerate(sorted(tested))]
     suggestion = suggest_pins(results, RELEASED, policy, WHEELS)
     observations = observe(results)[0]

@@ -161,6 +161,9 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
     print(f"pins: {', '.join(pins) if pins else 'none needed'}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
           "`torch-matrix pins --apply FILE` updates a requirements file)", file=sys.stderr)
+    for tradeoff in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed
+        state = "pinned" if tradeoff.rank == 1 else "alternative, not pinned"
+        print(f"  trade-off {tradeoff.rank} ({state}): {tradeoff.describe()}", file=sys.stderr)
     per_target = write_target_outputs(target_pins(results, released, wheel_pythons=wheel_pythons), out_dir / PINS_DIR)
     if per_target:
         print(f"pins per hardware target: {len(per_target)} file(s) under {out_dir / PINS_DIR / 'targets'}",

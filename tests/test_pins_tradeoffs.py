@@ -207,3 +207,17 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, t
                 if o.cell_id in tradeoff.answer.lost}
         assert lost == _pairs_named(pin.gives_up)
         assert SpecifierSet(",".join(pin.specifiers))  # a valid requirement
+
+
+def test_the_report_session_prints_each_trade_off_under_the_pins_line(tmp_path, capsys, monkeypatch):
+    import matrix.cli.pins
+    from matrix.cli.report import _write_pins
+
+    monkeypatch.setattr(matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
+    listed = _write_pins(the_numpy_run(), tmp_path, None)
+    err = capsys.readouterr().err
+    assert "pins: torch>=2.3: " in err
+    assert "  trade-off 1 (pinned): torch>=2.3: gives up 2 working pairs" in err
+    assert "  trade-off 2 (alternative, not pinned): numpy<2: gives up 4 working pairs" in err
+    assert [line for line, _ in listed] == ["torch>=2.3", "alternative 2 (not pinned): numpy<2"]
+    assert (tmp_path / "pins" / "constraints.txt").read_text().count("\ntorch>=2.3  # trade-off") == 1

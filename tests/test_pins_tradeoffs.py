@@ -28,7 +28,7 @@ TORCH = ("1.13.0", "1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0
          "2.3.1", "2.4.0", "2.4.1")
 NUMPY = ("1.24.4", "1.25.2", "1.26.4", "2.0.0", "2.0.1", "2.0.2", "2.1.3", "2.2.6", "2.3.5")
 RELEASED = {"torch": list(TORCH), "numpy": list(NUMPY)}
-# torch 1.13.x has no wheel for Python 3.11: 2.0.0 is the oldest release a 3.11 cell can install.
+# A synthetic index where 1.13.x has no wheel for Python 3.11: 2.0.0 is the oldest a 3.11 cell can install.
 WHEELS = {"torch": {v: frozenset({"3.8", "3.10"}) if v.startswith("1.") else frozenset({"3.9", "3.10", "3.11"})
                     for v in TORCH}}
 

@@ -409,10 +409,19 @@ def test_a_window_from_the_oldest_release_with_a_wheel_for_the_tested_python_is_
     # Without the wheel facts, 1.13.0 and 1.13.1 are untested releases next to the break: no floor.
     unknown = suggest_pins(results, {"torch": list(RELEASES)})
     assert requirement_lines(unknown.recommended)[0].windows[0].kind == "not-proven"
-    # A release whose wheels do not say (None) stays admitted: still no floor.
-    wheels["torch"]["1.13.1"] = None
+    # A release the facts do not list stays admitted: still no floor.
+    del wheels["torch"]["1.13.1"]
     assert requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}, wheel_pythons=wheels)
                              .recommended)[0].windows[0].kind == "not-proven"
+
+
+def test_an_sdist_only_release_is_admitted_only_where_the_package_ships_no_wheels_for_that_python():
+    from matrix.pins.windows import admitted_releases
+
+    numpy = {"1.3.0": None, "1.22.4": frozenset({"3.8", "3.10"}), "1.26.4": frozenset({"3.11"})}
+    assert admitted_releases(list(numpy), numpy, ["3.11"]) == (["1.26.4"], ["1.3.0", "1.22.4"])
+    pure = {"0.1": None, "0.2": None}  # a project that only ever ships sdists
+    assert admitted_releases(list(pure), pure, ["3.11"]) == (["0.1", "0.2"], [])
 
 
 def test_the_pins_read_which_python_each_release_has_a_wheel_for_from_the_index(tmp_path):

@@ -148,15 +148,24 @@ def admitted_releases(released: Iterable[Any], wheel_pythons: Mapping[str, Any] 
                       pythons: Iterable[str]) -> tuple[list[str], list[str]]:
     """(admitted, not admitted): the final releases with a wheel for one of ``pythons`` (X.Y), and
     the others. ``wheel_pythons`` maps a release to the X.Y values its wheels serve; a release it
-    does not list, or lists as None (an sdist only, wheels that do not say), is admitted."""
+    does not list is admitted, and so is one listed as None (no wheel: an sdist only) unless the
+    package ships wheels for those Pythons elsewhere (numpy 1.3.0's sdist does not build on 3.11;
+    a project that only ever ships sdists is installed from them)."""
     finals = final_releases(released)
     wanted = set(pythons)
     if not wheel_pythons or not wanted:
         return finals, []
+    wheels_elsewhere = any(served is not None and wanted & set(served) for served in wheel_pythons.values())
     admitted, left = [], []
     for version in finals:
-        served = wheel_pythons.get(version)
-        (admitted if served is None or wanted & set(served) else left).append(version)
+        served = wheel_pythons.get(version, ())
+        if served == ():  # not listed: nothing known
+            keep = True
+        elif served is None:
+            keep = not wheels_elsewhere
+        else:
+            keep = bool(wanted & set(served))
+        (admitted if keep else left).append(version)
     return admitted, left
 
 

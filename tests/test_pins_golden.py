@@ -103,7 +103,8 @@ def test_range_broken_only_with_numpy2_is_an_interaction_pinned_as_a_ranked_trad
     assert (first.rank, first.line(), first.pin.gives_up) == (
         1, "numpy!=2.0.2", ("torch 2.3.1 x numpy 2.0.2 [t2.3.1-py3.11-numpyge2]",))
     assert (second.rank, second.line(), second.pairs) == (2, "torch!=2.1.2,!=2.2.2", 2)
-    assert "# alternative 2 (not pinned) for torch!=2.1.2,!=2.2.2 (only where numpy>=2): torch!=2.1.2,!=2.2.2: " \
+    assert "# alternative 2 (not pinned) for the interaction torch 2.1.2, 2.2.2 with numpy 2.0.2 (each passes in " \
+           "another pair): torch!=2.1.2,!=2.2.2: " \
            "gives up 2 working pairs" in render_constraints(suggestion)
     diagnosis = suggestion.diagnosis
     assert diagnosis is not None and diagnosis.kept == diagnosis.good_total and diagnosis.unresolved == ()

@@ -118,7 +118,7 @@ def _tradeoff_lines(suggestion: Suggestion, prefix: str) -> list[str]:
     for tradeoff in suggestion.tradeoffs:
         if tradeoff.interaction not in seen:
             seen.append(tradeoff.interaction)
-            out.append(f"{prefix}interaction {tradeoff.interaction}: no pin closes it without giving up a "
+            out.append(f"{prefix}interaction: {tradeoff.interaction}: no pin closes it without giving up a "
                        "working pair; ranked by working pairs given up, then releases given up:")
         state = "pinned" if tradeoff.rank == 1 else "not pinned"
         out.append(f"{prefix}  {tradeoff.rank}. ({state}) {tradeoff.describe()}")
@@ -289,7 +289,8 @@ def render_constraints(suggestion: Suggestion) -> str:
             out.append(line.text() + (f"  # {reason}" if reason else ""))
     for tradeoff in suggestion.tradeoffs:
         if tradeoff.rank > 1:
-            out.append(f"# alternative {tradeoff.rank} (not pinned) for {tradeoff.interaction}: {tradeoff.describe()}")
+            out.append(f"# alternative {tradeoff.rank} (not pinned) for the interaction {tradeoff.interaction}: "
+                       f"{tradeoff.describe()}")
     return _file_text(out)
 
 

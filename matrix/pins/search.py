@@ -440,7 +440,7 @@ def _interactions(grid: _Grid, diagnosis: Answer, unresolved: int,
     """The diagnosis' pins conditioned on another package where one of the two is an extras axis
     (numpy, setuptools), one per pair of axes: (its text, the pinned axis, the condition's axis, the
     mask of the unresolved bad cells it explains)."""
-    found: dict[tuple[str, str], list] = {}
+    found: dict[tuple[str, str], int] = {}
     for pin in diagnosis.pins:
         condition = pin.condition
         if condition is None or condition.axis not in packages or pin.package not in packages:
@@ -457,10 +457,14 @@ def _interactions(grid: _Grid, diagnosis: Answer, unresolved: int,
                 cells |= grid.mask(Atom(pin.package, value, condition.axis, cond_value))
         cells &= unresolved & grid.bad_mask
         if cells:
-            entry = found.setdefault((pin.package, condition.axis), [[], 0])
-            entry[0].append(pin.describe())
-            entry[1] |= cells
-    return [("; ".join(texts), package, other, cells) for (package, other), (texts, cells) in found.items()]
+            found[(pin.package, condition.axis)] = found.get((pin.package, condition.axis), 0) | cells
+    out = []
+    for (package, other), cells in found.items():
+        first, second = sorted((package, other), key=_axis_rank)
+        listed = [", ".join(str(v) for v in sorted(grid.values(axis, cells), key=_value_key)) for axis in (first, second)]
+        text = f"{first} {listed[0]} with {second} {listed[1]} (each passes in another pair)"
+        out.append((text, package, other, cells))
+    return out
 
 
 def _with_pin(pins: Sequence[Pin], added: Pin) -> tuple[Pin, ...]:

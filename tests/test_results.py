@@ -451,3 +451,17 @@ def test_local_label_is_the_build_and_survives_a_version_pep_440_cannot_parse():
     assert local_label("2.5.1") == ""
     assert local_label("1.12.0+cu102.post1") == "cu102.post1"
     assert local_label("nightly+weird+x") == "weird+x"
+
+
+@pytest.mark.parametrize("probe", [make_probe("install_sanity"),
+                                   full_result().probes[1],
+                                   records.ProbeResult(name="p", status="skip")])
+def test_probe_from_json_makes_what_the_constructor_makes(probe):
+    """ProbeResult.from_json fills the record without its __init__ (speed): every field, same values,
+    still frozen. A field added to the record and forgotten in from_json fails here."""
+    loaded = records.ProbeResult.from_json(probe.to_json())
+    assert loaded == probe
+    assert vars(loaded) == vars(probe)
+    assert set(vars(loaded)) == {field.name for field in dataclasses.fields(records.ProbeResult)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loaded.status = "fail"  # type: ignore[misc]

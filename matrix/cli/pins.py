@@ -13,7 +13,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from matrix.world.apply import apply_pins
 from matrix.vocab.errors import UserError
 from matrix.edges.fileio import atomic_write, cyclic_gc_paused
 from matrix.vocab.layout import PINS_DIR
@@ -170,6 +169,8 @@ def _pins(args: argparse.Namespace) -> int:
                             hint="free some space or fix the permissions, or write them elsewhere "
                                  "with --out DIR") from None
     if args.apply:
+        from matrix.world.apply import apply_pins  # tomlkit: only --apply edits a file
+
         result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
         if result.changed:
             text.append(result.diff())

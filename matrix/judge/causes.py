@@ -188,6 +188,10 @@ def in_run_context(results: list) -> list:
     refutations = _refuted_counterfactuals(results)
     out = []
     for result in results:
+        if not nowhere and (result.install.status != "installed"
+                            or not any(p.status in _FAILING for p in result.probes)):
+            out.append(result)  # nothing below can apply (missing_module wants a failing probe)
+            continue
         probes = []
         for p in result.probes:
             extra: dict[str, Any] = {}

@@ -6,8 +6,9 @@ on which stored results a rerun may keep. Pure: functions of records.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from matrix.judge.causes import Attribution, EnvironmentKind, changed_defaults, environment_failures
 
@@ -79,7 +80,7 @@ class Verdict:
         return self.kind in (COMPATIBLE, INCOMPATIBLE)
 
 
-def probe_counts_as_failure(status: str, policy: dict | None = None) -> bool:
+def probe_counts_as_failure(status: str, policy: Mapping[str, str] | None = None) -> bool:
     """Whether a required probe's status fails the cell under ``policy`` (``DEFAULT_POLICY`` fills gaps)."""
     policy = policy or {}
     if status in _BAD_PROBE_STATUSES:
@@ -96,7 +97,24 @@ def ran_no_test(probe: ProbeResult) -> bool:
     return probe.status == SKIP and bool(probe.evidence.get("no_evidence"))
 
 
+# result's id -> (a weak reference to it, its verdict). A verdict is a function of a frozen record,
+# asked for by the report, the pins (three times per cell) and the HTML: judged once per record.
+# Weak, so a record that goes away takes its entry with it; the identity check guards a reused id.
+_JUDGED: dict[int, tuple[weakref.ref, Verdict]] = {}
+
+
 def verdict_of(result: CellResult) -> Verdict:
+    """The cell's verdict (computed once per record: ``_JUDGED``)."""
+    known = _JUDGED.get(id(result))
+    if known is not None and known[0]() is result:
+        return known[1]
+    verdict = _verdict_of(result)
+    key = id(result)
+    _JUDGED[key] = (weakref.ref(result, lambda _, key=key: _JUDGED.pop(key, None)), verdict)
+    return verdict
+
+
+def _verdict_of(result: CellResult) -> Verdict:
     if result.install.status == UNSATISFIABLE:
         return Verdict(NOT_INSTALLABLE, reason=result.install.message)
     if result.install.status == INSTALL_ERROR or result.install.status != INSTALLED:
@@ -108,8 +126,9 @@ def verdict_of(result: CellResult) -> Verdict:
     by_name = {p.name: p for p in result.probes}
     missing = tuple(name for name in required if name not in by_name)
     idle = tuple(name for name in required if name in by_name and ran_no_test(by_name[name]))
+    policy = result.cell.policy
     failing = tuple(name for name in required if name in by_name and name not in idle
-                    and probe_counts_as_failure(by_name[name].status, dict(result.cell.policy)))
+                    and probe_counts_as_failure(by_name[name].status, policy))
     environment = environment_failures(result, failing)
     advice = changed_defaults(result, failing)
     failing = tuple(name for name in failing if name not in environment and name not in advice)

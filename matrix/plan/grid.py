@@ -15,6 +15,7 @@ import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 from packaging.specifiers import SpecifierSet
@@ -166,14 +167,18 @@ def _wheel_pythons(files: Iterable[Any]) -> frozenset[str] | None:
         if not getattr(item, "tags", ()):
             continue
         saw_wheel = True
-        allowed = SpecifierSet(item.requires_python or "")
         for tag_text in item.tags:
-            for tag in parse_tag(tag_text):
-                for minor in _PY_MINORS:
-                    if _tag_serves(tag.interpreter, tag.abi, minor) and allowed.contains(
-                            minor + ".0", prereleases=True):
-                        found.add(minor)
+            found |= _tag_pythons(tag_text, item.requires_python or "")
     return frozenset(found) if saw_wheel else None
+
+
+@lru_cache(maxsize=4096)  # a few dozen (tag, Requires-Python) pairs across every release of a package
+def _tag_pythons(tag_text: str, requires_python: str) -> frozenset[str]:
+    """The Python X.Y values one wheel tag serves within its Requires-Python."""
+    allowed = SpecifierSet(requires_python)
+    return frozenset(minor for tag in parse_tag(tag_text) for minor in _PY_MINORS
+                     if _tag_serves(tag.interpreter, tag.abi, minor)
+                     and allowed.contains(minor + ".0", prereleases=True))
 
 
 def _tag_serves(interpreter: str, abi: str, minor: str) -> bool:

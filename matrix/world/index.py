@@ -19,11 +19,9 @@ import os
 import threading
 import time
 import urllib.parse
-import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from html.parser import HTMLParser
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -170,30 +168,38 @@ def dist_file(filename: str, url: str, project: str, requires_python: str = "",
                     has_metadata=has_metadata)
 
 
-class _LinkParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[dict[str, str | None], str]] = []
-        self._current: dict[str, str | None] | None = None
-        self._text: list[str] = []
+@lru_cache(maxsize=1)
+def _link_parser() -> type:
+    """The HTML listing's link collector; html.parser is imported only when a listing is HTML
+    (a warm run reads the cache and never needs it)."""
+    from html.parser import HTMLParser
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._current = dict(attrs)
-            self._text = []
+    class _LinkParser(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.links: list[tuple[dict[str, str | None], str]] = []
+            self._current: dict[str, str | None] | None = None
+            self._text: list[str] = []
 
-    def handle_data(self, data: str) -> None:
-        if self._current is not None:
-            self._text.append(data)
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                self._current = dict(attrs)
+                self._text = []
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._current is not None:
-            self.links.append((self._current, "".join(self._text).strip()))
-            self._current = None
+        def handle_data(self, data: str) -> None:
+            if self._current is not None:
+                self._text.append(data)
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "a" and self._current is not None:
+                self.links.append((self._current, "".join(self._text).strip()))
+                self._current = None
+
+    return _LinkParser
 
 
 def parse_html_listing(text: str, base_url: str, project: str) -> list[DistFile]:
-    parser = _LinkParser()
+    parser = _link_parser()()
     parser.feed(text)
     files = []
     for attrs, label in parser.links:
@@ -389,8 +395,10 @@ class PackageIndex:
 
     def versions(self, project: str) -> list[Version]:
         found = set()
-        for item in self.all_files(project):
-            version = Version(item.version)
+        # Each version string parsed once (a release has dozens of files), in the files' order: of
+        # two spellings of one version ("2.0", "2.0.0") the first met is the one kept, as before.
+        for text in dict.fromkeys(item.version for item in self.all_files(project)):
+            version = Version(text)
             if version.is_prerelease and not self.prereleases:
                 continue
             found.add(version)
@@ -411,8 +419,12 @@ class PackageIndex:
             if key in self._grouped:
                 return self._grouped[key]
         grouped: dict[str, list[DistFile]] = {}
+        public_of: dict[str, str] = {}  # each version string parsed once, not once per file
         for item in self.all_files(project):
-            grouped.setdefault(Version(item.version).public, []).append(item)
+            public = public_of.get(item.version)
+            if public is None:
+                public = public_of[item.version] = Version(item.version).public
+            grouped.setdefault(public, []).append(item)
         with self._lock:
             self._grouped[key] = grouped
         return grouped
@@ -459,6 +471,8 @@ class PackageIndex:
             except NotCached:
                 missing.append(version)
         if missing:
+            from concurrent.futures import ThreadPoolExecutor  # only when metadata must be fetched
+
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(missing)))) as pool:
                 found.update(zip(missing, pool.map(lambda v: self.requires_dist(project, v), missing)))
         return {v: found[v] for v in versions}
@@ -489,6 +503,8 @@ class PackageIndex:
 
 
 def _wheel_metadata(blob: bytes, filename: str) -> str:
+    import zipfile
+
     try:
         with zipfile.ZipFile(io.BytesIO(blob)) as archive:
             names = [n for n in archive.namelist()

@@ -242,9 +242,44 @@ def test_passing_probes_are_one_line_without_their_evidence_and_long_fields_are_
     assert text.count("more characters: the full text is in cells/t2.5.1-py3.12.json") == 3  # why, message, traceback
     assert "more characters: the full text is in cells/t2.4.1-py3.12.json" in text  # the install log
     links = set(re.findall(r'href="(cells/[^"]+)"', text))
-    assert links == {"cells/t2.5.1-py3.11.json", "cells/t2.5.1-py3.12.json"}  # cells with passing probes
+    # Linked: the passing probes' evidence, and every cell with a field that may be cut (a failing
+    # probe, an install log): the broken install's 5 MB log is one click from its whole text.
+    assert links == {"cells/t2.5.1-py3.11.json", "cells/t2.5.1-py3.12.json", "cells/t2.4.1-py3.12.json"}
     assert all((page.parent / link).is_file() for link in links)
+    assert re.search(r'<dt>full result</dt><dd><a href="cells/t2.4.1-py3.12.json">', text)
+    assert '<dt>full result</dt><dd><a href="cells/t2.5.1-py3.11.json">' not in text  # all passed: "evidence"
+    # From a merged results.json (an artifact: no cells folder beside it) the page names no cell file
+    # that is not there: the full text is in the results.json the report writes, and the repro bundle.
+    merged = tmp_path / "artifact" / "results.json"
+    merged.parent.mkdir()
+    merged.write_text((tmp_path / "out" / "results.json").read_text(encoding="utf-8"), encoding="utf-8")
+    other = tmp_path / "artifact" / "report.html"
+    assert cli(["report", str(merged), "--out", str(tmp_path / "out2"), "--html", str(other)]) == 0
+    from_merged = other.read_text(encoding="utf-8")
+    assert "cells/" not in from_merged
+    assert "more characters: the full text is in results.json; `torch-matrix repro t2.4.1-py3.12` bundles it" \
+        in from_merged
     # The probe filter's statuses: one letter per probe, in the order of its options.
     options = re.findall(r'<option value="([a-z_]+)">probe:', text)
     assert options == ["install_sanity", "cuda_devices", "mixed_precision", "training_step"]
     assert 'data-cell="t2.5.1-py3.11" data-verdict="compatible" data-statuses="pss-"' in text
+
+
+def test_a_page_over_several_runs_links_each_cell_to_its_own_file(tmp_path):
+    """`report results/` (a root holding several runs, or downloaded shards): each cell's box links the
+    file it was read from, wherever it lies, and the cut text names that file, not a cells/ folder
+    beside the page that does not exist."""
+    from matrix.world.results import write_result
+
+    long = "RuntimeError: " + "y" * 5000
+    write_result(make_result(torch="2.5.1", python="3.11", probes=[
+        make_probe("install_sanity"), make_probe("training_step", FAIL, long)]), tmp_path / "results" / "nightly" / "cells")
+    write_result(make_result(torch="2.4.1", python="3.12", status="error", message=long),
+                 tmp_path / "results" / "shard 2" / "cells")
+    page = tmp_path / "site" / "report.html"
+    assert cli(["report", str(tmp_path / "results"), "--out", str(tmp_path / "out"), "--html", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    links = re.findall(r'<dt>full result</dt><dd><a href="([^"]+)">', text)
+    assert sorted(links) == ["../results/nightly/cells/t2.5.1-py3.11.json", "../results/shard%202/cells/t2.4.1-py3.12.json"]
+    assert "the full text is in ../results/nightly/cells/t2.5.1-py3.11.json;" in text
+    assert "cells/t2.4.1-py3.12.json;" in text and "the full text is in cells/" not in text

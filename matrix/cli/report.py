@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from matrix.report import terminal as report
 from matrix.report import markdown as report_markdown
@@ -171,17 +172,18 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     return pinned_with_proof(suggestion)
 
 
-def _cells_href(results_dir: Path, page: Path) -> str:
-    """The run's ``cells`` directory relative to the page (its links to each cell's full result),
-    or "" when the results are not one run's (a root of several runs, a merged file)."""
-    cells = results_dir if results_dir.name == "cells" else results_dir / "cells"
-    if not cells.is_dir():
-        return ""
-    return Path(os.path.relpath(cells.resolve(), page.resolve().parent)).as_posix()
+def cell_files(sources: Mapping[str, str], page: Path) -> dict[str, str]:
+    """Cell id -> the cell's own result file relative to the page (its link to the full text), for
+    every cell read from a cell file, whatever folder of the results it lies in; a cell read from a
+    merged results.json (``results.json[3]``) has none."""
+    where = os.path.dirname(os.path.abspath(page))
+    return {cell_id: quote(Path(os.path.relpath(os.path.abspath(source), where)).as_posix())
+            for cell_id, source in sources.items() if source.endswith(".json")}
 
 
 def _write_html(target: Path, judged: list, missing: list, previous_dir: str | None, results_dir: Path,
-                spec: str | None = None, pins: Sequence[tuple[str, Sequence[str]]] = ()) -> Path:
+                spec: str | None = None, pins: Sequence[tuple[str, Sequence[str]]] = (),
+                sources: Mapping[str, str] | None = None) -> Path:
     from datetime import datetime, timezone
 
     from matrix.report.html_page import render_html
@@ -194,7 +196,7 @@ def _write_html(target: Path, judged: list, missing: list, previous_dir: str | N
         named = named.parent
     title = f"torch-matrix: {named.name}"
     text = render_html(judged, missing=missing, previous=previous, previous_label=label,
-                       title=title, generated=generated, spec=spec, cells_href=_cells_href(results_dir, target),
+                       title=title, generated=generated, spec=spec, cell_files=cell_files(sources or {}, target),
                        pins=pins)
     atomic_write(target, text)
     return target
@@ -224,7 +226,8 @@ def _write_files(args: argparse.Namespace, judged: Any, missing: Any, loaded: An
     if _arg(args, "pins"):
         pins = _write_pins([item.result for item in judged], out_dir, spec)
     if _arg(args, "html"):
-        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec, pins)
+        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec, pins,
+                           loaded.sources)
         print(f"HTML report: {path}", file=sys.stderr)
 
 

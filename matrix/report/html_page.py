@@ -195,11 +195,6 @@ def _probe_view(result: Any, probe: Any, cell: Cell, required: set[str], where: 
         repro=capped(probe.repro, TEXT_CHARS, where), duration=format_seconds(probe.duration_s))
 
 
-def cell_file(cell_id: str, cells_href: str = "") -> str:
-    """The cell's result file as the page names it: ``<cells_href>/<id>.json``, or its name alone."""
-    return f"{cells_href.rstrip('/')}/{cell_id}.json" if cells_href else f"cells/{cell_id}.json"
-
-
 def status_codes(result: Any, probe_names: Sequence[str]) -> str:
     """One letter per probe of the page (``STATUS_CODES``; ``-`` for a probe this cell has no result of)."""
     by_name = {p.name: p.status for p in result.probes}
@@ -217,11 +212,15 @@ def _quiet_lines(probes: Sequence[Any]) -> tuple[str, tuple[tuple[str, str], ...
 
 
 def cell_view(item: Judged, change: str = "", spec: str | None = None, probe_names: Sequence[str] = (),
-              cells_href: str = "") -> CellView:
+              file: str = "") -> CellView:
     """One cell's slot and box. A probe that passed or skipped is one name on a line, without its
-    evidence (in the cell's file); every other probe gets its row, each long field capped."""
+    evidence (in the cell's file); every other probe gets its row, each long field capped.
+    ``file``: the cell's result file relative to the page (linked), "" when it has none (read from
+    a merged results.json)."""
     result, cell, verdict = item.result, item.cell, item.verdict
-    where = f"{cell_file(cell.id, cells_href)}; `torch-matrix repro {cell.id}` bundles it"
+    # The full text: the cell's own file when there is one, else the merged results.json the report
+    # wrote beside summary.md; the repro bundle either way.
+    where = f"{file or 'results.json'}; `torch-matrix repro {cell.id}` bundles it"
     required = set(cell.required_probes or [p.name for p in result.probes])
     probes = tuple(_probe_view(result, probe, cell, required, where) for probe in result.probes
                    if probe.status not in QUIET)
@@ -238,7 +237,7 @@ def cell_view(item: Judged, change: str = "", spec: str | None = None, probe_nam
         change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell),
         changed_defaults=tuple(sorted(verdict.advice)),
         note="; ".join(sorted({a.advice for a in verdict.advice.values()})),
-        passed=passed, skipped=skipped, file=cell_file(cell.id, cells_href) if cells_href else "",
+        passed=passed, skipped=skipped, file=file,
         origin=str(cell.origin) if cell.is_followup else "", why=cell.reason)
 
 
@@ -260,9 +259,10 @@ def _column_sort(key: tuple) -> tuple:
 def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                previous: Mapping[str, str] | None = None, previous_label: str | None = None,
                title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
-               cells_href: str = "", pins: Sequence[tuple[str, Sequence[str]]] = ()) -> Page:
+               cell_files: Mapping[str, str] | None = None,
+               pins: Sequence[tuple[str, Sequence[str]]] = ()) -> Page:
     """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes).
-    ``cells_href``: the results' ``cells`` directory relative to the page (its links to the full text).
+    ``cell_files``: cell id -> its result file relative to the page (the links to the full text).
     ``pins``: the suggested requirement lines, each with its proof lines (``pins.render``)."""
     judged = judge(results)
     missing_cells = [cell for cell in missing if isinstance(cell, Cell)]
@@ -279,7 +279,7 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
         if previous is not None:
             before = previous.get(item.cell.id)
             change = NEW if before is None else ("" if before == item.verdict.kind else before)
-        views.append((item.cell, cell_view(item, change, spec, probe_names, cells_href)))
+        views.append((item.cell, cell_view(item, change, spec, probe_names, (cell_files or {}).get(item.cell.id, ""))))
     views += [(cell, _missing_view(cell, spec, probe_names)) for cell in missing_cells]
 
     extra_names = sorted({name for cell, _ in views for name in extras_of(cell)})
@@ -345,8 +345,9 @@ def _template() -> Any:
 def render_html(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
                 previous: Mapping[str, str] | None = None, previous_label: str | None = None,
                 title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
-                cells_href: str = "", pins: Sequence[tuple[str, Sequence[str]]] = ()) -> str:
+                cell_files: Mapping[str, str] | None = None,
+                pins: Sequence[tuple[str, Sequence[str]]] = ()) -> str:
     page = build_page(results, missing=missing, previous=previous, previous_label=previous_label,
-                      title=title, generated=generated, spec=spec, cells_href=cells_href, pins=pins)
+                      title=title, generated=generated, spec=spec, cell_files=cell_files, pins=pins)
     return _template().render(page=page, PASS=PASS, MARK=CHANGED_DEFAULT_MARK, MARK_HELP=CHANGED_DEFAULT_HELP,
                               CODE_STATUSES={code: status for status, code in STATUS_CODES.items()})

@@ -7,6 +7,7 @@ and review the diff. Each grid also has explicit assertions on what a maintainer
 from __future__ import annotations
 
 import json
+import dataclasses
 import os
 from pathlib import Path
 
@@ -91,20 +92,23 @@ def test_bad_release_excludes_its_paired_torchvision_with_a_reason():
     assert "torchvision 0.13.0" in render_requirements(suggestion)
 
 
-def test_range_broken_only_with_numpy2_is_an_interaction_pinned_as_a_ranked_trade_off():
+def test_range_broken_only_with_numpy2_is_an_interaction_shown_as_ranked_trade_offs():
     suggestion = _suggest("numpy2_range")
     # numpy<2 would exclude numpy 2 where torch 2.3.1 works with it, torch>=2.3 would exclude
-    # 2.1.2/2.2.2 where they work with numpy 1: the safe answer says neither; the pinned trade-off
-    # is the one that gives up fewer working pairs (1 against 2), and says which.
+    # 2.1.2/2.2.2 where they work with numpy 1: the safe answer says neither, and the files pin it;
+    # the trade-offs are ranked (1 working pair given up against 2), each saying which.
     assert suggestion.safe.lost == () and len(suggestion.safe.unresolved) == 2
-    assert _constraint_lines(render_constraints(suggestion)) == ["numpy!=2.0.2"]
-    assert suggestion.recommended.lost == ("t2.3.1-py3.11-numpyge2",) and suggestion.recommended.unresolved == ()
+    assert _constraint_lines(render_constraints(suggestion)) == []
+    assert suggestion.recommended is suggestion.safe
+    pinned = dataclasses.replace(suggestion, pin_tradeoffs=True)  # `pins --tradeoffs pin-first`
+    assert _constraint_lines(render_constraints(pinned)) == ["numpy!=2.0.2"]
+    assert pinned.recommended.lost == ("t2.3.1-py3.11-numpyge2",) and pinned.recommended.unresolved == ()
     first, second = suggestion.tradeoffs
     assert (first.rank, first.line(), first.pin.gives_up) == (
         1, "numpy!=2.0.2", ("torch 2.3.1 x numpy 2.0.2 [t2.3.1-py3.11-numpyge2]",))
     assert (second.rank, second.line(), second.pairs) == (2, "torch!=2.1.2,!=2.2.2", 2)
-    assert "# alternative 2 (not pinned) for the interaction torch 2.1.2, 2.2.2 with numpy 2.0.2 (each passes in " \
-           "another pair): torch!=2.1.2,!=2.2.2: " \
+    assert "# torch!=2.1.2,!=2.2.2  # trade-off 2 (not pinned) for the interaction torch 2.1.2, 2.2.2 with " \
+           "numpy 2.0.2 (each passes in another pair): torch!=2.1.2,!=2.2.2: " \
            "gives up 2 working pairs" in render_constraints(suggestion)
     diagnosis = suggestion.diagnosis
     assert diagnosis is not None and diagnosis.kept == diagnosis.good_total and diagnosis.unresolved == ()
@@ -185,15 +189,17 @@ def test_real_lazy_run_is_still_exactly_the_hand_written_pins():
                                       "equal, passes [t1.12.1-py3.10-numpylt2]")
 
 
-def test_real_numpy_run_pins_a_trade_off_and_confirms_the_setuptools_advice():
+def test_real_numpy_run_ranks_the_trade_offs_and_confirms_the_setuptools_advice():
     """torch 2.2.2/2.3.1 x numpy <2/>=2, Python 3.11, full suite (issue 11, case d): 2.2.2 breaks with
     numpy 2 only; torch!=2.2.2 and numpy!=2.4.6 each give up one working pair and one release: on
-    the tie the dependency is pinned, not torch, and the other is shown."""
+    the tie the dependency ranks first (pinned only with ``--tradeoffs pin-first``)."""
     suggestion = _suggest("real_numpy_run")
     assert suggestion.safe.unresolved == ("t2.2.2-py3.11-npge2", "t2.2.2-py3.11-npge2-cf-with-setuptools")
     assert [t.line() for t in suggestion.tradeoffs] == ["numpy!=2.4.6", "torch!=2.2.2"]
-    assert _constraint_lines(render_constraints(suggestion)) == ["numpy!=2.4.6"]
-    assert suggestion.recommended.unresolved == ()
+    assert _constraint_lines(render_constraints(suggestion)) == []
+    pinned = dataclasses.replace(suggestion, pin_tradeoffs=True)
+    assert _constraint_lines(render_constraints(pinned)) == ["numpy!=2.4.6"]
+    assert pinned.recommended.unresolved == ()
     assert suggestion.diagnosis.describe() == "torch!=2.2.2 (only where numpy>=2)"
     (advice,) = suggestion.environment
     assert advice.requirement == "setuptools" and len(advice.confirmed_by) == 4 and advice.refuted_by == ()

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -64,7 +65,7 @@ def the_numpy_run() -> list[CellResult]:
     return grid + torch_edges + numpy_edges
 
 
-def test_a_numpy_window_that_holds_only_for_older_torch_is_pinned_as_ranked_trade_offs():
+def test_a_numpy_window_that_holds_only_for_older_torch_is_shown_as_ranked_trade_offs():
     suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS)
     assert suggestion.safe.lost == () and suggestion.safe.unresolved  # no safe pin closes it
     first, second = suggestion.tradeoffs
@@ -83,19 +84,48 @@ def test_a_numpy_window_that_holds_only_for_older_torch_is_pinned_as_ranked_trad
     assert (upper.kind, upper.first_bad, upper.last_bad, upper.specifiers) == ("upper-bound", "2.0.0", "2.3.5",
                                                                                ("<2",))
     assert "newest 2.3.5 fails [t2.2.2-py3.11-np2.3.5-edge]" in upper.proof()
-    # The pinned answer is the safe one plus the first trade-off; it closes the break.
+    # The files pin the safe answer: the first rule holds, and the break stays open (unresolved)
+    # until the maintainer picks a trade-off.
+    assert suggestion.recommended is suggestion.safe and suggestion.recommended.unresolved
+    assert not any(suggestion.pinned(t) for t in suggestion.tradeoffs)
+    # Asked to (`pins --tradeoffs pin-first`), the first trade-off is added; it closes the break.
+    suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
     pinned = suggestion.recommended
     assert pinned is suggestion.traded and pinned.unresolved == ()
     assert set(pinned.lost) == {"t2.0.0-py3.11-np1.26.4-edge", "t2.2.2-py3.11-np1.26.4"}
     assert [line.text() for line in requirement_lines(pinned) if line.specifiers] == ["torch>=2.3"]
 
 
-def test_every_output_carries_the_trade_offs_with_their_proof():
+def test_by_default_every_output_shows_the_trade_offs_and_pins_none_of_them():
     suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS)
+    constraints = render_constraints(suggestion)
+    assert [line for line in constraints.splitlines() if line and not line.startswith("#")] == []
+    assert "choose one trade-off, uncomment its line" in constraints
+    commented = [line[2:] for line in constraints.splitlines() if line.startswith("# torch>=2.3") or
+                 line.startswith("# numpy<2")]
+    assert [line.split("  #")[0] for line in commented] == ["torch>=2.3", "numpy<2"]
+    assert Requirement(commented[0].split("  #")[0])  # uncommented, it is a requirement line
+    requirements = render_requirements(suggestion)
+    assert [line for line in requirements.splitlines() if not line.startswith("#")] == []
+    assert "#   1. (not pinned) torch>=2.3: gives up 2 working pairs" in requirements
+    assert "choose one and add its line" in requirements
+    text = render_text(suggestion)
+    assert "1. (not pinned) torch>=2.3" in text and "2. (not pinned) numpy<2" in text
+    assert "leave it open; choose one of the trade-offs below" in text
+    import json
+    data = json.loads(render_json(suggestion))
+    assert data["constraints"] == [] and not any(t["pinned"] for t in data["tradeoffs"])
+    assert [line for line, _ in pinned_with_proof(suggestion)] == [
+        "trade-off 1 (not pinned: choose one): torch>=2.3", "trade-off 2 (not pinned: choose one): numpy<2"]
+
+
+def test_asked_to_pin_the_first_every_output_carries_the_trade_offs_with_their_proof():
+    suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
     constraints = render_constraints(suggestion)
     active = [line for line in constraints.splitlines() if line and not line.startswith("#")]
     assert len(active) == 1 and active[0].startswith("torch>=2.3  # trade-off, gives up 2 working pairs: ")
-    assert "# alternative 2 (not pinned) for " in constraints and "numpy<2: gives up 4 working pairs" in constraints
+    assert "# numpy<2  # trade-off 2 (not pinned) for " in constraints
+    assert "numpy<2: gives up 4 working pairs" in constraints
     requirements = render_requirements(suggestion)
     assert "#   2. (not pinned) numpy<2: gives up 4 working pairs" in requirements
     assert "#        window numpy 2.0.0..2.3.5 (upper-bound: <2): first bad 2.0.0" in requirements
@@ -110,11 +140,11 @@ def test_every_output_carries_the_trade_offs_with_their_proof():
     assert data["constraints"] == ["torch>=2.3"] and data["safe"]["lost_good"] == []
     (pinned, proof), (alternative, why) = pinned_with_proof(suggestion)  # the report page's list
     assert pinned == "torch>=2.3" and proof[0].startswith("trade-off: gives up 2 working pairs")
-    assert alternative == "alternative 2 (not pinned): numpy<2" and why[1].startswith("window numpy 2.0.0..2.3.5")
+    assert alternative == "trade-off 2 (not pinned: choose one): numpy<2" and why[1].startswith("window numpy 2.0.0..2.3.5")
     from matrix.report.html_page import render_html
 
     html = render_html(the_numpy_run(), pins=pinned_with_proof(suggestion))
-    assert "<code>torch&gt;=2.3</code>" in html and "alternative 2 (not pinned): numpy&lt;2" in html
+    assert "<code>torch&gt;=2.3</code>" in html and "trade-off 2 (not pinned: choose one): numpy&lt;2" in html
     assert "trade-off: gives up 2 working pairs" in html
 
 
@@ -127,8 +157,11 @@ def test_without_the_other_configuration_the_window_is_not_widened_past_the_evid
     suggestion = suggest_pins(results, RELEASED, wheel_pythons=WHEELS)
     good = [o for o in observe(results)[0] if o.good]
     for o in good:
-        assert suggestion.recommended.admits(o) or o.cell_id in " ".join(
-            pair for t in suggestion.tradeoffs if t.rank == 1 for pair in t.pin.gives_up)
+        assert suggestion.recommended.admits(o)
+    traded = suggest_pins(results, RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
+    for o in good:
+        assert traded.recommended.admits(o) or o.cell_id in " ".join(
+            pair for t in traded.tradeoffs if t.rank == 1 for pair in t.pin.gives_up)
 
 
 def test_a_numpy_window_on_one_python_is_pinned_under_a_python_marker():
@@ -166,12 +199,14 @@ rectangles = st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(TORCH)
                                                             min_size=2, max_size=30),
        st.sets(st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(NUMPY) - 1)), max_size=2),
        st.sets(st.integers(0, len(TORCH) - 1), max_size=2),
-       st.sampled_from([PinPolicy.PROVEN, PinPolicy.ADMIT_UNTESTED, PinPolicy.TESTED_ONLY]))
-def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, tested, flaky, holes, policy):
+       st.sampled_from([PinPolicy.PROVEN, PinPolicy.ADMIT_UNTESTED, PinPolicy.TESTED_ONLY]), st.booleans())
+def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, tested, flaky, holes, policy,
+                                                                        pin_first):
     """Random torch x numpy break patterns (one or two boxes of bad pairs, a flaky pair that passes
     where its box fails, torch releases that cannot be installed (unsatisfiable holes), any subset
-    tested): the safe answer excludes no working cell; the pinned
-    answer excludes a working cell only as a pair a trade-off line names; every trade-off's windows
+    tested; trade-offs shown or the first pinned): the safe answer excludes no working cell, and by
+    default the files pin it; asked to pin the first trade-off, the pinned answer excludes a working
+    cell only as a pair a trade-off line names; every trade-off's windows
     cover no release that passes where the window applies; a trade-off closes cells it says."""
     def fails(torch: str, numpy: str, python: str = "3.11") -> bool:
         t, n = TORCH.index(torch), NUMPY.index(numpy)
@@ -183,9 +218,10 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, t
                                      id=f"t{TORCH[t]}-np{NUMPY[n]}"), status=UNSATISFIABLE, message="no wheel")
                if t in holes else cell_result(TORCH[t], NUMPY[n], fails=fails, edge=i % 3 == 2)
                for i, (t, n) in enumerate(sorted(tested))]
-    suggestion = suggest_pins(results, RELEASED, policy, WHEELS)
+    suggestion = suggest_pins(results, RELEASED, policy, WHEELS, pin_tradeoffs=pin_first)
     observations = observe(results)[0]
     assert suggestion.safe.lost == ()
+    assert pin_first or suggestion.recommended is suggestion.safe
     pinned = suggestion.recommended
     named = _pairs_named(line for t in suggestion.tradeoffs if t.rank == 1 for line in t.pin.gives_up)
     for o in observations:
@@ -209,15 +245,35 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, t
         assert SpecifierSet(",".join(pin.specifiers))  # a valid requirement
 
 
-def test_the_report_session_prints_each_trade_off_under_the_pins_line(tmp_path, capsys, monkeypatch):
+def test_the_report_session_says_the_break_is_open_and_prints_each_trade_off(tmp_path, capsys, monkeypatch):
+    """The run's one pins line must not say "none needed" while a break is open."""
     import matrix.cli.pins
     from matrix.cli.report import _write_pins
 
     monkeypatch.setattr(matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
     listed = _write_pins(the_numpy_run(), tmp_path, None)
     err = capsys.readouterr().err
-    assert "pins: torch>=2.3: " in err
-    assert "  trade-off 1 (pinned): torch>=2.3: gives up 2 working pairs" in err
-    assert "  trade-off 2 (alternative, not pinned): numpy<2: gives up 4 working pairs" in err
-    assert [line for line, _ in listed] == ["torch>=2.3", "alternative 2 (not pinned): numpy<2"]
-    assert (tmp_path / "pins" / "constraints.txt").read_text().count("\ntorch>=2.3  # trade-off") == 1
+    assert "pins: none that keeps every working version; 1 break left open, choose a trade-off below: " in err
+    assert "none needed" not in err
+    assert "  trade-off 1 (not pinned): torch>=2.3: gives up 2 working pairs" in err
+    assert "  trade-off 2 (not pinned): numpy<2: gives up 4 working pairs" in err
+    assert [line for line, _ in listed] == ["trade-off 1 (not pinned: choose one): torch>=2.3",
+                                            "trade-off 2 (not pinned: choose one): numpy<2"]
+    assert "\n# torch>=2.3  # trade-off 1" in (tmp_path / "pins" / "constraints.txt").read_text()
+
+
+def test_pins_tradeoffs_pin_first_from_the_command_line(tmp_path, capsys, monkeypatch):
+    import matrix.cli.pins
+    from matrix.cli import main
+    from matrix.world.results import write_result
+
+    monkeypatch.setattr(matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
+    for result in the_numpy_run():
+        write_result(result, tmp_path / "run" / "cells")
+    assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "shown")]) == 0
+    assert main(["pins", str(tmp_path / "run"), "--tradeoffs", "pin-first", "--out", str(tmp_path / "pinned")]) == 0
+    shown = (tmp_path / "shown" / "constraints.txt").read_text()
+    pinned = (tmp_path / "pinned" / "constraints.txt").read_text()
+    assert [line for line in shown.splitlines() if line and not line.startswith("#")] == []
+    assert [line.split("  #")[0] for line in pinned.splitlines() if line and not line.startswith("#")] == [
+        "torch>=2.3"]

@@ -137,6 +137,11 @@ def _build_parser() -> argparse.ArgumentParser:
                            "cells proved both its edges (<2.6, !=2.0.*), else its tested bad versions; "
                            "admit-untested: exclude only tested bad versions (!=X); "
                            "tested-only: bounds may also exclude untested releases, without proof")
+    pins.add_argument("--tradeoffs", choices=["show", "pin-first"], default="show",
+                      help="a break no pin closes without excluding a version seen working (numpy 2 with "
+                           "older torch): show (default): rank the one-pin answers and leave the choice to "
+                           "you; pin-first: pin each interaction's first-ranked answer (its line names the "
+                           "working pairs it gives up)")
     pins.add_argument("--history", nargs="?", const="", metavar="DB",
                       help="quote each exclusion's pass rate over the last --last nights from the history "
                            "database (default DB: $TORCH_MATRIX_HISTORY, else <results root>/history.sqlite)")

@@ -144,7 +144,8 @@ def _pins(args: argparse.Namespace) -> int:
     if not getattr(args, "no_coverage", False):
         released, wheel_pythons = index_facts(package_axes(loaded.results), getattr(args, "spec", None))
     policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN)
-    suggestion = suggest_pins(loaded.results, released, policy, wheel_pythons)
+    suggestion = suggest_pins(loaded.results, released, policy, wheel_pythons,
+                              pin_tradeoffs=getattr(args, "tradeoffs", "show") == "pin-first")
     # Everything is written (pins files, the applied requirements file) before anything is printed:
     # a reader that stops early (`| head`) must not cost a file.
     text = [render_text(suggestion)]

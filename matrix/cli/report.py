@@ -160,10 +160,14 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     suggestion = suggest_pins(results, released, wheel_pythons=wheel_pythons)
     paths = write_outputs(suggestion, out_dir / PINS_DIR)
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
-    print(f"pins: {', '.join(pins) if pins else 'none needed'}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
+    open_breaks = len({t.interaction for t in suggestion.tradeoffs if not suggestion.pinned(t)})
+    summary = ", ".join(pins) if pins else "none needed" if not open_breaks else "none that keeps every working version"
+    if open_breaks:  # "none needed" would be false: a break is open until the maintainer picks a trade-off
+        summary += f"; {open_breaks} break{'s' if open_breaks > 1 else ''} left open, choose a trade-off below"
+    print(f"pins: {summary}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
           "`torch-matrix pins --apply FILE` updates a requirements file)", file=sys.stderr)
     for tradeoff in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed
-        state = "pinned" if tradeoff.rank == 1 else "alternative, not pinned"
+        state = "pinned" if suggestion.pinned(tradeoff) else "not pinned"
         print(f"  trade-off {tradeoff.rank} ({state}): {tradeoff.describe()}", file=sys.stderr)
     per_target = write_target_outputs(target_pins(results, released, wheel_pythons=wheel_pythons), out_dir / PINS_DIR)
     if per_target:

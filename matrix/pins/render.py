@@ -102,17 +102,17 @@ def pinned_with_proof(suggestion: Suggestion) -> list[tuple[str, tuple[str, ...]
     out = [(line.text(), tuple(proof_lines(line))) for line in requirement_lines(suggestion.recommended)
            if line.specifiers]
     for tradeoff in suggestion.tradeoffs:
-        if tradeoff.rank > 1:
+        if not suggestion.pinned(tradeoff):
             line = RequirementLine(tradeoff.pin.package, tradeoff.pin.specifiers, "", tradeoff.pin.exclusions,
                                    tradeoff.pin.windows)
-            out.append((f"alternative {tradeoff.rank} (not pinned): {tradeoff.line()}",
+            out.append((f"trade-off {tradeoff.rank} (not pinned: choose one): {tradeoff.line()}",
                         (f"for the interaction {tradeoff.interaction}: {tradeoff.describe()}",
                          *_window_lines(line, ""), *_comment_lines(line.exclusions, ""))))
     return out
 
 
 def _tradeoff_lines(suggestion: Suggestion, prefix: str) -> list[str]:
-    """Each interaction's ranked trade-offs, the pinned one first, each with its proof."""
+    """Each interaction's ranked trade-offs, best first, each with its proof."""
     out: list[str] = []
     seen: list[str] = []
     for tradeoff in suggestion.tradeoffs:
@@ -120,7 +120,7 @@ def _tradeoff_lines(suggestion: Suggestion, prefix: str) -> list[str]:
             seen.append(tradeoff.interaction)
             out.append(f"{prefix}interaction: {tradeoff.interaction}: no pin closes it without giving up a "
                        "working pair; ranked by working pairs given up, then releases given up:")
-        state = "pinned" if tradeoff.rank == 1 else "not pinned"
+        state = "pinned" if suggestion.pinned(tradeoff) else "not pinned"
         out.append(f"{prefix}  {tradeoff.rank}. ({state}) {tradeoff.describe()}")
         line = RequirementLine(tradeoff.pin.package, tradeoff.pin.specifiers, "", tradeoff.pin.exclusions,
                                tradeoff.pin.windows)
@@ -201,8 +201,10 @@ def render_text(suggestion: Suggestion) -> str:
                 "  " + _listing(recommended.unresolved)]
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
-        how = ("the pins above close it with a trade-off, ranked below" if suggestion.traded is not None else
-               "the pins above never exclude a working version, so they leave it open")
+        how = ("the pins above close it with a trade-off, ranked below" if suggestion.pin_tradeoffs
+               and suggestion.traded is not None else
+               "the pins above never exclude a working version, so they leave it open"
+               + ("; choose one of the trade-offs below" if suggestion.tradeoffs else ""))
         out += ["", f"Interaction (no requirement can say this; {how}):",
                 f"  {diagnosis.describe()}  ({_keeps(diagnosis)})"]
         for pin in diagnosis.pins:
@@ -287,10 +289,13 @@ def render_constraints(suggestion: Suggestion) -> str:
         if line.specifiers:
             reason = _inline_reason(line)
             out.append(line.text() + (f"  # {reason}" if reason else ""))
+    if suggestion.tradeoffs and not suggestion.pin_tradeoffs:
+        out.append("# A break these pins leave open (no pin closes it without excluding a version seen working):"
+                   " choose one trade-off, uncomment its line (`torch-matrix pins --tradeoffs pin-first` pins the first)")
     for tradeoff in suggestion.tradeoffs:
-        if tradeoff.rank > 1:
-            out.append(f"# alternative {tradeoff.rank} (not pinned) for the interaction {tradeoff.interaction}: "
-                       f"{tradeoff.describe()}")
+        if not suggestion.pinned(tradeoff):
+            out.append(f"# {tradeoff.line()}  # trade-off {tradeoff.rank} (not pinned) for the interaction "
+                       f"{tradeoff.interaction}: {tradeoff.describe()}")
     return _file_text(out)
 
 
@@ -311,7 +316,9 @@ def render_requirements(suggestion: Suggestion) -> str:
             out.append(line.text())
     if suggestion.tradeoffs:
         out.append("# Trade-offs (the first of each interaction is pinned above; to choose another, replace "
-                   "its line with the alternative's):")
+                   "its line with the alternative's):" if suggestion.pin_tradeoffs else
+                   "# Trade-offs (a break the pins above leave open: no pin closes it without excluding a version "
+                   "seen working; choose one and add its line):")
         out.extend(_tradeoff_lines(suggestion, "# "))
     if recommended.unresolved:
         out.append("# Unresolved (no pin excludes them without excluding a working version): "
@@ -351,7 +358,7 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         "coverage": {package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())},
     }
     if suggestion.tradeoffs:  # only when there are some: earlier pins.json files stay byte-identical
-        data["tradeoffs"] = [tradeoff.to_json() for tradeoff in suggestion.tradeoffs]
+        data["tradeoffs"] = [tradeoff.to_json(suggestion.pinned(tradeoff)) for tradeoff in suggestion.tradeoffs]
         data["safe"] = suggestion.safe.to_json()
     if suggestion.not_pinned:  # only when there are some: earlier pins.json files stay byte-identical
         data["not_pinned"] = [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.not_pinned]

@@ -33,6 +33,11 @@ class Suggestion:
     not_pinned: tuple[CellNote, ...] = ()  # incompatible existing environments (evidence._observe)
     tradeoffs: tuple[Tradeoff, ...] = ()  # per interaction of an extras axis: ranked one-pin answers
     traded: Answer | None = None  # the safe answer plus the first trade-off of each interaction
+    pin_tradeoffs: bool = False  # `pins --tradeoffs pin-first`: the files pin ``traded``
+
+    def pinned(self, tradeoff: Tradeoff) -> bool:
+        """Whether the files pin this trade-off: only its interaction's first, and only when asked."""
+        return self.pin_tradeoffs and self.traded is not None and tradeoff.rank == 1
 
     @property
     def safe(self) -> Answer:
@@ -42,10 +47,11 @@ class Suggestion:
 
     @property
     def recommended(self) -> Answer:
-        """What the files pin: the safe answer, or, when it leaves an interaction of an extras axis
-        open that no pin closes without giving up a working pair, the first-ranked trade-off added
-        (its lines name what they give up)."""
-        return self.traded or self.safe
+        """What the files pin: the safe answer (no pin excludes a version seen working). A trade-off
+        (an interaction of an extras axis no pin closes without giving up a working pair) is shown,
+        ranked, for the maintainer to choose; only ``pins --tradeoffs pin-first`` adds the
+        first-ranked one (its lines name what they give up)."""
+        return self.traded if self.pin_tradeoffs and self.traded is not None else self.safe
 
     @property
     def diagnosis(self) -> Answer | None:
@@ -57,12 +63,14 @@ class Suggestion:
 def suggest_pins(results: Sequence[CellResult],
                  released: Mapping[str, Sequence[str]] | None = None,
                  policy: PinPolicy = PinPolicy.PROVEN,
-                 wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None) -> Suggestion:
+                 wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
+                 pin_tradeoffs: bool = False) -> Suggestion:
     """Derive the suggestion from cell results; ``released`` maps package -> released versions,
     ``wheel_pythons`` package -> release -> the Python X.Y values its wheels serve (a release with
     no wheel for any tested Python was never a candidate: windows and coverage leave it out).
 
-    ``policy`` says whether bounds may reach untested releases (``PinPolicy``). Cells of
+    ``policy`` says whether bounds may reach untested releases (``PinPolicy``); ``pin_tradeoffs``
+    whether the files pin each interaction's first-ranked trade-off (else they are shown). Cells of
     ``torch-matrix bisect`` (judged by one probe or test) are never evidence for the pins."""
     results = [result for result in results if result.cell.origin != ORIGIN_BISECT]
     packages = package_axes(results)
@@ -84,11 +92,13 @@ def suggest_pins(results: Sequence[CellResult],
         answers=tuple(answers),
         unsatisfiable=tuple(unsatisfiable),
         no_evidence=tuple(no_evidence),
-        coverage=coverage(traded or next(a for a in answers if a.expressible), observations, packages, released),
+        coverage=coverage((traded if pin_tradeoffs and traded is not None else next(a for a in answers if a.expressible)),
+                          observations, packages, released),
         policy=policy,
         environment=tuple(environment_advice(results)),
         not_pinned=tuple(not_pinned),
         tradeoffs=tuple(tradeoffs),
         traded=traded,
+        pin_tradeoffs=pin_tradeoffs,
     )
 

@@ -84,15 +84,16 @@ class Streamed:
 
 def low_priority(command: Sequence[str]) -> list[str]:
     """``command`` run at the lowest CPU priority (``nice -n 19``) and the lowest best-effort I/O
-    priority (``ionice -c 2 -n 7``), where those tools exist: it gets the cores only when nothing
-    else wants them. Both exec the command, so its process id stays the one we started."""
+    priority (``ionice -c 2 -n 7``), where those tools exist: its own work gets the cores only when
+    nothing else wants them (not the kernel's work for it: network, page cache, write-back). Both
+    exec the command, so its process id stays the one we started."""
     prefix: list[str] = []
     nice = shutil.which("nice")
     if nice:
         prefix += [nice, "-n", "19"]
     ionice = shutil.which("ionice")
     if ionice and sys.platform.startswith("linux"):
-        prefix += [ionice, "-c", "2", "-n", "7"]
+        prefix += [ionice, "-t", "-c", "2", "-n", "7"]  # -t: run it even where the class cannot be set
     return prefix + list(command)
 
 

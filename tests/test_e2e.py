@@ -361,6 +361,38 @@ install = "override"
     assert lines == ["torch!=2.2.0"]
 
 
+def probe_spec(tmp_path: Path, head: str, probe: str, body: str, index_url: str) -> Path:
+    """``tmp_path/matrix.toml``: ``head`` (name and axes), then install_sanity and the required
+    ``probe`` (``body``: its code, written to ``my_probes/<probe>.py``), and the synthetic index."""
+    probes_dir = tmp_path / "my_probes"
+    probes_dir.mkdir()
+    (probes_dir / f"{probe}.py").write_text("from probes.api import Fail, probe  # noqa: F401\n\n" + body)
+    spec = tmp_path / "matrix.toml"
+    spec.write_text(f"""{head}
+[probes]
+run = ["install_sanity", "{probe}"]
+required = ["{probe}"]
+dirs = ["my_probes"]
+
+[index]
+default = "{index_url}"
+extra = []
+find_links = []
+""")
+    return spec
+
+
+def run_matrix(tmp_path: Path, spec: Path, name: str) -> tuple[Path, dict[str, str], list, str]:
+    """`nox -s matrix` on ``spec`` (run ``name``; exit 0 asserted): its results directory, environment,
+    results and output."""
+    run_dir = tmp_path / "results" / name
+    env = nox_env(tmp_path, spec)
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    return run_dir, env, load_results(run_dir).results, output
+
+
 def write_window_world(tmp_path: Path, bad: tuple[str, ...] = ("2.3.0", "2.4.0", "2.5.0")) -> tuple[Path, Path]:
     """Ten torch releases 2.0.0 .. 2.9.0; a custom probe fails on ``bad`` (one closed window).
     The spec tests 2.0.0, 2.4.0 and 2.9.0: the grid sees one bad release."""
@@ -368,32 +400,17 @@ def write_window_world(tmp_path: Path, bad: tuple[str, ...] = ("2.3.0", "2.4.0",
 
     releases = [f"2.{minor}.0" for minor in range(10)]
     index = build_index(tmp_path / "index", [torch_wheel(version) for version in releases])
-    probes_dir = tmp_path / "my_probes"
-    probes_dir.mkdir()
-    (probes_dir / "regression.py").write_text(
-        "from probes.api import Fail, probe\n\n"
-        "@probe('regression', doc='fails on the releases of one synthetic window')\n"
-        "def regression(ctx):\n"
-        "    import torch\n"
-        f"    if torch.__version__.split('+')[0] in {bad!r}:\n"
-        "        raise Fail('the synthetic regression', observed=torch.__version__, expected='a fixed release')\n")
-    spec = tmp_path / "matrix.toml"
-    spec.write_text(f"""\
+    spec = probe_spec(tmp_path, """\
 name = "window"
 python = ["current"]
 torch = ["2.0.0", "2.4.0", "2.9.0"]
 torchvision = "none"
-
-[probes]
-run = ["install_sanity", "regression"]
-required = ["regression"]
-dirs = ["my_probes"]
-
-[index]
-default = "{index.url}"
-extra = []
-find_links = []
-""")
+""", "regression", (
+        "@probe('regression', doc='fails on the releases of one synthetic window')\n"
+        "def regression(ctx):\n"
+        "    import torch\n"
+        f"    if torch.__version__.split('+')[0] in {bad!r}:\n"
+        "        raise Fail('the synthetic regression', observed=torch.__version__, expected='a fixed release')\n"), index.url)
     return spec, tmp_path / "results" / "window"
 
 
@@ -456,15 +473,7 @@ def test_an_explicit_torchvision_axis_is_bisected_over_its_releases_and_pinned_t
                 "torchvision/transforms/functional_tensor.py": "def rgb_to_grayscale(img):\n    return img\n"})
         wheels.append(vision)
     index = build_index(tmp_path / "index", wheels)
-    probes_dir = tmp_path / "my_probes"
-    probes_dir.mkdir()
-    (probes_dir / "transforms.py").write_text(
-        "from probes.api import probe\n\n"
-        "@probe('transforms', doc='the downstream import basicsr made')\n"
-        "def transforms(ctx):\n"
-        "    from torchvision.transforms.functional_tensor import rgb_to_grayscale  # noqa: F401\n")
-    spec = tmp_path / "matrix.toml"
-    spec.write_text(f"""\
+    spec = probe_spec(tmp_path, """\
 name = "vision"
 python = ["current"]
 torch = ["2.1.0", "2.5.0"]
@@ -477,23 +486,11 @@ torchvision = "0.20.0"
 [[exclude]]
 torch = "2.5.0"
 torchvision = "0.16.0"
-
-[probes]
-run = ["install_sanity", "transforms"]
-required = ["transforms"]
-dirs = ["my_probes"]
-
-[index]
-default = "{index.url}"
-extra = []
-find_links = []
-""")
-    run_dir = tmp_path / "results" / "vision"
-    env = nox_env(tmp_path, spec)
-    done = run_nox(tmp_path, env, "-s", "matrix")
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-3000:]
-    results = load_results(run_dir).results
+""", "transforms", (
+        "@probe('transforms', doc='the downstream import basicsr made')\n"
+        "def transforms(ctx):\n"
+        "    from torchvision.transforms.functional_tensor import rgb_to_grayscale  # noqa: F401\n"), index.url)
+    run_dir, env, results, output = run_matrix(tmp_path, spec, "vision")
     grid = {r.cell.id for r in results if r.cell.origin == "matrix"}
     assert grid == {f"t2.1.0-tv0.16.0-py{PY}", f"t2.5.0-tv0.20.0-py{PY}"}, output[-3000:]
     edges = {r.cell.torchvision: r for r in results if r.cell.origin == "edge"}
@@ -511,6 +508,59 @@ find_links = []
         pins.stdout
     assert "window torchvision 0.18.0..0.24.0 (upper-bound: <0.18): first bad 0.18.0, found by bisect between " \
            f"0.17.0 (passes) [t2.2.0-tv0.17.0-py{PY}-edge] and 0.18.0 (fails)" in pins.stdout, pins.stdout
+
+
+def test_an_interactions_edge_releases_are_run_in_both_configurations(tmp_path):
+    """torch older than 2.3 breaks with numpy 2 and works with numpy 1 (as torch built against numpy 1
+    did): the grid tests torch 2.1.0 and 2.4.0 with numpy<2 and >=2. The follow-up session bisects
+    the edges in the numpy>=2 configuration and runs every release it finds bad with numpy<2 too
+    (tag other-configuration), where it passes: no torch release is pinned for everyone."""
+    from tests.synthetic_wheels import numpy_wheel, torch_wheel
+
+    releases = [f"2.{minor}.0" for minor in range(6)]
+    numpys = ["1.25.0", "1.26.0", "2.0.0", "2.1.0"]
+    index = build_index(tmp_path / "index", [torch_wheel(v) for v in releases] + [numpy_wheel(v) for v in numpys])
+    spec = probe_spec(tmp_path, """\
+name = "numpy2"
+python = ["current"]
+torch = ["2.1.0", "2.4.0"]
+torchvision = "none"
+
+[extras]
+numpy = { values = ["<2", ">=2"], label = "np" }
+""", "numpy2", (
+        "@probe('numpy2', doc='torch before 2.3 was built against numpy 1')\n"
+        "def numpy2(ctx):\n"
+        "    import numpy, torch\n"
+        "    old = tuple(int(p) for p in torch.__version__.split('+')[0].split('.')[:2]) < (2, 3)\n"
+        "    if old and numpy.__version__.startswith('2.'):\n"
+        "        raise Fail('A module that was compiled using NumPy 1.x cannot be run in NumPy 2',\n"
+        "                   observed=numpy.__version__, expected='numpy 1')\n"), index.url)
+    run_dir, env, results, output = run_matrix(tmp_path, spec, "numpy2")
+    edges = [r for r in results if r.cell.origin == "edge"]
+    others = {(r.cell.torch, r.cell.axes["numpy"]): r for r in edges if "other-configuration" in r.cell.tags}
+    bad = [r for r in edges if "other-configuration" not in r.cell.tags and verdict_of(r).kind == INCOMPATIBLE]
+    assert bad and others, output[-3000:]
+    for result in bad:  # each bad edge release ran again in the passing configuration, and passed
+        if result.cell.axes["numpy"] == ">=2":  # a torch edge: the other configuration is numpy<2
+            twin = others[(result.cell.torch, "<2")]
+        else:  # a numpy edge (torch 2.1.0 held): the other configuration is torch 2.4.0
+            twin = others[("2.4.0", result.cell.axes["numpy"])]
+        assert verdict_of(twin).kind == COMPATIBLE and "the finding's other configuration" in twin.cell.reason
+    assert ("2.0.0", "<2") in others  # the oldest release, bad with numpy 2, works with numpy 1
+    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+                          cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          check=False)
+    assert pins.returncode == 0, pins.stderr
+    # torch 2.0.0 was seen working (with numpy 1.26.0): the safe answer admits it; a trade-off that
+    # gives it up names that pair (pins.search).
+    from matrix.pins import requirement_lines, suggest_pins
+    from matrix.pins.specifiers import specifier_set
+
+    suggestion = suggest_pins(results, {"torch": releases, "numpy": numpys})
+    for line in requirement_lines(suggestion.safe):
+        assert line.package != "torch" or specifier_set([line.text()[len("torch"):]]).contains("2.0.0"), line.text()
+    assert "t2.0.0-py3.11-nplt2-edge".replace("py3.11", f"py{PY}") in pins.stdout
 
 
 def test_two_local_runs_feed_the_local_history(tmp_path):

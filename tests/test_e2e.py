@@ -454,11 +454,10 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
     assert not [r for r in load_results(run_off).results if r.cell.origin == "edge"]
 
 
-def test_an_explicit_torchvision_axis_is_bisected_over_its_releases_and_pinned_there(tmp_path):
-    """The spec lists torchvision. torchvision 0.18.0 dropped ``torchvision.transforms.functional_tensor``
-    (as the real 0.17.0 did): the grid's failing cell names that module, so the follow-up session
-    bisects torchvision's releases, each installed with the torch it requires, and tests the newest;
-    the pin is torchvision's window, ``torchvision<0.18``, and torch is not pinned."""
+def run_vision_world(tmp_path: Path, probe: str, body: str) -> tuple[Path, Path, dict[str, str], list, str]:
+    """torch 2.0.0 .. 2.9.0, torchvision 0.15.0 .. 0.24.0 (each requiring its torch; those before 0.18.0
+    ship ``torchvision.transforms.functional_tensor``); a spec listing torch 2.1.0, 2.5.0 and
+    torchvision 0.16.0, 0.20.0 (the mismatched pairs excluded) with one custom probe; `nox -s matrix`."""
     import dataclasses
 
     from tests.synthetic_wheels import torch_wheel, torchvision_wheel
@@ -486,11 +485,19 @@ torchvision = "0.20.0"
 [[exclude]]
 torch = "2.5.0"
 torchvision = "0.16.0"
-""", "transforms", (
+""", probe, body, index.url)
+    return (spec, *run_matrix(tmp_path, spec, "vision"))
+
+
+def test_an_explicit_torchvision_axis_is_bisected_over_its_releases_and_pinned_there(tmp_path):
+    """The spec lists torchvision. torchvision 0.18.0 dropped ``torchvision.transforms.functional_tensor``
+    (as the real 0.17.0 did): the grid's failing cell names that module, so the follow-up session
+    bisects torchvision's releases, each installed with the torch it requires, and tests the newest;
+    the pin is torchvision's window, ``torchvision<0.18``, and torch is not pinned."""
+    spec, run_dir, env, results, output = run_vision_world(tmp_path, "transforms", (
         "@probe('transforms', doc='the downstream import basicsr made')\n"
         "def transforms(ctx):\n"
-        "    from torchvision.transforms.functional_tensor import rgb_to_grayscale  # noqa: F401\n"), index.url)
-    run_dir, env, results, output = run_matrix(tmp_path, spec, "vision")
+        "    from torchvision.transforms.functional_tensor import rgb_to_grayscale  # noqa: F401\n"))
     grid = {r.cell.id for r in results if r.cell.origin == "matrix"}
     assert grid == {f"t2.1.0-tv0.16.0-py{PY}", f"t2.5.0-tv0.20.0-py{PY}"}, output[-3000:]
     edges = {r.cell.torchvision: r for r in results if r.cell.origin == "edge"}
@@ -508,6 +515,29 @@ torchvision = "0.16.0"
         pins.stdout
     assert "window torchvision 0.18.0..0.24.0 (upper-bound: <0.18): first bad 0.18.0, found by bisect between " \
            f"0.17.0 (passes) [t2.2.0-tv0.17.0-py{PY}-edge] and 0.18.0 (fails)" in pins.stdout, pins.stdout
+
+
+
+def test_a_torch_break_of_a_spec_listing_torchvision_moves_torchvision_with_torch(tmp_path):
+    """Same spec, a break that is torch's (its message names no torchvision module): the edges move
+    torch, each with its paired torchvision read from the index (a listed torchvision held while
+    torch moves would install nothing), and the pin is torch's."""
+    spec, run_dir, env, results, output = run_vision_world(tmp_path, "regression", (
+        "@probe('regression', doc='torch 2.3 changed a default')\n"
+        "def regression(ctx):\n"
+        "    import torch\n"
+        "    if int(torch.__version__.split('.')[1]) >= 3:\n"
+        "        raise Fail('the synthetic regression', observed=torch.__version__, expected='before 2.3')\n"))
+    edges = [r for r in results if r.cell.origin == "edge"]
+    assert {"2.3.0", "2.9.0"} <= {r.cell.torch for r in edges}, output[-3000:]
+    for result in edges:
+        assert verdict_of(result).kind in (COMPATIBLE, INCOMPATIBLE), (result.cell.id, result.install.message)
+        assert result.install.resolved["torchvision"] == f"0.{15 + int(result.cell.torch.split('.')[1])}.0"
+        assert result.cell.reason.startswith(("start of the break at torch ", "end of the break at torch "))
+    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+                          cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          check=False)
+    assert pins.returncode == 0 and "  torch<2.3\n" in pins.stdout, pins.stdout + pins.stderr
 
 
 def test_an_interactions_edge_releases_are_run_in_both_configurations(tmp_path):

@@ -317,6 +317,34 @@ def test_the_index_view_moves_torchvision_with_torch_unless_the_spec_has_none():
     assert paired.torch_of == {}
 
 
+def test_the_index_view_offers_an_sdist_only_release_only_where_the_package_ships_no_wheel_for_the_python():
+    """numpy 1.3.0 is an sdist that does not build on 3.11, while numpy ships cp311 wheels elsewhere: an
+    edge never lands on it (the windows do not admit it either: pins.windows.admitted_releases). A
+    package that only ever ships sdists is installed from them."""
+    from types import SimpleNamespace
+
+    from matrix.run.followups import IndexView
+
+    files = {"numpy": {"1.3.0": [], "1.26.4": ["cp311-cp311-manylinux_2_17_x86_64"], "2.0.0": ["cp312-cp312-any"],
+                       "2.1.0": ["cp311-cp311-manylinux_2_17_x86_64"]},
+             "oldpkg": {"0.1": [], "0.2": []}}
+
+    class Index:
+        def versions(self, project):
+            return [Version(v) for v in files[project]]
+
+        def files(self, project, version):
+            tags = files[project][str(version)]
+            return [SimpleNamespace(tags=tuple(tags), requires_python="")] if tags else [
+                SimpleNamespace(tags=(), requires_python="")]
+
+    view = IndexView(SimpleNamespace(torchvision="paired"), {})
+    view._indexes["default"] = Index()
+    cell = make_cell(torch="2.4.1", python="3.11")
+    assert view.releases_for(cell, "numpy") == ["1.26.4", "2.1.0"]
+    assert view.releases_for(cell, "oldpkg") == ["0.1", "0.2"]
+
+
 NUMPY = ("1.24.4", "1.25.2", "1.26.0", "1.26.4", "2.0.0", "2.0.1", "2.0.2", "2.1.0", "2.1.3", "2.2.6", "2.3.5")
 
 

@@ -110,15 +110,15 @@ class IndexView:
 
     def releases_for(self, cell: Cell, axis: str = "torch") -> list[str]:
         """The final releases of ``axis`` (torch from the cell's variant index, an extras package from
-        the default index) with a wheel for the cell's Python (or wheels that do not say)."""
+        the default index) with a wheel for the cell's Python; a release without wheels (an sdist)
+        only when the package ships no wheel for that Python at all (``pins.windows.admitted_releases``:
+        the releases the windows admit, so an edge never lands on numpy 1.3.0's sdist)."""
+        from matrix.pins.windows import admitted_releases
+
         variant = cell.variant if axis == "torch" else DEFAULT_VARIANT
-        listed = [str(v) for v in self.index(variant).versions(axis)]
-        kept = []
-        for version in bisection.final_releases(listed):
-            pythons = self.pythons(cell.variant, version, axis)
-            if pythons is None or cell.python in pythons:
-                kept.append(version)
-        return kept
+        listed = bisection.final_releases(str(v) for v in self.index(variant).versions(axis))
+        served = {version: self.pythons(cell.variant, version, axis) for version in listed}
+        return admitted_releases(listed, served, [cell.python])[0]
 
     def pythons_of(self, cell: Cell, version: str, axis: str = "torch") -> frozenset[str] | None:
         return self.pythons(cell.variant, version, axis)

@@ -18,7 +18,9 @@ the same verdict) whose ``origin`` says why it exists:
   (each release with the torch it requires: one torchvision release installs with one torch).
   An *interaction* (the break's release passes in another configuration of the grid: torch 1.13.1
   fails only with setuptools>=82) tests each bad edge release in that passing configuration too
-  (``other_configuration``), so the pins can tell "bad" from "bad with setuptools>=82";
+  (``other_configuration``), so the pins can tell "bad" from "bad with setuptools>=82". An edge
+  release the environment explains waits for its counterfactual, whose verdict stands for the
+  release; once one passed, the edge's next cells install that fix from the start (``with_fixes``);
 - ``bisect`` (``torch-matrix bisect``): cells judged by one probe or test, kept apart from the
   run's cells (``cli.bisection``).
 
@@ -37,6 +39,8 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from matrix.judge.causes import axis_module_named
+from matrix.judge.verdict import verdict_of
 from matrix.plan import bisection
 from matrix.plan.counterfactual import _SEPARATOR as _CF_SEPARATOR, counterfactual_of, plan_counterfactuals
 from matrix.vocab.records import CORE_AXES, ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE, ORIGIN_MATRIX, Cell, CellResult
@@ -189,9 +193,6 @@ def names_torchvision(result: CellResult) -> bool:
     ``torchvision_*`` probe, ``No module named 'torchvision.transforms.functional_tensor'``), and
     one does. A module the error quotes, not a frame: the pins blame the same axis
     (``pins.evidence``), and a traceback through torchvision may be torch's doing."""
-    from matrix.judge.causes import axis_module_named
-    from matrix.judge.verdict import verdict_of
-
     named = []
     for name in verdict_of(result).failing:
         probe = result.probe(name)

@@ -184,8 +184,10 @@ def in_run_context(results: list) -> list:
             elif import_broken(result.cell, probe):
                 broken.add(probe.name)
     nowhere = broken - collected
-    providers = _providers_in_run(results)
-    refutations = _refuted_counterfactuals(results)
+    # Who ships which module, and which counterfactuals refuted an advice: read from the run only
+    # when a probe misses a module (most runs have none).
+    providers: dict[str, Any] | None = None
+    refutations: dict[tuple[str, str], dict[str, str]] = {}
     out = []
     for result in results:
         if not nowhere and (result.install.status != "installed"
@@ -199,6 +201,8 @@ def in_run_context(results: list) -> list:
                 extra[COLLECTED_NOWHERE] = True
             module = missing_module(result, p)
             if module:
+                if providers is None:
+                    providers, refutations = _providers_in_run(results), _refuted_counterfactuals(results)
                 provider = _dropped_provider(result, module, providers)
                 if provider:
                     extra[MODULE_PROVIDER] = provider

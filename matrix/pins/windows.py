@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from packaging.version import Version
@@ -140,8 +141,13 @@ def _few(items: Sequence[str], limit: int = 4) -> str:
 
 def python_of(value: Value) -> str:
     """A Python axis value as X.Y (``Version("3.11")`` -> ``"3.11"``)."""
-    version = Version(str(value))
+    version = _version(str(value))
     return f"{version.major}.{version.minor}"
+
+
+@lru_cache(maxsize=4096)  # a few dozen values, asked for once per observation of every window search
+def _version(text: str) -> Version:
+    return Version(text)
 
 
 def admitted_releases(released: Iterable[Any], wheel_pythons: Mapping[str, Any] | None,
@@ -225,7 +231,7 @@ def _cells_by_value(package: str, observations: Sequence[Observation]) -> dict[V
     for observation in observations:
         value = observation.value(package)
         if value is not None:
-            found.setdefault(Version(str(value)), []).append(observation)
+            found.setdefault(_version(str(value)), []).append(observation)
     return found
 
 
@@ -252,8 +258,10 @@ def _edge(side: str, package: str, releases: Sequence[Version], index: int, step
                          index_end="oldest" if side == START else "newest")
     good = releases[position]
     good_cells = sorted((o for o in cells.get(good, ()) if o.good), key=lambda o: o.cell_id)
+    held = [(o, _held(o, package)) for o in good_cells]  # each cell's other axes, computed once
     for candidate in bad_cells:  # the first bad cell with a passing cell equal to it on every other axis
-        equal = [o for o in good_cells if _held(o, package) == _held(candidate, package)]
+        key = _held(candidate, package)
+        equal = [o for o, other in held if other == key]
         if equal:
             bad_cell, good_cells = candidate, equal
             break

@@ -35,7 +35,7 @@ from matrix.vocab.records import (
     ProbeResult,
 )
 from matrix.world.results import write_result
-from matrix.judge.causes import Cause, VersionKind, attribute
+from matrix.judge.causes import Cause, VersionKind, attribute, axis_module_named
 from matrix.judge.verdict import verdict_of
 from matrix.judge.hardware import DEVICE_PROBE, Target, cell_verdicts, disagreements
 from matrix.edges.console import warn
@@ -137,14 +137,18 @@ def _same_failure(first: ProbeResult, again: ProbeResult | None) -> bool:
 
 def explained_failures(cell: Cell, install: InstallOutcome | None, probes: Sequence[ProbeResult]) -> set[str]:
     """The failing probes (fail / error) whose failure ``matrix.judge.causes`` already explains:
-    a changed default, or the environment (a missing module, a mismatched build or pair, a
-    broken install). Rerunning them cannot change the answer."""
+    a changed default, the environment (a missing module, a mismatched build or pair, a broken
+    install), or an import the release under test cannot satisfy (``No module named 'torch._six'``,
+    ``cannot import name 'x' from 'torch.optim'``: the module is not in that release, every run).
+    Rerunning them cannot change the answer."""
     if install is None:
         return set()
     partial = CellResult(cell=cell, fingerprint="", install=install, probes=tuple(probes))
-    causes = {probe.name: attribute(partial, probe) for probe in probes if probe.status in ("fail", "error")}
-    return {name for name, why in causes.items()
-            if why.cause == Cause.ENVIRONMENT or why.kind == VersionKind.CHANGED_DEFAULT}
+    failed = [probe for probe in probes if probe.status in ("fail", "error")]
+    causes = {probe.name: attribute(partial, probe) for probe in failed}
+    return ({name for name, why in causes.items()
+             if why.cause == Cause.ENVIRONMENT or why.kind == VersionKind.CHANGED_DEFAULT}
+            | {probe.name for probe in failed if axis_module_named(cell, probe, frames=False)})
 
 
 def rerun_failures(cell: Cell, venv_python: str, settings: CellSettings, env: Mapping[str, str],

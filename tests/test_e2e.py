@@ -445,6 +445,22 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
     third = run_nox(tmp_path, env, "-s", "matrix")
     assert "0 run now" not in third.stdout + third.stderr  # it ran again (the bisection may ask one more)
     assert read_result(stale).fingerprint == edges[0].fingerprint
+    # A failing follow-up cell's rerun line, run as printed from the project directory (the cell file
+    # lies under results/<name>/cells/, not where the line is printed): that cell, and only it, runs again.
+    bad_edge = next(r for r in edges if r.cell.torch in ("2.3.0", "2.5.0"))
+    line = next(x.strip() for x in third.stdout.splitlines() if x.strip().startswith("torch-matrix run")
+                and x.strip().endswith(f"--redo {bad_edge.cell.id}"))
+    before = read_result(run_dir / "cells" / f"{bad_edge.cell.id}.json").started_at
+    rerun = subprocess.run([sys.executable, "-m", "matrix.cli", *shlex.split(line)[1:]], cwd=tmp_path,
+                           env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    assert read_result(run_dir / "cells" / f"{bad_edge.cell.id}.json").started_at != before
+    assert "1 run now" in rerun.stdout + rerun.stderr, rerun.stdout[-2000:]
+    wrong = subprocess.run([sys.executable, "-m", "matrix.cli", *shlex.split(line)[1:-1], "../../etc/passwd"],
+                           cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                           timeout=300, check=False)
+    assert wrong.returncode != 0 and "--redo '../../etc/passwd' is not a cell id" in wrong.stdout + wrong.stderr
     # Off: no follow-up cell, the pins fall back to the tested bad release and say why.
     off = tmp_path / "off"
     off.mkdir()

@@ -232,8 +232,7 @@ def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
     from matrix.report.terminal import cell_repro
 
     cell = followups.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
-    assert cell_repro(cell, "m.toml") == \
-        "rm cells/t2.0.0-py3.11-edge.json && torch-matrix run --spec m.toml -s followups"
+    assert cell_repro(cell, "m.toml") == "torch-matrix run --spec m.toml -s followups -- --redo t2.0.0-py3.11-edge"
     assert cell_repro(grid_cell("2.3.1"), "m.toml") == "torch-matrix run --spec m.toml -s 'matrix(t2.3.1-py3.11)' -- --redo"
 
 

@@ -256,3 +256,17 @@ def test_a_complete_cell_kept_on_resume_is_judged_for_targets_added_since(tmp_pa
     kept = read_result(plan.cells_dir / f"{cell.id}.json")
     assert kept is not None and [(t["target"], t["verdict"]) for t in kept.targets] == [
         ("RTX 5090 (sm_120)", "no-kernel-image")]
+
+
+def test_redo_takes_follow_up_cell_ids_and_the_report_never_sees_them():
+    from matrix.cli.nox_support import redo_cells, report_posargs
+    from matrix.vocab.errors import UserError
+
+    assert redo_cells(["--redo", "t2.0.0-py3.11-edge", "t2.5.0-py3.11-edge", "--html"]) == [
+        "t2.0.0-py3.11-edge", "t2.5.0-py3.11-edge"]
+    assert redo_cells(["--redo"]) == [] and redo_cells([]) == []
+    assert report_posargs(["--redo", "t2.0.0-py3.11-edge", "--html"]) == ["--html"]
+    assert report_posargs(["--redo"]) == [] and report_posargs(["--html", "x"]) == ["--html", "x"]
+    for bad in ("../cells/x", "a/b", ".hidden"):
+        with pytest.raises(UserError, match="is not a cell id"):
+            redo_cells(["--redo", bad])

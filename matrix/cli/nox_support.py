@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -202,8 +203,41 @@ def params(plan: MatrixPlan) -> list[tuple[str, str, list[str]]]:
 
 def report_posargs(posargs: Sequence[str]) -> list[str]:
     """The posargs the report and pins sessions pass on: nox gives every session the same ones, and
-    ``--redo`` is the matrix cells' (``torch-matrix run -s 'matrix(ID)' -- --redo``), not theirs."""
-    return [arg for arg in posargs if arg != "--redo"]
+    ``--redo`` is the matrix cells' (``torch-matrix run -s 'matrix(ID)' -- --redo``) or the
+    follow-up session's (``-s followups -- --redo ID ...``), with its cell ids, not theirs."""
+    kept: list[str] = []
+    in_redo = False
+    for arg in posargs:
+        if arg == "--redo":
+            in_redo = True
+        elif in_redo and not arg.startswith("-"):
+            continue
+        else:
+            in_redo = False
+            kept.append(arg)
+    return kept
+
+
+def redo_cells(posargs: Sequence[str]) -> list[str]:
+    """The cell ids after ``--redo`` (``-s followups -- --redo t2.0.0-py3.11-edge``): follow-up
+    cells to run again; each must be a cell id, never a path."""
+    ids: list[str] = []
+    in_redo = False
+    for arg in posargs:
+        if arg == "--redo":
+            in_redo = True
+        elif in_redo and not arg.startswith("-"):
+            if not _CELL_ID.fullmatch(arg):
+                raise UserError(f"--redo {arg!r} is not a cell id", "posargs",
+                                hint="pass the follow-up cell's id as the report prints it "
+                                     "(`-s followups -- --redo t2.0.0-py3.11-edge`)")
+            ids.append(arg)
+        else:
+            in_redo = False
+    return ids
+
+
+_CELL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
@@ -481,6 +515,12 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
         spec = plan.spec
         if not plan.cells_dir.is_dir():
             session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
+        for cell_id in redo_cells(session.posargs):  # its result gone, the planner plans it again
+            cell_path = layout.cell_file(plan.cells_dir, cell_id)
+            if not cell_path.is_file():
+                raise UserError(f"no result of the cell {cell_id} to redo", str(plan.cells_dir),
+                                hint="pass a follow-up cell's id as the report's rerun line prints it")
+            cell_path.unlink()
         interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
         suite = suite_digest(spec)
         envdir = envdir_of(argv)

@@ -70,12 +70,12 @@ def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None)
 
 
 def followup_repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:
-    """The shell lines that rerun one follow-up cell: it has no session of its own; without its result
-    file (``cells/<id>.json`` of the run directory) the follow-up session plans it again. Through
-    ``torch-matrix run`` (the shipped noxfile), like every rerun line, so it works in a project
-    with no noxfile of its own."""
+    """The shell line that reruns one follow-up cell: it has no session of its own; the follow-up
+    session drops its result (``cells/<id>.json`` of the run directory, wherever that is) and plans
+    it again. Through ``torch-matrix run`` (the shipped noxfile), like every rerun line, so it works
+    where it is printed, in a project with no noxfile of its own too."""
     spec = f" --spec {shlex.quote(str(spec_path))}" if spec_path else ""
-    return f"rm {shlex.quote(str(cell_file(CELLS_DIR, cell_id)))} && torch-matrix run{spec} -s {FOLLOWUPS_SESSION}"
+    return f"torch-matrix run{spec} -s {FOLLOWUPS_SESSION} -- --redo {shlex.quote(cell_id)}"
 
 
 def check_command(python: str | os.PathLike[str]) -> str:

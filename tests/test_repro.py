@@ -108,3 +108,18 @@ def test_the_bundle_of_a_command_probe_is_shell_steps_with_node_ids_and_no_machi
     assert ".venv-repro/bin/python -m pytest -q tests/test_a.py::test_x tests/test_a.py::test_y" in text
     assert "--find-links (a local directory or file)" in text  # said, not hidden
     assert "/home/me" not in text and "/opt/wheels" not in text, text
+
+
+def test_a_follow_up_cells_bundle_reruns_it_through_the_follow_up_session():
+    """An edge cell has no matrix(ID) session: its bundle's rerun line must be the follow-up
+    session's (`matrix(ID)` would answer "Sessions not found")."""
+    import dataclasses
+
+    from matrix.vocab.records import ORIGIN_EDGE
+
+    result = make_result(probes=[make_probe("torch_six", FAIL, "No module named 'torch._six'")])
+    edge = dataclasses.replace(result, cell=dataclasses.replace(result.cell, id=result.cell.id + "-edge",
+                                                                 origin=ORIGIN_EDGE, reason="start"))
+    text = render_bundle(edge, [edge], spec_path="m.toml")
+    assert f"torch-matrix run --spec m.toml -s followups -- --redo {edge.cell.id}" in text
+    assert "matrix(" not in text.split("#### Rerun with torch-matrix")[1]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix.vocab.layout import check_command, repro_command
+from matrix.vocab.layout import check_command, followup_repro_command, repro_command
 from matrix.report.html_page import cause_text
 from matrix.vocab.records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult, built_versions
 from matrix.report.terminal import RUNS_ON_TARGET, _version_key, extras_of, shorten
@@ -315,6 +315,7 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
     if probe is not None and probe.output_tail:
         lines += ["<details><summary>Output</summary>", "", md_fence(probe.output_tail), "", "</details>", ""]
     rerun = (check_command(str(result.interpreter.get("path") or "PATH/TO/python")) if cell.is_existing_env
+             else followup_repro_command(cell.id, spec_path) if cell.is_followup  # no session of its own
              else repro_command(cell.id, spec_path))
     lines += ["#### Rerun with torch-matrix", "", md_fence(rerun, "sh"), ""]
     if verdict.kind != COMPATIBLE:

@@ -56,3 +56,11 @@ def test_atomic_write_failure_keeps_the_old_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         atomic_write(target, "new")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_a_cell_id_is_a_file_name_never_a_path():
+    from matrix.vocab.layout import is_cell_id
+
+    assert is_cell_id("t2.0.0-py3.11-edge") and is_cell_id("t2.4.1-py3.11-numpy2.0.2")
+    for bad in ("", "../x", "a/b", ".hidden", "-x", "t2 x", "t2;rm"):
+        assert not is_cell_id(bad), bad

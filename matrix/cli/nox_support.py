@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -205,39 +204,33 @@ def report_posargs(posargs: Sequence[str]) -> list[str]:
     """The posargs the report and pins sessions pass on: nox gives every session the same ones, and
     ``--redo`` is the matrix cells' (``torch-matrix run -s 'matrix(ID)' -- --redo``) or the
     follow-up session's (``-s followups -- --redo ID ...``), with its cell ids, not theirs."""
-    kept: list[str] = []
-    in_redo = False
-    for arg in posargs:
-        if arg == "--redo":
-            in_redo = True
-        elif in_redo and not arg.startswith("-"):
-            continue
-        else:
-            in_redo = False
-            kept.append(arg)
-    return kept
+    return _split_redo(posargs)[0]
 
 
 def redo_cells(posargs: Sequence[str]) -> list[str]:
     """The cell ids after ``--redo`` (``-s followups -- --redo t2.0.0-py3.11-edge``): follow-up
     cells to run again; each must be a cell id, never a path."""
-    ids: list[str] = []
-    in_redo = False
-    for arg in posargs:
-        if arg == "--redo":
-            in_redo = True
-        elif in_redo and not arg.startswith("-"):
-            if not _CELL_ID.fullmatch(arg):
-                raise UserError(f"--redo {arg!r} is not a cell id", "posargs",
-                                hint="pass the follow-up cell's id as the report prints it "
-                                     "(`-s followups -- --redo t2.0.0-py3.11-edge`)")
-            ids.append(arg)
-        else:
-            in_redo = False
+    ids = _split_redo(posargs)[1]
+    for cell_id in ids:
+        if not layout.is_cell_id(cell_id):
+            raise UserError(f"--redo {cell_id!r} is not a cell id", "posargs",
+                            hint="pass the follow-up cell's id as the report prints it "
+                                 "(`-s followups -- --redo t2.0.0-py3.11-edge`)")
     return ids
 
 
-_CELL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+def _split_redo(posargs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the posargs without ``--redo`` and the words after it, those words): a word after
+    ``--redo`` that is no option belongs to it, until the next option."""
+    kept: list[str] = []
+    ids: list[str] = []
+    in_redo = False
+    for arg in posargs:
+        in_redo = arg == "--redo" or (in_redo and not arg.startswith("-"))
+        if arg == "--redo":
+            continue
+        (ids if in_redo else kept).append(arg)
+    return kept, ids
 
 
 def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,6 +42,7 @@ from matrix.judge.causes import axis_module_named
 from matrix.judge.verdict import verdict_of
 from matrix.plan import bisection
 from matrix.plan.counterfactual import _SEPARATOR as _CF_SEPARATOR, counterfactual_of, plan_counterfactuals
+from matrix.vocab.layout import ID_UNSAFE
 from matrix.vocab.records import CORE_AXES, ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE, ORIGIN_MATRIX, Cell, CellResult
 
 FOLLOWUPS_ENV = "TORCH_MATRIX_FOLLOWUPS"
@@ -54,7 +54,6 @@ TORCH, TORCHVISION = "torch", "torchvision"
 # The tag of an edge cell that tests an interaction's bad release in the configuration where the
 # break's grid release passes (``other_configuration``): evidence for its release, no step of an edge.
 OTHER_CONFIGURATION = "other-configuration"
-_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def is_followup_id(cell_id: str) -> bool:
@@ -392,7 +391,7 @@ def extras_edge_cell(base: Cell, axis: str, version: str, *, pythons: frozenset[
     if pythons is not None and base.python not in pythons:
         served = ", ".join(sorted(pythons, key=Version)) or "none"
         note = f"no {axis} {version} wheel for Python {base.python} on the index (wheels for: {served})"
-    cell_id = _ID_UNSAFE.sub("_", f"{base.id}-{axis}{version}{EDGE_SEPARATOR}")
+    cell_id = ID_UNSAFE.sub("_", f"{base.id}-{axis}{version}{EDGE_SEPARATOR}")
     tags = [t for t in base.tags if t != "planned-unsatisfiable"]
     return dataclasses.replace(base, id=cell_id, axes={**base.axes, axis: f"=={version}"},
                                requirements=requirements, plan_note=note, tags=(*tags, ORIGIN_EDGE),
@@ -454,7 +453,7 @@ def _pair_cell(base: Cell, torch: str, vision: str, notes: Sequence[str], reason
         rest = rest.replace(f"-tv{old_vision}", f"-tv{vision}" if vision else "", 1)
     elif vision_token and vision:
         rest = f"-tv{vision}{rest}"
-    cell_id = _ID_UNSAFE.sub("_", f"t{torch}{rest}{EDGE_SEPARATOR}")
+    cell_id = ID_UNSAFE.sub("_", f"t{torch}{rest}{EDGE_SEPARATOR}")
     tags = [t for t in base.tags if not t.startswith("torch") and t != "planned-unsatisfiable"]
     release = Version(torch)
     tags = [f"torch{release.major}.{release.minor}", *tags, ORIGIN_EDGE]
@@ -534,7 +533,7 @@ def with_fixes(cell: Cell, fixes: Sequence[tuple[str, str]]) -> Cell:
     wanted = [(fix, source) for fix, source in fixes if fix not in cell.requirements]
     if not wanted or not cell.id.endswith(EDGE_SEPARATOR):
         return cell
-    tokens = "".join(f"-with-{_ID_UNSAFE.sub('_', fix).strip('_')}" for fix, _ in wanted)
+    tokens = "".join(f"-with-{ID_UNSAFE.sub('_', fix).strip('_')}" for fix, _ in wanted)
     told = "; ".join(f"{fix}: the environment fix {source} confirmed in this context" for fix, source in wanted)
     return dataclasses.replace(cell, id=cell.id[:-len(EDGE_SEPARATOR)] + tokens + EDGE_SEPARATOR,
                                requirements=(*cell.requirements, *(fix for fix, _ in wanted)),

@@ -12,7 +12,6 @@ import dataclasses
 
 import fnmatch
 import itertools
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from matrix.vocab.errors import UserError
+from matrix.vocab.layout import ID_UNSAFE
 from matrix.vocab.records import Cell, public_version
 from matrix.spec.model import (
     CURRENT_PYTHON,
@@ -36,7 +36,6 @@ from matrix.spec.model import (
     TorchSelection,
 )
 
-_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _OPERATOR_WORDS = {"===": "", "==": "", "!=": "ne", "~=": "compat", "<=": "le", ">=": "ge",
                    "<": "lt", ">": "gt"}
 _PY_MINORS = tuple(f"3.{minor}" for minor in range(31))
@@ -424,7 +423,7 @@ def _make_cell(spec: Spec, facts: IndexFacts, python: str, interpreter: Any, tor
     tags += extra_tokens
     if notes:
         tags.append("planned-unsatisfiable")
-    return Cell(id=_ID_UNSAFE.sub("_", "-".join(tokens)), axes=axes, requirements=tuple(requirements),
+    return Cell(id=ID_UNSAFE.sub("_", "-".join(tokens)), axes=axes, requirements=tuple(requirements),
                 probes=spec.probes.run, required_probes=spec.probes.required,
                 plan_note="; ".join(notes[:1]), tags=tuple(tags), policy=spec.probes.policy,
                 install=cell_install(spec), install_digest=spec.install_digest)
@@ -447,7 +446,7 @@ def value_token(specifiers: str) -> str:
     parts = []
     for spec in SpecifierSet(specifiers):
         parts.append(_OPERATOR_WORDS.get(spec.operator, "") + spec.version.replace("*", "x"))
-    return _ID_UNSAFE.sub("_", "_".join(sorted(parts)))
+    return ID_UNSAFE.sub("_", "_".join(sorted(parts)))
 
 
 def _unique_ids(cells: list[Cell]) -> list[Cell]:

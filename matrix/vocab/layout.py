@@ -10,6 +10,7 @@ Pure: builds paths and strings, touches nothing.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,6 +52,15 @@ def run_dir(root: str | os.PathLike[str], run_name: str | None = None) -> Path:
 def cells_dir(run: str | os.PathLike[str]) -> Path:
     """``<run>/cells``: the cell result files of a run directory."""
     return Path(run) / CELLS_DIR
+
+
+# A cell id is a file name and a nox session argument: letters, digits, '.', '_', '-'.
+ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def is_cell_id(text: str) -> bool:
+    """Whether ``text`` can be a cell's id (never a path: no '/', not starting with '.' or '-')."""
+    return bool(text) and text[0] not in ".-" and not ID_UNSAFE.search(text)
 
 
 def cell_file(cells: str | os.PathLike[str], cell_id: str) -> Path:

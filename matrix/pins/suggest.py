@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,14 +87,12 @@ def suggest_pins(results: Sequence[CellResult],
         pythons = {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None}
         released = {package: admitted_releases(versions, wheel_pythons.get(package), pythons)[0]
                     if package in wheel_pythons else versions for package, versions in released.items()}
-    return Suggestion(
+    suggestion = Suggestion(
         counts=dict(counts),
         evidence=version_evidence(observations, list(packages) + [PYTHON]),
         answers=tuple(answers),
         unsatisfiable=tuple(unsatisfiable),
         no_evidence=tuple(no_evidence),
-        coverage=coverage((traded if pin_tradeoffs and traded is not None else next(a for a in answers if a.expressible)),
-                          observations, packages, released),
         policy=policy,
         environment=tuple(environment_advice(results)),
         not_pinned=tuple(not_pinned),
@@ -101,4 +100,6 @@ def suggest_pins(results: Sequence[CellResult],
         traded=traded,
         pin_tradeoffs=pin_tradeoffs,
     )
+    # Coverage is of what the files pin: the one rule for that is ``Suggestion.recommended``.
+    return dataclasses.replace(suggestion, coverage=coverage(suggestion.recommended, observations, packages, released))
 

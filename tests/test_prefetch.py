@@ -229,7 +229,10 @@ def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cell
     assert "other bytes" in " ".join(facts.incomplete_installs([str(fresh)])) and hashed
 
 
-def test_a_background_step_runs_at_the_lowest_cpu_priority():
+def test_a_background_step_runs_at_the_lowest_cpu_priority_in_a_session_that_yields():
+    """nice 19 alone does not make a fetch yield to the probe runner: the runner has a session of
+    its own, and where the kernel groups by session (autogroup) the two sessions share the cores
+    equally whatever the nice values. The step gets its own session, its group the lowest weight."""
     import os
     import shutil
 
@@ -243,6 +246,70 @@ def test_a_background_step_runs_at_the_lowest_cpu_priority():
         while Path(f"/proc/{process.pid}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
             time.sleep(0.01)  # nice (and ionice) exec the command: the same process id
         assert os.getpriority(os.PRIO_PROCESS, process.pid) == 19
+        assert os.getsid(process.pid) == process.pid != os.getsid(0)  # a session of its own
+        group = Path(f"/proc/{process.pid}/autogroup")
+        if group.exists():  # Linux with autogroup (this project's machines): the group yields
+            assert group.read_text().split()[-1] == "19", group.read_text()
+            assert Path("/proc/self/autogroup").read_text().split()[-1] != "19"  # ours is untouched
+        else:
+            print("NOTE: no /proc/PID/autogroup here: only the process's own nice value is checked")
     finally:
         proc.stop(process)
     assert process.returncode is not None
+
+
+_HOLDER = """
+import atexit, signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's foreground job has it
+from matrix.cli.nox_support import stop_on_sigterm
+from matrix.run.prefetch import PrefetchSettings, Prefetcher
+from tests.factories import make_cell
+stop_on_sigterm()
+tmp = Path(sys.argv[1])
+prefetcher = Prefetcher(PrefetchSettings(ahead=1, min_free_bytes=0), cache_dir=str(tmp), scratch=tmp / "scratch",
+                        index_config=None, python_for=lambda cell: sys.executable, uv=str(tmp / "uv"))
+atexit.register(prefetcher.close)  # as matrix.cli.nox_support.run_prefetcher does
+prefetcher.ahead([make_cell()])
+print("holding", flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, signame):
+    """The fetch is in a session of its own (above), so Ctrl-C at the terminal (SIGINT to the
+    run's process group) or ``docker stop`` (SIGTERM) does not reach it: the run stops it as it
+    unwinds. A real process, a real signal; the fetch is a stand-in uv that would hold 300 s."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    if not Path("/proc/self/comm").exists():
+        pytest.skip("no /proc on this machine: cannot see whether the fetch outlived the run")
+    uv = tmp_path / "uv"
+    uv.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'uv.pid'}\nexec sleep 300\n")
+    uv.chmod(0o755)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True,
+                              cwd=Path(__file__).resolve().parent.parent)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "uv.pid").exists() and time.monotonic() < deadline and holder.poll() is None:
+            time.sleep(0.05)
+        assert (tmp_path / "uv.pid").exists(), holder.communicate(timeout=10)
+        fetch = int((tmp_path / "uv.pid").read_text())
+        assert os.getsid(fetch) == fetch != holder.pid  # out of the run's session: the signal misses it
+        os.killpg(holder.pid, getattr(signal, signame))
+        holder.communicate(timeout=30)
+    finally:
+        if holder.poll() is None:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait()
+    assert holder.returncode != 0
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{fetch}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{fetch}").exists(), f"the fetch (pid {fetch}) outlived the run"
+    assert not (tmp_path / "scratch").exists()

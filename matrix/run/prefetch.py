@@ -9,9 +9,10 @@ runs over the scratch directory (its files are the cache's inodes, which the cel
 hardlink: ``probes/facts.py``'s memo then knows them), and the scratch directory is deleted.
 Bounded and never in the way:
 
-- at the lowest CPU and I/O priority (``nice``/``ionice``): uv's own work uses the cores the
-  probes leave idle (they are mostly one Python process) instead of competing with them (the
-  kernel's side of a download, page cache and write-back, is not niced: measured in figure 8);
+- at the lowest CPU and I/O priority (``nice``/``ionice``), in a session of its own whose
+  scheduling group has the lowest weight (``proc.background``): uv's own work uses the cores the
+  probes leave idle instead of taking one of the two from torch.compile (beside a fetch niced in
+  our own session, the probe suite took 28 s instead of 14; in a session that yields, 17.5 s);
 - at most ``ahead`` cells ahead (``TORCH_MATRIX_PREFETCH``, default 2; ``0`` switches it off),
   only cells that will run (the caller says which), each once per run;
 - a disk budget: nothing starts, and a running fetch is stopped, while the free space on uv's

@@ -420,6 +420,28 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     (tmp_path / "not-a-dir").write_text("")
     assert "other bytes" in check(other, str(tmp_path / "not-a-dir" / "memo.sqlite3")) and len(hashed) == 5
 
+
+def test_the_memo_of_hashed_files_keeps_its_newest_rows_up_to_its_limit(tmp_path, monkeypatch):
+    """The memo is looked up file by file and trimmed from its oldest rows: a machine that tested
+    many releases keeps the newest ``LIMIT`` rows, and a row trimmed away is only hashed again."""
+    import sqlite3
+
+    from probes import facts
+
+    monkeypatch.setattr(facts.VerifiedFiles, "LIMIT", 5)
+    path = str(tmp_path / "memo.sqlite3")
+    for batch in (range(0, 4), range(4, 8), range(5, 9)):  # the last repeats 5..7: only 8 is new
+        memo = facts.VerifiedFiles(path)
+        memo.new = [(1, ino, 10, 20, "sha256=x") for ino in batch]
+        memo.save()
+    rows = sqlite3.connect(path).execute("SELECT ino FROM verified ORDER BY rowid").fetchall()
+    assert [ino for (ino,) in rows] == [4, 5, 6, 7, 8]
+    memo = facts.VerifiedFiles(path, {(1, 8), (1, 4), (1, 3)})  # only these inodes' rows are read
+    assert memo.knows((1, 8, 10, 20, "sha256=x")) and memo.knows((1, 4, 10, 20, "sha256=x"))
+    assert not memo.knows((1, 3, 10, 20, "sha256=x"))  # trimmed: it will be hashed again
+    assert not memo.knows((1, 8, 10, 21, "sha256=x"))  # another mtime: other bytes may be there
+    assert not memo.knows((1, 5, 10, 20, "sha256=x"))  # not asked for: not read
+
 # The whole cell path (plan, install, verify, probes) on real PyPI wheels: the oldest torch the
 # tests name (1.8.1, Python 3.8), the seed case's torch 1.12.0 (METADATA edited after RECORD),
 # and the newest release the default matrix names. The machine's uv cache is used (downloaded once).

@@ -421,6 +421,33 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     assert "other bytes" in check(other, str(tmp_path / "not-a-dir" / "memo.sqlite3")) and len(hashed) == 5
 
 
+def test_the_memo_remembers_the_file_it_read_not_an_earlier_stat_of_its_path(tmp_path):
+    """The check stats every file first, then hashes. A path replaced in between (same bytes,
+    another inode) must not make the memo vouch for the old inode: a later cell hardlinked to
+    the old one, damaged meanwhile, would pass unhashed."""
+    import base64
+    import hashlib
+
+    from probes import facts
+
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    lib = site / "pkg" / "lib.so"
+    data = os.urandom(4096)
+    lib.write_bytes(data)
+    old_status = lib.stat()
+    old_keep = tmp_path / "old.so"
+    os.link(lib, old_keep)  # the old inode lives on elsewhere
+    replacement = tmp_path / "new.so"
+    replacement.write_bytes(data)
+    os.replace(replacement, lib)  # between the stat and the hashing
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    row = ["pkg/lib.so", f"sha256={digest}", str(len(data))]
+    memo = facts.VerifiedFiles(str(tmp_path / "memo.sqlite3"))
+    assert facts._record_row_problem(str(site), "pkg-1.0.dist-info", row, verified=memo, status=old_status) == ""
+    assert [key[1] for key in memo.new] == [lib.stat().st_ino] != [old_status.st_ino]
+
+
 def test_the_memo_of_hashed_files_keeps_its_newest_rows_up_to_its_limit(tmp_path, monkeypatch):
     """The memo is looked up file by file and trimmed from its oldest rows: a machine that tested
     many releases keeps the newest ``LIMIT`` rows, and a row trimmed away is only hashed again."""
@@ -708,6 +735,46 @@ def test_signal_to_the_run_leaves_no_process(tmp_path, index, signame, suite_sig
     assert proc.returncode != 0
     assert not (cells_dir(tmp_path) / f"{GOOD}.json").exists()  # interrupted: no half verdict
     assert_no_orphans(tmp_path, pids)
+
+
+_CALLER = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's foreground job has it
+from matrix.edges import proc
+try:
+    proc.call([sys.executable, "-c", sys.argv[2], sys.argv[1]])
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+_WINDS_DOWN = """
+import signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)
+tmp = Path(sys.argv[1])
+(tmp / "started").write_text("")
+try:
+    time.sleep(300)
+except KeyboardInterrupt:
+    time.sleep(1.5)  # nox stopping a cell's probe runner and its prefetch, keeping finished cells
+    (tmp / "wound-down").write_text("")
+"""
+
+
+def test_ctrl_c_under_torch_matrix_run_lets_nox_wind_down(tmp_path):
+    """``torch-matrix run`` runs nox in the foreground (``proc.call``). Ctrl-C reaches both; nox
+    must get to finish its own clean-up, not be killed 0.25 s later as ``subprocess.call`` does."""
+    caller = subprocess.Popen([sys.executable, "-c", _CALLER, str(tmp_path), _WINDS_DOWN], cwd=REPO,
+                              start_new_session=True)
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), 30, "the child")
+        os.killpg(caller.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        caller.wait(30)
+    finally:
+        if caller.poll() is None:
+            os.killpg(caller.pid, signal.SIGKILL)
+            caller.wait()
+    assert caller.returncode == 130
+    assert (tmp_path / "wound-down").exists(), "the child was killed before it wound down"
 
 
 def test_a_probes_daemon_does_not_outlive_the_suite(tmp_path, index):

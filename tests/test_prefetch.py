@@ -238,8 +238,9 @@ def test_a_background_step_runs_at_the_lowest_cpu_priority_in_a_session_that_yie
 
     from matrix.edges import proc
 
-    if not shutil.which("nice") or not Path("/proc/self/comm").exists():
-        pytest.skip("no `nice` or no /proc on this machine: the prefetch runs at normal priority here")
+    if not shutil.which("nice") or not Path("/proc/self/comm").exists() or not proc.dies_with_us():
+        pytest.skip("no `nice`, /proc or `setpriv` on this machine: the prefetch runs at normal priority "
+                    "in our own session here")
     process = proc.background(["sleep", "30"], low=True)
     try:
         deadline = time.monotonic() + 10
@@ -250,7 +251,6 @@ def test_a_background_step_runs_at_the_lowest_cpu_priority_in_a_session_that_yie
         group = Path(f"/proc/{process.pid}/autogroup")
         if group.exists():  # Linux with autogroup (this project's machines): the group yields
             assert group.read_text().split()[-1] == "19", group.read_text()
-            assert Path("/proc/self/autogroup").read_text().split()[-1] != "19"  # ours is untouched
         else:
             print("NOTE: no /proc/PID/autogroup here: only the process's own nice value is checked")
     finally:
@@ -276,18 +276,21 @@ time.sleep(300)
 """
 
 
-@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, signame):
     """The fetch is in a session of its own (above), so Ctrl-C at the terminal (SIGINT to the
     run's process group) or ``docker stop`` (SIGTERM) does not reach it: the run stops it as it
-    unwinds. A real process, a real signal; the fetch is a stand-in uv that would hold 300 s."""
+    unwinds; ``kill -9`` of the run (nothing unwinds) leaves it to the kernel (parent-death
+    signal). A real process, a real signal; the fetch is a stand-in uv that would hold 300 s."""
     import os
     import signal
     import subprocess
     import sys
 
-    if not Path("/proc/self/comm").exists():
-        pytest.skip("no /proc on this machine: cannot see whether the fetch outlived the run")
+    from matrix.edges import proc
+
+    if not Path("/proc/self/comm").exists() or not proc.dies_with_us():
+        pytest.skip("no /proc or no `setpriv` on this machine: the fetch stays in the run's own group here")
     uv = tmp_path / "uv"
     uv.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'uv.pid'}\nexec sleep 300\n")
     uv.chmod(0o755)
@@ -312,4 +315,5 @@ def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, 
     while Path(f"/proc/{fetch}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{fetch}").exists(), f"the fetch (pid {fetch}) outlived the run"
-    assert not (tmp_path / "scratch").exists()
+    if signame != "SIGKILL":  # killed outright, the run cannot tidy up: the next run's scratch is its own
+        assert not (tmp_path / "scratch").exists()

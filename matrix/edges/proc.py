@@ -69,10 +69,29 @@ def run_text(command: Sequence[str], *, timeout: float | None, env: Mapping[str,
     return done.returncode, done.stdout or "", done.stderr or ""
 
 
+CALL_GRACE_S = 60.0
+
+
 def call(command: Sequence[str], *, env: Mapping[str, str] | None = None,
-         cwd: str | os.PathLike[str] | None = None) -> int:
-    """Run ``command`` in the foreground (our stdin/stdout/stderr) and return its exit status."""
-    return subprocess.call(list(command), env=dict(env) if env is not None else None, cwd=cwd)
+         cwd: str | os.PathLike[str] | None = None, grace_s: float = CALL_GRACE_S) -> int:
+    """Run ``command`` in the foreground (our stdin/stdout/stderr) and return its exit status.
+
+    Ctrl-C at the terminal reaches the child as well (our process group): it is given
+    ``grace_s`` to wind down (a nox run stops its cell's probe runner and its prefetch, keeps
+    the finished cells) before it is stopped, not killed at once as ``subprocess.call`` does
+    after 0.25 s. A second Ctrl-C stops it now. KeyboardInterrupt is raised again after."""
+    process = subprocess.Popen(list(command), env=dict(env) if env is not None else None, cwd=cwd)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        try:
+            process.wait(grace_s)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            stop(process)
+        raise
+    finally:
+        if process.poll() is None:  # any other way out: never leave it running
+            stop(process)
 
 
 @dataclass(frozen=True)
@@ -85,7 +104,8 @@ class Streamed:
 def low_priority(command: Sequence[str]) -> list[str]:
     """``command`` run at the lowest CPU priority (``nice -n 19``) and the lowest best-effort I/O
     priority (``ionice -c 2 -n 7``), where those tools exist. Both exec the command, so its process
-    id stays the one we started. A nice value ranks a process only against the others of its
+    id stays the one we started. Neither reaches the kernel's own work for it (network, page
+    cache, write-back); and a nice value ranks a process only against the others of its
     *scheduling group*: see ``background`` for the rest."""
     prefix: list[str] = []
     nice = shutil.which("nice")
@@ -97,24 +117,37 @@ def low_priority(command: Sequence[str]) -> list[str]:
     return prefix + list(command)
 
 
+def dies_with_us() -> list[str]:
+    """A prefix that makes the command die (SIGKILL) when the thread that started it ends, however
+    it ends (``kill -9``, a parallel nox worker killed, a closed terminal): util-linux's ``setpriv
+    --pdeathsig``, which execs the command. [] where there is no ``setpriv`` (off Linux)."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
+
+
 LOWEST_NICE = 19
 
 
-def lower_session(pid: int) -> bool:
+def lower_session(pid: int, tries: int = 20) -> bool:
     """Give the session of ``pid`` (a session leader we started) the lowest CPU weight, where the
     kernel groups processes by session (Linux's autogroup, on by default on desktops and on
     this project's machines): there the scheduler first shares the cores out *between sessions*,
     equally whatever their nice values, and only then between the processes of each. A process
-    niced to 19 in our session still gets a whole core beside the probe runner (in a session of
-    its own): figure 8 measured torch.compile at 18.6 s beside a niced download, 9 s alone.
-    Writing the session's own nice value (``/proc/PID/autogroup``; raising it needs no
-    privilege) makes the group yield. False where there is no autogroup to set."""
-    try:
-        with open(f"/proc/{pid}/autogroup", "w") as handle:
-            handle.write(str(LOWEST_NICE))
-        return True
-    except OSError:
-        return False
+    niced to 19 in our session still got a whole core beside the probe runner (in a session of
+    its own): torch.compile took 18.6 s beside a niced download, 9 s alone. Writing the
+    session's own nice value (``/proc/PID/autogroup``; raising it needs no privilege) makes the
+    group yield. The kernel takes one such write per 100 ms from an unprivileged process
+    (EAGAIN otherwise): tried again. False where it cannot be set (no autogroup)."""
+    for _ in range(tries):
+        try:
+            with open(f"/proc/{pid}/autogroup", "w") as handle:
+                handle.write(str(LOWEST_NICE))
+            return True
+        except BlockingIOError:
+            time.sleep(0.1)
+        except OSError:
+            return False
+    return False
 
 
 def background(command: Sequence[str], *, env: Mapping[str, str] | None = None,
@@ -122,28 +155,44 @@ def background(command: Sequence[str], *, env: Mapping[str, str] | None = None,
     """Start ``command`` in the background, its output discarded (a prefetch): stop it with ``stop``.
 
     ``low``: so it uses only what the foreground work leaves idle, at the lowest priority
-    (``low_priority``) in a session of its own whose scheduling group gets the lowest weight
-    (``lower_session``). Being in its own session, Ctrl-C at the terminal does not reach it:
-    its owner stops it (``Prefetcher.close`` at exit; SIGTERM unwinds like Ctrl-C, see
-    ``matrix.cli.nox_support.stop_on_sigterm``). Without ``low`` it stays in our process group."""
-    process = subprocess.Popen(low_priority(command) if low else list(command), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=dict(env) if env is not None else None, start_new_session=low)
-    if low:
+    (``low_priority``) and, where it can be made to die with us (``dies_with_us``), in a session
+    of its own whose scheduling group gets the lowest weight (``lower_session``). There Ctrl-C
+    at the terminal does not reach it: its owner stops it (``Prefetcher.close`` at exit; SIGTERM
+    unwinds like Ctrl-C, ``matrix.cli.nox_support.stop_on_sigterm``), and if we die first the
+    kernel kills it. Elsewhere, and without ``low``, it stays in our process group."""
+    guard = dies_with_us() if low else []
+    process = subprocess.Popen(low_priority(guard + list(command)) if low else list(command),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=dict(env) if env is not None else None, start_new_session=bool(guard))
+    if guard:
         lower_session(process.pid)
     return process
 
 
 def stop(process: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL after ``grace_s``; reaped either way."""
+    """SIGTERM, then SIGKILL after ``grace_s``; reaped either way. A process we started in a
+    group of its own (``background``) is signalled with its group: what it started goes too."""
     if process.poll() is not None:
         return
-    process.terminate()
+    _signal(process, signal.SIGTERM)
     try:
         process.wait(grace_s)
     except subprocess.TimeoutExpired:
-        process.kill()
+        _signal(process, signal.SIGKILL)
         process.wait()
+
+
+def _signal(process: subprocess.Popen, signum: int) -> None:
+    try:
+        if os.getpgid(process.pid) == process.pid != os.getpgrp():
+            os.killpg(process.pid, signum)
+            return
+    except (OSError, AttributeError):  # gone already, or no process groups here
+        pass
+    try:
+        process.terminate() if signum == signal.SIGTERM else process.kill()
+    except OSError:
+        pass
 
 
 def kill_group(process: subprocess.Popen) -> None:

@@ -529,17 +529,16 @@ def _record_row_problem(site, dist_info, row, verified=None, status=None):
         problem = "%s (%d of the %d bytes RECORD says)" % ("shorter" if actual < size else "longer", actual, size)
     elif "=" in expected:
         algorithm, _, value = expected.partition("=")
+        if verified is not None and verified.knows(VerifiedFiles.key(status, expected)):
+            return ""  # these very bytes were hashed and matched before
         try:
-            key = VerifiedFiles.key(status, expected) if verified is not None else None
-            if key is not None and verified.knows(key):
-                return ""  # these very bytes were hashed and matched before
             found = _digests(path, algorithm)
         except OSError as exc:
             return "unreadable (%s)" % exc.strerror
         # Some build backends wrote hex digests; pip and uv accept those wheels too.
         if found is not None and value not in found[:2]:
             problem = "other bytes than RECORD's %s" % algorithm
-        elif found is not None and key is not None and found[2] is not None:
+        elif found is not None and verified is not None and found[2] is not None:
             # Remembered under the key of the file that was read (not of an earlier stat: a path
             # replaced in between must not vouch for the old inode), unchanged while it was read.
             verified.new.append(VerifiedFiles.key(found[2], expected))

@@ -425,6 +425,19 @@ def test_only_failures_a_rerun_can_change_are_rerun(tmp_path):
     assert old.probe("torch_compile").message.startswith("fails in 3 of 3 runs: ")
 
 
+def test_a_module_named_only_in_a_failures_output_does_not_explain_it():
+    """An import the release cannot satisfy is explained by the probe's message; a numeric failure
+    whose output mentions a torch module in passing (a warning) may be flaky: it is rerun."""
+    from matrix.run.cellrun import explained_failures
+
+    cell = make_cell(torch="2.13.0", probes=("six_import", "determinism"))
+    installed = InstallOutcome(INSTALLED, ("uv",), "", resolved={"torch": "2.13.0"})
+    six = ProbeResult("six_import", FAIL, "ModuleNotFoundError: No module named 'torch._six'")
+    numeric = ProbeResult("determinism", FAIL, "differs by 1e-3",
+                          output_tail="UserWarning: module 'torch.backends.cudnn' has no attribute 'x'")
+    assert explained_failures(cell, installed, [six, numeric]) == {"six_import"}
+
+
 def test_a_counterfactual_runs_only_the_probes_its_finding_concerns_and_keeps_the_rest(tmp_path):
     """The setuptools counterfactual of a full-suite cell runs install_sanity and torch_compile
     only; every other result is the original cell's, marked as inherited, and the file loads."""

@@ -461,6 +461,14 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
                            cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                            timeout=300, check=False)
     assert wrong.returncode != 0 and "--redo '../../etc/passwd' is not a cell id" in wrong.stdout + wrong.stderr
+    # A matrix cell's id there: refused, its result kept (the follow-up planner never plans it again).
+    grid = next(r for r in load_results(run_dir).results if r.cell.origin != "edge" and "-cf-" not in r.cell.id)
+    grid_file = run_dir / "cells" / f"{grid.cell.id}.json"
+    wrong = subprocess.run([sys.executable, "-m", "matrix.cli", *shlex.split(line)[1:-1], grid.cell.id],
+                           cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                           timeout=300, check=False)
+    assert wrong.returncode != 0 and f"--redo {grid.cell.id} is a matrix cell" in wrong.stdout + wrong.stderr
+    assert f"-s 'matrix({grid.cell.id})' -- --redo" in wrong.stdout + wrong.stderr and grid_file.is_file()
     # Off: no follow-up cell, the pins fall back to the tested bad release and say why.
     off = tmp_path / "off"
     off.mkdir()

@@ -399,7 +399,8 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     monkeypatch.setattr(facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm))
 
     def check(where: Path, memo_path: str) -> str:
-        memo = facts.VerifiedFiles(memo_path)
+        status = (where / "pkg" / "lib.so").stat()
+        memo = facts.VerifiedFiles(memo_path, {(status.st_dev, status.st_ino)})
         problem = facts._record_row_problem(str(where), "pkg-1.0.dist-info", row, verified=memo)
         memo.save()
         return problem
@@ -443,7 +444,7 @@ def test_the_memo_remembers_the_file_it_read_not_an_earlier_stat_of_its_path(tmp
     os.replace(replacement, lib)  # between the stat and the hashing
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     row = ["pkg/lib.so", f"sha256={digest}", str(len(data))]
-    memo = facts.VerifiedFiles(str(tmp_path / "memo.sqlite3"))
+    memo = facts.VerifiedFiles(str(tmp_path / "memo.sqlite3"), set())
     assert facts._record_row_problem(str(site), "pkg-1.0.dist-info", row, verified=memo, status=old_status) == ""
     assert [key[1] for key in memo.new] == [lib.stat().st_ino] != [old_status.st_ino]
 
@@ -458,7 +459,7 @@ def test_the_memo_of_hashed_files_keeps_its_newest_rows_up_to_its_limit(tmp_path
     monkeypatch.setattr(facts.VerifiedFiles, "LIMIT", 5)
     path = str(tmp_path / "memo.sqlite3")
     for batch in (range(0, 4), range(4, 8), range(5, 9)):  # the last repeats 5..7: only 8 is new
-        memo = facts.VerifiedFiles(path)
+        memo = facts.VerifiedFiles(path, set())
         memo.new = [(1, ino, 10, 20, "sha256=x") for ino in batch]
         memo.save()
     rows = sqlite3.connect(path).execute("SELECT ino FROM verified ORDER BY rowid").fetchall()

@@ -492,7 +492,7 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
     import dataclasses
 
     from matrix.judge.verdict import verdict_of
-    from matrix.plan.followups import cap_from
+    from matrix.plan.followups import cap_from, is_followup_id
     from matrix.run.cellrun import CellSettings, CellSteps
     from matrix.run.followups import IndexView, run_followups, run_in_own_venv
     from matrix.run.pipeline import wanted_pythons
@@ -509,6 +509,9 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
         if not plan.cells_dir.is_dir():
             session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
         for cell_id in redo_cells(session.posargs):  # its result gone, the planner plans it again
+            if not is_followup_id(cell_id):  # a matrix cell: the planner would never plan it again
+                raise UserError(f"--redo {cell_id} is a matrix cell, not a follow-up cell", "posargs",
+                                hint=f"rerun it with `{layout.repro_command(cell_id)}`")
             cell_path = layout.cell_file(plan.cells_dir, cell_id)
             if not cell_path.is_file():
                 raise UserError(f"no result of the cell {cell_id} to redo", str(plan.cells_dir),

@@ -9,6 +9,7 @@ decide what a failure means; this module only runs things.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import shutil
 import signal
@@ -117,18 +118,32 @@ def low_priority(command: Sequence[str]) -> list[str]:
     return prefix + list(command)
 
 
+@functools.cache
+def _pdeathsig_prefix() -> tuple[str, ...]:
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if not setpriv:
+        return ()
+    prefix = (setpriv, "--pdeathsig", "KILL")
+    try:  # util-linux before 2.33 (RHEL 8, Ubuntu 18.04) has setpriv without --pdeathsig
+        ok = subprocess.run([*prefix, "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return prefix if ok else ()
+
+
 def dies_with_us() -> list[str]:
     """A prefix that makes the command die (SIGKILL) when the thread that started it ends, however
     it ends (``kill -9``, a parallel nox worker killed, a closed terminal): util-linux's ``setpriv
-    --pdeathsig``, which execs the command. [] where there is no ``setpriv`` (off Linux)."""
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
+    --pdeathsig``, which execs the command. [] where there is no ``setpriv`` that can (off Linux,
+    util-linux before 2.33): tried once per process."""
+    return list(_pdeathsig_prefix())
 
 
 LOWEST_NICE = 19
 
 
-def lower_session(pid: int, tries: int = 20) -> bool:
+def lower_session(pid: int, tries: int = 3) -> bool:
     """Give the session of ``pid`` (a session leader we started) the lowest CPU weight, where the
     kernel groups processes by session (Linux's autogroup, on by default on desktops and on
     this project's machines): there the scheduler first shares the cores out *between sessions*,

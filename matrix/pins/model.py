@@ -218,7 +218,7 @@ class Tradeoff:
                 f"release{'s' if count != 1 else ''}"
                 + (f" ({self.releases[0]}..{self.releases[-1]})" if count > 1 else f" ({self.releases[0]})" if count else ""))
 
-    def to_json(self, pinned: bool = False) -> dict[str, Any]:
+    def to_json(self, *, pinned: bool) -> dict[str, Any]:
         return {"interaction": self.interaction, "rank": self.rank, "pinned": pinned,
                 "requirement": self.line(), "package": self.pin.package, "against": self.against,
                 "gives_up": list(self.pin.gives_up), "releases_given_up": list(self.releases),

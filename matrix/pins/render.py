@@ -358,7 +358,7 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         "coverage": {package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())},
     }
     if suggestion.tradeoffs:  # only when there are some: earlier pins.json files stay byte-identical
-        data["tradeoffs"] = [tradeoff.to_json(suggestion.pinned(tradeoff)) for tradeoff in suggestion.tradeoffs]
+        data["tradeoffs"] = [tradeoff.to_json(pinned=suggestion.pinned(tradeoff)) for tradeoff in suggestion.tradeoffs]
         data["safe"] = suggestion.safe.to_json()
     if suggestion.not_pinned:  # only when there are some: earlier pins.json files stay byte-identical
         data["not_pinned"] = [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.not_pinned]

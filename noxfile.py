@@ -1,6 +1,6 @@
 """This repository's nox sessions: the shipped matrix sessions plus development ones.
 
-``matrix``, ``report`` and ``pins`` come from matrix/noxfile.py, the noxfile that ships with
+``matrix``, ``report`` and ``pins`` come from torch_torch_matrix/noxfile.py, the noxfile that ships with
 the package (what ``torch-matrix run`` uses in a downstream repository); ``tests``, ``lint``
 and ``bench`` are for working on torch-matrix itself.
 """
@@ -12,9 +12,9 @@ import sys
 
 import nox
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # the checkout's matrix package
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # the checkout's torch_matrix package
 
-from matrix.noxfile import matrix, pins, report  # noqa: E402,F401 - registers the shipped sessions
+from torch_matrix.noxfile import matrix, pins, report  # noqa: E402,F401 - registers the shipped sessions
 
 nox.options.sessions = ["matrix"]
 
@@ -28,7 +28,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(venv_backend="uv")
 def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.5")  # pinned: new ruff releases must not turn main red
-    session.run("ruff", "check", "matrix", "probes", "tests", "noxfile.py", *session.posargs)
+    session.run("ruff", "check", "torch_matrix", "tests", "noxfile.py", *session.posargs)
 
 
 @nox.session(python=False)

@@ -2,8 +2,8 @@
 
 Pins are exact (torchvision pairs read from PyPI metadata once: 0.19.1 requires
 torch==2.4.1, 0.20.1 requires torch==2.5.1), so every run installs the same wheels.
-Cells are built as ``matrix.vocab.records.Cell`` and installed through ``matrix.world.environment``,
-the tool's own code path; the index options come from ``matrix.world.specfile`` as for a user.
+Cells are built as ``torch_matrix.vocab.records.Cell`` and installed through ``torch_matrix.world.environment``,
+the tool's own code path; the index options come from ``torch_matrix.world.specfile`` as for a user.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from matrix.world.environment import install_command, uv_executable
-from matrix.vocab.records import INSTALLED, Cell
+from torch_matrix.world.environment import install_command, uv_executable
+from torch_matrix.vocab.records import INSTALLED, Cell
 
 from .common import BenchError, interpreter_path, nox_venv, patched_environ, run_command
 
@@ -61,8 +61,8 @@ def matrix_cells(quick: bool) -> list[Cell]:
 
 
 def index_config() -> Any:
-    """The index options the tool would use here (pip's find-links etc. honoured), via matrix.world.specfile."""
-    from matrix.world.specfile import parse_spec
+    """The index options the tool would use here (pip's find-links etc. honoured), via torch_matrix.world.specfile."""
+    from torch_matrix.world.specfile import parse_spec
 
     text = f'name = "bench"\npython = ["{PYTHON}"]\ntorch = {{ versions = "==2.5.1" }}\n'
     return parse_spec(text, "benchmarks/cells.py", environ=os.environ).index
@@ -76,8 +76,8 @@ def _clock_stops_at_probes(stopped: dict[str, float]) -> Any:
     """``CellSteps`` that run ``run_cell`` up to its probes phase only: the figure ends when the
     venv is verified. The probes step notes the time and returns no probes; every step
     before it is the tool's unchanged code."""
-    from matrix.run.cellrun import CellSteps
-    from matrix.world.probe_process import ProbeRun
+    from torch_matrix.run.cellrun import CellSteps
+    from torch_matrix.world.probe_process import ProbeRun
 
     def stop(*args: Any, **kwargs: Any) -> Any:
         stopped["at"] = time.perf_counter()
@@ -91,11 +91,11 @@ def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
     """What a ``nox -s matrix`` cell does before its probes, timed from its start.
 
     nox's uv backend creates the venv (nox's own ``VirtualEnv``), then
-    ``matrix.run.cellrun.run_cell`` runs its phases (interpreter facts, resolve, install,
+    ``torch_matrix.run.cellrun.run_cell`` runs its phases (interpreter facts, resolve, install,
     verify). ``env`` (e.g. a fresh ``UV_CACHE_DIR``) goes into the process environment,
     which is where nox and ``run_cell`` read it from.
     """
-    from matrix.run.cellrun import CellSettings, run_cell
+    from torch_matrix.run.cellrun import CellSettings, run_cell
 
     location = Path(location)
     settings = CellSettings(cells_dir=location.parent / "cells", work_dir=location / "torch-matrix",
@@ -123,7 +123,7 @@ def run_floor(cell: Cell, location: os.PathLike[str], index: Any,
               env: dict[str, str] | None = None) -> dict[str, Any]:
     """The floor: bare ``uv venv`` + ``uv pip install`` with the same pins and index options.
 
-    It calls the uv binary directly (the one ``matrix.world.environment`` uses), not a ``uv`` found
+    It calls the uv binary directly (the one ``torch_matrix.world.environment`` uses), not a ``uv`` found
     on PATH, which here is a pyenv shim costing ~70 ms a call.
     """
     location = Path(location)

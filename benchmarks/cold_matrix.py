@@ -1,7 +1,7 @@
 """Figure 2: the cold matrix -- every wheel fetched once, at the speed of the link.
 
 Method. Each repeat installs the matrix's cells through our cell path (nox uv venv +
-``matrix.world.environment.install`` + ``verify``) one after another, into a *fresh* uv cache on
+``torch_matrix.world.environment.install`` + ``verify``) one after another, into a *fresh* uv cache on
 the venvs' filesystem. Bytes downloaded = growth of the receive counters of every
 non-loopback interface (``/proc/net/dev``) around the repeat, divided by a calibration
 factor measured in the same run: the counter growth for one download of a file of known

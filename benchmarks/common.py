@@ -74,7 +74,7 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
 def interpreter_path(version: str) -> str:
     """An absolute interpreter for X.Y (pyenv shims are not enough, see FIELD-NOTES)."""
     try:  # the tool's own finder, once it exists
-        from matrix.world.interpreters import find_interpreters  # type: ignore
+        from torch_matrix.world.interpreters import find_interpreters  # type: ignore
 
         found = find_interpreters([version], {}).get(version)
         if found is not None:

@@ -8,7 +8,7 @@ paths are given together, which is how "venvs + cache" is measured; "N full copi
 Second part: the cache on a filesystem that cannot hardlink to the venvs (tmpfs at
 ``/dev/shm``, venvs on the work disk). uv then copies every file into every venv, with
 only a warning in its output; ``link_mode_warning`` is the check the tool should run
-before a matrix (proposed for ``matrix.world.environment``), and is measured here.
+before a matrix (proposed for ``torch_matrix.world.environment``), and is measured here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from matrix.world.environment import link_mode_warning
+from torch_matrix.world.environment import link_mode_warning
 
 from . import cells
 from .common import BenchError, Context, du_bytes, filesystem_type, remove_tree, run_command

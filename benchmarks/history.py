@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from matrix.vocab.records import FAIL, PASS, CellResult, ProbeResult
+from torch_matrix.vocab.records import FAIL, PASS, CellResult, ProbeResult
 
 from .common import REPO_ROOT, BenchError, Context, run_command
 from .scale import synthetic_results
@@ -54,8 +54,8 @@ def night_results(base: list[CellResult], night: int, rng: random.Random) -> lis
 
 
 def build_history(ctx: Context) -> tuple[Any, Any, float]:
-    from matrix.world.history import open_history, run_ref_for
-    from matrix.world.results import write_result
+    from torch_matrix.world.history import open_history, run_ref_for
+    from torch_matrix.world.results import write_result
 
     root = ctx.dir("history")
     db = root / "history.sqlite"
@@ -82,7 +82,7 @@ def measure(ctx: Context) -> dict[str, Any]:
     repeats = 3 if ctx.quick else 5
     db, tonight, built = build_history(ctx)
     ctx.log(f"  built {NIGHTS} nights x {CELLS} cells in {built:.1f} s ({db.stat().st_size / 2**20:.1f} MiB)")
-    cli = [sys.executable, "-m", "matrix.cli"]
+    cli = [sys.executable, "-m", "torch_matrix.cli"]
     commands = {"diff": cli + ["diff", "--db", str(db)],
                 "history": cli + ["history", "--db", str(db)],
                 "history --last 100": cli + ["history", "--db", str(db), "--last", "100"],

@@ -32,8 +32,8 @@ def spec_text(quick: bool) -> str:
 
 def outcome_fingerprint(results_root: Path) -> dict[str, Any]:
     """What must not depend on scheduling: per cell, install, versions, probe statuses, verdict."""
-    from matrix.world.results import load_results
-    from matrix.judge.verdict import verdict_of
+    from torch_matrix.world.results import load_results
+    from torch_matrix.judge.verdict import verdict_of
 
     loaded = load_results(results_root)
     return {r.cell.id: {"install": r.install.status, "resolved": dict(sorted(r.install.resolved.items())),

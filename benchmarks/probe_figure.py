@@ -2,7 +2,7 @@
 
 The measurement itself is ``benchmarks.probe_suite.measure_probe_suite`` (owned by the
 probes' author): floor = one fresh ``import torch, torchvision`` + the probes' own measured
-work; suite = ``python -m probes`` as a cell runs it; naive = one fresh interpreter per
+work; suite = ``python -m torch_matrix.probes`` as a cell runs it; naive = one fresh interpreter per
 probe. It runs in figure 1's venv (a real torch cell); the naive runner pays the import
 once per probe, so in the full run it gets its own single call (1 run), while the target
 (suite / floor) is a median of 3 per-run ratios from a call without it.

@@ -1,9 +1,9 @@
 """What the probe runner's isolation costs: the suite against its floor and against a naive runner.
 
-- **suite**: ``python -m probes`` as a cell runs it (zygote + forked children).
+- **suite**: ``python -m torch_matrix.probes`` as a cell runs it (zygote + forked children).
 - **floor**: one fresh ``import torch, torchvision`` plus the probes' own measured work
   (the sum of their ``duration_s`` in that same suite run): no runner could do less.
-- **naive**: ``python -m probes --isolation pristine``: one fresh interpreter per probe,
+- **naive**: ``python -m torch_matrix.probes --isolation pristine``: one fresh interpreter per probe,
   each paying the import itself.
 
 Figures are medians over ``repeats`` runs; ratios are medians of per-run ratios.
@@ -47,7 +47,7 @@ def _timed(cmd: Sequence[str], timeout: float) -> float:
 def _suite(venv_python: str, extra: Sequence[str], timeout: float) -> tuple[float, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="probe-bench-") as tmp:
         out = os.path.join(tmp, "probes.json")
-        wall = _timed([venv_python, "-m", "probes", "--out", out, "--quiet"] + list(extra), timeout)
+        wall = _timed([venv_python, "-m", "torch_matrix.probes", "--out", out, "--quiet"] + list(extra), timeout)
         with open(out) as handle:
             return wall, json.load(handle)
 
@@ -118,7 +118,7 @@ def format_table(report: dict[str, Any]) -> str:
     rows = [("one fresh import torch, torchvision", report["import_s"]["median"]),
             ("probes' own work (sum of duration_s)", report["probe_work_s"]["median"]),
             ("floor = import + work", report["floor_s"]["median"]),
-            ("suite: python -m probes (zygote + fork)", report["suite_s"]["median"]),
+            ("suite: python -m torch_matrix.probes (zygote + fork)", report["suite_s"]["median"]),
             ("  of which zygote ready (import + prewarm)", report["zygote_ready_s"]["median"]),
             ("  of which prewarm (torch._dynamo, once)", report["prewarm_s"]["median"]),
             ("  runner overhead (suite - ready - work)", report["runner_overhead_s"]["median"]),

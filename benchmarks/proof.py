@@ -42,7 +42,7 @@ def _releases(count: int) -> tuple[str, ...]:
 
 
 def edge_costs(ctx: Context) -> dict[str, Any]:
-    from matrix.plan import bisection, followups
+    from torch_matrix.plan import bisection, followups
     from tests.test_followups import FAIL, PASS, UNSAT, run
 
     rng = random.Random(22)
@@ -84,7 +84,7 @@ def edge_costs(ctx: Context) -> dict[str, Any]:
 
 
 def interaction_costs(ctx: Context) -> dict[str, Any]:
-    from matrix.plan import followups
+    from torch_matrix.plan import followups
     from tests.test_followups import FAIL, PASS, UNSAT, run_configurations
 
     rng = random.Random(2282)

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from matrix.vocab.records import (FAIL, INSTALL_ERROR, INSTALLED, PASS, SKIP, UNSATISFIABLE, Cell, CellResult,
+from torch_matrix.vocab.records import (FAIL, INSTALL_ERROR, INSTALLED, PASS, SKIP, UNSATISFIABLE, Cell, CellResult,
                             InstallOutcome, ProbeResult)
 
 from .common import REPO_ROOT, BenchError, Context, run_command
@@ -47,8 +47,8 @@ STANDARD_PROBES = ("install_sanity", "lazy_cuda_init", "cuda_devices", "determin
 
 def released_torch(count: int) -> list[str]:
     """The newest ``count`` public torch releases >= 2.0, from the tool's (cached) index."""
-    from matrix.world.index import open_index
-    from matrix.world.specfile import parse_spec
+    from torch_matrix.world.index import open_index
+    from torch_matrix.world.specfile import parse_spec
 
     spec = parse_spec('name = "x"\npython = ["3.11"]\ntorch = { versions = ">=2.0" }\n', "bench",
                       environ=os.environ)
@@ -146,7 +146,7 @@ def _synthetic_probe(name: str, torch: str, numpy: str, variant: str) -> ProbeRe
 
 
 def measure_reporting(ctx: Context, repeats: int) -> dict[str, Any]:
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
 
     root = ctx.dir("scale-results")
     outputs = ctx.dir("scale-outputs")  # outside the results root, or the next run would read them
@@ -157,7 +157,7 @@ def measure_reporting(ctx: Context, repeats: int) -> dict[str, Any]:
     written = len(list(cells_dir.glob("*.json")))
     if written != len(results):
         raise BenchError(f"synthetic results: {written} files for {len(results)} cells (duplicate ids)")
-    cli = [sys.executable, "-m", "matrix.cli"]
+    cli = [sys.executable, "-m", "torch_matrix.cli"]
     commands = {"report --pins": cli + ["report", str(root), "--out", str(outputs / "one"), "--pins"],
                 "report": cli + ["report", str(root), "--out", str(outputs / "report")],
                 "pins": cli + ["pins", str(root), "--out", str(outputs / "pins")],

@@ -31,8 +31,8 @@ from .stats import human_bytes, ratio, targets_for
 
 FIGURE = "8_speed"
 GOALS = {"cold / warm wall, 5 cells, full suite": ("<=", 1.25, "x")}
-RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"  # matrix.run.cellrun: the old rerun rule, for this figure
-BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"  # matrix.run.prefetch: free space a fetch must leave
+RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"  # torch_matrix.run.cellrun: the old rerun rule, for this figure
+BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"  # torch_matrix.run.prefetch: free space a fetch must leave
 # The fresh cache of the 5 cells takes ~9 GiB on disk (figure 3; one fresh cache at a time): the cold
 # part needs this much free before it starts, and lets prefetch run down to BENCH_BUDGET_GB free.
 NEEDED_FREE_GB = 15.0
@@ -61,8 +61,8 @@ def run_nox(ctx: Context, label: str, env: dict[str, str]) -> dict[str, Any]:
 
 def cell_timings(results_root: Path) -> dict[str, dict[str, Any]]:
     """Per cell: verdict, install and probe seconds, and how many probe runs the cell paid for."""
-    from matrix.judge.verdict import verdict_of
-    from matrix.world.results import load_results
+    from torch_matrix.judge.verdict import verdict_of
+    from torch_matrix.world.results import load_results
 
     loaded = load_results(results_root)
     return {r.cell.id: {"verdict": str(verdict_of(r).kind), "probes_s": r.timings.get("probes"),

@@ -1,9 +1,9 @@
 """Figure 10: the install check's hashing, with and without the memo of files already hashed.
 
-The check (``python -I probes/facts.py record`` in the cell) hashes every file each wheel's
+The check (``python -I torch_matrix/probes/facts.py record`` in the cell) hashes every file each wheel's
 RECORD lists, so a torn shared library that kept its size is caught: about 5 GiB for a CUDA
 torch stack. uv hardlinks every cell's files from its cache, so the next cell of the same
-release is the same inodes; the memo (``probes.facts.VerifiedFiles``, keyed by inode, size,
+release is the same inodes; the memo (``torch_matrix.probes.facts.VerifiedFiles``, keyed by inode, size,
 mtime and the expected digest) skips what was hashed and matched before. Measured side by side
 in one run on the same venv, runs alternating: the memo off (``TORCH_MATRIX_VERIFIED_DB=""``)
 against a warm memo (filled by one run first, not counted), and the same memo grown to its row
@@ -39,7 +39,7 @@ def grown_to_limit(memo: str, full: str) -> int:
     import shutil
     import sqlite3
 
-    from probes.facts import VerifiedFiles
+    from torch_matrix.probes.facts import VerifiedFiles
 
     shutil.copyfile(memo, full)
     connection = sqlite3.connect(full)
@@ -71,7 +71,7 @@ def measure(ctx: Context) -> dict[str, Any]:
     off_s, on_s, full_s = summarize(off), summarize(on), summarize(at_limit)
     value = ratio(on_s["median"], off_s["median"])
     grown = ratio(full_s["median"], on_s["median"])
-    how = f"python -I probes/facts.py record, median of {repeats}"
+    how = f"python -I torch_matrix/probes/facts.py record, median of {repeats}"
     return {"python": python, "no_memo_s": off_s, "warm_memo_s": on_s, "warm_memo_over_no_memo": value,
             "memo_at_limit_rows": rows, "memo_at_limit_s": full_s, "memo_at_limit_over_warm_memo": grown,
             "repeats": repeats,

@@ -1,7 +1,7 @@
 """Figure 1: warm environment creation per cell.
 
 From "cell starts" to "the cell's venv holds its verified versions", cache warm, three ways
-measured in the same run: our cell (nox's uv backend + ``matrix.world.environment.install`` +
+measured in the same run: our cell (nox's uv backend + ``torch_matrix.world.environment.install`` +
 ``verify``), nox's default backend (virtualenv + pip, pip's own cache warm), and the floor
 (bare ``uv venv`` + ``uv pip install`` of the same pins and index options). Ours and the floor
 alternate run by run so drift in machine load hits both alike.

@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
     if browser is None:
         print("no Chromium found: run tests/install-browser.sh", file=sys.stderr)
         return 1
-    from matrix.cli import main as cli
+    from torch_matrix.cli import main as cli
 
     with tempfile.TemporaryDirectory() as work:
         html = Path(work) / "report.html"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from matrix.vocab.records import INSTALLED, PASS, Cell, CellResult, InstallOutcome, ProbeResult
+from torch_matrix.vocab.records import INSTALLED, PASS, Cell, CellResult, InstallOutcome, ProbeResult
 
 
 def cell_id(torch: str, python: str, variant: str = "default", extras: Mapping[str, str] | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_probe, make_result
 
 PAIRED_TORCHVISION = {"1.11.0": "0.12.0", "1.12.0": "0.13.0", "1.12.1": "0.13.1", "1.13.1": "0.14.1", "2.0.1": "0.15.2",

@@ -94,13 +94,13 @@ def ensure_env(env: WheelEnv, timeout: float = 1800) -> Path:
 
 
 def run_suite(python: Path, names: list[str], workdir: Path, timeout: float = 900) -> dict:
-    """Run ``python -m probes --select NAMES`` in the venv; the runner's JSON document (results keyed by name)."""
+    """Run ``python -m torch_matrix.probes --select NAMES`` in the venv; the runner's JSON document (results keyed by name)."""
     out = workdir / "probes.json"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONDONTWRITEBYTECODE="1")
-    done = subprocess.run([str(python), "-m", "probes", "--select", ",".join(names), "--out", str(out), "--quiet"],
+    done = subprocess.run([str(python), "-m", "torch_matrix.probes", "--select", ",".join(names), "--out", str(out), "--quiet"],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=str(workdir))
     if not out.exists():
-        raise AssertionError("python -m probes wrote no result (rc %s)\nstdout:\n%s\nstderr:\n%s"
+        raise AssertionError("python -m torch_matrix.probes wrote no result (rc %s)\nstdout:\n%s\nstderr:\n%s"
                              % (done.returncode, done.stdout[-3000:], done.stderr[-3000:]))
     document = json.loads(out.read_text())
     document["by_name"] = {result["name"]: result for result in document["results"]}
@@ -112,7 +112,7 @@ if __name__ == "__main__":  # python tests/realwheels.py [env-name] [probe,probe
     for chosen_env in chosen:
         exe = ensure_env(chosen_env)
         names = sys.argv[2].split(",") if len(sys.argv) > 2 else sorted(
-            path.stem for path in (REPO_ROOT / "probes" / "standard").glob("[!_]*.py"))
+            path.stem for path in (REPO_ROOT / "torch_matrix" / "probes" / "standard").glob("[!_]*.py"))
         import tempfile
 
         suite = run_suite(exe, names, Path(tempfile.mkdtemp(prefix="realwheels-")))

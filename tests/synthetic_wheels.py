@@ -53,7 +53,7 @@ def is_initialized():
     return False
 '''
 
-# torch._C: only what probes/facts.py build_facts reads. A CPU build has no _cuda_getArchFlags.
+# torch._C: only what torch_matrix/probes/facts.py build_facts reads. A CPU build has no _cuda_getArchFlags.
 TORCH_C_CPU = ""
 TORCH_C_CUDA = '''\
 def _cuda_getArchFlags():

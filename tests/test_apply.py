@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from matrix.world import apply as apply_module
-from matrix.world.apply import apply_pins
-from matrix.cli import main as cli_main
-from matrix.vocab.errors import UserError
-from matrix.pins import RequirementLine
-from matrix.world.results import write_result
+from torch_matrix.world import apply as apply_module
+from torch_matrix.world.apply import apply_pins
+from torch_matrix.cli import main as cli_main
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.pins import RequirementLine
+from torch_matrix.world.results import write_result
 from tests.pins_grids import single_bad_patch
 
 TORCH_TV = [RequirementLine("torch", ("!=1.12.0",)), RequirementLine("torchvision", ("!=0.13.0",))]
@@ -241,10 +241,10 @@ class FakeIndex:
 
 
 def test_cli_coverage_from_the_index_and_offline_fallback(tmp_path, capsys, monkeypatch):
-    import matrix.world.index
+    import torch_matrix.world.index
 
     results = _results_dir(tmp_path)
-    monkeypatch.setattr(matrix.world.index, "open_index", lambda config, **kwargs: FakeIndex())
+    monkeypatch.setattr(torch_matrix.world.index, "open_index", lambda config, **kwargs: FakeIndex())
     assert cli_main(["pins", str(results), "--out", str(tmp_path / "a")]) == 0
     printed = capsys.readouterr().out
     assert "torch: between tested versions: 1.13.0; newer than tested: 2.0.0" in printed
@@ -252,7 +252,7 @@ def test_cli_coverage_from_the_index_and_offline_fallback(tmp_path, capsys, monk
     def offline(config, **kwargs):
         raise OSError("network is unreachable")
 
-    monkeypatch.setattr(matrix.world.index, "open_index", offline)
+    monkeypatch.setattr(torch_matrix.world.index, "open_index", offline)
     assert cli_main(["pins", str(results), "--out", str(tmp_path / "b")]) == 0
     captured = capsys.readouterr()
     assert "coverage unknown" in captured.err and "network is unreachable" in captured.err

@@ -1,8 +1,8 @@
-"""The folders are the map: each layer of docs/ARCHITECTURE.md is a package under matrix/, and a
+"""The folders are the map: each layer of docs/ARCHITECTURE.md is a package under torch_matrix/, and a
 module's layer is the folder it is saved in. These tests hold the code to that:
 
-- every module sits in a layer package (only ``matrix/__init__.py`` and the shipped
-  ``matrix/noxfile.py`` live at the top), and every package under matrix/ is a layer;
+- every module sits in a layer package (only ``torch_matrix/__init__.py`` and the shipped
+  ``torch_matrix/noxfile.py`` live at the top), and every package under torch_matrix/ is a layer;
 - every import (lazy ones included) goes to the module's own package or to a layer above it,
   and the edges import nothing of ours but the vocabulary;
 - no import circle inside a package;
@@ -20,26 +20,28 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "matrix"
+PACKAGE = ROOT / "torch_matrix"
 
 # The layers, bottom first: a module may import its own package and the packages before its own.
-LAYERS = ("vocab", "judge", "spec", "plan", "pins", "report", "edges", "world", "run", "cli")
-# The edges do one I/O job each: of ours they may import the vocabulary only.
-NARROW = {"edges": ("vocab",)}
-# The only modules at the top of matrix/: the package itself and the shipped noxfile (a command).
-TOP = {"matrix": None, "noxfile": "cli"}
+LAYERS = ("probes", "vocab", "judge", "spec", "plan", "pins", "report", "edges", "world", "run", "cli")
+# The edges do one I/O job each: of ours they may import the vocabulary only. The probe suite
+# runs inside a cell's interpreter (stdlib only, Python 3.8+): it imports nothing else of ours.
+NARROW = {"edges": ("vocab",), "probes": ()}
+# The only modules at the top of torch_matrix/: the package itself, `python -m torch_matrix` and the
+# shipped noxfile (commands).
+TOP = {"torch_matrix": None, "noxfile": "cli", "__main__": "cli"}
 # Names a folder on sys.path must not shadow: the standard library and what we depend on.
 DEPENDENCIES = {"nox", "uv", "packaging", "tabulate", "jinja2", "jsonschema", "tomlkit", "tomli",
                 "pytest", "hypothesis", "markupsafe"}
 
 
 def modules() -> dict[str, Path]:
-    """Dotted names under matrix/ ("report.terminal", "pins", "__init__" as "matrix")."""
+    """Dotted names under torch_matrix/ ("report.terminal", "pins", "__init__" as "matrix")."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
         if parts[-1] == "__init__":
-            parts = parts[:-1] or ["matrix"]
+            parts = parts[:-1] or ["torch_matrix"]
         found[".".join(parts)] = path
     return found
 
@@ -54,20 +56,20 @@ def layer_of(name: str) -> str | None:
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """The matrix modules ``name`` imports, at module level or inside functions."""
     package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
-    if name == "matrix":
+    if name == "torch_matrix":
         package = []
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            targets = [a.name.removeprefix("matrix.") for a in node.names
-                       if a.name.startswith("matrix.")]
+            targets = [a.name.removeprefix("torch_matrix.") for a in node.names
+                       if a.name.startswith("torch_matrix.")]
         elif isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
             stem = ".".join(base + ([node.module] if node.module else []))
             targets = [f"{stem}.{a.name}".strip(".") for a in node.names] if not node.module else [stem]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "matrix":
-            stem = node.module.removeprefix("matrix").strip(".")
-            targets = [f"{stem}.{a.name}".strip(".") for a in node.names] + [stem or "matrix"]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch_matrix":
+            stem = node.module.removeprefix("torch_matrix").strip(".")
+            targets = [f"{stem}.{a.name}".strip(".") for a in node.names] + [stem or "torch_matrix"]
         else:
             continue
         for target in targets:
@@ -88,10 +90,10 @@ def test_every_module_sits_in_a_layer_package():
 def test_every_package_under_matrix_is_a_layer_with_its_docstring():
     packages = {p.parent.relative_to(PACKAGE).parts[0] for p in PACKAGE.rglob("__init__.py")
                 if p.parent != PACKAGE}
-    assert packages == set(LAYERS), "a package under matrix/ is a layer: add it to LAYERS and the map"
+    assert packages == set(LAYERS), "a package under torch_matrix/ is a layer: add it to LAYERS and the map"
     for layer in LAYERS:
         doc = ast.get_docstring(ast.parse((PACKAGE / layer / "__init__.py").read_text()))
-        assert doc and "import" in doc, f"matrix/{layer}/__init__.py: say what it holds and may import"
+        assert doc and "import" in doc, f"torch_matrix/{layer}/__init__.py: say what it holds and may import"
 
 
 def _allowed(mine: str, theirs: str) -> bool:
@@ -109,7 +111,7 @@ def test_imports_go_to_the_own_package_or_a_layer_above():
         mine = layer_of(name)
         for target in sorted(imports_of(name, path, set(known))):
             theirs = layer_of(target)
-            if name == "matrix" or target == "matrix" or mine is None or theirs is None:
+            if name == "torch_matrix" or target == "torch_matrix" or mine is None or theirs is None:
                 continue  # the package's own __version__; strays are named by the test above
             if not _allowed(mine, theirs):
                 wrong.append(f"{name} ({mine}) imports {target} ({theirs})")
@@ -139,8 +141,8 @@ def test_no_module_shadows_the_standard_library_or_a_dependency():
     banned = set(sys.stdlib_module_names) | DEPENDENCIES
     names = {p.stem for p in PACKAGE.rglob("*.py")} | {p.name for p in PACKAGE.rglob("*")
                                                         if p.is_dir() and p.name != "__pycache__"}
-    names |= {p.stem for p in (ROOT / "probes").rglob("*.py")}
-    names |= {p.name for p in (ROOT / "probes").rglob("*") if p.is_dir() and p.name != "__pycache__"}
+    names |= {p.stem for p in (ROOT / "torch_matrix" / "probes").rglob("*.py")}
+    names |= {p.name for p in (ROOT / "torch_matrix" / "probes").rglob("*") if p.is_dir() and p.name != "__pycache__"}
     assert sorted(names & banned) == [], "rename: a folder on sys.path would shadow these"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import run as bench_run
 from benchmarks.common import Context
-from matrix.world.environment import link_mode_warning
+from torch_matrix.world.environment import link_mode_warning
 from benchmarks.markdown import render as render_markdown
 from benchmarks.stats import (MET, MISSED, NOT_MEASURED, Target, paired_ratios, ratio, summarize, tally,
                               targets_for)

@@ -1,4 +1,4 @@
-"""Bisect: the pure choice of the next version (matrix/plan/bisection.py) and real bisects on the synthetic index.
+"""Bisect: the pure choice of the next version (torch_matrix/plan/bisection.py) and real bisects on the synthetic index.
 
 The end-to-end tests build a synthetic torch whose ``Tensor.sum`` goes wrong from one
 release (or one nightly date) on, and a probe file that notices; ``torch-matrix bisect``
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix.plan.bisection import (BAD, GOOD, SKIP, compare_url, conclude, max_cells, next_version, nightly_candidates,
+from torch_matrix.plan.bisection import (BAD, GOOD, SKIP, compare_url, conclude, max_cells, next_version, nightly_candidates,
                            outcome_of, release_candidates)
-from matrix.vocab.records import FAIL, PASS, UNSATISFIABLE
-from matrix.world.results import load_results
+from torch_matrix.vocab.records import FAIL, PASS, UNSATISFIABLE
+from torch_matrix.world.results import load_results
 from tests.factories import make_cell, make_probe, make_result
 from tests.synthetic_wheels import TORCH_TENSOR, build_index, numpy_wheel, torch_wheel, torchvision_wheel
 
@@ -105,7 +105,7 @@ def test_candidates_and_links():
 # ---------------------------------------------------------------------------- on the synthetic index
 
 SUM_PROBE = '''\
-from probes.api import Fail, probe
+from torch_matrix.probes.api import Fail, probe
 
 
 @probe("sum_ok", doc="Tensor.sum adds up")
@@ -162,7 +162,7 @@ find_links = []
 
 
 def bisect(tmp: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "matrix.cli", "bisect", "--envdir", str(tmp / "venvs"), *args],
+    return subprocess.run([sys.executable, "-m", "torch_matrix.cli", "bisect", "--envdir", str(tmp / "venvs"), *args],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -196,14 +196,14 @@ def test_a_break_at_one_release_among_eight_is_bisected_in_at_most_five_cells(tm
     assert loaded.problems == [] and len(loaded.results) == len(answer["tested"])
     assert {r.cell.origin for r in loaded.results} == {"bisect"}
     assert {r.cell.reason for r in loaded.results} == {"torch-matrix bisect, judged by probe sum_ok"}
-    from matrix.pins import suggest_pins  # never evidence for the pins
+    from torch_matrix.pins import suggest_pins  # never evidence for the pins
     assert suggest_pins(loaded.results).counts.get("incompatible", 0) == 0
     again = bisect(tmp_path, env, "--good", "2.0.0", "--bad", "2.7.0", "--probe", "sum_ok")
     assert again.returncode == 0, again.stderr
     assert "last good 2.4.0, first bad 2.5.0" in again.stdout
     assert again.stdout.count("[resumed]") == len(answer["tested"])
     assert {p.name: p.read_bytes() for p in cells_dir.glob("*.json")} == before
-    report = subprocess.run([sys.executable, "-m", "matrix.cli", "report", str(cells_dir.parent)], cwd=tmp_path,
+    report = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "report", str(cells_dir.parent)], cwd=tmp_path,
                             env=env, capture_output=True, text=True, check=False)
     assert report.returncode == 0 and f"bisect-t2.5.0-py{PY}" in report.stdout and "sum_ok" in report.stdout
     # Judged by another probe, no stored result counts: the judge is part of what a resume matches.
@@ -245,9 +245,9 @@ def test_bad_bisect_input_gets_one_line(tmp_path):
 def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
     import argparse
 
-    from matrix.cli.bisection import TEST_PROBE, _held_spec
-    from matrix.vocab.errors import UserError
-    from matrix.world.specfile import parse_spec
+    from torch_matrix.cli.bisection import TEST_PROBE, _held_spec
+    from torch_matrix.vocab.errors import UserError
+    from torch_matrix.world.specfile import parse_spec
 
     spec = parse_spec('name = "x"\npython = ["3.11", "3.12"]\ntorch = ["2.5.1"]\nvariant = ["cpu", "cu124"]\n'
                       '[extras]\nnumpy = ["<2", ">=2"]\n[probes]\nrun = ["install_sanity"]\n', "m.toml")

@@ -1,11 +1,11 @@
-"""Cause attribution (matrix.judge.causes): environment failures give advice, never exclusions."""
+"""Cause attribution (torch_matrix.judge.causes): environment failures give advice, never exclusions."""
 
 from __future__ import annotations
 
-from matrix.judge.causes import Cause, EnvironmentKind, attribute
-from matrix.pins import requirement_lines, suggest_pins
-from matrix.pins.render import render_json, render_requirements, render_text
-from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, verdict_of
+from torch_matrix.judge.causes import Cause, EnvironmentKind, attribute
+from torch_matrix.pins import requirement_lines, suggest_pins
+from torch_matrix.pins.render import render_json, render_requirements, render_text
+from torch_matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, verdict_of
 from tests.factories import make_cell, make_probe, make_result
 
 SETUPTOOLS = "torch.compile failed: backend='inductor' raised: ModuleNotFoundError: No module named 'setuptools'"
@@ -80,7 +80,7 @@ def test_a_mismatched_build_makes_no_pin_and_gives_pairing_advice():
 
 def test_a_mismatched_build_plans_the_matched_build_and_its_pass_confirms_the_advice():
     """The find-links +cpu torch next to PyPI's torchvision: the counterfactual keeps that build out."""
-    from matrix.plan.counterfactual import plan_counterfactuals
+    from torch_matrix.plan.counterfactual import plan_counterfactuals
 
     mixed = make_result(torch="2.13.0", torchvision="0.28.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
                         probes=[make_probe("install_sanity", "fail", NMS)])
@@ -100,8 +100,8 @@ def test_a_mismatched_build_plans_the_matched_build_and_its_pass_confirms_the_ad
     assert "2.13.0" in render_text(suggestion).split("Tested versions:")[1].split("\n")[1]  # 2.13.0 is good
 
 def test_a_missing_dependency_plans_the_same_cell_with_it_added_and_its_pass_confirms_the_advice():
-    from matrix.plan.counterfactual import counterfactual_of, plan_counterfactuals
-    from matrix.plan.followups import DEFAULT_CAP, cap_from, within_cap
+    from torch_matrix.plan.counterfactual import counterfactual_of, plan_counterfactuals
+    from torch_matrix.plan.followups import DEFAULT_CAP, cap_from, within_cap
 
     failing = _compile_cell("2.3.1", "3.10", "fail", SETUPTOOLS)
     (cf,) = plan_counterfactuals(failing)
@@ -155,7 +155,7 @@ def test_a_changed_default_is_a_fail_with_its_workaround_and_advice_not_an_exclu
 REAL_ADVICE = ("load with weights_only=False or torch.serialization.safe_globals / add_safe_globals(["
                "'argparse.Namespace', 'numpy._core.multiarray._reconstruct', 'numpy._core.multiarray.scalar', "
                "'numpy.dtype', 'numpy.dtypes.Float64DType', 'numpy.ndarray', "
-               "'probes.standard.checkpoint_roundtrip.RunConfig']) (torch.load's default changed)")
+               "'torch_matrix.probes.standard.checkpoint_roundtrip.RunConfig']) (torch.load's default changed)")
 
 
 def test_changed_default_advice_names_the_users_types_never_the_probes_own_class():
@@ -170,7 +170,7 @@ def test_changed_default_advice_names_the_users_types_never_the_probes_own_class
     assert "probes." not in verdict_of(result).reason
     suggestion = suggest_pins([result])
     for text in (render_text(suggestion), render_json(suggestion), render_requirements(suggestion)):
-        assert "probes.standard" not in text and "your own classes" in text
+        assert "torch_matrix.probes.standard" not in text and "your own classes" in text
 
 
 def test_a_missing_module_from_another_distribution_asks_for_that_distribution():

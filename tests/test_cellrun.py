@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from matrix.world import environment
-from matrix.world import probe_process
-from matrix.run.cellrun import CellSettings, CellSteps, headline, run_cell
-from matrix.edges.console import Progress
-from matrix.world.probe_process import ProbeOptions, ProbeRun, expected_versions, probe_command
-from matrix.vocab.records import (
+from torch_matrix.world import environment
+from torch_matrix.world import probe_process
+from torch_matrix.run.cellrun import CellSettings, CellSteps, headline, run_cell
+from torch_matrix.edges.console import Progress
+from torch_matrix.world.probe_process import ProbeOptions, ProbeRun, expected_versions, probe_command
+from torch_matrix.vocab.records import (
     CRASH,
     ERROR,
     FAIL,
@@ -33,9 +33,9 @@ from matrix.vocab.records import (
     InstallOutcome,
     ProbeResult,
 )
-from matrix.world.results import read_result
-from matrix.world.specfile import IndexConfig
-from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from torch_matrix.world.results import read_result
+from torch_matrix.world.specfile import IndexConfig
+from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
 from tests.factories import make_cell
 from tests.synthetic_wheels import build_index
 
@@ -113,7 +113,7 @@ def test_probe_command_follows_the_runner_interface(tmp_path):
                      probes=("install_sanity", "training_step"))
     options = ProbeOptions(dirs=("/repo/my_probes",), commands={"smoke": "python -c pass"})
     command = probe_command(cell, "/v/bin/python", tmp_path / "out.json", options)
-    assert command[:3] == ["/v/bin/python", "-m", "probes"]
+    assert command[:3] == ["/v/bin/python", "-m", "torch_matrix.probes"]
     pairs = list(itertools.pairwise(command))
     for pair in [("--out", str(tmp_path / "out.json")), ("--variant", "cpu"),
                  ("--select", "install_sanity,training_step"), ("--expect", "torch=2.1.0"),
@@ -328,7 +328,7 @@ def test_a_long_phase_is_not_silence_in_logs_nor_on_a_terminal():
     assert len(beats) >= 2 and beats[0].startswith("[1/2] t1-py3.11 resolve+install ... ")
     assert lines[-1].startswith("[1/2] t1-py3.11 resolve+install ... 0.")
 
-    import matrix.edges.console as progress_module
+    import torch_matrix.edges.console as progress_module
 
     live_stream = io.StringIO()
     live = Progress("t1-py3.11", stream=live_stream, live=True)
@@ -347,7 +347,7 @@ def test_a_long_phase_is_not_silence_in_logs_nor_on_a_terminal():
 
 
 def test_a_failing_probe_records_k_of_n_runs_and_says_so():
-    from matrix.run.cellrun import merge_reruns
+    from torch_matrix.run.cellrun import merge_reruns
     from tests.factories import make_probe
 
     crash = make_probe("training_step", "crash", "interpreter died with SIGSEGV")
@@ -362,7 +362,7 @@ def test_a_failing_probe_records_k_of_n_runs_and_says_so():
 
 
 def test_probe_reruns_default_to_two_and_can_be_switched_off():
-    from matrix.cli.nox_support import probe_reruns
+    from torch_matrix.cli.nox_support import probe_reruns
 
     assert probe_reruns({}) == 2
     assert probe_reruns({"TORCH_MATRIX_PROBE_RERUNS": "0"}) == 0
@@ -428,7 +428,7 @@ def test_only_failures_a_rerun_can_change_are_rerun(tmp_path):
 def test_a_module_named_only_in_a_failures_output_does_not_explain_it():
     """An import the release cannot satisfy is explained by the probe's message; a numeric failure
     whose output mentions a torch module in passing (a warning) may be flaky: it is rerun."""
-    from matrix.run.cellrun import explained_failures
+    from torch_matrix.run.cellrun import explained_failures
 
     cell = make_cell(torch="2.13.0", probes=("six_import", "determinism"))
     installed = InstallOutcome(INSTALLED, ("uv",), "", resolved={"torch": "2.13.0"})
@@ -441,7 +441,7 @@ def test_a_module_named_only_in_a_failures_output_does_not_explain_it():
 def test_a_counterfactual_runs_only_the_probes_its_finding_concerns_and_keeps_the_rest(tmp_path):
     """The setuptools counterfactual of a full-suite cell runs install_sanity and torch_compile
     only; every other result is the original cell's, marked as inherited, and the file loads."""
-    from matrix.plan.counterfactual import plan_counterfactuals
+    from torch_matrix.plan.counterfactual import plan_counterfactuals
     from tests.factories import make_probe, make_result
 
     suite = ("install_sanity", "training_step", "torch_compile", "torchvision_ops", "determinism")

@@ -20,14 +20,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix import cli  # noqa: F401
-from matrix.run import check  # noqa: F401 - check: the module under test
-from matrix.cli import check as check_cli
-from matrix.report import terminal as report
-from matrix.run.check import EnvironmentFacts, existing_cell, existing_cell_id, existing_install
-from matrix.vocab.records import INSTALLED, ORIGIN_EXISTING
-from matrix.world.results import load_results
-from matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from torch_matrix import cli  # noqa: F401
+from torch_matrix.run import check  # noqa: F401 - check: the module under test
+from torch_matrix.cli import check as check_cli
+from torch_matrix.report import terminal as report
+from torch_matrix.run.check import EnvironmentFacts, existing_cell, existing_cell_id, existing_install
+from torch_matrix.vocab.records import INSTALLED, ORIGIN_EXISTING
+from torch_matrix.world.results import load_results
+from torch_matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
 from tests import realwheels
 from tests.factories import make_result
 from tests.synthetic_wheels import build_index, default_wheels, torch_wheel
@@ -195,7 +195,7 @@ def test_a_good_environment_is_compatible_and_reports_like_any_cell(tmp_path, in
 
     # Merged with a planned cell's result, the report and the pins read it like any other cell.
     other = tmp_path / "results" / "default"
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
     write_result(make_result(torch="2.2.0", torchvision="0.17.0"), other / "cells")
     assert cli.main(["report", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
@@ -345,7 +345,7 @@ def test_a_changed_default_is_marked_and_noted_not_a_bare_fail_under_compatible(
     probes_dir = tmp_path / "my_probes"
     probes_dir.mkdir()
     (probes_dir / "plain_load.py").write_text(
-        "from probes.api import Fail, probe\n\n"
+        "from torch_matrix.probes.api import Fail, probe\n\n"
         "@probe('plain_load', doc='the plain call breaks on a changed default')\n"
         "def plain_load(ctx):\n"
         "    raise Fail('changed default: load(path) refuses it; it loads with strict=False',\n"
@@ -363,7 +363,7 @@ def test_a_changed_default_is_marked_and_noted_not_a_bare_fail_under_compatible(
 
 
 def test_a_probe_runner_that_dies_is_no_verdict_exit_3(tmp_path, index, uv_env, capsys, monkeypatch):
-    from matrix.world import probe_process
+    from torch_matrix.world import probe_process
 
     package = tmp_path / "fake" / "probes"
     package.mkdir(parents=True)
@@ -471,7 +471,7 @@ def test_check_a_real_torch_2_13_cpu_environment(tmp_path, capsys):
 def test_repro_of_an_existing_environment_says_so_and_reruns_with_check():
     import dataclasses
 
-    from matrix.report.repro import render_bundle
+    from torch_matrix.report.repro import render_bundle
     from tests.factories import make_probe
 
     bad = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu"},

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from probes.standard.cuda_devices import arch_supported, arch_verdict
+from torch_matrix.probes.standard.cuda_devices import arch_supported, arch_verdict
 
 CU102_PIP = ["sm_37", "sm_50", "sm_60", "sm_70"]
 CU102_WITH_PTX = CU102_PIP + ["compute_37"]
@@ -33,7 +33,7 @@ def test_an_old_build_without_sm_90_fails_on_an_h100():
 
 def test_older_generation_ptx_is_tried_through_jit_and_named_as_what_torch_calls_not_compatible():
     """PTX is forward compatible (NVIDIA), so the kernel is tried and the device decides; the same rule
-    as matrix.judge.hardware's ptx-jit, so the two can be compared on a device."""
+    as torch_matrix.judge.hardware's ptx-jit, so the two can be compared on a device."""
     verdict = arch_verdict(H100, CU102_WITH_PTX)
     assert verdict.kernels == "compute_37 (PTX JIT, older generation)"
     assert "compute_37" in verdict.reason and "not compatible" in verdict.reason

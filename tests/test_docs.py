@@ -41,7 +41,7 @@ def test_every_relative_link_resolves() -> None:
 
 
 def _source_text() -> str:
-    return "\n".join(path.read_text(encoding="utf-8") for path in sorted((REPO / "matrix").rglob("*.py")))
+    return "\n".join(path.read_text(encoding="utf-8") for path in sorted((REPO / "torch_matrix").rglob("*.py")))
 
 
 def test_every_message_troubleshooting_quotes_is_printed_by_the_code() -> None:

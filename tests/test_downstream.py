@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix import cli
-from matrix.world import environment
-from matrix.spec import install_items
-from matrix.cli import run as run_cli
-from matrix.vocab.errors import UserError
-from matrix.plan.grid import cell_install
-from matrix.vocab.records import Cell
-from matrix.world.specfile import DEFAULT_SPEC_PATH, find_spec, load_spec, parse_spec
-from probes import pytest_outcomes
+from torch_matrix import cli
+from torch_matrix.world import environment
+from torch_matrix.spec import install_items
+from torch_matrix.cli import run as run_cli
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.plan.grid import cell_install
+from torch_matrix.vocab.records import Cell
+from torch_matrix.world.specfile import DEFAULT_SPEC_PATH, find_spec, load_spec, parse_spec
+from torch_matrix.probes import pytest_outcomes
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -281,7 +281,7 @@ def _probe_dir(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def run_command_probes(tmp_path: Path, project: Path, **commands: str) -> dict[str, dict]:
     out = tmp_path / "probes.json"
-    command = [sys.executable, "-m", "probes", "--no-standard", "--quiet", "--out", str(out),
+    command = [sys.executable, "-m", "torch_matrix.probes", "--no-standard", "--quiet", "--out", str(out),
                "--command-dir", str(project)]
     for name, text in commands.items():
         command += ["--command", f"{name}={text}"]
@@ -341,7 +341,7 @@ def test_run_hands_nox_the_shipped_noxfile_and_passes_options_through(tmp_path):
     command = run_cli.nox_command(["-s", "matrix", "report", "-j", "2", "-t", "py3.11", "-k", "2.5"],
                                   ["--redo"], tmp_path)
     assert command[0] == sys.executable and command[1] == "-c" and "'nox'" in command[2]
-    assert command[3:5] == ["--noxfile", str(REPO / "matrix" / "noxfile.py")]
+    assert command[3:5] == ["--noxfile", str(REPO / "torch_matrix" / "noxfile.py")]
     assert command[5:] == ["--envdir", str(tmp_path / ".nox"), "-s", "matrix", "report", "-j", "2",
                            "-t", "py3.11", "-k", "2.5", "--", "--redo"]
     assert run_cli.nox_command(["--envdir", "/x"], [], tmp_path).count("--envdir") == 1
@@ -366,11 +366,11 @@ class _RecordingSession:
 @pytest.mark.parametrize("session_name", ["report", "pins"])
 def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(tmp_path, monkeypatch, session_name):
     """nox runs the shipped noxfile's sessions from the noxfile's folder, the package directory:
-    with ``python -m matrix.cli`` that folder came first on sys.path, and a module there named like
+    with ``python -m torch_matrix.cli`` that folder came first on sys.path, and a module there named like
     the standard library's (``bisect.py`` once) broke ``import tempfile``: no table, no pins. The
     sessions' commands, run from a folder holding such a module, must not see it."""
     monkeypatch.setattr(sys, "argv", ["nox", "-s", session_name])  # importing it plans only for `-s matrix`
-    import matrix.noxfile as shipped
+    import torch_matrix.noxfile as shipped
 
     (tmp_path / "tempfile.py").write_text("raise ImportError('the working directory shadowed tempfile')\n")
     (tmp_path / "random.py").write_text("raise ImportError('the working directory shadowed random')\n")
@@ -428,8 +428,8 @@ def test_a_pytest_run_whose_tests_did_not_run_is_no_evidence_and_failed_tests_ar
     """Collection/usage errors say nothing about torch: no evidence, never incompatible."""
     from dataclasses import replace
 
-    from matrix.vocab.records import CellResult, InstallOutcome, ProbeResult
-    from matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
+    from torch_matrix.vocab.records import CellResult, InstallOutcome, ProbeResult
+    from torch_matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
 
     cell = _cell()
     base = CellResult(cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"}))
@@ -459,10 +459,10 @@ def test_a_command_probe_in_which_no_test_ran_is_no_evidence_for_the_verdict_or_
     evidence of a working version (it once was "compatible" and could block a pin)."""
     from dataclasses import replace
 
-    from matrix.pins.evidence import observe
-    from matrix.judge.verdict import COMPATIBLE, NO_EVIDENCE, verdict_of
-    from matrix.report.terminal import render_text
-    from matrix.vocab.records import CellResult, InstallOutcome, ProbeResult
+    from torch_matrix.pins.evidence import observe
+    from torch_matrix.judge.verdict import COMPATIBLE, NO_EVIDENCE, verdict_of
+    from torch_matrix.report.terminal import render_text
+    from torch_matrix.vocab.records import CellResult, InstallOutcome, ProbeResult
 
     cell = _cell()
     base = CellResult(cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"}))
@@ -485,9 +485,9 @@ def test_a_command_probe_in_which_no_test_ran_is_no_evidence_for_the_verdict_or_
     good = replace(result, probes=(sanity, ran))
     assert verdict_of(good).kind == COMPATIBLE
     assert "✓ compatible (tests: 44 passed, 4 skipped)" in render_text([good])
-    from matrix.report.html_page import render_html
-    from matrix.report.junit import render_junit
-    from matrix.report.markdown import render_markdown_summary
+    from torch_matrix.report.html_page import render_html
+    from torch_matrix.report.junit import render_junit
+    from torch_matrix.report.markdown import render_markdown_summary
 
     assert "<system-out>44 passed, 4 skipped</system-out>" in render_junit([good])
     assert 'message="skip: 0 passed, 4 skipped: no evidence"' in render_junit([result])
@@ -514,9 +514,9 @@ def _passing_tests():
 def test_a_collection_error_naming_torch_where_other_cells_collect_is_incompatible_and_pinned(tmp_path):
     """The package imports, at module level, a torch module a release removed: pytest exits 2 on the
     releases without it. That is the release breaking the project (pinned), not the suite to fix."""
-    from matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
-    from matrix.pins import suggest_pins
-    from matrix.world.results import load_results, write_result
+    from torch_matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
+    from torch_matrix.pins import suggest_pins
+    from torch_matrix.world.results import load_results, write_result
     from tests.factories import make_probe, make_result
 
     sanity = make_probe("install_sanity")
@@ -579,8 +579,8 @@ def test_a_module_a_dependency_release_dropped_is_a_version_finding_on_that_depe
     """torch 1.13.1 imports pkg_resources, which setuptools 82 stopped shipping: the advice was
     "add pkg_resources", which no index has. The module is mapped to its provider (setuptools, seen
     shipping it in another cell) and the finding is about versions, with the two honest answers."""
-    from matrix.judge.causes import in_run_context
-    from matrix.judge.verdict import INCOMPATIBLE, verdict_of
+    from torch_matrix.judge.causes import in_run_context
+    from torch_matrix.judge.verdict import INCOMPATIBLE, verdict_of
 
     new = _missing_module_cell("1.13.1", "84.0.0", False, True, extras={"setuptools": ">=82"})
     old = _missing_module_cell("1.13.1", "80.9.0", True, False, extras={"setuptools": "<82"})
@@ -601,11 +601,11 @@ def test_an_unsatisfiable_counterfactual_refutes_its_advice_and_says_so(tmp_path
     cell's versions (pinned, naming its failing and its passing cell)."""
     from dataclasses import replace
 
-    from matrix.judge.verdict import ENVIRONMENT, INCOMPATIBLE, verdict_of
-    from matrix.pins import suggest_pins
-    from matrix.pins.evidence import environment_advice
-    from matrix.plan.counterfactual import plan_counterfactuals
-    from matrix.world.results import load_results, write_result
+    from torch_matrix.judge.verdict import ENVIRONMENT, INCOMPATIBLE, verdict_of
+    from torch_matrix.pins import suggest_pins
+    from torch_matrix.pins.evidence import environment_advice
+    from torch_matrix.plan.counterfactual import plan_counterfactuals
+    from torch_matrix.world.results import load_results, write_result
     from tests.factories import make_result
 
     def missing_extmod(result):
@@ -641,7 +641,7 @@ def test_module_providers_lists_only_distributions_whose_modules_differ_from_the
     one this uses, and every distribution with '-', '_' or '.' in its name came back.)"""
     from importlib import metadata
 
-    from probes import facts
+    from torch_matrix.probes import facts
 
     providers = facts.module_providers()
     names = {dist.metadata["Name"] for dist in metadata.distributions()}

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.world.results import load_results, read_result
-from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, verdict_of
+from torch_matrix.world.results import load_results, read_result
+from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, verdict_of
 from tests.synthetic_wheels import build_index
 
 pytestmark = pytest.mark.e2e
@@ -134,7 +134,7 @@ def test_matrix_run_report_resume_and_redo(tmp_path):
     words = shlex.split(rerun)
     assert words[:4] == ["torch-matrix", "run", "--spec", str(spec)] and words[-2:] == ["--", "--redo"]
     bare = {k: v for k, v in env.items() if k != "TORCH_MATRIX_SPEC"}
-    rerun_run = subprocess.run([sys.executable, "-m", "matrix.cli", *words[1:]], cwd=tmp_path, env=bare,
+    rerun_run = subprocess.run([sys.executable, "-m", "torch_matrix.cli", *words[1:]], cwd=tmp_path, env=bare,
                                capture_output=True, text=True, timeout=300, check=False)
     assert rerun_run.returncode == 0, rerun_run.stderr
     assert f"{broken}: INCOMPATIBLE" in rerun_run.stderr
@@ -278,7 +278,7 @@ def test_an_undeclared_missing_module_runs_its_counterfactual_cell_and_makes_no_
     probes_dir = tmp_path / "my_probes"
     probes_dir.mkdir()
     (probes_dir / "needs_helper.py").write_text(
-        "from probes.api import probe\n\n"
+        "from torch_matrix.probes.api import probe\n\n"
         "@probe('needs_helper', doc='imports an undeclared runtime dependency')\n"
         "def needs_helper(ctx):\n"
         "    import helperdep\n"
@@ -311,7 +311,7 @@ find_links = []
     assert verdict_of(original).environment["needs_helper"].requirement == "helperdep"
     assert counterfactual.install.resolved.get("helperdep") == "1.0.0"
     assert verdict_of(counterfactual).kind == COMPATIBLE, verdict_of(counterfactual).reason
-    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(cells_dir.parent), "--no-coverage"],
+    pins = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "pins", str(cells_dir.parent), "--no-coverage"],
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           check=False)
     assert pins.returncode == 0, pins.stderr
@@ -349,7 +349,7 @@ install = "override"
     assert "--overrides" in mismatched.install.command
     verdict = verdict_of(mismatched)
     assert verdict.environment["install_sanity"].kind == "mismatched-pair", verdict
-    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(cells_dir.parent), "--no-coverage"],
+    pins = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "pins", str(cells_dir.parent), "--no-coverage"],
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           check=False)
     assert pins.returncode == 0, pins.stderr
@@ -366,7 +366,7 @@ def probe_spec(tmp_path: Path, head: str, probe: str, body: str, index_url: str)
     ``probe`` (``body``: its code, written to ``my_probes/<probe>.py``), and the synthetic index."""
     probes_dir = tmp_path / "my_probes"
     probes_dir.mkdir()
-    (probes_dir / f"{probe}.py").write_text("from probes.api import Fail, probe  # noqa: F401\n\n" + body)
+    (probes_dir / f"{probe}.py").write_text("from torch_matrix.probes.api import Fail, probe  # noqa: F401\n\n" + body)
     spec = tmp_path / "matrix.toml"
     spec.write_text(f"""{head}
 [probes]
@@ -430,7 +430,7 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
     assert all(r.cell.id.endswith("-edge") and r.cell.reason for r in edges)
     assert {r.cell.torch for r in edges} >= {"2.2.0", "2.3.0", "2.5.0", "2.6.0"}
     assert f"follow-up cells: {len(edges)} spent of the cap 24" in output
-    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+    pins = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           check=False)
     assert pins.returncode == 0, pins.stderr
@@ -451,20 +451,20 @@ def test_the_default_run_bisects_each_edge_and_the_pins_exclude_the_proven_windo
     line = next(x.strip() for x in third.stdout.splitlines() if x.strip().startswith("torch-matrix run")
                 and x.strip().endswith(f"--redo {bad_edge.cell.id}"))
     before = read_result(run_dir / "cells" / f"{bad_edge.cell.id}.json").started_at
-    rerun = subprocess.run([sys.executable, "-m", "matrix.cli", *shlex.split(line)[1:]], cwd=tmp_path,
+    rerun = subprocess.run([sys.executable, "-m", "torch_matrix.cli", *shlex.split(line)[1:]], cwd=tmp_path,
                            env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
                            check=False)
     assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
     assert read_result(run_dir / "cells" / f"{bad_edge.cell.id}.json").started_at != before
     assert "1 run now" in rerun.stdout + rerun.stderr, rerun.stdout[-2000:]
-    wrong = subprocess.run([sys.executable, "-m", "matrix.cli", *shlex.split(line)[1:-1], "../../etc/passwd"],
+    wrong = subprocess.run([sys.executable, "-m", "torch_matrix.cli", *shlex.split(line)[1:-1], "../../etc/passwd"],
                            cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                            timeout=300, check=False)
     assert wrong.returncode != 0 and "--redo '../../etc/passwd' is not a cell id" in wrong.stdout + wrong.stderr
     # A matrix cell's id there: refused, its result kept (the follow-up planner never plans it again).
     grid = next(r for r in load_results(run_dir).results if r.cell.origin != "edge" and "-cf-" not in r.cell.id)
     grid_file = run_dir / "cells" / f"{grid.cell.id}.json"
-    wrong = subprocess.run([sys.executable, "-m", "matrix.cli", *shlex.split(line)[1:-1], grid.cell.id],
+    wrong = subprocess.run([sys.executable, "-m", "torch_matrix.cli", *shlex.split(line)[1:-1], grid.cell.id],
                            cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                            timeout=300, check=False)
     assert wrong.returncode != 0 and f"--redo {grid.cell.id} is a matrix cell" in wrong.stdout + wrong.stderr
@@ -531,7 +531,7 @@ def test_an_explicit_torchvision_axis_is_bisected_over_its_releases_and_pinned_t
         assert result.cell.id == f"t{result.cell.torch}-tv{vision}-py{PY}-edge"
         assert result.cell.reason.startswith(("start of the break at torchvision", "end of the break at torchvision"))
     assert len(edges) <= 2 * 5  # ceil(log2 5) + 2 on the start edge (0.16.0 .. 0.20.0), one on the end
-    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+    pins = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           check=False)
     assert pins.returncode == 0, pins.stderr
@@ -558,7 +558,7 @@ def test_a_torch_break_of_a_spec_listing_torchvision_moves_torchvision_with_torc
         assert verdict_of(result).kind in (COMPATIBLE, INCOMPATIBLE), (result.cell.id, result.install.message)
         assert result.install.resolved["torchvision"] == f"0.{15 + int(result.cell.torch.split('.')[1])}.0"
         assert result.cell.reason.startswith(("start of the break at torch ", "end of the break at torch "))
-    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+    pins = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           check=False)
     assert pins.returncode == 0 and "  torch<2.3\n" in pins.stdout, pins.stdout + pins.stderr
@@ -602,14 +602,14 @@ numpy = { values = ["<2", ">=2"], label = "np" }
             twin = others[("2.4.0", result.cell.axes["numpy"])]
         assert verdict_of(twin).kind == COMPATIBLE and "the finding's other configuration" in twin.cell.reason
     assert ("2.0.0", "<2") in others  # the oldest release, bad with numpy 2, works with numpy 1
-    pins = subprocess.run([sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
+    pins = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "pins", str(run_dir), "--spec", str(spec)],
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           check=False)
     assert pins.returncode == 0, pins.stderr
     # torch 2.0.0 was seen working (with numpy 1.26.0): the safe answer admits it; a trade-off that
     # gives it up names that pair (pins.search).
-    from matrix.pins import requirement_lines, suggest_pins
-    from matrix.pins.specifiers import specifier_set
+    from torch_matrix.pins import requirement_lines, suggest_pins
+    from torch_matrix.pins.specifiers import specifier_set
 
     suggestion = suggest_pins(results, {"torch": releases, "numpy": numpys})
     for line in requirement_lines(suggestion.safe):
@@ -628,10 +628,10 @@ def test_two_local_runs_feed_the_local_history(tmp_path):
         done = run_nox(tmp_path, {**env, "TORCH_MATRIX_REDO": redo}, "-s", f"matrix({good})", "report")
         assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "results" / "history.sqlite").is_file()
-    history = subprocess.run([sys.executable, "-m", "matrix.cli", "history", "--format", "json"], cwd=tmp_path,
+    history = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "history", "--format", "json"], cwd=tmp_path,
                              env=env, capture_output=True, text=True)
     assert history.returncode == 0, history.stderr
     assert len(json.loads(history.stdout)["e2e"]["runs"]) == 2
-    diff = subprocess.run([sys.executable, "-m", "matrix.cli", "diff"], cwd=tmp_path, env=env,
+    diff = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "diff"], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
     assert diff.returncode == 0 and diff.stdout.strip(), diff.stdout + diff.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.world.environment import (
+from torch_matrix.world.environment import (
     OFFICIAL_PYTORCH_INDEX,
     check_installed,
     classify_install_failure,
@@ -16,8 +16,8 @@ from matrix.world.environment import (
     parse_freeze,
     verify,
 )
-from matrix.vocab.records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, InstallOutcome
-from matrix.world.specfile import IndexConfig
+from torch_matrix.vocab.records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, InstallOutcome
+from torch_matrix.world.specfile import IndexConfig
 from tests.factories import make_cell
 
 # Real uv 0.13.8 output, produced on this machine.
@@ -253,7 +253,7 @@ def test_verify_leaves_failed_outcomes_alone():
 
 
 def test_uv_step_seconds_reads_uvs_summary_lines():
-    from matrix.world.environment import uv_step_seconds
+    from torch_matrix.world.environment import uv_step_seconds
 
     output = ("Using Python 3.11.7 environment at: v\nResolved 13 packages in 512ms\n"
               "Prepared 2 packages in 1.20s\nInstalled 13 packages in 295ms\n + torch==2.13.0+cpu\n")

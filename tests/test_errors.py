@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from matrix import cli
-from matrix.vocab.errors import UserError
-from matrix.plan.grid import IndexFacts, nearest_releases, plan_cells
-from matrix.plan.shards import parse_shard, select_shard
-from matrix.world.specfile import parse_spec
+from torch_matrix import cli
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.plan.grid import IndexFacts, nearest_releases, plan_cells
+from torch_matrix.plan.shards import parse_shard, select_shard
+from torch_matrix.world.specfile import parse_spec
 from tests.test_spec import BAD
 
 
@@ -43,7 +43,7 @@ def test_missing_results_directory_says_run_the_matrix_first(tmp_path, capsys):
 
 @pytest.mark.parametrize("text, key, value", BAD)
 def test_every_bad_spec_value_points_at_its_section_of_the_shipped_reference(text, key, value):
-    from matrix.cli.reference import reference_text, topic
+    from torch_matrix.cli.reference import reference_text, topic
 
     with pytest.raises(UserError) as caught:
         parse_spec(text)
@@ -113,7 +113,7 @@ def test_a_bad_shard_shows_how_shards_are_numbered(bad):
 
 
 def test_an_unreadable_spec_says_which_files_are_looked_for(tmp_path):
-    from matrix.world.specfile import load_spec
+    from torch_matrix.world.specfile import load_spec
 
     with pytest.raises(UserError) as caught:
         load_spec(tmp_path / "nope.toml", {})
@@ -167,7 +167,7 @@ def test_a_bad_plan_file_says_how_to_write_one(tmp_path, capsys, content, what):
 
 
 def test_a_bad_index_ttl_shows_a_valid_value():
-    from matrix.world.index import default_ttl
+    from torch_matrix.world.index import default_ttl
 
     for raw in ("soon", "-1"):
         with pytest.raises(UserError) as caught:
@@ -176,8 +176,8 @@ def test_a_bad_index_ttl_shows_a_valid_value():
 
 
 def test_index_errors_name_their_fix(tmp_path):
-    from matrix.world.index import DiskCache, IndexUnavailable, PackageIndex, Source, open_index
-    from matrix.world.specfile import IndexConfig
+    from torch_matrix.world.index import DiskCache, IndexUnavailable, PackageIndex, Source, open_index
+    from torch_matrix.world.specfile import IndexConfig
     from tests.test_index import make_wheel
 
     missing = open_index(IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(tmp_path / "gone"),)),
@@ -215,7 +215,7 @@ def test_index_errors_name_their_fix(tmp_path):
 
 
 def test_a_configured_interpreter_of_another_version_says_how_to_fix_the_entry(tmp_path):
-    from matrix.world.interpreters import find_interpreters
+    from torch_matrix.world.interpreters import find_interpreters
     from tests.test_interpreters import stub
 
     configured = stub(tmp_path / "py" / "python", "3.10.1")
@@ -229,7 +229,7 @@ def test_a_configured_interpreter_of_another_version_says_how_to_fix_the_entry(t
 
 
 def _pins_results(tmp_path):
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
     from tests.pins_grids import single_bad_patch
 
     for result in single_bad_patch(with_torchvision=True):
@@ -281,7 +281,7 @@ def test_bisect_in_the_wrong_order_says_which_end_is_which(tmp_path, capsys):
 
 
 def test_run_with_another_noxfile_says_to_run_nox_directly(tmp_path):
-    from matrix.cli.run import nox_command
+    from torch_matrix.cli.run import nox_command
 
     with pytest.raises(UserError) as caught:
         nox_command(["-f", "other.py"], [], tmp_path)
@@ -292,7 +292,7 @@ def test_every_user_error_in_the_package_carries_a_hint():
     """A static net under the behaviour tests above: no ``UserError(...)`` in matrix/ without a hint."""
     import ast
 
-    package = Path(__file__).resolve().parent.parent / "matrix"
+    package = Path(__file__).resolve().parent.parent / "torch_matrix"
     bare = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -317,7 +317,7 @@ def test_an_unknown_key_names_the_nearest_known_one(text, guess, section):
 
 
 def test_an_unknown_probe_name_names_the_nearest_probe(tmp_path):
-    from matrix.world.probesuite import check_names
+    from torch_matrix.world.probesuite import check_names
 
     spec = parse_spec('[probes]\nrun = ["lazy_cuda_int"]', str(tmp_path / "matrix.toml"))
     with pytest.raises(UserError) as caught:

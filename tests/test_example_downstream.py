@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.world.results import load_results, read_result
-from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, verdict_of
+from torch_matrix.world.results import load_results, read_result
+from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NOT_INSTALLABLE, verdict_of
 from tests.synthetic_wheels import build_index, downstream_wheels
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,7 @@ def _env(tmp: Path, index_url: str) -> dict[str, str]:
 
 
 def _cli(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=project, env=env,
+    return subprocess.run([sys.executable, "-m", "torch_matrix.cli", *args], cwd=project, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
 
 

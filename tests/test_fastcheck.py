@@ -8,7 +8,7 @@ import math
 import jsonschema
 import pytest
 
-from matrix.edges.fastcheck import Unsupported, compile_checker, source_and_constants
+from torch_matrix.edges.fastcheck import Unsupported, compile_checker, source_and_constants
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

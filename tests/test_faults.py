@@ -34,9 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix.vocab.records import PROBE_RUNNER
-from matrix.world.results import load_results, read_result
-from matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+from torch_matrix.vocab.records import PROBE_RUNNER
+from torch_matrix.world.results import load_results, read_result
+from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
 from tests.synthetic_wheels import build_index, torch_wheel, torchvision_wheel
 
 pytestmark = [pytest.mark.faults, pytest.mark.e2e]
@@ -96,7 +96,7 @@ def run_nox(tmp: Path, env: dict[str, str], *args: str, **kwargs) -> subprocess.
 
 
 def cli(tmp: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return run([sys.executable, "-m", "matrix.cli", *args], tmp, env)
+    return run([sys.executable, "-m", "torch_matrix.cli", *args], tmp, env)
 
 
 def cells_dir(tmp: Path, name: str = "faults") -> Path:
@@ -244,8 +244,8 @@ def test_full_disk_during_install_is_error_never_a_pin(tmp_path):
 
 def test_partial_install_is_caught_by_the_wheels_record(tmp_path, index):
     """A venv whose torch lost a file (what an interrupted install leaves) does not verify."""
-    from matrix.world import environment
-    from matrix.vocab.records import INSTALLED, Cell, InstallOutcome
+    from torch_matrix.world import environment
+    from torch_matrix.vocab.records import INSTALLED, Cell, InstallOutcome
 
     venv = tmp_path / "venv"
     uv = environment.uv_executable()
@@ -282,14 +282,14 @@ def _torch_with_native_lib(**kwargs):
 
 
 def _torch_cell():
-    from matrix.vocab.records import Cell
+    from torch_matrix.vocab.records import Cell
 
     return Cell(id="t2.1.0", axes={"torch": "2.1.0"}, requirements=("torch==2.1.0",))
 
 
 def _verify(python: Path):
-    from matrix.vocab.records import INSTALLED, InstallOutcome
-    from matrix.world import environment
+    from torch_matrix.vocab.records import INSTALLED, InstallOutcome
+    from torch_matrix.world import environment
 
     return environment.verify(_torch_cell(), str(python), InstallOutcome(INSTALLED, (), "", 1))
 
@@ -297,7 +297,7 @@ def _verify(python: Path):
 def _venv_with_wheel(tmp: Path, wheel: Path, installer: str) -> tuple[Path, Path]:
     """A venv holding ``wheel`` (as from an index: not a direct URL), installed by uv or by pip;
     (its python, its site-packages)."""
-    from matrix.world import environment
+    from torch_matrix.world import environment
 
     venv = tmp / f"venv-{installer}"
     env = {**os.environ, "UV_CACHE_DIR": str(tmp / "uv-cache")}
@@ -385,7 +385,7 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     import base64
     import hashlib
 
-    from probes import facts
+    from torch_matrix.probes import facts
 
     site = tmp_path / "venv1"
     (site / "pkg").mkdir(parents=True)
@@ -429,7 +429,7 @@ def test_the_memo_remembers_the_file_it_read_not_an_earlier_stat_of_its_path(tmp
     import base64
     import hashlib
 
-    from probes import facts
+    from torch_matrix.probes import facts
 
     site = tmp_path / "site"
     (site / "pkg").mkdir(parents=True)
@@ -454,7 +454,7 @@ def test_the_memo_of_hashed_files_keeps_its_newest_rows_up_to_its_limit(tmp_path
     many releases keeps the newest ``LIMIT`` rows, and a row trimmed away is only hashed again."""
     import sqlite3
 
-    from probes import facts
+    from torch_matrix.probes import facts
 
     monkeypatch.setattr(facts.VerifiedFiles, "LIMIT", 5)
     path = str(tmp_path / "memo.sqlite3")
@@ -513,7 +513,7 @@ def test_real_wheels_install_verify_and_probe(tmp_path, python, torch, torchvisi
 
 TIMEOUT_PROBES = '''
 import os, time
-from probes.api import probe
+from torch_matrix.probes.api import probe
 
 @probe("quick")
 def quick(ctx):
@@ -705,7 +705,7 @@ def process_tree_pids(tmp: Path) -> list[int]:
                 cmdline = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"probes" in cmdline or b"probes.zygote" in cmdline:
+            if b"torch_matrix.probes" in cmdline or b"torch_matrix.probes.zygote" in cmdline:
                 try:
                     if str(tmp).encode() in Path(f"/proc/{name}/environ").read_bytes():
                         pids.append(int(name))
@@ -741,7 +741,7 @@ def test_signal_to_the_run_leaves_no_process(tmp_path, index, signame, suite_sig
 _CALLER = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's foreground job has it
-from matrix.edges import proc
+from torch_matrix.edges import proc
 try:
     proc.call([sys.executable, "-c", sys.argv[2], sys.argv[1]])
 except KeyboardInterrupt:
@@ -856,7 +856,7 @@ def test_read_only_results_dir_is_one_line(tmp_path, finished_run):
     env = env_for(tmp_path, tmp_path / "none.toml")
     ro = f"mount --bind {run_dir} {run_dir}\nmount -o remount,bind,ro {run_dir}"
     for args in (["report", str(run_dir)], ["pins", str(run_dir), "--no-coverage"]):
-        done = run(in_namespace(ro, [sys.executable, "-m", "matrix.cli", *args]), tmp_path, env)
+        done = run(in_namespace(ro, [sys.executable, "-m", "torch_matrix.cli", *args]), tmp_path, env)
         assert done.returncode != 0, done.stdout + done.stderr
         one_error(done.stderr, str(run_dir))
         assert "--out" in hint_of(done.stderr)
@@ -944,7 +944,7 @@ def _rerun_an_hour_behind(run_dir: Path, cell_id: str):
     import dataclasses
     from datetime import datetime, timedelta
 
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
 
     first = read_result(run_dir / "cells" / f"{cell_id}.json")
     behind = (datetime.fromisoformat(first.finished_at) - timedelta(hours=1)).isoformat()
@@ -1005,7 +1005,7 @@ def test_excludes_removing_every_cell_fail_the_run(tmp_path, index):
 
 
 def test_resume_reruns_cells_after_the_probes_change(tmp_path, index):
-    probes = probe_dir(tmp_path, "from probes.api import probe\n\n@probe('mine')\n"
+    probes = probe_dir(tmp_path, "from torch_matrix.probes.api import probe\n\n@probe('mine')\n"
                        "def mine(ctx):\n    return {'v': 1}\n")
     spec = write_spec(tmp_path, index.url, probes=f'run = ["mine"]\ndirs = ["{probes}"]')
     env = env_for(tmp_path, spec)
@@ -1133,7 +1133,7 @@ def test_kill_9_of_the_probe_runner_is_error_and_only_that_cell_reruns(tmp_path,
     gate, env = gated_hang(tmp_path, index)
     proc = start_until_hanging(tmp_path, env)
     try:
-        runner = [int(s.split(":")[0]) for s in survivors(tmp_path) if " -m probes --out" in s]
+        runner = [int(s.split(":")[0]) for s in survivors(tmp_path) if " -m torch_matrix.probes --out" in s]
         assert len(runner) == 1, survivors(tmp_path)
         os.kill(runner[0], signal.SIGKILL)
         out, err = finish(proc)
@@ -1181,7 +1181,7 @@ def test_unreachable_index_during_install_is_retried_then_error(tmp_path, index)
 
 MISBEHAVING = '''
 import ctypes, os, signal, sys, time
-from probes.api import probe
+from torch_matrix.probes.api import probe
 
 @probe("segfaults")
 def segfaults(ctx):
@@ -1331,7 +1331,7 @@ def test_one_bad_value_in_a_shard_costs_one_warning_never_the_run(tmp_path, fini
 
 
 HUGE_PROBES = """
-from probes.api import probe, Fail
+from torch_matrix.probes.api import probe, Fail
 
 @probe("huge_failure")
 def huge_failure(ctx):
@@ -1349,8 +1349,8 @@ def small(ctx):
 
 
 def test_the_probe_runner_caps_what_it_records_and_says_how_much(tmp_path, index):
-    from matrix.world.shardvalues import RUNNER_JSON_CHARS, RUNNER_TEXT_CHARS as TEXT_CHARS
-    from probes import execute
+    from torch_matrix.world.shardvalues import RUNNER_JSON_CHARS, RUNNER_TEXT_CHARS as TEXT_CHARS
+    from torch_matrix.probes import execute
 
     assert (execute.TEXT_CHARS, execute.JSON_CHARS) == (TEXT_CHARS, RUNNER_JSON_CHARS)  # one limit, two ends
     probes = probe_dir(tmp_path, HUGE_PROBES)
@@ -1377,7 +1377,7 @@ def test_the_probe_runner_caps_what_it_records_and_says_how_much(tmp_path, index
 def test_junit_never_says_time_nan():
     import dataclasses
 
-    from matrix.report.junit import render_junit
+    from torch_matrix.report.junit import render_junit
     from tests.factories import make_probe, make_result
 
     for bad in (float("nan"), float("inf"), -1.0):
@@ -1437,7 +1437,7 @@ def test_history_with_damaged_pages_is_one_line_with_the_fix(tmp_path, finished_
 def test_history_of_our_version_with_other_tables_is_one_line(tmp_path):
     import sqlite3
 
-    from matrix.world.history import SCHEMA_VERSION
+    from torch_matrix.world.history import SCHEMA_VERSION
 
     db = tmp_path / "history.sqlite"
     with sqlite3.connect(db) as connection:
@@ -1454,9 +1454,9 @@ def test_history_of_our_version_with_other_tables_is_one_line(tmp_path):
 def _history_in_namespace(tmp: Path, db: Path, setup: str, args: list[str], env: dict[str, str]):
     """``torch-matrix ARGS`` inside a private mount namespace after ``setup``; then the database's
     sha256 and `history` as seen there (the mount is gone afterwards)."""
-    command = " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", *args]))
+    command = " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", *args]))
     after = (f"; echo EXIT=$?; sha256sum {db}; "
-             + " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", "history", "--db", str(db)]))
+             + " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", "history", "--db", str(db)]))
              + "; echo HISTORY_EXIT=$?")
     return run(["unshare", "-m", "sh", "-c", setup + command + " 2>" + str(tmp / "err.txt") + after], tmp, env)
 
@@ -1505,7 +1505,7 @@ def test_repro_out_on_a_full_or_read_only_disk_is_one_line(tmp_path, finished_ru
     out = tmp_path / "out"
     out.mkdir()
     (out / "bundle.md").write_text("the bundle from before\n")
-    command = " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", "repro", BROKEN, "--results",
+    command = " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", "repro", BROKEN, "--results",
                                          str(finished_run), "--out", str(out / "bundle.md")]))
     for setup, words, fix in (
             (f"mount --bind {out} {out}\nmount -o remount,bind,ro {out}\n", "Read-only", "writable"),
@@ -1531,7 +1531,7 @@ def test_pins_apply_in_a_read_only_folder_is_one_line(tmp_path, finished_run):
     project = tmp_path / "project"
     project.mkdir()
     (project / "requirements.txt").write_text("torch>=2.0\n")
-    command = " ".join(map(shlex_quote, [sys.executable, "-m", "matrix.cli", "pins", str(run_dir), "--no-coverage",
+    command = " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", "pins", str(run_dir), "--no-coverage",
                                          "--out", str(tmp_path / "pins"), "--apply",
                                          str(project / "requirements.txt")]))
     setup = f"mount --bind {project} {project}\nmount -o remount,bind,ro {project}\n"
@@ -1596,8 +1596,8 @@ def test_pins_apply_keeps_what_it_does_not_change(tmp_path, finished_run, case):
 
 def test_a_10000_cell_plan_is_planned_whole():
     """Correctness at scale; its speed (0.7 s on the fault table's machine) is in `nox -s bench`."""
-    from matrix.plan.grid import IndexFacts, plan_cells
-    from matrix.world.specfile import parse_spec
+    from torch_matrix.plan.grid import IndexFacts, plan_cells
+    from torch_matrix.world.specfile import parse_spec
     from tests.test_plan import Interp
 
     torch = [f"2.{i}.0" for i in range(100)]
@@ -1614,9 +1614,9 @@ def test_a_10000_cell_plan_is_planned_whole():
 
 
 def test_no_shell_true_outside_command_probes():
-    allowed = {("probes/runner.py", "run_command_probe")}
+    allowed = {("torch_matrix/probes/runner.py", "run_command_probe")}
     found = []
-    for folder in ("matrix", "probes"):
+    for folder in ("torch_matrix",):
         for path in (REPO / folder).rglob("*.py"):
             tree = ast.parse(path.read_text())
             for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
@@ -1646,7 +1646,7 @@ def test_suite_helpers_detect_a_survivor(tmp_path):
 def test_a_probe_name_that_is_not_a_name_is_refused_at_plan_time(tmp_path, index):
     """A name with a newline and HTML would break the --list table, the report's columns and an
     issue title: refused like a command name, in one line naming the file, before any install."""
-    probes = probe_dir(tmp_path, 'from probes.api import probe\n\n@probe("bad\\n<b>x</b>")\n'
+    probes = probe_dir(tmp_path, 'from torch_matrix.probes.api import probe\n\n@probe("bad\\n<b>x</b>")\n'
                                  'def bad(ctx):\n    pass\n')
     spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity"]\ndirs = ["{probes}"]')
     done = cli(tmp_path, env_for(tmp_path, spec), "plan")
@@ -1658,7 +1658,7 @@ def test_a_probe_name_that_is_not_a_name_is_refused_at_plan_time(tmp_path, index
 
 POISONED = '''
 import builtins, json, os
-from probes.api import probe
+from torch_matrix.probes.api import probe
 
 @probe("a_passes")
 def a_passes(ctx):
@@ -1685,8 +1685,8 @@ def rebinds_isinstance_and_exit(ctx):
 
 @probe("forges_its_report")
 def forges_its_report(ctx):
-    import sys, probes.execute  # pristine: the runner's code is __main__
-    for module in (probes.execute, sys.modules["__main__"]):
+    import sys, torch_matrix.probes.execute  # pristine: the runner's code is __main__
+    for module in (torch_matrix.probes.execute, sys.modules["__main__"]):
         module.encode = lambda value: '{"name": "forges_its_report", "status": "pass!", "message": 5}'
 
 @probe("z_passes")
@@ -1732,7 +1732,7 @@ def hostile_run(root: Path, day: int = 21, message: str = f"loss diverged {ESCAP
                 repro: str = HOSTILE_REPRO, failing: bool = True) -> Path:
     """A results directory ``root/hostile`` of two cells with extras ``numpy<2``; the 2.5.1 cell's
     training_step fails with ``message`` and ``repro`` (when ``failing``)."""
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
     from tests.factories import make_cell, make_probe, make_result
 
     names = ("install_sanity", "training_step")
@@ -1845,7 +1845,7 @@ def test_terminal_output_shows_control_characters(tmp_path):
 
 
 ESCAPING_PROBE = '''
-from probes.api import probe, Fail
+from torch_matrix.probes.api import probe, Fail
 
 @probe("escapes")
 def escapes(ctx):
@@ -1889,7 +1889,7 @@ def nightly_world(tmp: Path) -> tuple[Path, dict[str, str]]:
     results in merged/ (2.4.1 fails with a message, repro, traceback and output of megabytes each,
     2.5.1 fails, 2.6.0 passes again), `torch-matrix` and a strict `gh` on PATH."""
     from tests.test_nightly_history import REPO as _repo  # noqa: F401 - same repository
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
     from tests.factories import make_cell, make_probe, make_result
 
     names = ("install_sanity", "training_step")
@@ -1908,7 +1908,7 @@ def nightly_world(tmp: Path) -> tuple[Path, dict[str, str]]:
 
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
-    (bin_dir / "torch-matrix").write_text(f'#!/bin/bash\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m matrix.cli "$@"\n')
+    (bin_dir / "torch-matrix").write_text(f'#!/bin/bash\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m torch_matrix.cli "$@"\n')
     (bin_dir / "gh").write_text(GITHUB_GH)
     for path in bin_dir.iterdir():
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -1973,7 +1973,7 @@ def test_issue_bodies_fit_github_and_one_refused_issue_never_stops_the_rest(tmp_
 def test_a_cut_issue_body_fits_even_when_the_bundle_is_backticks():
     """The fence around a cut bundle is longer than the longest backtick run it keeps: a bundle of
     backticks must still come out below GitHub's limit, with every fence closed."""
-    from matrix.report.diff_render import GITHUB_BODY_CHARS, issue_text
+    from torch_matrix.report.diff_render import GITHUB_BODY_CHARS, issue_text
 
     for bundle in ("`" * 70_000, ("x" * 100 + "`" * 300 + "\n") * 400, "</details>\n# h\n" * 10_000):
         text = issue_text("head\n", bundle, "t2.5.1-py3.11", "training_step", "https://github.com/o/r/actions/runs/9")
@@ -1984,18 +1984,18 @@ def test_a_cut_issue_body_fits_even_when_the_bundle_is_backticks():
 
 
 def test_the_probe_runner_run_by_hand_shows_control_characters(tmp_path):
-    """`python -m probes --select NAME` is the rerun line every failing probe records; run in a
+    """`python -m torch_matrix.probes --select NAME` is the rerun line every failing probe records; run in a
     terminal it printed the probe's message raw. Its rule is the tool's (probes cannot import
     matrix): the same output for every code point."""
     probes = probe_dir(tmp_path, ESCAPING_PROBE)
-    done = subprocess.run([sys.executable, "-m", "probes", "--no-standard", "--probe-dir", str(probes),
+    done = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--no-standard", "--probe-dir", str(probes),
                            "--select", "escapes"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
     assert done.returncode == 0, done.stderr
     assert "escapes" in done.stderr and "\\x1b[2J" in done.stderr, done.stderr
     for char in CONTROL:
         assert char not in done.stderr, (repr(char), done.stderr)
-    from matrix.vocab.escaping import terminal
-    from probes.runner import visible
+    from torch_matrix.vocab.escaping import terminal
+    from torch_matrix.probes.runner import visible
 
     assert [c for c in range(0x110000) if visible(chr(c)) != terminal(chr(c))] == []

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from matrix import cli
-from matrix.plan.grid import IndexFacts, plan_cells
-from matrix.run.pipeline import plan_spec
-from matrix.spec.model import DEFAULT_TORCH
-from matrix.vocab.errors import UserError
-from matrix.world import results
-from matrix.world.specfile import parse_spec, tomllib
+from torch_matrix import cli
+from torch_matrix.plan.grid import IndexFacts, plan_cells
+from torch_matrix.run.pipeline import plan_spec
+from torch_matrix.spec.model import DEFAULT_TORCH
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world import results
+from torch_matrix.world.specfile import parse_spec, tomllib
 from tests.factories import make_cell, make_result
 from tests.synthetic_wheels import build_index
 
@@ -51,9 +51,9 @@ def test_an_unknown_extras_version_names_the_nearest_releases():
 
 def test_an_empty_spec_is_the_default_matrix_selection_not_every_release():
     empty = parse_spec("")
-    default = parse_spec((REPO / "matrix" / "spec" / "default_matrix.toml").read_text())
+    default = parse_spec((REPO / "torch_matrix" / "spec" / "default_matrix.toml").read_text())
     assert empty.torch == default.torch
-    assert tomllib.loads((REPO / "matrix" / "spec" / "default_matrix.toml").read_text())["torch"] == dict(DEFAULT_TORCH)
+    assert tomllib.loads((REPO / "torch_matrix" / "spec" / "default_matrix.toml").read_text())["torch"] == dict(DEFAULT_TORCH)
     cells = plan_cells(empty, IndexFacts(torch_versions={"default": ("1.0.1", "1.13.1", *TORCH)},
                                          pairing={v: "0.1" for v in TORCH}), {"current": None})
     assert [c.axes["torch"] for c in cells] == ["2.11.0", "2.10.0", "2.9.1"]
@@ -114,7 +114,7 @@ def test_report_piped_into_head_writes_every_file_first(tmp_path):
     html = tmp_path / "report.html"
     # `head -n 0` closes the pipe before the report has written a byte: deterministic, where
     # `head -1` races the pipe buffer (what was lost depended on how far the table got).
-    command = (f"{sys.executable} -m matrix.cli report {run} --html {html} --pins --grid | head -n 0; "
+    command = (f"{sys.executable} -m torch_matrix.cli report {run} --html {html} --pins --grid | head -n 0; "
                "echo ${PIPESTATUS[0]} >&2")
     done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO)})

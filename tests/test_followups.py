@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrix.pins import requirement_lines, suggest_pins
-from matrix.pins.specifiers import PinPolicy, specifier_set
-from matrix.plan import bisection, followups
-from matrix.vocab.records import ORIGIN_EDGE, ORIGIN_MATRIX, UNSATISFIABLE, Cell, CellResult
+from torch_matrix.pins import requirement_lines, suggest_pins
+from torch_matrix.pins.specifiers import PinPolicy, specifier_set
+from torch_matrix.plan import bisection, followups
+from torch_matrix.vocab.records import ORIGIN_EDGE, ORIGIN_MATRIX, UNSATISFIABLE, Cell, CellResult
 from packaging.version import Version
 from tests.factories import make_cell, make_probe, make_result
 
@@ -208,9 +208,9 @@ def test_every_tested_release_fails_pins_only_the_tested_ones(grid):
 
 
 def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_the_proof():
-    from matrix.pins.render import proof_lines
-    from matrix.report.html_page import build_page, render_html
-    from matrix.report.terminal import render_text
+    from torch_matrix.pins.render import proof_lines
+    from torch_matrix.report.html_page import build_page, render_html
+    from torch_matrix.report.terminal import render_text
 
     results = run(truth_of({"2.0.0", "2.0.1"}), ["1.13.1", "2.0.1", "2.4.1"])
     text = render_text(results)
@@ -229,7 +229,7 @@ def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_
 
 
 def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
-    from matrix.report.terminal import cell_repro
+    from torch_matrix.report.terminal import cell_repro
 
     cell = followups.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
     assert cell_repro(cell, "m.toml") == "torch-matrix run --spec m.toml -s followups -- --redo t2.0.0-py3.11-edge"
@@ -287,7 +287,7 @@ def test_the_index_view_moves_torchvision_with_torch_unless_the_spec_has_none():
 
     from packaging.requirements import Requirement
 
-    from matrix.run.followups import IndexView
+    from torch_matrix.run.followups import IndexView
 
     paired = IndexView(SimpleNamespace(torchvision="paired"), {})
     assert paired.paired and not paired.torchvision_axis
@@ -322,7 +322,7 @@ def test_the_index_view_offers_an_sdist_only_release_only_where_the_package_ship
     package that only ever ships sdists is installed from them."""
     from types import SimpleNamespace
 
-    from matrix.run.followups import IndexView
+    from torch_matrix.run.followups import IndexView
 
     files = {"numpy": {"1.3.0": [], "1.26.4": ["cp311-cp311-manylinux_2_17_x86_64"], "2.0.0": ["cp312-cp312-any"],
                        "2.1.0": ["cp311-cp311-manylinux_2_17_x86_64"]},
@@ -380,9 +380,9 @@ def test_an_extras_axis_is_bisected_over_its_releases_with_torch_held():
 def test_each_follow_up_cell_is_told_the_planned_cells_after_it_for_the_prefetch():
     """run_followups says, before each cell, which planned cells follow it in its batch: what the
     prefetch fetches into uv's cache while that cell runs its probes."""
-    from matrix.run.followups import run_followups
+    from torch_matrix.run.followups import run_followups
 
-    class View:  # what run_followups reads of the index (matrix.run.followups.IndexView)
+    class View:  # what run_followups reads of the index (torch_matrix.run.followups.IndexView)
         paired, pairing, torch_of, torchvision_axis = False, None, None, False
 
         def read_pairing(self, versions) -> None:
@@ -443,7 +443,7 @@ def test_a_window_from_the_oldest_release_with_a_wheel_for_the_tested_python_is_
 
 
 def test_an_sdist_only_release_is_admitted_only_where_the_package_ships_no_wheels_for_that_python():
-    from matrix.pins.windows import admitted_releases
+    from torch_matrix.pins.windows import admitted_releases
 
     numpy = {"1.3.0": None, "1.22.4": frozenset({"3.8", "3.10"}), "1.26.4": frozenset({"3.11"})}
     assert admitted_releases(list(numpy), numpy, ["3.11"]) == (["1.26.4"], ["1.3.0", "1.22.4"])
@@ -453,7 +453,7 @@ def test_an_sdist_only_release_is_admitted_only_where_the_package_ships_no_wheel
 
 def test_the_pins_read_which_python_each_release_has_a_wheel_for_from_the_index(tmp_path):
     """``cli.pins.index_facts``: released versions and, per release, the Pythons its wheels serve."""
-    from matrix.cli.pins import index_facts
+    from torch_matrix.cli.pins import index_facts
     from tests.test_index import make_wheel
 
     wheels = tmp_path / "wheels"

@@ -99,7 +99,7 @@ def test_readme_setup_command_works_where_the_system_pip_refuses(tmp_path: Path)
         refusing.chmod(0o755)
     steps = readme_command(SETUP).split(" && ")
     assert steps[-1] == "nox -s matrix", steps  # the matrix itself is the e2e tests' job
-    probe = ("python -c 'import sys, matrix; print(sys.prefix); print(matrix.__file__)' && "
+    probe = ("python -c 'import sys, torch_matrix; print(sys.prefix); print(torch_matrix.__file__)' && "
              "command -v nox uv torch-matrix")
     env = {key: value for key, value in os.environ.items()
            if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME") and not key.startswith("PIP_REQUIRE")}
@@ -110,5 +110,5 @@ def test_readme_setup_command_works_where_the_system_pip_refuses(tmp_path: Path)
     venv = checkout / ".venv"
     prefix, module, *tools = done.stdout.strip().splitlines()[-5:]
     assert Path(prefix) == venv
-    assert Path(module).is_relative_to(checkout / "matrix")
+    assert Path(module).is_relative_to(checkout / "torch_matrix")
     assert [Path(tool).parent for tool in tools] == [venv / "bin"] * 3, tools

@@ -116,7 +116,7 @@ def test_a_user_runs_the_matrix_from_a_fresh_venv_in_a_plain_directory(tmp_path)
     if installed.returncode != 0:
         pytest.fail(f"cannot install torch-matrix into a fresh venv (its dependencies come from the "
                     f"configured index or uv's cache): {installed.stderr[-2000:]}")
-    started = _run([str(python), "-c", "import matrix; print(matrix.__file__)"], env=env, cwd=tmp_path,
+    started = _run([str(python), "-c", "import torch_matrix; print(torch_matrix.__file__)"], env=env, cwd=tmp_path,
                    timeout=60)
     assert str(venv) in started.stdout, started.stdout + started.stderr  # the wheel, not this checkout
 

@@ -1,6 +1,6 @@
-"""The hardware verdicts (``matrix.judge.hardware``) against architecture lists read from PyPI's
+"""The hardware verdicts (``torch_matrix.judge.hardware``) against architecture lists read from PyPI's
 own wheels, with no GPU: ``tests/fixtures/wheel-builds/torch-*.json`` were recorded by
-``probes/facts.py build`` inside a fresh venv holding each release (the install command is in
+``torch_matrix/probes/facts.py build`` inside a fresh venv holding each release (the install command is in
 each file's ``recorded_with``), one release at a time under ``flock /work/runs/realwheels.lock``.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from matrix.judge.hardware import (
+from torch_matrix.judge.hardware import (
     variant_cuda,
     GPU_CAPABILITIES,
     KNOWN_CAPABILITIES,
@@ -178,7 +178,7 @@ def test_verdicts_round_trip_and_unreadable_facts_judge_nothing():
 
 # ----------------------------------------------------------------------------- where a GPU is present
 # No GPU was lent to the session that wrote these: the device facts below are shaped like what
-# probes/facts.py gpu_facts() and the cuda_devices probe write, not recorded on a device.
+# torch_matrix/probes/facts.py gpu_facts() and the cuda_devices probe write, not recorded on a device.
 
 def _device_facts(version: str, name: str, capability: str, driver: str) -> dict:
     return {"cuda_available": True, "driver": driver, "build": recorded(version),
@@ -234,7 +234,7 @@ EXTRA_LISTS = (["sm_80", "compute_80"], ["sm_37", "compute_37"], ["sm_90a"], ["s
 def test_the_device_probe_and_the_static_rules_agree_on_every_card_and_recorded_build():
     """cuda_devices (on a device) and judge.hardware (on CPU) must give the same answer to "does this build
     have code for this card", or a GPU run would report disagreements that are only definitions."""
-    from probes.standard.cuda_devices import arch_verdict
+    from torch_matrix.probes.standard.cuda_devices import arch_verdict
 
     lists = [recorded(f.stem[len("torch-"):].replace("_", "+"))["arch_list"] for f in sorted(FIXTURES.glob("*.json"))]
     for arch_list in [a for a in lists if a] + [list(a) for a in EXTRA_LISTS]:
@@ -247,7 +247,7 @@ def test_the_device_probe_and_the_static_rules_agree_on_every_card_and_recorded_
 # ----------------------------------------------------------------------------- variant builds
 # The PyTorch index is unreachable here, so a variant build (cu126 ...) cannot be installed. Its facts
 # come from the installed release's own table of its builds (torch.cuda.PYTORCH_RELEASES_CODE_CC,
-# recorded by `probes/facts.py build` from PyPI's torch 2.13.0 in tests/fixtures/wheel-builds): what
+# recorded by `torch_matrix/probes/facts.py build` from PyPI's torch 2.13.0 in tests/fixtures/wheel-builds): what
 # torch itself uses to advise "reinstall against a CUDA build that does" (not recorded from the variant).
 
 def test_the_release_records_its_variants_builds():
@@ -258,7 +258,7 @@ def test_the_release_records_its_variants_builds():
 
 def variant_facts(release_facts: Mapping[str, Any], variant: str, machine: str = "x86_64") -> dict[str, Any] | None:
     """The build facts of a sibling variant (``cu126``) of a release, from that release's own table of
-    its builds (``torch.cuda.PYTORCH_RELEASES_CODE_CC`` as ``probes/facts.py build`` recorded it from
+    its builds (``torch.cuda.PYTORCH_RELEASES_CODE_CC`` as ``torch_matrix/probes/facts.py build`` recorded it from
     the installed wheel): its CUDA runtime and cubins. None when the table does not list the variant.
     The variant wheels cannot be installed here (the PyTorch index is unreachable): this builds their
     facts for the test from what the default wheel records; an installed variant cell has its own."""

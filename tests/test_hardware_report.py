@@ -8,13 +8,13 @@ import json
 import re
 from pathlib import Path
 
-from matrix import cli
-from matrix.judge.hardware import cell_verdicts, targets_of
-from matrix.report.html_page import render_html
-from matrix.report.markdown import render_markdown_summary
-from matrix.report.repro import render_bundle
-from matrix.report.terminal import hardware_table, judge, render_text
-from matrix.world.results import write_result
+from torch_matrix import cli
+from torch_matrix.judge.hardware import cell_verdicts, targets_of
+from torch_matrix.report.html_page import render_html
+from torch_matrix.report.markdown import render_markdown_summary
+from torch_matrix.report.repro import render_bundle
+from torch_matrix.report.terminal import hardware_table, judge, render_text
+from torch_matrix.world.results import write_result
 from tests.factories import make_result
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"
@@ -71,7 +71,7 @@ def test_the_repro_bundle_names_the_target(tmp_path, capsys):
 
 
 def test_a_kept_result_is_judged_again_when_the_targets_change():
-    from matrix.run.cellrun import rejudged
+    from torch_matrix.run.cellrun import rejudged
 
     result = judged_result("2.13.0")
     assert rejudged(result, TARGETS) is None  # the same targets: nothing to rewrite

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from matrix import __version__
-from matrix.cli import _build_parser, main
-from matrix.cli.reference import reference_text, topic, topics
-from matrix.spec.parse import _Parser, spec_hint
+from torch_matrix import __version__
+from torch_matrix.cli import _build_parser, main
+from torch_matrix.cli.reference import reference_text, topic, topics
+from torch_matrix.spec.parse import _Parser, spec_hint
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGE = REPO / "matrix"
+PACKAGE = REPO / "torch_matrix"
 
 
 def _string_constants(path: Path) -> list[str]:
@@ -66,7 +66,7 @@ def test_every_spec_key_has_its_section_and_its_hint_points_there(key: str) -> N
 
 
 def test_every_environment_variable_the_code_reads_is_in_the_reference() -> None:
-    read = {name for path in [*_modules(), *sorted((REPO / "probes").rglob("*.py"))]
+    read = {name for path in _modules()
             for name in re.findall(r"\b(TORCH_MATRIX_[A-Z][A-Z_]*[A-Z]|PIP_[A-Z_]+[A-Z])\b", path.read_text())}
     section = topic(reference_text(), "environment")
     assert section and read
@@ -87,7 +87,7 @@ def test_help_prints_the_reference_and_its_topics(capsys) -> None:
 
 
 def test_version() -> None:
-    done = subprocess.run([sys.executable, "-m", "matrix.cli", "--version"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == f"torch-matrix {__version__}"
 
 

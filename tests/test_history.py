@@ -1,4 +1,4 @@
-"""The history database (matrix/world/history.py), the diff (matrix/report/diff.py) and their commands.
+"""The history database (torch_matrix/world/history.py), the diff (torch_matrix/report/diff.py) and their commands.
 
 Behaviour: importing runs written as today's tool writes them (schema v1 files, merged
 results.json), idempotent imports, the diff of a history of several nights (broken, fixed,
@@ -19,15 +19,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrix.report import diff_render
-from matrix.cli import main as cli_main
-from matrix.report.diff import (CellState, ProbeState, RunRef, Snapshot, diff_snapshots, pass_rate, snapshot_of,
+from torch_matrix.report import diff_render
+from torch_matrix.cli import main as cli_main
+from torch_matrix.report.diff import (CellState, ProbeState, RunRef, Snapshot, diff_snapshots, pass_rate, snapshot_of,
                          streak_start)
-from matrix.vocab.errors import UserError
-from matrix.world.history import SCHEMA_VERSION, open_history, run_name_of, run_ref_for
-from matrix.vocab.records import FAIL, PASS, SKIP
-from matrix.world.results import load_results, write_merged, write_result
-from matrix.judge.verdict import verdict_of
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.history import SCHEMA_VERSION, open_history, run_name_of, run_ref_for
+from torch_matrix.vocab.records import FAIL, PASS, SKIP
+from torch_matrix.world.results import load_results, write_merged, write_result
+from torch_matrix.judge.verdict import verdict_of
 from tests.factories import make_cell, make_probe, make_result
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_a_schema_1_database_migrates_and_keeps_its_runs(tmp_path):
     """A file written before the environment count existed opens, gains the column, keeps its rows."""
     import sqlite3
 
-    from matrix.world.history import MIGRATIONS
+    from torch_matrix.world.history import MIGRATIONS
 
     db = tmp_path / "old.sqlite"
     connection = sqlite3.connect(db)
@@ -261,7 +261,7 @@ def test_an_unknown_run_id_is_named(three_nights, capsys):
 
 def test_history_commands_run_as_fresh_processes(three_nights):
     db, _ = three_nights
-    done = subprocess.run([sys.executable, "-m", "matrix.cli", "diff", "--db", str(db)], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "diff", "--db", str(db)], capture_output=True,
                           text=True, cwd=REPO, check=False)
     assert done.returncode == 0, done.stderr
     assert "fixed (1):" in done.stdout and "t2.7.0-py3.11  install_sanity" in done.stdout
@@ -334,8 +334,8 @@ def test_open_history_refuses_a_directory(tmp_path):
 # ---------------------------------------------------------------------------- pins quote the history
 
 def test_exclusion_confidence_is_the_failure_rate_of_its_cells_and_probes():
-    from matrix.report.diff import PassRate, exclusion_confidence
-    from matrix.pins.model import Exclusion
+    from torch_matrix.report.diff import PassRate, exclusion_confidence
+    from torch_matrix.pins.model import Exclusion
 
     steady = Exclusion("torch", "1.12.0", probes=("lazy_cuda_init",), cells=("a", "b"))
     flaky = Exclusion("torch", "2.6.0", probes=("training_step",), cells=("c",))

@@ -1,4 +1,4 @@
-"""matrix.world.index against local file:// indexes of tiny wheels, and its disk cache (fake HTTP)."""
+"""torch_matrix.world.index against local file:// indexes of tiny wheels, and its disk cache (fake HTTP)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix.edges import console
-from matrix.world import index as index_mod
-from matrix.vocab.errors import UserError
-from matrix.world.index import (
+from torch_matrix.edges import console
+from torch_matrix.world import index as index_mod
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.index import (
     DiskCache,
     IndexUnavailable,
     PackageIndex,
@@ -19,7 +19,7 @@ from matrix.world.index import (
     open_index,
     parse_html_listing,
 )
-from matrix.world.specfile import IndexConfig
+from torch_matrix.world.specfile import IndexConfig
 
 
 def make_wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = (),

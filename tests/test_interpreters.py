@@ -1,4 +1,4 @@
-"""matrix.world.interpreters against fake PATH and PYENV_ROOT trees of stub executables."""
+"""torch_matrix.world.interpreters against fake PATH and PYENV_ROOT trees of stub executables."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from matrix.vocab.errors import UserError
-from matrix.world.interpreters import find_interpreters
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.interpreters import find_interpreters
 
 
 def stub(path: Path, version: str, exit_code: int = 0) -> Path:
-    """An executable that answers ``probes/facts.py interpreter`` like a real interpreter would."""
+    """An executable that answers ``torch_matrix/probes/facts.py interpreter`` like a real interpreter would."""
     path.parent.mkdir(parents=True, exist_ok=True)
     answer = f'{{"version": "{version}", "implementation": "cpython", "executable": "{path}"}}'
     path.write_text(f"#!/bin/sh\necho '{answer}'\nexit {exit_code}\n")

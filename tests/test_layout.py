@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from matrix.vocab import layout
-from matrix.edges.fileio import atomic_write
+from torch_matrix.vocab import layout
+from torch_matrix.edges.fileio import atomic_write
 
 
 def test_cell_file_lives_under_the_run_dir():
@@ -59,7 +59,7 @@ def test_atomic_write_failure_keeps_the_old_file(tmp_path, monkeypatch):
 
 
 def test_a_cell_id_is_a_file_name_never_a_path():
-    from matrix.vocab.layout import is_cell_id
+    from torch_matrix.vocab.layout import is_cell_id
 
     assert is_cell_id("t2.0.0-py3.11-edge") and is_cell_id("t2.4.1-py3.11-numpy2.0.2")
     for bad in ("", "../x", "a/b", ".hidden", "-x", "t2 x", "t2;rm"):

@@ -19,7 +19,7 @@ def lazy_result(tmp_path, fake_root, *extra):
     out = tmp_path / "lazy.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake_root), REPO]))
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    proc = subprocess.run([sys.executable, "-m", "probes", "--out", str(out), "--select", "lazy_cuda_init"]
+    proc = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--out", str(out), "--select", "lazy_cuda_init"]
                           + list(extra), cwd=str(tmp_path), env=env, stderr=subprocess.PIPE, timeout=60)
     assert proc.returncode == 0, proc.stderr.decode()
     (result,) = json.loads(out.read_text())["results"]

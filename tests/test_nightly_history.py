@@ -56,7 +56,7 @@ def test_import_diff_and_issue_steps(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     tool = bin_dir / "torch-matrix"
-    tool.write_text(f'#!/bin/bash\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m matrix.cli "$@"\n')
+    tool.write_text(f'#!/bin/bash\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m torch_matrix.cli "$@"\n')
     gh = bin_dir / "gh"
     gh.write_text(FAKE_GH)
     for path in (tool, gh):
@@ -147,13 +147,13 @@ def test_three_nights_of_the_real_matrix_on_the_synthetic_index_give_the_right_d
                               str(tmp_path / f"nox{night_no}"), "-s", "matrix"], cwd=tmp_path, env=night_env,
                              capture_output=True, text=True, timeout=600, check=False)
         assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-        imported = subprocess.run([sys.executable, "-m", "matrix.cli", "import", str(tmp_path / f"night{night_no}"),
+        imported = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "import", str(tmp_path / f"night{night_no}"),
                                    "--db", str(db), "--commit", f"night{night_no}"], cwd=tmp_path, env=env,
                                   capture_output=True, text=True, check=False)
         assert imported.returncode == 0 and "imported run" in imported.stdout, imported.stderr
 
     def diff(*refs: str) -> dict:
-        done = subprocess.run([sys.executable, "-m", "matrix.cli", "diff", *refs, "--db", str(db), "--format", "json"],
+        done = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "diff", *refs, "--db", str(db), "--format", "json"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
@@ -172,7 +172,7 @@ def test_three_nights_of_the_real_matrix_on_the_synthetic_index_give_the_right_d
     assert (third["old"]["commit"], third["new"]["commit"]) == ("night2", "night3")
     assert not (third["appeared"] or third["vanished"] or third["broken"] or third["fixed"] or third["new_failures"])
 
-    with_ids = subprocess.run([sys.executable, "-m", "matrix.cli", "history", "--db", str(db), "--format", "json"],
+    with_ids = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "history", "--db", str(db), "--format", "json"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     runs = json.loads(with_ids.stdout)["nightly"]["runs"]
     assert [run["commit"] for run in runs] == ["night1", "night2", "night3"]

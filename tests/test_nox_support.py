@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.cli import nox_support
-from matrix.cli.nox_support import (
+from torch_matrix.cli import nox_support
+from torch_matrix.cli.nox_support import (
     MatrixPlan,
     claim_gpu,
     gpu_list,
@@ -16,9 +16,9 @@ from matrix.cli.nox_support import (
     run_matrix_cell,
     wants_matrix,
 )
-from matrix.vocab.records import ERROR, PROBE_RUNNER
-from matrix.world.results import write_result
-from matrix.world.specfile import parse_spec
+from torch_matrix.vocab.records import ERROR, PROBE_RUNNER
+from torch_matrix.world.results import write_result
+from torch_matrix.world.specfile import parse_spec
 from tests.factories import make_cell, make_probe, make_result
 
 
@@ -133,7 +133,7 @@ def test_a_complete_cell_is_skipped_unless_redo(tmp_path, monkeypatch):
         run_matrix_cell(FakeSession(tmp_path / "venv"), plan, cell, environ={})
     assert stop.value.args[0][0] == "skip"
     ran = []
-    monkeypatch.setattr("matrix.run.cellrun.run_cell",
+    monkeypatch.setattr("torch_matrix.run.cellrun.run_cell",
                         lambda c, py, settings, *steps: ran.append(settings) or make_result(c))
     run_matrix_cell(FakeSession(tmp_path / "venv", ["--redo"]), plan, cell, environ={})
     assert len(ran) == 1 and ran[0].fingerprint == plan.fingerprint(cell)
@@ -146,7 +146,7 @@ def test_only_no_evidence_fails_the_session(tmp_path, monkeypatch):
         "incompatible": make_result(cell, probes=[make_probe("install_sanity", "fail", "nms")]),
         "error": make_result(cell, status="error", message="Connection refused"),
     }
-    monkeypatch.setattr("matrix.run.cellrun.run_cell", lambda c, py, s, *steps: outcomes[kind])
+    monkeypatch.setattr("torch_matrix.run.cellrun.run_cell", lambda c, py, s, *steps: outcomes[kind])
     kind = "incompatible"
     session = FakeSession(tmp_path / "venv")
     run_matrix_cell(session, plan, cell, environ={"TORCH_MATRIX_REDO": "1"})
@@ -164,7 +164,7 @@ def test_an_environment_finding_warns_and_does_not_fail_the_session(tmp_path, mo
     plan = plan_with(tmp_path, [cell], {"3.11": "/usr/bin/python3.11"})
     missing = "torch.compile failed: ModuleNotFoundError: No module named 'setuptools'"
     result = make_result(cell, probes=[make_probe("install_sanity"), make_probe("torch_compile", "fail", missing)])
-    monkeypatch.setattr("matrix.run.cellrun.run_cell", lambda c, py, s, *steps: result)
+    monkeypatch.setattr("torch_matrix.run.cellrun.run_cell", lambda c, py, s, *steps: result)
     session = FakeSession(tmp_path / "venv")
     run_matrix_cell(session, plan, cell, environ={"TORCH_MATRIX_REDO": "1", "TORCH_MATRIX_COUNTERFACTUALS": "0"})
     assert any("ENVIRONMENT" in w and "setuptools" in w for w in session.warnings)
@@ -194,7 +194,7 @@ def test_a_uv_cache_on_another_filesystem_is_warned_about_once(tmp_path, monkeyp
     """uv copies instead of hardlinking across filesystems: N cells would cost N copies of torch."""
     import os as _os
 
-    from matrix.cli import nox_support
+    from torch_matrix.cli import nox_support
 
     class FakeSession:
         def __init__(self):
@@ -215,7 +215,7 @@ def test_a_uv_cache_on_another_filesystem_is_warned_about_once(tmp_path, monkeyp
     def fake_stat(path, *args, **kwargs):
         return FakeStat(99) if str(path).startswith(str(cache)) else real_stat(path, *args, **kwargs)
 
-    monkeypatch.setattr("matrix.world.environment.os.stat", fake_stat)
+    monkeypatch.setattr("torch_matrix.world.environment.os.stat", fake_stat)
     session = FakeSession()
     environ = {"UV_CACHE_DIR": str(cache)}
     warning = nox_support.warn_if_uv_cannot_hardlink(session, tmp_path / ".nox", environ)
@@ -226,7 +226,7 @@ def test_a_uv_cache_on_another_filesystem_is_warned_about_once(tmp_path, monkeyp
 
 
 def test_same_filesystem_cache_gives_no_warning(tmp_path, monkeypatch):
-    from matrix.cli import nox_support
+    from torch_matrix.cli import nox_support
 
     monkeypatch.setattr(nox_support, "_LINK_CHECKED", [])
     session = type("S", (), {"warn": lambda self, text: (_ for _ in ()).throw(AssertionError(text))})()
@@ -238,7 +238,7 @@ def test_a_complete_cell_kept_on_resume_is_judged_for_targets_added_since(tmp_pa
     import dataclasses
     import json
 
-    from matrix.world.results import read_result
+    from torch_matrix.world.results import read_result
 
     cell = make_cell()
     plan = plan_with(tmp_path, [cell], {"3.11": "/usr/bin/python3.11"})
@@ -259,8 +259,8 @@ def test_a_complete_cell_kept_on_resume_is_judged_for_targets_added_since(tmp_pa
 
 
 def test_redo_takes_follow_up_cell_ids_and_the_report_never_sees_them():
-    from matrix.cli.nox_support import redo_cells, report_posargs
-    from matrix.vocab.errors import UserError
+    from torch_matrix.cli.nox_support import redo_cells, report_posargs
+    from torch_matrix.vocab.errors import UserError
 
     assert redo_cells(["--redo", "t2.0.0-py3.11-edge", "t2.5.0-py3.11-edge", "--html"]) == [
         "t2.0.0-py3.11-edge", "t2.5.0-py3.11-edge"]

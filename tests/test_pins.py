@@ -1,4 +1,4 @@
-"""Unit and property tests for matrix.pins: specifiers, markers, answers on random grids."""
+"""Unit and property tests for torch_matrix.pins: specifiers, markers, answers on random grids."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from matrix.pins import (
+from torch_matrix.pins import (
     PYTHON,
     Condition,
     PinPolicy,
@@ -24,7 +24,7 @@ from matrix.pins import (
     suggest_pins,
     version_evidence,
 )
-from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE
+from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_probe, make_result
 from tests.pins_grids import PAIRED_TORCHVISION, cell
 
@@ -295,7 +295,7 @@ def test_cells_without_evidence_change_no_pin(results):
 
 
 def test_when_nothing_works_torch_takes_the_blame_with_a_warning():
-    from matrix.pins.render import render_text
+    from torch_matrix.pins.render import render_text
 
     results = [cell(t, "3.11", torchvision="", fail="training_step", message="nan") for t in ("2.4.1", "2.5.1")]
     suggestion = suggest_pins(results)
@@ -326,7 +326,7 @@ def test_coverage_separates_admitted_untested_from_excluded_untested():
 
 def test_a_find_links_build_in_a_default_cell_counts_as_its_own_variant():
     """A local +cpu wheel picked up through find-links is not PyPI's build of that release."""
-    from matrix.pins import cell_values
+    from torch_matrix.pins import cell_values
 
     local = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"})
     pypi = make_result(torch="2.14.1", resolved={"torch": "2.14.1", "torchvision": "0.29.2"})
@@ -339,7 +339,7 @@ def test_a_find_links_build_in_a_default_cell_counts_as_its_own_variant():
 
 
 def test_the_reason_names_a_find_links_build_so_nobody_blames_the_release():
-    from matrix.pins import probe_summary
+    from torch_matrix.pins import probe_summary
 
     bad = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
                       probes=[make_probe("install_sanity", status="fail",
@@ -355,7 +355,7 @@ def test_the_reason_names_a_find_links_build_so_nobody_blames_the_release():
 def _existing(result):
     import dataclasses
 
-    from matrix.vocab.records import ORIGIN_EXISTING
+    from torch_matrix.vocab.records import ORIGIN_EXISTING
 
     cell = dataclasses.replace(result.cell, id="env-" + result.cell.id + "-host-abc123", origin=ORIGIN_EXISTING)
     return dataclasses.replace(result, cell=cell)
@@ -363,7 +363,7 @@ def _existing(result):
 
 def test_a_failing_existing_environment_is_never_turned_into_a_pin():
     """The only evidence for torch 2.11.0 is a user's environment that fails: no torch!=2.11.0."""
-    from matrix.pins.render import render_json, render_text
+    from torch_matrix.pins.render import render_json, render_text
 
     env = _existing(make_result(torch="2.11.0", torchvision="0.26.0", variant="cu130",
                                 resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"},
@@ -384,7 +384,7 @@ def test_a_failing_existing_environment_is_never_turned_into_a_pin():
 def test_a_working_existing_environment_is_evidence_like_a_matrix_cell_of_its_build():
     """A user's torch 2.11.0+cu130 environment that works weighs exactly what a cu130 matrix cell would:
     its local label is its variant, its versions count as seen working."""
-    from matrix.pins import cell_values
+    from torch_matrix.pins import cell_values
 
     matrix_cell = make_result(torch="2.11.0", torchvision="0.26.0", variant="cu130",
                               resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"})
@@ -417,7 +417,7 @@ def test_a_failing_existing_environment_leaves_a_matrix_cells_pin_alone():
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(grids())
 def test_every_exclusion_names_a_failing_cell_and_a_true_counterfactual_or_says_unconfirmed(results):
-    from matrix.pins.search import COMPANIONS
+    from torch_matrix.pins.search import COMPANIONS
 
     observations, _, _ = observe(results)
     by_id = {o.cell_id: o for o in observations}

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from matrix.pins import PinPolicy, requirement_lines, suggest_pins
-from matrix.pins.render import render_constraints, render_json, render_requirements, render_text
-from matrix.world.results import load_results
+from torch_matrix.pins import PinPolicy, requirement_lines, suggest_pins
+from torch_matrix.pins.render import render_constraints, render_json, render_requirements, render_text
+from torch_matrix.world.results import load_results
 from tests.pins_grids import GRIDS, RELEASED
 
 GOLDEN = Path(__file__).parent / "golden" / "pins"

@@ -1,6 +1,6 @@
 """Pins at scale: the indexed search gives the answers of a naive scan, on grids up to 2,000 cells.
 
-``matrix.pins`` keeps cell sets as bit masks per distinct (axis, value) and decides each
+``torch_matrix.pins`` keeps cell sets as bit masks per distinct (axis, value) and decides each
 specifier once per distinct version. The reference here is the plain definition: an atom
 excludes the cells it ``covers`` (one scan per atom), an answer admits a cell when fresh
 ``packaging`` objects say so, and the greedy cover is the original loop over Python sets.
@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
 
-from matrix import pins
-from matrix.pins import PYTHON, VARIANT, Atom, observe, package_axes, requirement_lines, suggest_pins
-from matrix.pins.render import render_constraints, render_json, render_requirements, render_text
-from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE
+from torch_matrix import pins
+from torch_matrix.pins import PYTHON, VARIANT, Atom, observe, package_axes, requirement_lines, suggest_pins
+from torch_matrix.pins.render import render_constraints, render_json, render_requirements, render_text
+from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_cell, make_probe, make_result
 from tests.test_pins import grids
 

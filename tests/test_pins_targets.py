@@ -1,4 +1,4 @@
-"""Pins per hardware target (``matrix.pins.targets``), from cells whose build facts are PyPI's own
+"""Pins per hardware target (``torch_matrix.pins.targets``), from cells whose build facts are PyPI's own
 wheels (tests/fixtures/wheel-builds: recorded without a GPU): the same search as the main pins, a
 window of releases that cannot run on the card becomes a bound in that target's file only."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from matrix import cli
-from matrix.judge.hardware import cell_verdicts, targets_of
-from matrix.pins import requirement_lines, suggest_pins
-from matrix.pins.targets import as_seen_by, target_pins
-from matrix.world.results import write_result
+from torch_matrix import cli
+from torch_matrix.judge.hardware import cell_verdicts, targets_of
+from torch_matrix.pins import requirement_lines, suggest_pins
+from torch_matrix.pins.targets import as_seen_by, target_pins
+from torch_matrix.world.results import write_result
 from tests.factories import make_cell, make_result
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"

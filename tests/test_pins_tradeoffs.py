@@ -18,11 +18,11 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from matrix.pins import observe, requirement_lines, suggest_pins
-from matrix.pins.render import (pinned_with_proof, render_constraints, render_json, render_requirements,
+from torch_matrix.pins import observe, requirement_lines, suggest_pins
+from torch_matrix.pins.render import (pinned_with_proof, render_constraints, render_json, render_requirements,
                                 render_text)
-from matrix.pins.specifiers import PinPolicy
-from matrix.vocab.records import ORIGIN_EDGE, UNSATISFIABLE, CellResult
+from torch_matrix.pins.specifiers import PinPolicy
+from torch_matrix.vocab.records import ORIGIN_EDGE, UNSATISFIABLE, CellResult
 from tests.factories import make_cell, make_probe, make_result
 
 TORCH = ("1.13.0", "1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.1", "2.2.2", "2.3.0",
@@ -141,7 +141,7 @@ def test_asked_to_pin_the_first_every_output_carries_the_trade_offs_with_their_p
     (pinned, proof), (alternative, why) = pinned_with_proof(suggestion)  # the report page's list
     assert pinned == "torch>=2.3" and proof[0].startswith("trade-off: gives up 2 working pairs")
     assert alternative == "trade-off 2 (not pinned: choose one): numpy<2" and why[1].startswith("window numpy 2.0.0..2.3.5")
-    from matrix.report.html_page import render_html
+    from torch_matrix.report.html_page import render_html
 
     html = render_html(the_numpy_run(), pins=pinned_with_proof(suggestion))
     assert "<code>torch&gt;=2.3</code>" in html and "trade-off 2 (not pinned: choose one): numpy&lt;2" in html
@@ -247,10 +247,10 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, t
 
 def test_the_report_session_says_the_break_is_open_and_prints_each_trade_off(tmp_path, capsys, monkeypatch):
     """The run's one pins line must not say "none needed" while a break is open."""
-    import matrix.cli.pins
-    from matrix.cli.report import _write_pins
+    import torch_matrix.cli.pins
+    from torch_matrix.cli.report import _write_pins
 
-    monkeypatch.setattr(matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
+    monkeypatch.setattr(torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
     listed = _write_pins(the_numpy_run(), tmp_path, None)
     err = capsys.readouterr().err
     assert "pins: none that keeps every working version; 1 break left open, choose a trade-off below: " in err
@@ -263,11 +263,11 @@ def test_the_report_session_says_the_break_is_open_and_prints_each_trade_off(tmp
 
 
 def test_pins_tradeoffs_pin_first_from_the_command_line(tmp_path, capsys, monkeypatch):
-    import matrix.cli.pins
-    from matrix.cli import main
-    from matrix.world.results import write_result
+    import torch_matrix.cli.pins
+    from torch_matrix.cli import main
+    from torch_matrix.world.results import write_result
 
-    monkeypatch.setattr(matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
+    monkeypatch.setattr(torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
     for result in the_numpy_run():
         write_result(result, tmp_path / "run" / "cells")
     assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "shown")]) == 0

@@ -9,8 +9,8 @@ import io
 import json
 from pathlib import Path
 
-from matrix.cli import plan as plan_cli
-from matrix.world.pipconfig import config_files, settings_from
+from torch_matrix.cli import plan as plan_cli
+from torch_matrix.world.pipconfig import config_files, settings_from
 from tests.synthetic_wheels import build_index
 
 

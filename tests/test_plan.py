@@ -1,4 +1,4 @@
-"""matrix.plan.grid: selection, pairing from metadata, expansion, rules, ids, notes, shards, CLI."""
+"""torch_matrix.plan.grid: selection, pairing from metadata, expansion, rules, ids, notes, shards, CLI."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from matrix.cli import plan as plan_cli
-from matrix.vocab.errors import UserError
-from matrix.plan.grid import IndexFacts, gather_facts, plan_cells, value_token
-from matrix.plan.shards import parse_shard, select_shard, shards
-from matrix.vocab.records import Cell
-from matrix.world.specfile import parse_spec
+from torch_matrix.cli import plan as plan_cli
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.plan.grid import IndexFacts, gather_facts, plan_cells, value_token
+from torch_matrix.plan.shards import parse_shard, select_shard, shards
+from torch_matrix.vocab.records import Cell
+from torch_matrix.world.specfile import parse_spec
 
 
 @dataclass(frozen=True)

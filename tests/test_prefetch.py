@@ -1,4 +1,4 @@
-"""Prefetch of the next cells' wheels while a cell runs its probes (matrix.run.prefetch).
+"""Prefetch of the next cells' wheels while a cell runs its probes (torch_matrix.run.prefetch).
 
 The unit tests drive the Prefetcher with a fake process starter and a fake free-space reading;
 the end-to-end test runs `nox -s matrix` from an empty uv cache against the synthetic index and
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix.run.prefetch import (BUDGET_ENV, PREFETCH_ENV, PrefetchSettings, Prefetcher, fetch_command, hash_command,
+from torch_matrix.run.prefetch import (BUDGET_ENV, PREFETCH_ENV, PrefetchSettings, Prefetcher, fetch_command, hash_command,
                                  settings_from)
-from matrix.vocab.errors import UserError
-from matrix.world.results import read_result
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.results import read_result
 from tests.factories import make_cell
 
 
@@ -178,7 +178,7 @@ def test_a_cold_matrix_fetches_the_next_cell_while_the_first_runs_its_probes(tmp
 
 
 def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cells_venv(tmp_path, monkeypatch):
-    """The prefetch's hashing step (``hash_command``, a real ``python -I probes/facts.py record DIR``)
+    """The prefetch's hashing step (``hash_command``, a real ``python -I torch_matrix/probes/facts.py record DIR``)
     over a --target directory: the cell's venv, hardlinked from the same cache files, then finds
     every file in the memo and hashes nothing; rows outside the target (``../../bin``) are left out."""
     import base64
@@ -187,7 +187,7 @@ def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cell
     import subprocess
     import sys
 
-    from probes import facts
+    from torch_matrix.probes import facts
 
     def site_with(where: Path, data: bytes, link_from: Path | None = None) -> Path:
         (where / "pkg").mkdir(parents=True)
@@ -236,7 +236,7 @@ def test_a_background_step_runs_at_the_lowest_cpu_priority_in_a_session_that_yie
     import os
     import shutil
 
-    from matrix.edges import proc
+    from torch_matrix.edges import proc
 
     if not shutil.which("nice") or not Path("/proc/self/comm").exists():
         pytest.skip("no `nice` or no /proc on this machine: the prefetch runs at normal priority here")
@@ -265,14 +265,14 @@ _HOLDER = """
 import atexit, signal, sys, time
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's foreground job has it
-from matrix.cli.nox_support import stop_on_sigterm
-from matrix.run.prefetch import PrefetchSettings, Prefetcher
+from torch_matrix.cli.nox_support import stop_on_sigterm
+from torch_matrix.run.prefetch import PrefetchSettings, Prefetcher
 from tests.factories import make_cell
 stop_on_sigterm()
 tmp = Path(sys.argv[1])
 prefetcher = Prefetcher(PrefetchSettings(ahead=1, min_free_bytes=0), cache_dir=str(tmp), scratch=tmp / "scratch",
                         index_config=None, python_for=lambda cell: sys.executable, uv=str(tmp / "uv"))
-atexit.register(prefetcher.close)  # as matrix.cli.nox_support.run_prefetcher does
+atexit.register(prefetcher.close)  # as torch_matrix.cli.nox_support.run_prefetcher does
 prefetcher.ahead([make_cell()])
 print("holding", flush=True)
 time.sleep(300)
@@ -290,7 +290,7 @@ def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, 
     import subprocess
     import sys
 
-    from matrix.edges import proc
+    from torch_matrix.edges import proc
 
     if not Path("/proc/self/comm").exists() or not proc.dies_with_us():
         pytest.skip("no /proc or no `setpriv` on this machine: the fetch stays in the run's own group here")

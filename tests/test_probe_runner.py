@@ -1,4 +1,4 @@
-"""The probe runner (`python -m probes`): isolation, statuses, options, output file.
+"""The probe runner (`python -m torch_matrix.probes`): isolation, statuses, options, output file.
 
 Every test runs the real runner in a subprocess, with throwaway probe files
 (`--probe-dir`) and a tiny fake torch (or none), so the whole file takes seconds.
@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-from matrix.vocab.records import PROBE_STATUSES, ProbeResult
+from torch_matrix.vocab.records import PROBE_STATUSES, ProbeResult
 from synthetic_torch import make_fake_torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ISOLATION_PROBES = '''
 import os, sys, time
-from probes.api import Fail, Skip, Unsupported, probe
+from torch_matrix.probes.api import Fail, Skip, Unsupported, probe
 
 @probe("passes", doc="returns evidence")
 def passes(ctx):
@@ -66,14 +66,14 @@ def poisons(ctx):
     import json
     json.dumps = None
     os.environ["PROBE_POISON"] = "1"
-    sys.modules["probes.api"].POISONED = True
+    sys.modules["torch_matrix.probes.api"].POISONED = True
     os.chdir("/")
 
 @probe("checks_clean", doc="sees none of the poison")
 def checks_clean(ctx):
     import json
     poisoned = {"json.dumps": json.dumps is None, "environ": "PROBE_POISON" in os.environ,
-                "api": hasattr(sys.modules["probes.api"], "POISONED"), "cwd": os.getcwd() == "/"}
+                "api": hasattr(sys.modules["torch_matrix.probes.api"], "POISONED"), "cwd": os.getcwd() == "/"}
     if any(poisoned.values()):
         raise Fail("saw poisoned state", observed=poisoned, expected={})
     return {"cwd": os.getcwd()}
@@ -81,11 +81,11 @@ def checks_clean(ctx):
 
 
 def run_probes(tmp_path, *args, pythonpath=(), expect_rc=0):
-    """Run `python -m probes --out FILE ARGS`; return (output dict, stderr)."""
+    """Run `python -m torch_matrix.probes --out FILE ARGS`; return (output dict, stderr)."""
     out = tmp_path / "out" / "probes.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(p) for p in pythonpath] + [REPO])
-    proc = subprocess.run([sys.executable, "-m", "probes", "--out", str(out)] + list(args), cwd=str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--out", str(out)] + list(args), cwd=str(tmp_path),
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     assert proc.returncode == expect_rc, proc.stderr.decode()
     data = json.loads(out.read_text()) if expect_rc == 0 else None
@@ -210,7 +210,7 @@ def test_command_probes(tmp_path):
 
 def test_list_names_every_standard_probe_with_its_doc(tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "probes", "--list"], env=env, stdout=subprocess.PIPE, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--list"], env=env, stdout=subprocess.PIPE, timeout=60)
     lines = proc.stdout.decode().splitlines()
     names = [line.split()[0] for line in lines]
     assert names[:2] == ["install_sanity", "lazy_cuda_init"]
@@ -219,7 +219,7 @@ def test_list_names_every_standard_probe_with_its_doc(tmp_path):
 
 def test_standard_probe_modules_do_not_import_torch(tmp_path):
     fake = make_fake_torch(tmp_path / "site")  # importable, so a module-level `import torch` would show
-    code = ("import sys, probes.discovery as d; specs, problems = d.discover();"
+    code = ("import sys, torch_matrix.probes.discovery as d; specs, problems = d.discover();"
             "print(len(specs), 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.pathsep.join([fake, REPO])),
                           stdout=subprocess.PIPE, timeout=60)
@@ -310,7 +310,7 @@ def test_runner_works_on_python_3_8(tmp_path):
     (probe_dir / "isolation_probes.py").write_text(ISOLATION_PROBES)
     out = tmp_path / "o.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([fake, REPO]))
-    proc = subprocess.run([_python38(), "-m", "probes", "--out", str(out), "--probe-dir", str(probe_dir),
+    proc = subprocess.run([_python38(), "-m", "torch_matrix.probes", "--out", str(out), "--probe-dir", str(probe_dir),
                            "--select", "install_sanity,lazy_cuda_init,fails,segfaults,checks_clean"],
                           cwd=str(tmp_path), env=env, stderr=subprocess.PIPE, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()
@@ -322,7 +322,7 @@ def test_runner_works_on_python_3_8(tmp_path):
 
 
 def test_zygote_is_abandoned_only_when_import_queried_cuda_on_a_gpu_machine(monkeypatch):
-    from probes import facts, runner
+    from torch_matrix.probes import facts, runner
 
     queried = {"import_torch": {"calls": [{"function": "torch.cuda.is_available"}]}}
     monkeypatch.setattr(facts, "physical_gpu_count", lambda: 2)

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from matrix import cli
-from matrix.report import terminal as report
-from matrix.report import markdown as report_markdown
-from matrix.world import results
-from matrix.vocab.records import FAIL, INSTALL_ERROR, UNSATISFIABLE
+from torch_matrix import cli
+from torch_matrix.report import terminal as report
+from torch_matrix.report import markdown as report_markdown
+from torch_matrix.world import results
+from torch_matrix.vocab.records import FAIL, INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_cell, make_probe, make_result
 
 RESOLVER_MESSAGE = ("  × No solution found when resolving dependencies:\n"
@@ -74,8 +74,8 @@ def test_extras_and_installed_versions_are_shown():
 def test_installed_versions_carry_the_builds_local_labels_everywhere():
     # PyPI's wheels: the freeze says 2.14.1 / 0.29.2, the builds say +cu130 / +cu132 (install_sanity saw
     # them): a mismatched pair of CUDA builds must not read as a plain pair.
-    from matrix.report.html_page import render_html
-    from matrix.report.repro import render_bundle
+    from torch_matrix.report.html_page import render_html
+    from torch_matrix.report.repro import render_bundle
 
     sanity = make_probe("install_sanity", evidence={"versions": {"torch": "2.14.1+cu130",
                                                                  "torchvision": "0.29.2+cu132"}})
@@ -113,7 +113,7 @@ def _changed_default_run():
 
 
 def test_a_compatible_cell_with_a_changed_default_is_marked_with_a_one_line_note():
-    from matrix.report.html_page import render_html
+    from torch_matrix.report.html_page import render_html
 
     old, new = _changed_default_run()
     text = report.render_text([old, new], grid=True)
@@ -371,12 +371,12 @@ def test_cli_github_summary_appends_within_the_remaining_room(results_dir, tmp_p
 
 
 def test_cli_spec_plans_lazily_and_flags_missing(results_dir, capsys, monkeypatch):
-    import matrix.run.pipeline
-    import matrix.world.specfile
+    import torch_matrix.run.pipeline
+    import torch_matrix.world.specfile
 
     planned = [make_cell(torch="2.5.1"), make_cell(torch="2.8.0")]
-    monkeypatch.setattr(matrix.world.specfile, "load_spec", lambda path: f"spec:{path}")
-    monkeypatch.setattr(matrix.run.pipeline, "plan_for_spec",
+    monkeypatch.setattr(torch_matrix.world.specfile, "load_spec", lambda path: f"spec:{path}")
+    monkeypatch.setattr(torch_matrix.run.pipeline, "plan_for_spec",
                         lambda spec: planned if spec == "spec:m.toml" else [])
     code, out, _ = run_report(capsys, results_dir, "--spec", "m.toml")
     assert code == 0 and "Planned but missing (1):" in out and "t2.8.0-py3.11" in out

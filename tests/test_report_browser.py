@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.cli import main as cli
+from torch_matrix.cli import main as cli
 from tests.browser import dump_dom, find_browser, heatmap_layout, png_size, screenshot
 
 REAL_RUN = Path(__file__).parent / "golden" / "pins" / "real_yolo_run" / "cells"

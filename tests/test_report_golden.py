@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.scale import synthetic_results
-from matrix import cli
-from matrix.world.results import write_result
+from torch_matrix import cli
+from torch_matrix.world.results import write_result
 from tests.pins_grids import GRIDS, RELEASED
 
 GOLDEN = Path(__file__).parent / "golden" / "report"
@@ -77,12 +77,12 @@ def _outputs(root: Path, out: Path, stdout: str, stderr: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_report_with_pins_writes_the_same_bytes(case, tmp_path, capsys, monkeypatch):
-    import matrix.cli.pins
+    import torch_matrix.cli.pins
 
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
     released = CASES[case](tmp_path)
-    monkeypatch.setattr(matrix.cli.pins, "index_facts", lambda packages, spec=None: (
+    monkeypatch.setattr(torch_matrix.cli.pins, "index_facts", lambda packages, spec=None: (
         (None, {}) if released is None else ({name: list(released.get(name, ())) for name in packages}, {})))
     out = tmp_path / "out"
     code = cli.main(["report", str(tmp_path / "run"), "--out", str(out), "--pins",

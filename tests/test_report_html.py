@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from matrix.cli import main as cli
-from matrix.report.junit import render_junit
-from matrix.vocab.records import FAIL, SKIP, UNSATISFIABLE, UNSUPPORTED
-from matrix.report.terminal import counts_line, judge, plural
-from matrix.report.html_page import build_page, cause_text, render_html
+from torch_matrix.cli import main as cli
+from torch_matrix.report.junit import render_junit
+from torch_matrix.vocab.records import FAIL, SKIP, UNSATISFIABLE, UNSUPPORTED
+from torch_matrix.report.terminal import counts_line, judge, plural
+from torch_matrix.report.html_page import build_page, cause_text, render_html
 from tests.factories import make_cell, make_probe, make_result
 
 
@@ -123,7 +123,7 @@ def test_junit_says_a_changed_default_failure_belongs_to_a_compatible_cell():
 
 
 def test_cli_writes_html_and_junit(tmp_path, capsys):
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
 
     cells = tmp_path / "run" / "cells"
     for result in _grid():
@@ -142,8 +142,8 @@ def test_cli_writes_html_and_junit(tmp_path, capsys):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from matrix.report.terminal import CELL_HEADERS, cell_rows, fit_to_width, render_text  # noqa: E402
-from matrix.report.markdown import render_markdown_summary  # noqa: E402
+from torch_matrix.report.terminal import CELL_HEADERS, cell_rows, fit_to_width, render_text  # noqa: E402
+from torch_matrix.report.markdown import render_markdown_summary  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
@@ -178,7 +178,7 @@ def test_summary_never_cuts_a_repro():
 
 
 def test_previous_run_from_the_history_database(tmp_path, monkeypatch, capsys):
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
 
     monkeypatch.setenv("TORCH_MATRIX_HISTORY", str(tmp_path / "history.sqlite"))
     monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
@@ -201,7 +201,7 @@ def test_previous_run_from_the_history_database(tmp_path, monkeypatch, capsys):
 
 
 def test_rerun_lines_in_every_output_carry_the_spec(tmp_path, monkeypatch, capsys):
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
 
     for result in _grid():
         write_result(result, tmp_path / "run" / "cells")
@@ -220,7 +220,7 @@ def test_rerun_lines_in_every_output_carry_the_spec(tmp_path, monkeypatch, capsy
 def test_passing_probes_are_one_line_without_their_evidence_and_long_fields_are_capped(tmp_path):
     """A page of thousands of cells stays small: a passing probe's evidence stays in the cell's file
     (linked), and a 5 MB message, traceback or install log is cut with a way to the full text."""
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
 
     huge = "x" * 5_000_000
     passing = make_result(torch="2.5.1", python="3.11", probes=[
@@ -269,7 +269,7 @@ def test_a_page_over_several_runs_links_each_cell_to_its_own_file(tmp_path):
     """`report results/` (a root holding several runs, or downloaded shards): each cell's box links the
     file it was read from, wherever it lies, and the cut text names that file, not a cells/ folder
     beside the page that does not exist."""
-    from matrix.world.results import write_result
+    from torch_matrix.world.results import write_result
 
     long = "RuntimeError: " + "y" * 5000
     write_result(make_result(torch="2.5.1", python="3.11", probes=[

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrix.cli import main as cli
-from matrix.vocab.records import FAIL, INSTALL_ERROR
-from matrix.report.repro import install_lines, nearest_passing, render_bundle
-from matrix.world.results import load_results
+from torch_matrix.cli import main as cli
+from torch_matrix.vocab.records import FAIL, INSTALL_ERROR
+from torch_matrix.report.repro import install_lines, nearest_passing, render_bundle
+from torch_matrix.world.results import load_results
 from tests.factories import make_probe, make_result
 
 REAL_RUN = Path(__file__).parent / "golden" / "pins" / "real_yolo_run"
@@ -84,7 +84,7 @@ def test_cli_prints_writes_and_names_bad_input(tmp_path, capsys):
 def test_the_bundle_of_a_command_probe_is_shell_steps_with_node_ids_and_no_machine_local_path():
     from dataclasses import replace
 
-    from matrix.report.repro import render_bundle
+    from torch_matrix.report.repro import render_bundle
     from tests.factories import make_probe, make_result
 
     project = "/home/me/work/tinytrain"
@@ -115,7 +115,7 @@ def test_a_follow_up_cells_bundle_reruns_it_through_the_follow_up_session():
     session's (`matrix(ID)` would answer "Sessions not found")."""
     import dataclasses
 
-    from matrix.vocab.records import ORIGIN_EDGE
+    from torch_matrix.vocab.records import ORIGIN_EDGE
 
     result = make_result(probes=[make_probe("torch_six", FAIL, "No module named 'torch._six'")])
     edge = dataclasses.replace(result, cell=dataclasses.replace(result.cell, id=result.cell.id + "-edge",

@@ -12,10 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from matrix.vocab import records
-from matrix.world import results
-from matrix.vocab.errors import UserError
-from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+from torch_matrix.vocab import records
+from torch_matrix.world import results
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_cell, make_probe, make_result
 
 
@@ -436,7 +436,7 @@ def test_a_version_1_file_loads_unchanged_and_a_cell_with_install_round_trips(tm
 
 
 def test_public_version_drops_the_local_label_and_refuses_non_versions():
-    from matrix.vocab.records import public_version
+    from torch_matrix.vocab.records import public_version
 
     assert public_version("2.13.0+cpu") == "2.13.0"
     assert public_version("0.28.0") == "0.28.0"
@@ -445,7 +445,7 @@ def test_public_version_drops_the_local_label_and_refuses_non_versions():
 
 
 def test_local_label_is_the_build_and_survives_a_version_pep_440_cannot_parse():
-    from matrix.vocab.records import local_label
+    from torch_matrix.vocab.records import local_label
 
     assert local_label("2.13.0+cpu") == "cpu"
     assert local_label("2.5.1") == ""

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.world import results
-from matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
+from torch_matrix.world import results
+from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_probe, make_result
 from tests.test_results import full_result
 
@@ -112,7 +112,7 @@ def test_a_changed_copy_in_the_merged_file_is_still_validated(tmp_path):
 
 def test_report_and_pins_import_neither_jsonschema_nor_tabulate_unless_needed(tmp_path):
     """Import time counts over 2,000 cells too: jsonschema only for an invalid file, tabulate for odd text."""
-    code = ("import sys, matrix.cli.report, matrix.cli.pins, matrix.world.results as r, matrix.report.terminal as t; "
+    code = ("import sys, torch_matrix.cli.report, torch_matrix.cli.pins, torch_matrix.world.results as r, torch_matrix.report.terminal as t; "
             "t.render_text(r.load_results(sys.argv[1]).results); "
             "print('jsonschema' in sys.modules, 'tabulate' in sys.modules)")
     loaded = _load(tmp_path, [full_result().to_json()])
@@ -141,7 +141,7 @@ def test_simple_table_is_exactly_tabulate_simple():
 
     from tabulate import tabulate
 
-    from matrix.report.terminal import _simple_table
+    from torch_matrix.report.terminal import _simple_table
 
     rng = random.Random(6)
     used = 0
@@ -157,7 +157,7 @@ def test_simple_table_is_exactly_tabulate_simple():
 
 @pytest.mark.parametrize("odd", _NOT_NARROW)
 def test_simple_table_leaves_wide_or_multiline_text_to_tabulate(odd):
-    from matrix.report.terminal import _simple_table
+    from torch_matrix.report.terminal import _simple_table
 
     assert _simple_table([["a", f"x{odd}"]], ["h1", "h2"]) is None
     assert _simple_table([["a", "b"]], ["h1", f"h{odd}"]) is None
@@ -275,7 +275,7 @@ def test_any_other_merged_content_is_read_as_before(tmp_path, monkeypatch, edit)
 
 
 def test_report_run_twice_in_place_rewrites_the_same_files(tmp_path, capsys):
-    from matrix import cli
+    from torch_matrix import cli
 
     root, _ = _root_with_merged(tmp_path, count=3)
     (root / "downloaded" / results.MERGED_NAME).unlink()

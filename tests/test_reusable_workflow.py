@@ -81,7 +81,7 @@ def test_every_torch_matrix_run_invocation_selects_cells_nox_knows(tmp_path):
     assert runs
     for args in runs:
         nox_args = [word for word in args[1:] if word not in ("-l", "--list", "--json")]
-        listed = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-l", "--json", *nox_args],
+        listed = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "run", "-l", "--json", *nox_args],
                                 cwd=project, env={**env, "TORCH_MATRIX_SHARD": "1/2"},
                                 capture_output=True, text=True, check=False)
         assert listed.returncode == 0, f"torch-matrix {shlex.join(args)}: {listed.stderr}"
@@ -99,7 +99,7 @@ def test_the_plan_job_script_plans_the_example_from_its_pyproject(tmp_path):
                      if step.get("name") == "Plan the cells and the shards")
     tool = tmp_path / "bin"
     tool.mkdir()
-    (tool / "torch-matrix").write_text(f"#!/bin/sh\nexec {sys.executable} -m matrix.cli \"$@\"\n")
+    (tool / "torch-matrix").write_text(f"#!/bin/sh\nexec {sys.executable} -m torch_matrix.cli \"$@\"\n")
     (tool / "torch-matrix").chmod(0o755)
     env["PATH"] = f"{tool}{os.pathsep}{env['PATH']}"
     done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", plan_step],

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.report import terminal as report
-from matrix.world.results import load_results
+from torch_matrix.report import terminal as report
+from torch_matrix.world.results import load_results
 from tests.test_e2e import build_index, cell_ids, nox_env, run_nox, write_spec
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ RUN = "e2e"  # the spec's name: results/<run>/cells/*.json
 
 
 def torch_matrix(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "torch_matrix.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
 

@@ -1,4 +1,4 @@
-"""matrix.world.specfile: the TOML format, its defaults, and one-line errors for every bad input."""
+"""torch_matrix.world.specfile: the TOML format, its defaults, and one-line errors for every bad input."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.vocab.errors import UserError
-from matrix.world.specfile import DEFAULT_SPEC_PATH, load_spec, parse_spec, spec_path
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.specfile import DEFAULT_SPEC_PATH, load_spec, parse_spec, spec_path
 
 FULL = """
 name = "nightly"
@@ -207,8 +207,8 @@ def test_every_bad_input_is_one_line_naming_file_key_and_value(text: str, key: s
 def test_an_include_install_mode_must_be_resolve_or_override(tmp_path):
     import pytest
 
-    from matrix.vocab.errors import UserError
-    from matrix.world.specfile import load_spec
+    from torch_matrix.vocab.errors import UserError
+    from torch_matrix.world.specfile import load_spec
 
     spec = tmp_path / "matrix.toml"
     spec.write_text('torch = ["2.3.1"]\n[[include]]\npython = "3.11"\ntorch = "2.3.1"\ntorchvision = "0.19.1"\n'

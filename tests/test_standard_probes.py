@@ -1,6 +1,6 @@
 """The standard probes against real torch wheels (marked realwheels), plus their pure helpers.
 
-Each real-wheel venv runs the suite once through ``python -m probes`` (module-scoped fixture);
+Each real-wheel venv runs the suite once through ``python -m torch_matrix.probes`` (module-scoped fixture);
 the tests then assert the outcomes that version really has.
 """
 
@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from probes.api import Context, Fail, Skip
-from probes.standard import _util
-from probes.standard.cuda_devices import arch_supported
+from torch_matrix.probes.api import Context, Fail, Skip
+from torch_matrix.probes.standard import _util
+from torch_matrix.probes.standard.cuda_devices import arch_supported
 from tests import realwheels
 
 MY_PROBES = ["cuda_devices", "determinism", "training_step", "numpy_interop", "checkpoint_roundtrip",
@@ -133,9 +133,9 @@ def test_pypi_2_4_compile_without_setuptools_is_the_environments_fault_not_the_v
     # a uv venv on 3.11 has none. The probe reports what happened (torch.compile fails, the eager
     # backend works, so dynamo is fine), and the cause is the environment: no exclusion of torch
     # 2.4.1 or of Python 3.11 may follow from it, only the advice to add setuptools.
-    from matrix.judge.causes import Cause, EnvironmentKind, attribute
-    from matrix.vocab.records import ProbeResult
-    from matrix.judge.verdict import ENVIRONMENT, verdict_of
+    from torch_matrix.judge.causes import Cause, EnvironmentKind, attribute
+    from torch_matrix.vocab.records import ProbeResult
+    from torch_matrix.judge.verdict import ENVIRONMENT, verdict_of
     from tests.factories import make_cell, make_result
 
     result = pypi_2_4["torch_compile"]
@@ -228,7 +228,7 @@ def test_cpu_2_13_onnx_export_records_the_onnxscript_requirement(cpu_2_13_onnx):
     ((8, 6), ["sm_80", "sm_90"], "sm_80 (binary compatible)"),
     ((12, 1), ["sm_80", "sm_90", "compute_120"], "compute_120 (PTX JIT)"),
     # PTX of an older major is tried through JIT (NVIDIA: PTX is forward compatible), though PyTorch
-    # itself calls such a card not compatible (tests/test_cuda_arch.py, matrix.judge.hardware: ptx-jit).
+    # itself calls such a card not compatible (tests/test_cuda_arch.py, torch_matrix.judge.hardware: ptx-jit).
     ((12, 0), ["sm_80", "sm_90", "compute_90"], "compute_90 (PTX JIT, older generation)"),
     ((12, 0), ["sm_50", "sm_60", "sm_70", "sm_80", "sm_90"], None),  # is_available() is True, no kernels
     ((10, 0), ["sm_90", "sm_100a"], "sm_100a"),
@@ -242,7 +242,7 @@ def test_arch_supported(capability, arch_list, expected):
     "Python 3.12+ not yet supported for torch.compile",  # torch.export on torch 2.3.1 / Python 3.12
 ])
 def test_dynamo_refusing_this_python_is_unsupported_with_one_reason_for_every_probe(message):
-    from probes.api import Unsupported
+    from torch_matrix.probes.api import Unsupported
 
     reasons = set()
     for _ in ("torch_compile", "torch_export"):
@@ -308,7 +308,7 @@ def test_gloo_ranks_that_hang_when_forked_are_judged_on_spawned_ranks(monkeypatc
     import sys
     import types
 
-    from probes.standard import distributed_gloo as gloo
+    from torch_matrix.probes.standard import distributed_gloo as gloo
 
     dist = types.SimpleNamespace(is_available=lambda: True, is_gloo_available=lambda: True)
     fake_torch = types.ModuleType("torch")

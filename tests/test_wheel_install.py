@@ -29,8 +29,8 @@ pytestmark = pytest.mark.e2e
 
 
 def _shipped_files() -> list[str]:
-    """Every tracked file of the two packages: modules and package data alike."""
-    listed = subprocess.run(["git", "ls-files", "matrix", "probes"], cwd=REPO, capture_output=True,
+    """Every tracked file of the package: modules and package data alike."""
+    listed = subprocess.run(["git", "ls-files", "torch_matrix"], cwd=REPO, capture_output=True,
                             text=True, check=True).stdout.split()
     return [name for name in listed if (REPO / name).is_file()]
 
@@ -41,10 +41,13 @@ def test_built_wheel_runs_a_downstream_matrix_from_a_plain_directory(tmp_path: P
     wheel, sdist = build_distributions(tmp_path / "dist", index.url, cache)
 
     shipped = _shipped_files()
-    assert "matrix/noxfile.py" in shipped and "probes/__main__.py" in shipped
+    assert "torch_matrix/noxfile.py" in shipped and "torch_matrix/probes/__main__.py" in shipped
     assert any(name.endswith(".html.j2") for name in shipped) and any(name.endswith(".json") for name in shipped)
     in_wheel = set(zipfile.ZipFile(wheel).namelist())
     assert [name for name in shipped if name not in in_wheel] == []
+    # one import name in the user's venv: nothing top-level a project's own `probes` or `matrix` meets
+    assert {name.split("/")[0] for name in in_wheel if not name.split("/")[0].endswith(".dist-info")} \
+        == {"torch_matrix"}
     root = sdist.name.removesuffix(".tar.gz")
     with tarfile.open(sdist) as archive:
         in_sdist = {name.removeprefix(root + "/") for name in archive.getnames()}
@@ -58,7 +61,7 @@ def test_built_wheel_runs_a_downstream_matrix_from_a_plain_directory(tmp_path: P
                     ignore=shutil.ignore_patterns("results", ".nox", "__pycache__"))
     env = user_env(tmp_path, venv, index.url)
 
-    where = subprocess.run([str(python), "-c", "import matrix, probes; print(matrix.__file__); print(probes.__file__)"],
+    where = subprocess.run([str(python), "-c", "import torch_matrix, torch_matrix.probes as p; print(torch_matrix.__file__); print(p.__file__)"],
                            cwd=project, env=env, capture_output=True, text=True, check=True).stdout.split()
     assert all(Path(path).is_relative_to(venv) for path in where), where
 
@@ -104,7 +107,7 @@ def test_the_documented_install_lines_work(tmp_path: Path) -> None:
             venv = tmp_path / f"venv{installs}"
             fresh_venv(venv, cache)
             installs += 1
-            command += (" && python -c 'import matrix, sys; assert matrix.__file__.startswith(sys.prefix), matrix.__file__'"
+            command += (" && python -c 'import torch_matrix, sys; assert torch_matrix.__file__.startswith(sys.prefix), torch_matrix.__file__'"
                         " && torch-matrix --help >/dev/null")
             env = {**env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
         done = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML  # check-jsonschema's own YAML library: YAML 1.2, `on` stays a key
 
-from matrix.cli import parse_args
+from torch_matrix.cli import parse_args
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))

@@ -1,7 +1,7 @@
 """A downstream check: a training checkpoint written the way yolov5-style code writes it
 (numpy scalars next to the state dict) loads back with a plain ``torch.load(path)``."""
 
-from probes.api import Fail, probe
+from torch_matrix.probes.api import Fail, probe
 
 REPRO = """import io, numpy, torch
 buffer = io.BytesIO()

@@ -1,6 +1,6 @@
 """Example custom probe file: a downstream repository's own check, in the suite's protocol."""
 
-from probes.api import Fail, Unsupported, probe
+from torch_matrix.probes.api import Fail, Unsupported, probe
 
 REPRO = """import torch
 x = torch.arange(8.0)

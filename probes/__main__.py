@@ -1,5 +1,0 @@
-import sys
-
-from probes.runner import main
-
-sys.exit(main())

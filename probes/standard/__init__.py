@@ -1,5 +1,0 @@
-"""The standard probes: one module per probe, discovered by ``probes.discovery``.
-
-Modules whose names start with ``_`` are helpers, not probes. A probe module must
-not import torch at module level: probes import it inside their function.
-"""

@@ -1,0 +1,603 @@
+"""What ``noxfile.py`` does, kept here so the noxfile stays a thin list of sessions.
+
+Exit status of ``nox -s matrix`` (a deliberate choice):
+
+- a cell session **fails** only when the cell produced no evidence because of trouble
+  (install ``error`` after retries, a probe runner that died, a missing interpreter
+  when ``CI`` is set). These are what a nightly job must go red on;
+- an ``incompatible`` cell is a *finding*, not a failure of the run: the session
+  succeeds with a loud ``INCOMPATIBLE`` line, and the table shows it. Gate on findings
+  with the report (``torch-matrix report`` / pins), not with nox's exit code;
+- an ``unsatisfiable`` cell (no wheel, no pairing, resolver says no) succeeds with a
+  loud line too: it is a fact about the matrix, not trouble.
+
+Resume: a cell whose result file is complete for the same fingerprint (cell + index
+configuration, as ``torch-matrix plan --json`` prints it) is skipped with
+``session.skip``; ``TORCH_MATRIX_REDO=1`` or ``nox -s matrix -- --redo`` reruns it. Each
+cell's file is written the moment the cell ends, so Ctrl-C loses only the cell that
+was running.
+
+Parallel: ``nox -j N -s matrix report`` runs cells concurrently (``allow_parallel=True``;
+each cell has its own venv, uv's cache is safe to share). ``session.notify`` is not
+allowed under ``--parallel``, so there the report must be named on the command line;
+it is ``allow_parallel=False``, so nox starts it only when no cell is running, i.e. last.
+With ``TORCH_MATRIX_GPUS=0,1,...`` each running cell holds one device (a lock file per
+device under the results root) and sees only it through ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torch_matrix.edges import console
+from torch_matrix.vocab import layout
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.escaping import terminal
+from torch_matrix.vocab.layout import (
+    BACKOFF_ENV,
+    DEFAULT_RESULTS,
+    GPUS_ENV,
+    GRACE_ENV,
+    MATRIX_SESSION,
+    REDO_ENV,
+    FOLLOWUPS_SESSION,
+    REPORT_SESSION,
+    SHARD_ENV,
+    results_root,
+)
+from torch_matrix.vocab.records import Cell
+
+if TYPE_CHECKING:
+    from torch_matrix.run.cellrun import CellSettings
+    from torch_matrix.world.specfile import Spec
+
+
+@dataclass
+class MatrixPlan:
+    """The cells this nox invocation offers, and what running them needs."""
+
+    spec: Spec | None = None  # None when planning was not needed
+    cells: list[Cell] = field(default_factory=list)  # after the shard filter
+    interpreters: dict[str, str] = field(default_factory=dict)  # "3.11" -> absolute path
+    missing_pythons: list[str] = field(default_factory=list)
+    results_root: Path = Path(DEFAULT_RESULTS)
+    suite: str = ""  # probesuite.suite_digest(spec): the probes' code is part of each fingerprint
+
+    @property
+    def run_dir(self) -> Path:
+        return layout.run_dir(self.results_root, self.spec.name if self.spec is not None else None)
+
+    @property
+    def cells_dir(self) -> Path:
+        return layout.cells_dir(self.run_dir)
+
+    def fingerprint(self, cell: Cell) -> str:
+        """Same as ``torch-matrix plan --json`` prints, so CI shards and resume agree."""
+        return cell.fingerprint(self.spec.index.to_json(), self.suite)
+
+    def interpreter_for(self, cell: Cell) -> str:
+        """An absolute interpreter path; ours when the cell's Python is missing (see module doc)."""
+        return self.interpreters.get(cell.python) or sys.executable
+
+    def cell(self, cell_id: str) -> Cell:
+        for cell in self.cells:
+            if cell.id == cell_id:
+                return cell
+        raise KeyError(cell_id)
+
+    def has_interpreter(self, cell: Cell) -> bool:
+        return cell.python in self.interpreters
+
+
+def wants_matrix(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
+    """False only when the command line clearly selects sessions other than the matrix.
+
+    ``nox -s report`` (a CI merge job, say) should not need the index just to be listed.
+    Anything we cannot read for sure (``-l``, ``-k``, ``-t``, no ``-s``) plans.
+    """
+    names: list[str] = []
+    collecting = False
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg in ("-s", "-e", "--session", "--sessions"):
+            collecting = True  # nox allows ``-s a b``: every following non-option token
+        elif arg.startswith(("--session=", "--sessions=")):
+            names.append(arg.split("=", 1)[1])
+            collecting = False
+        elif arg.startswith("-"):
+            collecting = False
+        elif collecting:
+            names.append(arg)
+    if not names and environ.get("NOXSESSION"):
+        names = environ["NOXSESSION"].split(",")
+    if not names:
+        return True
+    return any(n.strip().startswith(MATRIX_SESSION) for name in names for n in name.split(","))
+
+
+LISTING_FLAGS = ("-l", "--list", "--list-sessions", "--usage", "-h", "--help", "--version")
+
+
+def lock_run(plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> None:
+    """Hold this run's results directory and nox env dir (``torch_matrix.edges.locks``); listing locks nothing."""
+    from torch_matrix.edges import locks
+
+    args = list(argv[:argv.index("--")] if "--" in argv else argv)
+    if any(arg in LISTING_FLAGS for arg in args):
+        return
+    locks.hold(plan.run_dir, "results directory", environ)
+    locks.hold(envdir_of(argv), "nox env dir (--envdir)", environ)
+
+
+def envdir_of(argv: Sequence[str]) -> Path:
+    """nox's env dir (``--envdir``, default ``.nox``), absolute."""
+    args = list(argv[:argv.index("--")] if "--" in argv else argv)
+    envdir = ".nox"
+    for i, arg in enumerate(args):
+        if arg == "--envdir" and i + 1 < len(args):
+            envdir = args[i + 1]
+        elif arg.startswith("--envdir="):
+            envdir = arg.split("=", 1)[1]
+    return Path(envdir).absolute()
+
+
+def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> MatrixPlan:
+    """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard)."""
+    from torch_matrix.world.specfile import load_spec
+
+    spec = load_spec(None, environ)
+    root = results_root(environ)
+    if not plan:
+        return MatrixPlan(spec=spec, results_root=root)
+    from torch_matrix.run.pipeline import plan_spec, shard_cells
+
+    planned = plan_spec(spec, environ)
+    if not planned.cells:
+        raise UserError("the spec plans no cells: nothing would be tested", where=spec.path,
+                        hint="its [[exclude]] rules (or version selections) remove every cell; "
+                             "loosen them, and check with `torch-matrix plan`")
+    interpreters: dict[str, str] = {}
+    missing: list[str] = []
+    for name, interpreter in planned.interpreters.items():
+        if interpreter is None:
+            missing.append(name)
+        else:
+            interpreters[interpreter.minor] = os.path.abspath(interpreter.path)
+    seconds_from_env(environ, GRACE_ENV, 60.0)  # bad values fail here, before any cell runs
+    seconds_from_env(environ, BACKOFF_ENV, 3.0)
+    cells = shard_cells(planned.cells, environ.get(SHARD_ENV, ""), SHARD_ENV)
+    from torch_matrix.world.probesuite import suite_digest
+
+    return MatrixPlan(spec=spec, cells=cells, interpreters=interpreters, missing_pythons=missing,
+                      results_root=root, suite=suite_digest(spec))
+
+
+def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> None:
+    """Say once, at load time, which Pythons are missing and what that means here."""
+    from torch_matrix.world.specfile import INTERPRETER_SEARCH
+
+    for version in plan.missing_pythons:
+        consequence = ("an error (CI is set)" if environ.get("CI")
+                       else "recorded as unsatisfiable")
+        console.warn(f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH});"
+                     f" its cells are {consequence}")
+
+
+def params(plan: MatrixPlan) -> list[tuple[str, str, list[str]]]:
+    """(interpreter, cell id, tags) for each cell, in plan order.
+
+    The session parameter is the id, not the Cell: nox serialises parameters into
+    ``--report`` files, ``nox -l --json`` and its ``--parallel`` workers, as JSON.
+    """
+    return [(plan.interpreter_for(cell), cell.id, list(cell.tags)) for cell in plan.cells]
+
+
+def report_posargs(posargs: Sequence[str]) -> list[str]:
+    """The posargs the report and pins sessions pass on: nox gives every session the same ones, and
+    ``--redo`` is the matrix cells' (``torch-matrix run -s 'matrix(ID)' -- --redo``) or the
+    follow-up session's (``-s followups -- --redo ID ...``), with its cell ids, not theirs."""
+    return _split_redo(posargs)[0]
+
+
+def redo_cells(posargs: Sequence[str]) -> list[str]:
+    """The cell ids after ``--redo`` (``-s followups -- --redo t2.0.0-py3.11-edge``): follow-up
+    cells to run again; each must be a cell id, never a path."""
+    ids = _split_redo(posargs)[1]
+    for cell_id in ids:
+        if not layout.is_cell_id(cell_id):
+            raise UserError(f"--redo {cell_id!r} is not a cell id", "posargs",
+                            hint="pass the follow-up cell's id as the report prints it "
+                                 "(`-s followups -- --redo t2.0.0-py3.11-edge`)")
+    return ids
+
+
+def _split_redo(posargs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the posargs without ``--redo`` and the words after it, those words): a word after
+    ``--redo`` that is no option belongs to it, until the next option."""
+    kept: list[str] = []
+    ids: list[str] = []
+    in_redo = False
+    for arg in posargs:
+        in_redo = arg == "--redo" or (in_redo and not arg.startswith("-"))
+        if arg == "--redo":
+            continue
+        (ids if in_redo else kept).append(arg)
+    return kept, ids
+
+
+def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(REDO_ENV, "") not in ("", "0") or "--redo" in posargs
+
+
+def is_complete(plan: MatrixPlan, cell: Cell) -> bool:
+    """Resume check: a complete result for the same fingerprint (``verdict.is_complete``)."""
+    from torch_matrix.world.results import has_complete_result
+
+    return has_complete_result(plan.cells_dir, cell, plan.fingerprint(cell))
+
+
+def refresh_targets(plan: MatrixPlan, cell: Cell) -> bool:
+    """A complete cell kept on resume is judged again for the spec's hardware targets (they change no
+    fingerprint) from its recorded build facts, and its result rewritten when that changes its verdicts."""
+    from torch_matrix.run.cellrun import rejudged
+    from torch_matrix.world.results import read_result, write_result
+
+    path = layout.cell_file(plan.cells_dir, cell.id)
+    stored = read_result(path)
+    again = rejudged(stored, tuple(plan.spec.targets)) if stored is not None and plan.spec is not None else None
+    if again is None:
+        return False
+    write_result(again, plan.cells_dir)
+    return True
+
+
+@contextlib.contextmanager
+def claim_gpu(devices: Sequence[str], lock_dir: Path, position: int = 0) -> Iterator[str | None]:
+    """Hold one of ``devices`` for the duration (an flock per device); None when none are listed."""
+    if not devices:
+        yield None
+        return
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        for device in devices:
+            handle = stack.enter_context(open(lock_dir / f"gpu-{device}.lock", "w"))
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            yield device
+            return
+        # All busy: wait for one, spreading waiters over the devices.
+        device = devices[position % len(devices)]
+        with open(lock_dir / f"gpu-{device}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield device
+
+
+def gpu_list(environ: Mapping[str, str] = os.environ) -> list[str]:
+    return [d.strip() for d in environ.get(GPUS_ENV, "").split(",") if d.strip()]
+
+
+def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
+                    environ: Mapping[str, str] = os.environ) -> None:
+    """The body of one ``matrix(<cell-id>)`` session."""
+    from torch_matrix.run.cellrun import CellSettings, run_cell
+    from torch_matrix.world.specfile import project_dir
+    from torch_matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+
+    if not getattr(session, "parallel", False):
+        with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
+            session.notify(FOLLOWUPS_SESSION)  # queued before the report, so it runs first
+            session.notify(REPORT_SESSION)
+    if not redo_requested(session.posargs, environ) and is_complete(plan, cell):
+        if refresh_targets(plan, cell):
+            session.log(f"{cell.id}: hardware targets judged again from its recorded build")
+        session.skip(f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
+                     f"({REDO_ENV}=1 or `-- --redo` reruns it)")
+    if not plan.has_interpreter(cell) and environ.get("CI"):
+        session.error(f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
+                      "install it or drop it from the spec")
+    position = plan.cells.index(cell) + 1 if cell in plan.cells else 0
+    venv = Path(session.virtualenv.location)
+    warn_if_uv_cannot_hardlink(session, venv.parent, environ)
+    settings = CellSettings(
+        cells_dir=plan.cells_dir, work_dir=venv / "torch-matrix", index_config=plan.spec.index,
+        fingerprint=plan.fingerprint(cell), probe_dirs=tuple(plan.spec.probes.dirs),
+        probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
+        probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
+        retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
+        position=position, total=len(plan.cells), project_dir=project_dir(plan.spec),
+        probe_reruns=probe_reruns(environ), rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"),
+        targets=plan.spec.targets)
+    venv_python = str(venv / "bin" / "python")
+    with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
+        if device is not None:
+            settings = _with_env(settings, {"CUDA_VISIBLE_DEVICES": device})
+            session.log(f"{cell.id}: using GPU {device}")
+        try:
+            steps = prefetch_steps(session, plan, venv.parent, environ)
+            result = run_cell(cell, venv_python, settings, steps(cell, ()))
+            run_counterfactuals(session, plan, result, venv_python, settings, environ, steps)
+        except UserError as error:
+            session.error(error.render())
+    verdict = verdict_of(result)
+    reason = terminal(verdict.reason.strip())  # nox prints it as it is: a probe's message can hold anything
+    if verdict.kind == NO_EVIDENCE:
+        session.error(f"{cell.id}: ERROR (no evidence): {reason}")
+    if verdict.kind == INCOMPATIBLE:
+        session.warn(f"{cell.id}: INCOMPATIBLE: {reason}")
+    elif verdict.kind == ENVIRONMENT:
+        session.warn(f"{cell.id}: ENVIRONMENT (advice, not a version finding): {reason}")
+    elif verdict.kind == COMPATIBLE:
+        session.log(f"{cell.id}: compatible")
+    else:
+        session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+
+
+def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A finite, non-negative number of seconds from ``name``, else ``default``."""
+    import math
+
+    text = environ.get(name, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"expected a number of seconds >= 0, got {text!r}", where=name,
+                        hint=f"unset it for the default ({default:g} s), or e.g. {name}={default:g}")
+    return value
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (``docker stop``, a cancelled CI job) unwinds like Ctrl-C, so a running cell kills
+    its probe runner and everything it started instead of leaving them to init."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+RERUNS_ENV = "TORCH_MATRIX_PROBE_RERUNS"
+DEFAULT_RERUNS = 2
+# The old rerun rule (every failing probe rerun TORCH_MATRIX_PROBE_RERUNS times, even a steady or
+# explained failure): kept only so the benchmark can measure old and new side by side.
+RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"
+
+
+def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
+    """At most how many more times a failing or crashing probe runs (``0``: never); default 2.
+    ``torch_matrix.run.cellrun.rerun_failures`` decides which failures a rerun can change."""
+    raw = environ.get(RERUNS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RERUNS
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return DEFAULT_RERUNS
+
+
+def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python: str, settings: Any,
+                        environ: Mapping[str, str] = os.environ, steps: Any = None) -> list[Any]:
+    """Run the cells that isolate the blame for ``result`` (``torch_matrix.plan.counterfactual``) in the
+    same venv, one requirement added, running only the probes its finding concerns (``probe_subset``;
+    its other probe results are ``result``'s); each writes its own result file. Bounded by the cap."""
+    import dataclasses
+
+    from torch_matrix.run.cellrun import run_cell
+    from torch_matrix.plan.counterfactual import plan_counterfactuals
+    from torch_matrix.plan.followups import FOLLOWUPS_ENV, cap_from, is_followup_id, within_cap
+    from torch_matrix.judge.verdict import verdict_of
+
+    planned = plan_counterfactuals(result)
+    if not planned:
+        return []
+    cap = cap_from(environ)
+    mine = {c.id for c in planned}
+    already = sum(1 for path in Path(plan.cells_dir).glob("*.json")
+                  if is_followup_id(path.stem) and path.stem not in mine)
+    run_now, dropped = within_cap(planned, already, cap)
+    session.log(f"{result.cell.id}: counterfactual: {len(run_now)} cell(s) to isolate the blame "
+                f"(follow-up cap {cap} per run, {already} used; {FOLLOWUPS_ENV}=0 switches them off)"
+                + (f"; {dropped} dropped by the cap" if dropped else ""))
+    results = []
+    for position, cf in enumerate(run_now):
+        cf_settings = dataclasses.replace(settings, fingerprint=plan.fingerprint(cf))
+        # While this one runs its probes, the next follow-up cells' wheels are fetched first.
+        cf_steps = steps(cf, run_now[position + 1:]) if steps is not None else None
+        cf_result = run_cell(cf, venv_python, cf_settings, cf_steps, base=result)
+        session.log(f"{cf.id}: counterfactual verdict: {verdict_of(cf_result).kind}")
+        results.append(cf_result)
+    return results
+
+
+_PREFETCHER: list[Any] = []  # one torch_matrix.run.prefetch.Prefetcher per nox process (closed at exit)
+
+
+def queued_cells(session: Any, plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> list[Cell] | None:
+    """The matrix cells nox will still run after this session, in order (those with a complete
+    result are skipped unless redone); None when nox's queue cannot be read (then nothing is fetched)."""
+    try:
+        queue = session._runner.manifest._queue  # noqa: SLF001 - nox has no public view of what is left
+        ids = [runner.func.call_spec.get("cell") for runner in queue if hasattr(runner.func, "call_spec")]
+    except AttributeError:
+        return None
+    redo = redo_requested(session.posargs, environ)
+    by_id = {cell.id: cell for cell in plan.cells}
+    wanted = [by_id[cell_id] for cell_id in ids if cell_id in by_id]
+    return [cell for cell in wanted if not cell.plan_note and plan.has_interpreter(cell)
+            and (redo or not is_complete(plan, cell))]
+
+
+def run_prefetcher(session: Any, index_config: Any, python_for: Callable[[Cell], str], venvs_dir: Path,
+                   environ: Mapping[str, str] = os.environ) -> Any:
+    """The run's one ``Prefetcher`` (closed at exit), or None when ``TORCH_MATRIX_PREFETCH=0``."""
+    import atexit
+
+    from torch_matrix.run.prefetch import Prefetcher, settings_from
+    from torch_matrix.world.environment import base_env, uv_cache_dir
+
+    settings = settings_from(environ)
+    if settings.ahead <= 0:
+        return None
+    if not _PREFETCHER:
+        prefetcher = Prefetcher(settings, cache_dir=uv_cache_dir(environ) or str(venvs_dir),
+                                scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
+                                index_config=index_config, python_for=python_for, env=base_env(), log=session.log)
+        atexit.register(prefetcher.close)
+        _PREFETCHER.append(prefetcher)
+    return _PREFETCHER[0]
+
+
+def prefetch_steps(session: Any, plan: MatrixPlan, venvs_dir: Path,
+                   environ: Mapping[str, str] = os.environ) -> Callable[[Cell, Sequence[Cell]], Any]:
+    """``steps(cell, first)``: the ``CellSteps`` for ``cell``, whose probe phase starts the prefetch of
+    what runs next: ``first`` (follow-up cells), then the next cells nox has queued. A fetch of
+    ``cell`` itself still under way is waited for (never two uv processes on the same downloads).
+    Off under ``-j`` (cells overlap there) and with ``TORCH_MATRIX_PREFETCH=0``."""
+    from torch_matrix.run.cellrun import CellSteps
+
+    if getattr(session, "parallel", False):
+        return lambda cell, first: None
+    prefetcher = run_prefetcher(session, plan.spec.index, plan.interpreter_for, venvs_dir, environ)
+    if prefetcher is None:
+        return lambda cell, first: None
+
+    def steps(cell: Cell, first: Sequence[Cell]) -> Any:
+        prefetcher.claim(cell.id)
+
+        def starting(_running: Cell) -> None:
+            upcoming = queued_cells(session, plan, environ)
+            if upcoming is not None:
+                prefetcher.ahead([*first, *upcoming])
+        return CellSteps(probes_starting=starting)
+    return steps
+
+
+def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
+                          environ: Mapping[str, str] = os.environ) -> Any:
+    """The body of ``nox -s followups`` (queued by every matrix cell, before the report): the
+    follow-up cells the run's results call for (``torch_matrix.plan.followups``), each in a venv of its
+    own under the env dir, until none is left or the cap is spent; prints what they cost."""
+    import dataclasses
+
+    from torch_matrix.judge.verdict import verdict_of
+    from torch_matrix.plan.followups import cap_from, is_followup_id
+    from torch_matrix.run.cellrun import CellSettings, CellSteps
+    from torch_matrix.run.followups import IndexView, run_followups, run_in_own_venv
+    from torch_matrix.run.pipeline import wanted_pythons
+    from torch_matrix.world.interpreters import find_interpreters
+    from torch_matrix.world.probesuite import suite_digest
+    from torch_matrix.plan.counterfactual import counterfactual_of
+    from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL
+    from torch_matrix.world.results import load_results, read_result
+    from torch_matrix.world.specfile import project_dir
+
+    try:
+        plan = load_plan(environ, plan=False)
+        spec = plan.spec
+        if not plan.cells_dir.is_dir():
+            session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
+        for cell_id in redo_cells(session.posargs):  # its result gone, the planner plans it again
+            if not is_followup_id(cell_id):  # a matrix cell: the planner would never plan it again
+                raise UserError(f"--redo {cell_id} is a matrix cell, not a follow-up cell", "posargs",
+                                hint=f"rerun it with `{layout.repro_command(cell_id)}`")
+            cell_path = layout.cell_file(plan.cells_dir, cell_id)
+            if not cell_path.is_file():
+                raise UserError(f"no result of the cell {cell_id} to redo", str(plan.cells_dir),
+                                hint="pass a follow-up cell's id as the report's rerun line prints it")
+            cell_path.unlink()
+        interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
+        suite = suite_digest(spec)
+        envdir = envdir_of(argv)
+        cap = cap_from(environ)
+        base = CellSettings(
+            cells_dir=plan.cells_dir, work_dir=envdir, index_config=spec.index,
+            probe_dirs=tuple(spec.probes.dirs), probe_commands=dict(spec.probes.commands),
+            probe_timeout_s=spec.probes.timeout, probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
+            retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0), total=cap,
+            project_dir=project_dir(spec), probe_reruns=probe_reruns(environ))
+
+        def python_for(cell: Cell) -> str:
+            interpreter = interpreters.get(cell.python)
+            return interpreter.path if interpreter else sys.executable
+
+        # While a follow-up cell runs its probes, the wheels of those planned after it are fetched.
+        prefetcher = run_prefetcher(session, spec.index, python_for, envdir, environ)
+        following: list[Cell] = []
+
+        def run(cell: Cell, position: int) -> None:
+            settings = dataclasses.replace(base, fingerprint=cell.fingerprint(spec.index.to_json(), suite),
+                                           position=position)
+            followed = None
+            if cell.origin == ORIGIN_COUNTERFACTUAL:  # run here only when the cell's session could not
+                followed = read_result(layout.cell_file(plan.cells_dir, counterfactual_of(cell.id)))
+            steps = None
+            if prefetcher is not None:
+                prefetcher.claim(cell.id)
+                after = list(following)
+                steps = CellSteps(probes_starting=lambda _running: prefetcher.ahead(after))
+            result, resumed = run_in_own_venv(cell, settings, python_for(cell), envdir / f"followup-{cell.id}",
+                                              base=followed, steps=steps)
+            session.log(f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}" + (" [resumed]" if resumed else ""))
+
+        def load() -> list[Any]:
+            # A follow-up result of older probes or another index (its fingerprint differs) is not
+            # evidence: left out, its cell is planned again and rerun, like a grid cell would be.
+            return [r for r in load_results(plan.run_dir).results if not r.cell.is_followup
+                    or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)]
+
+        def upcoming(cells: Sequence[Cell]) -> None:
+            following[:] = cells
+
+        return run_followups(load, IndexView(spec, environ), run, cap, session.log, upcoming)
+    except UserError as error:
+        session.error(error.render())
+
+
+_LINK_CHECKED: list[bool] = []
+
+
+def warn_if_uv_cannot_hardlink(session: Any, venvs_dir: Path,
+                               environ: Mapping[str, str] = os.environ) -> str | None:
+    """Once per run: a uv cache on another filesystem turns every cell into a full copy of torch."""
+    if _LINK_CHECKED:
+        return None
+    _LINK_CHECKED.append(True)
+    from torch_matrix.world.environment import link_mode_warning, uv_cache_dir
+
+    warning = link_mode_warning(uv_cache_dir(environ), venvs_dir, environ)
+    if warning:
+        session.warn(f"torch-matrix: warning: {warning}")
+    return warning
+
+
+def _with_env(settings: CellSettings, extra: Mapping[str, str]) -> CellSettings:
+    import dataclasses
+
+    return dataclasses.replace(settings, env={**settings.env, **extra})
+
+
+def fail_cleanly(error: UserError) -> None:
+    """The error line (and its hint), exit 2, no nox traceback."""
+    console.error(error)
+    raise SystemExit(2)
+
+
+def run_dir_for_session(environ: Mapping[str, str] = os.environ) -> Path:
+    """``results/<run>`` for the report and pins sessions: needs only the spec's name."""
+    try:
+        return load_plan(environ, plan=False).run_dir
+    except UserError as error:
+        fail_cleanly(error)
+        raise  # unreachable

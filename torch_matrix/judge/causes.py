@@ -1,0 +1,436 @@
+"""Why a probe failed: the versions under test, the environment the cell was built in, or
+the tool's own machinery.
+
+Pure: a function of one ``CellResult`` and one of its ``ProbeResult``s. Only a ``version``
+cause is evidence about the versions a cell tests; an ``environment`` cause (an undeclared
+runtime dependency missing from the venv, torch and a companion from different builds, a
+broken install) produces advice instead, and ``infrastructure`` (the probe or its runner
+broke) produces nothing. ``torch_matrix.judge.verdict`` applies this, so the report and the pins agree.
+
+Recognised environment causes:
+
+- ``missing-dependency``: ``No module named 'setuptools'`` raised from inside torch (the
+  inductor of torch 2.2-2.4 imports setuptools, which a uv venv does not contain and only
+  some wheels declare). The fix is a requirement line: ``setuptools``.
+- ``mismatched-build``: torch and torchvision carry different local labels (``2.13.0+cpu``
+  from a find-links directory next to PyPI's CUDA-built ``0.28.0``), and torchvision's
+  compiled ops fail to load (``operator torchvision::nms does not exist``, an undefined
+  symbol). The fix: install both from the same index and variant.
+- ``mismatched-pair``: a cell the spec deliberately installed as a mismatched pair
+  (``[[include]]`` with ``install = "override"``): pairing advice scoped to that pair.
+- ``broken-install``: a shared library of an installed package cannot be loaded.
+- ``tests-did-not-run``: a pytest command probe whose tests never ran: a collection error, a
+  usage error, an internal error or no tests collected (pytest exit 2-5, as
+  ``torch_matrix.probes.pytest_outcomes`` records it). The project's test suite has to be fixed first.
+  Except ``import-break`` (a version cause): the error names a module of an axis under test
+  (``No module named 'torch._six'``) and the suite collects in another cell of the run
+  (``in_run_context``, applied when a run's results are loaded): the release broke the project.
+
+Missing modules are mapped to the distribution that ships them (each cell records, from RECORD,
+which top-level modules its distributions provide: ``interpreter.providers``). Seen across the
+run (``in_run_context``):
+
+- ``dropped-module`` (version): the module's provider is installed in this cell at a release that
+  no longer ships it (``pkg_resources``: setuptools 80.9.0 ships it in another cell, 84.0.0 here):
+  a finding about versions, with the two answers (cap the dependency, or raise torch's floor);
+- ``refuted-advice`` (version): "add <module>" was tried by a counterfactual cell, which was
+  unsatisfiable (no such distribution on the index): the advice is withdrawn, and the failure
+  stands against the cell's versions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from torch_matrix.vocab.records import StrEnum
+from typing import Any, Mapping
+
+from torch_matrix.vocab.records import (CRASH, ERROR, FAIL, PASS, PROBE_RUNNER, SKIP, TIMEOUT, UNSUPPORTED, CellResult, ProbeResult,
+                                  local_label)
+
+
+class Cause(StrEnum):
+    VERSION = "version"
+    ENVIRONMENT = "environment"
+    INFRASTRUCTURE = "infrastructure"
+
+
+class VersionKind(StrEnum):
+    CHANGED_DEFAULT = "changed-default"  # the plain call broke; a non-default argument works
+    # the project's tests failed to import or collect, and the error names a module of an axis
+    # under test (``No module named 'torch._six'``): the release broke the project at import time
+    IMPORT_BREAK = "import-break"
+    # a module the cell misses comes from a distribution installed here at a release that no longer
+    # ships it (seen providing it in another cell): a version finding on that dependency
+    DROPPED_MODULE = "dropped-module"
+    # the environment advice ("add X") was tried and refuted: its counterfactual cell was unsatisfiable
+    REFUTED_ADVICE = "refuted-advice"
+
+
+class EnvironmentKind(StrEnum):
+    MISSING_DEPENDENCY = "missing-dependency"
+    MISMATCHED_BUILD = "mismatched-build"
+    MISMATCHED_PAIR = "mismatched-pair"  # an [[include]] with install = "override"
+    BROKEN_INSTALL = "broken-install"
+    TESTS_DID_NOT_RUN = "tests-did-not-run"
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The cause of one probe's failure, with the advice that follows from it."""
+
+    cause: Cause
+    kind: str = ""  # an EnvironmentKind for environment causes
+    advice: str = ""  # one line for the report, summary.md and pins.json
+    requirement: str = ""  # a positive requirement that fixes it (``setuptools``), or ""
+    detail: str = ""  # the module, or "torch 2.13.0+cpu / torchvision 0.28.0"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"cause": str(self.cause)}
+        for key in ("kind", "advice", "requirement", "detail"):
+            if getattr(self, key):
+                data[key] = getattr(self, key)
+        return data
+
+
+VERSION_CAUSE = Attribution(Cause.VERSION)
+_MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
+# Modules a cell's own axes provide: missing, they are a version finding (e.g. torchvision
+# without its ops), not a dependency the environment forgot.
+_UNDER_TEST = {"torch", "torchvision", "torchaudio", "numpy"}
+# Modules whose distribution has another name: the requirement that brings them. torch 2.1's
+# torch.compile imports pkg_resources (seen on real wheels, Python 3.11), which setuptools provided
+# until 82.0.0 removed it (checked: 81.0.0 has it, 82.0.0 does not).
+_DISTRIBUTION_OF = {"pkg_resources": "setuptools<82", "yaml": "pyyaml", "PIL": "pillow",
+                    "cv2": "opencv-python", "sklearn": "scikit-learn"}
+_BUILD_MISMATCH = ("does not exist", "undefined symbol", "Couldn't load custom C++ ops",
+                   "operator torchvision::", "torchvision::nms")
+_BROKEN = ("cannot open shared object file", "ELF load command", "invalid ELF header")
+_FAILING = (FAIL, ERROR, TIMEOUT, CRASH, UNSUPPORTED)
+_PYTEST_NOT_RUN = (2, 3, 4, 5)  # interrupted (collection error), internal, usage, no tests
+
+
+def _text(probe: ProbeResult) -> str:
+    return "\n".join(str(part) for part in (probe.message, probe.observed, probe.traceback,
+                                             probe.output_tail) if part)
+
+
+# The probes' own classes (``torch_matrix.probes.standard.checkpoint_roundtrip.RunConfig``) stand in for a
+# user's; results written before the probe said so name them in the allowlist it advises.
+_PROBE_CLASS = re.compile(r"(?:, )?'(?:torch_matrix\.)?probes\.[\w.]+'")
+_OWN_CLASSES = " + your own classes pickled in the checkpoint"
+
+
+def user_advice(text: str) -> str:
+    """``text`` naming only the user's types: the probes' own classes leave the allowlist, which
+    then says the user adds their own classes instead."""
+    cleaned, removed = _PROBE_CLASS.subn("", text)
+    if not removed:
+        return text
+    cleaned = cleaned.replace("([, ", "([")
+    if _OWN_CLASSES in cleaned:
+        return cleaned
+    return re.sub(r"\[([^\]]*)\]", lambda m: m.group(0) + _OWN_CLASSES, cleaned, count=1)
+
+
+# Set by ``in_run_context`` on a command probe whose tests collect in no cell of the run: its
+# import errors are the suite's to fix, whatever module they name.
+COLLECTED_NOWHERE = "collected_nowhere"
+
+
+def axis_modules(cell: Any) -> tuple[str, ...]:
+    """Top-level modules of the packages the cell varies: torch, torchvision, its extras."""
+    names = {"torch", "torchvision", "torchaudio"}
+    names |= {name.lower().replace("-", "_").replace(".", "_") for name in cell.axes
+              if name not in ("python", "variant")}
+    return tuple(sorted(names))
+
+
+def axis_module_named(cell: Any, probe: ProbeResult, frames: bool = True) -> str:
+    """The module of an axis under test that a failed import/collection names (``torch._six`` in
+    ``No module named 'torch._six'``, ``cannot import name 'x' from 'torch.optim'``, ``module
+    'torch' has no attribute 'x'``, or, with ``frames``, a frame inside the package), or ""."""
+    text = "\n".join([probe.message, *(str(e.get("message", "")) for e in
+                                        probe.evidence.get("collection_errors") or ()), probe.output_tail or ""])
+    mods = "|".join(re.escape(m) for m in axis_modules(cell))
+    quoted = re.search(r"(?:No module named|cannot import name '[\w.]+' from|module) '((?:%s)(?:\.[\w.]+)?)'"
+                       % mods, text)
+    if quoted:
+        return quoted.group(1)
+    frame = re.search(r"/site-packages/(%s)/" % mods, text) if frames else None
+    return frame.group(1) if frame else ""
+
+
+def import_broken(cell: Any, probe: ProbeResult) -> bool:
+    """The probe's tests failed to import/collect and the error names an axis module."""
+    return probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN \
+        and bool(axis_module_named(cell, probe))
+
+
+def in_run_context(results: list) -> list:
+    """The run's results, each command probe whose tests fail to import in every installed cell
+    of the run marked ``collected_nowhere``: a suite that collects nowhere is the suite's to fix
+    (``tests-did-not-run``), even when its error names torch. Pure: new records, same order."""
+    import dataclasses
+
+    collected: set[str] = set()
+    broken: set[str] = set()
+    for result in results:
+        for probe in result.probes:
+            if probe.isolation != "command" or "pytest_exit" not in probe.evidence:
+                continue
+            if probe.evidence.get("pytest_exit") in (0, 1, 5) or probe.status in (PASS, FAIL, SKIP):
+                collected.add(probe.name)
+            elif import_broken(result.cell, probe):
+                broken.add(probe.name)
+    nowhere = broken - collected
+    # Who ships which module, and which counterfactuals refuted an advice: read from the run only
+    # when a probe misses a module (most runs have none).
+    providers: dict[str, Any] | None = None
+    refutations: dict[tuple[str, str], dict[str, str]] = {}
+    out = []
+    for result in results:
+        if not nowhere and (result.install.status != "installed"
+                            or not any(p.status in _FAILING for p in result.probes)):
+            out.append(result)  # nothing below can apply (missing_module wants a failing probe)
+            continue
+        probes = []
+        for p in result.probes:
+            extra: dict[str, Any] = {}
+            if p.name in nowhere and import_broken(result.cell, p):
+                extra[COLLECTED_NOWHERE] = True
+            module = missing_module(result, p)
+            if module:
+                if providers is None:
+                    providers, refutations = _providers_in_run(results), _refuted_counterfactuals(results)
+                provider = _dropped_provider(result, module, providers)
+                if provider:
+                    extra[MODULE_PROVIDER] = provider
+                else:
+                    key = (result.cell.id, _requirement_name(_DISTRIBUTION_OF.get(module, module)))
+                    if key in refutations:
+                        extra[REFUTED_BY] = {**refutations[key], "module": module}
+            if extra:
+                message = p.message
+                if MODULE_PROVIDER in extra or REFUTED_BY in extra:
+                    note = (dropped_advice(extra[MODULE_PROVIDER]) if MODULE_PROVIDER in extra
+                            else refuted_advice(extra[REFUTED_BY]))
+                    message = f"{p.message} [{note}]" if note not in p.message else p.message
+                p = dataclasses.replace(p, message=message, evidence={**p.evidence, **extra})
+            probes.append(p)
+        changed = tuple(probes) != result.probes
+        out.append(dataclasses.replace(result, probes=tuple(probes)) if changed else result)
+    return out
+
+
+MODULE_PROVIDER = "module_provider"
+REFUTED_BY = "refuted_by"
+_COUNTERFACTUAL_OF = "counterfactual-of-"  # the tag a counterfactual cell carries (torch_matrix.plan.counterfactual)
+
+
+def missing_module(result: CellResult, probe: ProbeResult) -> str:
+    """The top-level module a failing probe missed (``No module named 'pkg_resources'``) when it is
+    no axis under test and no distribution of that name is installed: the case whose advice would
+    be "add it"; else ""."""
+    if probe.status not in _FAILING or result.install.status != "installed":
+        return ""
+    found = _MISSING_MODULE.search(_text(probe))
+    if not found:
+        return ""
+    module = found.group(1).split(".")[0]
+    if module in _UNDER_TEST or module in axis_modules(result.cell) or probe.name.startswith(module) \
+            or _satisfied(result.install.resolved, _DISTRIBUTION_OF.get(module, module)):
+        return ""
+    return module
+
+
+def _requirement_name(text: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", text, maxsplit=1)[0].strip().lower().replace("_", "-")
+
+
+def _providers_in_run(results: list) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """module -> distribution -> [(version, cell id)] where that distribution shipped the module
+    (the cells' ``interpreter.providers``, recorded by the probe runner)."""
+    found: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for result in results:
+        provides = (result.interpreter or {}).get("providers") or {}
+        if not isinstance(provides, dict):
+            continue
+        versions = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
+        for dist, modules in provides.items():
+            version = versions.get(str(dist).lower().replace("_", "-"))
+            if version is None or not isinstance(modules, list):
+                continue
+            for module in modules:
+                found.setdefault(str(module), {}).setdefault(str(dist), []).append((version, result.cell.id))
+    return found
+
+
+def _dropped_provider(result: CellResult, module: str, providers: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The distribution that shipped ``module`` in another cell and is installed here at another
+    version (which no longer ships it), as the evidence of a ``dropped-module`` finding."""
+    resolved = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
+    for dist, seen in sorted((providers.get(module) or {}).items()):
+        here = resolved.get(dist.lower().replace("_", "-"))
+        elsewhere = sorted({(v, c) for v, c in seen if v != here and c != result.cell.id})
+        if here and elsewhere:
+            return {"module": module, "distribution": dist, "installed": here,
+                    "provided_in": [{"version": v, "cell": c} for v, c in elsewhere[:5]],
+                    "torch": public_torch(result.install.resolved.get("torch", ""))}
+    return None
+
+
+def public_torch(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def _refuted_counterfactuals(results: list) -> dict[tuple[str, str], dict[str, str]]:
+    """(original cell id, module) -> the counterfactual cell that added the module as a requirement
+    and was unsatisfiable (no such distribution on the index): the "add it" advice is refuted."""
+    refuted: dict[tuple[str, str], dict[str, str]] = {}
+    for result in results:
+        if result.install.status != "unsatisfiable" or not result.cell.requirements:
+            continue
+        originals = [t[len(_COUNTERFACTUAL_OF):] for t in result.cell.tags if t.startswith(_COUNTERFACTUAL_OF)]
+        if not originals:
+            continue
+        added = result.cell.requirements[-1]
+        why = " ".join(result.install.message.split())[:200]
+        refuted[(originals[0], _requirement_name(added))] = {"requirement": added, "cell": result.cell.id, "why": why}
+    return refuted
+
+
+def dropped_advice(found: Mapping[str, Any]) -> str:
+    module, dist, here = found.get("module"), found.get("distribution"), found.get("installed")
+    seen = found.get("provided_in") or [{}]
+    newest = max((str(s.get("version", "")) for s in seen), key=_version_key)
+    torch = found.get("torch") or "this torch"
+    return (f"`{module}` comes from {dist}: {dist} {newest} ships it (cell {seen[0].get('cell', '?')}), "
+            f"{dist} {here} installed here does not. Either cap {dist}<={newest} (keeps torch {torch}), "
+            f"or raise torch's floor above {torch} (keeps {dist} {here})")
+
+
+def refuted_advice(found: Mapping[str, Any]) -> str:
+    module, requirement = found.get("module"), found.get("requirement") or found.get("module")
+    return (f"refuted: `add {requirement}` (its counterfactual cell {found.get('cell')} is unsatisfiable: "
+            f"the index has no `{requirement}`); no cell of this run shows which distribution ships `{module}`")
+
+
+def _version_key(text: str) -> tuple:
+    parts = []
+    for piece in re.split(r"[.+-]", text):
+        parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
+    return tuple(parts)
+
+
+
+def _installed(resolved: Mapping[str, str], module: str) -> bool:
+    names = {name.lower().replace("-", "_") for name in resolved}
+    return module.lower().replace("-", "_") in names
+
+
+def _satisfied(resolved: Mapping[str, str], requirement: str) -> bool:
+    """``requirement`` (a name, or ``setuptools<82``) is installed in a version it admits."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        wanted = Requirement(requirement)
+    except InvalidRequirement:
+        return _installed(resolved, requirement)
+    key = wanted.name.lower().replace("-", "_")
+    for name, version in resolved.items():
+        if name.lower().replace("-", "_") == key:
+            return not wanted.specifier or wanted.specifier.contains(version, prereleases=True)
+    return False
+
+
+def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
+    """The cause of ``probe``'s outcome in ``result`` (``version`` for a pass or skip too)."""
+    if probe.status in (PASS, SKIP):
+        return VERSION_CAUSE
+    if "changed default:" in probe.message:
+        # The release changed a default: the plain call users make fails, a workaround works. A
+        # finding about the version, whose answer is the workaround, not an exclusion.
+        advice = user_advice(str(probe.evidence.get("advice") or probe.message))
+        return Attribution(Cause.VERSION, VersionKind.CHANGED_DEFAULT, advice, detail=probe.name)
+    if probe.name == PROBE_RUNNER:
+        return Attribution(Cause.INFRASTRUCTURE, advice="the probe runner died; rerun the cell")
+    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN \
+            and not probe.evidence.get(COLLECTED_NOWHERE):
+        module = axis_module_named(result.cell, probe)
+        if module:
+            return Attribution(Cause.VERSION, VersionKind.IMPORT_BREAK, detail=module,
+                               advice=f"{probe.name}: the tests cannot be imported with this {module.split('.')[0]} "
+                                      f"({module} in the error)")
+    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
+        return Attribution(
+            Cause.ENVIRONMENT, EnvironmentKind.TESTS_DID_NOT_RUN,
+            f"{probe.name}: the tests did not run (pytest exit {probe.evidence['pytest_exit']}): "
+            f"fix the test suite; {probe.message.split(' (exit ')[0][:160]}",
+            detail=probe.message[:120])
+    text = _text(probe)
+    resolved = result.install.resolved
+    dropped = probe.evidence.get(MODULE_PROVIDER)
+    if isinstance(dropped, dict):
+        return Attribution(Cause.VERSION, VersionKind.DROPPED_MODULE, dropped_advice(dropped),
+                           detail=str(dropped.get("module", "")))
+    refuted = probe.evidence.get(REFUTED_BY)
+    if isinstance(refuted, dict):
+        return Attribution(Cause.VERSION, VersionKind.REFUTED_ADVICE, refuted_advice(refuted),
+                           detail=str(refuted.get("module", "")))
+    missing = _MISSING_MODULE.search(text)
+    if missing:
+        module = missing.group(1).split(".")[0]
+        distribution = _DISTRIBUTION_OF.get(module, module)
+        if module not in _UNDER_TEST and not _satisfied(resolved, distribution) \
+                and not probe.name.startswith(module):
+            needs = f"`{module}`" + (f" (from {distribution})" if distribution != module else "")
+            return Attribution(
+                Cause.ENVIRONMENT, EnvironmentKind.MISSING_DEPENDENCY,
+                f"{probe.name} needs {needs} in the environment, which these wheels do not "
+                f"declare (uv venvs contain no {module}): add `{distribution}` to your requirements",
+                requirement=distribution, detail=module)
+    torch = resolved.get("torch", "")
+    vision = resolved.get("torchvision", "")
+    if "install-override" in result.cell.tags and vision:
+        # The spec asked for this pair against torchvision's own torch requirement: the advice is
+        # about the pair (keep them paired), never a bound on either release.
+        return Attribution(
+            Cause.ENVIRONMENT, EnvironmentKind.MISMATCHED_PAIR,
+            f"torchvision {vision} installed with torch {torch} over its own torch requirement "
+            f"(--no-deps / override): install torchvision {vision} only with the torch it requires; "
+            f"no bound on either release follows from this pair",
+            detail=f"torch {torch} / torchvision {vision}")
+    if torch and vision and local_label(torch) != local_label(vision) \
+            and any(marker in text for marker in _BUILD_MISMATCH):
+        return Attribution(
+            Cause.ENVIRONMENT, EnvironmentKind.MISMATCHED_BUILD,
+            f"torch {torch} and torchvision {vision} are different builds: install torch and "
+            f"torchvision from the same index/variant",
+            detail=f"torch {torch} / torchvision {vision}")
+    if any(marker in text for marker in _BROKEN):
+        return Attribution(Cause.ENVIRONMENT, EnvironmentKind.BROKEN_INSTALL,
+                           "a shared library of an installed package cannot be loaded: reinstall "
+                           "the environment", detail=probe.message[:120])
+    return VERSION_CAUSE
+
+
+def environment_failures(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:
+    """The probes among ``names`` whose failure the environment explains."""
+    return _failures_where(result, names, lambda a: a.cause == Cause.ENVIRONMENT)
+
+
+def changed_defaults(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:
+    """The probes among ``names`` that failed only because the release changed a default."""
+    return _failures_where(result, names, lambda a: a.kind == VersionKind.CHANGED_DEFAULT)
+
+
+def _failures_where(result: CellResult, names: tuple[str, ...], wanted) -> dict[str, Attribution]:
+    found = {}
+    for name in names:
+        probe = result.probe(name)
+        if probe is not None and probe.status in _FAILING:
+            attribution = attribute(result, probe)
+            if wanted(attribution):
+                found[name] = attribution
+    return found

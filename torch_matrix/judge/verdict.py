@@ -1,0 +1,177 @@
+"""A cell's verdict, derived from its result and the cell's own probe policy; and the resume rule.
+
+Shared by the report, the pins and the noxfile, so all agree on what "good" means and
+on which stored results a rerun may keep. Pure: functions of records.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from torch_matrix.judge.causes import Attribution, EnvironmentKind, changed_defaults, environment_failures
+
+from torch_matrix.vocab.records import (
+    CRASH,
+    DEFAULT_POLICY,
+    ERROR,
+    FAIL,
+    INSTALL_ERROR,
+    INSTALLED,
+    PASS,
+    PROBE_RUNNER,
+    SKIP,
+    TIMEOUT,
+    UNSATISFIABLE,
+    UNSUPPORTED,
+    Cell,
+    CellResult,
+    ProbeResult,
+    StrEnum,
+)
+
+
+class VerdictKind(StrEnum):
+    """What a cell says about compatibility. The value ``error`` is the verdict's word for
+    "no evidence" (install or probe-runner trouble); it is neither ``InstallStatus.ERROR``
+    nor ``ProbeStatus.ERROR``, though it is written the same in tables and JSON."""
+
+    COMPATIBLE = "compatible"
+    INCOMPATIBLE = "incompatible"
+    NOT_INSTALLABLE = "unsatisfiable"  # no evidence: never an incompatibility finding
+    NO_EVIDENCE = "error"  # install or probe-runner trouble: no evidence either way
+    # A finding about the environment, not the versions (a missing undeclared dependency, torch
+    # and its companions from different builds, a pair installed over its own requirement): the
+    # cell carries advice, is no evidence for the pins, and does not fail the run.
+    ENVIRONMENT = "environment"
+
+
+COMPATIBLE = VerdictKind.COMPATIBLE
+INCOMPATIBLE = VerdictKind.INCOMPATIBLE
+NOT_INSTALLABLE = VerdictKind.NOT_INSTALLABLE
+NO_EVIDENCE = VerdictKind.NO_EVIDENCE
+ENVIRONMENT = VerdictKind.ENVIRONMENT
+VERDICTS = tuple(VerdictKind)
+
+_BAD_PROBE_STATUSES = (FAIL, ERROR, TIMEOUT, CRASH)
+_NO_EVIDENCE_KINDS = (EnvironmentKind.BROKEN_INSTALL, EnvironmentKind.TESTS_DID_NOT_RUN)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: VerdictKind
+    failing: tuple[str, ...] = ()  # required probes that made the cell incompatible
+    missing: tuple[str, ...] = ()  # required probes with no result at all
+    reason: str = ""
+    # Required probes whose failure the environment explains (torch_matrix.judge.causes): never evidence
+    # about the versions; the cell carries their advice instead.
+    environment: Mapping[str, Attribution] = field(default_factory=dict)
+    # Required probes that failed because the release changed a default (the plain call breaks,
+    # a non-default argument works): reported with their workaround, not an incompatibility.
+    advice: Mapping[str, Attribution] = field(default_factory=dict)
+    # Required command probes in which no test ran (every selected test skipped, or none was
+    # collected): "0 passed, 4 skipped: no evidence". Never a pass, never a failure.
+    idle: tuple[str, ...] = ()
+
+    @property
+    def is_evidence(self) -> bool:
+        """True when the cell says something about compatibility (good or bad)."""
+        return self.kind in (COMPATIBLE, INCOMPATIBLE)
+
+
+def probe_counts_as_failure(status: str, policy: Mapping[str, str] | None = None) -> bool:
+    """Whether a required probe's status fails the cell under ``policy`` (``DEFAULT_POLICY`` fills gaps)."""
+    policy = policy or {}
+    if status in _BAD_PROBE_STATUSES:
+        return True
+    if status == UNSUPPORTED:
+        return policy.get("unsupported", DEFAULT_POLICY["unsupported"]) == "fail"
+    if status == SKIP:
+        return policy.get("skip", DEFAULT_POLICY["skip"]) == "fail"
+    return False
+
+
+def ran_no_test(probe: ProbeResult) -> bool:
+    """A command probe in which no test ran (``torch_matrix.probes.pytest_outcomes``: all skipped, none collected)."""
+    return probe.status == SKIP and bool(probe.evidence.get("no_evidence"))
+
+
+# result's id -> (a weak reference to it, its verdict). A verdict is a function of a frozen record,
+# asked for by the report, the pins (three times per cell) and the HTML: judged once per record.
+# Weak, so a record that goes away takes its entry with it; the identity check guards a reused id.
+_JUDGED: dict[int, tuple[weakref.ref, Verdict]] = {}
+
+
+def verdict_of(result: CellResult) -> Verdict:
+    """The cell's verdict (computed once per record: ``_JUDGED``)."""
+    known = _JUDGED.get(id(result))
+    if known is not None and known[0]() is result:
+        return known[1]
+    verdict = _verdict_of(result)
+    key = id(result)
+    _JUDGED[key] = (weakref.ref(result, lambda _, key=key: _JUDGED.pop(key, None)), verdict)
+    return verdict
+
+
+def _verdict_of(result: CellResult) -> Verdict:
+    if result.install.status == UNSATISFIABLE:
+        return Verdict(NOT_INSTALLABLE, reason=result.install.message)
+    if result.install.status == INSTALL_ERROR or result.install.status != INSTALLED:
+        return Verdict(NO_EVIDENCE, reason=result.install.message or "install did not finish")
+    runner = result.probe(PROBE_RUNNER)
+    if runner is not None and runner.status != PASS:
+        return Verdict(NO_EVIDENCE, reason=f"probe runner: {runner.message}")
+    required = result.cell.required_probes or tuple(p.name for p in result.probes)
+    by_name = {p.name: p for p in result.probes}
+    missing = tuple(name for name in required if name not in by_name)
+    idle = tuple(name for name in required if name in by_name and ran_no_test(by_name[name]))
+    policy = result.cell.policy
+    failing = tuple(name for name in required if name in by_name and name not in idle
+                    and probe_counts_as_failure(by_name[name].status, policy))
+    environment = environment_failures(result, failing)
+    advice = changed_defaults(result, failing)
+    failing = tuple(name for name in failing if name not in environment and name not in advice)
+    if failing:
+        first = by_name[failing[0]]
+        return Verdict(INCOMPATIBLE, failing=failing, missing=missing,
+                       reason=f"{first.name}: {first.status}: {first.message}".strip(),
+                       environment=environment, advice=advice, idle=idle)
+    if environment:
+        advice = sorted({a.advice for a in environment.values()})
+        # A broken install or tests that never ran leave nothing to judge: no evidence, and the
+        # run fails. A missing undeclared dependency or a mismatched build is a finding with advice.
+        kind = NO_EVIDENCE if any(a.kind in _NO_EVIDENCE_KINDS for a in environment.values()) else ENVIRONMENT
+        return Verdict(kind, missing=missing, environment=environment,
+                       reason="environment, not the versions: " + "; ".join(advice))
+    if missing:
+        return Verdict(NO_EVIDENCE, missing=missing, idle=idle,
+                       reason="no result for required probe(s): " + ", ".join(missing))
+    if idle:
+        # Nothing ran, so nothing was seen working: no evidence for the pins either way.
+        return Verdict(NO_EVIDENCE, idle=idle, advice=advice,
+                       reason="; ".join(f"{name}: {by_name[name].message}" for name in idle))
+    if advice:
+        return Verdict(COMPATIBLE, advice=advice,
+                       reason="works with a changed default: " + "; ".join(sorted({a.advice for a in advice.values()})))
+    return Verdict(COMPATIBLE)
+
+
+def is_complete(stored: CellResult | None, cell: Cell, fingerprint: str) -> bool:
+    """True when resume may keep ``stored`` for ``cell``: same fingerprint, a final install
+    outcome, every wanted probe present.
+
+    ``error`` installs and a probe runner that died are infrastructure trouble, so they
+    are always retried (``results.has_complete_result`` reads the file and asks this).
+    """
+    if stored is None or stored.fingerprint != fingerprint or stored.cell.id != cell.id:
+        return False
+    if stored.install.status == UNSATISFIABLE:
+        return True
+    if stored.install.status != INSTALLED or stored.probe(PROBE_RUNNER) is not None:
+        return False
+    have = {probe.name for probe in stored.probes}
+    wanted = set(cell.probes) | set(cell.required_probes)
+    if not wanted:
+        return bool(have)
+    return wanted <= have

@@ -1,0 +1,105 @@
+"""The suggestion: evidence, ranked answers, coverage, from cell results."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+from torch_matrix.vocab.records import ORIGIN_BISECT, CellResult
+from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
+from .coverage import Coverage, coverage
+from .evidence import EnvironmentAdvice, environment_advice, PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
+from .model import Answer, Tradeoff
+from .search import find_pins
+from .specifiers import PinPolicy
+from .windows import admitted_releases, python_of
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Everything ``torch-matrix pins`` prints and writes."""
+
+    counts: Mapping[str, int]
+    evidence: Mapping[str, VersionEvidence]
+    answers: tuple[Answer, ...]  # ranked, best first
+    unsatisfiable: tuple[CellNote, ...] = ()
+    no_evidence: tuple[CellNote, ...] = ()
+    coverage: Mapping[str, Coverage] = field(default_factory=dict)
+    python_axis: bool = True
+    policy: PinPolicy = PinPolicy.PROVEN
+    environment: tuple[EnvironmentAdvice, ...] = ()  # failures the environment explains
+    not_pinned: tuple[CellNote, ...] = ()  # incompatible existing environments (evidence._observe)
+    tradeoffs: tuple[Tradeoff, ...] = ()  # per interaction of an extras axis: ranked one-pin answers
+    traded: Answer | None = None  # the safe answer plus the first trade-off of each interaction
+    pin_tradeoffs: bool = False  # `pins --tradeoffs pin-first`: the files pin ``traded``
+
+    def pinned(self, tradeoff: Tradeoff) -> bool:
+        """Whether the files pin this trade-off: only its interaction's first, and only when asked."""
+        return self.pin_tradeoffs and self.traded is not None and tradeoff.rank == 1
+
+    @property
+    def safe(self) -> Answer:
+        """The best answer that PEP 508 can write and that gives up no working cell (there always
+        is one: blame torch alone)."""
+        return next(answer for answer in self.answers if answer.expressible)
+
+    @property
+    def recommended(self) -> Answer:
+        """What the files pin: the safe answer (no pin excludes a version seen working). A trade-off
+        (an interaction of an extras axis no pin closes without giving up a working pair) is shown,
+        ranked, for the maintainer to choose; only ``pins --tradeoffs pin-first`` adds the
+        first-ranked one (its lines name what they give up)."""
+        return self.traded if self.pin_tradeoffs and self.traded is not None else self.safe
+
+    @property
+    def diagnosis(self) -> Answer | None:
+        """The best answer overall when it needs a condition no marker can express."""
+        best = self.answers[0]
+        return None if best.expressible else best
+
+
+def suggest_pins(results: Sequence[CellResult],
+                 released: Mapping[str, Sequence[str]] | None = None,
+                 policy: PinPolicy = PinPolicy.PROVEN,
+                 wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
+                 pin_tradeoffs: bool = False) -> Suggestion:
+    """Derive the suggestion from cell results; ``released`` maps package -> released versions,
+    ``wheel_pythons`` package -> release -> the Python X.Y values its wheels serve (a release with
+    no wheel for any tested Python was never a candidate: windows and coverage leave it out).
+
+    ``policy`` says whether bounds may reach untested releases (``PinPolicy``); ``pin_tradeoffs``
+    whether the files pin each interaction's first-ranked trade-off (else they are shown). Cells of
+    ``torch-matrix bisect`` (judged by one probe or test) are never evidence for the pins."""
+    results = [result for result in results if result.cell.origin != ORIGIN_BISECT]
+    packages = package_axes(results)
+    values_of = _CellValues(packages)
+    observations, unsatisfiable, no_evidence, not_pinned = _observe(results, values_of)
+    counts = Counter({COMPATIBLE: 0, INCOMPATIBLE: 0, NOT_INSTALLABLE: len(unsatisfiable),
+                      NO_EVIDENCE: len(no_evidence)})
+    counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
+    origins = {result.cell.id: str(result.cell.origin) for result in results if result.cell.is_followup}
+    answers, tradeoffs, traded = find_pins(observations, packages, _pairs(results, values_of), policy, released,
+                                           origins, wheel_pythons)
+    if released and wheel_pythons:
+        pythons = {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None}
+        released = {package: admitted_releases(versions, wheel_pythons.get(package), pythons)[0]
+                    if package in wheel_pythons else versions for package, versions in released.items()}
+    suggestion = Suggestion(
+        counts=dict(counts),
+        evidence=version_evidence(observations, list(packages) + [PYTHON]),
+        answers=tuple(answers),
+        unsatisfiable=tuple(unsatisfiable),
+        no_evidence=tuple(no_evidence),
+        policy=policy,
+        environment=tuple(environment_advice(results)),
+        not_pinned=tuple(not_pinned),
+        tradeoffs=tuple(tradeoffs),
+        traded=traded,
+        pin_tradeoffs=pin_tradeoffs,
+    )
+    # Coverage is of what the files pin: the one rule for that is ``Suggestion.recommended``.
+    return dataclasses.replace(suggestion, coverage=coverage(suggestion.recommended, observations, packages, released))
+

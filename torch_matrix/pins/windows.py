@@ -1,0 +1,307 @@
+"""Windows: each break as the run of releases [first bad, last bad], with the proof of its edges.
+
+Pure. A window is a maximal run of the index's releases that holds a tested bad release the pin
+excludes and no tested release the pin admits (a good cell inside a window splits it). Its two
+edges are *proven* when the release just outside each one was tested and passed, or when the
+window reaches an end of the index (the oldest or the newest release). A proven window becomes:
+
+- an upper bound when it reaches the newest release (``torch<2.6``);
+- a floor when it starts at the oldest *admitted* release (``torch>=2.4``);
+- ``!=`` of each release in it when closed on both sides, ``!=X.Y.*`` for a minor it covers whole.
+
+A window with an edge not found (untested releases next to it: the follow-up cap, a release that
+could not be installed) falls back to ``!=`` of its tested bad releases, and says why. The
+untested releases inside a proven window are *assumed* bad: the proof says how many.
+
+*Admitted* releases are those a tested cell could install: a release with no wheel for any of the
+tested Pythons (torch 1.13 for Python 3.11 has none before 1.13.0) is no gap in the evidence, so a
+window that starts at the oldest release with a wheel is a floor (``admitted_releases``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from packaging.version import Version
+
+from torch_matrix.plan.bisection import final_releases
+from torch_matrix.plan.counterfactual import counterfactual_of
+from torch_matrix.plan.followups import EDGE_SEPARATOR
+from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE
+from .specifiers import _prefix_bound, _text
+from .vocabulary import PYTHON, Observation, Value
+
+UPPER, FLOOR, CLOSED, FALLBACK = "upper-bound", "floor", "closed", "not-proven"
+START, END = "start", "end"
+BISECT, GRID = "bisect", "the grid"
+COMPANIONS = {"torch": {"torchvision", "torchaudio"}, "torchvision": {"torch"}, "torchaudio": {"torch"}}
+
+
+@dataclass(frozen=True)
+class EdgeProof:
+    """One edge: the bad release at the window's end and the release just outside it."""
+
+    side: str  # START | END
+    bad: str  # the first bad (START) or the last bad (END) release
+    bad_cell: str
+    good: str = ""  # the passing release just outside ("" at an end of the index)
+    good_cell: str = ""
+    found_by: str = GRID  # BISECT when a follow-up cell found either side
+    index_end: str = ""  # "oldest" / "newest" when the window reaches that end of the index
+    missing: tuple[str, ...] = ()  # releases between the window and the next passing one, untested
+    beyond: int = 0  # at an end of the index: releases past it with no wheel for the tested Pythons
+    pythons: tuple[str, ...] = ()  # the tested Pythons (the words of ``beyond``)
+
+    @property
+    def proven(self) -> bool:
+        return not self.missing and bool(self.good or self.index_end)
+
+    def sentence(self) -> str:
+        word = "first bad" if self.side == START else "last bad"
+        if self.index_end:
+            text = f"{self.index_end} {self.bad} fails [{self.bad_cell}]"
+            if self.beyond:
+                word = "older" if self.side == START else "newer"
+                text += (f" (the {self.beyond} {word} release{'s' if self.beyond != 1 else ''} have no wheel "
+                         f"for Python {', '.join(self.pythons)}: not admitted)")
+            return text
+        if not self.proven:
+            where = f"between {self.good} (passes) and {self.bad}" if self.good and self.side == START else (
+                f"between {self.bad} and {self.good} (passes)" if self.good else f"after {self.bad}")
+            return (f"{word} not found: {_few(self.missing)} {where} not tested "
+                    f"(follow-up cap reached, or no evidence: see the cells without evidence)")
+        pair = (f"{self.good} (passes) [{self.good_cell}] and {self.bad} (fails) [{self.bad_cell}]"
+                if self.side == START else
+                f"{self.bad} (fails) [{self.bad_cell}] and {self.good} (passes) [{self.good_cell}]")
+        return f"{word} {self.bad}, found by {self.found_by} between {pair}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"side": self.side, "bad": self.bad, "bad_cell": self.bad_cell, "good": self.good,
+                "good_cell": self.good_cell, "found_by": self.found_by, "index_end": self.index_end,
+                "missing": list(self.missing), "proven": self.proven,
+                **({"not_admitted_beyond": self.beyond} if self.beyond else {})}
+
+
+@dataclass(frozen=True)
+class Window:
+    """A break on one package's axis: the releases from its first to its last bad one."""
+
+    package: str
+    releases: tuple[str, ...]  # every release of the index inside the window, oldest first
+    tested: tuple[str, ...]  # the releases inside it that were tested (all bad)
+    start: EdgeProof
+    end: EdgeProof
+    kind: str  # UPPER | FLOOR | CLOSED | FALLBACK
+    specifiers: tuple[str, ...]
+
+    @property
+    def first_bad(self) -> str:
+        return self.releases[0]
+
+    @property
+    def last_bad(self) -> str:
+        return self.releases[-1]
+
+    @property
+    def proven(self) -> bool:
+        return self.kind != FALLBACK
+
+    def proof(self) -> str:
+        """``first bad 2.6.0, found by bisect between 2.5.1 (passes) and 2.6.0 (fails); newest
+        2.15.0 fails; 5 of 12 releases in the window tested``."""
+        parts = [self.start.sentence(), self.end.sentence()]
+        if self.start.index_end:
+            parts.reverse()
+        tested = f"{len(self.tested)} of {len(self.releases)} release{'s' if len(self.releases) != 1 else ''}"
+        assumed = [v for v in self.releases if v not in self.tested]
+        text = "; ".join(parts) + f"; {tested} in the window tested"
+        if assumed and self.proven:
+            text += f" (assumed bad: {_few(assumed)})"
+        if not self.proven:
+            text += f"; so only the tested ones are excluded ({', '.join('!=' + v for v in self.tested)})"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"package": self.package, "first_bad": self.first_bad, "last_bad": self.last_bad,
+                "kind": self.kind, "proven": self.proven, "specifiers": list(self.specifiers),
+                "releases": list(self.releases), "tested": list(self.tested),
+                "assumed": [v for v in self.releases if v not in self.tested],
+                "start": self.start.to_json(), "end": self.end.to_json(), "proof": self.proof()}
+
+
+def _few(items: Sequence[str], limit: int = 4) -> str:
+    items = list(items)
+    if len(items) <= limit:
+        return ", ".join(items)
+    return f"{len(items)} releases, {items[0]} to {items[-1]}"
+
+
+def python_of(value: Value) -> str:
+    """A Python axis value as X.Y (``Version("3.11")`` -> ``"3.11"``)."""
+    version = _version(str(value))
+    return f"{version.major}.{version.minor}"
+
+
+@lru_cache(maxsize=4096)  # a few dozen values, asked for once per observation of every window search
+def _version(text: str) -> Version:
+    return Version(text)
+
+
+def admitted_releases(released: Iterable[Any], wheel_pythons: Mapping[str, Any] | None,
+                      pythons: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(admitted, not admitted): the final releases with a wheel for one of ``pythons`` (X.Y), and
+    the others. ``wheel_pythons`` maps a release to the X.Y values its wheels serve; a release it
+    does not list is admitted, and so is one listed as None (no wheel: an sdist only) unless the
+    package ships wheels for those Pythons elsewhere (numpy 1.3.0's sdist does not build on 3.11;
+    a project that only ever ships sdists is installed from them)."""
+    finals = final_releases(released)
+    wanted = set(pythons)
+    if not wheel_pythons or not wanted:
+        return finals, []
+    wheels_elsewhere = any(served is not None and wanted & set(served) for served in wheel_pythons.values())
+    admitted, left = [], []
+    for version in finals:
+        served = wheel_pythons.get(version, ())
+        if served == ():  # not listed: nothing known
+            keep = True
+        elif served is None:
+            keep = not wheels_elsewhere
+        else:
+            keep = bool(wanted & set(served))
+        (admitted if keep else left).append(version)
+    return admitted, left
+
+
+def find_windows(package: str, excluded: Iterable[Value], admitted: Iterable[Value],
+                 observations: Sequence[Observation], released: Iterable[Any],
+                 origins: Mapping[str, str] | None = None,
+                 wheel_pythons: Mapping[str, Any] | None = None) -> list[Window]:
+    """The windows of ``package``: ``excluded`` are the tested values the pin excludes,
+    ``admitted`` the tested values it admits (the window never covers one), ``released`` the
+    index's releases of the package, ``origins`` cell id -> origin (which cells were follow-ups),
+    ``wheel_pythons`` release -> the Pythons its wheels serve (``admitted_releases``: only the
+    releases the observations' Pythons could install count)."""
+    excluded = {Version(str(v)) for v in excluded}
+    admitted = {Version(str(v)) for v in admitted} - excluded
+    pythons = sorted({python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None},
+                     key=Version)
+    installable, left_out = admitted_releases(released, wheel_pythons, pythons)
+    releases = sorted({Version(v) for v in installable} | excluded | admitted)
+    if not excluded or not releases:
+        return []
+    origins = origins or {}
+    cells = _cells_by_value(package, observations)
+    runs: list[list[Version]] = []
+    current: list[Version] = []
+    for version in releases:
+        if version in admitted:
+            if any(v in excluded for v in current):
+                runs.append(current)
+            current = []
+        else:
+            current.append(version)
+    if any(v in excluded for v in current):
+        runs.append(current)
+    windows = []
+    for run in runs:
+        bad = [v for v in run if v in excluded]
+        first_index, last_index = releases.index(bad[0]), releases.index(bad[-1])
+        start = _edge(START, package, releases, first_index, -1, admitted, cells, origins)
+        end = _edge(END, package, releases, last_index, +1, admitted, cells, origins)
+        if start.index_end or end.index_end:
+            outside = [Version(v) for v in left_out]
+            start = _beyond(start, sum(1 for v in outside if v < releases[0]), pythons)
+            end = _beyond(end, sum(1 for v in outside if v > releases[-1]), pythons)
+        inside = releases[first_index:last_index + 1]
+        windows.append(_window(package, inside, bad, start, end, releases))
+    return windows
+
+
+def _beyond(edge: EdgeProof, count: int, pythons: Sequence[str]) -> EdgeProof:
+    if not edge.index_end or not count:
+        return edge
+    return replace(edge, beyond=count, pythons=tuple(pythons))
+
+
+def _cells_by_value(package: str, observations: Sequence[Observation]) -> dict[Version, list[Observation]]:
+    found: dict[Version, list[Observation]] = {}
+    for observation in observations:
+        value = observation.value(package)
+        if value is not None:
+            found.setdefault(_version(str(value)), []).append(observation)
+    return found
+
+
+def _held(observation: Observation, package: str) -> tuple:
+    free = {package} | COMPANIONS.get(package, set())
+    return tuple(sorted((axis, str(value)) for axis, value in observation.values.items() if axis not in free))
+
+
+def _edge(side: str, package: str, releases: Sequence[Version], index: int, step: int,
+          admitted: set[Version], cells: Mapping[Version, list[Observation]],
+          origins: Mapping[str, str]) -> EdgeProof:
+    bad = releases[index]
+    bad_cells = sorted((o for o in cells.get(bad, ()) if not o.good), key=lambda o: o.cell_id)
+    bad_cell = bad_cells[0] if bad_cells else None
+    missing: list[str] = []
+    position = index + step
+    while 0 <= position < len(releases) and releases[position] not in admitted:
+        missing.append(str(releases[position]))
+        position += step
+    if not 0 <= position < len(releases):
+        if missing:
+            return EdgeProof(side, str(bad), bad_cell.cell_id if bad_cell else "", missing=tuple(missing))
+        return EdgeProof(side, str(bad), bad_cell.cell_id if bad_cell else "",
+                         index_end="oldest" if side == START else "newest")
+    good = releases[position]
+    good_cells = sorted((o for o in cells.get(good, ()) if o.good), key=lambda o: o.cell_id)
+    held = [(o, _held(o, package)) for o in good_cells]  # each cell's other axes, computed once
+    for candidate in bad_cells:  # the first bad cell with a passing cell equal to it on every other axis
+        key = _held(candidate, package)
+        equal = [o for o, other in held if other == key]
+        if equal:
+            bad_cell, good_cells = candidate, equal
+            break
+    good_cell = good_cells[0] if good_cells else None
+    if good_cell is None:  # admitted by this pin but never seen passing: no proof
+        missing.append(str(good))
+    found_by = BISECT if any(_by_edge(o.cell_id, origins) for o in (bad_cell, good_cell) if o) else GRID
+    if side == END:
+        missing.reverse()
+    return EdgeProof(side, str(bad), bad_cell.cell_id if bad_cell else "", str(good),
+                     good_cell.cell_id if good_cell else "", found_by, missing=tuple(missing))
+
+
+def _by_edge(cell_id: str, origins: Mapping[str, str]) -> bool:
+    """An edge cell, or the counterfactual of one (the edge release with its environment fixed)."""
+    origin = origins.get(cell_id)
+    return origin == ORIGIN_EDGE or (origin == ORIGIN_COUNTERFACTUAL and counterfactual_of(cell_id).endswith(EDGE_SEPARATOR))
+
+
+def _window(package: str, inside: Sequence[Version], bad: Sequence[Version], start: EdgeProof, end: EdgeProof,
+            releases: Sequence[Version]) -> Window:
+    names = tuple(str(v) for v in inside)
+    tested = tuple(str(v) for v in bad)
+    fallback = tuple(f"!={v}" for v in tested)
+    if not (start.proven and end.proven) or (start.index_end and end.index_end):
+        return Window(package, names, tested, start, end, FALLBACK, fallback)
+    if end.index_end:
+        bound = _prefix_bound(Version(start.good), inside[0], strict_low=True)
+        return Window(package, names, tested, start, end, UPPER, ("<" + _text(bound, False),))
+    if start.index_end:
+        bound = _prefix_bound(inside[-1], Version(end.good), strict_low=True)
+        return Window(package, names, tested, start, end, FLOOR, (">=" + _text(bound, False),))
+    specifiers = []
+    minors: dict[tuple[int, ...], list[Version]] = {}
+    for version in inside:
+        minors.setdefault(version.release[:2], []).append(version)
+    for minor, members in minors.items():
+        everyone = [v for v in releases if v.release[:2] == minor]
+        if len(members) >= 2 and members == everyone:
+            specifiers.append("!=" + ".".join(map(str, minor)) + ".*")
+        else:
+            specifiers.extend(f"!={v}" for v in members)
+    return Window(package, names, tested, start, end, CLOSED, tuple(specifiers))

@@ -1,0 +1,96 @@
+"""Counterfactual cells: before a failure is blamed, run the cell that isolates the blame.
+
+Pure planning: a function of one finished ``CellResult`` and its verdict. The cells it returns
+are ordinary ``Cell``s (same axes, same probes, one requirement more), run by the ordinary
+cell machinery right after the cell they test (``torch_matrix.cli.nox_support``), with their own result
+files. Their results are evidence like any other cell's:
+
+- an environment failure ``No module named 'setuptools'`` (``torch_matrix.judge.causes``) plans the same
+  cell with ``setuptools`` added. If it passes, the versions work once the environment is
+  fixed, and the advice is confirmed (the pins report names the passing cell);
+- torch and torchvision from different builds (``mismatched-build``: e.g. a ``+cpu`` torch from a
+  find-links directory next to PyPI's torchvision) plans the same cell with that build excluded
+  (``torch!=2.13.0+cpu``), so the resolver takes the build the companion was made with. If it
+  passes, the release works and only the pairing of builds was wrong;
+- a version exclusion is confirmed from the grid itself: the pins name a passing cell that
+  differs only on the blamed axis (``torch_matrix.pins.search``), or mark the exclusion unconfirmed.
+
+Bounded: counterfactual cells are follow-up cells (``plan.followups``): they share its cap per
+run (``TORCH_MATRIX_FOLLOWUPS``; ``0`` switches them off), printed when a run plans one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from torch_matrix.judge.causes import EnvironmentKind
+from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL, Cell, CellResult, local_label
+from torch_matrix.judge.verdict import verdict_of
+
+TAG = "counterfactual"
+NEEDED = "install_sanity"  # every probe's premise: the pinned versions import and are what was asked
+_SEPARATOR = "-cf-"
+
+
+def is_counterfactual(cell_id: str) -> bool:
+    return _SEPARATOR in cell_id
+
+
+def counterfactual_of(cell_id: str) -> str:
+    """The id of the cell a counterfactual tests (the id itself for an ordinary cell)."""
+    return cell_id.split(_SEPARATOR, 1)[0]
+
+
+def _token(requirement: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._]+", "_", requirement).strip("_")
+
+
+def plan_counterfactuals(result: CellResult) -> list[Cell]:
+    """The cells that would isolate the blame for ``result``'s failure (none when it passed,
+    or when the cell is itself a counterfactual)."""
+    cell = result.cell
+    if is_counterfactual(cell.id):
+        return []
+    verdict = verdict_of(result)
+    added: dict[tuple[str, str], list[str]] = {}  # (id suffix, requirement) -> the probes it concerns
+    for name, attribution in verdict.environment.items():
+        if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:
+            step = (f"with-{_token(attribution.requirement)}", attribution.requirement)
+        elif attribution.kind == EnvironmentKind.MISMATCHED_BUILD:
+            step = _matched_build(result.install.resolved)
+        else:
+            continue
+        if step is not None:
+            added.setdefault(step, []).append(name)
+    cells = []
+    for (suffix, requirement), concerned in added.items():
+        cells.append(Cell(
+            id=f"{cell.id}{_SEPARATOR}{suffix}",
+            axes=dict(cell.axes),
+            requirements=(*cell.requirements, requirement),
+            probes=cell.probes, required_probes=cell.required_probes,
+            tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
+            policy=dict(cell.policy), install=cell.install, install_digest=cell.install_digest,
+            probe_subset=probe_subset(cell, concerned),
+            origin=ORIGIN_COUNTERFACTUAL, reason=f"{cell.id} with {requirement}"))
+    return cells
+
+
+def probe_subset(cell: Cell, concerned: Sequence[str]) -> tuple[str, ...]:
+    """What a counterfactual runs: the probes its finding concerns, and what they need (the
+    install check, ``install_sanity``, when the cell's suite has it); the rest is the original's."""
+    needed = [NEEDED] if NEEDED not in concerned and (not cell.probes or NEEDED in cell.probes) else []
+    return tuple(dict.fromkeys([*needed, *concerned]))
+
+
+def _matched_build(resolved: Mapping[str, str]) -> tuple[str, str] | None:
+    """The requirement that keeps the odd build out: the package whose local label
+    (``+cpu``, ``+cu121``) its companion lacks or does not share, excluded exactly."""
+    torch, vision = resolved.get("torch", ""), resolved.get("torchvision", "")
+    torch_label, vision_label = local_label(torch), local_label(vision)
+    if torch_label == vision_label:
+        return None
+    name, version = ("torch", torch) if torch_label else ("torchvision", vision)
+    return "matched-build", f"{name}!={version}"
+

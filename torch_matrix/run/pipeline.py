@@ -1,0 +1,99 @@
+"""Spec -> cells, with the edges wired in: read the indexes, find the interpreters, plan.
+
+The one place that composes the I/O modules (``index``, ``interpreters``) with the
+pure planner (``plan``). ``torch-matrix plan``, ``torch-matrix report --spec`` and the
+noxfile (``nox_support``) all plan through here, so they always agree on the cells.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from torch_matrix.world import probesuite
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.index import open_index, open_variant_index
+from torch_matrix.world.interpreters import Interpreter, find_interpreters, installed_pythons
+from torch_matrix.plan.grid import gather_facts, plan_cells
+from torch_matrix.plan.shards import parse_shard, select_shard
+from torch_matrix.vocab.records import Cell
+from torch_matrix.world.specfile import DEFAULT_VARIANT, INTERPRETER_SEARCH, Spec
+
+
+@dataclass(frozen=True)
+class Planned:
+    cells: list[Cell]
+    interpreters: Mapping[str, Interpreter | None]  # requested ("3.11", "current") -> found or None
+
+
+def wanted_pythons(spec: Spec) -> list[str]:
+    """Every Python the spec names (axis values, then include rules), in order, once."""
+    return list(dict.fromkeys(list(spec.python) + [r.values["python"][0] for r in spec.include]))
+
+
+def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
+    """Check the probe suite, read the indexes and find the interpreters (the edge), then plan (pure).
+
+    Everything a cell would otherwise discover only after installing (an unknown probe name,
+    a missing probe directory, an unreachable PyTorch variant index, a wrong configured
+    interpreter) is a ``UserError`` here, naming the spec file, with a hint.
+    """
+    probesuite.check(spec)
+    index = open_index(spec.index, environ=environ)
+    variant_indexes = {variant: open_variant_index(spec.index, variant, environ=environ, optional=False)
+                       for variant in spec.variants if variant != DEFAULT_VARIANT}
+    for variant, variant_index in variant_indexes.items():
+        # Every cell of the variant installs from this index: unreachable now means each cell
+        # would retry and end as an error. Say so once, before anything is installed.
+        try:
+            variant_index.versions("torch")
+        except UserError as error:
+            raise UserError(f"the PyTorch index for variant {variant!r} cannot be read: {error.message}",
+                            where=f"{spec.path}: index.pytorch",
+                            hint=f'set `[index] pytorch = "<mirror>"` to a reachable mirror of '
+                                 f'{spec.index.pytorch}, or test without it: `variant = "default"`') from None
+    facts = gather_facts(spec, index, variant_indexes=variant_indexes)
+    try:
+        interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
+    except UserError as error:
+        raise UserError(error.message, where=f"{spec.path}: {error.where}",
+                        hint=error.hint or "point it at an interpreter of that Python version, or remove "
+                                           "the entry to search PATH, pyenv and uv's Pythons") from None
+    if not spec.allow_missing_interpreters:
+        check_interpreters(spec, interpreters, environ)
+    return Planned(plan_cells(spec, facts, interpreters), interpreters)
+
+
+def check_interpreters(spec: Spec, interpreters: Mapping[str, Interpreter | None],
+                       environ: Mapping[str, str]) -> None:
+    """A Python the spec names that no interpreter here provides is a ``UserError`` (a typo such as
+    "3.21" must not become unsatisfiable cells and a green run), naming what this machine has."""
+    missing = [version for version in wanted_pythons(spec) if interpreters.get(version) is None]
+    if not missing:
+        return
+    version = missing[0]
+    if version in spec.python:
+        key = f"python[{spec.python.index(version)}]"
+    else:
+        key = next(f"{rule.where}.python" for rule in spec.include if rule.values["python"][0] == version)
+    found = installed_pythons(environ)
+    raise UserError(f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH})",
+                    where=f"{spec.path}: {key}",
+                    hint=f"interpreters found here: {', '.join(found) or 'none'}; add Python {version} with "
+                         f"`uv python install {version}` (or pyenv), or give its path in [interpreters] "
+                         f"\"{version}\" = \"/path/to/python{version}\"; or set allow_missing_interpreters "
+                         "= true to plan its cells as unsatisfiable")
+
+
+def plan_for_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> list[Cell]:
+    """The cells ``spec`` expands to (see ``plan_spec``)."""
+    return plan_spec(spec, environ).cells
+
+
+def shard_cells(cells: list[Cell], shard_text: str, where: str) -> list[Cell]:
+    """Only shard ``K/N`` of ``cells`` (``where`` names the option or variable for errors)."""
+    if not shard_text:
+        return cells
+    k, n = parse_shard(shard_text, where)
+    return select_shard(cells, k, n)

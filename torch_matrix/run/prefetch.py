@@ -1,0 +1,236 @@
+"""Prefetch: while a cell runs its probes, fetch the next cells' wheels into uv's cache.
+
+A cold matrix otherwise pays every download in series with the probes: a cell whose torch
+is not cached spends seconds downloading before its probes start, while the previous cell's
+probes left the network idle. Here, when a cell's probes start, the next cells' pins are
+installed by one background ``uv pip install --target <scratch>`` at a time: uv fills its
+cache (what the next cell's own install then links from); then the install check's hashing
+runs over the scratch directory (its files are the cache's inodes, which the cell's venv will
+hardlink: ``torch_matrix/probes/facts.py``'s memo then knows them), and the scratch directory is deleted.
+Bounded and never in the way:
+
+- at the lowest CPU and I/O priority (``nice``/``ionice``), in a session of its own whose
+  scheduling group has the lowest weight (``proc.background``): uv's own work uses the cores the
+  probes leave idle instead of taking one of the two from torch.compile (beside a fetch niced in
+  our own session, the probe suite took 28 s instead of 14; in a session that yields, 17.5 s);
+- at most ``ahead`` cells ahead (``TORCH_MATRIX_PREFETCH``, default 2; ``0`` switches it off),
+  only cells that will run (the caller says which), each once per run;
+- a disk budget: nothing starts, and a running fetch is stopped, while the free space on uv's
+  cache's filesystem is below ``TORCH_MATRIX_PREFETCH_FREE_GB`` (default 10 GB);
+- never two writers on one venv: a fetch writes only into its own scratch directory and uv's
+  cache (which is safe to share), never into a cell's venv;
+- Ctrl-C, the end of the run, a failed or stopped fetch: the uv process is stopped and the
+  scratch directory removed. A fetch that fails is only a miss: the cell installs as before.
+
+Only the pins are fetched (not the project's own install items), and not for a cell that
+installs a pair over its own requirement (``install = "override"``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch_matrix.edges import proc
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.records import Cell
+from torch_matrix.world import environment, probe_process
+
+PREFETCH_ENV = "TORCH_MATRIX_PREFETCH"
+BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"
+DEFAULT_AHEAD = 2
+DEFAULT_FREE_GB = 10.0
+POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class PrefetchSettings:
+    ahead: int = DEFAULT_AHEAD  # cells fetched ahead of the running one (0: off)
+    min_free_bytes: int = int(DEFAULT_FREE_GB * 1e9)  # the disk budget: free space a fetch leaves
+
+
+def settings_from(environ: Mapping[str, str] = os.environ) -> PrefetchSettings:
+    """The prefetch settings from the environment; a bad value is one error line with a hint."""
+    raw = environ.get(PREFETCH_ENV, "").strip()
+    try:
+        ahead = int(raw) if raw else DEFAULT_AHEAD
+        if ahead < 0:
+            raise ValueError
+    except ValueError:
+        raise UserError(f"expected a number of cells >= 0, got {raw!r}", where=PREFETCH_ENV,
+                        hint=f"unset it for the default ({DEFAULT_AHEAD}), or {PREFETCH_ENV}=0 to switch "
+                             f"prefetching off") from None
+    raw = environ.get(BUDGET_ENV, "").strip()
+    try:
+        free_gb = float(raw) if raw else DEFAULT_FREE_GB
+        if not math.isfinite(free_gb) or free_gb < 0:
+            raise ValueError
+    except ValueError:
+        raise UserError(f"expected a number of GB >= 0, got {raw!r}", where=BUDGET_ENV,
+                        hint=f"unset it for the default ({DEFAULT_FREE_GB:g} GB of free space kept)") from None
+    return PrefetchSettings(ahead=ahead, min_free_bytes=int(free_gb * 1e9))
+
+
+def fetch_command(cell: Cell, index_config: Any, python: str, target: Path, uv: str) -> list[str] | None:
+    """The cell's own install command, pins only, into ``target`` instead of a venv; None when the
+    cell cannot be fetched this way (an override pair)."""
+    if environment.OVERRIDE_TAG in cell.tags or cell.plan_note:
+        return None
+    command = environment.install_command(cell, index_config, python, uv=uv, with_project=False)
+    at = command.index("--python") + 2
+    return command[:at] + ["--target", str(target), "--quiet"] + command[at:]
+
+
+def free_bytes(path: str | os.PathLike[str]) -> int:
+    """Free space on the filesystem of ``path`` (or of its nearest existing parent)."""
+    where = Path(path)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return shutil.disk_usage(where).free
+
+
+class Prefetcher:
+    """One per run. ``ahead(cells)`` when a cell's probes start; ``close()`` at the end (idempotent)."""
+
+    def __init__(self, settings: PrefetchSettings, *, cache_dir: str, scratch: Path, index_config: Any,
+                 python_for: Callable[[Cell], str], env: Mapping[str, str] | None = None, uv: str | None = None,
+                 log: Callable[[str], None] = lambda line: None,
+                 free: Callable[[str], int] = free_bytes,
+                 start: Callable[..., Any] = proc.background) -> None:
+        self.settings = settings
+        self.cache_dir = cache_dir
+        self.scratch = Path(scratch)
+        self.index_config = index_config
+        self.python_for = python_for
+        self.env = dict(env) if env is not None else None
+        self.uv = uv or environment.uv_executable()
+        self.log = log
+        self.free = free
+        self.start = start
+        self.queued: list[Cell] = []
+        self.seen: set[str] = set()  # cell ids queued once this run (fetched, failed or skipped)
+        self.done: dict[str, str] = {}  # cell id -> "fetched" / why not
+        self._lock = threading.Condition()
+        self._current = ""  # the cell being fetched now
+        self._thread: threading.Thread | None = None
+        self._process: Any = None  # the running fetch (a Popen)
+        self._closed = False
+
+    def ahead(self, upcoming: Sequence[Cell]) -> list[Cell]:
+        """Queue the first ``settings.ahead`` of ``upcoming`` not queued before; returns them."""
+        if self.settings.ahead <= 0 or self._closed:
+            return []
+        with self._lock:
+            new = [cell for cell in upcoming[:self.settings.ahead] if cell.id not in self.seen]
+            self.seen.update(cell.id for cell in new)
+            self.queued.extend(new)
+            if new and (self._thread is None or not self._thread.is_alive()):
+                self._thread = threading.Thread(target=self._work, name="torch-matrix-prefetch", daemon=True)
+                self._thread.start()
+        if new:
+            self.log(f"prefetch: fetching the wheels of {', '.join(c.id for c in new)} while the probes run")
+        return new
+
+    def claim(self, cell_id: str, timeout_s: float = 3600.0) -> None:
+        """``cell_id`` is about to install: drop it from the queue, or, when it is being fetched,
+        wait for that fetch to end (it downloads what the install needs; two uv processes would
+        download it twice)."""
+        with self._lock:
+            self.queued = [cell for cell in self.queued if cell.id != cell_id]
+            self._lock.wait_for(lambda: self._current != cell_id, timeout_s)
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Until the queue is empty (tests; the run itself never waits for a fetch)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def close(self) -> None:
+        """Stop the running fetch, drop the queue, remove the scratch directory."""
+        with self._lock:
+            self._closed = True
+            self.queued.clear()
+            process = self._process
+        if process is not None:
+            proc.stop(process)
+        if self._thread is not None:
+            self._thread.join(10)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ------------------------------------------------------------------ the worker thread
+
+    def _next(self) -> Cell | None:
+        with self._lock:
+            cell = None if self._closed or not self.queued else self.queued.pop(0)
+            self._current = cell.id if cell is not None else ""
+            self._lock.notify_all()
+            return cell
+
+    def _work(self) -> None:
+        try:
+            while (cell := self._next()) is not None:
+                started = time.monotonic()
+                self.done[cell.id] = self._fetch(cell)
+                self.log(f"prefetch: {cell.id}: {self.done[cell.id]} ({time.monotonic() - started:.1f}s)")
+        finally:
+            with self._lock:
+                self._current = ""
+                self._lock.notify_all()
+
+    def _fetch(self, cell: Cell) -> str:
+        budget = self.settings.min_free_bytes
+        if self.free(self.cache_dir) < budget:
+            return f"skipped: less than {budget / 1e9:g} GB free ({BUDGET_ENV})"
+        target = self.scratch / cell.id
+        command = fetch_command(cell, self.index_config, self.python_for(cell), target, self.uv)
+        if command is None:
+            return "skipped: not fetchable"
+        try:
+            returncode, why = self._run(command, budget)
+            if why:
+                return why
+            if returncode != 0:
+                return f"failed (uv exited {returncode})"
+            # The cell's install check hashes every file of its venv against RECORD once per inode
+            # (torch_matrix/probes/facts.py's memo); the venv's files are hardlinks of the cache files that the
+            # scratch target holds now: hash them here, so that cell's check finds them hashed.
+            returncode, why = self._run(hash_command(self.python_for(cell), target), None)
+            if why:
+                return why
+            return "fetched" if returncode == 0 else f"fetched (files not hashed ahead: exited {returncode})"
+        except OSError as error:
+            return f"failed: {error}"
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
+
+    def _run(self, command: list[str], budget: int | None) -> tuple[int | None, str]:
+        """Run one background step at low priority until it ends: (its exit status, ""), or
+        (None, why it did not run or was stopped: the run ended, the disk budget)."""
+        try:
+            with self._lock:
+                if self._closed:
+                    return None, "skipped: run ended"
+                self._process = self.start(command, env=self.env, low=True)
+            process = self._process
+            while process.poll() is None:
+                if budget is not None and self.free(self.cache_dir) < budget:
+                    proc.stop(process)
+                    return None, f"stopped: less than {budget / 1e9:g} GB free ({BUDGET_ENV})"
+                time.sleep(POLL_S)
+            return process.returncode, ""
+        finally:
+            with self._lock:
+                self._process = None
+
+
+def hash_command(python: str, target: Path) -> list[str]:
+    """``torch_matrix/probes/facts.py record TARGET``: the install check over a fetched target, which fills its
+    memo of files hashed (the exit status says nothing of the files: only matches are remembered)."""
+    return [python, "-I", str(probe_process.facts_script()), "record", str(target)]

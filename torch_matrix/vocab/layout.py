@@ -1,0 +1,93 @@
+"""Where a run lives and how to name it again: the one place for paths, variables and repro text.
+
+``results/<run>/cells/<cell-id>.json``: one file per cell under the results root
+(``$TORCH_MATRIX_RESULTS``, default ``./results``); ``<run>`` is the spec's ``name``.
+The environment variables of a run and the nox session that runs a cell are named
+here too, so the report's "rerun this cell" line and the noxfile cannot drift apart.
+Pure: builds paths and strings, touches nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+RESULTS_ENV = "TORCH_MATRIX_RESULTS"
+SPEC_ENV = "TORCH_MATRIX_SPEC"
+SHARD_ENV = "TORCH_MATRIX_SHARD"
+REDO_ENV = "TORCH_MATRIX_REDO"
+GPUS_ENV = "TORCH_MATRIX_GPUS"
+GRACE_ENV = "TORCH_MATRIX_PROBE_GRACE"  # seconds the cell watchdog adds for start-up (default 60)
+BACKOFF_ENV = "TORCH_MATRIX_RETRY_BACKOFF"  # seconds before an install retry, times the attempt (3)
+LOCK_NAME = ".torch-matrix.lock"  # in the run directory and the nox env dir (torch_matrix/edges/locks.py)
+
+DEFAULT_RESULTS = "results"
+DEFAULT_RUN = "default"
+CELLS_DIR = "cells"
+MERGED_NAME = "results.json"
+SUMMARY_NAME = "summary.md"
+PINS_DIR = "pins"  # what `torch-matrix pins RESULTS_DIR` writes by default, under the run dir
+HTML_NAME = "report.html"  # nox -s report writes it; torch-matrix report --html FILE anywhere
+GPU_LOCKS_DIR = ".gpu-locks"
+
+CHECK_RUN = "check"  # torch-matrix check: results/check/ unless --results says otherwise
+
+MATRIX_SESSION = "matrix"  # noxfile.py: one ``matrix(<cell-id>)`` session per cell
+REPORT_SESSION = "report"
+FOLLOWUPS_SESSION = "followups"  # the follow-up cells planned from the run's results (plan/followups.py)
+
+
+def results_root(environ: Mapping[str, str] = os.environ) -> Path:
+    return Path(environ.get(RESULTS_ENV) or DEFAULT_RESULTS).absolute()
+
+
+def run_dir(root: str | os.PathLike[str], run_name: str | None = None) -> Path:
+    """``<root>/<run>``: everything one spec's runs write."""
+    return Path(root) / (run_name or DEFAULT_RUN)
+
+
+def cells_dir(run: str | os.PathLike[str]) -> Path:
+    """``<run>/cells``: the cell result files of a run directory."""
+    return Path(run) / CELLS_DIR
+
+
+# A cell id is a file name and a nox session argument: letters, digits, '.', '_', '-'.
+ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def is_cell_id(text: str) -> bool:
+    """Whether ``text`` can be a cell's id (never a path: no '/', not starting with '.' or '-')."""
+    return bool(text) and text[0] not in ".-" and not ID_UNSAFE.search(text)
+
+
+def cell_file(cells: str | os.PathLike[str], cell_id: str) -> Path:
+    """``<run>/cells/<cell-id>.json``, given the cells directory."""
+    return Path(cells) / f"{cell_id}.json"
+
+
+def cell_session(cell_id: str) -> str:
+    return f"{MATRIX_SESSION}({cell_id})"
+
+
+def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:
+    """The shell line that reruns one cell, already complete or not: ``torch-matrix run`` (the shipped
+    noxfile), so it works where it is printed, in a project with no noxfile of its own too."""
+    spec = f" --spec {shlex.quote(str(spec_path))}" if spec_path else ""
+    return f"torch-matrix run{spec} -s {shlex.quote(cell_session(cell_id))} -- --redo"
+
+
+def followup_repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:
+    """The shell line that reruns one follow-up cell: it has no session of its own; the follow-up
+    session drops its result (``cells/<id>.json`` of the run directory, wherever that is) and plans
+    it again. Through ``torch-matrix run`` (the shipped noxfile), like every rerun line, so it works
+    where it is printed, in a project with no noxfile of its own too."""
+    spec = f" --spec {shlex.quote(str(spec_path))}" if spec_path else ""
+    return f"torch-matrix run{spec} -s {FOLLOWUPS_SESSION} -- --redo {shlex.quote(cell_id)}"
+
+
+def check_command(python: str | os.PathLike[str]) -> str:
+    """The shell line that checks an existing environment again (on the machine that has it)."""
+    return f"torch-matrix check --python {shlex.quote(str(python))}"

@@ -1,0 +1,436 @@
+"""The history of merged runs, in one SQLite file (stdlib ``sqlite3``): the I/O edge.
+
+Every run imported keeps its date, spec name, commit and each cell's verdict plus every
+probe's status and message. A run's id is derived from its content (``torch_matrix.report.diff.run_id``),
+so importing the same results twice adds nothing. The schema is versioned with
+``PRAGMA user_version``; ``MIGRATIONS`` brings an older file up to date on open, and a file
+from a newer tool is refused with one line rather than misread.
+
+Default location: ``<results root>/history.sqlite`` (``$TORCH_MATRIX_RESULTS`` or
+``./results``); ``$TORCH_MATRIX_HISTORY`` or ``--db`` choose another file (a path on shared
+storage works for a team; see docs/nightly.md for the next step). What changed between two
+runs is pure logic in ``torch_matrix.report.diff``; this module only reads and writes rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from torch_matrix.report.diff import EVIDENCE_STATUSES, CellState, PassRate, ProbeState, RunRef, Snapshot, run_id, snapshot_of
+from torch_matrix.edges import proc
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.records import PASS, CellResult
+from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, VERDICTS
+
+HISTORY_ENV = "TORCH_MATRIX_HISTORY"
+# runs' per-verdict count columns, in table order (``environment`` came with migration 2)
+_COUNT_COLUMNS = ("compatible", "incompatible", "unsatisfiable", "error", "environment")
+RESULTS_ENV = "TORCH_MATRIX_RESULTS"
+DB_NAME = "history.sqlite"
+MESSAGE_LIMIT = 500  # characters of a probe message kept; the result files keep everything
+REPRO_LIMIT = 2000
+
+# Index i brings user_version i to i + 1. Append only: never edit a released step.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        seq INTEGER PRIMARY KEY,          -- import order; ties on date sort by it
+        id TEXT NOT NULL UNIQUE,          -- torch_matrix.report.diff.run_id: content-derived
+        date TEXT NOT NULL,               -- ISO 8601 UTC, when the run's last cell finished
+        spec TEXT NOT NULL,
+        commit_sha TEXT NOT NULL DEFAULT '',
+        source TEXT NOT NULL DEFAULT '',
+        imported_at TEXT NOT NULL,
+        cells INTEGER NOT NULL,
+        compatible INTEGER NOT NULL,
+        incompatible INTEGER NOT NULL,
+        unsatisfiable INTEGER NOT NULL,
+        error INTEGER NOT NULL
+    );
+    CREATE INDEX runs_by_spec_date ON runs (spec, date, seq);
+    CREATE TABLE cells (
+        run INTEGER NOT NULL REFERENCES runs (seq) ON DELETE CASCADE,
+        cell TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        failing TEXT NOT NULL,            -- required probes that failed, comma-separated
+        requirements TEXT NOT NULL,       -- the cell's pins, space-separated
+        python TEXT NOT NULL,
+        PRIMARY KEY (run, cell)
+    ) WITHOUT ROWID;
+    CREATE TABLE probes (
+        run INTEGER NOT NULL,
+        cell TEXT NOT NULL,
+        probe TEXT NOT NULL,
+        status TEXT NOT NULL,
+        message TEXT NOT NULL,
+        repro TEXT NOT NULL,
+        PRIMARY KEY (run, cell, probe)
+    ) WITHOUT ROWID;
+    """,
+    # 2: cells whose failures the environment explains (verdict ``environment``) get their own count.
+    "ALTER TABLE runs ADD COLUMN environment INTEGER NOT NULL DEFAULT 0;",
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_db_path(environ: Mapping[str, str] = os.environ) -> Path:
+    if environ.get(HISTORY_ENV):
+        return Path(environ[HISTORY_ENV])
+    return Path(environ.get(RESULTS_ENV) or "results") / DB_NAME
+
+
+def db_path(explicit: str | None, environ: Mapping[str, str] = os.environ) -> Path:
+    return Path(explicit) if explicit else default_db_path(environ)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run: RunRef
+    seq: int
+    cells: int
+    counts: Mapping[str, int]  # verdict -> cells
+
+
+class History:
+    """An open history database. Use ``open_history``; close with ``close()`` or ``with``."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self.db = connection
+        self.path = path
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def import_run(self, results: Sequence[CellResult], run: RunRef) -> bool:
+        """Add ``run`` with its results; False (and nothing written) when it is already there."""
+        snapshot = snapshot_of(results, run)
+        counts = {kind: 0 for kind in VERDICTS}
+        for state in snapshot.cells.values():
+            counts[state.verdict] = counts.get(state.verdict, 0) + 1
+        with self.db:
+            cursor = self.db.execute(
+                "INSERT OR IGNORE INTO runs (id, date, spec, commit_sha, source, imported_at, cells, compatible,"
+                " incompatible, unsatisfiable, error, environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run.id, run.date, run.spec, run.commit, run.source, _now(), len(snapshot.cells),
+                 counts.get("compatible", 0), counts.get("incompatible", 0), counts.get("unsatisfiable", 0),
+                 counts.get("error", 0), counts.get("environment", 0)))
+            if cursor.rowcount == 0:
+                return False
+            seq = cursor.lastrowid
+            self.db.executemany(
+                "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(seq, s.cell, s.verdict, s.reason[:MESSAGE_LIMIT], ",".join(s.failing),
+                  " ".join(s.requirements), s.python) for s in snapshot.cells.values()])
+            self.db.executemany(
+                "INSERT INTO probes VALUES (?, ?, ?, ?, ?, ?)",
+                [(seq, s.cell, name, p.status, p.message[:MESSAGE_LIMIT], p.repro[:REPRO_LIMIT])
+                 for s in snapshot.cells.values() for name, p in s.probes.items()])
+        return True
+
+    # ------------------------------------------------------------------ reading
+
+    def runs(self, spec: str | None = None, last: int | None = None) -> list[RunRow]:
+        """Runs oldest first (by date, then import order); ``last`` keeps the newest N."""
+        query = ("SELECT seq, id, date, spec, commit_sha, source, cells, compatible, incompatible,"
+                 " unsatisfiable, error, environment FROM runs")
+        params: list[object] = []
+        if spec is not None:
+            query += " WHERE spec = ?"
+            params.append(spec)
+        query += " ORDER BY date DESC, seq DESC"
+        if last:
+            query += " LIMIT ?"
+            params.append(last)
+        rows = [RunRow(run=RunRef(id=r[1], date=r[2], spec=r[3], commit=r[4], source=r[5]), seq=r[0],
+                       cells=r[6], counts=dict(zip(_COUNT_COLUMNS, r[7:12])))
+                for r in self.db.execute(query, params)]
+        return rows[::-1]
+
+    def find(self, ref: str) -> RunRow | None:
+        """A run by id or unique id prefix (4+ characters); None when there is none."""
+        matches = [row for row in self.runs() if row.run.id == ref]
+        if not matches and len(ref) >= 4:
+            matches = [row for row in self.runs() if row.run.id.startswith(ref)]
+        if len(matches) > 1:
+            raise UserError(f"run id prefix {ref!r} matches {len(matches)} runs", str(self.path),
+                            hint="give more characters of the id (`torch-matrix history` lists them)")
+        return matches[0] if matches else None
+
+    def snapshot(self, row: RunRow) -> Snapshot:
+        probes: dict[str, dict[str, ProbeState]] = {}
+        for cell, probe, status, message, repro in self.db.execute(
+                "SELECT cell, probe, status, message, repro FROM probes WHERE run = ?", (row.seq,)):
+            probes.setdefault(cell, {})[probe] = ProbeState(status, message, repro)
+        cells = {}
+        for cell, verdict, reason, failing, requirements, python in self.db.execute(
+                "SELECT cell, verdict, reason, failing, requirements, python FROM cells WHERE run = ?",
+                (row.seq,)):
+            cells[cell] = CellState(cell=cell, verdict=verdict, reason=reason,
+                                    failing=tuple(f for f in failing.split(",") if f),
+                                    requirements=tuple(requirements.split()), python=python,
+                                    probes=probes.get(cell, {}))
+        return Snapshot(run=row.run, cells=cells)
+
+    def failing_history(self, spec: str, pairs: Iterable[tuple[str, str]],
+                        until: RunRef | None = None) -> dict[tuple[str, str], list[tuple[RunRef, bool | None]]]:
+        """For each (cell, probe): oldest first, per run of ``spec`` up to ``until``, True when the
+        probe made the cell incompatible, False when the cell had evidence otherwise, None when
+        the cell was absent or had no evidence (see ``torch_matrix.report.diff.streak_start``)."""
+        wanted = set(pairs)
+        if not wanted:
+            return {}
+        runs = self.runs(spec=spec)
+        if until is not None:
+            position = next((i for i, row in enumerate(runs) if row.run.id == until.id), None)
+            if position is not None:
+                runs = runs[:position + 1]
+            else:
+                runs = [row for row in runs if row.run.date <= until.date]
+        seqs = {row.seq: i for i, row in enumerate(runs)}
+        cells_wanted = {cell for cell, _ in wanted}
+        states: dict[tuple[int, str], tuple[str, str]] = {}
+        placeholders = ",".join("?" * len(cells_wanted))
+        for seq, cell, verdict, failing in self.db.execute(
+                f"SELECT run, cell, verdict, failing FROM cells WHERE cell IN ({placeholders})",
+                sorted(cells_wanted)):
+            if seq in seqs:
+                states[(seq, cell)] = (verdict, failing)
+        out: dict[tuple[str, str], list[tuple[RunRef, bool | None]]] = {}
+        for cell, probe in wanted:
+            series: list[tuple[RunRef, bool | None]] = []
+            for row in runs:
+                state = states.get((row.seq, cell))
+                if state is None or state[0] not in (COMPATIBLE, INCOMPATIBLE):
+                    series.append((row.run, None))
+                else:
+                    series.append((row.run, probe in state[1].split(",")))
+            out[(cell, probe)] = series
+        return out
+
+    def probe_series(self, spec: str, last: int) -> tuple[list[RunRow], dict[tuple[str, str], list[str | None]]]:
+        """The newest ``last`` runs of ``spec`` and, per (cell, probe), its status in each (None: absent)."""
+        runs = self.runs(spec=spec, last=last)
+        position = {row.seq: i for i, row in enumerate(runs)}
+        series: dict[tuple[str, str], list[str | None]] = {}
+        if not runs:
+            return runs, series
+        low = min(position)
+        for seq, cell, probe, status in self.db.execute(
+                "SELECT run, cell, probe, status FROM probes WHERE run >= ?", (low,)):
+            index = position.get(seq)
+            if index is None:
+                continue
+            statuses = series.get((cell, probe))
+            if statuses is None:
+                statuses = series[(cell, probe)] = [None] * len(runs)
+            statuses[index] = status
+        return runs, series
+
+    def pass_rates(self, spec: str, last: int) -> dict[tuple[str, str], PassRate]:
+        """``torch_matrix.report.diff.pass_rate`` of every (cell, probe) over the newest ``last`` runs, counted by
+        SQLite (the same numbers as ``pass_rate`` over ``probe_series``, without moving every row)."""
+        runs = self.runs(spec=spec, last=last)
+        if not runs:
+            return {}
+        marks = ",".join("?" * len(runs))
+        evidence = ",".join("?" * len(EVIDENCE_STATUSES))
+        query = (f"SELECT cell, probe, SUM(status = ?), SUM(status IN ({evidence})) FROM probes "
+                 f"WHERE run IN ({marks}) GROUP BY cell, probe")
+        params = [str(PASS), *map(str, EVIDENCE_STATUSES), *(row.seq for row in runs)]
+        return {(cell, probe): PassRate(passed=passed, runs=counted, nights=len(runs))
+                for cell, probe, passed, counted in self.db.execute(query, params)}
+
+    def last_statuses(self, spec: str, pairs: Iterable[tuple[str, str]], last: int) -> dict[tuple[str, str], str]:
+        """The newest status of each (cell, probe) among the newest ``last`` runs of ``spec``."""
+        runs = self.runs(spec=spec, last=last)
+        order = {row.seq: i for i, row in enumerate(runs)}
+        marks = ",".join("?" * len(runs))
+        found: dict[tuple[str, str], str] = {}
+        for cell, probe in pairs:
+            best = None
+            for seq, status in self.db.execute(
+                    f"SELECT run, status FROM probes WHERE cell = ? AND probe = ? AND run IN ({marks})",
+                    [cell, probe, *order]):
+                if best is None or order[seq] > best[0]:
+                    best = (order[seq], status)
+            if best is not None:
+                found[(cell, probe)] = best[1]
+        return found
+
+    def specs(self) -> list[str]:
+        return [row[0] for row in self.db.execute("SELECT DISTINCT spec FROM runs ORDER BY spec")]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------- SQLite failures, one line each
+
+_RESTORE = (f"restore it from the history branch (`git fetch origin torch-matrix-history && git show "
+            f"FETCH_HEAD:{DB_NAME} > FILE`), or delete it and reimport the runs you have "
+            "(`torch-matrix import RESULTS_DIR`)")
+
+
+def history_failure(error: sqlite3.Error, where: Path) -> UserError:
+    """What an SQLite error means for the user, as one line naming the file, and the fix.
+
+    A failed write changes nothing: every write is one transaction (``with self.db``, each
+    migration step in BEGIN ... COMMIT) and SQLite rolls it back."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    lower = text.lower()
+    if "full" in lower:
+        return UserError(f"cannot write the history database: No space left on device ({text}); nothing was written",
+                         str(where), hint="free some space, then run the command again")
+    if "readonly" in lower or "read-only" in lower or "unable to open" in lower or "permission" in lower:
+        return UserError(f"cannot write the history database: it is read-only ({text}); nothing was written",
+                         str(where), hint="make the file and its folder writable, or give another file with "
+                                          f"--db / ${HISTORY_ENV}")
+    if "locked" in lower or "busy" in lower:
+        return UserError(f"the history database is busy ({text}); nothing was written", str(where),
+                         hint="another torch-matrix import is writing it: run the command again when it ends")
+    if "not a database" in lower or "encrypted" in lower:  # the header itself is not SQLite's
+        return UserError(f"not a torch-matrix history database ({text})", str(where),
+                         hint=f"point --db / ${HISTORY_ENV} at the history file; if this was it, {_RESTORE}")
+    if "malformed" in lower or "corrupt" in lower:
+        return UserError(f"the history database is damaged ({text})", str(where), hint=_RESTORE)
+    if "no such table" in lower or "no such column" in lower or "has no column" in lower:
+        return UserError(f"the history database does not have the tables of its version ({text})", str(where),
+                         hint=_RESTORE)
+    return UserError(f"the history database failed ({text})", str(where), hint=_RESTORE)
+
+
+def _one_line_failures(method):
+    @functools.wraps(method)
+    def wrapper(self: History, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as error:
+            raise history_failure(error, self.path) from None
+    return wrapper
+
+
+for _name, _method in list(vars(History).items()):  # every query and write of an open history
+    if callable(_method) and not _name.startswith("_") and _name != "close":
+        setattr(History, _name, _one_line_failures(_method))
+
+
+# The tables and columns this version's queries use: a file at our version without them (restored
+# from the wrong place, edited by hand) is refused at open, not mid-query.
+_TABLES = {
+    "runs": ("seq", "id", "date", "spec", "commit_sha", "source", "imported_at", "cells", *_COUNT_COLUMNS),
+    "cells": ("run", "cell", "verdict", "reason", "failing", "requirements", "python"),
+    "probes": ("run", "cell", "probe", "status", "message", "repro"),
+}
+
+
+def _check_tables(connection: sqlite3.Connection, where: Path) -> None:
+    for table, columns in _TABLES.items():
+        have = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        lacking = [column for column in columns if column not in have]
+        if lacking:
+            what = f"no table {table}" if not have else f"table {table} lacks {', '.join(lacking)}"
+            raise UserError(f"the history database does not have the tables of its version "
+                            f"{SCHEMA_VERSION} ({what})", str(where), hint=_RESTORE)
+
+
+def open_history(path: str | os.PathLike[str], *, create: bool = True) -> History:
+    """Open (and create or migrate) the database at ``path``. Bad files raise ``UserError``."""
+    target = Path(path)
+    if not create and not target.is_file():
+        raise UserError("no history database here", str(target),
+                        hint=f"run `torch-matrix import RESULTS_DIR` first, or point --db / ${HISTORY_ENV} at one")
+    if target.is_dir():
+        raise UserError("is a directory, not a history database file", str(target),
+                        hint=f"name a file, e.g. {target / DB_NAME}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(target)
+    except (OSError, sqlite3.Error) as error:
+        raise UserError(f"cannot open the history database ({error})", str(target),
+                        hint="give a writable file with --db or $TORCH_MATRIX_HISTORY") from None
+    try:
+        _migrate(connection, target)
+        _check_tables(connection, target)
+    except sqlite3.Error as error:
+        connection.close()
+        raise history_failure(error, target) from None
+    except BaseException:
+        connection.close()
+        raise
+    return History(connection, target)
+
+
+def _migrate(connection: sqlite3.Connection, where: Path) -> None:
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise UserError(f"history schema version {version} is newer than this tool understands "
+                        f"({SCHEMA_VERSION})", str(where), hint="upgrade torch-matrix to read it")
+    if version == 0:
+        tables = connection.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if tables:
+            raise UserError("not a torch-matrix history database (an SQLite file with other tables)",
+                            str(where), hint=f"point --db / ${HISTORY_ENV} at another file")
+    for step in range(version, SCHEMA_VERSION):  # each step and its version number commit together
+        connection.executescript("BEGIN;" + MIGRATIONS[step] + f"PRAGMA user_version = {step + 1};COMMIT;")
+    connection.execute("PRAGMA foreign_keys = ON")
+
+
+# ---------------------------------------------------------------------------- importing a directory
+
+def run_name_of(results_dir: Path) -> str:
+    """The spec's run name from the layout ``<root>/<name>/cells/*.json``; the folder's own name
+    when it holds cells directly; ``,``-joined names when it holds several runs."""
+    base = results_dir if results_dir.is_dir() else results_dir.parent
+    if base.name == "cells":
+        return base.parent.name
+    if (base / "cells").is_dir():
+        return base.name
+    names = sorted({path.parent.name for path in base.glob("*/cells") if path.is_dir()})
+    return ",".join(names) or base.name
+
+
+def newest_finish(results: Iterable[CellResult]) -> str:
+    """The latest ``finished_at`` as ISO 8601 UTC (seconds), or "" when none parses."""
+    best: datetime | None = None
+    for result in results:
+        try:
+            moment = datetime.fromisoformat(result.finished_at.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        best = moment if best is None or moment > best else best
+    return best.astimezone(timezone.utc).isoformat(timespec="seconds") if best else ""
+
+
+def current_commit(environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> str:
+    """``$GITHUB_SHA`` in CI, else ``git rev-parse HEAD`` of the working directory, else ""."""
+    if environ.get("GITHUB_SHA"):
+        return environ["GITHUB_SHA"]
+    code, out, _err = proc.run_text(["git", "rev-parse", "HEAD"], timeout=10, cwd=cwd)
+    return out.strip() if code == 0 else ""
+
+
+def run_ref_for(results: Sequence[CellResult], results_dir: Path, *, spec: str | None = None,
+                commit: str | None = None, date: str | None = None,
+                environ: Mapping[str, str] = os.environ) -> RunRef:
+    return RunRef(id=run_id(results), date=date or newest_finish(results) or _now(),
+                  spec=spec or run_name_of(results_dir),
+                  commit=current_commit(environ) if commit is None else commit,
+                  source=str(results_dir))

@@ -1,0 +1,577 @@
+"""Read package indexes the way a resolver sees them, with a disk cache.
+
+Sources: PEP 691 JSON / PEP 503 HTML simple indexes over http(s) and file:// (a
+directory with ``<project>/index.html``), and find-links locations (a flat directory of
+distribution files, or an HTML page of links). Several sources combine as a union.
+
+Remote listings are cached with a TTL (``TORCH_MATRIX_INDEX_TTL`` seconds, default 6 h,
+0 = always refresh); core metadata never changes once published, so it is cached forever.
+A warm run therefore makes no network call at all. Local sources are read directly:
+they are cheap and a user expects a wheel dropped into a find-links dir to show up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from torch_matrix.edges.console import warn_once
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.edges.fileio import atomic_write
+from torch_matrix.world.specfile import PYPI_SIMPLE, IndexConfig
+
+DEFAULT_TTL_S = 6 * 3600
+HTTP_TIMEOUT_S = 30.0
+MAX_WHEEL_BYTES = 64 * 1024 * 1024  # only to read METADATA when the index serves no .metadata
+ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
+          "text/html;q=0.01")
+USER_AGENT = "torch-matrix (planning; +https://github.com/)"
+SDIST_SUFFIXES = (".tar.gz", ".zip")
+
+# (url, accept) -> (content_type, body). Raises IndexUnavailable or returns None for 404.
+Fetch = Callable[[str, str], "tuple[str, bytes] | None"]
+
+
+class IndexUnavailable(Exception):
+    """A source could not be read (network, HTTP 5xx, unreadable directory)."""
+
+
+class NotCached(Exception):
+    """Metadata asked for with ``cache_only`` is not in the cache yet."""
+
+
+@dataclass(frozen=True)
+class DistFile:
+    filename: str
+    url: str  # without the #hash fragment
+    version: str  # as the filename spells it (may carry a local label)
+    requires_python: str = ""
+    tags: tuple[str, ...] = ()  # "cp311-cp311-manylinux_2_28_x86_64"; empty for sdists
+    yanked: bool = False
+    has_metadata: bool = False  # PEP 658 .metadata advertised
+
+    @property
+    def is_wheel(self) -> bool:
+        return self.filename.endswith(".whl")
+
+    @property
+    def is_local(self) -> bool:
+        return self.url.startswith("file://")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tags"] = list(self.tags)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DistFile:
+        return cls(**{**data, "tags": tuple(data.get("tags", ()))})
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def default_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    if environ.get("TORCH_MATRIX_CACHE_DIR"):
+        return Path(environ["TORCH_MATRIX_CACHE_DIR"])
+    if environ.get("XDG_CACHE_HOME"):
+        return Path(environ["XDG_CACHE_HOME"]) / "torch-matrix"
+    return Path.home() / ".cache" / "torch-matrix"
+
+
+def default_ttl(environ: Mapping[str, str] = os.environ) -> float:
+    raw = environ.get("TORCH_MATRIX_INDEX_TTL", "")
+    if not raw:
+        return DEFAULT_TTL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UserError(f"expected seconds, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL",
+                        hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)") from None
+    if value < 0:
+        raise UserError(f"expected seconds >= 0, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL",
+                        hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)")
+    return value
+
+
+def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[str, bytes] | None:
+    """GET over http(s). None for 404/410 (the project or file is not there)."""
+    import urllib.error  # imported here: a warm run never needs http, ssl or email
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": USER_AGENT})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+            if length and int(length) > MAX_WHEEL_BYTES and url.endswith(".whl"):
+                raise IndexUnavailable(f"{url}: {int(length)} bytes is too large to read metadata from")
+            return response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as error:
+        if error.code in (404, 410):
+            return None
+        raise IndexUnavailable(f"HTTP {error.code} from {url}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        raise IndexUnavailable(f"cannot reach {url}: {reason}") from None
+
+
+def _local_path(location: str) -> Path | None:
+    if location.startswith("file://"):
+        return Path(urllib.parse.unquote(urllib.parse.urlparse(location).path))
+    if "://" in location:
+        return None
+    return Path(location)
+
+
+def _strip_fragment(url: str) -> str:
+    return urllib.parse.urldefrag(url)[0]
+
+
+def dist_file(filename: str, url: str, project: str, requires_python: str = "",
+              yanked: bool = False, has_metadata: bool = False) -> DistFile | None:
+    """Describe one link, or None when it is not a distribution of ``project``."""
+    try:
+        if filename.endswith(".whl"):
+            name, version, _build, tags = parse_wheel_filename(filename)
+            tag_strings = tuple(sorted(str(tag) for tag in tags))
+        elif filename.endswith(SDIST_SUFFIXES):
+            name, version = parse_sdist_filename(filename)
+            tag_strings = ()
+        else:
+            return None
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    if name != canonicalize_name(project):
+        return None
+    return DistFile(filename=filename, url=_strip_fragment(url), version=str(version),
+                    requires_python=requires_python or "", tags=tag_strings, yanked=yanked,
+                    has_metadata=has_metadata)
+
+
+@lru_cache(maxsize=1)
+def _link_parser() -> type:
+    """The HTML listing's link collector; html.parser is imported only when a listing is HTML
+    (a warm run reads the cache and never needs it)."""
+    from html.parser import HTMLParser
+
+    class _LinkParser(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.links: list[tuple[dict[str, str | None], str]] = []
+            self._current: dict[str, str | None] | None = None
+            self._text: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                self._current = dict(attrs)
+                self._text = []
+
+        def handle_data(self, data: str) -> None:
+            if self._current is not None:
+                self._text.append(data)
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "a" and self._current is not None:
+                self.links.append((self._current, "".join(self._text).strip()))
+                self._current = None
+
+    return _LinkParser
+
+
+def parse_html_listing(text: str, base_url: str, project: str) -> list[DistFile]:
+    parser = _link_parser()()
+    parser.feed(text)
+    files = []
+    for attrs, label in parser.links:
+        href = attrs.get("href")
+        if not href:
+            continue
+        url = urllib.parse.urljoin(base_url, href)
+        filename = urllib.parse.unquote(os.path.basename(urllib.parse.urlparse(url).path)) or label
+        metadata = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
+        found = dist_file(filename, url, project, attrs.get("data-requires-python") or "",
+                          yanked="data-yanked" in attrs,
+                          has_metadata=metadata is not None and metadata.lower() != "false")
+        if found:
+            files.append(found)
+    return files
+
+
+def parse_json_listing(data: Mapping[str, Any], base_url: str, project: str) -> list[DistFile]:
+    files = []
+    for entry in data.get("files", ()):
+        metadata = entry.get("core-metadata", entry.get("data-dist-info-metadata",
+                                                        entry.get("dist-info-metadata", False)))
+        found = dist_file(entry.get("filename", ""), urllib.parse.urljoin(base_url, entry.get("url", "")),
+                          project, entry.get("requires-python") or "",
+                          yanked=bool(entry.get("yanked", False)), has_metadata=bool(metadata))
+        if found:
+            files.append(found)
+    return files
+
+
+def parse_metadata(text: str) -> tuple[list[str], str]:
+    """Requires-Dist lines and Requires-Python of a METADATA / .metadata file."""
+    import email.parser  # only cold reads parse metadata
+
+    message = email.parser.HeaderParser().parsestr(text)
+    return list(message.get_all("Requires-Dist") or []), message.get("Requires-Python", "") or ""
+
+
+# ---------------------------------------------------------------- disk cache
+
+
+class DiskCache:
+    """Listings (TTL) and metadata (forever), one small JSON file each, written atomically."""
+
+    def __init__(self, root: Path, ttl: float, clock: Callable[[], float] = time.time) -> None:
+        self.root = Path(root)
+        self.ttl = ttl
+        self.clock = clock
+
+    def _path(self, kind: str, key: str) -> Path:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        return self.root / kind / f"{digest}.json"
+
+    def read(self, kind: str, key: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._path(kind, key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("key") == key else None
+
+    def fresh(self, entry: Mapping[str, Any]) -> bool:
+        return self.ttl > 0 and self.clock() - float(entry.get("fetched_at", 0)) < self.ttl
+
+    def write(self, kind: str, key: str, payload: Mapping[str, Any]) -> None:
+        path = self._path(kind, key)
+        data = {"key": key, "fetched_at": self.clock(), **payload}
+        try:
+            atomic_write(path, json.dumps(data), durable=False)  # losing it costs a refetch
+        except OSError as error:  # a read-only cache must not stop planning
+            warn_once(f"cannot write the index cache under {self.root}: {error}")
+
+
+# ---------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class Source:
+    location: str  # URL or local directory
+    kind: str  # "simple" | "find-links"
+    optional: bool = False  # a failure degrades with a warning (PyTorch variant indexes)
+
+    @property
+    def local_dir(self) -> Path | None:
+        return _local_path(self.location)
+
+    def project_url(self, project: str) -> str:
+        return f"{self.location.rstrip('/')}/{canonicalize_name(project)}/"
+
+
+class PackageIndex:
+    """One or more sources combined as a resolver sees them (the union of their files)."""
+
+    def __init__(self, sources: Sequence[Source], cache: DiskCache, *,
+                 fetch: Fetch = http_fetch, prereleases: bool = False) -> None:
+        self.sources = tuple(sources)
+        self.cache = cache
+        self.fetch = fetch
+        self.prereleases = prereleases
+        self._listings: dict[tuple[Source, str], list[DistFile]] = {}
+        self._grouped: dict[str, dict[str, list[DistFile]]] = {}
+        self._lock = threading.Lock()
+
+    # -- listings
+
+    def listing(self, source: Source, project: str) -> list[DistFile]:
+        """All files of ``project`` in one source, yanked ones included."""
+        key = (source, canonicalize_name(project))
+        with self._lock:
+            if key in self._listings:
+                return self._listings[key]
+        local = source.local_dir
+        if local is not None:
+            files = self._read_local(source, local, project)
+        else:
+            files = self._read_remote(source, project)
+        with self._lock:
+            self._listings[key] = files
+        return files
+
+    def _read_local(self, source: Source, directory: Path, project: str) -> list[DistFile]:
+        if source.kind == "simple":
+            page = directory / canonicalize_name(project) / "index.html"
+            if page.is_file():
+                return parse_html_listing(page.read_text(encoding="utf-8", errors="replace"),
+                                          page.resolve().as_uri(), project)
+            directory = directory / canonicalize_name(project)
+            if not directory.is_dir():
+                return []
+        elif not directory.is_dir():
+            if source.optional:
+                return []
+            raise UserError(f"find-links directory does not exist: {directory}", where="index.find_links",
+                            hint="fix the path in [index] find_links (or $PIP_FIND_LINKS when the spec "
+                                 "sets none), or create the directory")
+        files = []
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.is_file():
+                found = dist_file(entry.name, Path(entry.path).resolve().as_uri(), project)
+                if found:
+                    files.append(found)
+        return files
+
+    def _read_remote(self, source: Source, project: str) -> list[DistFile]:
+        url = source.project_url(project) if source.kind == "simple" else source.location
+        cache_key = f"listing {url} {canonicalize_name(project)}"
+        cached = self.cache.read("listings", cache_key)
+        if cached is not None and self.cache.fresh(cached):
+            if "error" in cached:
+                raise IndexUnavailable(cached["error"])
+            return [DistFile.from_json(f) for f in cached["files"]]
+        try:
+            response = self.fetch(url, ACCEPT)
+        except IndexUnavailable as error:
+            if cached is not None and "files" in cached:
+                age_h = (self.cache.clock() - float(cached.get("fetched_at", 0))) / 3600
+                warn_once(f"{error}; using the cached listing of {project} from {age_h:.1f} h ago")
+                return [DistFile.from_json(f) for f in cached["files"]]
+            if source.optional:  # remember the failure for the TTL: warm runs stay offline
+                self.cache.write("listings", cache_key, {"error": str(error)})
+            raise
+        if response is None:
+            files: list[DistFile] = []
+        else:
+            content_type, body = response
+            text = body.decode("utf-8", errors="replace")
+            if "json" in content_type:
+                try:
+                    files = parse_json_listing(json.loads(text), url, project)
+                except ValueError:
+                    raise IndexUnavailable(f"{url}: invalid JSON") from None
+            else:
+                files = parse_html_listing(text, url, project)
+        self.cache.write("listings", cache_key, {"files": [f.to_json() for f in files]})
+        return files
+
+    def all_files(self, project: str) -> list[DistFile]:
+        """Union over sources; a required source that cannot be read is a UserError."""
+        files = []
+        for source in self.sources:
+            try:
+                files.extend(self.listing(source, project))
+            except IndexUnavailable as error:
+                if source.optional:
+                    warn_once(f"{error}; planning {project} without {source.location}")
+                    continue
+                raise UserError(f"cannot list {project!r}: {error}", where=f"index {source.location}",
+                                hint="check the network and the index URL in the spec's [index] (or "
+                                     "$PIP_INDEX_URL); a listing fetched before is used for "
+                                     "$TORCH_MATRIX_INDEX_TTL seconds") from None
+        return [f for f in files if not f.yanked]
+
+    # -- public interface
+
+    def versions(self, project: str) -> list[Version]:
+        found = set()
+        # Each version string parsed once (a release has dozens of files), in the files' order: of
+        # two spellings of one version ("2.0", "2.0.0") the first met is the one kept, as before.
+        for text in dict.fromkeys(item.version for item in self.all_files(project)):
+            version = Version(text)
+            if version.is_prerelease and not self.prereleases:
+                continue
+            found.add(version)
+        return sorted(found)
+
+    def files(self, project: str, version: str | Version) -> list[DistFile]:
+        """Files of one release. A version without a local label also matches ``+cpu`` builds."""
+        wanted = Version(str(version))
+        by_public = self._by_public(project)
+        candidates = by_public.get(wanted.public, [])
+        if wanted.local:
+            return [f for f in candidates if Version(f.version) == wanted]
+        return list(candidates)
+
+    def _by_public(self, project: str) -> dict[str, list[DistFile]]:
+        key = canonicalize_name(project)
+        with self._lock:
+            if key in self._grouped:
+                return self._grouped[key]
+        grouped: dict[str, list[DistFile]] = {}
+        public_of: dict[str, str] = {}  # each version string parsed once, not once per file
+        for item in self.all_files(project):
+            public = public_of.get(item.version)
+            if public is None:
+                public = public_of[item.version] = Version(item.version).public
+            grouped.setdefault(public, []).append(item)
+        with self._lock:
+            self._grouped[key] = grouped
+        return grouped
+
+    def requires_dist(self, project: str, version: str | Version,
+                      cache_only: bool = False) -> list[Requirement]:
+        """Requires-Dist of a release. ``cache_only`` raises ``NotCached`` instead of fetching."""
+        candidates = [f for f in self.files(project, version) if f.is_wheel]
+        if not candidates:
+            raise UserError(f"no wheel of {project} {version} to read metadata from",
+                            where="index " + ", ".join(s.location for s in self.sources),
+                            hint=f"the index lists {project} {version} without wheels: pin another "
+                                 "version, or add an index that has its wheels")
+        # Advertised .metadata first, then local wheels, then the rest (PyPI serves .metadata
+        # even where a mirror does not advertise it); pure wheels are as good as any.
+        candidates.sort(key=lambda f: (not f.has_metadata, not f.is_local, f.filename))
+        problems = []
+        for item in candidates[:3]:
+            try:
+                lines = self._metadata(item, cache_only)
+            except IndexUnavailable as error:
+                problems.append(str(error))
+                continue
+            requirements = []
+            for line in lines:
+                try:
+                    requirements.append(Requirement(line))
+                except InvalidRequirement:
+                    continue
+            return requirements
+        raise UserError(f"cannot read the metadata of {project} {version}: {problems[-1]}",
+                        where=f"index {candidates[0].url}",
+                        hint="check the network and rerun; metadata read once is cached for good")
+
+    def requires_dist_many(self, project: str, versions: Iterable[str | Version],
+                           workers: int = 8) -> dict[str, list[Requirement]]:
+        """Metadata of many releases; cold fetches run in parallel."""
+        versions = [str(v) for v in versions]
+        found: dict[str, list[Requirement]] = {}
+        missing = []
+        for version in versions:  # warm: all from the cache, no threads
+            try:
+                found[version] = self.requires_dist(project, version, cache_only=True)
+            except NotCached:
+                missing.append(version)
+        if missing:
+            from concurrent.futures import ThreadPoolExecutor  # only when metadata must be fetched
+
+            with ThreadPoolExecutor(max_workers=max(1, min(workers, len(missing)))) as pool:
+                found.update(zip(missing, pool.map(lambda v: self.requires_dist(project, v), missing)))
+        return {v: found[v] for v in versions}
+
+    def _metadata(self, item: DistFile, cache_only: bool = False) -> list[str]:
+        path = _local_path(item.url)
+        if path is not None:  # local wheels are cheap to read and can be rebuilt: no cache
+            return parse_metadata(_wheel_metadata(path.read_bytes(), item.filename))[0]
+        cache_key = f"metadata {item.url}"
+        cached = self.cache.read("metadata", cache_key)
+        if cached is not None:
+            return list(cached["requires_dist"])
+        if cache_only:
+            raise NotCached(item.url)
+        text = None
+        response = self.fetch(item.url + ".metadata", "*/*")
+        if response is not None:
+            text = response[1].decode("utf-8", errors="replace")
+        else:
+            response = self.fetch(item.url, "*/*")
+            if response is None:
+                raise IndexUnavailable(f"{item.url}: not found")
+            text = _wheel_metadata(response[1], item.filename)
+        requires, requires_python = parse_metadata(text)
+        self.cache.write("metadata", cache_key, {"requires_dist": requires,
+                                                 "requires_python": requires_python})
+        return requires
+
+
+def _wheel_metadata(blob: bytes, filename: str) -> str:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            names = [n for n in archive.namelist()
+                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            if not names:
+                raise IndexUnavailable(f"{filename}: no .dist-info/METADATA in the wheel")
+            return archive.read(names[0]).decode("utf-8", errors="replace")
+    except zipfile.BadZipFile:
+        raise IndexUnavailable(f"{filename}: not a valid wheel (zip)") from None
+
+
+# ---------------------------------------------------------------- construction
+
+
+def default_index_url(config: IndexConfig, environ: Mapping[str, str] = os.environ) -> str:
+    return config.default or environ.get("UV_DEFAULT_INDEX", "") or PYPI_SIMPLE
+
+
+def sources_in_use(config: IndexConfig, variant: str = "default",
+                   environ: Mapping[str, str] = os.environ) -> list[dict[str, str]]:
+    """Each index and find-links location a cell of ``variant`` installs from, in the order uv is
+    given them, with where it came from (the spec, pip's or uv's environment variable, a default)."""
+    if config.default:
+        default, origin = config.default, config.origin("default") or "the spec"
+    elif environ.get("UV_DEFAULT_INDEX", ""):
+        default, origin = environ["UV_DEFAULT_INDEX"], "$UV_DEFAULT_INDEX"
+    else:
+        default, origin = PYPI_SIMPLE, "uv's default (no [index] default, $PIP_INDEX_URL or $UV_DEFAULT_INDEX)"
+    used = [{"kind": "default-index", "location": default, "from": origin}]
+    used += [{"kind": "extra-index", "location": url, "from": config.origin("extra")} for url in config.extra]
+    used += [{"kind": "find-links", "location": path, "from": config.origin("find_links")}
+             for path in config.find_links]
+    for name, kind in (("UV_INDEX", "extra-index"), ("UV_FIND_LINKS", "find-links")):
+        used += [{"kind": kind, "location": location, "from": f"${name} (uv reads it when installing; "
+                  "planning does not)"} for location in environ.get(name, "").split()]
+    if variant != "default":
+        used.append({"kind": "variant-index", "location": config.variant_url(variant),
+                     "from": config.origin("pytorch") or "the spec"})
+    return used
+
+
+def sources_for(config: IndexConfig, environ: Mapping[str, str] = os.environ) -> list[Source]:
+    sources = [Source(default_index_url(config, environ), "simple")]
+    sources += [Source(url, "simple") for url in config.extra]
+    sources += [Source(location, "find-links") for location in config.find_links]
+    return sources
+
+
+def open_index(config: IndexConfig, *, variant: str = "default", cache_dir: str | Path | None = None,
+               ttl: float | None = None, environ: Mapping[str, str] = os.environ,
+               fetch: Fetch = http_fetch, prereleases: bool = False) -> PackageIndex:
+    """The index as the installer will see it for one variant.
+
+    For a variant other than ``default`` the PyTorch variant index is added as an
+    optional source: unreachable, it degrades with a warning and the installer decides.
+    """
+    sources = sources_for(config, environ)
+    if variant != "default":
+        sources.append(Source(config.variant_url(variant), "simple", optional=True))
+    cache = DiskCache(Path(cache_dir) if cache_dir else default_cache_dir(environ),
+                      default_ttl(environ) if ttl is None else ttl)
+    return PackageIndex(sources, cache, fetch=fetch, prereleases=prereleases)
+
+
+def open_variant_index(config: IndexConfig, variant: str, *, optional: bool = True,
+                       **kwargs: Any) -> PackageIndex:
+    """Only the PyTorch index of one variant; ``optional``: warns and answers nothing when unreachable."""
+    index = open_index(config, **kwargs)
+    return PackageIndex([Source(config.variant_url(variant), "simple", optional=optional)], index.cache,
+                        fetch=index.fetch, prereleases=index.prereleases)

@@ -1,0 +1,561 @@
+"""Cell result files on disk: writing, schema-validated loading and merging, reading one back for resume.
+
+Result files come from many machines (CI shards, artifacts downloaded into one folder),
+so loading is defensive: a corrupt, truncated, foreign or newer file is reported by
+name and skipped, never raised. Writes go through ``fileio.atomic_write`` so a Ctrl-C
+never leaves half a file; paths come from ``layout``; the resume rule itself is
+``verdict.is_complete``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torch_matrix.vocab import layout
+from torch_matrix.judge.causes import in_run_context
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.edges.fastcheck import Unsupported, compile_checker
+from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
+from torch_matrix.edges.fileio import cyclic_gc_paused
+from torch_matrix.vocab.layout import MERGED_NAME
+from torch_matrix.vocab.records import (
+    INSTALLED,
+    SCHEMA_ID,
+    SCHEMA_VERSION,
+    Cell,
+    CellResult,
+    InstallOutcome,
+    ProbeResult,
+)
+from torch_matrix.judge.verdict import is_complete
+from torch_matrix.world.shardvalues import check_numbers, check_values, may_need_checking
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vocab" / "schema" / "cell-result.schema.json"
+MERGED_SCHEMA_ID = "torch-matrix/results"
+MERGED_SCHEMA_VERSION = 1
+NO_RESULTS_HINT = ("run `nox -s matrix` first (it writes results/<run>/cells/), or pass the directory "
+                   "that holds the cell results")
+
+if TYPE_CHECKING:
+    import jsonschema
+
+
+@dataclass
+class LoadedResults:
+    results: list[CellResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line each, naming the file
+    skipped: list[str] = field(default_factory=list)  # files (or merged entries) not loaded at all
+    sources: dict[str, str] = field(default_factory=dict, repr=False)  # cell id -> file it came from
+    # cell id -> (result, the validated dict it was read from, its compact JSON text if already made):
+    # lets write_merged skip to_json() and json.dumps()
+    loaded_json: dict[str, tuple[CellResult, dict[str, Any], str | None]] = field(default_factory=dict,
+                                                                                   repr=False)
+
+    def skip(self, where: str, why: str) -> None:
+        self.problems.append(f"{where}: {why}")
+        self.skipped.append(where)
+
+    def json_of(self, result: CellResult) -> dict[str, Any] | None:
+        """The dict ``result`` was loaded from, when it is exactly what ``result.to_json()`` gives."""
+        found = self.loaded_json.get(result.cell.id)
+        if found is None or found[0] is not result or not is_canonical_json(found[1]):
+            return None
+        return found[1]
+
+    def merged_line_of(self, result: CellResult) -> str | None:
+        """``result``'s line in a merged results.json, when loading already made it (same bytes)."""
+        found = self.loaded_json.get(result.cell.id)
+        if found is None or found[2] is None or self.json_of(result) is None:
+            return None
+        return found[2]
+
+
+def cells_dir(results_root: str | os.PathLike[str], run_name: str) -> Path:
+    return layout.cells_dir(layout.run_dir(results_root, run_name))
+
+
+@lru_cache(maxsize=1)
+def cell_result_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.protocols.Validator:
+    """Compiled once: building a validator per file costs more than validating it.
+
+    Imported here, not at the top: only a file the fast check does not accept needs it."""
+    import jsonschema
+
+    schema = cell_result_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+# A fast yes for the common case: jsonschema costs ~1 ms per result file, which makes a
+# 2,000-cell report take seconds. torch_matrix.edges.fastcheck compiles the same schema file into plain
+# code that only ever says "surely valid"; anything else goes to jsonschema, which has the
+# final word and writes the message.
+
+@lru_cache(maxsize=1)
+def _fast_check() -> Callable[[Any], bool] | None:
+    """None when the schema uses a keyword the fast path does not know (jsonschema alone then)."""
+    try:
+        return compile_checker(cell_result_schema())
+    except Unsupported:
+        return None
+
+
+def is_valid_cell_result(data: Any) -> bool:
+    fast = _fast_check()
+    if fast is not None and fast(data):
+        return True
+    return _validator().is_valid(data)
+
+
+# ---------------------------------------------------------------------------- canonical form
+
+@lru_cache(maxsize=1)
+def _canonical_layout() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Key orders as ``to_json()`` writes them, taken from the records so they never drift:
+    top level, cell, install, the probe keys always written, then the optional ones in order."""
+    full_probe = ProbeResult(name="p", status="pass", evidence={"k": 1}, observed=1, expected=1,
+                             traceback="t", repro="r", output_tail="o")
+    sample = CellResult(cell=Cell(id="c", axes={"python": "3", "torch": "2"}, requirements=()),
+                        fingerprint="f", install=InstallOutcome(status=INSTALLED), probes=(full_probe,))
+    data = sample.to_json()
+    always = tuple(ProbeResult(name="p", status="pass").to_json())
+    optional = tuple(key for key in data["probes"][0] if key not in always)
+    return tuple(data), tuple(data["cell"]), tuple(data["install"]), always, optional
+
+
+_KEPT_WHEN_FALSY = ("observed", "expected")  # ProbeResult.to_json drops these only when None
+
+
+@lru_cache(maxsize=256)
+def _probe_optional_keys(keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The optional keys of a probe whose keys are ``keys``, or None when to_json never writes that order."""
+    _, _, _, always, optional = _canonical_layout()
+    rest = keys[len(always):]
+    if keys[:len(always)] != always or rest != tuple(key for key in optional if key in rest):
+        return None
+    return rest
+
+
+def _canonical_probe(probe: Any) -> bool:
+    if type(probe) is not dict:
+        return False
+    extra = _probe_optional_keys(tuple(probe))
+    if extra is None:
+        return False
+    for key in extra:  # to_json leaves out empty values (None observed/expected)
+        value = probe[key]
+        if value is None or (not value and key not in _KEPT_WHEN_FALSY):
+            return False
+    duration = probe.get("duration_s")
+    return type(duration) is float and _kept_by_round(duration, 4)
+
+
+@lru_cache(maxsize=65_536)  # round(x, n) goes through text (0.5 us); a run's durations and timings repeat
+def _kept_by_round(value: float, digits: int) -> bool:
+    """``round(value, digits) == value``: what to_json's rounding leaves unchanged."""
+    return round(value, digits) == value
+
+
+def is_canonical_json(data: Any) -> bool:
+    """True only when ``data`` (a schema-valid cell result) is exactly ``CellResult.from_json(data).to_json()``,
+    key order included, so it can be written as is. False is always safe (the caller converts)."""
+    top, cell_keys, install_keys, _, _ = _canonical_layout()
+    if type(data) is not dict or type(data.get("schema_version")) is not int:
+        return False  # (jsonschema's enum also admits 1.0)
+    keys = tuple(data)
+    if keys[-1:] == ("replaces",):  # to_json writes it last, and only when set
+        if not data["replaces"]:
+            return False
+        keys = keys[:-1]
+    if keys not in (top, top + ("targets",)):
+        return False
+    if data["schema_version"] != SCHEMA_VERSION:
+        return False  # an older file: to_json() writes the current version
+    cell, install, probes, timings = data["cell"], data["install"], data["probes"], data["timings"]
+    if type(cell) is not dict or tuple(cell) != cell_keys:
+        return False
+    if type(install) is not dict or tuple(install) != install_keys or type(install.get("attempts")) is not int:
+        return False
+    if type(timings) is not dict or type(probes) is not list:
+        return False
+    for value in timings.values():
+        if type(value) is not float or not _kept_by_round(value, 3):
+            return False
+    for probe in probes:
+        if not _canonical_probe(probe):
+            return False
+    targets = data.get("targets")
+    if targets is not None and not (type(targets) is list and targets and all(type(t) is dict for t in targets)):
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------- writing
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """``sha256:<hex>`` of a file's bytes, "" when it cannot be read (the identity ``replaces`` names)."""
+    try:
+        return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
+    """Write ``<directory>/<cell-id>.json`` atomically and return its path. A result that
+    overwrites an earlier one names it (``replaces``: that file's digest), so a merge of copies
+    from several machines knows which is the rerun without trusting their clocks."""
+    path = layout.cell_file(directory, result.cell.id)
+    previous = file_digest(path) if path.exists() else ""
+    if previous and not result.replaces:
+        result = dataclasses.replace(result, replaces=previous)
+    text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+    atomic_write_text(path, text)
+    return path
+
+
+def write_merged(results: Iterable[CellResult], path: str | os.PathLike[str],
+                 loaded: LoadedResults | None = None) -> Path:
+    """One ``results.json`` holding every cell, for artifacts and later merges.
+
+    With ``loaded`` (where ``results`` came from), a result whose file already held exactly
+    its ``to_json()`` is written from that dict: same bytes, no second conversion.
+    """
+    def line(result: CellResult) -> str:
+        if loaded is not None:
+            known = loaded.merged_line_of(result)
+            if known is not None:
+                return known
+            data = loaded.json_of(result)
+            if data is not None:
+                return _compact(data)
+        return _compact(result.to_json())
+
+    target = Path(path)
+    # One cell per line: compact (the C encoder; indent= is 10x slower) yet diffable.
+    lines = [line(result) for result in results]
+    atomic_write_text(target, _merged_head() + ",\n".join(lines) + _MERGED_TAIL)
+    return target
+
+
+def _compact(data: Any) -> str:
+    return _COMPACT(data)
+
+
+# One encoder for every line (json.dumps builds one per call). No circular check: what it encodes
+# was parsed from JSON or made by to_json(), neither of which can hold a cycle.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
+
+_MERGED_TAIL = "\n]}\n"
+
+
+@lru_cache(maxsize=1)
+def _merged_head() -> str:
+    """What write_merged puts before the first cell line."""
+    head = _compact({"schema": MERGED_SCHEMA_ID, "schema_version": MERGED_SCHEMA_VERSION})[:-1]
+    return head + ',"cells":[\n'
+
+
+@lru_cache(maxsize=1)
+def _cell_line_prefix() -> str:
+    """How a line of write_merged starts, up to the cell id's opening quote."""
+    text = _compact({"schema": SCHEMA_ID, "schema_version": SCHEMA_VERSION, "cell": {"id": ""}})
+    return text[:-len('""}}')]
+
+
+# ---------------------------------------------------------------------------- reading
+
+def _describe_schema_error(data: Any) -> str | None:
+    """None when ``data`` is a valid cell result of our version, else why not (one line)."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+        return "not a torch-matrix cell result"
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return f"schema_version {version} is newer than this tool understands ({SCHEMA_VERSION})"
+    fast = _fast_check()
+    if fast is not None and fast(data):
+        return None
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(data))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "top level"
+    message = " ".join(error.message.split())
+    if len(message) > 160:
+        message = message[:157] + "..."
+    return f"invalid cell result at {where}: {message}"
+
+
+def _read_json(path: Path) -> tuple[Any, str | None, str]:
+    """(data, why not, the text): the text tells ``shardvalues.may_need_checking`` whether to look closer."""
+    try:
+        # Bytes then one decode: a quarter cheaper than read_text's newline-translating reader, and
+        # the same JSON (a CR or LF inside a JSON string is invalid either way).
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text", ""
+    except OSError as error:
+        return None, f"cannot read ({error.strerror or error})", ""
+    if not text.strip():
+        return None, "empty file", ""
+    try:
+        return json.loads(text), None, text
+    except json.JSONDecodeError:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")  # place errors as an editor counts lines
+    except RecursionError:
+        return None, "not JSON (nested too deeply)", text
+    try:
+        return json.loads(text), None, text
+    except json.JSONDecodeError as error:
+        return None, f"not JSON (line {error.lineno} column {error.colno})", text
+    except RecursionError:
+        return None, "not JSON (nested too deeply)", text
+
+
+@dataclass
+class _Entry:
+    result: CellResult
+    source: str  # "results/x/cells/a.json" or "results/results.json[3]"
+    merged: bool  # came from a merged results.json (a derived copy)
+    data: dict[str, Any]
+    line: str | None = None  # _compact(data), made when a merged file is compared with it
+    path: Path | None = None  # the cell file it was read from (None for a merged copy)
+
+    def compact(self) -> str:
+        if self.line is None:
+            self.line = _compact(self.data)
+        return self.line
+
+
+def _cell_id_of(item: Any) -> Any:
+    cell = item.get("cell") if isinstance(item, dict) else None
+    return cell.get("id") if isinstance(cell, dict) else None
+
+
+def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[int, Any, str]] | None:
+    """The items of a merged file laid out as write_merged writes it, with their positions, leaving
+    out each line that is byte for byte the compact JSON of a result already loaded (a report run in
+    place reads its own results.json back: no need to parse 2,000 copies). None when the file is
+    laid out otherwise or does not parse line by line: the caller then reads it whole, as before."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    head, prefix = _merged_head(), _cell_line_prefix()
+    if not text.startswith(head) or not text.endswith(_MERGED_TAIL) or len(text) < len(head) + len(_MERGED_TAIL):
+        return None
+    middle = text[len(head):-len(_MERGED_TAIL)]
+    if not middle:
+        return []
+    lines = middle.split("\n")  # json.dumps escapes newlines inside strings: one line, one cell
+    items: list[tuple[int, Any, str]] = []
+    for position, line in enumerate(lines):
+        if position < len(lines) - 1:
+            if not line.endswith(","):
+                return None
+            line = line[:-1]
+        if line.startswith(prefix) and line[len(prefix):len(prefix) + 1] == '"':
+            entry = known.get(line[len(prefix) + 1:line.find('"', len(prefix) + 1)])
+            if entry is not None and entry.compact() == line:
+                continue
+        try:
+            items.append((position, json.loads(line), line))
+        except (ValueError, RecursionError):
+            return None
+    return items
+
+
+def _entries_from_file(path: Path, shown: str, out: LoadedResults,
+                       known: dict[str, _Entry] | None = None) -> Iterator[_Entry]:
+    if known and path.name == MERGED_NAME:
+        items = _merged_items_by_line(path, known)
+        if items is not None:
+            for position, item, line in items:
+                entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True,
+                                         suspicious=may_need_checking(line))
+                if entry:
+                    yield entry
+            return
+    data, problem, text = _read_json(path)
+    if problem:
+        out.skip(shown, problem)
+        return
+    suspicious = may_need_checking(text)
+    if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA_ID:
+        version = data.get("schema_version")
+        if isinstance(version, int) and version > MERGED_SCHEMA_VERSION:
+            out.skip(shown, f"schema_version {version} is newer than this tool "
+                            f"understands ({MERGED_SCHEMA_VERSION})")
+            return
+        cells = data.get("cells")
+        if version != MERGED_SCHEMA_VERSION or not isinstance(cells, list):
+            out.skip(shown, "not a torch-matrix merged results file")
+            return
+        for position, item in enumerate(cells):
+            if known is not None and _cell_id_of(item) in known and known[_cell_id_of(item)].data == item:
+                continue  # an exact copy of a result already loaded: nothing to validate
+            entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True, suspicious=suspicious)
+            if entry:
+                yield entry
+        return
+    if path.name == MERGED_NAME and not (isinstance(data, dict) and data.get("schema") == SCHEMA_ID):
+        out.skip(shown, "not a torch-matrix results file")
+        return
+    entry = _entry_from_data(data, shown, out, merged=False, suspicious=suspicious)
+    if entry:
+        entry.path = path
+        yield entry
+
+
+def _entry_from_data(data: Any, shown: str, out: LoadedResults, merged: bool,
+                     suspicious: bool = True) -> _Entry | None:
+    # Values first (shardvalues): a NaN duration or a lone surrogate costs that field, not the cell.
+    notes = check_numbers(data) + (check_values(data) if suspicious else [])
+    problem = _describe_schema_error(data)
+    if problem:
+        out.skip(shown, problem)
+        return None
+    try:
+        result = CellResult.from_json(data)
+    except (KeyError, TypeError, ValueError) as error:  # schema and records out of step
+        out.skip(shown, f"cannot read cell result ({type(error).__name__}: {error})")
+        return None
+    if notes:
+        out.problems.append(f"{shown}: {'; '.join(notes)}")
+    return _Entry(result, shown, merged, data)
+
+
+def _candidate_files(root: Path) -> list[Path]:
+    """Cell files, and the merged ``results.json`` files that are not derived from cell files here.
+
+    ``report`` writes ``results.json`` into the folder it read: one with a ``cells/`` folder
+    beside it, or cell files anywhere below it, is derived from them and never evidence. Read
+    back, it resurrected deleted cells and outvoted reruns whose machine's clock was behind
+    (issue 25). A merged file with no cell files around it (a downloaded artifact, a copy
+    passed by name) is read, and any cell file of the same cell beats its copy (``_choose``)."""
+    cell_files = set(root.rglob(f"{layout.CELLS_DIR}/*.json"))
+    if root.name == layout.CELLS_DIR:
+        cell_files |= set(root.glob("*.json"))
+    holders = {str(path.parent) for path in cell_files}
+
+    def derived(merged: Path) -> bool:
+        folder = str(merged.parent)
+        return (merged.parent / layout.CELLS_DIR).is_dir() or any(
+            holder == folder or holder.startswith(folder + os.sep) for holder in holders)
+
+    found = cell_files | {path for path in root.rglob(MERGED_NAME) if not derived(path)}
+    return sorted((path for path in found if path.is_file()), key=lambda path: path.parts)  # Path's order, 3x faster
+
+
+def _choose(first: _Entry, second: _Entry) -> tuple[_Entry, _Entry, str]:
+    """(kept, dropped, what to say) for two different copies of one cell ("" says nothing).
+
+    A cell file beats a merged copy (cells are the truth; a merged file is derived). Between
+    two cell files, a rerun names the file it overwrote (``replaces``): that decides, whatever
+    the clocks. Only when neither names the other are they independent runs, and the one that
+    finished later by its own machine's clock is kept, saying so."""
+    if first.merged != second.merged:
+        cell, copy = (second, first) if first.merged else (first, second)
+        return cell, copy, "a cell file beats a merged copy, whatever their finish times"
+    if not first.merged:
+        for keep, drop in ((second, first), (first, second)):
+            if keep.result.replaces and drop.path is not None and keep.result.replaces == file_digest(drop.path):
+                return keep, drop, (f"it is the rerun (it replaced that result, finished "
+                                    f"{drop.result.finished_at or '?'}; the rerun's clock says "
+                                    f"{keep.result.finished_at or '?'})")
+    if _finished_key(first) == _finished_key(second):
+        return first, second, (f"same finish time ({first.result.finished_at or '?'}) but different content, "
+                               "and neither replaced the other; kept the one found first: rerun the cell to settle it")
+    keep, drop = (second, first) if _finished_key(second) > _finished_key(first) else (first, second)
+    if keep.merged:
+        return keep, drop, ""
+    hosts = {str(e.result.platform.get("host", "")) for e in (keep, drop)}
+    clocks = "two machines' clocks" if len(hosts) > 1 else "its clock"
+    return keep, drop, (f"independent runs (neither replaced the other): kept the newer by {clocks} "
+                        f"(finished {keep.result.finished_at or '?'} vs {drop.result.finished_at or '?'})")
+
+
+def _finished_key(entry: _Entry) -> tuple[int, Any]:
+    stamp = entry.result.finished_at
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return (1, moment.timestamp())
+    except ValueError:
+        return (0, stamp)
+
+
+def load_results(root: str | os.PathLike[str]) -> LoadedResults:
+    """Every cell result under ``root`` (a folder at any depth, or one file), one per cell id.
+
+    Looks for ``**/cells/*.json`` and merged ``**/results.json`` (not a report's own, beside
+    its ``cells/``: see ``_candidate_files``). Bad files go to ``problems``. When one cell id
+    has several different results, ``_choose`` decides (cell file over merged copy, rerun
+    over what it replaced, else the later finish) and each choice is reported in ``problems``.
+    """
+    base = Path(root)
+    if not base.exists():
+        raise UserError("results directory does not exist", str(root), hint=NO_RESULTS_HINT)
+    files = [base] if base.is_file() else _candidate_files(base)
+    with cyclic_gc_paused():
+        loaded = _load_files(files)
+    loaded.results[:] = in_run_context(loaded.results)  # a suite that collects nowhere is the suite's
+    return loaded
+
+
+def _load_files(files: list[Path]) -> LoadedResults:
+    out = LoadedResults()
+    chosen: dict[str, _Entry] = {}
+    for path in files:
+        shown = str(path)
+        for entry in _entries_from_file(path, shown, out, chosen):
+            cell_id = entry.result.cell.id
+            if not entry.merged and path.stem != cell_id:
+                out.problems.append(f"{shown}: holds cell {cell_id!r}; file name does not match (loaded anyway)")
+            previous = chosen.get(cell_id)
+            if previous is None:
+                chosen[cell_id] = entry
+                continue
+            if previous.data == entry.data:
+                if previous.merged and not entry.merged:
+                    chosen[cell_id] = entry  # name the real cell file as the source
+                continue
+            keep, drop, why = _choose(previous, entry)
+            chosen[cell_id] = keep
+            if why:
+                out.problems.append(f"{drop.source}: duplicate result for cell {cell_id}; kept {keep.source}: {why}")
+    out.results = [chosen[key].result for key in sorted(chosen)]
+    out.sources = {key: entry.source for key, entry in chosen.items()}
+    out.loaded_json = {key: (entry.result, entry.data, entry.line) for key, entry in chosen.items()}
+    return out
+
+
+def read_result(path: str | os.PathLike[str]) -> CellResult | None:
+    """One cell result file, or None if it is missing or not a valid current result."""
+    file = Path(path)
+    if not file.is_file():
+        return None
+    entries = list(_entries_from_file(file, str(file), LoadedResults()))
+    return entries[0].result if len(entries) == 1 and not entries[0].merged else None
+
+
+def has_complete_result(directory: str | os.PathLike[str], cell: Cell, fingerprint: str) -> bool:
+    """True when resume may skip ``cell``: its stored result (read here) is complete (``verdict.is_complete``)."""
+    return is_complete(read_result(layout.cell_file(directory, cell.id)), cell, fingerprint)

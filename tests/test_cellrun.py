@@ -362,7 +362,7 @@ def test_a_failing_probe_records_k_of_n_runs_and_says_so():
 
 
 def test_probe_reruns_default_to_two_and_can_be_switched_off():
-    from torch_matrix.cli.nox_support import probe_reruns
+    from torch_matrix.run.sessions import probe_reruns
 
     assert probe_reruns({}) == 2
     assert probe_reruns({"TORCH_MATRIX_PROBE_RERUNS": "0"}) == 0

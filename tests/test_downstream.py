@@ -376,7 +376,7 @@ def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(tmp_
     (tmp_path / "random.py").write_text("raise ImportError('the working directory shadowed random')\n")
     run_dir = tmp_path / "results" / "x"
     (run_dir / "cells").mkdir(parents=True)
-    monkeypatch.setattr(shipped.nox_support, "run_dir_for_session", lambda *a, **k: run_dir)
+    monkeypatch.setattr(shipped.sessions, "run_dir_for_session", lambda *a, **k: run_dir)
     session = _RecordingSession()
     session.posargs = ["--redo"]  # `torch-matrix run -s 'matrix(ID)' -- --redo`: nox gives it to every session
     getattr(shipped, session_name)(session)

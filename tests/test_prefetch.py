@@ -265,14 +265,14 @@ _HOLDER = """
 import atexit, signal, sys, time
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's foreground job has it
-from torch_matrix.cli.nox_support import stop_on_sigterm
+from torch_matrix.run.sessions import stop_on_sigterm
 from torch_matrix.run.prefetch import PrefetchSettings, Prefetcher
 from tests.factories import make_cell
 stop_on_sigterm()
 tmp = Path(sys.argv[1])
 prefetcher = Prefetcher(PrefetchSettings(ahead=1, min_free_bytes=0), cache_dir=str(tmp), scratch=tmp / "scratch",
                         index_config=None, python_for=lambda cell: sys.executable, uv=str(tmp / "uv"))
-atexit.register(prefetcher.close)  # as torch_matrix.cli.nox_support.run_prefetcher does
+atexit.register(prefetcher.close)  # as torch_matrix.run.sessions.run_prefetcher does
 prefetcher.ahead([make_cell()])
 print("holding", flush=True)
 time.sleep(300)

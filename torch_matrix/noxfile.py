@@ -2,7 +2,7 @@
 
 This file ships inside the package: ``torch-matrix run`` runs it for the spec found from the
 current directory (a downstream repository needs no noxfile of its own), and this
-repository's ``noxfile.py`` imports it. The logic lives in torch_matrix/cli/nox_support.py.
+repository's ``noxfile.py`` imports it. The logic lives in torch_matrix/run/sessions.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import nox
 
 from torch_matrix.vocab import layout
-from torch_matrix.cli import nox_support
+from torch_matrix.run import sessions
 from torch_matrix.edges.proc import python_module
 from torch_matrix.vocab.errors import UserError
 
@@ -21,38 +21,38 @@ nox.options.sessions = ["matrix"]
 
 # Plan only when matrix cells may be selected: `nox -s tests` must not need a valid spec,
 # and `nox -s report` (a CI merge job) reads only the spec's name, not the indexes.
-PLAN = nox_support.MatrixPlan()
-if nox_support.wants_matrix(sys.argv[1:]):
+PLAN = sessions.MatrixPlan()
+if sessions.wants_matrix(sys.argv[1:]):
     try:
-        PLAN = nox_support.load_plan()
-        nox_support.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir
+        PLAN = sessions.load_plan()
+        sessions.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir
     except UserError as error:
-        nox_support.fail_cleanly(error)
-    nox_support.announce_missing(PLAN)
-    nox_support.stop_on_sigterm()  # docker stop / a cancelled CI job: clean up like Ctrl-C
+        sessions.fail_cleanly(error)
+    sessions.announce_missing(PLAN)
+    sessions.stop_on_sigterm()  # docker stop / a cancelled CI job: clean up like Ctrl-C
 
 
 @nox.session(venv_backend="uv", allow_parallel=True)
 @nox.parametrize(["python", "cell"], [
     nox.param(python, cell_id, id=cell_id, tags=tags)
-    for python, cell_id, tags in nox_support.params(PLAN)
+    for python, cell_id, tags in sessions.params(PLAN)
 ])
 def matrix(session: nox.Session, cell: str) -> None:
     """One cell: own uv venv, install, verify, probes, result file."""
-    nox_support.run_matrix_cell(session, PLAN, PLAN.cell(cell))
+    sessions.run_matrix_cell(session, PLAN, PLAN.cell(cell))
 
 
 @nox.session(python=False, allow_parallel=False)
 def followups(session: nox.Session) -> None:
     """Follow-up cells planned from the results: counterfactuals, and the edges of each break
     (bisected over the index's releases) that prove the pins; capped by $TORCH_MATRIX_FOLLOWUPS."""
-    nox_support.run_followups_session(session)
+    sessions.run_followups_session(session)
 
 
 @nox.session(python=False, allow_parallel=False)
 def report(session: nox.Session) -> None:
     """Merge the run's cell results: table, summary.md, results.json, report.html, pins/."""
-    run_dir = nox_support.run_dir_for_session()
+    run_dir = sessions.run_dir_for_session()
     if not os.environ.get("CI"):
         # A local run feeds the local history (<results root>/history.sqlite; idempotent), so
         # `torch-matrix history` and `diff` answer after two runs. CI imports where its history
@@ -61,11 +61,11 @@ def report(session: nox.Session) -> None:
         # Exit 2 (no results to import yet) is said in one line and does not stop the report.
         session.run(*python_module("torch_matrix.cli", "import", str(run_dir)), external=True, success_codes=[0, 2])
     session.run(*python_module("torch_matrix.cli", "report", str(run_dir), "--html", str(run_dir / layout.HTML_NAME),
-                               "--pins", *nox_support.report_posargs(session.posargs)), external=True)
+                               "--pins", *sessions.report_posargs(session.posargs)), external=True)
 
 
 @nox.session(python=False, allow_parallel=False)
 def pins(session: nox.Session) -> None:
     """Suggested requirement pins from the run's results."""
-    session.run(*python_module("torch_matrix.cli", "pins", str(nox_support.run_dir_for_session()),
-                               *nox_support.report_posargs(session.posargs)), external=True)
+    session.run(*python_module("torch_matrix.cli", "pins", str(sessions.run_dir_for_session()),
+                               *sessions.report_posargs(session.posargs)), external=True)

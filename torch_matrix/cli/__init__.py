@@ -1,5 +1,5 @@
 """Commands: `main` dispatches `torch-matrix SUBCOMMAND` to one module per command (`plan`, `report`, `pins`,
-`history`, `bisection`, `check`, `repro`, `run`); `nox_support` is what the shipped noxfile's sessions call.
+`history`, `bisection`, `check`, `repro`, `run`).
 May import every package above; the console script is `torch_matrix.cli:main`, `python -m torch_matrix.cli` runs it too.
 
 The ``torch-matrix`` command line: plan, report, pins, check, repro, import, history, diff, bisect, run.

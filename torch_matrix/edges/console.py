@@ -1,6 +1,6 @@
 """What the tool prints while it works: warnings, user errors, and progress lines. The one place.
 
-Like nox's ``logger.py``: library modules (``index``, ``nox_support``, ``cellrun``) call
+Like nox's ``logger.py``: library modules (``index``, ``sessions``, ``cellrun``) call
 these instead of ``print``; the ``*_cli`` modules write their command's own output.
 Everything goes to stderr except a command's output.
 

@@ -173,7 +173,7 @@ def background(command: Sequence[str], *, env: Mapping[str, str] | None = None,
     (``low_priority``) and, where it can be made to die with us (``dies_with_us``), in a session
     of its own whose scheduling group gets the lowest weight (``lower_session``). There Ctrl-C
     at the terminal does not reach it: its owner stops it (``Prefetcher.close`` at exit; SIGTERM
-    unwinds like Ctrl-C, ``torch_matrix.cli.nox_support.stop_on_sigterm``), and if we die first the
+    unwinds like Ctrl-C, ``torch_matrix.run.sessions.stop_on_sigterm``), and if we die first the
     kernel kills it. Elsewhere, and without ``low``, it stays in our process group."""
     guard = dies_with_us() if low else []
     process = subprocess.Popen(low_priority(guard + list(command)) if low else list(command),

@@ -2,7 +2,7 @@
 
 Pure planning: a function of one finished ``CellResult`` and its verdict. The cells it returns
 are ordinary ``Cell``s (same axes, same probes, one requirement more), run by the ordinary
-cell machinery right after the cell they test (``torch_matrix.cli.nox_support``), with their own result
+cell machinery right after the cell they test (``torch_matrix.run.sessions``), with their own result
 files. Their results are evidence like any other cell's:
 
 - an environment failure ``No module named 'setuptools'`` (``torch_matrix.judge.causes``) plans the same

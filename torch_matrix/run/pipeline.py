@@ -2,7 +2,7 @@
 
 The one place that composes the I/O modules (``index``, ``interpreters``) with the
 pure planner (``plan``). ``torch-matrix plan``, ``torch-matrix report --spec`` and the
-noxfile (``nox_support``) all plan through here, so they always agree on the cells.
+noxfile (``sessions``) all plan through here, so they always agree on the cells.
 """
 
 from __future__ import annotations

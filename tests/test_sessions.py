@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_matrix.cli import nox_support
-from torch_matrix.cli.nox_support import (
+from torch_matrix.run import sessions
+from torch_matrix.run.sessions import (
     MatrixPlan,
     claim_gpu,
     gpu_list,
@@ -186,7 +186,7 @@ def test_interpreter_for_a_missing_python_is_ours():
     assert plan.interpreter_for(make_cell(python="3.9")) == sys.executable
     cell = make_cell(python="3.11")
     plan = MatrixPlan(cells=[cell], interpreters={"3.11": "/x/py"})
-    assert nox_support.params(plan) == [("/x/py", cell.id, list(cell.tags))]
+    assert sessions.params(plan) == [("/x/py", cell.id, list(cell.tags))]
     assert plan.cell(cell.id) is cell
 
 
@@ -194,7 +194,7 @@ def test_a_uv_cache_on_another_filesystem_is_warned_about_once(tmp_path, monkeyp
     """uv copies instead of hardlinking across filesystems: N cells would cost N copies of torch."""
     import os as _os
 
-    from torch_matrix.cli import nox_support
+    from torch_matrix.run import sessions
 
     class FakeSession:
         def __init__(self):
@@ -203,7 +203,7 @@ def test_a_uv_cache_on_another_filesystem_is_warned_about_once(tmp_path, monkeyp
         def warn(self, text):
             self.warnings.append(text)
 
-    monkeypatch.setattr(nox_support, "_LINK_CHECKED", [])
+    monkeypatch.setattr(sessions, "_LINK_CHECKED", [])
     real_stat = _os.stat
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -218,19 +218,19 @@ def test_a_uv_cache_on_another_filesystem_is_warned_about_once(tmp_path, monkeyp
     monkeypatch.setattr("torch_matrix.world.environment.os.stat", fake_stat)
     session = FakeSession()
     environ = {"UV_CACHE_DIR": str(cache)}
-    warning = nox_support.warn_if_uv_cannot_hardlink(session, tmp_path / ".nox", environ)
+    warning = sessions.warn_if_uv_cannot_hardlink(session, tmp_path / ".nox", environ)
     assert warning and "different filesystems" in warning and "UV_CACHE_DIR" in warning
     assert session.warnings == [f"torch-matrix: warning: {warning}"]
-    assert nox_support.warn_if_uv_cannot_hardlink(session, tmp_path / ".nox", environ) is None
+    assert sessions.warn_if_uv_cannot_hardlink(session, tmp_path / ".nox", environ) is None
     assert len(session.warnings) == 1
 
 
 def test_same_filesystem_cache_gives_no_warning(tmp_path, monkeypatch):
-    from torch_matrix.cli import nox_support
+    from torch_matrix.run import sessions
 
-    monkeypatch.setattr(nox_support, "_LINK_CHECKED", [])
+    monkeypatch.setattr(sessions, "_LINK_CHECKED", [])
     session = type("S", (), {"warn": lambda self, text: (_ for _ in ()).throw(AssertionError(text))})()
-    assert nox_support.warn_if_uv_cannot_hardlink(session, tmp_path, {"UV_CACHE_DIR": str(tmp_path / "c")}) is None
+    assert sessions.warn_if_uv_cannot_hardlink(session, tmp_path, {"UV_CACHE_DIR": str(tmp_path / "c")}) is None
 
 
 def test_a_complete_cell_kept_on_resume_is_judged_for_targets_added_since(tmp_path):
@@ -259,7 +259,7 @@ def test_a_complete_cell_kept_on_resume_is_judged_for_targets_added_since(tmp_pa
 
 
 def test_redo_takes_follow_up_cell_ids_and_the_report_never_sees_them():
-    from torch_matrix.cli.nox_support import redo_cells, report_posargs
+    from torch_matrix.run.sessions import redo_cells, report_posargs
     from torch_matrix.vocab.errors import UserError
 
     assert redo_cells(["--redo", "t2.0.0-py3.11-edge", "t2.5.0-py3.11-edge", "--html"]) == [

@@ -12,7 +12,9 @@ import sys
 
 import nox
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # the checkout's torch_matrix package
+sys.path.insert(
+    0, os.path.dirname(os.path.realpath(__file__))
+)  # the checkout's torch_matrix package
 
 from torch_matrix.noxfile import matrix, pins, report  # noqa: E402,F401 - registers the shipped sessions
 

@@ -24,7 +24,9 @@ PYTHON = "3.11"
 PAIRS = {"2.4.1": "0.19.1", "2.5.1": "0.20.1"}
 
 
-def make_cell(torch: str, numpy: str = "", python: str = PYTHON, torchvision: str | None = None) -> Cell:
+def make_cell(
+    torch: str, numpy: str = "", python: str = PYTHON, torchvision: str | None = None
+) -> Cell:
     torchvision = PAIRS[torch] if torchvision is None else torchvision
     axes = {"python": python, "torch": torch, "torchvision": torchvision, "variant": "default"}
     requirements = [f"torch=={torch}"] + ([f"torchvision=={torchvision}"] if torchvision else [])
@@ -33,15 +35,23 @@ def make_cell(torch: str, numpy: str = "", python: str = PYTHON, torchvision: st
         axes["numpy"] = numpy
         requirements.append(f"numpy=={numpy}")
         cell_id += f"-np{numpy}"
-    return Cell(id=cell_id, axes=axes, requirements=tuple(requirements),
-                probes=("install_sanity",), required_probes=("install_sanity",))
+    return Cell(
+        id=cell_id,
+        axes=axes,
+        requirements=tuple(requirements),
+        probes=("install_sanity",),
+        required_probes=("install_sanity",),
+    )
 
 
 def light_cell(numpy: str, pillow: str = "11.0.0") -> Cell:
     """A few-MB cell for ``--quick``: same code path, no multi-GB torch stack."""
     axes = {"python": PYTHON, "torch": "", "torchvision": "", "variant": "default", "numpy": numpy}
-    return Cell(id=f"light-np{numpy}-py{PYTHON}", axes=axes,
-                requirements=(f"numpy=={numpy}", f"pillow=={pillow}"))
+    return Cell(
+        id=f"light-np{numpy}-py{PYTHON}",
+        axes=axes,
+        requirements=(f"numpy=={numpy}", f"pillow=={pillow}"),
+    )
 
 
 def warm_cell(quick: bool) -> Cell:
@@ -56,8 +66,13 @@ def matrix_cells(quick: bool) -> list[Cell]:
     """
     if quick:
         return [light_cell(v) for v in ("1.25.2", "1.26.4", "2.0.2", "2.1.3", "2.2.6")]
-    return [make_cell("2.4.1", "1.26.4"), make_cell("2.4.1", "2.0.2"),
-            make_cell("2.5.1", "1.26.4"), make_cell("2.5.1", "2.0.2"), make_cell("2.5.1", "2.1.3")]
+    return [
+        make_cell("2.4.1", "1.26.4"),
+        make_cell("2.4.1", "2.0.2"),
+        make_cell("2.5.1", "1.26.4"),
+        make_cell("2.5.1", "2.0.2"),
+        make_cell("2.5.1", "2.1.3"),
+    ]
 
 
 def index_config() -> Any:
@@ -86,8 +101,9 @@ def _clock_stops_at_probes(stopped: dict[str, float]) -> Any:
     return CellSteps(probes=stop)
 
 
-def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
-                 env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_our_cell(
+    cell: Cell, location: os.PathLike[str], index: Any, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """What a ``nox -s matrix`` cell does before its probes, timed from its start.
 
     nox's uv backend creates the venv (nox's own ``VirtualEnv``), then
@@ -98,8 +114,12 @@ def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
     from torch_matrix.run.cellrun import CellSettings, run_cell
 
     location = Path(location)
-    settings = CellSettings(cells_dir=location.parent / "cells", work_dir=location / "torch-matrix",
-                            index_config=index, fingerprint=cell.fingerprint())
+    settings = CellSettings(
+        cells_dir=location.parent / "cells",
+        work_dir=location / "torch-matrix",
+        index_config=index,
+        fingerprint=cell.fingerprint(),
+    )
     interpreter = interpreter_path(cell.python)
     progress = io.StringIO()
     stopped: dict[str, float] = {}
@@ -111,16 +131,27 @@ def run_our_cell(cell: Cell, location: os.PathLike[str], index: Any,
         result = run_cell(cell, str(python), settings, steps)
     verified = stopped.get("at", time.perf_counter())
     if result.install.status != INSTALLED:
-        raise BenchError(f"our cell {cell.id}: {result.install.status}: {result.install.message[-800:]}")
-    phases = {name: seconds for name, seconds in result.timings.items() if name not in ("probes", "total")}
-    return {"venv_s": created - start, "cellrun_s": verified - created, "total_s": verified - start,
-            "phases": phases,  # run_cell's own timings (its phases, and uv's steps when it reports them)
-            "python": str(python), "resolved": dict(result.install.resolved),
-            "command": list(result.install.command), "message": result.install.message}
+        raise BenchError(
+            f"our cell {cell.id}: {result.install.status}: {result.install.message[-800:]}"
+        )
+    phases = {
+        name: seconds for name, seconds in result.timings.items() if name not in ("probes", "total")
+    }
+    return {
+        "venv_s": created - start,
+        "cellrun_s": verified - created,
+        "total_s": verified - start,
+        "phases": phases,  # run_cell's own timings (its phases, and uv's steps when it reports them)
+        "python": str(python),
+        "resolved": dict(result.install.resolved),
+        "command": list(result.install.command),
+        "message": result.install.message,
+    }
 
 
-def run_floor(cell: Cell, location: os.PathLike[str], index: Any,
-              env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_floor(
+    cell: Cell, location: os.PathLike[str], index: Any, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The floor: bare ``uv venv`` + ``uv pip install`` with the same pins and index options.
 
     It calls the uv binary directly (the one ``torch_matrix.world.environment`` uses), not a ``uv`` found
@@ -129,16 +160,24 @@ def run_floor(cell: Cell, location: os.PathLike[str], index: Any,
     location = Path(location)
     uv = uv_executable()
     start = time.perf_counter()
-    run_command([uv, "venv", "-q", "--clear", "-p", interpreter_path(cell.python), str(location)], env=env)
+    run_command(
+        [uv, "venv", "-q", "--clear", "-p", interpreter_path(cell.python), str(location)], env=env
+    )
     python = location / "bin" / "python"
     run_command(install_command(cell, index, str(python), uv=uv), env=env)
     return {"total_s": time.perf_counter() - start, "python": str(python)}
 
 
-def run_virtualenv_pip(cell: Cell, location: os.PathLike[str], env: dict[str, str]) -> dict[str, Any]:
+def run_virtualenv_pip(
+    cell: Cell, location: os.PathLike[str], env: dict[str, str]
+) -> dict[str, Any]:
     """nox's default backend for the same cell: virtualenv, then ``pip install`` of the pins."""
     start = time.perf_counter()
     python = nox_venv(Path(location), interpreter_path(cell.python), "virtualenv")
     created = time.perf_counter()
     run_command([str(python), "-m", "pip", "install", "-q", *cell.requirements], env=env)
-    return {"venv_s": created - start, "total_s": time.perf_counter() - start, "python": str(python)}
+    return {
+        "venv_s": created - start,
+        "total_s": time.perf_counter() - start,
+        "python": str(python),
+    }

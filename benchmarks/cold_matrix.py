@@ -31,8 +31,10 @@ from .wheelsizes import unique_installed, wheel_sizes
 FIGURE = "2_cold_matrix"
 GOALS = {"downloaded / unique wheel bytes": ("<=", 1.05, "x")}
 # One large file for the bandwidth (torch 2.5.1, cp311, ~906 MB), a small one for --quick.
-PROBE_FILES = {False: ("torch", "2.5.1", "cp311-cp311-manylinux1_x86_64"),
-               True: ("numpy", "2.1.3", "cp311-cp311-manylinux_2_17_x86_64")}
+PROBE_FILES = {
+    False: ("torch", "2.5.1", "cp311-cp311-manylinux1_x86_64"),
+    True: ("numpy", "2.1.3", "cp311-cp311-manylinux_2_17_x86_64"),
+}
 
 
 def probe_file_url(project: str, version: str, tag_fragment: str) -> tuple[str, int]:
@@ -58,8 +60,13 @@ def download_once(url: str, size: int) -> dict[str, float]:
             while response.read(1 << 20):
                 pass
     seconds, rx = time.perf_counter() - start, net_rx_bytes() - rx0
-    return {"seconds": seconds, "bytes": size, "rx_bytes": rx, "bandwidth_Bps": size / seconds,
-            "rx_over_size": rx / size}
+    return {
+        "seconds": seconds,
+        "bytes": size,
+        "rx_bytes": rx,
+        "bandwidth_Bps": size / seconds,
+        "rx_over_size": rx / size,
+    }
 
 
 def install_matrix(ctx: Context, cache: Path, venv_root: Path) -> tuple[list[Path], float]:
@@ -80,8 +87,10 @@ def measure(ctx: Context) -> dict[str, Any]:
     downloads = [download_once(url, size) for _ in range(3)]
     bandwidth = summarize(d["bandwidth_Bps"] for d in downloads)["median"]
     calibration = summarize(d["rx_over_size"] for d in downloads)["median"]
-    ctx.log(f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)}), "
-            f"counter calibration {calibration:.4f} rx bytes per payload byte")
+    ctx.log(
+        f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)}), "
+        f"counter calibration {calibration:.4f} rx bytes per payload byte"
+    )
 
     rx0 = net_rx_bytes()
     time.sleep(5)
@@ -98,7 +107,9 @@ def measure(ctx: Context) -> dict[str, Any]:
         venvs, wall = install_matrix(ctx, cache, venv_root)
         rx = net_rx_bytes() - rx0
         runs.append({"wall_s": wall, "rx_bytes": rx})
-        ctx.log(f"  repeat {i + 1}/{repeats}: {len(venvs)} cells in {wall:.1f} s, received {human_bytes(rx)}")
+        ctx.log(
+            f"  repeat {i + 1}/{repeats}: {len(venvs)} cells in {wall:.1f} s, received {human_bytes(rx)}"
+        )
 
     wheels = unique_installed(venvs)
     sizes = wheel_sizes(wheels)
@@ -108,23 +119,38 @@ def measure(ctx: Context) -> dict[str, Any]:
     downloaded = rx_median / calibration
     ideal_s = unique_bytes / bandwidth
     download_ratio = ratio(downloaded, unique_bytes)
-    ctx.log(f"  unique wheel bytes {human_bytes(unique_bytes)} in {len(sizes)} files; "
-            f"downloaded {human_bytes(downloaded)} -> {download_ratio:.3f}x; "
-            f"wall {wall['median']:.1f} s vs {ideal_s:.1f} s at link speed")
+    ctx.log(
+        f"  unique wheel bytes {human_bytes(unique_bytes)} in {len(sizes)} files; "
+        f"downloaded {human_bytes(downloaded)} -> {download_ratio:.3f}x; "
+        f"wall {wall['median']:.1f} s vs {ideal_s:.1f} s at link speed"
+    )
     # Figure 3 measures disk on what the last repeat left: this cache and these venvs.
     ctx.facts["matrix_cache"] = cache
     ctx.facts["matrix_venvs"] = venvs
     return {
-        "cells": cells.cell_ids(cells.matrix_cells(ctx.quick)), "repeats": repeats,
-        "bandwidth_Bps": bandwidth, "bandwidth_downloads": downloads, "counter_calibration": calibration,
+        "cells": cells.cell_ids(cells.matrix_cells(ctx.quick)),
+        "repeats": repeats,
+        "bandwidth_Bps": bandwidth,
+        "bandwidth_downloads": downloads,
+        "counter_calibration": calibration,
         "background_rx_Bps": background,
-        "unique_wheel_files": len(sizes), "unique_wheel_bytes": unique_bytes,
+        "unique_wheel_files": len(sizes),
+        "unique_wheel_bytes": unique_bytes,
         "largest_wheels": dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:8]),
-        "rx_bytes": summarize(r["rx_bytes"] for r in runs), "downloaded_bytes": downloaded,
+        "rx_bytes": summarize(r["rx_bytes"] for r in runs),
+        "downloaded_bytes": downloaded,
         "downloaded_over_unique": download_ratio,
         "raw_rx_over_unique": ratio(rx_median, unique_bytes),
-        "cold_wall_s": wall, "ideal_download_s": ideal_s, "wall_over_ideal": ratio(wall["median"], ideal_s),
-        "targets": targets_for(FIGURE, GOALS, {"downloaded / unique wheel bytes": download_ratio},
-                               {"downloaded / unique wheel bytes": f"median of {repeats} cold runs of "
-                                f"{len(venvs)} cells; /proc/net/dev, calibrated"}),
+        "cold_wall_s": wall,
+        "ideal_download_s": ideal_s,
+        "wall_over_ideal": ratio(wall["median"], ideal_s),
+        "targets": targets_for(
+            FIGURE,
+            GOALS,
+            {"downloaded / unique wheel bytes": download_ratio},
+            {
+                "downloaded / unique wheel bytes": f"median of {repeats} cold runs of "
+                f"{len(venvs)} cells; /proc/net/dev, calibrated"
+            },
+        ),
     }

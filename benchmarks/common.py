@@ -28,7 +28,9 @@ class Context:
     work: Path  # scratch space on the same filesystem as the repo (venvs, fresh caches)
     quick: bool
     log: Callable[[str], None] = print
-    facts: dict[str, Any] = field(default_factory=dict)  # shared between figures (e.g. venvs to reuse)
+    facts: dict[str, Any] = field(
+        default_factory=dict
+    )  # shared between figures (e.g. venvs to reuse)
 
     def dir(self, name: str, fresh: bool = True) -> Path:
         path = self.work / name
@@ -43,23 +45,50 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def run_command(cmd: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-                check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+def run_command(
+    cmd: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run and capture; on failure raise ``BenchError`` with the command and its output tail."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    proc = subprocess.run(list(map(str, cmd)), env=full_env, cwd=cwd, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    proc = subprocess.run(
+        list(map(str, cmd)),
+        env=full_env,
+        cwd=cwd,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=timeout,
+    )
     if check and proc.returncode != 0:
-        raise BenchError(f"{' '.join(map(str, cmd))} exited {proc.returncode}: {proc.stdout[-1500:]}")
+        raise BenchError(
+            f"{' '.join(map(str, cmd))} exited {proc.returncode}: {proc.stdout[-1500:]}"
+        )
     return proc
 
 
-def run_nox_matrix(envdir: Path, env: Mapping[str, str], *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+def run_nox_matrix(
+    envdir: Path, env: Mapping[str, str], *args: str
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     """``nox -s matrix`` through the project's noxfile as a user runs it (never raises on its exit
     status: the caller reads the results); (wall seconds, the finished process)."""
-    command = [sys.executable, "-m", "nox", "-f", str(REPO_ROOT / "noxfile.py"), "--envdir", str(envdir),
-               "-s", "matrix", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "nox",
+        "-f",
+        str(REPO_ROOT / "noxfile.py"),
+        "--envdir",
+        str(envdir),
+        "-s",
+        "matrix",
+        *args,
+    ]
     start = time.perf_counter()
     proc = run_command(command, env=env, cwd=REPO_ROOT, check=False)
     return time.perf_counter() - start, proc
@@ -84,7 +113,9 @@ def interpreter_path(version: str) -> str:
     if sys.version_info[:2] == tuple(int(p) for p in version.split(".")):
         return sys.executable
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for candidate in sorted(glob.glob(str(pyenv_root / "versions" / f"{version}.*" / "bin" / f"python{version}"))):
+    for candidate in sorted(
+        glob.glob(str(pyenv_root / "versions" / f"{version}.*" / "bin" / f"python{version}"))
+    ):
         return candidate
     which = shutil.which(f"python{version}")
     if which:

@@ -58,12 +58,21 @@ def measure_same_filesystem(ctx: Context) -> dict[str, Any]:
     each = [du_bytes([v]) for v in venvs]
     linked = ratio(together, cache_bytes)
     copies = ratio(cache_bytes + sum(each), cache_bytes)
-    ctx.log(f"  cache {human_bytes(cache_bytes)}; cache + {len(venvs)} venvs {human_bytes(together)} "
-            f"-> {linked:.3f}x; as {len(venvs)} full copies {copies:.2f}x")
-    return {"n_venvs": len(venvs), "cache_bytes": cache_bytes, "cache_plus_venvs_bytes": together,
-            "venv_bytes_each_alone": each, "linked_ratio": linked, "full_copies_ratio": copies,
-            "hardlinked_file_fraction": [round(_linked_fraction(v), 4) for v in venvs],
-            "filesystem": filesystem_type(cache), "du_repeats": len(samples)}
+    ctx.log(
+        f"  cache {human_bytes(cache_bytes)}; cache + {len(venvs)} venvs {human_bytes(together)} "
+        f"-> {linked:.3f}x; as {len(venvs)} full copies {copies:.2f}x"
+    )
+    return {
+        "n_venvs": len(venvs),
+        "cache_bytes": cache_bytes,
+        "cache_plus_venvs_bytes": together,
+        "venv_bytes_each_alone": each,
+        "linked_ratio": linked,
+        "full_copies_ratio": copies,
+        "hardlinked_file_fraction": [round(_linked_fraction(v), 4) for v in venvs],
+        "filesystem": filesystem_type(cache),
+        "du_repeats": len(samples),
+    }
 
 
 def default_uv_cache() -> Path:
@@ -85,11 +94,15 @@ def measure_cross_filesystem(ctx: Context) -> dict[str, Any]:
     venv_root = ctx.dir("xfs-venvs")
     warning = link_mode_warning(tmp_cache, venv_root)
     same_fs_cache = default_uv_cache()
-    result: dict[str, Any] = {"cell": cell.id, "tmpfs_cache_fs": filesystem_type(TMPFS),
-                              "venv_fs": filesystem_type(venv_root), "usual_cache": str(same_fs_cache),
-                              "usual_cache_fs": filesystem_type(same_fs_cache),
-                              "tool_warning": warning,
-                              "tool_warning_for_usual_cache": link_mode_warning(same_fs_cache, venv_root)}
+    result: dict[str, Any] = {
+        "cell": cell.id,
+        "tmpfs_cache_fs": filesystem_type(TMPFS),
+        "venv_fs": filesystem_type(venv_root),
+        "usual_cache": str(same_fs_cache),
+        "usual_cache_fs": filesystem_type(same_fs_cache),
+        "tool_warning": warning,
+        "tool_warning_for_usual_cache": link_mode_warning(same_fs_cache, venv_root),
+    }
     try:
         for label, cache in (("tmpfs_cache", tmp_cache), ("usual_cache", same_fs_cache)):
             env = {"UV_CACHE_DIR": str(cache)}
@@ -103,18 +116,33 @@ def measure_cross_filesystem(ctx: Context) -> dict[str, Any]:
                 venvs.append(venv)
             cache_bytes = du_bytes([cache])
             added = du_bytes([cache, *venvs]) - cache_bytes  # 0 for a file linked to the cache
-            uv_said = sorted({line.strip() for m in messages for line in m.splitlines() if LINK_WORDS.search(line)},
-                             key=lambda line: not line.lower().startswith("warning"))
-            result[label] = {"ready_venv_s": summarize(installs), "n_venvs": len(venvs),
-                             "bytes_added_by_venvs": added, "cache_bytes": cache_bytes,
-                             "uv_output_about_linking": uv_said[:2]}
-            ctx.log(f"  {label}: cell start to verified venv {result[label]['ready_venv_s']['median']:.2f} s (median of 3); "
-                    f"3 venvs add {human_bytes(added)} beside the cache; uv said: "
-                    f"{uv_said[:1] or 'nothing about linking'}")
+            uv_said = sorted(
+                {
+                    line.strip()
+                    for m in messages
+                    for line in m.splitlines()
+                    if LINK_WORDS.search(line)
+                },
+                key=lambda line: not line.lower().startswith("warning"),
+            )
+            result[label] = {
+                "ready_venv_s": summarize(installs),
+                "n_venvs": len(venvs),
+                "bytes_added_by_venvs": added,
+                "cache_bytes": cache_bytes,
+                "uv_output_about_linking": uv_said[:2],
+            }
+            ctx.log(
+                f"  {label}: cell start to verified venv {result[label]['ready_venv_s']['median']:.2f} s (median of 3); "
+                f"3 venvs add {human_bytes(added)} beside the cache; uv said: "
+                f"{uv_said[:1] or 'nothing about linking'}"
+            )
             for venv in venvs + [venv_root / f"{label}-fill"]:
                 remove_tree(venv)
-        result["ready_venv_slowdown"] = ratio(result["tmpfs_cache"]["ready_venv_s"]["median"],
-                                              result["usual_cache"]["ready_venv_s"]["median"])
+        result["ready_venv_slowdown"] = ratio(
+            result["tmpfs_cache"]["ready_venv_s"]["median"],
+            result["usual_cache"]["ready_venv_s"]["median"],
+        )
         ctx.log(f"  tool warning: {warning}")
         return result
     finally:
@@ -134,8 +162,20 @@ def measure(ctx: Context) -> dict[str, Any]:
         cross = measure_cross_filesystem(ctx)
     except (BenchError, OSError) as error:
         cross = {"error": str(error)}
-    return {"same_filesystem": same, "cache_on_other_filesystem": cross,
-            "targets": targets_for(FIGURE, GOALS, {"(5 venvs + cache) / cache": same["linked_ratio"]
-                                                   if same["n_venvs"] >= N_VENVS else None},
-                                   {"(5 venvs + cache) / cache": f"du of all paths together, "
-                                    f"median of {same['du_repeats']}; {same['n_venvs']} venvs"})}
+    return {
+        "same_filesystem": same,
+        "cache_on_other_filesystem": cross,
+        "targets": targets_for(
+            FIGURE,
+            GOALS,
+            {
+                "(5 venvs + cache) / cache": same["linked_ratio"]
+                if same["n_venvs"] >= N_VENVS
+                else None
+            },
+            {
+                "(5 venvs + cache) / cache": f"du of all paths together, "
+                f"median of {same['du_repeats']}; {same['n_venvs']} venvs"
+            },
+        ),
+    }

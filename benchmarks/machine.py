@@ -35,7 +35,10 @@ def machine_facts(work: Path) -> dict[str, Any]:
     cpu_model = ""
     try:
         with open("/proc/cpuinfo") as handle:
-            cpu_model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), "")
+            cpu_model = next(
+                (line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")),
+                "",
+            )
     except OSError:
         pass
     paths = {"work": work, "uv_cache": cache, "dev_shm": Path("/dev/shm")}
@@ -46,14 +49,19 @@ def machine_facts(work: Path) -> dict[str, Any]:
         "cpu_model": cpu_model,
         "memory_gib": _meminfo_gib(),
         "load_average": load_average(),
-        "disk_free_gib": {name: round(shutil.disk_usage(p).free / 2**30, 1)
-                          for name, p in paths.items() if p.exists()},
+        "disk_free_gib": {
+            name: round(shutil.disk_usage(p).free / 2**30, 1)
+            for name, p in paths.items()
+            if p.exists()
+        },
         "filesystems": {name: filesystem_type(p) for name, p in paths.items() if p.exists()},
         "python": sys.version.split()[0],
         "uv": tool_version(["uv", "--version"]),
         "nox": tool_version([sys.executable, "-m", "nox", "--version"]),
         "pip": tool_version([sys.executable, "-m", "pip", "--version"]).split(" from ")[0],
-        "virtualenv": tool_version([sys.executable, "-m", "virtualenv", "--version"]).split(" from ")[0],
+        "virtualenv": tool_version([sys.executable, "-m", "virtualenv", "--version"]).split(
+            " from "
+        )[0],
     }
 
 

@@ -27,7 +27,9 @@ def torch_venv(ctx: Context) -> str:
     cell = ctx.facts.get("warm_cell")
     if python and cell is not None and cell.torch:
         return python
-    run = cells.run_our_cell(cells.make_cell("2.4.1"), ctx.dir("probe-venv") / "venv", cells.index_config())
+    run = cells.run_our_cell(
+        cells.make_cell("2.4.1"), ctx.dir("probe-venv") / "venv", cells.index_config()
+    )
     return run["python"]
 
 
@@ -40,12 +42,26 @@ def measure(ctx: Context) -> dict[str, Any]:
     main = measure_probe_suite(python, repeats=repeats, select=select, naive=ctx.quick)
     naive = main if ctx.quick else measure_probe_suite(python, repeats=1, select=select, naive=True)
     ratio = main["suite_over_floor"]
-    ctx.log(f"  {main['probes']} probes: suite {main['suite_s']['median']:.1f} s, floor "
-            f"{main['floor_s']['median']:.1f} s (import {main['import_s']['median']:.1f} + work "
-            f"{main['probe_work_s']['median']:.1f}) -> {ratio:.2f}x; naive {naive['naive_s']['median']:.1f} s "
-            f"= {naive['naive_over_suite']:.2f}x the suite")
-    return {"venv_python": python, "probes": main["probes"], "suite_vs_floor": main, "naive_run": naive,
-            "suite_over_floor": ratio, "naive_over_suite": naive["naive_over_suite"],
-            "targets": targets_for(FIGURE, GOALS, {"suite / floor": ratio},
-                                   {"suite / floor": f"median of {repeats} per-run ratios"
-                                    + (f", probes {','.join(select)}" if select else ", all probes")})}
+    ctx.log(
+        f"  {main['probes']} probes: suite {main['suite_s']['median']:.1f} s, floor "
+        f"{main['floor_s']['median']:.1f} s (import {main['import_s']['median']:.1f} + work "
+        f"{main['probe_work_s']['median']:.1f}) -> {ratio:.2f}x; naive {naive['naive_s']['median']:.1f} s "
+        f"= {naive['naive_over_suite']:.2f}x the suite"
+    )
+    return {
+        "venv_python": python,
+        "probes": main["probes"],
+        "suite_vs_floor": main,
+        "naive_run": naive,
+        "suite_over_floor": ratio,
+        "naive_over_suite": naive["naive_over_suite"],
+        "targets": targets_for(
+            FIGURE,
+            GOALS,
+            {"suite / floor": ratio},
+            {
+                "suite / floor": f"median of {repeats} per-run ratios"
+                + (f", probes {','.join(select)}" if select else ", all probes")
+            },
+        ),
+    }

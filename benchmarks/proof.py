@@ -32,8 +32,10 @@ from .stats import ratio, summarize, targets_for
 
 FIGURE = "9_proof"
 # The bound; the wall-time ratio is a figure without a target (reported beside it).
-GOALS = {"most follow-up cells of an edge / (ceil(log2 N) + 2)": ("<=", 1.0, ""),
-         "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)": ("<=", 1.0, "")}
+GOALS = {
+    "most follow-up cells of an edge / (ceil(log2 N) + 2)": ("<=", 1.0, ""),
+    "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)": ("<=", 1.0, ""),
+}
 SIZES = (8, 16, 32, 52)
 
 
@@ -73,14 +75,25 @@ def edge_costs(ctx: Context) -> dict[str, Any]:
                 spent_per_break.append(spent)
                 cells_here.append(spent)
         mean = sum(cells_here) / len(cells_here) if cells_here else 0.0
-        by_size[size] = {"mean_cells_per_break": round(mean, 2), "bound_per_edge": bound,
-                         "bound_per_break": 2 * bound, "breaks": len(cells_here)}
-        ctx.log(f"  N={size}: {mean:.1f} follow-up cells per break on average over {len(cells_here)} breaks "
-                f"(bound: {bound} per edge, ceil(log2 {size}) + 2)")
-    return {"worst_ratio": worst, "by_size": by_size, "breaks": breaks,
-            "mean_cells_per_break": sum(spent_per_break) / max(1, len(spent_per_break)),
-            "edges_settled": edges_found, "edges": edges_total,
-            "log2_bound": {size: math.ceil(math.log2(size)) + 2 for size in SIZES}}
+        by_size[size] = {
+            "mean_cells_per_break": round(mean, 2),
+            "bound_per_edge": bound,
+            "bound_per_break": 2 * bound,
+            "breaks": len(cells_here),
+        }
+        ctx.log(
+            f"  N={size}: {mean:.1f} follow-up cells per break on average over {len(cells_here)} breaks "
+            f"(bound: {bound} per edge, ceil(log2 {size}) + 2)"
+        )
+    return {
+        "worst_ratio": worst,
+        "by_size": by_size,
+        "breaks": breaks,
+        "mean_cells_per_break": sum(spent_per_break) / max(1, len(spent_per_break)),
+        "edges_settled": edges_found,
+        "edges": edges_total,
+        "log2_bound": {size: math.ceil(math.log2(size)) + 2 for size in SIZES},
+    }
 
 
 def interaction_costs(ctx: Context) -> dict[str, Any]:
@@ -106,16 +119,31 @@ def interaction_costs(ctx: Context) -> dict[str, Any]:
                     return UNSAT
                 return with_82[torch] if setuptools == "84.2.1" else without[torch]
 
-            grid = [(releases[i], spec) for i in sorted(rng.sample(range(size), rng.randint(2, 4)))
-                    for spec in ("<82", ">=82")]
+            grid = [
+                (releases[i], spec)
+                for i in sorted(rng.sample(range(size), rng.randint(2, 4)))
+                for spec in ("<82", ">=82")
+            ]
             results = run_configurations(truth, grid, releases, st_releases=("81.0.0", "84.2.1"))
             others = [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
-            edges = [e for e in followups.edges(results, lambda cell, axis="torch": ("81.0.0", "84.2.1")
-                                                if axis == "setuptools" else releases) if e.axis == "torch"]
+            edges = [
+                e
+                for e in followups.edges(
+                    results,
+                    lambda cell, axis="torch": (
+                        ("81.0.0", "84.2.1") if axis == "setuptools" else releases
+                    ),
+                )
+                if e.axis == "torch"
+            ]
             interaction = False
             for edge in edges:
                 held = dict(edge.context).get("setuptools")
-                mine = [r for r in others if r.cell.torch in edge.span and r.cell.axes["setuptools"] != held]
+                mine = [
+                    r
+                    for r in others
+                    if r.cell.torch in edge.span and r.cell.axes["setuptools"] != held
+                ]
                 worst_own = max(worst_own, edge.spent / edge.budget)
                 worst_other = max(worst_other, len(mine) / edge.budget)
                 interaction = interaction or bool(mine)
@@ -126,11 +154,18 @@ def interaction_costs(ctx: Context) -> dict[str, Any]:
                 other_cells.append(len(others) / count)
     mean_own = sum(own_cells) / max(1, len(own_cells))
     mean_other = sum(other_cells) / max(1, len(other_cells))
-    ctx.log(f"  interactions: {mean_own:.1f} cells per break in its own configuration, {mean_other:.1f} in the "
-            f"passing one, over {breaks} breaks; worst edge {worst_own:.2f} (own) and {worst_other:.2f} (other) "
-            f"of ceil(log2 N) + 2")
-    return {"worst_own_ratio": worst_own, "worst_other_ratio": worst_other, "breaks": breaks,
-            "mean_own_cells_per_break": round(mean_own, 2), "mean_other_cells_per_break": round(mean_other, 2)}
+    ctx.log(
+        f"  interactions: {mean_own:.1f} cells per break in its own configuration, {mean_other:.1f} in the "
+        f"passing one, over {breaks} breaks; worst edge {worst_own:.2f} (own) and {worst_other:.2f} (other) "
+        f"of ceil(log2 N) + 2"
+    )
+    return {
+        "worst_own_ratio": worst_own,
+        "worst_other_ratio": worst_other,
+        "breaks": breaks,
+        "mean_own_cells_per_break": round(mean_own, 2),
+        "mean_other_cells_per_break": round(mean_other, 2),
+    }
 
 
 def run_wall(ctx: Context) -> dict[str, Any]:
@@ -143,39 +178,72 @@ def run_wall(ctx: Context) -> dict[str, Any]:
             root = ctx.dir(f"proof-{attempt}-{label.replace(' ', '-')}")
             spec, run_dir = write_window_world(root)
             env = nox_env(root, spec, **extra)
-            command = [sys.executable, "-m", "nox", "-f", str(REPO_ROOT / "noxfile.py"), "--envdir",
-                       str(root / "nox"), "--no-color", "-s", "matrix"]
+            command = [
+                sys.executable,
+                "-m",
+                "nox",
+                "-f",
+                str(REPO_ROOT / "noxfile.py"),
+                "--envdir",
+                str(root / "nox"),
+                "--no-color",
+                "-s",
+                "matrix",
+            ]
             start = time.perf_counter()
             done = run_command(command, env=env, cwd=root, check=False, timeout=900)
             seconds[label].append(time.perf_counter() - start)
             if done.returncode != 0 or "follow-up cells:" not in done.stdout:
-                raise BenchError(f"nox -s matrix ({label}) exited {done.returncode}: {done.stdout[-800:]}")
+                raise BenchError(
+                    f"nox -s matrix ({label}) exited {done.returncode}: {done.stdout[-800:]}"
+                )
             if label == "with proof":
-                ctx.log("  " + next(line for line in done.stdout.splitlines() if "follow-up cells:" in line).strip())
+                ctx.log(
+                    "  "
+                    + next(
+                        line for line in done.stdout.splitlines() if "follow-up cells:" in line
+                    ).strip()
+                )
     summaries = {label: summarize(values) for label, values in seconds.items()}
     wall_ratio = ratio(summaries["with proof"]["median"], summaries["without"]["median"])
-    ctx.log(f"  nox -s matrix, synthetic index: {summaries['with proof']['median']:.1f} s with proof, "
-            f"{summaries['without']['median']:.1f} s without ({wall_ratio:.2f}x)")
+    ctx.log(
+        f"  nox -s matrix, synthetic index: {summaries['with proof']['median']:.1f} s with proof, "
+        f"{summaries['without']['median']:.1f} s without ({wall_ratio:.2f}x)"
+    )
     return {"seconds": summaries, "ratio": wall_ratio, "repeats": repeats}
 
 
 def measure(ctx: Context) -> dict[str, Any]:
     costs = edge_costs(ctx)
-    ctx.log(f"  worst edge: {costs['worst_ratio']:.2f} of its ceil(log2 N) + 2 bound; "
-            f"{costs['mean_cells_per_break']:.1f} cells per break on average over {costs['breaks']} breaks")
+    ctx.log(
+        f"  worst edge: {costs['worst_ratio']:.2f} of its ceil(log2 N) + 2 bound; "
+        f"{costs['mean_cells_per_break']:.1f} cells per break on average over {costs['breaks']} breaks"
+    )
     interactions = interaction_costs(ctx)
     wall = run_wall(ctx)
-    values = {"most follow-up cells of an edge / (ceil(log2 N) + 2)":
-              max(costs["worst_ratio"], interactions["worst_own_ratio"]),
-              "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)":
-              interactions["worst_other_ratio"]}
-    return {"edges": costs, "interactions": interactions, "wall": wall,
-            "targets": targets_for(FIGURE, GOALS, values, {
-                "most follow-up cells of an edge / (ceil(log2 N) + 2)":
-                    f"random break patterns over indexes of {', '.join(map(str, SIZES))} releases; "
-                    f"wall time of nox -s matrix with proof / without: {wall['ratio']:.2f}x (synthetic "
-                    "index of ten tiny torch wheels: planning and a venv per follow-up cell, not downloads)",
-                "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)":
-                    f"{interactions['breaks']} interaction breaks over indexes of {', '.join(map(str, SIZES[:3]))} "
-                    f"releases: {interactions['mean_own_cells_per_break']} cells per break in its own "
-                    f"configuration, {interactions['mean_other_cells_per_break']} in the passing one"})}
+    values = {
+        "most follow-up cells of an edge / (ceil(log2 N) + 2)": max(
+            costs["worst_ratio"], interactions["worst_own_ratio"]
+        ),
+        "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)": interactions[
+            "worst_other_ratio"
+        ],
+    }
+    return {
+        "edges": costs,
+        "interactions": interactions,
+        "wall": wall,
+        "targets": targets_for(
+            FIGURE,
+            GOALS,
+            values,
+            {
+                "most follow-up cells of an edge / (ceil(log2 N) + 2)": f"random break patterns over indexes of {', '.join(map(str, SIZES))} releases; "
+                f"wall time of nox -s matrix with proof / without: {wall['ratio']:.2f}x (synthetic "
+                "index of ten tiny torch wheels: planning and a venv per follow-up cell, not downloads)",
+                "most other-configuration cells of an interaction's edge / (ceil(log2 N) + 2)": f"{interactions['breaks']} interaction breaks over indexes of {', '.join(map(str, SIZES[:3]))} "
+                f"releases: {interactions['mean_own_cells_per_break']} cells per break in its own "
+                f"configuration, {interactions['mean_other_cells_per_break']} in the passing one",
+            },
+        ),
+    }

@@ -45,16 +45,28 @@ RESULTS_VERSION = 1
 def _default_work() -> Path:
     # Next to uv's cache by default, so venvs and cache share a filesystem (hardlinks work).
     cache = Path(os.environ.get("UV_CACHE_DIR", Path.home() / ".cache" / "uv"))
-    return cache.parent / f"torch-matrix-bench-{os.getpid()}"  # per run: two runs never share scratch
+    return (
+        cache.parent / f"torch-matrix-bench-{os.getpid()}"
+    )  # per run: two runs never share scratch
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="reduced smoke run: light cells, fewer repeats")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON results (default {DEFAULT_OUT})")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="reduced smoke run: light cells, fewer repeats"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"JSON results (default {DEFAULT_OUT})"
+    )
     parser.add_argument("--only", default="", help="comma-separated figure numbers, e.g. 1,3")
-    parser.add_argument("--work", type=Path, default=None,
-                        help="scratch dir for venvs and fresh caches (default: next to uv's cache)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="scratch dir for venvs and fresh caches (default: next to uv's cache)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir afterwards")
     return parser.parse_args(argv)
 
@@ -65,7 +77,9 @@ def selected_figures(only: str) -> list[tuple[str, str]]:
     wanted = {part.strip() for part in only.split(",") if part.strip()}
     unknown = wanted - {key.split("_")[0] for key, _ in FIGURES}
     if unknown:
-        raise SystemExit(f"benchmarks: unknown figure(s) {sorted(unknown)}; choose from 1-{len(FIGURES)}")
+        raise SystemExit(
+            f"benchmarks: unknown figure(s) {sorted(unknown)}; choose from 1-{len(FIGURES)}"
+        )
     return [(key, module) for key, module in FIGURES if key.split("_")[0] in wanted]
 
 
@@ -76,8 +90,11 @@ def run_figure(key: str, module_name: str, ctx: Context) -> dict[str, Any]:
         result = module.measure(ctx)
     except Exception as error:  # noqa: BLE001 - one broken figure must not hide the others
         ctx.log(f"  NOT MEASURED: {type(error).__name__}: {error}")
-        result = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:],
-                  "targets": targets_for(key, getattr(module, "GOALS", {}), {})}
+        result = {
+            "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc()[-3000:],
+            "targets": targets_for(key, getattr(module, "GOALS", {}), {}),
+        }
     result["figure_wall_s"] = round(time.perf_counter() - started, 2)
     return result
 
@@ -102,11 +119,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = (args.work or _default_work()).resolve()
     work.mkdir(parents=True, exist_ok=True)
     ctx = Context(work=work, quick=args.quick, log=lambda line: print(line, flush=True))
-    command = "python -m benchmarks.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m benchmarks.run " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
     facts = machine_facts(work)
-    print(f"torch-matrix benchmarks ({'quick' if args.quick else 'full'}), {started_at}", flush=True)
+    print(
+        f"torch-matrix benchmarks ({'quick' if args.quick else 'full'}), {started_at}", flush=True
+    )
     print("machine:", *facts_lines(facts), sep="\n", flush=True)
 
     results: dict[str, Any] = {}
@@ -125,10 +146,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = tally(targets)
     print("  " + ", ".join(f"{n} {status}" for status, n in counts.items()), flush=True)
 
-    document = {"schema": RESULTS_SCHEMA, "schema_version": RESULTS_VERSION, "command": command,
-                "quick": args.quick, "started_at": started_at,
-                "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "machine": facts, "load_average_at_end": load_average(), "figures": results, "targets": targets, "tally": counts}
+    document = {
+        "schema": RESULTS_SCHEMA,
+        "schema_version": RESULTS_VERSION,
+        "command": command,
+        "quick": args.quick,
+        "started_at": started_at,
+        "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": facts,
+        "load_average_at_end": load_average(),
+        "figures": results,
+        "targets": targets,
+        "tally": counts,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(_jsonable(document), indent=2) + "\n")
     print(f"\nwrote {args.out}", flush=True)

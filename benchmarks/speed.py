@@ -31,8 +31,12 @@ from .stats import human_bytes, ratio, targets_for
 
 FIGURE = "8_speed"
 GOALS = {"cold / warm wall, 5 cells, full suite": ("<=", 1.25, "x")}
-RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"  # torch_matrix.run.cellrun: the old rerun rule, for this figure
-BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"  # torch_matrix.run.prefetch: free space a fetch must leave
+RERUN_ALWAYS_ENV = (
+    "TORCH_MATRIX_RERUN_ALWAYS"  # torch_matrix.run.cellrun: the old rerun rule, for this figure
+)
+BUDGET_ENV = (
+    "TORCH_MATRIX_PREFETCH_FREE_GB"  # torch_matrix.run.prefetch: free space a fetch must leave
+)
 # The fresh cache of the 5 cells takes ~9 GiB on disk (figure 3; one fresh cache at a time): the cold
 # part needs this much free before it starts, and lets prefetch run down to BENCH_BUDGET_GB free.
 NEEDED_FREE_GB = 15.0
@@ -41,22 +45,33 @@ BENCH_BUDGET_GB = "4"
 
 def cold_spec() -> str:
     """The 5 cells of ``benchmarks.cells.matrix_cells`` as a spec (the full standard suite)."""
-    return ('name = "benchcold"\npython = ["3.11"]\ntorch = ["2.4.1", "2.5.1"]\ntorchvision = "paired"\n\n'
-            '[extras]\nnumpy = ["1.26.4", "2.0.2", "2.1.3"]\n\n'
-            '[[exclude]]\ntorch = "2.4.1"\nnumpy = "==2.1.3"\n')
+    return (
+        'name = "benchcold"\npython = ["3.11"]\ntorch = ["2.4.1", "2.5.1"]\ntorchvision = "paired"\n\n'
+        '[extras]\nnumpy = ["1.26.4", "2.0.2", "2.1.3"]\n\n'
+        '[[exclude]]\ntorch = "2.4.1"\nnumpy = "==2.1.3"\n'
+    )
 
 
 def run_nox(ctx: Context, label: str, env: dict[str, str]) -> dict[str, Any]:
     """``nox -s matrix`` through the project's noxfile, fresh results and venvs; wall time and per-cell timings."""
     results = ctx.dir(f"speed-results-{label}")
     envdir = ctx.dir(f"speed-envs-{label}")
-    wall, proc = run_nox_matrix(envdir, {"TORCH_MATRIX_RESULTS": str(results), "TORCH_MATRIX_REDO": "1", **env})
+    wall, proc = run_nox_matrix(
+        envdir, {"TORCH_MATRIX_RESULTS": str(results), "TORCH_MATRIX_REDO": "1", **env}
+    )
     cells = cell_timings(results)
     if not cells:
-        raise BenchError(f"{label}: no cell results (nox exited {proc.returncode}): {proc.stdout[-1500:]}")
+        raise BenchError(
+            f"{label}: no cell results (nox exited {proc.returncode}): {proc.stdout[-1500:]}"
+        )
     venvs = sorted(p for p in envdir.iterdir() if (p / "pyvenv.cfg").is_file())
-    return {"wall_s": wall, "cells": cells, "venvs": [str(v) for v in venvs], "nox_exit": proc.returncode,
-            "prefetch_lines": [line for line in proc.stdout.splitlines() if "prefetch" in line][:20]}
+    return {
+        "wall_s": wall,
+        "cells": cells,
+        "venvs": [str(v) for v in venvs],
+        "nox_exit": proc.returncode,
+        "prefetch_lines": [line for line in proc.stdout.splitlines() if "prefetch" in line][:20],
+    }
 
 
 def cell_timings(results_root: Path) -> dict[str, dict[str, Any]]:
@@ -65,11 +80,17 @@ def cell_timings(results_root: Path) -> dict[str, dict[str, Any]]:
     from torch_matrix.world.results import load_results
 
     loaded = load_results(results_root)
-    return {r.cell.id: {"verdict": str(verdict_of(r).kind), "probes_s": r.timings.get("probes"),
-                        "install_s": r.timings.get("resolve+install"), "verify_s": r.timings.get("verify"),
-                        "total_s": r.timings.get("total"),
-                        "probe_runs": sum(int(p.evidence.get("runs", 1)) for p in r.probes)}
-            for r in loaded.results}
+    return {
+        r.cell.id: {
+            "verdict": str(verdict_of(r).kind),
+            "probes_s": r.timings.get("probes"),
+            "install_s": r.timings.get("resolve+install"),
+            "verify_s": r.timings.get("verify"),
+            "total_s": r.timings.get("total"),
+            "probe_runs": sum(int(p.evidence.get("runs", 1)) for p in r.probes),
+        }
+        for r in loaded.results
+    }
 
 
 def measure_cold(ctx: Context) -> dict[str, Any]:
@@ -80,13 +101,17 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
 
     free_gb = shutil.disk_usage(ctx.work).free / 1e9
     if free_gb < NEEDED_FREE_GB:
-        raise BenchError(f"{free_gb:.1f} GB free on the work disk, the fresh cache needs ~10 GB and this figure "
-                         f"starts only with {NEEDED_FREE_GB:g} GB free")
+        raise BenchError(
+            f"{free_gb:.1f} GB free on the work disk, the fresh cache needs ~10 GB and this figure "
+            f"starts only with {NEEDED_FREE_GB:g} GB free"
+        )
     spec = ctx.dir("speed") / "matrix.toml"
     spec.write_text(cold_spec())
     url, size = probe_file_url(*PROBE_FILES[ctx.quick])
     bandwidth = sorted(download_once(url, size)["bandwidth_Bps"] for _ in range(3))[1]
-    ctx.log(f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)})")
+    ctx.log(
+        f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)})"
+    )
     cache = ctx.work / "speed-cold-cache"
     runs: dict[str, dict[str, Any]] = {}
     remove_tree(cache)
@@ -95,13 +120,19 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
         load = load_average()
         # Each run its own torch.compile cache (by default /tmp's, shared): the warm run must not
         # find the kernels the cold run compiled, only the wheels it downloaded.
-        env = {"TORCH_MATRIX_SPEC": str(spec), "UV_CACHE_DIR": str(cache), BUDGET_ENV: BENCH_BUDGET_GB,
-               "TORCHINDUCTOR_CACHE_DIR": str(ctx.dir(f"speed-inductor-{label}"))}
+        env = {
+            "TORCH_MATRIX_SPEC": str(spec),
+            "UV_CACHE_DIR": str(cache),
+            BUDGET_ENV: BENCH_BUDGET_GB,
+            "TORCHINDUCTOR_CACHE_DIR": str(ctx.dir(f"speed-inductor-{label}")),
+        }
         runs[label] = run_nox(ctx, label, env)
         runs[label]["load_average_before"] = load
-        ctx.log(f"  {label} ({'fresh UV_CACHE_DIR' if label == 'cold' else 'same cache, fresh venvs'}): "
-                f"{len(runs[label]['cells'])} cells in {runs[label]['wall_s']:.1f} s (load {load}); "
-                f"{phase_line(runs[label]['cells'])}")
+        ctx.log(
+            f"  {label} ({'fresh UV_CACHE_DIR' if label == 'cold' else 'same cache, fresh venvs'}): "
+            f"{len(runs[label]['cells'])} cells in {runs[label]['wall_s']:.1f} s (load {load}); "
+            f"{phase_line(runs[label]['cells'])}"
+        )
     sizes = wheel_sizes(unique_installed([Path(v) for v in runs["warm"]["venvs"]]))
     unique_bytes = sum(sizes.values())
     for label in ("cold", "warm"):
@@ -116,28 +147,44 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
     serial_venvs, serial_s = install_matrix(ctx, cache, ctx.dir("speed-serial-venvs"))
     remove_tree(ctx.work / "speed-serial-venvs")
     remove_tree(cache)
-    ctx.log(f"  downloads in series (figure 2's path: {len(serial_venvs)} cells' installs alone, fresh "
-            f"UV_CACHE_DIR): {serial_s:.1f} s (load {load})")
+    ctx.log(
+        f"  downloads in series (figure 2's path: {len(serial_venvs)} cells' installs alone, fresh "
+        f"UV_CACHE_DIR): {serial_s:.1f} s (load {load})"
+    )
     download_s = unique_bytes / bandwidth
     cold, warm = runs["cold"]["wall_s"], runs["warm"]["wall_s"]
     cold_over_warm = ratio(cold, warm)
     cold_over_ideal = ratio(cold, download_s + warm)
-    installs = {label: sum(c["install_s"] or 0.0 for c in run["cells"].values()) for label, run in runs.items()}
+    installs = {
+        label: sum(c["install_s"] or 0.0 for c in run["cells"].values())
+        for label, run in runs.items()
+    }
     hidden = 1 - (cold - warm) / serial_s if serial_s else None
-    ctx.log(f"  unique wheel bytes {human_bytes(unique_bytes)} in {len(sizes)} files = {download_s:.1f} s at "
-            f"link speed; cold / warm {cold_over_warm:.2f}x; cold / (bytes / bandwidth + warm) "
-            f"{cold_over_ideal:.2f}x")
-    ctx.log(f"  old figure, cold install / (bytes / bandwidth): {ratio(serial_s, download_s):.2f}x in series "
-            f"(figure 2's path); the cold run's install phases {installs['cold']:.1f} s = "
-            f"{ratio(installs['cold'], download_s):.2f}x (warm {installs['warm']:.1f} s); the cold run paid "
-            f"{cold - warm:.1f} s more than the warm one for downloads that cost {serial_s:.1f} s in series")
-    return {"runs": runs, "bandwidth_Bps": bandwidth, "unique_wheel_bytes": unique_bytes,
-            "unique_wheel_files": len(sizes), "download_at_link_speed_s": download_s,
-            "cold_over_warm": cold_over_warm, "cold_over_bytes_and_warm": cold_over_ideal,
-            "install_phases_s": installs, "serial_install_s": serial_s,
-            "old_figure_cold_install_over_bytes": ratio(serial_s, download_s),
-            "cold_run_install_over_bytes": ratio(installs["cold"], download_s),
-            "share_of_serial_downloads_hidden": hidden}
+    ctx.log(
+        f"  unique wheel bytes {human_bytes(unique_bytes)} in {len(sizes)} files = {download_s:.1f} s at "
+        f"link speed; cold / warm {cold_over_warm:.2f}x; cold / (bytes / bandwidth + warm) "
+        f"{cold_over_ideal:.2f}x"
+    )
+    ctx.log(
+        f"  old figure, cold install / (bytes / bandwidth): {ratio(serial_s, download_s):.2f}x in series "
+        f"(figure 2's path); the cold run's install phases {installs['cold']:.1f} s = "
+        f"{ratio(installs['cold'], download_s):.2f}x (warm {installs['warm']:.1f} s); the cold run paid "
+        f"{cold - warm:.1f} s more than the warm one for downloads that cost {serial_s:.1f} s in series"
+    )
+    return {
+        "runs": runs,
+        "bandwidth_Bps": bandwidth,
+        "unique_wheel_bytes": unique_bytes,
+        "unique_wheel_files": len(sizes),
+        "download_at_link_speed_s": download_s,
+        "cold_over_warm": cold_over_warm,
+        "cold_over_bytes_and_warm": cold_over_ideal,
+        "install_phases_s": installs,
+        "serial_install_s": serial_s,
+        "old_figure_cold_install_over_bytes": ratio(serial_s, download_s),
+        "cold_run_install_over_bytes": ratio(installs["cold"], download_s),
+        "share_of_serial_downloads_hidden": hidden,
+    }
 
 
 def settle() -> None:
@@ -150,9 +197,15 @@ def settle() -> None:
 
 def phase_line(cells: dict[str, dict[str, Any]]) -> str:
     """The phases of a run's cells, summed: where its time went."""
-    sums = {name: sum(c.get(key) or 0.0 for c in cells.values())
-            for name, key in (("install", "install_s"), ("verify", "verify_s"), ("probes", "probes_s"),
-                              ("cells", "total_s"))}
+    sums = {
+        name: sum(c.get(key) or 0.0 for c in cells.values())
+        for name, key in (
+            ("install", "install_s"),
+            ("verify", "verify_s"),
+            ("probes", "probes_s"),
+            ("cells", "total_s"),
+        )
+    }
     return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in sums.items())
 
 
@@ -165,7 +218,11 @@ def measure_default(ctx: Context, repeats: int) -> dict[str, Any]:
             # No spec: the repository root has no matrix.toml, so nox plans the built-in default matrix.
             # Each run its own torch.compile cache: the second must not find the kernels the first compiled.
             inductor = ctx.dir(f"speed-inductor-default-{label}-{i}")
-            env = {"TORCH_MATRIX_SPEC": "", RERUN_ALWAYS_ENV: value, "TORCHINDUCTOR_CACHE_DIR": str(inductor)}
+            env = {
+                "TORCH_MATRIX_SPEC": "",
+                RERUN_ALWAYS_ENV: value,
+                "TORCHINDUCTOR_CACHE_DIR": str(inductor),
+            }
             settle()
             load = load_average()
             run = run_nox(ctx, f"default-{label}-{i}", env)
@@ -173,20 +230,41 @@ def measure_default(ctx: Context, repeats: int) -> dict[str, Any]:
             remove_tree(ctx.work / f"speed-envs-default-{label}-{i}")
             walls[label].append(run["wall_s"])
             cells[label].append(run["cells"])
-            ctx.log(f"  default matrix, {label} rerun rule, run {i + 1}/{repeats}: {len(run['cells'])} cells "
-                    f"in {run['wall_s']:.1f} s ({sum(c['probe_runs'] for c in run['cells'].values())} probe runs; "
-                    f"load {load})")
+            ctx.log(
+                f"  default matrix, {label} rerun rule, run {i + 1}/{repeats}: {len(run['cells'])} cells "
+                f"in {run['wall_s']:.1f} s ({sum(c['probe_runs'] for c in run['cells'].values())} probe runs; "
+                f"load {load})"
+            )
     saved = {}
     for cell_id in cells["new"][-1]:
-        before = [c[cell_id]["probes_s"] for c in cells["old"] if c.get(cell_id, {}).get("probes_s") is not None]
-        after = [c[cell_id]["probes_s"] for c in cells["new"] if c.get(cell_id, {}).get("probes_s") is not None]
+        before = [
+            c[cell_id]["probes_s"]
+            for c in cells["old"]
+            if c.get(cell_id, {}).get("probes_s") is not None
+        ]
+        after = [
+            c[cell_id]["probes_s"]
+            for c in cells["new"]
+            if c.get(cell_id, {}).get("probes_s") is not None
+        ]
         if before and after:
-            saved[cell_id] = round(sorted(before)[len(before) // 2] - sorted(after)[len(after) // 2], 2)
+            saved[cell_id] = round(
+                sorted(before)[len(before) // 2] - sorted(after)[len(after) // 2], 2
+            )
     old, new = sorted(walls["old"])[repeats // 2], sorted(walls["new"])[repeats // 2]
-    ctx.log(f"  default matrix warm: old rule {old:.1f} s, new rule {new:.1f} s ({ratio(new, old):.2f}x); "
-            f"probe seconds saved per cell: {saved}")
-    return {"repeats": repeats, "wall_s": walls, "cells": cells, "old_wall_s": old, "new_wall_s": new,
-            "new_over_old": ratio(new, old), "probe_seconds_saved_per_cell": saved}
+    ctx.log(
+        f"  default matrix warm: old rule {old:.1f} s, new rule {new:.1f} s ({ratio(new, old):.2f}x); "
+        f"probe seconds saved per cell: {saved}"
+    )
+    return {
+        "repeats": repeats,
+        "wall_s": walls,
+        "cells": cells,
+        "old_wall_s": old,
+        "new_wall_s": new,
+        "new_over_old": ratio(new, old),
+        "probe_seconds_saved_per_cell": saved,
+    }
 
 
 def measure(ctx: Context) -> dict[str, Any]:
@@ -209,8 +287,13 @@ def measure(ctx: Context) -> dict[str, Any]:
         result["default"] = {"error": str(error)}
         ctx.log(f"  default matrix NOT MEASURED: {error}")
     cold = result.get("cold", {})
-    note = (f"cold / (unique bytes / bandwidth + warm) = {cold['cold_over_bytes_and_warm']:.2f}x; old figure, "
-            f"cold install / (bytes / bandwidth) = {cold['old_figure_cold_install_over_bytes']:.2f}x"
-            if "cold_over_warm" in cold else "")
-    result["targets"] = targets_for(FIGURE, GOALS, values, {"cold / warm wall, 5 cells, full suite": note})
+    note = (
+        f"cold / (unique bytes / bandwidth + warm) = {cold['cold_over_bytes_and_warm']:.2f}x; old figure, "
+        f"cold install / (bytes / bandwidth) = {cold['old_figure_cold_install_over_bytes']:.2f}x"
+        if "cold_over_warm" in cold
+        else ""
+    )
+    result["targets"] = targets_for(
+        FIGURE, GOALS, values, {"cold / warm wall, 5 cells, full suite": note}
+    )
     return result

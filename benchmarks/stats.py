@@ -22,8 +22,13 @@ def summarize(values: Iterable[float]) -> dict[str, Any]:
     runs = [float(v) for v in values]
     if not runs:
         raise ValueError("no runs to summarize")
-    return {"median": statistics.median(runs), "min": min(runs), "max": max(runs),
-            "n": len(runs), "runs": [round(v, 4) for v in runs]}
+    return {
+        "median": statistics.median(runs),
+        "min": min(runs),
+        "max": max(runs),
+        "n": len(runs),
+        "runs": [round(v, 4) for v in runs],
+    }
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -68,8 +73,16 @@ class Target:
         return text + (f"  -- {self.note}" if self.note else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"figure": self.figure, "name": self.name, "value": self.value, "op": self.op,
-                "limit": self.limit, "unit": self.unit, "status": self.status, "note": self.note}
+        return {
+            "figure": self.figure,
+            "name": self.name,
+            "value": self.value,
+            "op": self.op,
+            "limit": self.limit,
+            "unit": self.unit,
+            "status": self.status,
+            "note": self.note,
+        }
 
 
 def tally(targets: Iterable[Target]) -> dict[str, int]:
@@ -87,9 +100,15 @@ def human_bytes(count: float) -> str:
     raise AssertionError("unreachable")
 
 
-def targets_for(figure: str, goals: dict[str, tuple[str, float, str]], values: dict[str, float | None],
-                notes: dict[str, str] | None = None) -> list[Target]:
+def targets_for(
+    figure: str,
+    goals: dict[str, tuple[str, float, str]],
+    values: dict[str, float | None],
+    notes: dict[str, str] | None = None,
+) -> list[Target]:
     """Targets from a figure's fixed goals (name -> (op, limit, unit)); a missing value is NOT MEASURED."""
     notes = notes or {}
-    return [Target(figure, name, op, limit, values.get(name), unit, notes.get(name, ""))
-            for name, (op, limit, unit) in goals.items()]
+    return [
+        Target(figure, name, op, limit, values.get(name), unit, notes.get(name, ""))
+        for name, (op, limit, unit) in goals.items()
+    ]

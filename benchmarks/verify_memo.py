@@ -21,16 +21,23 @@ from .probe_figure import torch_venv
 from .stats import ratio, summarize, targets_for
 
 FIGURE = "10_verify_memo"
-GOALS = {"warm memo / no memo": ("<=", 0.25, "x"), "memo at its row limit / small warm memo": ("<=", 1.5, "x")}
+GOALS = {
+    "warm memo / no memo": ("<=", 0.25, "x"),
+    "memo at its row limit / small warm memo": ("<=", 1.5, "x"),
+}
 
 
 def _record(python: str, memo: str) -> float:
     started = time.perf_counter()
-    done = run_command([python, "-I", str(REPO_ROOT / "probes" / "facts.py"), "record"],
-                       env={"TORCH_MATRIX_VERIFIED_DB": memo})
+    done = run_command(
+        [python, "-I", str(REPO_ROOT / "probes" / "facts.py"), "record"],
+        env={"TORCH_MATRIX_VERIFIED_DB": memo},
+    )
     elapsed = time.perf_counter() - started
     if done.stdout.strip() != "[]":
-        raise RuntimeError(f"the install check found problems in the benchmark venv: {done.stdout[:500]}")
+        raise RuntimeError(
+            f"the install check found problems in the benchmark venv: {done.stdout[:500]}"
+        )
     return elapsed
 
 
@@ -45,8 +52,10 @@ def grown_to_limit(memo: str, full: str) -> int:
     connection = sqlite3.connect(full)
     with connection:
         have = connection.execute("SELECT count(*) FROM verified").fetchone()[0]
-        connection.executemany("INSERT INTO verified VALUES (0, ?, 4096, 0, 'sha256=x')",
-                               ((ino,) for ino in range(VerifiedFiles.LIMIT - have)))
+        connection.executemany(
+            "INSERT INTO verified VALUES (0, ?, 4096, 0, 'sha256=x')",
+            ((ino,) for ino in range(VerifiedFiles.LIMIT - have)),
+        )
         rows = connection.execute("SELECT count(*) FROM verified").fetchone()[0]
     connection.close()
     return rows
@@ -66,15 +75,27 @@ def measure(ctx: Context) -> dict[str, Any]:
         off.append(_record(python, ""))
         on.append(_record(python, memo))
         at_limit.append(_record(python, full))
-        ctx.log(f"  run {i + 1}/{repeats}: no memo {off[-1]:.2f} s, warm memo {on[-1]:.2f} s, "
-                f"memo at its limit ({rows} rows) {at_limit[-1]:.2f} s")
+        ctx.log(
+            f"  run {i + 1}/{repeats}: no memo {off[-1]:.2f} s, warm memo {on[-1]:.2f} s, "
+            f"memo at its limit ({rows} rows) {at_limit[-1]:.2f} s"
+        )
     off_s, on_s, full_s = summarize(off), summarize(on), summarize(at_limit)
     value = ratio(on_s["median"], off_s["median"])
     grown = ratio(full_s["median"], on_s["median"])
     how = f"python -I torch_matrix/probes/facts.py record, median of {repeats}"
-    return {"python": python, "no_memo_s": off_s, "warm_memo_s": on_s, "warm_memo_over_no_memo": value,
-            "memo_at_limit_rows": rows, "memo_at_limit_s": full_s, "memo_at_limit_over_warm_memo": grown,
-            "repeats": repeats,
-            "targets": targets_for(FIGURE, GOALS, {"warm memo / no memo": value,
-                                                   "memo at its row limit / small warm memo": grown},
-                                   {"warm memo / no memo": how, "memo at its row limit / small warm memo": how})}
+    return {
+        "python": python,
+        "no_memo_s": off_s,
+        "warm_memo_s": on_s,
+        "warm_memo_over_no_memo": value,
+        "memo_at_limit_rows": rows,
+        "memo_at_limit_s": full_s,
+        "memo_at_limit_over_warm_memo": grown,
+        "repeats": repeats,
+        "targets": targets_for(
+            FIGURE,
+            GOALS,
+            {"warm memo / no memo": value, "memo at its row limit / small warm memo": grown},
+            {"warm memo / no memo": how, "memo at its row limit / small warm memo": how},
+        ),
+    }

@@ -25,8 +25,14 @@ def measure(ctx: Context) -> dict[str, Any]:
     uv_repeats = 3 if ctx.quick else 7
     pip_repeats = 1 if ctx.quick else 3
     work = ctx.dir("warm_env")
-    ours_dir, floor_dir, pip_dir = work / "venvs" / "ours", work / "floor", work / "venvs-pip" / "pip"
-    pip_env = {"PIP_CACHE_DIR": str(work / "pip-cache")}  # pip's own cache, warmed below, deleted after
+    ours_dir, floor_dir, pip_dir = (
+        work / "venvs" / "ours",
+        work / "floor",
+        work / "venvs-pip" / "pip",
+    )
+    pip_env = {
+        "PIP_CACHE_DIR": str(work / "pip-cache")
+    }  # pip's own cache, warmed below, deleted after
 
     ctx.log(f"  cell {cell.id}: {' '.join(cell.requirements)}")
     ctx.log("  warm-up (fills uv's and pip's caches; not counted)")
@@ -40,9 +46,11 @@ def measure(ctx: Context) -> dict[str, Any]:
         floor_runs.append(cells.run_floor(cell, floor_dir, index)["total_s"])
         last = ours_runs[-1]
         phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in last["phases"].items())
-        ctx.log(f"  run {i + 1}/{uv_repeats}: ours {last['total_s']:.2f} s (nox uv venv {last['venv_s']:.2f}, "
-                f"run_cell {last['cellrun_s']:.2f}: {phases}), "
-                f"floor {floor_runs[-1]:.2f} s")
+        ctx.log(
+            f"  run {i + 1}/{uv_repeats}: ours {last['total_s']:.2f} s (nox uv venv {last['venv_s']:.2f}, "
+            f"run_cell {last['cellrun_s']:.2f}: {phases}), "
+            f"floor {floor_runs[-1]:.2f} s"
+        )
     pip_runs: list[float] = []
     for i in range(pip_repeats):
         pip_runs.append(cells.run_virtualenv_pip(cell, pip_dir, pip_env)["total_s"])
@@ -59,17 +67,30 @@ def measure(ctx: Context) -> dict[str, Any]:
     remove_tree(work / "venvs-pip")
     remove_tree(floor_dir)
     return {
-        "cell": cell.id, "pins": list(cell.requirements), "install_command": ours_runs[-1]["command"],
-        "ours_s": ours, "floor_s": floor, "virtualenv_pip_s": pip,
+        "cell": cell.id,
+        "pins": list(cell.requirements),
+        "install_command": ours_runs[-1]["command"],
+        "ours_s": ours,
+        "floor_s": floor,
+        "virtualenv_pip_s": pip,
         "ours_breakdown_median_s": {
             "venv_s": summarize(r["venv_s"] for r in ours_runs)["median"],
             "cellrun_s": summarize(r["cellrun_s"] for r in ours_runs)["median"],
-            **{name: summarize(r["phases"].get(name, 0.0) for r in ours_runs)["median"]
-               for name in ours_runs[-1]["phases"]}},
-        "ours_over_floor": ours_over_floor, "virtualenv_pip_over_ours": pip_over_ours,
+            **{
+                name: summarize(r["phases"].get(name, 0.0) for r in ours_runs)["median"]
+                for name in ours_runs[-1]["phases"]
+            },
+        },
+        "ours_over_floor": ours_over_floor,
+        "virtualenv_pip_over_ours": pip_over_ours,
         "repeats": {"ours": uv_repeats, "floor": uv_repeats, "virtualenv_pip": pip_repeats},
-        "targets": targets_for(FIGURE, GOALS, {"ours / floor": ours_over_floor,
-                                               "virtualenv+pip / ours": pip_over_ours},
-                               {"virtualenv+pip / ours": f"virtualenv+pip: median of {pip_repeats} runs"
-                                + (" (quick: light cell)" if ctx.quick else "")}),
+        "targets": targets_for(
+            FIGURE,
+            GOALS,
+            {"ours / floor": ours_over_floor, "virtualenv+pip / ours": pip_over_ours},
+            {
+                "virtualenv+pip / ours": f"virtualenv+pip: median of {pip_repeats} runs"
+                + (" (quick: light cell)" if ctx.quick else "")
+            },
+        ),
     }

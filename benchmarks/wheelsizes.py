@@ -35,7 +35,9 @@ def read_installed(site_packages: Path) -> list[InstalledWheel]:
             continue
         headers = HeaderParser().parsestr(metadata.read_text(encoding="utf-8", errors="replace"))
         wheel_headers = HeaderParser().parsestr(wheel.read_text(encoding="utf-8", errors="replace"))
-        tags = frozenset(str(t) for tag in wheel_headers.get_all("Tag") or () for t in parse_tag(tag))
+        tags = frozenset(
+            str(t) for tag in wheel_headers.get_all("Tag") or () for t in parse_tag(tag)
+        )
         found.append(InstalledWheel(canonicalize_name(headers["Name"]), headers["Version"], tags))
     return found
 
@@ -55,7 +57,9 @@ def unique_installed(venvs: Iterable[Path]) -> list[InstalledWheel]:
     return sorted(seen.values(), key=lambda w: (w.name, w.version))
 
 
-def pick_file(wheel: InstalledWheel, files: Iterable[dict], supported: Sequence[str]) -> dict | None:
+def pick_file(
+    wheel: InstalledWheel, files: Iterable[dict], supported: Sequence[str]
+) -> dict | None:
     """The release file the installed wheel came from (pure).
 
     Exact tag match first. Some projects retag the file name but not ``WHEEL`` (torch's
@@ -97,6 +101,8 @@ def wheel_sizes(wheels: Iterable[InstalledWheel], timeout: float = 60.0) -> dict
         for wheel in wanted:
             item = pick_file(wheel, releases.get(wheel.version, []), supported)
             if item is None:
-                raise LookupError(f"no wheel file of {project} {wheel.version} with tags {sorted(wheel.tags)}")
+                raise LookupError(
+                    f"no wheel file of {project} {wheel.version} with tags {sorted(wheel.tags)}"
+                )
             sizes[item["filename"]] = int(item["size"])
     return sizes

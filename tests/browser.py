@@ -16,9 +16,18 @@ import tempfile
 from pathlib import Path
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--mute-audio")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
 TIMEOUT_S = 90
 
 
@@ -36,7 +45,9 @@ def find_browser() -> str | None:
 def _run(browser: str, *args: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="torch-matrix-chromium-") as profile:
         command = [browser, *FLAGS, f"--user-data-dir={profile}", *args]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
     return done
@@ -44,7 +55,9 @@ def _run(browser: str, *args: str) -> subprocess.CompletedProcess:
 
 def dump_dom(browser: str, url: str, width: int = 1280, height: int = 900) -> str:
     """The DOM after the page's scripts ran (not the file's text), in a window of that size."""
-    return _run(browser, f"--window-size={width},{height}", "--virtual-time-budget=3000", "--dump-dom", url).stdout
+    return _run(
+        browser, f"--window-size={width},{height}", "--virtual-time-budget=3000", "--dump-dom", url
+    ).stdout
 
 
 # Appended to a copy of a report: where each heatmap cell is drawn, read back from the live layout.
@@ -89,8 +102,10 @@ def heatmap_layout(browser: str, html: Path, width: int, height: int = 900) -> d
 
     with tempfile.TemporaryDirectory(prefix="torch-matrix-layout-") as work:
         probe = Path(work) / html.name
-        probe.write_text(html.read_text(encoding="utf-8").replace("</body>", LAYOUT_SCRIPT + "\n</body>"),
-                         encoding="utf-8")
+        probe.write_text(
+            html.read_text(encoding="utf-8").replace("</body>", LAYOUT_SCRIPT + "\n</body>"),
+            encoding="utf-8",
+        )
         body = Body()
         body.feed(dump_dom(browser, probe.as_uri(), width=width, height=height))
     if not body.layout:
@@ -98,7 +113,9 @@ def heatmap_layout(browser: str, html: Path, width: int, height: int = 900) -> d
     return json.loads(body.layout)
 
 
-def screenshot(browser: str, url: str, out: Path, width: int = 1280, height: int = 900) -> tuple[int, int]:
+def screenshot(
+    browser: str, url: str, out: Path, width: int = 1280, height: int = 900
+) -> tuple[int, int]:
     """Write a PNG of the page; returns its (width, height) as read back from the file."""
     out.parent.mkdir(parents=True, exist_ok=True)
     _run(browser, f"--window-size={width},{height}", f"--screenshot={out}", url)

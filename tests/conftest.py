@@ -38,8 +38,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     _SKIPPED.append((item.nodeid, reason))
     if os.environ.get(REQUIRE_ENV, "") == "1":
         report.outcome = "failed"
-        report.longrepr = (f"{REQUIRE_ENV}=1: this real-wheel test must run here, but it was skipped: "
-                           f"{reason}")
+        report.longrepr = (
+            f"{REQUIRE_ENV}=1: this real-wheel test must run here, but it was skipped: {reason}"
+        )
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -50,5 +51,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     for nodeid, reason in _SKIPPED:
         write(f"realwheels skipped: {nodeid}: {reason}", red=True)
     required = os.environ.get(REQUIRE_ENV, "") == "1"
-    write(f"{len(_SKIPPED)} real-wheel test(s) skipped: no real-torch check ran for them"
-          + ("" if required else f"; set {REQUIRE_ENV}=1 to make this a failure"), red=True, bold=True)
+    write(
+        f"{len(_SKIPPED)} real-wheel test(s) skipped: no real-torch check ran for them"
+        + ("" if required else f"; set {REQUIRE_ENV}=1 to make this a failure"),
+        red=True,
+        bold=True,
+    )

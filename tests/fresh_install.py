@@ -46,30 +46,51 @@ def tool_index(root: Path, cell_wheels: list[WheelSpec] = ()) -> LocalIndex:
     try:
         tool = installed_wheels(tool_requirements() + BUILD_BACKEND)
     except metadata.PackageNotFoundError as error:
-        pytest.fail(f"cannot repackage torch-matrix's dependencies for an offline install (install "
-                    f"the test extra: `pip install -e '.[test]'`): {error!r}")
+        pytest.fail(
+            f"cannot repackage torch-matrix's dependencies for an offline install (install "
+            f"the test extra: `pip install -e '.[test]'`): {error!r}"
+        )
     names = {spec.name.lower() for spec in cell_wheels}
-    return build_index(root, [*cell_wheels, *(spec for spec in tool if spec.name.lower() not in names)])
+    return build_index(
+        root, [*cell_wheels, *(spec for spec in tool if spec.name.lower() not in names)]
+    )
 
 
 def _uv(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-    done = subprocess.run(["uv", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["uv", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, f"uv {' '.join(args)}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     return done
 
 
 def uv_env(cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("UV_", "PIP_", "TORCH_MATRIX_")) and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("UV_", "PIP_", "TORCH_MATRIX_"))
+        and k not in ("VIRTUAL_ENV", "PYTHONPATH")
+    }
     env.update(UV_CACHE_DIR=str(cache), UV_NO_CONFIG="1", UV_OFFLINE="0", UV_HTTP_RETRIES="0")
     return env
 
 
 def build_distributions(out: Path, index_url: str, cache: Path) -> tuple[Path, Path]:
     """The checkout built as a user or a release job builds it: (wheel, sdist)."""
-    _uv("build", "--quiet", "--out-dir", str(out), "--default-index", index_url, str(REPO),
-        env=uv_env(cache))
-    wheels, sdists = sorted(out.glob("torch_matrix-*.whl")), sorted(out.glob("torch_matrix-*.tar.gz"))
+    _uv(
+        "build",
+        "--quiet",
+        "--out-dir",
+        str(out),
+        "--default-index",
+        index_url,
+        str(REPO),
+        env=uv_env(cache),
+    )
+    wheels, sdists = (
+        sorted(out.glob("torch_matrix-*.whl")),
+        sorted(out.glob("torch_matrix-*.tar.gz")),
+    )
     assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in out.iterdir())
     return wheels[0], sdists[0]
 
@@ -82,18 +103,38 @@ def fresh_venv(path: Path, cache: Path) -> Path:
 
 def install(python: Path, index_url: str, cache: Path, *args: str) -> None:
     """``uv pip install`` into ``python``'s venv, from the synthetic index only."""
-    _uv("pip", "install", "--quiet", "--python", str(python), "--default-index", index_url, *args,
-        env=uv_env(cache))
+    _uv(
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(python),
+        "--default-index",
+        index_url,
+        *args,
+        env=uv_env(cache),
+    )
 
 
 def user_env(tmp: Path, venv: Path, index_url: str) -> dict[str, str]:
     """A user's shell with ``venv`` activated: its bin first on PATH, nothing of the checkout on
     sys.path, no TORCH_MATRIX_/UV_/NOX/PIP_ settings of the test run; the cells' index is
     ``index_url`` (through PIP_INDEX_URL, as a user's pip configuration gives it)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX", "PIP_")) and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-               PIP_INDEX_URL=index_url, PIP_EXTRA_INDEX_URL="", PIP_FIND_LINKS="",
-               UV_CACHE_DIR=str(tmp / "uv-cache"), UV_HTTP_RETRIES="0", UV_NO_CONFIG="1",
-               TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX", "PIP_"))
+        and k not in ("VIRTUAL_ENV", "PYTHONPATH")
+    }
+    env.update(
+        VIRTUAL_ENV=str(venv),
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        PIP_INDEX_URL=index_url,
+        PIP_EXTRA_INDEX_URL="",
+        PIP_FIND_LINKS="",
+        UV_CACHE_DIR=str(tmp / "uv-cache"),
+        UV_HTTP_RETRIES="0",
+        UV_NO_CONFIG="1",
+        TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"),
+    )
     return env

@@ -35,14 +35,14 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 '''
 
-TORCH_VERSION = '''\
+TORCH_VERSION = """\
 __version__ = "{version}"
 cuda = {cuda!r}
 git_version = "synthetic"
 hip = None
-'''
+"""
 
-TORCH_CUDA = '''\
+TORCH_CUDA = """\
 def is_available():
     return False
 
@@ -51,14 +51,14 @@ def device_count():
 
 def is_initialized():
     return False
-'''
+"""
 
 # torch._C: only what torch_matrix/probes/facts.py build_facts reads. A CPU build has no _cuda_getArchFlags.
 TORCH_C_CPU = ""
-TORCH_C_CUDA = '''\
+TORCH_C_CUDA = """\
 def _cuda_getArchFlags():
     return {arch_flags!r}
-'''
+"""
 
 TORCH_TENSOR = '''\
 float32 = "float32"
@@ -166,7 +166,7 @@ def manual_seed(seed):
 
 # torch.save / torch.load: pickle, and from 2.6 on (``weights_only_default``) a load that refuses
 # every global but a few safe ones unless ``weights_only=False`` -- as the real 2.6 does.
-TORCH_SERIALIZATION = '''\
+TORCH_SERIALIZATION = """\
 import pickle
 
 WEIGHTS_ONLY_DEFAULT = {weights_only_default!r}
@@ -197,12 +197,12 @@ def load(f, map_location=None, weights_only=None):
         weights_only = WEIGHTS_ONLY_DEFAULT
     with open(f, "rb") as handle:
         return (_WeightsUnpickler(handle) if weights_only else pickle.Unpickler(handle)).load()
-'''
+"""
 
 TORCH_UTILS_INIT = "from . import data\n"
 
 # torch.utils.data: a Dataset base and a DataLoader whose workers are real processes.
-TORCH_UTILS_DATA = '''\
+TORCH_UTILS_DATA = """\
 import multiprocessing
 
 from .._tensor import Tensor
@@ -228,7 +228,7 @@ class DataLoader:
 
     def __len__(self):
         return (len(self.dataset) + self.batch_size - 1) // self.batch_size
-'''
+"""
 
 TORCHVISION_INIT = '''\
 """Synthetic torchvision {version} (test stand-in)."""
@@ -236,12 +236,12 @@ __version__ = "{version}"
 from . import ops, version
 '''
 
-TORCHVISION_VERSION = '''\
+TORCHVISION_VERSION = """\
 __version__ = "{version}"
 cuda = None
-'''
+"""
 
-TORCHVISION_OPS_GOOD = '''\
+TORCHVISION_OPS_GOOD = """\
 import torch
 
 
@@ -261,12 +261,12 @@ def nms(boxes, scores, iou_threshold):
         if all(_iou(boxes[i], boxes[j]) <= iou_threshold for j in keep):
             keep.append(i)
     return torch.tensor(keep, dtype=torch.int64)
-'''
+"""
 
-TORCHVISION_OPS_BROKEN = '''\
+TORCHVISION_OPS_BROKEN = """\
 def nms(boxes, scores, iou_threshold):
     raise RuntimeError("operator torchvision::nms does not exist")
-'''
+"""
 
 NUMPY_INIT = '''\
 """Synthetic numpy {version} (test stand-in)."""
@@ -303,8 +303,12 @@ class WheelSpec:
     def metadata(self) -> str:
         if self.metadata_text:
             return self.metadata_text
-        lines = ["Metadata-Version: 2.1", f"Name: {self.name}", f"Version: {self.version}",
-                 "Summary: synthetic test stand-in"]
+        lines = [
+            "Metadata-Version: 2.1",
+            f"Name: {self.name}",
+            f"Version: {self.version}",
+            "Summary: synthetic test stand-in",
+        ]
         if self.requires_python:
             lines.append(f"Requires-Python: {self.requires_python}")
         lines += [f"Requires-Dist: {req}" for req in self.requires_dist]
@@ -319,8 +323,9 @@ def _record_hash(data: bytes) -> str:
 def build_wheel(spec: WheelSpec, dest: Path) -> Path:
     """Write ``spec`` as a wheel into ``dest`` (deterministic bytes) and return its path."""
     tag = f"{spec.python_tag}-{spec.abi_tag}-{spec.platform_tag}"
-    wheel_meta = (f"Wheel-Version: 1.0\nGenerator: torch-matrix-tests\nRoot-Is-Purelib: true\n"
-                  f"Tag: {tag}\n")
+    wheel_meta = (
+        f"Wheel-Version: 1.0\nGenerator: torch-matrix-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
+    )
     entries = dict(spec.files)
     entries[f"{spec.dist_info}/METADATA"] = spec.metadata()
     entries[f"{spec.dist_info}/WHEEL"] = wheel_meta
@@ -335,18 +340,26 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
             data = edited if isinstance(edited, bytes) else edited.encode()
             archive.writestr(zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0)), data)
         record_lines.append(f"{record_path},,")
-        archive.writestr(zipfile.ZipInfo(record_path, date_time=(2020, 1, 1, 0, 0, 0)),
-                         "\n".join(record_lines) + "\n")
+        archive.writestr(
+            zipfile.ZipInfo(record_path, date_time=(2020, 1, 1, 0, 0, 0)),
+            "\n".join(record_lines) + "\n",
+        )
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / spec.filename
     path.write_bytes(buffer.getvalue())
     return path
 
 
-def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
-                cuda: str | None = None, requires_dist: tuple[str, ...] = (),
-                weights_only_default: bool = False, arch_flags: str | None = None,
-                build_version: str | None = None) -> WheelSpec:
+def torch_wheel(
+    version: str,
+    python_tag: str = "py3",
+    abi_tag: str = "none",
+    cuda: str | None = None,
+    requires_dist: tuple[str, ...] = (),
+    weights_only_default: bool = False,
+    arch_flags: str | None = None,
+    build_version: str | None = None,
+) -> WheelSpec:
     """``cuda`` and ``arch_flags`` (``"sm_50 ... sm_90"``) make a CUDA build's facts, as a real
     wheel answers them without a device (``torch.version.cuda``, ``torch._C._cuda_getArchFlags()``).
     ``build_version``: the ``__version__`` the build says it is where its metadata says less, as
@@ -358,16 +371,20 @@ def torch_wheel(version: str, python_tag: str = "py3", abi_tag: str = "none",
         "torch/version.py": TORCH_VERSION.format(**fmt),
         "torch/cuda/__init__.py": TORCH_CUDA,
         "torch/_tensor.py": TORCH_TENSOR,
-        "torch/serialization.py": TORCH_SERIALIZATION.format(weights_only_default=weights_only_default),
+        "torch/serialization.py": TORCH_SERIALIZATION.format(
+            weights_only_default=weights_only_default
+        ),
         "torch/utils/__init__.py": TORCH_UTILS_INIT,
         "torch/utils/data.py": TORCH_UTILS_DATA,
     }
-    return WheelSpec("torch", version, files, requires_dist=requires_dist, python_tag=python_tag,
-                     abi_tag=abi_tag)
+    return WheelSpec(
+        "torch", version, files, requires_dist=requires_dist, python_tag=python_tag, abi_tag=abi_tag
+    )
 
 
-def torchvision_wheel(version: str, torch_version: str, broken: bool = False,
-                      build_version: str | None = None) -> WheelSpec:
+def torchvision_wheel(
+    version: str, torch_version: str, broken: bool = False, build_version: str | None = None
+) -> WheelSpec:
     files = {
         "torchvision/__init__.py": TORCHVISION_INIT.format(version=build_version or version),
         "torchvision/version.py": TORCHVISION_VERSION.format(version=build_version or version),
@@ -417,9 +434,13 @@ DOWNSTREAM_TOOLS = ("pytest", "flit_core")
 
 
 def downstream_wheels() -> list[WheelSpec]:
-    return [torch_wheel("2.3.0"), torch_wheel("2.4.0"), torch_wheel("2.5.0"),
-            torch_wheel("2.6.0", weights_only_default=True),
-            *installed_wheels(DOWNSTREAM_TOOLS)]
+    return [
+        torch_wheel("2.3.0"),
+        torch_wheel("2.4.0"),
+        torch_wheel("2.5.0"),
+        torch_wheel("2.6.0", weights_only_default=True),
+        *installed_wheels(DOWNSTREAM_TOOLS),
+    ]
 
 
 def installed_wheels(names: tuple[str, ...]) -> list[WheelSpec]:
@@ -462,7 +483,14 @@ def wheel_from_installed(dist) -> WheelSpec:
         if parts[0] == ".." or "__pycache__" in parts or path.endswith(".pyc"):
             continue
         if parts[0].endswith(".dist-info"):
-            if parts[-1] in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "METADATA", "WHEEL"):
+            if parts[-1] in (
+                "RECORD",
+                "INSTALLER",
+                "REQUESTED",
+                "direct_url.json",
+                "METADATA",
+                "WHEEL",
+            ):
                 continue
             path = "/".join([spec.dist_info, *parts[1:]])
         files[path] = Path(dist.locate_file(entry)).read_bytes()
@@ -508,19 +536,24 @@ def build_index(root: Path, specs: list[WheelSpec] | None = None) -> LocalIndex:
         for spec, path in entries:
             wheel_hash = hashlib.sha256(path.read_bytes()).hexdigest()
             meta_hash = hashlib.sha256(spec.metadata().encode()).hexdigest()
-            attrs = (f'href="../../files/{path.name}#sha256={wheel_hash}"'
-                     f' data-dist-info-metadata="sha256={meta_hash}"'
-                     f' data-core-metadata="sha256={meta_hash}"')
+            attrs = (
+                f'href="../../files/{path.name}#sha256={wheel_hash}"'
+                f' data-dist-info-metadata="sha256={meta_hash}"'
+                f' data-core-metadata="sha256={meta_hash}"'
+            )
             if spec.requires_python:
                 attrs += f' data-requires-python="{html.escape(spec.requires_python)}"'
             links.append(f"    <a {attrs}>{path.name}</a><br/>")
-        page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
-                f"content=\"1.0\"><title>Links for {project}</title></head><body>\n"
-                f"<h1>Links for {project}</h1>\n" + "\n".join(links) + "\n</body></html>\n")
+        page = (
+            '<!DOCTYPE html>\n<html><head><meta name="pypi:repository-version" '
+            f'content="1.0"><title>Links for {project}</title></head><body>\n'
+            f"<h1>Links for {project}</h1>\n" + "\n".join(links) + "\n</body></html>\n"
+        )
         (project_dir / "index.html").write_text(page)
         root_links.append(f'    <a href="{project}/">{project}</a><br/>')
     (index.simple_dir / "index.html").write_text(
-        "<!DOCTYPE html>\n<html><body>\n" + "\n".join(root_links) + "\n</body></html>\n")
+        "<!DOCTYPE html>\n<html><body>\n" + "\n".join(root_links) + "\n</body></html>\n"
+    )
     return index
 
 

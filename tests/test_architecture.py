@@ -23,7 +23,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torch_matrix"
 
 # The layers, bottom first: a module may import its own package and the packages before its own.
-LAYERS = ("probes", "vocab", "judge", "spec", "plan", "pins", "report", "edges", "world", "run", "cli")
+LAYERS = (
+    "probes",
+    "vocab",
+    "judge",
+    "spec",
+    "plan",
+    "pins",
+    "report",
+    "edges",
+    "world",
+    "run",
+    "cli",
+)
 # The edges do one I/O job each: of ours they may import the vocabulary only. The probe suite
 # runs inside a cell's interpreter (stdlib only, Python 3.8+): it imports nothing else of ours.
 NARROW = {"edges": ("vocab",), "probes": ()}
@@ -31,8 +43,19 @@ NARROW = {"edges": ("vocab",), "probes": ()}
 # shipped noxfile (commands).
 TOP = {"torch_matrix": None, "noxfile": "cli", "__main__": "cli"}
 # Names a folder on sys.path must not shadow: the standard library and what we depend on.
-DEPENDENCIES = {"nox", "uv", "packaging", "tabulate", "jinja2", "jsonschema", "tomlkit", "tomli",
-                "pytest", "hypothesis", "markupsafe"}
+DEPENDENCIES = {
+    "nox",
+    "uv",
+    "packaging",
+    "tabulate",
+    "jinja2",
+    "jsonschema",
+    "tomlkit",
+    "tomli",
+    "pytest",
+    "hypothesis",
+    "markupsafe",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -61,13 +84,22 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            targets = [a.name.removeprefix("torch_matrix.") for a in node.names
-                       if a.name.startswith("torch_matrix.")]
+            targets = [
+                a.name.removeprefix("torch_matrix.")
+                for a in node.names
+                if a.name.startswith("torch_matrix.")
+            ]
         elif isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
             stem = ".".join(base + ([node.module] if node.module else []))
-            targets = [f"{stem}.{a.name}".strip(".") for a in node.names] if not node.module else [stem]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch_matrix":
+            targets = (
+                [f"{stem}.{a.name}".strip(".") for a in node.names] if not node.module else [stem]
+            )
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "torch_matrix"
+        ):
             stem = node.module.removeprefix("torch_matrix").strip(".")
             targets = [f"{stem}.{a.name}".strip(".") for a in node.names] + [stem or "torch_matrix"]
         else:
@@ -84,16 +116,24 @@ def test_every_module_sits_in_a_layer_package():
     stray = [name for name in modules() if layer_of(name) is None and name not in TOP]
     assert stray == [], (
         "these modules are not in a layer package: save each in the folder of its layer "
-        f"({', '.join(LAYERS)}), or add a layer to LAYERS and docs/ARCHITECTURE.md")
+        f"({', '.join(LAYERS)}), or add a layer to LAYERS and docs/ARCHITECTURE.md"
+    )
 
 
 def test_every_package_under_matrix_is_a_layer_with_its_docstring():
-    packages = {p.parent.relative_to(PACKAGE).parts[0] for p in PACKAGE.rglob("__init__.py")
-                if p.parent != PACKAGE}
-    assert packages == set(LAYERS), "a package under torch_matrix/ is a layer: add it to LAYERS and the map"
+    packages = {
+        p.parent.relative_to(PACKAGE).parts[0]
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE
+    }
+    assert packages == set(LAYERS), (
+        "a package under torch_matrix/ is a layer: add it to LAYERS and the map"
+    )
     for layer in LAYERS:
         doc = ast.get_docstring(ast.parse((PACKAGE / layer / "__init__.py").read_text()))
-        assert doc and "import" in doc, f"torch_matrix/{layer}/__init__.py: say what it holds and may import"
+        assert doc and "import" in doc, (
+            f"torch_matrix/{layer}/__init__.py: say what it holds and may import"
+        )
 
 
 def _allowed(mine: str, theirs: str) -> bool:
@@ -120,15 +160,20 @@ def test_imports_go_to_the_own_package_or_a_layer_above():
 
 def test_no_import_circle_inside_a_package():
     known = modules()
-    graph = {name: {t for t in imports_of(name, path, set(known))
-                    if t.split(".")[0] == name.split(".")[0] and "." in t and "." in name}
-             for name, path in known.items()}
+    graph = {
+        name: {
+            t
+            for t in imports_of(name, path, set(known))
+            if t.split(".")[0] == name.split(".")[0] and "." in t and "." in name
+        }
+        for name, path in known.items()
+    }
     circles = []
 
     def visit(node: str, trail: list[str]) -> None:
         for nxt in sorted(graph.get(node, ())):
             if nxt in trail:
-                circles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+                circles.append(" -> ".join(trail[trail.index(nxt) :] + [nxt]))
             elif len(trail) < 12:
                 visit(nxt, trail + [nxt])
 
@@ -139,10 +184,15 @@ def test_no_import_circle_inside_a_package():
 
 def test_no_module_shadows_the_standard_library_or_a_dependency():
     banned = set(sys.stdlib_module_names) | DEPENDENCIES
-    names = {p.stem for p in PACKAGE.rglob("*.py")} | {p.name for p in PACKAGE.rglob("*")
-                                                        if p.is_dir() and p.name != "__pycache__"}
+    names = {p.stem for p in PACKAGE.rglob("*.py")} | {
+        p.name for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__"
+    }
     names |= {p.stem for p in (ROOT / "torch_matrix" / "probes").rglob("*.py")}
-    names |= {p.name for p in (ROOT / "torch_matrix" / "probes").rglob("*") if p.is_dir() and p.name != "__pycache__"}
+    names |= {
+        p.name
+        for p in (ROOT / "torch_matrix" / "probes").rglob("*")
+        if p.is_dir() and p.name != "__pycache__"
+    }
     assert sorted(names & banned) == [], "rename: a folder on sys.path would shadow these"
 
 

@@ -16,8 +16,17 @@ from benchmarks import run as bench_run
 from benchmarks.common import Context
 from torch_matrix.world.environment import link_mode_warning
 from benchmarks.markdown import render as render_markdown
-from benchmarks.stats import (MET, MISSED, NOT_MEASURED, Target, paired_ratios, ratio, summarize, tally,
-                              targets_for)
+from benchmarks.stats import (
+    MET,
+    MISSED,
+    NOT_MEASURED,
+    Target,
+    paired_ratios,
+    ratio,
+    summarize,
+    tally,
+    targets_for,
+)
 from benchmarks.wheelsizes import InstalledWheel, pick_file, read_installed
 
 
@@ -39,10 +48,18 @@ def test_ratio_is_none_when_a_side_is_missing():
         paired_ratios([1.0], [1.0, 2.0])
 
 
-@pytest.mark.parametrize("op,value,status", [
-    ("<=", 1.5, MET), ("<=", 1.5001, MISSED), ("<", 2.0, MISSED), ("<", 1.99, MET),
-    (">=", 50.0, MET), (">=", 49.9, MISSED), ("<=", None, NOT_MEASURED),
-])
+@pytest.mark.parametrize(
+    "op,value,status",
+    [
+        ("<=", 1.5, MET),
+        ("<=", 1.5001, MISSED),
+        ("<", 2.0, MISSED),
+        ("<", 1.99, MET),
+        (">=", 50.0, MET),
+        (">=", 49.9, MISSED),
+        ("<=", None, NOT_MEASURED),
+    ],
+)
 def test_target_status_is_exact_at_the_limit(op, value, status):
     limit = {"<=": 1.5, "<": 2.0, ">=": 50.0}[op]
     target = Target("f", "x", op, limit, value, "x")
@@ -65,11 +82,17 @@ def test_targets_for_marks_missing_values_not_measured_and_tally_counts():
 
 
 def test_pick_file_prefers_exact_tags_then_the_best_ranked_compatible_file():
-    files = [{"filename": "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", "size": 10},
-             {"filename": "torch-2.4.1-cp311-none-macosx_11_0_arm64.whl", "size": 1},
-             {"filename": "torch-2.4.1-cp310-cp310-manylinux1_x86_64.whl", "size": 2},
-             {"filename": "torch-2.4.1.tar.gz", "size": 3}]
-    supported = ["cp311-cp311-manylinux_2_17_x86_64", "cp311-cp311-manylinux1_x86_64", "py3-none-any"]
+    files = [
+        {"filename": "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", "size": 10},
+        {"filename": "torch-2.4.1-cp311-none-macosx_11_0_arm64.whl", "size": 1},
+        {"filename": "torch-2.4.1-cp310-cp310-manylinux1_x86_64.whl", "size": 2},
+        {"filename": "torch-2.4.1.tar.gz", "size": 3},
+    ]
+    supported = [
+        "cp311-cp311-manylinux_2_17_x86_64",
+        "cp311-cp311-manylinux1_x86_64",
+        "py3-none-any",
+    ]
     # torch's WHEEL says linux_x86_64 although the file is named manylinux1
     retagged = InstalledWheel("torch", "2.4.1", frozenset({"cp311-cp311-linux_x86_64"}))
     assert pick_file(retagged, files, supported)["size"] == 10
@@ -86,7 +109,8 @@ def test_read_installed_takes_name_version_and_tags_from_dist_info(tmp_path: Pat
     (info / "WHEEL").write_text("Wheel-Version: 1.0\nTag: cp311-cp311-manylinux_2_28_x86_64\n")
     (tmp_path / "broken.dist-info").mkdir()
     assert read_installed(tmp_path) == [
-        InstalledWheel("pillow", "11.0.0", frozenset({"cp311-cp311-manylinux_2_28_x86_64"}))]
+        InstalledWheel("pillow", "11.0.0", frozenset({"cp311-cp311-manylinux_2_28_x86_64"}))
+    ]
 
 
 def test_link_mode_warning(tmp_path: Path):
@@ -100,9 +124,15 @@ def test_link_mode_warning(tmp_path: Path):
 
 
 def test_a_failing_figure_is_reported_not_measured_and_the_json_has_the_documented_shape(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    good = types.SimpleNamespace(GOALS={"g": ("<=", 2.0, "x")}, measure=lambda ctx: {
-        "value": 1.0, "targets": targets_for("9_good", {"g": ("<=", 2.0, "x")}, {"g": 1.0})})
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    good = types.SimpleNamespace(
+        GOALS={"g": ("<=", 2.0, "x")},
+        measure=lambda ctx: {
+            "value": 1.0,
+            "targets": targets_for("9_good", {"g": ("<=", 2.0, "x")}, {"g": 1.0}),
+        },
+    )
 
     def explode(ctx):
         raise RuntimeError("no network")
@@ -110,7 +140,9 @@ def test_a_failing_figure_is_reported_not_measured_and_the_json_has_the_document
     bad = types.SimpleNamespace(GOALS={"b": (">=", 50.0, "x")}, measure=explode)
     modules = {"fake.good": good, "fake.bad": bad}
     monkeypatch.setattr(bench_run, "FIGURES", (("9_good", "fake.good"), ("8_bad", "fake.bad")))
-    monkeypatch.setattr("benchmarks.markdown.DETAILS", {"9_good": lambda figure: [figure["absent"]]})
+    monkeypatch.setattr(
+        "benchmarks.markdown.DETAILS", {"9_good": lambda figure: [figure["absent"]]}
+    )
     monkeypatch.setattr(bench_run.importlib, "import_module", modules.__getitem__)
     monkeypatch.setattr(bench_run, "machine_facts", lambda work: {"cpu_count": 1})
     out = tmp_path / "latest.json"

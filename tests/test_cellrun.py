@@ -20,7 +20,12 @@ from torch_matrix.world import environment
 from torch_matrix.world import probe_process
 from torch_matrix.run.cellrun import CellSettings, CellSteps, headline, run_cell
 from torch_matrix.edges.console import Progress
-from torch_matrix.world.probe_process import ProbeOptions, ProbeRun, expected_versions, probe_command
+from torch_matrix.world.probe_process import (
+    ProbeOptions,
+    ProbeRun,
+    expected_versions,
+    probe_command,
+)
 from torch_matrix.vocab.records import (
     CRASH,
     ERROR,
@@ -61,8 +66,14 @@ def make_venv(tmp_path: Path) -> str:
 
 def settings_for(tmp_path: Path, index=None, **fields) -> CellSettings:
     config = IndexConfig(default=index.url if index else "", find_links=())
-    return CellSettings(cells_dir=tmp_path / "cells", work_dir=tmp_path / "work",
-                        index_config=config, fingerprint="f1", retry_backoff_s=0.0, **fields)
+    return CellSettings(
+        cells_dir=tmp_path / "cells",
+        work_dir=tmp_path / "work",
+        index_config=config,
+        fingerprint="f1",
+        retry_backoff_s=0.0,
+        **fields,
+    )
 
 
 def fake_probes(tmp_path: Path, body: str) -> Path:
@@ -76,7 +87,9 @@ def fake_probes(tmp_path: Path, body: str) -> Path:
 
 def installed_as_asked(cell, index_config, venv_python, **kwargs) -> InstallOutcome:
     """An installer that 'installed' exactly the cell's pins (no uv, no venv)."""
-    return InstallOutcome(INSTALLED, ("uv", "pip", "install", *cell.requirements), "Resolved 2 packages in 12ms")
+    return InstallOutcome(
+        INSTALLED, ("uv", "pip", "install", *cell.requirements), "Resolved 2 packages in 12ms"
+    )
 
 
 def verified(cell, venv_python, outcome, **kwargs) -> InstallOutcome:
@@ -109,21 +122,32 @@ def test_expected_versions_are_the_exact_pins():
 
 
 def test_probe_command_follows_the_runner_interface(tmp_path):
-    cell = make_cell(torch="2.1.0", torchvision="0.16.0", variant="cpu",
-                     probes=("install_sanity", "training_step"))
+    cell = make_cell(
+        torch="2.1.0",
+        torchvision="0.16.0",
+        variant="cpu",
+        probes=("install_sanity", "training_step"),
+    )
     options = ProbeOptions(dirs=("/repo/my_probes",), commands={"smoke": "python -c pass"})
     command = probe_command(cell, "/v/bin/python", tmp_path / "out.json", options)
     assert command[:3] == ["/v/bin/python", "-m", "torch_matrix.probes"]
     pairs = list(itertools.pairwise(command))
-    for pair in [("--out", str(tmp_path / "out.json")), ("--variant", "cpu"),
-                 ("--select", "install_sanity,training_step"), ("--expect", "torch=2.1.0"),
-                 ("--expect", "torchvision=0.16.0"), ("--probe-dir", "/repo/my_probes"),
-                 ("--command", "smoke=python -c pass")]:
+    for pair in [
+        ("--out", str(tmp_path / "out.json")),
+        ("--variant", "cpu"),
+        ("--select", "install_sanity,training_step"),
+        ("--expect", "torch=2.1.0"),
+        ("--expect", "torchvision=0.16.0"),
+        ("--probe-dir", "/repo/my_probes"),
+        ("--command", "smoke=python -c pass"),
+    ]:
         assert pair in pairs
 
 
 def test_headline_prefers_uvs_reason():
-    message = "error: No solution found when resolving dependencies\n  cause: Because x was not found"
+    message = (
+        "error: No solution found when resolving dependencies\n  cause: Because x was not found"
+    )
     assert headline(message) == "Because x was not found"
     assert headline("plain") == "plain"
 
@@ -150,7 +174,9 @@ def test_planned_unsatisfiable_is_recorded_without_installing(tmp_path):
     def no_step(*args, **kwargs):
         raise AssertionError("a planned-unsatisfiable cell must run nothing")
 
-    steps = CellSteps(install=no_step, verify=no_step, probes=no_step, interpreter=no_step, gpu=no_step)
+    steps = CellSteps(
+        install=no_step, verify=no_step, probes=no_step, interpreter=no_step, gpu=no_step
+    )
     result = run_cell(cell, "/nonexistent/python", settings_for(tmp_path), steps)
     assert result.install.status == UNSATISFIABLE
     assert result.install.message == cell.plan_note
@@ -159,12 +185,21 @@ def test_planned_unsatisfiable_is_recorded_without_installing(tmp_path):
 
 
 def test_a_failing_required_probe_makes_the_cell_incompatible_and_is_written(tmp_path):
-    failing = ProbeResult("install_sanity", FAIL, "import torchvision failed: RuntimeError: "
-                          "operator torchvision::nms does not exist")
+    failing = ProbeResult(
+        "install_sanity",
+        FAIL,
+        "import torchvision failed: RuntimeError: operator torchvision::nms does not exist",
+    )
 
     def probes(cell, venv_python, work_dir, options, env, echo=None):
-        return ProbeRun((failing,), {"python": {"version": "3.11.9", "executable": "/x"},
-                                     "platform": {"system": "Linux"}, "gpu": {"driver": "550"}})
+        return ProbeRun(
+            (failing,),
+            {
+                "python": {"version": "3.11.9", "executable": "/x"},
+                "platform": {"system": "Linux"},
+                "gpu": {"driver": "550"},
+            },
+        )
 
     cell = make_cell(torch="2.2.0", torchvision="0.17.0", probes=("install_sanity",))
     steps = CellSteps(install=installed_as_asked, verify=verified, probes=probes, **NO_GPU)
@@ -172,16 +207,21 @@ def test_a_failing_required_probe_makes_the_cell_incompatible_and_is_written(tmp
     verdict = verdict_of(result)
     assert verdict.kind == INCOMPATIBLE and verdict.failing == ("install_sanity",)
     assert "operator torchvision::nms does not exist" in result.probe("install_sanity").message
-    assert result.interpreter == {"path": "/v/bin/python", "version": "3.11.9"}  # runner's facts win
+    assert result.interpreter == {
+        "path": "/v/bin/python",
+        "version": "3.11.9",
+    }  # runner's facts win
     assert result.platform == {"system": "Linux"} and result.gpu == {"driver": "550"}
     assert {"resolve+install", "resolve", "verify", "probes", "total"} <= set(result.timings)
     assert read_result(tmp_path / "cells" / f"{cell.id}.json") == result
 
 
 def test_resolver_refusal_keeps_the_message_and_runs_no_probes(tmp_path):
-    refusal = ("  x No solution found when resolving dependencies:\n  `-> Because triton was not found "
-               "in the package registry and torch==2.4.0 depends on triton==3.0.0, we can conclude "
-               "that torch==2.4.0 cannot be used.\n")
+    refusal = (
+        "  x No solution found when resolving dependencies:\n  `-> Because triton was not found "
+        "in the package registry and torch==2.4.0 depends on triton==3.0.0, we can conclude "
+        "that torch==2.4.0 cannot be used.\n"
+    )
     install, calls = uv_says(1, refusal)
     cell = make_cell(torch="2.4.0", torchvision="0.19.0")
     steps = CellSteps(install=install, probes=lambda *a, **k: pytest.fail("probes ran"), **NO_GPU)
@@ -192,8 +232,11 @@ def test_resolver_refusal_keeps_the_message_and_runs_no_probes(tmp_path):
 
 
 def test_unreachable_index_is_error_after_retries(tmp_path):
-    install, calls = uv_says(2, "error: Request failed after 3 retries\n  Caused by: tcp connect error: "
-                                "Connection refused (os error 111) for http://127.0.0.1:9/simple")
+    install, calls = uv_says(
+        2,
+        "error: Request failed after 3 retries\n  Caused by: tcp connect error: "
+        "Connection refused (os error 111) for http://127.0.0.1:9/simple",
+    )
     cell = make_cell(torch="2.1.0", torchvision="")
     settings = settings_for(tmp_path, install_retries=1)
     result = run_cell(cell, "/v/bin/python", settings, CellSteps(install=install, **NO_GPU))
@@ -205,16 +248,24 @@ def test_unreachable_index_is_error_after_retries(tmp_path):
 
 def test_verify_catches_a_venv_that_does_not_hold_the_cell(tmp_path):
     """The install 'succeeds' (as with nox -R after a failed install) but the venv is empty."""
+
     def empty_freeze(command, **kwargs):
         return subprocess.CompletedProcess(command, 0, stdout="", stderr="")
 
-    steps = CellSteps(install=installed_as_asked, verify=partial(environment.verify, runner=empty_freeze),
-                      probes=lambda *a, **k: pytest.fail("probes ran"), **NO_GPU)
+    steps = CellSteps(
+        install=installed_as_asked,
+        verify=partial(environment.verify, runner=empty_freeze),
+        probes=lambda *a, **k: pytest.fail("probes ran"),
+        **NO_GPU,
+    )
     cell = make_cell(torch="2.1.0", torchvision="0.16.0")
     result = run_cell(cell, "/v/bin/python", settings_for(tmp_path), steps)
     assert result.install.status == INSTALL_ERROR
     assert "not installed" in result.install.message
-    assert json.loads((tmp_path / "cells" / f"{cell.id}.json").read_text())["install"]["status"] == "error"
+    assert (
+        json.loads((tmp_path / "cells" / f"{cell.id}.json").read_text())["install"]["status"]
+        == "error"
+    )
 
 
 def run_with_runner(tmp_path, monkeypatch, body: str, cell=None, **fields):
@@ -227,11 +278,15 @@ def run_with_runner(tmp_path, monkeypatch, body: str, cell=None, **fields):
 
 
 def test_a_dying_probe_runner_is_an_error_not_a_finding(tmp_path, monkeypatch):
-    result = run_with_runner(tmp_path, monkeypatch, """
+    result = run_with_runner(
+        tmp_path,
+        monkeypatch,
+        """
         import sys
         print("segfault-ish", file=sys.stderr)
         sys.exit(3)
-    """)
+    """,
+    )
     runner = result.probe(PROBE_RUNNER)
     assert runner is not None and runner.status == ERROR
     assert "exited with 3 without writing probes.json" in runner.message
@@ -240,13 +295,19 @@ def test_a_dying_probe_runner_is_an_error_not_a_finding(tmp_path, monkeypatch):
 
 
 def test_a_probe_runner_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
-    result = run_with_runner(tmp_path, monkeypatch, """
+    result = run_with_runner(
+        tmp_path,
+        monkeypatch,
+        """
         import subprocess, sys, time
         print("started", flush=True)
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a forked helper
         time.sleep(60)
-    """, cell=make_cell(torch="2.1.0", torchvision="", probes=("slow",)),
-        probe_timeout_s=1.0, probe_grace_s=0.0)
+    """,
+        cell=make_cell(torch="2.1.0", torchvision="", probes=("slow",)),
+        probe_timeout_s=1.0,
+        probe_grace_s=0.0,
+    )
     runner = result.probe(PROBE_RUNNER)
     assert runner is not None and "ran past" in runner.message
     assert "started" in runner.output_tail
@@ -254,11 +315,17 @@ def test_a_probe_runner_past_its_limit_is_stopped_and_recorded(tmp_path, monkeyp
 
 
 def test_probe_output_is_echoed_live_as_progress_lines(tmp_path, monkeypatch, capsys):
-    run_with_runner(tmp_path, monkeypatch, """
+    run_with_runner(
+        tmp_path,
+        monkeypatch,
+        """
         import sys
         print("probe install_sanity ... pass", file=sys.stderr)
         sys.exit(1)
-    """, position=2, total=5)
+    """,
+        position=2,
+        total=5,
+    )
     assert "[2/5] t2.1.0-py3.11   | probe install_sanity ... pass" in capsys.readouterr().err
 
 
@@ -266,7 +333,8 @@ def test_probe_output_is_echoed_live_as_progress_lines(tmp_path, monkeypatch, ca
 
 
 def test_good_cell_is_compatible_with_the_real_probe_and_command_probes_use_its_python(
-        tmp_path, index, uv_cache):
+    tmp_path, index, uv_cache
+):
     """The whole chain, nothing faked: uv installs, verify reads the venv, the real probe and a
     downstream command probe (`python -c ...`, `pytest ...`) that must see the cell's venv first."""
     cell = make_cell(torch="2.1.0", torchvision="0.16.0", probes=("install_sanity",))
@@ -285,10 +353,13 @@ def test_good_cell_is_compatible_with_the_real_probe_and_command_probes_use_its_
     assert probe is not None and probe.status == "pass", probe
 
 
-def test_probe_runner_sees_only_the_staged_probes_and_the_venv(tmp_path, index, uv_cache,
-                                                               monkeypatch):
+def test_probe_runner_sees_only_the_staged_probes_and_the_venv(
+    tmp_path, index, uv_cache, monkeypatch
+):
     """The runner's sys.path: the staged copy and the venv, never our site-packages or repo."""
-    package = fake_probes(tmp_path, """
+    package = fake_probes(
+        tmp_path,
+        """
         import json, sys
         out = sys.argv[sys.argv.index("--out") + 1]
         import torch
@@ -299,7 +370,8 @@ def test_probe_runner_sees_only_the_staged_probes_and_the_venv(tmp_path, index, 
                              "duration_s": 0.1, "isolation": "shared",
                              "evidence": {"path": sys.path, "probes": __file__}}]}
         json.dump(data, open(out, "w"))
-    """)
+    """,
+    )
     monkeypatch.setattr(probe_process, "probes_source", lambda: package)
     cell = make_cell(torch="2.1.0", torchvision="", probes=())
     result = run_cell(cell, make_venv(tmp_path), settings_for(tmp_path, index))
@@ -351,13 +423,22 @@ def test_a_failing_probe_records_k_of_n_runs_and_says_so():
     from tests.factories import make_probe
 
     crash = make_probe("training_step", "crash", "interpreter died with SIGSEGV")
-    merged = merge_reruns(crash, [make_probe("training_step", "crash", "again"), make_probe("training_step"),
-                                  make_probe("training_step", "crash"), None])
+    merged = merge_reruns(
+        crash,
+        [
+            make_probe("training_step", "crash", "again"),
+            make_probe("training_step"),
+            make_probe("training_step", "crash"),
+            None,
+        ],
+    )
     assert merged.status == "crash"
     assert merged.message == "crashes in 4 of 5 runs (flaky): interpreter died with SIGSEGV"
     assert (merged.evidence["runs"], merged.evidence["failed_runs"]) == (5, 4)
-    steady = merge_reruns(make_probe("numpy_interop", "fail", "Numpy is not available"),
-                          [make_probe("numpy_interop", "fail")] * 2)
+    steady = merge_reruns(
+        make_probe("numpy_interop", "fail", "Numpy is not available"),
+        [make_probe("numpy_interop", "fail")] * 2,
+    )
     assert steady.message == "fails in 3 of 3 runs: Numpy is not available"
 
 
@@ -372,6 +453,7 @@ def test_probe_reruns_default_to_two_and_can_be_switched_off():
 def _scripted_probes(scripts: dict[str, list[tuple[str, str]]], calls: list[tuple[str, ...]]):
     """A probe step that answers each probe's next (status, message) from ``scripts`` and records
     which probes each run asked for."""
+
     def probes(cell, venv_python, work_dir, options, env, echo=None):
         calls.append(tuple(cell.probes))
         found = []
@@ -380,6 +462,7 @@ def _scripted_probes(scripts: dict[str, list[tuple[str, str]]], calls: list[tupl
             status, message = scripts[name][min(attempt, len(scripts[name]) - 1)]
             found.append(ProbeResult(name, status, message))
         return ProbeRun(tuple(found), {})
+
     return probes
 
 
@@ -390,38 +473,72 @@ def test_only_failures_a_rerun_can_change_are_rerun(tmp_path):
     scripts = {
         "install_sanity": [(PASS, "")],
         "training_step": [(FAIL, "loss is NaN at 0x7f00aa11")] * 3,  # steady (addresses differ)
-        "determinism": [(FAIL, "differs by 1e-3"), (FAIL, "differs by 2e-3"), (FAIL, "differs by 1e-3")],
+        "determinism": [
+            (FAIL, "differs by 1e-3"),
+            (FAIL, "differs by 2e-3"),
+            (FAIL, "differs by 1e-3"),
+        ],
         "distributed_gloo": [(CRASH, "SIGSEGV"), (PASS, ""), (CRASH, "SIGSEGV")],
-        "checkpoint_roundtrip": [(FAIL, "changed default: torch.load(weights_only=True) refuses it")],
+        "checkpoint_roundtrip": [
+            (FAIL, "changed default: torch.load(weights_only=True) refuses it")
+        ],
         "torch_compile": [(FAIL, "ModuleNotFoundError: No module named 'setuptools'")],
         "torchvision_ops": [(FAIL, "RuntimeError: operator torchvision::nms does not exist")],
         # the release under test lacks the module: the same in every run (torch 2.0 removed torch._six)
         "six_import": [(FAIL, "ModuleNotFoundError: No module named 'torch._six'")],
-        "optim_import": [(FAIL, "ImportError: cannot import name 'SGDW' from 'torch.optim' (/v/torch/optim/__init__.py)")],
+        "optim_import": [
+            (
+                FAIL,
+                "ImportError: cannot import name 'SGDW' from 'torch.optim' (/v/torch/optim/__init__.py)",
+            )
+        ],
     }
     scripts["training_step"][1] = (FAIL, "loss is NaN at 0x7f00bb22")
     calls: list[tuple[str, ...]] = []
     cell = make_cell(torch="2.13.0", torchvision="0.28.0", probes=tuple(scripts))
 
     def install(cell, index_config, venv_python, **kwargs):
-        return InstallOutcome(INSTALLED, ("uv",), "", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"})
+        return InstallOutcome(
+            INSTALLED, ("uv",), "", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"}
+        )
 
-    steps = CellSteps(install=install, verify=verified, probes=_scripted_probes(scripts, calls), **NO_GPU)
+    steps = CellSteps(
+        install=install, verify=verified, probes=_scripted_probes(scripts, calls), **NO_GPU
+    )
     result = run_cell(cell, "/v/bin/python", settings_for(tmp_path), steps)
-    assert calls[1:] == [("training_step", "determinism", "distributed_gloo"), ("determinism", "distributed_gloo")]
+    assert calls[1:] == [
+        ("training_step", "determinism", "distributed_gloo"),
+        ("determinism", "distributed_gloo"),
+    ]
     messages = {p.name: p.message for p in result.probes}
     assert messages["training_step"] == "fails in 2 of 2 runs: loss is NaN at 0x7f00aa11"
     assert messages["determinism"] == "fails in 3 of 3 runs: differs by 1e-3"
     assert messages["distributed_gloo"] == "crashes in 2 of 3 runs (flaky): SIGSEGV"
-    for name in ("checkpoint_roundtrip", "torch_compile", "torchvision_ops", "six_import", "optim_import"):
+    for name in (
+        "checkpoint_roundtrip",
+        "torch_compile",
+        "torchvision_ops",
+        "six_import",
+        "optim_import",
+    ):
         # explained: run once
         assert messages[name] == scripts[name][0][1] and "runs" not in result.probe(name).evidence
 
     # The old rule, for the benchmark's side-by-side figure: every failing probe, twice more.
     calls.clear()
-    old = run_cell(cell, "/v/bin/python", settings_for(tmp_path, rerun_always=True),
-                   CellSteps(install=install, verify=verified, probes=_scripted_probes(scripts, calls), **NO_GPU))
-    assert len(calls) == 3 and set(calls[1]) == set(scripts) - {"install_sanity"} and calls[2] == calls[1]
+    old = run_cell(
+        cell,
+        "/v/bin/python",
+        settings_for(tmp_path, rerun_always=True),
+        CellSteps(
+            install=install, verify=verified, probes=_scripted_probes(scripts, calls), **NO_GPU
+        ),
+    )
+    assert (
+        len(calls) == 3
+        and set(calls[1]) == set(scripts) - {"install_sanity"}
+        and calls[2] == calls[1]
+    )
     assert old.probe("torch_compile").message.startswith("fails in 3 of 3 runs: ")
 
 
@@ -433,8 +550,12 @@ def test_a_module_named_only_in_a_failures_output_does_not_explain_it():
     cell = make_cell(torch="2.13.0", probes=("six_import", "determinism"))
     installed = InstallOutcome(INSTALLED, ("uv",), "", resolved={"torch": "2.13.0"})
     six = ProbeResult("six_import", FAIL, "ModuleNotFoundError: No module named 'torch._six'")
-    numeric = ProbeResult("determinism", FAIL, "differs by 1e-3",
-                          output_tail="UserWarning: module 'torch.backends.cudnn' has no attribute 'x'")
+    numeric = ProbeResult(
+        "determinism",
+        FAIL,
+        "differs by 1e-3",
+        output_tail="UserWarning: module 'torch.backends.cudnn' has no attribute 'x'",
+    )
     assert explained_failures(cell, installed, [six, numeric]) == {"six_import"}
 
 
@@ -446,19 +567,31 @@ def test_a_counterfactual_runs_only_the_probes_its_finding_concerns_and_keeps_th
 
     suite = ("install_sanity", "training_step", "torch_compile", "torchvision_ops", "determinism")
     cell = make_cell(torch="2.3.1", torchvision="", probes=suite)
-    original = make_result(cell, resolved={"torch": "2.3.1"}, probes=[
-        make_probe("install_sanity"), make_probe("training_step", evidence={"loss": 0.5}),
-        make_probe("torch_compile", FAIL, "ModuleNotFoundError: No module named 'setuptools'"),
-        make_probe("torchvision_ops", "skip", "no torchvision"), make_probe("determinism")])
+    original = make_result(
+        cell,
+        resolved={"torch": "2.3.1"},
+        probes=[
+            make_probe("install_sanity"),
+            make_probe("training_step", evidence={"loss": 0.5}),
+            make_probe("torch_compile", FAIL, "ModuleNotFoundError: No module named 'setuptools'"),
+            make_probe("torchvision_ops", "skip", "no torchvision"),
+            make_probe("determinism"),
+        ],
+    )
     (cf,) = plan_counterfactuals(original)
     assert cf.probe_subset == ("install_sanity", "torch_compile") and cf.probes == suite
     calls: list[tuple[str, ...]] = []
-    probes = _scripted_probes({"install_sanity": [(PASS, "")], "torch_compile": [(PASS, "")]}, calls)
+    probes = _scripted_probes(
+        {"install_sanity": [(PASS, "")], "torch_compile": [(PASS, "")]}, calls
+    )
     steps = CellSteps(install=installed_as_asked, verify=verified, probes=probes, **NO_GPU)
     result = run_cell(cf, "/v/bin/python", settings_for(tmp_path), steps, base=original)
     assert calls == [("install_sanity", "torch_compile")]  # one run, the subset alone
     assert [p.name for p in result.probes] == list(suite)
-    assert result.probe("torch_compile").status == PASS and "inherited_from" not in result.probe("torch_compile").evidence
+    assert (
+        result.probe("torch_compile").status == PASS
+        and "inherited_from" not in result.probe("torch_compile").evidence
+    )
     kept = result.probe("training_step")
     assert kept.evidence == {"loss": 0.5, "inherited_from": cell.id} and kept.status == PASS
     assert verdict_of(result).kind == COMPATIBLE
@@ -466,6 +599,10 @@ def test_a_counterfactual_runs_only_the_probes_its_finding_concerns_and_keeps_th
     # Without the original's result there is nothing to keep: the whole suite runs.
     calls.clear()
     whole = _scripted_probes({name: [(PASS, "")] for name in suite}, calls)
-    run_cell(cf, "/v/bin/python", settings_for(tmp_path), CellSteps(install=installed_as_asked, verify=verified,
-                                                                    probes=whole, **NO_GPU))
+    run_cell(
+        cf,
+        "/v/bin/python",
+        settings_for(tmp_path),
+        CellSteps(install=installed_as_asked, verify=verified, probes=whole, **NO_GPU),
+    )
     assert calls == [suite]

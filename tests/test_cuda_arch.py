@@ -46,13 +46,16 @@ def test_torch_2_11_cu130_has_native_kernels_for_an_h100():
     assert verdict.reason == "sm_90 is in the build"
 
 
-@pytest.mark.parametrize("capability, expected", [
-    ((7, 0), None),  # V100: CUDA 13 builds dropped Volta
-    ((7, 5), "sm_75"),
-    ((8, 9), "sm_86 (binary compatible)"),  # L4 / RTX 40xx run sm_86 cubins
-    ((10, 3), "sm_100 (binary compatible)"),
-    ((12, 1), "sm_120 (binary compatible)"),  # DGX Spark
-])
+@pytest.mark.parametrize(
+    "capability, expected",
+    [
+        ((7, 0), None),  # V100: CUDA 13 builds dropped Volta
+        ((7, 5), "sm_75"),
+        ((8, 9), "sm_86 (binary compatible)"),  # L4 / RTX 40xx run sm_86 cubins
+        ((10, 3), "sm_100 (binary compatible)"),
+        ((12, 1), "sm_120 (binary compatible)"),  # DGX Spark
+    ],
+)
 def test_cu130_against_other_cards(capability, expected):
     assert arch_supported(capability, CU130_X86) == expected
 

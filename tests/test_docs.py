@@ -12,7 +12,11 @@ DOCS = REPO / "docs"
 
 
 def _markdown_files() -> list[Path]:
-    return [REPO / "README.md", *sorted(DOCS.glob("*.md")), *sorted((REPO / "examples").rglob("README.md"))]
+    return [
+        REPO / "README.md",
+        *sorted(DOCS.glob("*.md")),
+        *sorted((REPO / "examples").rglob("README.md")),
+    ]
 
 
 def test_the_index_lists_every_page_in_one_of_its_two_parts() -> None:
@@ -23,7 +27,14 @@ def test_the_index_lists_every_page_in_one_of_its_two_parts() -> None:
     pages = {path.name for path in DOCS.glob("*.md")} - {"README.md"}
     assert listed_user & listed_contributor == set()
     assert sorted(pages - listed_user - listed_contributor) == []
-    assert {"guide.md", "spec.md", "troubleshooting.md", "downstream.md", "nightly.md", "pins.md"} <= listed_user
+    assert {
+        "guide.md",
+        "spec.md",
+        "troubleshooting.md",
+        "downstream.md",
+        "nightly.md",
+        "pins.md",
+    } <= listed_user
     assert {"ARCHITECTURE.md", "contracts.md", "history-internals.md"} <= listed_contributor
 
 
@@ -41,7 +52,9 @@ def test_every_relative_link_resolves() -> None:
 
 
 def _source_text() -> str:
-    return "\n".join(path.read_text(encoding="utf-8") for path in sorted((REPO / "torch_matrix").rglob("*.py")))
+    return "\n".join(
+        path.read_text(encoding="utf-8") for path in sorted((REPO / "torch_matrix").rglob("*.py"))
+    )
 
 
 def test_every_message_troubleshooting_quotes_is_printed_by_the_code() -> None:

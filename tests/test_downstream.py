@@ -92,17 +92,24 @@ def test_a_spec_without_a_name_does_not_share_results_default(tmp_path):
     assert load_spec(None, {}, cwd=str(tmp_path)).name not in ("default", "")
 
 
-@pytest.mark.parametrize("text, where, words", [
-    ("[tool.torch-matrix]\ncolour = 1\n", "[tool.torch-matrix]: colour", "unknown key"),
-    ("[tool.torch-matrix]\ninstall = ['.[test', 'x']\n", "install[0]", "malformed extras"),
-    ("[tool.torch-matrix]\ninstall = ['pytest', 'no such thing']\n", "install[1]", "neither a path"),
-    ("[tool.torch-matrix]\ninstall = ['--pre']\n", "install[0]", "unsupported option"),
-    ("[tool.torch-matrix]\ninstall = ['-r']\n", "install[0]", "needs a file name"),
-    ("[tool.torch-matrix]\ninstall = ['-e requests']\n", "install[0]", "only local paths"),
-    ("[tool.torch-matrix]\ninstall = ['./nowhere[test]']\n", "install[0]", "does not exist"),
-    ("[tool.torch-matrix]\ninstall = '-r missing.txt'\n", "install[0]", "does not exist"),
-    ("[tool]\ntorch-matrix = 3\n", "[tool.torch-matrix]", "expected a table"),
-])
+@pytest.mark.parametrize(
+    "text, where, words",
+    [
+        ("[tool.torch-matrix]\ncolour = 1\n", "[tool.torch-matrix]: colour", "unknown key"),
+        ("[tool.torch-matrix]\ninstall = ['.[test', 'x']\n", "install[0]", "malformed extras"),
+        (
+            "[tool.torch-matrix]\ninstall = ['pytest', 'no such thing']\n",
+            "install[1]",
+            "neither a path",
+        ),
+        ("[tool.torch-matrix]\ninstall = ['--pre']\n", "install[0]", "unsupported option"),
+        ("[tool.torch-matrix]\ninstall = ['-r']\n", "install[0]", "needs a file name"),
+        ("[tool.torch-matrix]\ninstall = ['-e requests']\n", "install[0]", "only local paths"),
+        ("[tool.torch-matrix]\ninstall = ['./nowhere[test]']\n", "install[0]", "does not exist"),
+        ("[tool.torch-matrix]\ninstall = '-r missing.txt'\n", "install[0]", "does not exist"),
+        ("[tool]\ntorch-matrix = 3\n", "[tool.torch-matrix]", "expected a table"),
+    ],
+)
 def test_bad_pyproject_table_is_one_line_naming_file_and_key(tmp_path, text, where, words):
     path = tmp_path / "pyproject.toml"
     path.write_text(text)
@@ -129,18 +136,39 @@ def test_install_items_become_uv_arguments(tmp_path):
     project.mkdir()
     (project / "pyproject.toml").write_text("[project]\nname='p'\nversion='1'\n")
     (project / "dist").mkdir()
-    items = [".[test]", "-r requirements.txt", "-rother.txt", "-c c.txt", "pytest>=8",
-             "numpy<2; python_version<'3.13'", "./dist/p-1-py3-none-any.whl", "-e ../lib[dev]"]
+    items = [
+        ".[test]",
+        "-r requirements.txt",
+        "-rother.txt",
+        "-c c.txt",
+        "pytest>=8",
+        "numpy<2; python_version<'3.13'",
+        "./dist/p-1-py3-none-any.whl",
+        "-e ../lib[dev]",
+    ]
     assert install_items.uv_args(items, str(project)) == [
-        "-e", f"{project}[test]", "-r", f"{project}/requirements.txt", "-r", f"{project}/other.txt",
-        "-c", f"{project}/c.txt", "pytest>=8", "numpy<2; python_version<'3.13'",
-        f"{project}/dist/p-1-py3-none-any.whl", "-e", f"{tmp_path}/lib[dev]"]
+        "-e",
+        f"{project}[test]",
+        "-r",
+        f"{project}/requirements.txt",
+        "-r",
+        f"{project}/other.txt",
+        "-c",
+        f"{project}/c.txt",
+        "pytest>=8",
+        "numpy<2; python_version<'3.13'",
+        f"{project}/dist/p-1-py3-none-any.whl",
+        "-e",
+        f"{tmp_path}/lib[dev]",
+    ]
     assert install_items.requirement_names(items) == {"pytest", "numpy"}
 
 
 def test_pytest_is_added_when_a_command_runs_it_and_nothing_names_it():
     def spec(install, command):
-        return parse_spec(f'install = {json.dumps(install)}\n[probes]\ncommands = {{ t = "{command}" }}\n')
+        return parse_spec(
+            f'install = {json.dumps(install)}\n[probes]\ncommands = {{ t = "{command}" }}\n'
+        )
 
     assert cell_install(spec([".[test]"], "pytest -q tests")) == (".[test]", "pytest")
     assert cell_install(spec(["pytest==8.3.2"], "python -m pytest tests")) == ("pytest==8.3.2",)
@@ -158,23 +186,40 @@ def test_the_install_list_is_part_of_the_cell_and_its_fingerprint():
 
 
 def _cell(install=(".[test]",)):
-    return Cell(id="t2.3.1-py3.11", axes={"python": "3.11", "torch": "2.3.1", "torchvision": ""},
-                requirements=("torch==2.3.1",), install=install)
+    return Cell(
+        id="t2.3.1-py3.11",
+        axes={"python": "3.11", "torch": "2.3.1", "torchvision": ""},
+        requirements=("torch==2.3.1",),
+        install=install,
+    )
 
 
 def test_install_command_puts_the_project_after_the_pins(tmp_path):
     (tmp_path / "setup.py").write_text("")
-    command = environment.install_command(_cell(), {}, "/v/bin/python", uv="uv", project_dir=str(tmp_path))
-    assert command == ["uv", "pip", "install", "--python", "/v/bin/python", "torch==2.3.1",
-                       "-e", f"{tmp_path}[test]"]
-    alone = environment.install_command(_cell(), {}, "/v/bin/python", uv="uv",
-                                        project_dir=str(tmp_path), with_project=False)
+    command = environment.install_command(
+        _cell(), {}, "/v/bin/python", uv="uv", project_dir=str(tmp_path)
+    )
+    assert command == [
+        "uv",
+        "pip",
+        "install",
+        "--python",
+        "/v/bin/python",
+        "torch==2.3.1",
+        "-e",
+        f"{tmp_path}[test]",
+    ]
+    alone = environment.install_command(
+        _cell(), {}, "/v/bin/python", uv="uv", project_dir=str(tmp_path), with_project=False
+    )
     assert alone[-1] == "torch==2.3.1"
 
 
-NO_SOLUTION = ("  x No solution found when resolving dependencies:\n  `-> Because tiny depends on "
-               "torch>=2.4 and you require torch==2.3.1, we can conclude that your requirements are "
-               "unsatisfiable.")
+NO_SOLUTION = (
+    "  x No solution found when resolving dependencies:\n  `-> Because tiny depends on "
+    "torch>=2.4 and you require torch==2.3.1, we can conclude that your requirements are "
+    "unsatisfiable."
+)
 
 
 class FakeUv:
@@ -187,19 +232,29 @@ class FakeUv:
     def __call__(self, command, **_):
         self.calls.append(list(command))
         ok = "--dry-run" in command and self.alone_ok
-        return subprocess.CompletedProcess(command, 0 if ok else 1, stdout="" if ok else NO_SOLUTION)
+        return subprocess.CompletedProcess(
+            command, 0 if ok else 1, stdout="" if ok else NO_SOLUTION
+        )
 
 
 def test_the_projects_requirements_excluding_a_cell_is_said_so(tmp_path):
     uv = FakeUv(alone_ok=True)
-    outcome = environment.install(_cell(), {}, "/v/bin/python", uv="uv", runner=uv, project_dir=str(tmp_path))
+    outcome = environment.install(
+        _cell(), {}, "/v/bin/python", uv="uv", runner=uv, project_dir=str(tmp_path)
+    )
     assert outcome.status == "unsatisfiable"
     assert outcome.message.startswith("your requirements exclude torch 2.3.1")
     assert "Because tiny depends on torch>=2.4" in outcome.message  # the resolver's own words kept
     assert uv.calls[1][-1] == "torch==2.3.1" and "--dry-run" in uv.calls[1]
     # When the pins fail alone too, the project is not blamed.
-    outcome = environment.install(_cell(), {}, "/v/bin/python", uv="uv", runner=FakeUv(alone_ok=False),
-                                  project_dir=str(tmp_path))
+    outcome = environment.install(
+        _cell(),
+        {},
+        "/v/bin/python",
+        uv="uv",
+        runner=FakeUv(alone_ok=False),
+        project_dir=str(tmp_path),
+    )
     assert outcome.status == "unsatisfiable" and not outcome.message.startswith("your requirements")
     # Without install items there is nothing to blame and no second resolution.
     plain = FakeUv(alone_ok=True)
@@ -210,18 +265,27 @@ def test_the_projects_requirements_excluding_a_cell_is_said_so(tmp_path):
 # ------------------------------------------------------------------ pytest as a probe
 
 
-RECORD = st.fixed_dictionaries({
-    "nodeid": st.sampled_from(["tests/test_a.py::test_x", "tests/test_b.py::test_y[1]", "t.py::C::test_z"]),
-    "when": st.sampled_from(["setup", "call", "teardown"]),
-    "outcome": st.sampled_from(["passed", "failed", "skipped", "xfailed", "xpassed"]),
-    "message": st.text(max_size=20)})
+RECORD = st.fixed_dictionaries(
+    {
+        "nodeid": st.sampled_from(
+            ["tests/test_a.py::test_x", "tests/test_b.py::test_y[1]", "t.py::C::test_z"]
+        ),
+        "when": st.sampled_from(["setup", "call", "teardown"]),
+        "outcome": st.sampled_from(["passed", "failed", "skipped", "xfailed", "xpassed"]),
+        "message": st.text(max_size=20),
+    }
+)
 
 
 @given(st.sampled_from([0, 1, 2, 3, 4, 5]), st.lists(RECORD, max_size=8))
 def test_judging_pytest_follows_its_exit_code(code, records):
     status, message, evidence = pytest_outcomes.judge(code, records)
     failed = [r for r in records if r["outcome"] == "failed"]
-    ran = [n for n, o in pytest_outcomes.per_test(records).items() if o in ("passed", "xpassed", "failed", "error")]
+    ran = [
+        n
+        for n, o in pytest_outcomes.per_test(records).items()
+        if o in ("passed", "xpassed", "failed", "error")
+    ]
     if code in (0, 5) and not ran:
         assert status == "skip" and message.endswith(("no evidence", "(pytest collected no tests)"))
         assert evidence["no_evidence"] is True  # nothing ran: never a pass
@@ -232,9 +296,12 @@ def test_judging_pytest_follows_its_exit_code(code, records):
     else:
         assert status == "fail" and evidence["summary"] in message
         # every failure counted once per (message, test), whatever the cap on node ids shown
-        distinct = {(r["message"] or "(no message)", r["nodeid"], r["when"]) for r in failed}  # setup and teardown errors are two
-        assert sum(g["count"] for g in evidence.get("failure_groups", [])) \
-            + (evidence.get("more_groups") or {}).get("failures", 0) == len(distinct)
+        distinct = {
+            (r["message"] or "(no message)", r["nodeid"], r["when"]) for r in failed
+        }  # setup and teardown errors are two
+        assert sum(g["count"] for g in evidence.get("failure_groups", [])) + (
+            evidence.get("more_groups") or {}
+        ).get("failures", 0) == len(distinct)
         counts = [g["count"] for g in evidence.get("failure_groups", [])]
         assert counts == sorted(counts, reverse=True)  # largest group first
     assert evidence["pytest_exit"] == code
@@ -242,33 +309,84 @@ def test_judging_pytest_follows_its_exit_code(code, records):
 
 
 def test_failures_are_grouped_by_message_largest_first_and_every_one_counted():
-    records = [{"nodeid": f"tests/test_sd.py::test_load[{i}]", "when": "call", "outcome": "failed",
-                "message": "AttributeError: 'dict' object has no attribute '_metadata'"} for i in range(168)]
-    records += [{"nodeid": "tests/test_opt.py::test_step", "when": "call", "outcome": "failed",
-                 "message": "AssertionError: 1.0 != 2.0"}]
-    records += [{"nodeid": f"tests/test_ok.py::test_{i}", "when": "call", "outcome": "passed", "message": ""}
-                for i in range(44)]
-    records += [{"nodeid": f"tests/test_gpu.py::test_{i}", "when": "setup", "outcome": "skipped",
-                 "message": "needs CUDA"} for i in range(4)]
+    records = [
+        {
+            "nodeid": f"tests/test_sd.py::test_load[{i}]",
+            "when": "call",
+            "outcome": "failed",
+            "message": "AttributeError: 'dict' object has no attribute '_metadata'",
+        }
+        for i in range(168)
+    ]
+    records += [
+        {
+            "nodeid": "tests/test_opt.py::test_step",
+            "when": "call",
+            "outcome": "failed",
+            "message": "AssertionError: 1.0 != 2.0",
+        }
+    ]
+    records += [
+        {
+            "nodeid": f"tests/test_ok.py::test_{i}",
+            "when": "call",
+            "outcome": "passed",
+            "message": "",
+        }
+        for i in range(44)
+    ]
+    records += [
+        {
+            "nodeid": f"tests/test_gpu.py::test_{i}",
+            "when": "setup",
+            "outcome": "skipped",
+            "message": "needs CUDA",
+        }
+        for i in range(4)
+    ]
     status, message, evidence = pytest_outcomes.judge(1, records)
     assert status == "fail"
-    assert message.startswith("169 failed, 44 passed, 4 skipped: [168] tests/test_sd.py::test_load[0], ")
-    assert "tests/test_sd.py::test_load[2], +165 more -- AttributeError: 'dict' object has no attribute " \
-           "'_metadata'; [1] tests/test_opt.py::test_step -- AssertionError: 1.0 != 2.0" in message
+    assert message.startswith(
+        "169 failed, 44 passed, 4 skipped: [168] tests/test_sd.py::test_load[0], "
+    )
+    assert (
+        "tests/test_sd.py::test_load[2], +165 more -- AttributeError: 'dict' object has no attribute "
+        "'_metadata'; [1] tests/test_opt.py::test_step -- AssertionError: 1.0 != 2.0" in message
+    )
     groups = evidence["failure_groups"]
-    assert [g["count"] for g in groups] == [168, 1] and len(groups[0]["nodeids"]) == pytest_outcomes.LISTED
+    assert [g["count"] for g in groups] == [168, 1] and len(
+        groups[0]["nodeids"]
+    ) == pytest_outcomes.LISTED
     assert groups[0]["more"] == 158
     assert pytest_outcomes.judge(0, records[169:])[1] == "44 passed, 4 skipped"
     # Many groups (a parametrized suite whose messages name each case): every failure still counted,
     # the evidence stays small enough for the probe runner to keep whole (it cuts past 64,000 chars).
-    many = [{"nodeid": f"tests/test_opt.py::test_step[Opt{k}-{i}]", "when": "call", "outcome": "failed",
-             "message": f"AttributeError: 'Opt{k}' object has no attribute '_hooks' " + "x" * 250}
-            for k in range(40) for i in range(6)]
+    many = [
+        {
+            "nodeid": f"tests/test_opt.py::test_step[Opt{k}-{i}]",
+            "when": "call",
+            "outcome": "failed",
+            "message": f"AttributeError: 'Opt{k}' object has no attribute '_hooks' " + "x" * 250,
+        }
+        for k in range(40)
+        for i in range(6)
+    ]
     status, message, evidence = pytest_outcomes.judge(1, many)
-    assert len(json.dumps(evidence)) < 32000 and evidence["more_groups"] == {"groups": 20, "failures": 120}
-    assert message.startswith("240 failed, 0 passed: [6] ") and message.endswith("; +35 more groups (210 failures)")
-    assert sum(g["count"] for g in evidence["failure_groups"]) + evidence["more_groups"]["failures"] == 240
-    assert pytest_outcomes.judge(0, records[-4:])[:2] == ("skip", "0 passed, 4 skipped: no evidence")
+    assert len(json.dumps(evidence)) < 32000 and evidence["more_groups"] == {
+        "groups": 20,
+        "failures": 120,
+    }
+    assert message.startswith("240 failed, 0 passed: [6] ") and message.endswith(
+        "; +35 more groups (210 failures)"
+    )
+    assert (
+        sum(g["count"] for g in evidence["failure_groups"]) + evidence["more_groups"]["failures"]
+        == 240
+    )
+    assert pytest_outcomes.judge(0, records[-4:])[:2] == (
+        "skip",
+        "0 passed, 4 skipped: no evidence",
+    )
 
 
 def _probe_dir(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -281,41 +399,71 @@ def _probe_dir(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def run_command_probes(tmp_path: Path, project: Path, **commands: str) -> dict[str, dict]:
     out = tmp_path / "probes.json"
-    command = [sys.executable, "-m", "torch_matrix.probes", "--no-standard", "--quiet", "--out", str(out),
-               "--command-dir", str(project)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch_matrix.probes",
+        "--no-standard",
+        "--quiet",
+        "--out",
+        str(out),
+        "--command-dir",
+        str(project),
+    ]
     for name, text in commands.items():
         command += ["--command", f"{name}={text}"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return {r["name"]: r for r in json.loads(out.read_text())["results"]}
 
 
 def test_a_pytest_command_probe_names_failing_tests_and_not_skips(tmp_path):
-    project = _probe_dir(tmp_path, {
-        "tests/test_resume.py": (
-            "import os, pytest\n"
-            "def test_runs_from_the_project():\n    assert os.path.isfile('marker.txt')\n"
-            "def test_resume_from_checkpoint():\n    assert {'epoch': 1} == {'epoch': 2}, 'resumed wrong'\n"
-            "def test_needs_gpu():\n    pytest.skip('no CUDA device')\n"
-            "@pytest.mark.xfail(reason='known')\ndef test_known():\n    assert False\n"),
-        "tests/test_fine.py": "def test_fine():\n    pass\n",
-        "marker.txt": "",
-        "broken/test_import.py": "import no_such_module_here\n"})
+    project = _probe_dir(
+        tmp_path,
+        {
+            "tests/test_resume.py": (
+                "import os, pytest\n"
+                "def test_runs_from_the_project():\n    assert os.path.isfile('marker.txt')\n"
+                "def test_resume_from_checkpoint():\n    assert {'epoch': 1} == {'epoch': 2}, 'resumed wrong'\n"
+                "def test_needs_gpu():\n    pytest.skip('no CUDA device')\n"
+                "@pytest.mark.xfail(reason='known')\ndef test_known():\n    assert False\n"
+            ),
+            "tests/test_fine.py": "def test_fine():\n    pass\n",
+            "marker.txt": "",
+            "broken/test_import.py": "import no_such_module_here\n",
+        },
+    )
     results = run_command_probes(
-        tmp_path, project, tests="pytest -q tests", skips="python -m pytest -q tests -k 'gpu or fine'",
+        tmp_path,
+        project,
+        tests="pytest -q tests",
+        skips="python -m pytest -q tests -k 'gpu or fine'",
         gpu_only="pytest -q tests -k gpu",
-        collection="pytest -q broken", usage="pytest --no-such-option", empty="pytest -q tests -k nothing",
-        plain="python -c 'raise SystemExit(3)'", missing="no-such-command-xyz")
+        collection="pytest -q broken",
+        usage="pytest --no-such-option",
+        empty="pytest -q tests -k nothing",
+        plain="python -c 'raise SystemExit(3)'",
+        missing="no-such-command-xyz",
+    )
     tests = results["tests"]
     assert tests["status"] == "fail"
     assert tests["message"].startswith(
-        "1 failed, 2 passed, 1 skipped, 1 xfailed: tests/test_resume.py::test_resume_from_checkpoint -- ")
+        "1 failed, 2 passed, 1 skipped, 1 xfailed: tests/test_resume.py::test_resume_from_checkpoint -- "
+    )
     assert "resumed wrong" in tests["message"]
     assert tests["evidence"]["tests"] == {"passed": 2, "failed": 1, "skipped": 1, "xfailed": 1}
-    assert tests["evidence"]["failed"][0]["nodeid"] == "tests/test_resume.py::test_resume_from_checkpoint"
+    assert (
+        tests["evidence"]["failed"][0]["nodeid"]
+        == "tests/test_resume.py::test_resume_from_checkpoint"
+    )
     # The repro runs the cell's own pytest: the runner's interpreter's directory first on PATH.
-    assert tests["repro"] == f"cd {project} && PATH={Path(sys.executable).parent}:\"$PATH\" pytest -q tests"
+    assert (
+        tests["repro"]
+        == f'cd {project} && PATH={Path(sys.executable).parent}:"$PATH" pytest -q tests'
+    )
     assert results["skips"]["status"] == "pass"  # skipped tests are not failures
     assert results["skips"]["message"] == "1 passed, 1 skipped"
     assert results["skips"]["evidence"]["tests"] == {"passed": 1, "skipped": 1}
@@ -327,7 +475,9 @@ def test_a_pytest_command_probe_names_failing_tests_and_not_skips(tmp_path):
     assert "collection error in broken/test_import.py" in collection["message"]
     assert "no_such_module_here" in collection["message"]
     assert results["usage"]["status"] == "error" and "usage error" in results["usage"]["message"]
-    assert results["empty"]["status"] == "skip" and "collected no tests" in results["empty"]["message"]
+    assert (
+        results["empty"]["status"] == "skip" and "collected no tests" in results["empty"]["message"]
+    )
     assert results["empty"]["message"].startswith("0 passed, 0 skipped: no evidence")
     assert results["plain"]["status"] == "fail"  # not pytest: exit code 3 is just a failure
     assert results["missing"]["status"] == "error" and "not found" in results["missing"]["message"]
@@ -338,12 +488,26 @@ def test_a_pytest_command_probe_names_failing_tests_and_not_skips(tmp_path):
 
 
 def test_run_hands_nox_the_shipped_noxfile_and_passes_options_through(tmp_path):
-    command = run_cli.nox_command(["-s", "matrix", "report", "-j", "2", "-t", "py3.11", "-k", "2.5"],
-                                  ["--redo"], tmp_path)
+    command = run_cli.nox_command(
+        ["-s", "matrix", "report", "-j", "2", "-t", "py3.11", "-k", "2.5"], ["--redo"], tmp_path
+    )
     assert command[0] == sys.executable and command[1] == "-c" and "'nox'" in command[2]
     assert command[3:5] == ["--noxfile", str(REPO / "torch_matrix" / "noxfile.py")]
-    assert command[5:] == ["--envdir", str(tmp_path / ".nox"), "-s", "matrix", "report", "-j", "2",
-                           "-t", "py3.11", "-k", "2.5", "--", "--redo"]
+    assert command[5:] == [
+        "--envdir",
+        str(tmp_path / ".nox"),
+        "-s",
+        "matrix",
+        "report",
+        "-j",
+        "2",
+        "-t",
+        "py3.11",
+        "-k",
+        "2.5",
+        "--",
+        "--redo",
+    ]
     assert run_cli.nox_command(["--envdir", "/x"], [], tmp_path).count("--envdir") == 1
     # Each spec its own venvs: `torch-matrix run --spec gpu.toml` never reuses matrix.toml's cells' venvs.
     named = run_cli.nox_command([], [], tmp_path, "tiny-train-gpu")
@@ -364,43 +528,61 @@ class _RecordingSession:
 
 
 @pytest.mark.parametrize("session_name", ["report", "pins"])
-def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(tmp_path, monkeypatch, session_name):
+def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(
+    tmp_path, monkeypatch, session_name
+):
     """nox runs the shipped noxfile's sessions from the noxfile's folder, the package directory:
     with ``python -m torch_matrix.cli`` that folder came first on sys.path, and a module there named like
     the standard library's (``bisect.py`` once) broke ``import tempfile``: no table, no pins. The
     sessions' commands, run from a folder holding such a module, must not see it."""
-    monkeypatch.setattr(sys, "argv", ["nox", "-s", session_name])  # importing it plans only for `-s matrix`
+    monkeypatch.setattr(
+        sys, "argv", ["nox", "-s", session_name]
+    )  # importing it plans only for `-s matrix`
     import torch_matrix.noxfile as shipped
 
-    (tmp_path / "tempfile.py").write_text("raise ImportError('the working directory shadowed tempfile')\n")
-    (tmp_path / "random.py").write_text("raise ImportError('the working directory shadowed random')\n")
+    (tmp_path / "tempfile.py").write_text(
+        "raise ImportError('the working directory shadowed tempfile')\n"
+    )
+    (tmp_path / "random.py").write_text(
+        "raise ImportError('the working directory shadowed random')\n"
+    )
     run_dir = tmp_path / "results" / "x"
     (run_dir / "cells").mkdir(parents=True)
     monkeypatch.setattr(shipped.sessions, "run_dir_for_session", lambda *a, **k: run_dir)
     session = _RecordingSession()
-    session.posargs = ["--redo"]  # `torch-matrix run -s 'matrix(ID)' -- --redo`: nox gives it to every session
+    session.posargs = [
+        "--redo"
+    ]  # `torch-matrix run -s 'matrix(ID)' -- --redo`: nox gives it to every session
     getattr(shipped, session_name)(session)
     assert session.commands
     for command in session.commands:
         assert "--redo" not in command  # the cells' option, not the report's (it would refuse it)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_MATRIX_"))}
     for command in session.commands:  # (a local run) the import into the history, then the report
-        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
         assert "shadowed" not in done.stderr, done.stderr
         assert "Traceback" not in done.stderr, done.stderr
-        assert done.returncode in (0, 2), done.stderr  # "no cell results" is the tool's own one-line error
+        assert done.returncode in (0, 2), (
+            done.stderr
+        )  # "no cell results" is the tool's own one-line error
 
 
 def test_torch_matrix_run_starts_nox_without_the_projects_folder_on_sys_path(tmp_path):
     """``torch-matrix run`` starts nox from the user's project: a project module named like one of
     the standard library's, or like one of our packages, must not replace it inside nox."""
-    (tmp_path / "matrix.toml").write_text('torch = ["2.5.1"]\ntorchvision = "none"\npython = ["current"]\n')
+    (tmp_path / "matrix.toml").write_text(
+        'torch = ["2.5.1"]\ntorchvision = "none"\npython = ["current"]\n'
+    )
     (tmp_path / "tempfile.py").write_text("raise ImportError('the project shadowed tempfile')\n")
     (tmp_path / "nox").mkdir()
     (tmp_path / "nox" / "__init__.py").write_text("raise ImportError('the project shadowed nox')\n")
     command = run_cli.nox_command(["--version"], [], tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_MATRIX_"))}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and "shadowed" not in done.stderr, done.stderr
 
 
@@ -432,22 +614,39 @@ def test_a_pytest_run_whose_tests_did_not_run_is_no_evidence_and_failed_tests_ar
     from torch_matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
 
     cell = _cell()
-    base = CellResult(cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"}))
-    for code, words in ((2, "collection error in tests/test_x.py: SyntaxError: invalid syntax"),
-                        (4, "pytest usage error (bad option or path)"), (5, "pytest collected no tests")):
-        probe = ProbeResult(name="tests", status="error", message=f"{words} (exit {code}): not evidence",
-                            evidence={"pytest_exit": code, "tests": {}}, isolation="command")
+    base = CellResult(
+        cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"})
+    )
+    for code, words in (
+        (2, "collection error in tests/test_x.py: SyntaxError: invalid syntax"),
+        (4, "pytest usage error (bad option or path)"),
+        (5, "pytest collected no tests"),
+    ):
+        probe = ProbeResult(
+            name="tests",
+            status="error",
+            message=f"{words} (exit {code}): not evidence",
+            evidence={"pytest_exit": code, "tests": {}},
+            isolation="command",
+        )
         verdict = verdict_of(replace(base, probes=(probe,)))
         assert verdict.kind == NO_EVIDENCE, (code, verdict)
         assert "tests did not run" in verdict.reason
-    failed = ProbeResult(name="tests", status="fail", message="1 of 3 tests failed: tests/t.py::test_a",
-                         evidence={"pytest_exit": 1, "tests": {"passed": 2, "failed": 1}}, isolation="command")
+    failed = ProbeResult(
+        name="tests",
+        status="fail",
+        message="1 of 3 tests failed: tests/t.py::test_a",
+        evidence={"pytest_exit": 1, "tests": {"passed": 2, "failed": 1}},
+        isolation="command",
+    )
     verdict = verdict_of(replace(base, probes=(failed,)))
     assert verdict.kind == INCOMPATIBLE and "tests/t.py::test_a" in verdict.reason
 
 
 def test_run_keeps_nox_options_and_posargs_apart_and_other_commands_stay_strict():
-    args = cli.parse_args(["run", "--spec", "s.toml", "-s", "matrix", "-j", "2", "-k", "py3", "--", "--redo"])
+    args = cli.parse_args(
+        ["run", "--spec", "s.toml", "-s", "matrix", "-j", "2", "-k", "py3", "--", "--redo"]
+    )
     assert args.spec == "s.toml" and args.nox_args == ["-s", "matrix", "-j", "2", "-k", "py3"]
     assert args.posargs == ["--redo"]
     with pytest.raises(SystemExit):
@@ -465,11 +664,22 @@ def test_a_command_probe_in_which_no_test_ran_is_no_evidence_for_the_verdict_or_
     from torch_matrix.vocab.records import CellResult, InstallOutcome, ProbeResult
 
     cell = _cell()
-    base = CellResult(cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"}))
+    base = CellResult(
+        cell=cell, fingerprint="f", install=InstallOutcome("installed", resolved={"torch": "2.3.1"})
+    )
     sanity = ProbeResult(name="install_sanity", status="pass")
-    idle = ProbeResult(name="tests", status="skip", message="0 passed, 4 skipped: no evidence", isolation="command",
-                       evidence={"pytest_exit": 0, "tests": {"skipped": 4}, "summary": "0 passed, 4 skipped",
-                                 "no_evidence": True})
+    idle = ProbeResult(
+        name="tests",
+        status="skip",
+        message="0 passed, 4 skipped: no evidence",
+        isolation="command",
+        evidence={
+            "pytest_exit": 0,
+            "tests": {"skipped": 4},
+            "summary": "0 passed, 4 skipped",
+            "no_evidence": True,
+        },
+    )
     result = replace(base, probes=(sanity, idle))
     for policy in ({}, {"skip": "fail"}):  # a strict skip policy does not make it a failure either
         verdict = verdict_of(replace(result, cell=replace(cell, policy=policy)))
@@ -480,8 +690,16 @@ def test_a_command_probe_in_which_no_test_ran_is_no_evidence_for_the_verdict_or_
     text = render_text([result])
     assert "! error: no test ran in tests (tests: 0 passed, 4 skipped)" in text
     assert "0 passed, 4 skipped: no evidence" in text.split("Cells that did not pass:")[1]
-    ran = replace(idle, status="pass", message="44 passed, 4 skipped", evidence={
-        "pytest_exit": 0, "tests": {"passed": 44, "skipped": 4}, "summary": "44 passed, 4 skipped"})
+    ran = replace(
+        idle,
+        status="pass",
+        message="44 passed, 4 skipped",
+        evidence={
+            "pytest_exit": 0,
+            "tests": {"passed": 44, "skipped": 4},
+            "summary": "44 passed, 4 skipped",
+        },
+    )
     good = replace(result, probes=(sanity, ran))
     assert verdict_of(good).kind == COMPATIBLE
     assert "✓ compatible (tests: 44 passed, 4 skipped)" in render_text([good])
@@ -499,19 +717,35 @@ def _collection_error(module_error: str, code: int = 2):
     from tests.factories import make_probe
 
     message = f"collection error in tests/test_norm.py: {module_error} (pytest exit {code}): the tests did not run"
-    return make_probe("tests", "error", message, isolation="command", evidence={
-        "pytest_exit": code, "tests": {}, "summary": "0 passed",
-        "collection_errors": [{"nodeid": "tests/test_norm.py", "message": module_error}]})
+    return make_probe(
+        "tests",
+        "error",
+        message,
+        isolation="command",
+        evidence={
+            "pytest_exit": code,
+            "tests": {},
+            "summary": "0 passed",
+            "collection_errors": [{"nodeid": "tests/test_norm.py", "message": module_error}],
+        },
+    )
 
 
 def _passing_tests():
     from tests.factories import make_probe
 
-    return make_probe("tests", "pass", "2 passed", isolation="command",
-                      evidence={"pytest_exit": 0, "tests": {"passed": 2}, "summary": "2 passed"})
+    return make_probe(
+        "tests",
+        "pass",
+        "2 passed",
+        isolation="command",
+        evidence={"pytest_exit": 0, "tests": {"passed": 2}, "summary": "2 passed"},
+    )
 
 
-def test_a_collection_error_naming_torch_where_other_cells_collect_is_incompatible_and_pinned(tmp_path):
+def test_a_collection_error_naming_torch_where_other_cells_collect_is_incompatible_and_pinned(
+    tmp_path,
+):
     """The package imports, at module level, a torch module a release removed: pytest exits 2 on the
     releases without it. That is the release breaking the project (pinned), not the suite to fix."""
     from torch_matrix.judge.verdict import INCOMPATIBLE, NO_EVIDENCE, verdict_of
@@ -521,9 +755,14 @@ def test_a_collection_error_naming_torch_where_other_cells_collect_is_incompatib
 
     sanity = make_probe("install_sanity")
     old = make_result(torch="1.13.1", torchvision="", probes=[sanity, _passing_tests()])
-    broken = [make_result(torch=version, torchvision="",
-                          probes=[sanity, _collection_error("ModuleNotFoundError: No module named 'torch._six'")])
-              for version in ("2.4.1", "2.13.0")]
+    broken = [
+        make_result(
+            torch=version,
+            torchvision="",
+            probes=[sanity, _collection_error("ModuleNotFoundError: No module named 'torch._six'")],
+        )
+        for version in ("2.4.1", "2.13.0")
+    ]
     for result in (old, *broken):
         write_result(result, tmp_path / "run" / "cells")
     loaded = load_results(tmp_path / "run").results
@@ -532,7 +771,9 @@ def test_a_collection_error_naming_torch_where_other_cells_collect_is_incompatib
         assert verdicts[version].kind == INCOMPATIBLE and verdicts[version].failing == ("tests",)
         assert "No module named 'torch._six'" in verdicts[version].reason
     suggestion = suggest_pins(loaded)
-    excluded = {e.version: e for pin in suggestion.recommended.pins_for("torch") for e in pin.exclusions}
+    excluded = {
+        e.version: e for pin in suggestion.recommended.pins_for("torch") for e in pin.exclusions
+    }
     assert set(excluded) == {"2.4.1", "2.13.0"}, suggestion.exclusions
     for exclusion in excluded.values():  # every exclusion names its failing and its passing cell
         assert exclusion.failing_cell and exclusion.passing_cell == old.cell.id, exclusion
@@ -549,29 +790,57 @@ def test_a_collection_error_naming_torch_where_other_cells_collect_is_incompatib
     assert suggest_pins(loaded).recommended.pins_for("torch") == []
 
     # An error that names no module of an axis (the project's own, a plugin) stays no evidence.
-    own = make_result(torch="2.4.1", torchvision="",
-                      probes=[sanity, _collection_error("ModuleNotFoundError: No module named 'yaml'")])
+    own = make_result(
+        torch="2.4.1",
+        torchvision="",
+        probes=[sanity, _collection_error("ModuleNotFoundError: No module named 'yaml'")],
+    )
     assert verdict_of(own).kind == NO_EVIDENCE
-    for error in ("ImportError: cannot import name 'inf' from 'torch._six' (/x/site-packages/torch/_six.py)",
-                  "AttributeError: module 'torch.optim' has no attribute 'SparseAdam2'"):
-        named = make_result(torch="2.4.1", torchvision="", probes=[sanity, _collection_error(error)])
+    for error in (
+        "ImportError: cannot import name 'inf' from 'torch._six' (/x/site-packages/torch/_six.py)",
+        "AttributeError: module 'torch.optim' has no attribute 'SparseAdam2'",
+    ):
+        named = make_result(
+            torch="2.4.1", torchvision="", probes=[sanity, _collection_error(error)]
+        )
         assert verdict_of(named).kind == INCOMPATIBLE, error
 
 
-def _missing_module_cell(torch: str, setuptools: str, ships_pkg_resources: bool, fails: bool, **cell):
+def _missing_module_cell(
+    torch: str, setuptools: str, ships_pkg_resources: bool, fails: bool, **cell
+):
     from dataclasses import replace
 
     from tests.factories import make_cell, make_probe, make_result
 
-    probe = (make_probe("tests", "fail", "1 failed: tests/test_paths.py::test_include_dirs -- "
-                        "ModuleNotFoundError: No module named 'pkg_resources'", isolation="command",
-                        evidence={"pytest_exit": 1, "summary": "1 failed"})
-             if fails else make_probe("tests", "pass", "1 passed", isolation="command",
-                                      evidence={"pytest_exit": 0, "summary": "1 passed"}))
-    result = make_result(make_cell(torch=torch, torchvision="", **cell), probes=[make_probe("install_sanity"), probe],
-                         resolved={"torch": torch, "setuptools": setuptools})
-    modules = ["_distutils_hack", "pkg_resources", "setuptools"] if ships_pkg_resources else ["_distutils_hack",
-                                                                                                "setuptools"]
+    probe = (
+        make_probe(
+            "tests",
+            "fail",
+            "1 failed: tests/test_paths.py::test_include_dirs -- "
+            "ModuleNotFoundError: No module named 'pkg_resources'",
+            isolation="command",
+            evidence={"pytest_exit": 1, "summary": "1 failed"},
+        )
+        if fails
+        else make_probe(
+            "tests",
+            "pass",
+            "1 passed",
+            isolation="command",
+            evidence={"pytest_exit": 0, "summary": "1 passed"},
+        )
+    )
+    result = make_result(
+        make_cell(torch=torch, torchvision="", **cell),
+        probes=[make_probe("install_sanity"), probe],
+        resolved={"torch": torch, "setuptools": setuptools},
+    )
+    modules = (
+        ["_distutils_hack", "pkg_resources", "setuptools"]
+        if ships_pkg_resources
+        else ["_distutils_hack", "setuptools"]
+    )
     return replace(result, interpreter={**result.interpreter, "providers": {"setuptools": modules}})
 
 
@@ -590,8 +859,10 @@ def test_a_module_a_dependency_release_dropped_is_a_version_finding_on_that_depe
     verdict = judged[new.cell.id]
     assert verdict.kind == INCOMPATIBLE and verdict.environment == {}, verdict
     assert "`pkg_resources` comes from setuptools: setuptools 80.9.0 ships it" in verdict.reason
-    assert "Either cap setuptools<=80.9.0 (keeps torch 1.13.1), or raise torch's floor above 1.13.1 " \
-           "(keeps setuptools 84.0.0)" in verdict.reason
+    assert (
+        "Either cap setuptools<=80.9.0 (keeps torch 1.13.1), or raise torch's floor above 1.13.1 "
+        "(keeps setuptools 84.0.0)" in verdict.reason
+    )
     assert "add `" not in verdict.reason
 
 
@@ -609,17 +880,24 @@ def test_an_unsatisfiable_counterfactual_refutes_its_advice_and_says_so(tmp_path
     from tests.factories import make_result
 
     def missing_extmod(result):
-        probes = tuple(replace(p, message=p.message.replace("pkg_resources", "_torch_ext_helpers"))
-                       for p in result.probes)
+        probes = tuple(
+            replace(p, message=p.message.replace("pkg_resources", "_torch_ext_helpers"))
+            for p in result.probes
+        )
         return replace(result, probes=probes)
 
     broken = missing_extmod(_missing_module_cell("1.13.1", "84.0.0", False, True))
     assert verdict_of(broken).kind == ENVIRONMENT
     [planned] = plan_counterfactuals(broken)
     assert planned.requirements[-1] == "_torch_ext_helpers"
-    counterfactual = make_result(planned, status="unsatisfiable", message=(
-        "× No solution found when resolving dependencies:\n╰─▶ Because -torch-ext-helpers was not found in "
-        "the package registry and you require -torch-ext-helpers, your requirements are unsatisfiable."))
+    counterfactual = make_result(
+        planned,
+        status="unsatisfiable",
+        message=(
+            "× No solution found when resolving dependencies:\n╰─▶ Because -torch-ext-helpers was not found in "
+            "the package registry and you require -torch-ext-helpers, your requirements are unsatisfiable."
+        ),
+    )
     newer = _missing_module_cell("2.4.1", "84.0.0", False, False)
     for result in (broken, counterfactual, newer):
         write_result(result, tmp_path / "cells")
@@ -627,10 +905,16 @@ def test_an_unsatisfiable_counterfactual_refutes_its_advice_and_says_so(tmp_path
     by_id = {r.cell.id: r for r in loaded}
     verdict = verdict_of(by_id[broken.cell.id])
     assert verdict.kind == INCOMPATIBLE, verdict
-    assert f"refuted: `add _torch_ext_helpers` (its counterfactual cell {planned.id} is unsatisfiable: " \
-           "the index has no `_torch_ext_helpers`)" in verdict.reason
-    assert all("_torch_ext_helpers" not in advice.requirement for advice in environment_advice(loaded))
-    [exclusion] = [e for pin in suggest_pins(loaded).recommended.pins_for("torch") for e in pin.exclusions]
+    assert (
+        f"refuted: `add _torch_ext_helpers` (its counterfactual cell {planned.id} is unsatisfiable: "
+        "the index has no `_torch_ext_helpers`)" in verdict.reason
+    )
+    assert all(
+        "_torch_ext_helpers" not in advice.requirement for advice in environment_advice(loaded)
+    )
+    [exclusion] = [
+        e for pin in suggest_pins(loaded).recommended.pins_for("torch") for e in pin.exclusions
+    ]
     assert exclusion.version == "1.13.1" and exclusion.failing_cell == broken.cell.id
     assert exclusion.passing_cell == newer.cell.id and "refuted" in exclusion.summary
 
@@ -645,7 +929,11 @@ def test_module_providers_lists_only_distributions_whose_modules_differ_from_the
 
     providers = facts.module_providers()
     names = {dist.metadata["Name"] for dist in metadata.distributions()}
-    assert "typing_extensions" in names or "typing-extensions" in names, "the test venv has typing-extensions"
+    assert "typing_extensions" in names or "typing-extensions" in names, (
+        "the test venv has typing-extensions"
+    )
     assert not {"typing_extensions", "typing-extensions"} & set(providers), providers
     if "setuptools" in names:
-        assert "_distutils_hack" in providers["setuptools"]  # and pkg_resources before setuptools 82
+        assert (
+            "_distutils_hack" in providers["setuptools"]
+        )  # and pkg_resources before setuptools 82

@@ -84,8 +84,9 @@ error: Failed to fetch: `https://download.pytorch.org/whl/cu124/torch/`
 """
 
 
-@pytest.mark.parametrize("output", [NO_SUCH_VERSION, NO_WHEEL_FOR_PYTHON, REQUIRES_PYTHON,
-                                    NO_PAIRING, NOT_IN_REGISTRY])
+@pytest.mark.parametrize(
+    "output", [NO_SUCH_VERSION, NO_WHEEL_FOR_PYTHON, REQUIRES_PYTHON, NO_PAIRING, NOT_IN_REGISTRY]
+)
 def test_resolver_refusals_are_unsatisfiable_and_keep_uvs_words(output):
     found = classify_install_failure(1, output)
     assert found.status == UNSATISFIABLE
@@ -119,8 +120,9 @@ def test_unknown_failure_is_error_not_a_finding():
 
 def test_default_variant_uses_the_configured_default_index_and_find_links():
     cell = make_cell(torch="2.1.0", torchvision="0.16.0")
-    config = IndexConfig(default="file:///idx/simple", extra=("https://extra/simple",),
-                         find_links=("/opt/wheels",))
+    config = IndexConfig(
+        default="file:///idx/simple", extra=("https://extra/simple",), find_links=("/opt/wheels",)
+    )
     command = install_command(cell, config, "/venv/bin/python")
     assert command[:5] == ["uv", "pip", "install", "--python", "/venv/bin/python"]
     assert command[command.index("--default-index") + 1] == "file:///idx/simple"
@@ -241,8 +243,11 @@ def test_verify_turns_a_mismatch_into_error_on_a_real_venv(tmp_path: Path):
     """A venv with nothing in it 'installed' fine (e.g. -R after a failed install): not evidence."""
     venv = tmp_path / "venv"
     subprocess.run(["uv", "venv", "-q", str(venv)], check=True)
-    outcome = verify(make_cell(torch="2.1.0", torchvision=""), str(venv / "bin" / "python"),
-                     InstallOutcome(INSTALLED, ("uv",)))
+    outcome = verify(
+        make_cell(torch="2.1.0", torchvision=""),
+        str(venv / "bin" / "python"),
+        InstallOutcome(INSTALLED, ("uv",)),
+    )
     assert outcome.status == INSTALL_ERROR
     assert "torch: asked ==2.1.0, not installed" in outcome.message
 
@@ -255,7 +260,9 @@ def test_verify_leaves_failed_outcomes_alone():
 def test_uv_step_seconds_reads_uvs_summary_lines():
     from torch_matrix.world.environment import uv_step_seconds
 
-    output = ("Using Python 3.11.7 environment at: v\nResolved 13 packages in 512ms\n"
-              "Prepared 2 packages in 1.20s\nInstalled 13 packages in 295ms\n + torch==2.13.0+cpu\n")
+    output = (
+        "Using Python 3.11.7 environment at: v\nResolved 13 packages in 512ms\n"
+        "Prepared 2 packages in 1.20s\nInstalled 13 packages in 295ms\n + torch==2.13.0+cpu\n"
+    )
     assert uv_step_seconds(output) == {"resolve": 0.512, "download": 1.2, "link": 0.295}
     assert uv_step_seconds("error: No solution found") == {}

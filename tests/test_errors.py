@@ -19,10 +19,19 @@ from tests.test_spec import BAD
 
 
 def test_render_is_the_error_line_then_an_indented_hint():
-    error = UserError("torch 2.9.9 does not exist on PyPI", "matrix.toml: torch[0]",
-                      hint="the nearest releases are 2.8.0, 2.9.1")
-    assert error.one_line() == "torch-matrix: error: matrix.toml: torch[0]: torch 2.9.9 does not exist on PyPI"
-    assert error.render().splitlines() == [error.one_line(), "  hint: the nearest releases are 2.8.0, 2.9.1"]
+    error = UserError(
+        "torch 2.9.9 does not exist on PyPI",
+        "matrix.toml: torch[0]",
+        hint="the nearest releases are 2.8.0, 2.9.1",
+    )
+    assert (
+        error.one_line()
+        == "torch-matrix: error: matrix.toml: torch[0]: torch 2.9.9 does not exist on PyPI"
+    )
+    assert error.render().splitlines() == [
+        error.one_line(),
+        "  hint: the nearest releases are 2.8.0, 2.9.1",
+    ]
     assert UserError("x").render() == "torch-matrix: error: x"  # no hint, no second line
 
 
@@ -36,9 +45,11 @@ def test_cli_prints_the_hint_under_the_error_and_exits_2(tmp_path, capsys):
 def test_missing_results_directory_says_run_the_matrix_first(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"torch-matrix: error: {tmp_path / 'nowhere'}: results directory does not exist",
-                   "  hint: run `nox -s matrix` first (it writes results/<run>/cells/), or pass the "
-                   "directory that holds the cell results"]
+    assert err == [
+        f"torch-matrix: error: {tmp_path / 'nowhere'}: results directory does not exist",
+        "  hint: run `nox -s matrix` first (it writes results/<run>/cells/), or pass the "
+        "directory that holds the cell results",
+    ]
 
 
 @pytest.mark.parametrize("text, key, value", BAD)
@@ -64,7 +75,9 @@ TORCH = ("2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.11.0")
 def _plan(text: str, **facts) -> list:
     values = {"torch_versions": {"default": TORCH}, "pairing": {}, "where": "PyPI"}
     values.update(facts)
-    return plan_cells(parse_spec('torchvision = "none"\n' + text), IndexFacts(**values), {"current": None})
+    return plan_cells(
+        parse_spec('torchvision = "none"\n' + text), IndexFacts(**values), {"current": None}
+    )
 
 
 def test_unknown_torch_names_the_nearest_releases():
@@ -84,16 +97,24 @@ def test_unknown_torch_in_an_include_names_the_nearest_releases():
 
 def test_unknown_torchvision_names_the_nearest_releases():
     with pytest.raises(UserError) as caught:
-        plan_cells(parse_spec('torch = ["2.9.1"]\ntorchvision = ["0.24.5"]'),
-                   IndexFacts(torch_versions={"default": TORCH}, torchvision_versions=("0.24.0", "0.24.1", "0.25.0")),
-                   {"current": None})
+        plan_cells(
+            parse_spec('torch = ["2.9.1"]\ntorchvision = ["0.24.5"]'),
+            IndexFacts(
+                torch_versions={"default": TORCH},
+                torchvision_versions=("0.24.0", "0.24.1", "0.25.0"),
+            ),
+            {"current": None},
+        )
     assert caught.value.hint == "the nearest releases are 0.24.0, 0.24.1, 0.25.0"
 
 
 def test_a_range_matching_nothing_names_the_newest_releases():
     with pytest.raises(UserError) as caught:
         _plan('torch = { versions = ">=9" }')
-    assert caught.value.hint == "the newest releases there are 2.11.0, 2.10.0, 2.9.1: widen torch.versions"
+    assert (
+        caught.value.hint
+        == "the newest releases there are 2.11.0, 2.10.0, 2.9.1: widen torch.versions"
+    )
     with pytest.raises(UserError) as caught:
         _plan('torch = { versions = ">=9" }', torch_versions={"default": ()})
     assert "that index lists no torch release" in caught.value.hint
@@ -125,14 +146,18 @@ def test_a_home_path_without_home_says_to_write_it_absolute():
         parse_spec('[probes]\ndirs = ["~/probes"]', "m.toml", base_dir="/p", environ={})
     assert caught.value.where == "m.toml: probes.dirs[0]"
     assert caught.value.hint == "write the absolute path, or set HOME"
-    spec = parse_spec('[probes]\ndirs = ["~/probes"]', "m.toml", base_dir="/p", environ={"HOME": "/h"})
+    spec = parse_spec(
+        '[probes]\ndirs = ["~/probes"]', "m.toml", base_dir="/p", environ={"HOME": "/h"}
+    )
     assert spec.probes.dirs == ("/h/probes",)
 
 
 def test_a_bad_rule_specifier_shows_both_forms():
     with pytest.raises(UserError) as caught:
         parse_spec("[[exclude]]\ntorch = '>>2'")
-    assert caught.value.hint.startswith("use a version such as '2.5' (that release series) or a specifier")
+    assert caught.value.hint.startswith(
+        "use a version such as '2.5' (that release series) or a specifier"
+    )
 
 
 # ---------------------------------------------------------------- plan and report inputs
@@ -142,15 +167,21 @@ def test_zero_shards_says_what_shards_does(tmp_path, capsys):
     spec = tmp_path / "m.toml"
     spec.write_text('torch = ["2.5.1"]\n')
     assert cli.main(["plan", "--spec", str(spec), "--shards", "0"]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == "  hint: `--shards 4` prints four shards for a CI matrix"
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == "  hint: `--shards 4` prints four shards for a CI matrix"
+    )
 
 
-@pytest.mark.parametrize("content, what", [
-    (None, "plan file does not exist"),
-    ("{oops", "not JSON (line 1 column 2)"),
-    ('{"cells": 3}', "expected a list of cells"),
-    ('[{"torch": "2.5.1"}]', "entry 0 is not a cell (no id)"),
-])
+@pytest.mark.parametrize(
+    "content, what",
+    [
+        (None, "plan file does not exist"),
+        ("{oops", "not JSON (line 1 column 2)"),
+        ('{"cells": 3}', "expected a list of cells"),
+        ('[{"torch": "2.5.1"}]', "entry 0 is not a cell (no id)"),
+    ],
+)
 def test_a_bad_plan_file_says_how_to_write_one(tmp_path, capsys, content, what):
     results = tmp_path / "results"
     results.mkdir()
@@ -176,12 +207,22 @@ def test_a_bad_index_ttl_shows_a_valid_value():
 
 
 def test_index_errors_name_their_fix(tmp_path):
-    from torch_matrix.world.index import DiskCache, IndexUnavailable, PackageIndex, Source, open_index
+    from torch_matrix.world.index import (
+        DiskCache,
+        IndexUnavailable,
+        PackageIndex,
+        Source,
+        open_index,
+    )
     from torch_matrix.world.specfile import IndexConfig
     from tests.test_index import make_wheel
 
-    missing = open_index(IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(tmp_path / "gone"),)),
-                         cache_dir=tmp_path / "cache", ttl=3600, environ={})
+    missing = open_index(
+        IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(tmp_path / "gone"),)),
+        cache_dir=tmp_path / "cache",
+        ttl=3600,
+        environ={},
+    )
     with pytest.raises(UserError) as caught:
         missing.versions("torch")
     assert "fix the path in [index] find_links" in caught.value.hint
@@ -189,8 +230,11 @@ def test_index_errors_name_their_fix(tmp_path):
     def offline(url, accept):
         raise IndexUnavailable(f"cannot reach {url}: offline")
 
-    down = PackageIndex([Source("https://pypi.example/simple", "simple")],
-                        DiskCache(tmp_path / "c2", 3600), fetch=offline)
+    down = PackageIndex(
+        [Source("https://pypi.example/simple", "simple")],
+        DiskCache(tmp_path / "c2", 3600),
+        fetch=offline,
+    )
     with pytest.raises(UserError) as caught:
         down.versions("torch")
     assert "check the network and the index URL" in caught.value.hint
@@ -198,8 +242,12 @@ def test_index_errors_name_their_fix(tmp_path):
     sdists = tmp_path / "sdists"
     sdists.mkdir()
     (sdists / "torch-2.5.1.tar.gz").write_bytes(b"")
-    no_wheels = open_index(IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(sdists),)),
-                           cache_dir=tmp_path / "c3", ttl=3600, environ={})
+    no_wheels = open_index(
+        IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(sdists),)),
+        cache_dir=tmp_path / "c3",
+        ttl=3600,
+        environ={},
+    )
     with pytest.raises(UserError) as caught:
         no_wheels.requires_dist("torch", "2.5.1")
     assert caught.value.hint.startswith("the index lists torch 2.5.1 without wheels")
@@ -207,8 +255,12 @@ def test_index_errors_name_their_fix(tmp_path):
     broken = tmp_path / "broken"
     wheel = make_wheel(broken, "torch", "2.5.1")
     wheel.write_bytes(b"not a zip")
-    unreadable = open_index(IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(broken),)),
-                            cache_dir=tmp_path / "c4", ttl=3600, environ={})
+    unreadable = open_index(
+        IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(broken),)),
+        cache_dir=tmp_path / "c4",
+        ttl=3600,
+        environ={},
+    )
     with pytest.raises(UserError) as caught:
         unreadable.requires_dist("torch", "2.5.1")
     assert "metadata read once is cached" in caught.value.hint
@@ -221,8 +273,10 @@ def test_a_configured_interpreter_of_another_version_says_how_to_fix_the_entry(t
     configured = stub(tmp_path / "py" / "python", "3.10.1")
     with pytest.raises(UserError) as caught:
         find_interpreters(["3.11"], {"3.11": str(configured)}, {"PATH": ""}, use_uv=False)
-    assert caught.value.hint == ("point [interpreters] '3.11' at a Python 3.11 executable, or remove the "
-                                 "entry to search PATH, pyenv and uv")
+    assert caught.value.hint == (
+        "point [interpreters] '3.11' at a Python 3.11 executable, or remove the "
+        "entry to search PATH, pyenv and uv"
+    )
 
 
 # ---------------------------------------------------------------- pins --apply targets
@@ -237,15 +291,28 @@ def _pins_results(tmp_path):
     return tmp_path / "results"
 
 
-@pytest.mark.parametrize("name, content, hint", [
-    ("requirements.txt", "torch>=>1\n", "fix that line (PEP 508"),
-    ("pyproject.toml", "[project]\ndependencies = [1]\n", 'each dependency is a PEP 508 string'),
-    ("pyproject.toml", '[project]\ndependencies = ["torch>=>1"]\n', "fix that line (PEP 508"),
-    ("pyproject.toml", "[project\n", "fix the TOML syntax at that line"),
-    ("missing.txt", None, "--apply takes an existing requirements*.txt or pyproject.toml"),
-    ("latin1.txt", b"torch # caf\xe9\n", "--apply takes an existing requirements*.txt or pyproject.toml"),
-])
-def test_a_bad_apply_target_says_what_to_fix_and_that_nothing_was_written(tmp_path, capsys, name, content, hint):
+@pytest.mark.parametrize(
+    "name, content, hint",
+    [
+        ("requirements.txt", "torch>=>1\n", "fix that line (PEP 508"),
+        (
+            "pyproject.toml",
+            "[project]\ndependencies = [1]\n",
+            "each dependency is a PEP 508 string",
+        ),
+        ("pyproject.toml", '[project]\ndependencies = ["torch>=>1"]\n', "fix that line (PEP 508"),
+        ("pyproject.toml", "[project\n", "fix the TOML syntax at that line"),
+        ("missing.txt", None, "--apply takes an existing requirements*.txt or pyproject.toml"),
+        (
+            "latin1.txt",
+            b"torch # caf\xe9\n",
+            "--apply takes an existing requirements*.txt or pyproject.toml",
+        ),
+    ],
+)
+def test_a_bad_apply_target_says_what_to_fix_and_that_nothing_was_written(
+    tmp_path, capsys, name, content, hint
+):
     results = _pins_results(tmp_path)
     target = tmp_path / name
     if isinstance(content, str):
@@ -277,7 +344,8 @@ def test_bisect_in_the_wrong_order_says_which_end_is_which(tmp_path, capsys):
     spec.write_text('torch = ["2.5.1"]\n')
     assert cli.main(["bisect", "--good", "2.6.0", "--bad", "2.3.0", "--spec", str(spec)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "  hint: --good is the last version that worked, --bad the first that broke")
+        "  hint: --good is the last version that worked, --bad the first that broke"
+    )
 
 
 def test_run_with_another_noxfile_says_to_run_nox_directly(tmp_path):
@@ -296,23 +364,31 @@ def test_every_user_error_in_the_package_carries_a_hint():
     bare = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "UserError":
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", "")) == "UserError"
+            ):
                 if len(node.args) < 3 and "hint" not in {k.arg for k in node.keywords}:
                     bare.append(f"{path.relative_to(package.parent)}:{node.lineno}")
     assert bare == []
 
 
-@pytest.mark.parametrize("text, guess, section", [
-    ('torchvison = "none"', "did you mean 'torchvision'?", "keys"),
-    ("[probes]\ntimout = 3", "did you mean 'timeout'?", "probes"),
-    ("[index]\nfind-links = []", "did you mean 'find_links'?", "index"),
-    ("[[exclude]]\nPython = '3.10'", "did you mean 'python'?", "exclude"),
-    ("[probes]\ncolour = 1", "", "probes"),
-])
+@pytest.mark.parametrize(
+    "text, guess, section",
+    [
+        ('torchvison = "none"', "did you mean 'torchvision'?", "keys"),
+        ("[probes]\ntimout = 3", "did you mean 'timeout'?", "probes"),
+        ("[index]\nfind-links = []", "did you mean 'find_links'?", "index"),
+        ("[[exclude]]\nPython = '3.10'", "did you mean 'python'?", "exclude"),
+        ("[probes]\ncolour = 1", "", "probes"),
+    ],
+)
 def test_an_unknown_key_names_the_nearest_known_one(text, guess, section):
     with pytest.raises(UserError) as caught:
         parse_spec(text)
-    assert caught.value.hint.startswith(guess) and (guess or not caught.value.hint.startswith("did you"))
+    assert caught.value.hint.startswith(guess) and (
+        guess or not caught.value.hint.startswith("did you")
+    )
     assert f"`torch-matrix help spec {section}`" in caught.value.hint
 
 

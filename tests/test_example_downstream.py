@@ -40,29 +40,50 @@ def _world(tmp: Path):
     try:
         return build_index(tmp / "index", downstream_wheels())
     except Exception as error:  # noqa: BLE001 - say loudly why the test cannot run
-        pytest.fail(f"cannot build the downstream synthetic index (pytest and flit_core must be "
-                    f"installed, `pip install -e '.[test]'`): {error!r}")
+        pytest.fail(
+            f"cannot build the downstream synthetic index (pytest and flit_core must be "
+            f"installed, `pip install -e '.[test]'`): {error!r}"
+        )
 
 
 def _env(tmp: Path, index_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX", "PIP_")) and k != "VIRTUAL_ENV"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX", "PIP_")) and k != "VIRTUAL_ENV"
+    }
     # The example's table names no index: like pip, the spec takes PIP_INDEX_URL from here.
-    env.update(PIP_INDEX_URL=index_url, PIP_EXTRA_INDEX_URL="", PIP_FIND_LINKS="",
-               PYTHONPATH=str(REPO), UV_CACHE_DIR=str(tmp / "uv-cache"), UV_HTTP_RETRIES="0",
-               TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"), UV_NO_CONFIG="1")
+    env.update(
+        PIP_INDEX_URL=index_url,
+        PIP_EXTRA_INDEX_URL="",
+        PIP_FIND_LINKS="",
+        PYTHONPATH=str(REPO),
+        UV_CACHE_DIR=str(tmp / "uv-cache"),
+        UV_HTTP_RETRIES="0",
+        TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"),
+        UV_NO_CONFIG="1",
+    )
     return env
 
 
 def _cli(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torch_matrix.cli", *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "torch_matrix.cli", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_example_project_runs_its_own_tests_in_every_cell(tmp_path):
     index = _world(tmp_path)
     project = tmp_path / "tinytrain"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("results", ".nox", "__pycache__"))
+    shutil.copytree(
+        EXAMPLE, project, ignore=shutil.ignore_patterns("results", ".nox", "__pycache__")
+    )
     assert not (project / "noxfile.py").exists()
     env = _env(tmp_path, index.url)
     cells = {torch: f"t{torch}-py{PY}" for torch in ("2.3.0", "2.4.0", "2.5.0", "2.6.0")}
@@ -77,7 +98,9 @@ def test_example_project_runs_its_own_tests_in_every_cell(tmp_path):
     assert done.returncode == 0, log
     run_dir = project / "results" / "tinytrain"  # the project's name: never results/default
     assert (project / ".nox").is_dir()  # venvs under the project, not inside the package
-    results = {torch: read_result(run_dir / "cells" / f"{cell}.json") for torch, cell in cells.items()}
+    results = {
+        torch: read_result(run_dir / "cells" / f"{cell}.json") for torch, cell in cells.items()
+    }
     verdicts = {torch: verdict_of(result) for torch, result in results.items()}
 
     excluded = verdicts["2.3.0"]
@@ -91,15 +114,22 @@ def test_example_project_runs_its_own_tests_in_every_cell(tmp_path):
     broken = verdicts["2.6.0"]
     assert broken.kind == INCOMPATIBLE and broken.failing == ("tests",)
     probe = results["2.6.0"].probe("tests")
-    assert probe.message.startswith(f"1 failed, 2 passed, 1 skipped: {FAILING_TEST} -- "), probe.message
+    assert probe.message.startswith(f"1 failed, 2 passed, 1 skipped: {FAILING_TEST} -- "), (
+        probe.message
+    )
     assert "weights_only" in probe.message
     assert [f["nodeid"] for f in probe.evidence["failed"]] == [FAILING_TEST]
 
     # The project went in editable, after the pins, with its requirements file (and pytest, which
     # the tests command runs: named once more, the resolver reconciles it with .[test]'s own).
     command = results["2.4.0"].install.command
-    assert list(command[command.index("torch==2.4.0") + 1:]) == [
-        "-r", str(project / "requirements.txt"), "-e", f"{project}[test]", "pytest"]
+    assert list(command[command.index("torch==2.4.0") + 1 :]) == [
+        "-r",
+        str(project / "requirements.txt"),
+        "-e",
+        f"{project}[test]",
+        "pytest",
+    ]
     assert results["2.4.0"].cell.install == ("-r requirements.txt", ".[test]", "pytest")
 
     # The report (run by the matrix session) names the failing test and the excluding requirement.

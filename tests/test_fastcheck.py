@@ -24,13 +24,40 @@ SCHEMA = {
     "additionalProperties": {"type": "integer"},
     "$defs": {
         "name": {"type": "string", "minLength": 2, "pattern": "^[a-z]+$"},
-        "tree": {"type": "object", "additionalProperties": False,
-                 "properties": {"child": {"$ref": "#/$defs/tree"}, "leaf": {"type": "boolean"}}},
+        "tree": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"child": {"$ref": "#/$defs/tree"}, "leaf": {"type": "boolean"}},
+        },
     },
 }
 
-VALUES = [None, True, False, 0, 1, -1, 1.0, 2.5, math.nan, math.inf, "", "a", "k", "ab", "aB", [], ["ab"], ["a"],
-          ["ab", 3], {}, {"leaf": True}, {"leaf": 1}, {"child": {"leaf": False}}, {"child": {"x": 1}}]
+VALUES = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    1.0,
+    2.5,
+    math.nan,
+    math.inf,
+    "",
+    "a",
+    "k",
+    "ab",
+    "aB",
+    [],
+    ["ab"],
+    ["a"],
+    ["ab", 3],
+    {},
+    {"leaf": True},
+    {"leaf": 1},
+    {"child": {"leaf": False}},
+    {"child": {"x": 1}},
+]
 KEYS = ["kind", "n", "mixed", "names", "tree", "other"]
 
 
@@ -51,18 +78,29 @@ def test_fast_yes_only_where_jsonschema_agrees_and_it_says_yes_often():
             assert strict.is_valid(document), document
             accepted += 1
     assert accepted > 20
-    assert fast({"kind": "k", "n": 0, "mixed": None, "names": ["ab"], "tree": {"child": {"leaf": True}},
-                 "other": 3})
+    assert fast(
+        {
+            "kind": "k",
+            "n": 0,
+            "mixed": None,
+            "names": ["ab"],
+            "tree": {"child": {"leaf": True}},
+            "other": 3,
+        }
+    )
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "oneOf": [{}]},  # a keyword it does not know
-    {"type": ["string", "null"]},
-    {"$ref": "https://example.com/other.json"},
-    {"$ref": "#/$defs/missing"},
-    {"const": {"a": 1}},
-    {"pattern": "("},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "oneOf": [{}]},  # a keyword it does not know
+        {"type": ["string", "null"]},
+        {"$ref": "https://example.com/other.json"},
+        {"$ref": "#/$defs/missing"},
+        {"const": {"a": 1}},
+        {"pattern": "("},
+    ],
+)
 def test_unknown_forms_are_refused_not_guessed(schema):
     with pytest.raises(Unsupported):
         compile_checker(schema)

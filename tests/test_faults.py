@@ -57,11 +57,21 @@ def index(tmp_path_factory):
     return build_index(tmp_path_factory.mktemp("index"))
 
 
-def spec_text(index_url: str, *, torch=("2.1.0",), probes: str = 'run = ["install_sanity"]',
-              top: str = "", index_extra: str = "", name: str = "faults", python: str = "current") -> str:
-    return (f'name = "{name}"\npython = ["{python}"]\ntorch = {json.dumps(list(torch))}\n'
-            f'torchvision = "paired"\n{top}\n[probes]\n{probes}\n\n'
-            f'[index]\ndefault = "{index_url}"\nextra = []\nfind_links = []\n{index_extra}')
+def spec_text(
+    index_url: str,
+    *,
+    torch=("2.1.0",),
+    probes: str = 'run = ["install_sanity"]',
+    top: str = "",
+    index_extra: str = "",
+    name: str = "faults",
+    python: str = "current",
+) -> str:
+    return (
+        f'name = "{name}"\npython = ["{python}"]\ntorch = {json.dumps(list(torch))}\n'
+        f'torchvision = "paired"\n{top}\n[probes]\n{probes}\n\n'
+        f'[index]\ndefault = "{index_url}"\nextra = []\nfind_links = []\n{index_extra}'
+    )
 
 
 def write_spec(tmp: Path, index_url: str, **kwargs) -> Path:
@@ -71,24 +81,43 @@ def write_spec(tmp: Path, index_url: str, **kwargs) -> Path:
 
 
 def env_for(tmp: Path, spec: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX")) and k != "VIRTUAL_ENV"}
-    env.update(TORCH_MATRIX_SPEC=str(spec), TORCH_MATRIX_RESULTS=str(tmp / "results"),
-               TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"), UV_CACHE_DIR=str(tmp / "uv-cache"),
-               UV_HTTP_RETRIES="0", PYTHONPATH=str(REPO))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCH_MATRIX_", "UV_", "NOX")) and k != "VIRTUAL_ENV"
+    }
+    env.update(
+        TORCH_MATRIX_SPEC=str(spec),
+        TORCH_MATRIX_RESULTS=str(tmp / "results"),
+        TORCH_MATRIX_CACHE_DIR=str(tmp / "index-cache"),
+        UV_CACHE_DIR=str(tmp / "uv-cache"),
+        UV_HTTP_RETRIES="0",
+        PYTHONPATH=str(REPO),
+    )
     env.update(extra)
     return env
 
 
 def nox_command(tmp: Path, *args: str, envdir: Path | None = None) -> list[str]:
-    return [sys.executable, "-m", "nox", "-f", str(NOXFILE), "--envdir", str(envdir or tmp / "nox"),
-            "--no-color", *args]
+    return [
+        sys.executable,
+        "-m",
+        "nox",
+        "-f",
+        str(NOXFILE),
+        "--envdir",
+        str(envdir or tmp / "nox"),
+        "--no-color",
+        *args,
+    ]
 
 
-def run(command: list[str], tmp: Path, env: dict[str, str], timeout: float = 180) \
-        -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+def run(
+    command: list[str], tmp: Path, env: dict[str, str], timeout: float = 180
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def run_nox(tmp: Path, env: dict[str, str], *args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -124,7 +153,7 @@ def _is_zombie(pid: int) -> bool:
         data = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return True
-    return data[data.rfind(b")") + 2:][:1] in (b"Z", b"X")
+    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 def alive(pid: int) -> bool:
@@ -186,8 +215,12 @@ def private_mounts_reason() -> str:
     """Why a tmpfs in a private mount namespace cannot be made here ('' when it can)."""
     if not shutil.which("unshare"):
         return "unshare(1) is not installed"
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if probe.returncode != 0:
         return f"cannot mount a tmpfs in a private mount namespace: {probe.stderr.strip()}"
     return ""
@@ -224,8 +257,13 @@ def test_full_disk_during_install_is_error_never_a_pin(tmp_path):
     env = env_for(tmp_path, spec, TORCH_MATRIX_RETRY_BACKOFF="0.2")
     envdir = tmp_path / "nox"
     envdir.mkdir()
-    done = run(in_namespace(f"mount -t tmpfs -o size=1m tmpfs {envdir}",
-                            nox_command(tmp_path, "-s", "matrix")), tmp_path, env)
+    done = run(
+        in_namespace(
+            f"mount -t tmpfs -o size=1m tmpfs {envdir}", nox_command(tmp_path, "-s", "matrix")
+        ),
+        tmp_path,
+        env,
+    )
     log = done.stdout + done.stderr
     assert "No space left on device" in log or "os error 28" in log, log
     assert done.returncode != 0, log  # no evidence: the run must go red
@@ -249,11 +287,27 @@ def test_partial_install_is_caught_by_the_wheels_record(tmp_path, index):
 
     venv = tmp_path / "venv"
     uv = environment.uv_executable()
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True,
-                   env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    subprocess.run(
+        [uv, "venv", "-q", "--python", sys.executable, str(venv)],
+        check=True,
+        env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")},
+    )
     python = venv / "bin" / "python"
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), "--index-url", index.url,
-                    "torch==2.1.0"], check=True, env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            "--index-url",
+            index.url,
+            "torch==2.1.0",
+        ],
+        check=True,
+        env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")},
+    )
     cell = Cell(id="t2.1.0", axes={"torch": "2.1.0"}, requirements=("torch==2.1.0",))
     ok = environment.verify(cell, str(python), InstallOutcome(INSTALLED, (), "", 1))
     assert ok.status == INSTALLED, ok.message
@@ -305,15 +359,42 @@ def _venv_with_wheel(tmp: Path, wheel: Path, installer: str) -> tuple[Path, Path
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env)
     python = venv / "bin" / "python"
     if installer == "uv":
-        command = [uv, "pip", "install", "-q", "--python", str(python), "--no-index", "--find-links",
-                   str(wheel.parent), "torch==2.1.0"]
+        command = [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            "--no-index",
+            "--find-links",
+            str(wheel.parent),
+            "torch==2.1.0",
+        ]
     else:
-        pips = [exe for exe in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", "")])
-                if exe and subprocess.run([exe, "-m", "pip", "--version"], capture_output=True).returncode == 0]
+        pips = [
+            exe
+            for exe in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", "")])
+            if exe
+            and subprocess.run([exe, "-m", "pip", "--version"], capture_output=True).returncode == 0
+        ]
         if not pips:
             pytest.skip("NOT CHECKED WITH PIP: no interpreter here has pip (uv's case still runs)")
-        command = [pips[0], "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                   "--no-index", "--find-links", str(wheel.parent), "--disable-pip-version-check", "torch==2.1.0"]
+        command = [
+            pips[0],
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--find-links",
+            str(wheel.parent),
+            "--disable-pip-version-check",
+            "torch==2.1.0",
+        ]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, f"{installer} refused the wheel: {done.stderr}"
     return python, next(venv.glob("lib/python*/site-packages"))
@@ -327,14 +408,21 @@ def test_metadata_a_publisher_edited_after_record_is_not_a_partial_install(tmp_p
 
     built = torch_wheel("2.1.0")
     shipped = built.metadata()
-    spec = _torch_with_native_lib(metadata_text=shipped.replace("Version: 2.1.0\n", "Version: 2.1.0+cu102\n"),
-                                  after_record={f"{built.dist_info}/METADATA": shipped})
+    spec = _torch_with_native_lib(
+        metadata_text=shipped.replace("Version: 2.1.0\n", "Version: 2.1.0+cu102\n"),
+        after_record={f"{built.dist_info}/METADATA": shipped},
+    )
     wheel = build_wheel(spec, tmp_path / "wheels")
     python, site = _venv_with_wheel(tmp_path, wheel, installer)
     installed = (site / built.dist_info / "METADATA").stat().st_size
-    recorded = [line for line in (site / built.dist_info / "RECORD").read_text().splitlines()
-                if line.startswith(f"{built.dist_info}/METADATA,")]
-    assert recorded and recorded[0].endswith(f",{installed + len('+cu102')}"), recorded  # the edit is there
+    recorded = [
+        line
+        for line in (site / built.dist_info / "RECORD").read_text().splitlines()
+        if line.startswith(f"{built.dist_info}/METADATA,")
+    ]
+    assert recorded and recorded[0].endswith(f",{installed + len('+cu102')}"), (
+        recorded
+    )  # the edit is there
     ok = _verify(python)
     assert ok.status == "installed", ok.message
     assert ok.resolved["torch"] == "2.1.0"
@@ -342,7 +430,7 @@ def test_metadata_a_publisher_edited_after_record_is_not_a_partial_install(tmp_p
 
 def _cut_short(path: Path) -> None:
     data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 2])  # what a full disk leaves: a prefix
+    path.write_bytes(data[: len(data) // 2])  # what a full disk leaves: a prefix
 
 
 def _other_bytes(path: Path) -> None:
@@ -357,8 +445,11 @@ DAMAGE = {  # name: (file, how, what the message says about it)
     "zero-bytes": ("torch/serialization.py", lambda p: p.write_bytes(b""), "empty"),
     "native-lib-other-bytes": (NATIVE_LIB, _other_bytes, "other bytes"),
     "native-lib-cut-short": (NATIVE_LIB, _cut_short, "shorter"),
-    "metadata-without-version": ("torch-2.1.0.dist-info/WHEEL", lambda p: p.write_text("Generator: x\n"),
-                                 "lacks Wheel-Version"),
+    "metadata-without-version": (
+        "torch-2.1.0.dist-info/WHEEL",
+        lambda p: p.write_text("Generator: x\n"),
+        "lacks Wheel-Version",
+    ),
     "no-record": ("torch-2.1.0.dist-info/RECORD", Path.unlink, "no RECORD"),
 }
 
@@ -367,7 +458,9 @@ DAMAGE = {  # name: (file, how, what the message says about it)
 def test_a_half_written_install_is_an_install_error_naming_the_file(tmp_path, damage):
     from tests.synthetic_wheels import build_wheel
 
-    python, site = _venv_with_wheel(tmp_path, build_wheel(_torch_with_native_lib(), tmp_path / "wheels"), "uv")
+    python, site = _venv_with_wheel(
+        tmp_path, build_wheel(_torch_with_native_lib(), tmp_path / "wheels"), "uv"
+    )
     assert _verify(python).status == "installed"
     relative, harm, says = DAMAGE[damage]
     harm(site / relative)
@@ -376,7 +469,6 @@ def test_a_half_written_install_is_an_install_error_naming_the_file(tmp_path, da
     assert "partial install" in broken.message and says in broken.message, broken.message
     if damage != "no-record":
         assert relative in broken.message, broken.message
-
 
 
 def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monkeypatch):
@@ -392,11 +484,15 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     lib = site / "pkg" / "lib.so"
     lib.write_bytes(os.urandom(3 * 4096))
     os.utime(lib, (time.time() - 3600, time.time() - 3600))  # written an hour ago, like uv's cache
-    digest = base64.urlsafe_b64encode(hashlib.sha256(lib.read_bytes()).digest()).rstrip(b"=").decode()
+    digest = (
+        base64.urlsafe_b64encode(hashlib.sha256(lib.read_bytes()).digest()).rstrip(b"=").decode()
+    )
     row = ["pkg/lib.so", f"sha256={digest}", str(lib.stat().st_size)]
     hashed = []
     real = facts._digests
-    monkeypatch.setattr(facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm))
+    monkeypatch.setattr(
+        facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm)
+    )
 
     def check(where: Path, memo_path: str) -> str:
         status = (where / "pkg" / "lib.so").stat()
@@ -415,11 +511,16 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     data[4096:8192] = bytes(4096)  # same size, other bytes: a write, so the mtime moves
     lib.write_bytes(bytes(data))
     assert "other bytes" in check(other, memo_path) and len(hashed) == 2
-    assert "other bytes" in check(other, memo_path) and len(hashed) == 3, "a damaged file was remembered"
+    assert "other bytes" in check(other, memo_path) and len(hashed) == 3, (
+        "a damaged file was remembered"
+    )
     # Without the memo (TORCH_MATRIX_VERIFIED_DB="") or with an unusable one, every file is hashed.
     assert "other bytes" in check(other, "") and len(hashed) == 4
     (tmp_path / "not-a-dir").write_text("")
-    assert "other bytes" in check(other, str(tmp_path / "not-a-dir" / "memo.sqlite3")) and len(hashed) == 5
+    assert (
+        "other bytes" in check(other, str(tmp_path / "not-a-dir" / "memo.sqlite3"))
+        and len(hashed) == 5
+    )
 
 
 def test_the_memo_remembers_the_file_it_read_not_an_earlier_stat_of_its_path(tmp_path):
@@ -445,7 +546,12 @@ def test_the_memo_remembers_the_file_it_read_not_an_earlier_stat_of_its_path(tmp
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     row = ["pkg/lib.so", f"sha256={digest}", str(len(data))]
     memo = facts.VerifiedFiles(str(tmp_path / "memo.sqlite3"), set())
-    assert facts._record_row_problem(str(site), "pkg-1.0.dist-info", row, verified=memo, status=old_status) == ""
+    assert (
+        facts._record_row_problem(
+            str(site), "pkg-1.0.dist-info", row, verified=memo, status=old_status
+        )
+        == ""
+    )
     assert [key[1] for key in memo.new] == [lib.stat().st_ino] != [old_status.st_ino]
 
 
@@ -470,6 +576,7 @@ def test_the_memo_of_hashed_files_keeps_its_newest_rows_up_to_its_limit(tmp_path
     assert not memo.knows((1, 8, 10, 21, "sha256=x"))  # another mtime: other bytes may be there
     assert not memo.knows((1, 5, 10, 20, "sha256=x"))  # not asked for: not read
 
+
 # The whole cell path (plan, install, verify, probes) on real PyPI wheels: the oldest torch the
 # tests name (1.8.1, Python 3.8), the seed case's torch 1.12.0 (METADATA edited after RECORD),
 # and the newest release the default matrix names. The machine's uv cache is used (downloaded once).
@@ -477,7 +584,9 @@ REAL_CELLS = [("3.8", "1.8.1", "0.9.1"), ("3.10", "1.12.0", "0.13.0"), ("3.11", 
 
 
 @pytest.mark.realwheels
-@pytest.mark.parametrize(("python", "torch", "torchvision"), REAL_CELLS, ids=[c[1] for c in REAL_CELLS])
+@pytest.mark.parametrize(
+    ("python", "torch", "torchvision"), REAL_CELLS, ids=[c[1] for c in REAL_CELLS]
+)
 def test_real_wheels_install_verify_and_probe(tmp_path, python, torch, torchvision):
     from tests.realwheels import EnvUnavailable, find_python
 
@@ -486,16 +595,20 @@ def test_real_wheels_install_verify_and_probe(tmp_path, python, torch, torchvisi
     except EnvUnavailable as why:
         pytest.skip(f"no real-wheel cell for torch {torch}: {why}")
     spec = tmp_path / "matrix.toml"
-    spec.write_text(f'name = "real"\npython = ["{python}"]\ntorch = ["{torch}"]\ntorchvision = "paired"\n'
-                    '[probes]\nrun = ["install_sanity"]\n[index]\ndefault = "https://pypi.org/simple"\n'
-                    f'extra = []\nfind_links = []\n[interpreters]\n"{python}" = "{interpreter}"\n')
+    spec.write_text(
+        f'name = "real"\npython = ["{python}"]\ntorch = ["{torch}"]\ntorchvision = "paired"\n'
+        '[probes]\nrun = ["install_sanity"]\n[index]\ndefault = "https://pypi.org/simple"\n'
+        f'extra = []\nfind_links = []\n[interpreters]\n"{python}" = "{interpreter}"\n'
+    )
     env = env_for(tmp_path, spec)
     env.pop("UV_CACHE_DIR")  # the machine's warm uv cache: each wheel is downloaded once
     env.pop("UV_HTTP_RETRIES")
     done = run(nox_command(tmp_path, "-s", "matrix"), tmp_path, env, timeout=1500)
     log = done.stdout + done.stderr
     if "UNSATISFIABLE" in log or "cannot reach" in log.lower():
-        pytest.skip(f"no real-wheel cell for torch {torch} here (offline or no wheel): {log[-500:]}")
+        pytest.skip(
+            f"no real-wheel cell for torch {torch} here (offline or no wheel): {log[-500:]}"
+        )
     results = list(cells_dir(tmp_path, "real").glob("*.json"))
     assert len(results) == 1, log
     result = read_result(results[0])
@@ -511,7 +624,7 @@ def test_real_wheels_install_verify_and_probe(tmp_path, python, torch, torchvisi
 # ---------------------------------------------------------------- 2. probe timeouts
 
 
-TIMEOUT_PROBES = '''
+TIMEOUT_PROBES = """
 import os, time
 from torch_matrix.probes.api import probe
 
@@ -526,14 +639,17 @@ def stuck(ctx):
 @probe("stuck_declared", timeout=600)
 def stuck_declared(ctx):
     time.sleep(600)
-'''
+"""
 
 
 def test_spec_timeout_reaches_each_probe(tmp_path, index):
     """`[probes] timeout = 2`: the hanging probe times out after 2 s; the cell keeps everything."""
     probes = probe_dir(tmp_path, TIMEOUT_PROBES)
-    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity", "quick", "stuck"]\n'
-                      f'dirs = ["{probes}"]\ntimeout = 2')
+    spec = write_spec(
+        tmp_path,
+        index.url,
+        probes=f'run = ["install_sanity", "quick", "stuck"]\ndirs = ["{probes}"]\ntimeout = 2',
+    )
     env = env_for(tmp_path, spec)
     started = time.monotonic()
     done = run_nox(tmp_path, env, "-s", "matrix")
@@ -551,7 +667,9 @@ def test_spec_timeout_reaches_each_probe(tmp_path, index):
 def test_spec_timeout_longer_than_the_runners_default(tmp_path, index):
     """`[probes] timeout = 300` must not be cut to the runner's 120 s default."""
     probes = probe_dir(tmp_path, TIMEOUT_PROBES)
-    spec = write_spec(tmp_path, index.url, probes=f'run = ["quick"]\ndirs = ["{probes}"]\ntimeout = 300')
+    spec = write_spec(
+        tmp_path, index.url, probes=f'run = ["quick"]\ndirs = ["{probes}"]\ntimeout = 300'
+    )
     done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
     assert done.returncode == 0, done.stderr
     result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
@@ -562,8 +680,12 @@ def test_spec_timeout_longer_than_the_runners_default(tmp_path, index):
 def test_watchdog_keeps_finished_probes_and_orphans_nothing(tmp_path, index):
     """A probe that declares 600 s outlives the cell watchdog: finished probes' evidence stays."""
     probes = probe_dir(tmp_path, TIMEOUT_PROBES)
-    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity", "quick", "stuck_declared"]\n'
-                      f'dirs = ["{probes}"]\ntimeout = 1')
+    spec = write_spec(
+        tmp_path,
+        index.url,
+        probes=f'run = ["install_sanity", "quick", "stuck_declared"]\n'
+        f'dirs = ["{probes}"]\ntimeout = 1',
+    )
     env = env_for(tmp_path, spec, TORCH_MATRIX_PROBE_GRACE="3")
     done = run_nox(tmp_path, env, "-s", "matrix")
     assert done.returncode != 0, done.stderr  # a runner stopped by the watchdog: no evidence
@@ -588,16 +710,28 @@ HANG_ONCE = "import os, sys, time\nwhile os.path.exists(sys.argv[1]):\n    time.
 # then installs no KeyboardInterrupt handler, so nox ignored the tests' Ctrl-C, ran on for the
 # 60 s the tests wait, and was killed with its cell's processes still running (issue 25). What
 # a test sends as Ctrl-C goes to a process started as a terminal starts a foreground job.
-AS_FOREGROUND_JOB = [sys.executable, "-c", "import os, signal, sys\n"
-                     "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
-                     "os.execv(sys.argv[1], sys.argv[1:])"]
+AS_FOREGROUND_JOB = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
 
 
-def start_nox(tmp: Path, env: dict[str, str], *args: str, envdir: Path | None = None) -> subprocess.Popen:
-    return subprocess.Popen([*AS_FOREGROUND_JOB, *nox_command(tmp, *args, envdir=envdir)], cwd=tmp, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+def start_nox(
+    tmp: Path, env: dict[str, str], *args: str, envdir: Path | None = None
+) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*AS_FOREGROUND_JOB, *nox_command(tmp, *args, envdir=envdir)],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @contextlib.contextmanager
@@ -633,16 +767,24 @@ def test_second_concurrent_run_is_refused_naming_the_holder(tmp_path, index):
     gate = tmp_path / "gate"
     gate.touch()
     (tmp_path / "hang.py").write_text(HANG_ONCE)
-    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity"]\n'
-                      f'[probes.commands]\nwait = "python {tmp_path / "hang.py"} {gate}"')
+    spec = write_spec(
+        tmp_path,
+        index.url,
+        probes=f'run = ["install_sanity"]\n'
+        f'[probes.commands]\nwait = "python {tmp_path / "hang.py"} {gate}"',
+    )
     env = env_for(tmp_path, spec)
     first = start_nox(tmp_path, env, "-s", "matrix")
     seen: list[str] = []
     try:
         read_until(first, f"{GOOD} probes ...", seen)
         second = run_nox(tmp_path, env, "-s", "matrix")  # same results dir, same envdir
-        other_envdir = run_nox(tmp_path, env_for(tmp_path, spec, TORCH_MATRIX_RESULTS=str(tmp_path / "r2")),
-                               "-s", "matrix")
+        other_envdir = run_nox(
+            tmp_path,
+            env_for(tmp_path, spec, TORCH_MATRIX_RESULTS=str(tmp_path / "r2")),
+            "-s",
+            "matrix",
+        )
     finally:
         gate.unlink()
     out, err = finish(first)
@@ -676,7 +818,7 @@ def test_stale_lock_of_a_dead_run_is_taken_over(tmp_path, index):
 # ---------------------------------------------------------------- 4. signals leave no process
 
 
-TREE_PROBE = '''\
+TREE_PROBE = """\
 import os, subprocess, sys, time
 pid_dir = sys.argv[1]
 daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
@@ -685,15 +827,19 @@ with open(os.path.join(pid_dir, "daemon.pid"), "w") as handle:
 with open(os.path.join(pid_dir, "command.pid"), "w") as handle:
     handle.write(str(os.getpid()))
 time.sleep(float(sys.argv[2]))
-'''
+"""
 
 
 def tree_spec(tmp: Path, index_url: str, hold_s: float) -> Path:
     pids = tmp / "pids"
     pids.mkdir()
     (tmp / "tree.py").write_text(TREE_PROBE)
-    return write_spec(tmp, index_url, probes=f'run = ["install_sanity"]\n'
-                      f'[probes.commands]\ntree = "python {tmp / "tree.py"} {pids} {hold_s}"')
+    return write_spec(
+        tmp,
+        index_url,
+        probes=f'run = ["install_sanity"]\n'
+        f'[probes.commands]\ntree = "python {tmp / "tree.py"} {pids} {hold_s}"',
+    )
 
 
 def process_tree_pids(tmp: Path) -> list[int]:
@@ -714,8 +860,10 @@ def process_tree_pids(tmp: Path) -> list[int]:
     return pids
 
 
-@pytest.mark.parametrize(("signame", "suite_sigint"), [("SIGTERM", "default"), ("SIGINT", "default"),
-                                                       ("SIGINT", "ignored")])
+@pytest.mark.parametrize(
+    ("signame", "suite_sigint"),
+    [("SIGTERM", "default"), ("SIGINT", "default"), ("SIGINT", "ignored")],
+)
 def test_signal_to_the_run_leaves_no_process(tmp_path, index, signame, suite_sigint):
     """`docker stop` (SIGTERM) or Ctrl-C (SIGINT) to nox's process group mid-probe, whether the
     suite itself was started with SIGINT at its default or ignored."""
@@ -764,8 +912,11 @@ except KeyboardInterrupt:
 def test_ctrl_c_under_torch_matrix_run_lets_nox_wind_down(tmp_path):
     """``torch-matrix run`` runs nox in the foreground (``proc.call``). Ctrl-C reaches both; nox
     must get to finish its own clean-up, not be killed 0.25 s later as ``subprocess.call`` does."""
-    caller = subprocess.Popen([sys.executable, "-c", _CALLER, str(tmp_path), _WINDS_DOWN], cwd=REPO,
-                              start_new_session=True)
+    caller = subprocess.Popen(
+        [sys.executable, "-c", _CALLER, str(tmp_path), _WINDS_DOWN],
+        cwd=REPO,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: (tmp_path / "started").exists(), 30, "the child")
         os.killpg(caller.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
@@ -795,7 +946,9 @@ def assert_plan_time_error(tmp: Path, spec: Path, *needles: str) -> None:
         assert done.returncode == 2, done.stdout + done.stderr
         one_error(done.stderr, str(spec), *needles)
         hint_of(done.stderr)
-    assert not (tmp / "nox").exists() or not list((tmp / "nox").glob("matrix*"))  # nothing installed
+    assert not (tmp / "nox").exists() or not list(
+        (tmp / "nox").glob("matrix*")
+    )  # nothing installed
 
 
 def test_unknown_probe_in_run_fails_at_plan_time(tmp_path, index):
@@ -856,7 +1009,9 @@ def test_read_only_results_dir_is_one_line(tmp_path, finished_run):
     env = env_for(tmp_path, tmp_path / "none.toml")
     ro = f"mount --bind {run_dir} {run_dir}\nmount -o remount,bind,ro {run_dir}"
     for args in (["report", str(run_dir)], ["pins", str(run_dir), "--no-coverage"]):
-        done = run(in_namespace(ro, [sys.executable, "-m", "torch_matrix.cli", *args]), tmp_path, env)
+        done = run(
+            in_namespace(ro, [sys.executable, "-m", "torch_matrix.cli", *args]), tmp_path, env
+        )
         assert done.returncode != 0, done.stdout + done.stderr
         one_error(done.stderr, str(run_dir))
         assert "--out" in hint_of(done.stderr)
@@ -871,16 +1026,23 @@ def test_full_results_filesystem_is_one_line_and_loses_nothing(tmp_path, index, 
     results = tmp_path / "results"
     results.mkdir()
     keep = (finished_run / "cells" / f"{GOOD}.json").read_bytes()
-    setup = (f"mount -t tmpfs -o size=256k tmpfs {results}\n"
-             f"mkdir -p {results}/faults/cells\n"
-             f"cp {finished_run}/cells/{GOOD}.json {results}/faults/cells/\n"
-             f"dd if=/dev/zero of={results}/filler bs=4k count=1000 2>/dev/null || true\n")
-    check = (f"; cmp {results}/faults/cells/{GOOD}.json {finished_run}/cells/{GOOD}.json"
-             f" && echo KEPT; ls {results}/faults/cells")
+    setup = (
+        f"mount -t tmpfs -o size=256k tmpfs {results}\n"
+        f"mkdir -p {results}/faults/cells\n"
+        f"cp {finished_run}/cells/{GOOD}.json {results}/faults/cells/\n"
+        f"dd if=/dev/zero of={results}/filler bs=4k count=1000 2>/dev/null || true\n"
+    )
+    check = (
+        f"; cmp {results}/faults/cells/{GOOD}.json {finished_run}/cells/{GOOD}.json"
+        f" && echo KEPT; ls {results}/faults/cells"
+    )
     env = env_for(tmp_path, spec)
     command = nox_command(tmp_path, "-s", "matrix", "report")
-    done = run(["unshare", "-m", "sh", "-c", setup + " ".join(map(shlex_quote, command)) + check],
-               tmp_path, env)
+    done = run(
+        ["unshare", "-m", "sh", "-c", setup + " ".join(map(shlex_quote, command)) + check],
+        tmp_path,
+        env,
+    )
     log = done.stdout + done.stderr
     assert "Traceback" not in log, log
     assert "KEPT" in done.stdout, log  # the finished cell's file is intact
@@ -924,12 +1086,16 @@ def _pins_exclusions(tmp: Path, env: dict[str, str], where: Path) -> list[str]:
     return [line for line in done.stdout.splitlines() if "!=" in line]
 
 
-def test_a_deleted_cell_does_not_come_back_from_a_report_of_the_results_root(tmp_path, finished_run):
+def test_a_deleted_cell_does_not_come_back_from_a_report_of_the_results_root(
+    tmp_path, finished_run
+):
     copy_run(finished_run, tmp_path)
     root = tmp_path / "results"
     env = env_for(tmp_path, tmp_path / "none.toml")
     assert cli(tmp_path, env, "report", str(root)).returncode == 0  # writes results/results.json
-    assert _pins_exclusions(tmp_path, env, root)  # the broken pair is excluded while its cell is there
+    assert _pins_exclusions(
+        tmp_path, env, root
+    )  # the broken pair is excluded while its cell is there
     (root / "faults" / "cells" / f"{BROKEN}.json").unlink()
     for target in (root, root / "faults"):
         loaded = load_results(target)
@@ -948,10 +1114,13 @@ def _rerun_an_hour_behind(run_dir: Path, cell_id: str):
 
     first = read_result(run_dir / "cells" / f"{cell_id}.json")
     behind = (datetime.fromisoformat(first.finished_at) - timedelta(hours=1)).isoformat()
-    rerun = dataclasses.replace(first, finished_at=behind, started_at=behind,
-                                probes=tuple(dataclasses.replace(p, status="pass", message="")
-                                             for p in first.probes),
-                                platform={**first.platform, "host": "clock-behind"})
+    rerun = dataclasses.replace(
+        first,
+        finished_at=behind,
+        started_at=behind,
+        probes=tuple(dataclasses.replace(p, status="pass", message="") for p in first.probes),
+        platform={**first.platform, "host": "clock-behind"},
+    )
     write_result(rerun, run_dir / "cells")
     return first, rerun
 
@@ -959,7 +1128,9 @@ def _rerun_an_hour_behind(run_dir: Path, cell_id: str):
 def test_a_rerun_whose_clock_is_behind_beats_the_stale_merged_copy(tmp_path, finished_run):
     run_dir = copy_run(finished_run, tmp_path)
     env = env_for(tmp_path, tmp_path / "none.toml")
-    assert cli(tmp_path, env, "report", str(run_dir)).returncode == 0  # results.json holds the failing copy
+    assert (
+        cli(tmp_path, env, "report", str(run_dir)).returncode == 0
+    )  # results.json holds the failing copy
     _rerun_an_hour_behind(run_dir, BROKEN)
     for target in (run_dir, tmp_path / "results"):
         loaded = load_results(target)
@@ -972,7 +1143,10 @@ def test_between_two_shards_the_rerun_wins_by_what_it_replaced_and_says_so(tmp_p
     original = (run_dir / "cells" / f"{BROKEN}.json").read_bytes()
     first, rerun = _rerun_an_hour_behind(run_dir, BROKEN)
     shards = tmp_path / "artifacts"
-    for shard, data in (("shard-a", original), ("shard-b", (run_dir / "cells" / f"{BROKEN}.json").read_bytes())):
+    for shard, data in (
+        ("shard-a", original),
+        ("shard-b", (run_dir / "cells" / f"{BROKEN}.json").read_bytes()),
+    ):
         (shards / shard / "cells").mkdir(parents=True)
         (shards / shard / "cells" / f"{BROKEN}.json").write_bytes(data)
     for order in ("as found", "reversed"):
@@ -982,15 +1156,21 @@ def test_between_two_shards_the_rerun_wins_by_what_it_replaced_and_says_so(tmp_p
         (kept,) = loaded.results
         assert kept.finished_at == rerun.finished_at and verdict_of(kept).kind == COMPATIBLE, order
         (said,) = loaded.problems
-        assert "shard-b" in said.split("kept ", 1)[1] and "rerun" in said and first.finished_at in said, said
+        assert (
+            "shard-b" in said.split("kept ", 1)[1] and "rerun" in said and first.finished_at in said
+        ), said
     done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", str(shards))
-    assert done.returncode == 0 and "duplicate result" in done.stderr and "rerun" in done.stderr, done.stderr
+    assert done.returncode == 0 and "duplicate result" in done.stderr and "rerun" in done.stderr, (
+        done.stderr
+    )
 
 
 def test_strict_report_of_an_empty_dir_fails(tmp_path):
     empty = tmp_path / "results" / "empty"
     empty.mkdir(parents=True)
-    done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", "--strict", str(empty))
+    done = cli(
+        tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", "--strict", str(empty)
+    )
     assert done.returncode != 0
     one_error(done.stderr, str(empty), "no cell results")
     hint_of(done.stderr)
@@ -1005,14 +1185,19 @@ def test_excludes_removing_every_cell_fail_the_run(tmp_path, index):
 
 
 def test_resume_reruns_cells_after_the_probes_change(tmp_path, index):
-    probes = probe_dir(tmp_path, "from torch_matrix.probes.api import probe\n\n@probe('mine')\n"
-                       "def mine(ctx):\n    return {'v': 1}\n")
+    probes = probe_dir(
+        tmp_path,
+        "from torch_matrix.probes.api import probe\n\n@probe('mine')\n"
+        "def mine(ctx):\n    return {'v': 1}\n",
+    )
     spec = write_spec(tmp_path, index.url, probes=f'run = ["mine"]\ndirs = ["{probes}"]')
     env = env_for(tmp_path, spec)
     assert run_nox(tmp_path, env, "-s", "matrix").returncode == 0
     same = run_nox(tmp_path, env, "-s", "matrix")
     assert "skipped: already complete" in same.stderr  # resume still works
-    (probes / "custom.py").write_text((probes / "custom.py").read_text().replace("'v': 1", "'v': 2"))
+    (probes / "custom.py").write_text(
+        (probes / "custom.py").read_text().replace("'v': 1", "'v': 2")
+    )
     changed = run_nox(tmp_path, env, "-s", "matrix")
     assert changed.returncode == 0, changed.stderr
     assert "skipped" not in changed.stderr
@@ -1028,8 +1213,12 @@ def test_resume_reruns_cells_after_the_probes_change(tmp_path, index):
 
 
 def test_interpreter_error_names_the_spec_file(tmp_path, index):
-    spec = write_spec(tmp_path, index.url, python=PY,
-                      index_extra=f'\n[interpreters]\n"{PY}" = "{tmp_path}/no-python"\n')
+    spec = write_spec(
+        tmp_path,
+        index.url,
+        python=PY,
+        index_extra=f'\n[interpreters]\n"{PY}" = "{tmp_path}/no-python"\n',
+    )
     done = cli(tmp_path, env_for(tmp_path, spec), "plan")
     assert done.returncode == 2, done.stdout + done.stderr
     one_error(done.stderr, str(spec), "interpreters", "no-python")
@@ -1050,7 +1239,9 @@ def test_duplicate_shards_with_equal_timestamps_are_named_honestly(tmp_path, fin
     for shard in ("shard-1", "shard-2"):
         (shards / shard / "cells").mkdir(parents=True)
         data = json.loads((finished_run / "cells" / f"{GOOD}.json").read_text())
-        data["timings"]["total"] = 1.0 if shard == "shard-1" else 2.0  # different content, same time
+        data["timings"]["total"] = (
+            1.0 if shard == "shard-1" else 2.0
+        )  # different content, same time
         (shards / shard / "cells" / f"{GOOD}.json").write_text(json.dumps(data))
     done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", str(shards))
     assert done.returncode == 0, done.stderr
@@ -1067,7 +1258,9 @@ def closed_port() -> int:
 
 def test_unreachable_pytorch_index_fails_planning_fast_with_the_fix(tmp_path, index):
     mirror = f"http://127.0.0.1:{closed_port()}/whl"
-    spec = write_spec(tmp_path, index.url, top='variant = ["cpu"]\n', index_extra=f'pytorch = "{mirror}"\n')
+    spec = write_spec(
+        tmp_path, index.url, top='variant = ["cpu"]\n', index_extra=f'pytorch = "{mirror}"\n'
+    )
     env = env_for(tmp_path, spec)
     started = time.monotonic()
     done = cli(tmp_path, env, "plan")
@@ -1086,11 +1279,17 @@ def gated_hang(tmp_path, index):
     gate = tmp_path / "gate"
     gate.touch()
     hang = tmp_path / "hang.py"
-    hang.write_text("import os, sys, time, torch\n"
-                    "while torch.__version__ == '2.2.0' and os.path.exists(sys.argv[1]):\n"
-                    "    time.sleep(0.05)\n")
-    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"),
-                      probes=f'run = ["install_sanity"]\n[probes.commands]\nhang = "python {hang} {gate}"')
+    hang.write_text(
+        "import os, sys, time, torch\n"
+        "while torch.__version__ == '2.2.0' and os.path.exists(sys.argv[1]):\n"
+        "    time.sleep(0.05)\n"
+    )
+    spec = write_spec(
+        tmp_path,
+        index.url,
+        torch=("2.1.0", "2.2.0"),
+        probes=f'run = ["install_sanity"]\n[probes.commands]\nhang = "python {hang} {gate}"',
+    )
     return gate, env_for(tmp_path, spec)
 
 
@@ -1133,7 +1332,11 @@ def test_kill_9_of_the_probe_runner_is_error_and_only_that_cell_reruns(tmp_path,
     gate, env = gated_hang(tmp_path, index)
     proc = start_until_hanging(tmp_path, env)
     try:
-        runner = [int(s.split(":")[0]) for s in survivors(tmp_path) if " -m torch_matrix.probes --out" in s]
+        runner = [
+            int(s.split(":")[0])
+            for s in survivors(tmp_path)
+            if " -m torch_matrix.probes --out" in s
+        ]
         assert len(runner) == 1, survivors(tmp_path)
         os.kill(runner[0], signal.SIGKILL)
         out, err = finish(proc)
@@ -1147,7 +1350,10 @@ def test_kill_9_of_the_probe_runner_is_error_and_only_that_cell_reruns(tmp_path,
     gate.unlink()
     rerun = run_nox(tmp_path, env, "-s", "matrix")
     assert rerun.returncode == 0, rerun.stderr
-    assert f"matrix({GOOD}) skipped" in rerun.stderr and f"matrix({BROKEN}) skipped" not in rerun.stderr
+    assert (
+        f"matrix({GOOD}) skipped" in rerun.stderr
+        and f"matrix({BROKEN}) skipped" not in rerun.stderr
+    )
     assert verdict_of(read_result(cells_dir(tmp_path) / f"{BROKEN}.json")).kind == INCOMPATIBLE
 
 
@@ -1179,7 +1385,7 @@ def test_unreachable_index_during_install_is_retried_then_error(tmp_path, index)
     assert_no_orphans(tmp_path)
 
 
-MISBEHAVING = '''
+MISBEHAVING = """
 import ctypes, os, signal, sys, time
 from torch_matrix.probes.api import probe
 
@@ -1225,14 +1431,25 @@ def zz_clean(ctx):
     import json
     assert json.dumps is not None and "PROBE_POISON" not in os.environ and os.getcwd() != "/"
     return {"clean": True}
-'''
+"""
 
 
 def test_misbehaving_probes_stay_isolated(tmp_path, index):
     probes = probe_dir(tmp_path, MISBEHAVING)
     (probes / "syntax_error.py").write_text("def broken(:\n")
-    names = ["install_sanity", "segfaults", "aborts", "hangs", "poisons", "floods", "exits",
-             "kills_zygote", "sys_exit", "zz_clean", "syntax_error"]
+    names = [
+        "install_sanity",
+        "segfaults",
+        "aborts",
+        "hangs",
+        "poisons",
+        "floods",
+        "exits",
+        "kills_zygote",
+        "sys_exit",
+        "zz_clean",
+        "syntax_error",
+    ]
     spec = write_spec(tmp_path, index.url, probes=f'run = {json.dumps(names)}\ndirs = ["{probes}"]')
     done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
     assert done.returncode == 0, done.stderr  # probe failures are findings, not a broken run
@@ -1243,7 +1460,10 @@ def test_misbehaving_probes_stay_isolated(tmp_path, index):
     assert statuses["segfaults"] == "crash" and statuses["aborts"] == "crash"
     assert statuses["hangs"] == "timeout" and statuses["exits"] == "crash"
     assert statuses["syntax_error"] == "error" and statuses["floods"] == "pass"
-    assert statuses["sys_exit"] in ("crash", "error") and statuses["kills_zygote"] in ("crash", "error")
+    assert statuses["sys_exit"] in ("crash", "error") and statuses["kills_zygote"] in (
+        "crash",
+        "error",
+    )
     assert verdict_of(result).kind == INCOMPATIBLE
     assert_no_orphans(tmp_path)
 
@@ -1262,16 +1482,22 @@ def test_bad_shard_files_are_named_and_skipped(tmp_path, finished_run):
     for name in ("dup-a", "dup-b"):
         (shards / name / "cells").mkdir(parents=True)
         (shards / name / "cells" / f"{BROKEN}.json").write_text(
-            (finished_run / "cells" / f"{BROKEN}.json").read_text())
+            (finished_run / "cells" / f"{BROKEN}.json").read_text()
+        )
     shutil.copy(finished_run / "cells" / f"{GOOD}.json", shards / "dup-a" / "cells")
     done = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", str(shards))
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     for name in files:
-        assert any(name in line and "warning" in line for line in done.stderr.splitlines()), (name, done.stderr)
+        assert any(name in line and "warning" in line for line in done.stderr.splitlines()), (
+            name,
+            done.stderr,
+        )
     loaded = load_results(shards)
     assert sorted(r.cell.id for r in loaded.results) == sorted([GOOD, BROKEN])
-    strict = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", "--strict", str(shards))
+    strict = cli(
+        tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", "--strict", str(shards)
+    )
     assert strict.returncode != 0  # unreadable shards are infrastructure trouble under --strict
 
 
@@ -1305,7 +1531,9 @@ def test_one_bad_value_in_a_shard_costs_one_warning_never_the_run(tmp_path, fini
     data = json.loads(path.read_text())
     BAD_VALUES[bad](data)
     path.write_text(json.dumps(data))  # as a foreign writer leaves it: NaN, \udcff escapes
-    env = env_for(tmp_path, tmp_path / "none.toml", TORCH_MATRIX_HISTORY=str(tmp_path / "history.sqlite"))
+    env = env_for(
+        tmp_path, tmp_path / "none.toml", TORCH_MATRIX_HISTORY=str(tmp_path / "history.sqlite")
+    )
     commands = {
         "report": ["report", str(run_dir), "--junit", str(tmp_path / "junit.xml")],
         "report --html": ["report", str(run_dir), "--html", str(tmp_path / "report.html")],
@@ -1318,7 +1546,9 @@ def test_one_bad_value_in_a_shard_costs_one_warning_never_the_run(tmp_path, fini
         done = cli(tmp_path, env, *args)
         named = [line for line in done.stderr.splitlines() if str(path) in line]
         if "Traceback" in done.stderr or done.returncode != 0:
-            wrong.append(f"{name}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1][:300]}")
+            wrong.append(
+                f"{name}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1][:300]}"
+            )
         elif len(named) != 1 or "skipped" in named[0] or "invalid cell result" in named[0]:
             wrong.append(f"{name}: not one warning about a field: {named}"[:600])
         elif len(done.stdout) > 1_000_000:
@@ -1352,9 +1582,16 @@ def test_the_probe_runner_caps_what_it_records_and_says_how_much(tmp_path, index
     from torch_matrix.world.shardvalues import RUNNER_JSON_CHARS, RUNNER_TEXT_CHARS as TEXT_CHARS
     from torch_matrix.probes import execute
 
-    assert (execute.TEXT_CHARS, execute.JSON_CHARS) == (TEXT_CHARS, RUNNER_JSON_CHARS)  # one limit, two ends
+    assert (execute.TEXT_CHARS, execute.JSON_CHARS) == (
+        TEXT_CHARS,
+        RUNNER_JSON_CHARS,
+    )  # one limit, two ends
     probes = probe_dir(tmp_path, HUGE_PROBES)
-    spec = write_spec(tmp_path, index.url, probes=f'run = ["huge_failure", "huge_pass", "small"]\ndirs = ["{probes}"]')
+    spec = write_spec(
+        tmp_path,
+        index.url,
+        probes=f'run = ["huge_failure", "huge_pass", "small"]\ndirs = ["{probes}"]',
+    )
     env = env_for(tmp_path, spec)
     done = run_nox(tmp_path, env, "-s", "matrix")
     path = cells_dir(tmp_path) / f"{GOOD}.json"
@@ -1364,7 +1601,10 @@ def test_the_probe_runner_caps_what_it_records_and_says_how_much(tmp_path, index
     statuses = {p.name: p.status for p in result.probes}
     assert statuses == {"huge_failure": "fail", "huge_pass": "pass", "small": "pass"}, statuses
     failure = result.probe("huge_failure")
-    assert len(failure.message) < TEXT_CHARS + 200 and "more characters cut by the probe runner" in failure.message
+    assert (
+        len(failure.message) < TEXT_CHARS + 200
+        and "more characters cut by the probe runner" in failure.message
+    )
     assert "cut when loading" not in failure.message  # the runner's cut is the only one
     assert "ckpt-\ufffd.pt" in failure.message  # a lone surrogate is not text: replaced, not fatal
     assert "cut by the probe runner" in failure.evidence["cut_by_runner"]
@@ -1401,7 +1641,9 @@ def _history_with_one_run(tmp: Path, finished: Path) -> tuple[Path, Path, dict[s
     for path in (second / "cells").glob("*.json"):
         data = json.loads(path.read_text())
         data["finished_at"] = "2026-12-01T00:00:00+00:00"
-        data["probes"].extend(dict(p, name=f"{p['name']}_{n}") for n in range(40) for p in data["probes"][:1])
+        data["probes"].extend(
+            dict(p, name=f"{p['name']}_{n}") for n in range(40) for p in data["probes"][:1]
+        )
         path.write_text(json.dumps(data))
     return db, second, env
 
@@ -1410,7 +1652,9 @@ def _one_history_error(done: subprocess.CompletedProcess, db: Path, *needles: st
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_error(done.stderr, str(db), *needles)
     hint = hint_of(done.stderr)
-    assert len([x for x in done.stderr.splitlines() if x.strip()]) == 2, done.stderr  # the line and its fix
+    assert len([x for x in done.stderr.splitlines() if x.strip()]) == 2, (
+        done.stderr
+    )  # the line and its fix
     return line, hint
 
 
@@ -1421,8 +1665,11 @@ def test_history_with_damaged_pages_is_one_line_with_the_fix(tmp_path, finished_
     data[4096:] = b"\xab" * (len(data) - 4096)  # every page after the header and schema page
     db.write_bytes(bytes(data))
     run_dir = copy_run(finished_run, tmp_path)
-    for args in (["history", "--db", str(db)], ["import", str(second), "--db", str(db)],
-                 ["report", str(run_dir), "--previous", "last", "--html", str(tmp_path / "r.html")]):
+    for args in (
+        ["history", "--db", str(db)],
+        ["import", str(second), "--db", str(db)],
+        ["report", str(run_dir), "--previous", "last", "--html", str(tmp_path / "r.html")],
+    ):
         done = cli(tmp_path, {**env, "TORCH_MATRIX_HISTORY": str(db)}, *args)
         if args[0] == "report":  # the report's own lines come first; then the one error, its fix
             assert done.returncode == 2, done.stderr
@@ -1455,13 +1702,23 @@ def _history_in_namespace(tmp: Path, db: Path, setup: str, args: list[str], env:
     """``torch-matrix ARGS`` inside a private mount namespace after ``setup``; then the database's
     sha256 and `history` as seen there (the mount is gone afterwards)."""
     command = " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", *args]))
-    after = (f"; echo EXIT=$?; sha256sum {db}; "
-             + " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", "history", "--db", str(db)]))
-             + "; echo HISTORY_EXIT=$?")
-    return run(["unshare", "-m", "sh", "-c", setup + command + " 2>" + str(tmp / "err.txt") + after], tmp, env)
+    after = (
+        f"; echo EXIT=$?; sha256sum {db}; "
+        + " ".join(
+            map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", "history", "--db", str(db)])
+        )
+        + "; echo HISTORY_EXIT=$?"
+    )
+    return run(
+        ["unshare", "-m", "sh", "-c", setup + command + " 2>" + str(tmp / "err.txt") + after],
+        tmp,
+        env,
+    )
 
 
-def test_history_import_into_a_read_only_file_is_one_line_and_changes_nothing(tmp_path, finished_run):
+def test_history_import_into_a_read_only_file_is_one_line_and_changes_nothing(
+    tmp_path, finished_run
+):
     needs_private_mounts()
     import hashlib
 
@@ -1473,7 +1730,9 @@ def test_history_import_into_a_read_only_file_is_one_line_and_changes_nothing(tm
     assert "EXIT=2" in done.stdout, done.stdout + err
     one_error(err, str(db), "read-only")
     assert "writable" in hint_of(err)
-    assert digest in done.stdout and "HISTORY_EXIT=0" in done.stdout, done.stdout  # still readable, unchanged
+    assert digest in done.stdout and "HISTORY_EXIT=0" in done.stdout, (
+        done.stdout
+    )  # still readable, unchanged
 
 
 def test_history_import_on_a_full_disk_is_one_line_and_changes_nothing(tmp_path, finished_run):
@@ -1484,9 +1743,11 @@ def test_history_import_on_a_full_disk_is_one_line_and_changes_nothing(tmp_path,
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     saved = tmp_path / "saved.sqlite"
     shutil.copy(db, saved)
-    setup = (f"mount -t tmpfs -o size=256k tmpfs {db.parent}\ncp {saved} {db}\n"
-             f"dd if=/dev/zero of={db.parent}/filler bs=1k count=1000 2>/dev/null || true\n"
-             f"rm -f {db.parent}/filler.small; dd if=/dev/zero of={db.parent}/filler.small bs=1k count=0 2>/dev/null\n")
+    setup = (
+        f"mount -t tmpfs -o size=256k tmpfs {db.parent}\ncp {saved} {db}\n"
+        f"dd if=/dev/zero of={db.parent}/filler bs=1k count=1000 2>/dev/null || true\n"
+        f"rm -f {db.parent}/filler.small; dd if=/dev/zero of={db.parent}/filler.small bs=1k count=0 2>/dev/null\n"
+    )
     done = _history_in_namespace(tmp_path, db, setup, ["import", str(second), "--db", str(db)], env)
     err = (tmp_path / "err.txt").read_text()
     assert "EXIT=2" in done.stdout, done.stdout + err
@@ -1505,14 +1766,42 @@ def test_repro_out_on_a_full_or_read_only_disk_is_one_line(tmp_path, finished_ru
     out = tmp_path / "out"
     out.mkdir()
     (out / "bundle.md").write_text("the bundle from before\n")
-    command = " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", "repro", BROKEN, "--results",
-                                         str(finished_run), "--out", str(out / "bundle.md")]))
+    command = " ".join(
+        map(
+            shlex_quote,
+            [
+                sys.executable,
+                "-m",
+                "torch_matrix.cli",
+                "repro",
+                BROKEN,
+                "--results",
+                str(finished_run),
+                "--out",
+                str(out / "bundle.md"),
+            ],
+        )
+    )
     for setup, words, fix in (
-            (f"mount --bind {out} {out}\nmount -o remount,bind,ro {out}\n", "Read-only", "writable"),
-            (f"mount -t tmpfs -o size=64k tmpfs {out}\necho 'the bundle from before' > {out}/bundle.md\n"
-             f"dd if=/dev/zero of={out}/filler bs=1k count=1000 2>/dev/null || true\n", "No space", "space")):
-        done = run(["unshare", "-m", "sh", "-c", setup + command + f"; echo EXIT=$?; cat {out}/bundle.md; "
-                    f"ls -a {out}"], tmp_path, env)
+        (f"mount --bind {out} {out}\nmount -o remount,bind,ro {out}\n", "Read-only", "writable"),
+        (
+            f"mount -t tmpfs -o size=64k tmpfs {out}\necho 'the bundle from before' > {out}/bundle.md\n"
+            f"dd if=/dev/zero of={out}/filler bs=1k count=1000 2>/dev/null || true\n",
+            "No space",
+            "space",
+        ),
+    ):
+        done = run(
+            [
+                "unshare",
+                "-m",
+                "sh",
+                "-c",
+                setup + command + f"; echo EXIT=$?; cat {out}/bundle.md; ls -a {out}",
+            ],
+            tmp_path,
+            env,
+        )
         assert "EXIT=2" in done.stdout, done.stdout + done.stderr
         one_error(done.stderr, str(out / "bundle.md"), words)
         assert fix in hint_of(done.stderr)
@@ -1531,9 +1820,23 @@ def test_pins_apply_in_a_read_only_folder_is_one_line(tmp_path, finished_run):
     project = tmp_path / "project"
     project.mkdir()
     (project / "requirements.txt").write_text("torch>=2.0\n")
-    command = " ".join(map(shlex_quote, [sys.executable, "-m", "torch_matrix.cli", "pins", str(run_dir), "--no-coverage",
-                                         "--out", str(tmp_path / "pins"), "--apply",
-                                         str(project / "requirements.txt")]))
+    command = " ".join(
+        map(
+            shlex_quote,
+            [
+                sys.executable,
+                "-m",
+                "torch_matrix.cli",
+                "pins",
+                str(run_dir),
+                "--no-coverage",
+                "--out",
+                str(tmp_path / "pins"),
+                "--apply",
+                str(project / "requirements.txt"),
+            ],
+        )
+    )
     setup = f"mount --bind {project} {project}\nmount -o remount,bind,ro {project}\n"
     done = run(["unshare", "-m", "sh", "-c", setup + command + "; echo EXIT=$?"], tmp_path, env)
     assert "EXIT=2" in done.stdout, done.stdout + done.stderr
@@ -1542,11 +1845,18 @@ def test_pins_apply_in_a_read_only_folder_is_one_line(tmp_path, finished_run):
 
 
 APPLY_CASES = {  # name: (file bytes, what the applied file must be)
-    "continuation": (b"torch>=2.0,\\\n    <3\ntorchvision>=0.16\n",
-                     None),  # checked by parsing: pip reads the same requirements, plus the pin
-    "bom-crlf": (b"\xef\xbb\xbftorch>=2.0\r\nnumpy\r\n", b"\xef\xbb\xbftorch>=2.0,!=2.2.0\r\nnumpy\r\n"),
-    "hash-continuation": (b"torch>=2.0 \\\n    --hash=sha256:abc\nnumpy\n",
-                          b"torch>=2.0,!=2.2.0 \\\n    --hash=sha256:abc\nnumpy\n"),
+    "continuation": (
+        b"torch>=2.0,\\\n    <3\ntorchvision>=0.16\n",
+        None,
+    ),  # checked by parsing: pip reads the same requirements, plus the pin
+    "bom-crlf": (
+        b"\xef\xbb\xbftorch>=2.0\r\nnumpy\r\n",
+        b"\xef\xbb\xbftorch>=2.0,!=2.2.0\r\nnumpy\r\n",
+    ),
+    "hash-continuation": (
+        b"torch>=2.0 \\\n    --hash=sha256:abc\nnumpy\n",
+        b"torch>=2.0,!=2.2.0 \\\n    --hash=sha256:abc\nnumpy\n",
+    ),
 }
 
 
@@ -1573,8 +1883,17 @@ def test_pins_apply_keeps_what_it_does_not_change(tmp_path, finished_run, case):
     real.chmod(0o640)
     link = tmp_path / "requirements.txt"
     link.symlink_to(real)  # a requirements file kept elsewhere and linked in
-    done = cli(tmp_path, env, "pins", str(run_dir), "--no-coverage", "--out", str(tmp_path / "pins"),
-               "--apply", str(link))
+    done = cli(
+        tmp_path,
+        env,
+        "pins",
+        str(run_dir),
+        "--no-coverage",
+        "--out",
+        str(tmp_path / "pins"),
+        "--apply",
+        str(link),
+    )
     assert done.returncode == 0, done.stderr
     assert link.is_symlink() and link.resolve() == real  # written through the link, to its target
     assert real.stat().st_mode & 0o777 == 0o640
@@ -1586,11 +1905,24 @@ def test_pins_apply_keeps_what_it_does_not_change(tmp_path, finished_run, case):
 
         before, after = _requirements_of(original.decode()), _requirements_of(written.decode())
         assert len(after) == len(before), (before, after)  # pip still reads every requirement
-        for old, new in zip(map(Requirement, before), map(Requirement, after)):  # each kept, plus the pin
-            assert old.name == new.name and set(map(str, old.specifier)) < set(map(str, new.specifier)), (old, new)
+        for old, new in zip(
+            map(Requirement, before), map(Requirement, after)
+        ):  # each kept, plus the pin
+            assert old.name == new.name and set(map(str, old.specifier)) < set(
+                map(str, new.specifier)
+            ), (old, new)
         assert not Requirement(after[0]).specifier.contains("2.2.0")
-    again = cli(tmp_path, env, "pins", str(run_dir), "--no-coverage", "--out", str(tmp_path / "pins"),
-                "--apply", str(link))
+    again = cli(
+        tmp_path,
+        env,
+        "pins",
+        str(run_dir),
+        "--no-coverage",
+        "--out",
+        str(tmp_path / "pins"),
+        "--apply",
+        str(link),
+    )
     assert again.returncode == 0 and real.read_bytes() == written  # a second run changes nothing
 
 
@@ -1601,10 +1933,15 @@ def test_a_10000_cell_plan_is_planned_whole():
     from tests.test_plan import Interp
 
     torch = [f"2.{i}.0" for i in range(100)]
-    spec = parse_spec(f'torch = {json.dumps(torch)}\ntorchvision = "none"\npython = ["3.10", "3.11"]\n'
-                      'variant = ["default", "cpu", "cu118", "cu121", "cu124"]\n'
-                      '[extras]\nnumpy = {{ values = [{}], label = "np" }}\n'.format(
-                          ", ".join(f'"==1.{i}"' for i in range(10))), "big.toml", base_dir="/proj")
+    spec = parse_spec(
+        f'torch = {json.dumps(torch)}\ntorchvision = "none"\npython = ["3.10", "3.11"]\n'
+        'variant = ["default", "cpu", "cu118", "cu121", "cu124"]\n'
+        '[extras]\nnumpy = {{ values = [{}], label = "np" }}\n'.format(
+            ", ".join(f'"==1.{i}"' for i in range(10))
+        ),
+        "big.toml",
+        base_dir="/proj",
+    )
     facts = IndexFacts(torch_versions={"default": tuple(torch)})
     interpreters = {"3.10": Interp("/p/3.10", "3.10.13"), "3.11": Interp("/p/3.11", "3.11.7")}
     started = time.monotonic()
@@ -1622,16 +1959,18 @@ def test_no_shell_true_outside_command_probes():
             for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
                 for call in [n for n in ast.walk(func) if isinstance(n, ast.Call)]:
                     for keyword in call.keywords:
-                        if keyword.arg == "shell" and not (isinstance(keyword.value, ast.Constant)
-                                                           and keyword.value.value is False):
+                        if keyword.arg == "shell" and not (
+                            isinstance(keyword.value, ast.Constant) and keyword.value.value is False
+                        ):
                             found.append((str(path.relative_to(REPO)), func.name))
     assert found and set(found) <= allowed, found
 
 
 def test_suite_helpers_detect_a_survivor(tmp_path):
     """The orphan check itself can fail: a process left in the test's world is found by PID."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", str(tmp_path)],
-                             start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", str(tmp_path)], start_new_session=True
+    )
     try:
         with pytest.raises(AssertionError, match="outlived"):
             assert_no_orphans(tmp_path, [child.pid], wait_s=0.2)
@@ -1646,8 +1985,11 @@ def test_suite_helpers_detect_a_survivor(tmp_path):
 def test_a_probe_name_that_is_not_a_name_is_refused_at_plan_time(tmp_path, index):
     """A name with a newline and HTML would break the --list table, the report's columns and an
     issue title: refused like a command name, in one line naming the file, before any install."""
-    probes = probe_dir(tmp_path, 'from torch_matrix.probes.api import probe\n\n@probe("bad\\n<b>x</b>")\n'
-                                 'def bad(ctx):\n    pass\n')
+    probes = probe_dir(
+        tmp_path,
+        'from torch_matrix.probes.api import probe\n\n@probe("bad\\n<b>x</b>")\n'
+        "def bad(ctx):\n    pass\n",
+    )
     spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity"]\ndirs = ["{probes}"]')
     done = cli(tmp_path, env_for(tmp_path, spec), "plan")
     assert done.returncode == 2, done.stdout + done.stderr
@@ -1656,7 +1998,7 @@ def test_a_probe_name_that_is_not_a_name_is_refused_at_plan_time(tmp_path, index
     assert "<b>x</b>\n" not in line  # the name is shown quoted, on the error's one line
 
 
-POISONED = '''
+POISONED = """
 import builtins, json, os
 from torch_matrix.probes.api import probe
 
@@ -1692,7 +2034,7 @@ def forges_its_report(ctx):
 @probe("z_passes")
 def z_passes(ctx):
     return {"ok": 2}
-'''
+"""
 
 
 @pytest.mark.parametrize("isolation", ["shared", "pristine"])
@@ -1701,10 +2043,22 @@ def test_a_probe_that_rebinds_what_the_runner_uses_costs_only_itself(tmp_path, i
     the runner ('unreadable probe output: status') and make the whole cell error, losing the passes
     recorded before; now each such probe's own outcome is recorded, and one that forges its own
     report costs that probe only."""
-    source = POISONED if isolation == "shared" else POISONED.replace('")\ndef', '", isolation="pristine")\ndef')
+    source = (
+        POISONED
+        if isolation == "shared"
+        else POISONED.replace('")\ndef', '", isolation="pristine")\ndef')
+    )
     probes = probe_dir(tmp_path, source)
-    names = ["install_sanity", "a_passes", "rebinds_open", "rebinds_print", "rebinds_json",
-             "rebinds_isinstance_and_exit", "forges_its_report", "z_passes"]
+    names = [
+        "install_sanity",
+        "a_passes",
+        "rebinds_open",
+        "rebinds_print",
+        "rebinds_json",
+        "rebinds_isinstance_and_exit",
+        "forges_its_report",
+        "z_passes",
+    ]
     spec = write_spec(tmp_path, index.url, probes=f'run = {json.dumps(names)}\ndirs = ["{probes}"]')
     done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
     result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
@@ -1721,15 +2075,22 @@ def test_a_probe_that_rebinds_what_the_runner_uses_costs_only_itself(tmp_path, i
 
 # What a probe's message (or a shard's field) can hold: terminal control sequences (clear screen,
 # window title, an OSC 8 hyperlink, a C1 CSI), and Markdown that GitHub would render live.
-ESCAPES = "\x1b[2J\x1b[H\x1b]0;pwned\x07\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\\x9b31m"
+ESCAPES = (
+    "\x1b[2J\x1b[H\x1b]0;pwned\x07\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\\x9b31m"
+)
 MARKUP = "</details>\n# heading\n@octocat ![img](https://evil.example/pixel.png) <img src=x>"
 HOSTILE_REPRO = "import torch\n```\n</details>\n# not a heading\n````\nprint('x')"
 CONTROL = ("\x1b", "\x07", "\x9b")
 HOSTILE_CELL = "t2.5.1-py3.11-numpylt2"
 
 
-def hostile_run(root: Path, day: int = 21, message: str = f"loss diverged {ESCAPES} {MARKUP}",
-                repro: str = HOSTILE_REPRO, failing: bool = True) -> Path:
+def hostile_run(
+    root: Path,
+    day: int = 21,
+    message: str = f"loss diverged {ESCAPES} {MARKUP}",
+    repro: str = HOSTILE_REPRO,
+    failing: bool = True,
+) -> Path:
     """A results directory ``root/hostile`` of two cells with extras ``numpy<2``; the 2.5.1 cell's
     training_step fails with ``message`` and ``repro`` (when ``failing``)."""
     from torch_matrix.world.results import write_result
@@ -1739,11 +2100,18 @@ def hostile_run(root: Path, day: int = 21, message: str = f"loss diverged {ESCAP
     for torch in ("2.5.1", "2.6.0"):
         cell = make_cell(torch=torch, extras={"numpy": "<2"}, probes=names, required_probes=names)
         bad = failing and torch == "2.5.1"
-        probes = [make_probe("install_sanity"),
-                  make_probe("training_step", "fail", message, repro=repro, observed=ESCAPES, expected=1.0)
-                  if bad else make_probe("training_step")]
-        write_result(make_result(cell, probes=probes, finished_at=f"2026-11-{day:02d}T03:00:00+00:00"),
-                     root / "hostile" / "cells")
+        probes = [
+            make_probe("install_sanity"),
+            make_probe(
+                "training_step", "fail", message, repro=repro, observed=ESCAPES, expected=1.0
+            )
+            if bad
+            else make_probe("training_step"),
+        ]
+        write_result(
+            make_result(cell, probes=probes, finished_at=f"2026-11-{day:02d}T03:00:00+00:00"),
+            root / "hostile" / "cells",
+        )
     return root / "hostile"
 
 
@@ -1758,8 +2126,12 @@ def outside_fences(markdown: str) -> str:
                 fence = found.group(1)
             else:
                 out.append(line)
-        elif found and found.group(1)[0] == fence[0] and len(found.group(1)) >= len(fence) \
-                and not found.group(2).strip():
+        elif (
+            found
+            and found.group(1)[0] == fence[0]
+            and len(found.group(1)) >= len(fence)
+            and not found.group(2).strip()
+        ):
             fence = ""
     return "\n".join(out)
 
@@ -1770,7 +2142,10 @@ def assert_markdown_is_inert(text: str, what: str) -> None:
     for char in CONTROL:
         assert char not in text, (what, char)
     rendered = outside_fences(text)
-    assert not re.search(r"^(?:> ?)?\s{0,3}#{1,6} (?:heading|not a heading)", rendered, re.M), (what, rendered)
+    assert not re.search(r"^(?:> ?)?\s{0,3}#{1,6} (?:heading|not a heading)", rendered, re.M), (
+        what,
+        rendered,
+    )
     assert rendered.count("</details>") == rendered.count("<details>"), (what, rendered)
     for live in ("<img", "![img]", "@octocat"):
         assert live not in rendered, (what, live, rendered)
@@ -1787,7 +2162,16 @@ def test_markdown_for_github_renders_a_hostile_message_as_text(tmp_path):
     done = cli(tmp_path, env, "report", str(new), "--out", str(tmp_path / "report"))
     assert done.returncode == 0, done.stderr
     assert_markdown_is_inert((tmp_path / "report" / "summary.md").read_text(), "summary.md")
-    done = cli(tmp_path, env, "repro", HOSTILE_CELL, "--results", str(new), "--out", str(tmp_path / "bundle.md"))
+    done = cli(
+        tmp_path,
+        env,
+        "repro",
+        HOSTILE_CELL,
+        "--results",
+        str(new),
+        "--out",
+        str(tmp_path / "bundle.md"),
+    )
     assert done.returncode == 0, done.stderr
     bundle = (tmp_path / "bundle.md").read_text()
     assert_markdown_is_inert(bundle, "repro bundle")
@@ -1798,7 +2182,9 @@ def test_markdown_for_github_renders_a_hostile_message_as_text(tmp_path):
     (item,) = plan["open"]
     assert_markdown_is_inert(item["body"], "issue body")
     assert_markdown_is_inert(item["comment"], "issue comment")
-    assert "\n" not in item["title"] and all(len(title.splitlines()) == 1 for title in plan["close"])
+    assert "\n" not in item["title"] and all(
+        len(title.splitlines()) == 1 for title in plan["close"]
+    )
 
 
 def test_the_issues_by_hand_install_line_is_shell_quoted(tmp_path):
@@ -1813,8 +2199,13 @@ def test_the_issues_by_hand_install_line_is_shell_quoted(tmp_path):
     lines = [line for line in body.splitlines() if line.startswith("uv pip install")]
     assert len(lines) == 2, body  # the body's own, and the repro bundle's
     for line in lines:
-        shown = subprocess.run(["bash", "-c", "uv() { printf '%s\\n' \"$@\"; }\n" + line], cwd=tmp_path,
-                               capture_output=True, text=True, check=False)
+        shown = subprocess.run(
+            ["bash", "-c", "uv() { printf '%s\\n' \"$@\"; }\n" + line],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert shown.returncode == 0 and shown.stderr == "", (line, shown.stderr)
         assert shown.stdout.splitlines()[-1] == "numpy<2", (line, shown.stdout)
     assert not (tmp_path / "2").exists()
@@ -1830,7 +2221,9 @@ def test_terminal_output_shows_control_characters(tmp_path):
     outputs["report"] = done.stdout + done.stderr
     done = cli(tmp_path, env, "repro", HOSTILE_CELL, "--results", str(run_dir))
     outputs["repro"] = done.stdout + done.stderr
-    done = cli(tmp_path, env, "pins", str(run_dir), "--out", str(tmp_path / "pins"), "--no-coverage")
+    done = cli(
+        tmp_path, env, "pins", str(run_dir), "--out", str(tmp_path / "pins"), "--no-coverage"
+    )
     assert done.returncode == 0, done.stderr
     outputs["pins"] = done.stdout + done.stderr
     for name in ("constraints.txt", "requirements-pins.txt"):
@@ -1841,33 +2234,39 @@ def test_terminal_output_shows_control_characters(tmp_path):
     assert "\\x1b[2J" in outputs["report"] and "\\x1b[2J" in outputs["repro"]  # shown, not dropped
     assert "\\x1b]0;pwned" in outputs["requirements-pins.txt"]
     for line in outputs["requirements-pins.txt"].splitlines():  # a comment stays a comment
-        assert line.startswith("#") or line.startswith(("torch", "numpy", "torchvision", "python")), line
+        assert line.startswith("#") or line.startswith(
+            ("torch", "numpy", "torchvision", "python")
+        ), line
 
 
-ESCAPING_PROBE = '''
+ESCAPING_PROBE = """
 from torch_matrix.probes.api import probe, Fail
 
 @probe("escapes")
 def escapes(ctx):
     raise Fail("diverged %s")
-''' % ESCAPES.encode("unicode_escape").decode()
+""" % ESCAPES.encode("unicode_escape").decode()
 
 
 def test_the_nox_log_lines_show_control_characters(tmp_path, index):
     """nox's per-cell log line (``t...: INCOMPATIBLE: escapes: fail: ...``) and the echoed runner
     lines printed the probe's escape sequences raw."""
     probes = probe_dir(tmp_path, ESCAPING_PROBE)
-    spec = write_spec(tmp_path, index.url, probes=f'run = ["install_sanity", "escapes"]\ndirs = ["{probes}"]')
+    spec = write_spec(
+        tmp_path, index.url, probes=f'run = ["install_sanity", "escapes"]\ndirs = ["{probes}"]'
+    )
     done = run_nox(tmp_path, env_for(tmp_path, spec), "-s", "matrix")
     log = done.stdout + done.stderr
     assert "INCOMPATIBLE" in log, log[-3000:]
     for char in CONTROL:
         assert char not in log, (repr(char), log[-3000:])
-    assert any("INCOMPATIBLE" in line and "\\x1b[2J" in line for line in log.splitlines()), log[-3000:]
+    assert any("INCOMPATIBLE" in line and "\\x1b[2J" in line for line in log.splitlines()), log[
+        -3000:
+    ]
     assert_no_orphans(tmp_path)
 
 
-GITHUB_GH = r'''#!/bin/bash
+GITHUB_GH = r"""#!/bin/bash
 # GitHub, as the nightly's issue step meets it: refuses a body over 65,536 characters, and the
 # title in $GH_FAIL_TITLE (an API error); logs every call; answers `issue list` with $GH_OPEN.
 echo "gh $*" >> "$GH_LOG"
@@ -1881,7 +2280,7 @@ case "$1 $2" in
     cp "$8" "$GH_BODIES/$(printf '%s' "$4" | md5sum | cut -c1-12).md" ;;
   *) cat > /dev/null ;;
 esac
-'''
+"""
 
 
 def nightly_world(tmp: Path) -> tuple[Path, dict[str, str]]:
@@ -1898,34 +2297,72 @@ def nightly_world(tmp: Path) -> tuple[Path, dict[str, str]]:
         for torch in ("2.4.1", "2.5.1", "2.6.0"):
             cell = make_cell(torch=torch, probes=names, required_probes=names)
             message = failing.get(torch)
-            probes = [make_probe("install_sanity"),
-                      make_probe("training_step", "fail", message, repro="import torch\n" + message,
-                                 traceback="Traceback:\n" + message, output_tail=message)
-                      if message else make_probe("training_step")]
-            write_result(make_result(cell, probes=probes, finished_at=f"2026-11-{day:02d}T03:00:00+00:00"),
-                         root / "nightly" / "cells")
+            probes = [
+                make_probe("install_sanity"),
+                make_probe(
+                    "training_step",
+                    "fail",
+                    message,
+                    repro="import torch\n" + message,
+                    traceback="Traceback:\n" + message,
+                    output_tail=message,
+                )
+                if message
+                else make_probe("training_step"),
+            ]
+            write_result(
+                make_result(cell, probes=probes, finished_at=f"2026-11-{day:02d}T03:00:00+00:00"),
+                root / "nightly" / "cells",
+            )
         return root / "nightly"
 
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
-    (bin_dir / "torch-matrix").write_text(f'#!/bin/bash\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m torch_matrix.cli "$@"\n')
+    (bin_dir / "torch-matrix").write_text(
+        f'#!/bin/bash\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m torch_matrix.cli "$@"\n'
+    )
     (bin_dir / "gh").write_text(GITHUB_GH)
     for path in bin_dir.iterdir():
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
     work = tmp / "workspace"
     (work / "history").mkdir(parents=True)
     last = night(tmp / "n20", 20, {"2.6.0": "loss diverged"})
-    done = subprocess.run([str(bin_dir / "torch-matrix"), "import", str(last), "--db", str(work / "history" / "history.sqlite")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            str(bin_dir / "torch-matrix"),
+            "import",
+            str(last),
+            "--db",
+            str(work / "history" / "history.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     night(work / "merged", 21, {"2.4.1": "huge " + "x" * 1_500_000, "2.5.1": "loss diverged"})
     (tmp / "bodies").mkdir()
-    (tmp / "open.json").write_text(json.dumps([{"number": 7, "title": f"torch-matrix: training_step fails in t2.6.0-py{PY}"}]))
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CLEAN": "true", "CELL_FILTER": "",
-           "CELL_TAGS": "", "HISTORY_DB": "history/history.sqlite", "RUN_URL": "https://github.com/o/r/actions/runs/9",
-           "GITHUB_STEP_SUMMARY": str(tmp / "summary.md"), "GITHUB_OUTPUT": str(tmp / "output.txt"),
-           "MAX_NEW_ISSUES": "20", "GH_LOG": str(tmp / "gh.log"), "GH_OPEN": str(tmp / "open.json"),
-           "GH_BODIES": str(tmp / "bodies"), "GH_FAIL_TITLE": "", "PYTHON": sys.executable, "GITHUB_SHA": "f" * 40}
+    (tmp / "open.json").write_text(
+        json.dumps([{"number": 7, "title": f"torch-matrix: training_step fails in t2.6.0-py{PY}"}])
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "CLEAN": "true",
+        "CELL_FILTER": "",
+        "CELL_TAGS": "",
+        "HISTORY_DB": "history/history.sqlite",
+        "RUN_URL": "https://github.com/o/r/actions/runs/9",
+        "GITHUB_STEP_SUMMARY": str(tmp / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp / "output.txt"),
+        "MAX_NEW_ISSUES": "20",
+        "GH_LOG": str(tmp / "gh.log"),
+        "GH_OPEN": str(tmp / "open.json"),
+        "GH_BODIES": str(tmp / "bodies"),
+        "GH_FAIL_TITLE": "",
+        "PYTHON": sys.executable,
+        "GITHUB_SHA": "f" * 40,
+    }
     env.pop("TORCH_MATRIX_HISTORY", None)
     return work, env
 
@@ -1935,7 +2372,9 @@ def test_issue_bodies_fit_github_and_one_refused_issue_never_stops_the_rest(tmp_
     create` failed and, under `bash -e`, the step stopped before the remaining issues and the closes.
     Now each body is cut below the limit (the whole bundle in history/bundles/, named in the body);
     an issue GitHub refuses is a warning and the rest still happen."""
-    if shutil.which("jq") is None:  # tests/install-browser.sh installs it; CI must not pass without it
+    if (
+        shutil.which("jq") is None
+    ):  # tests/install-browser.sh installs it; CI must not pass without it
         reason = "FAULT NOT REPRODUCED: the workflow's issue step needs jq (bash tests/install-browser.sh)"
         if os.environ.get("CI"):
             pytest.fail(reason)
@@ -1948,22 +2387,32 @@ def test_issue_bodies_fit_github_and_one_refused_issue_never_stops_the_rest(tmp_
     assert step.returncode == 0, step.stdout + step.stderr
     step = run_step("Open, comment on and close breakage issues", work, env)
     assert step.returncode == 0, step.stdout + step.stderr
-    calls = [line for line in (tmp_path / "gh.log").read_text().splitlines() if line.startswith("gh ")]
+    calls = [
+        line for line in (tmp_path / "gh.log").read_text().splitlines() if line.startswith("gh ")
+    ]
     assert sum(call.startswith("gh issue create") for call in calls) == 2, calls
     assert any(call.startswith("gh issue close 7 ") for call in calls), calls
     bodies = sorted((tmp_path / "bodies").iterdir(), key=lambda path: path.stat().st_size)
     assert len(bodies) == 2, "GitHub refused a body: " + step.stderr[-2000:]
     cut = bodies[-1].read_text(encoding="utf-8")
-    assert len(cut) < 65_536 and "bundles/" in cut and "history" in cut and "Cut to fit" in cut, cut[-1500:]
+    assert len(cut) < 65_536 and "bundles/" in cut and "history" in cut and "Cut to fit" in cut, (
+        cut[-1500:]
+    )
     assert_markdown_is_inert(cut, "a cut body")  # cutting left no fence or <details> open
-    whole = list((work / "history" / "bundles").glob(f"t2.4.1-py{PY}*"))  # as long as loading keeps it
+    whole = list(
+        (work / "history" / "bundles").glob(f"t2.4.1-py{PY}*")
+    )  # as long as loading keeps it
     assert len(whole) == 1 and len(whole[0].read_text(encoding="utf-8")) > 65_536
 
     # Tonight GitHub refuses the first issue: the second is still opened and #7 still closed.
     (tmp_path / "gh.log").unlink()
-    step = run_step("Open, comment on and close breakage issues", work, {**env, "GH_FAIL_TITLE": huge})
+    step = run_step(
+        "Open, comment on and close breakage issues", work, {**env, "GH_FAIL_TITLE": huge}
+    )
     assert step.returncode == 0, step.stdout + step.stderr
-    calls = [line for line in (tmp_path / "gh.log").read_text().splitlines() if line.startswith("gh ")]
+    calls = [
+        line for line in (tmp_path / "gh.log").read_text().splitlines() if line.startswith("gh ")
+    ]
     created = [call for call in calls if call.startswith("gh issue create")]
     assert len(created) == 2 and normal in created[-1], created
     assert any(call.startswith("gh issue close 7 ") for call in calls), calls
@@ -1975,8 +2424,18 @@ def test_a_cut_issue_body_fits_even_when_the_bundle_is_backticks():
     backticks must still come out below GitHub's limit, with every fence closed."""
     from torch_matrix.report.diff_render import GITHUB_BODY_CHARS, issue_text
 
-    for bundle in ("`" * 70_000, ("x" * 100 + "`" * 300 + "\n") * 400, "</details>\n# h\n" * 10_000):
-        text = issue_text("head\n", bundle, "t2.5.1-py3.11", "training_step", "https://github.com/o/r/actions/runs/9")
+    for bundle in (
+        "`" * 70_000,
+        ("x" * 100 + "`" * 300 + "\n") * 400,
+        "</details>\n# h\n" * 10_000,
+    ):
+        text = issue_text(
+            "head\n",
+            bundle,
+            "t2.5.1-py3.11",
+            "training_step",
+            "https://github.com/o/r/actions/runs/9",
+        )
         assert len(text) < GITHUB_BODY_CHARS, len(text)
         assert "bundles/t2.5.1-py3.11--training_step.md" in text
         rendered = outside_fences(text)
@@ -1988,9 +2447,24 @@ def test_the_probe_runner_run_by_hand_shows_control_characters(tmp_path):
     terminal it printed the probe's message raw. Its rule is the tool's (probes cannot import
     matrix): the same output for every code point."""
     probes = probe_dir(tmp_path, ESCAPING_PROBE)
-    done = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--no-standard", "--probe-dir", str(probes),
-                           "--select", "escapes"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch_matrix.probes",
+            "--no-standard",
+            "--probe-dir",
+            str(probes),
+            "--select",
+            "escapes",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "escapes" in done.stderr and "\\x1b[2J" in done.stderr, done.stderr
     for char in CONTROL:

@@ -34,14 +34,20 @@ NUMPY = ("1.26.3", "1.26.4", "2.0.0", "2.1.0", "2.2.6")
 
 
 def _plan(text: str) -> list:
-    facts = IndexFacts(torch_versions={"default": TORCH}, extras_versions={"numpy": NUMPY}, where="PyPI")
-    return plan_cells(parse_spec('torchvision = "none"\ntorch = ["2.9.1"]\n' + text), facts, {"current": None})
+    facts = IndexFacts(
+        torch_versions={"default": TORCH}, extras_versions={"numpy": NUMPY}, where="PyPI"
+    )
+    return plan_cells(
+        parse_spec('torchvision = "none"\ntorch = ["2.9.1"]\n' + text), facts, {"current": None}
+    )
 
 
 def test_an_unknown_extras_version_names_the_nearest_releases():
     with pytest.raises(UserError) as caught:
         _plan('[extras]\nnumpy = ["<2", "9.9.9"]')
-    assert caught.value.one_line().endswith("extras.numpy[1]: no numpy release on PyPI matches '==9.9.9'")
+    assert caught.value.one_line().endswith(
+        "extras.numpy[1]: no numpy release on PyPI matches '==9.9.9'"
+    )
     assert caught.value.hint == "the nearest releases are 2.1.0, 2.2.6"
     with pytest.raises(UserError) as caught:
         _plan('[extras]\nnumpy = { values = [">=3"], label = "np" }')
@@ -53,16 +59,27 @@ def test_an_empty_spec_is_the_default_matrix_selection_not_every_release():
     empty = parse_spec("")
     default = parse_spec((REPO / "torch_matrix" / "spec" / "default_matrix.toml").read_text())
     assert empty.torch == default.torch
-    assert tomllib.loads((REPO / "torch_matrix" / "spec" / "default_matrix.toml").read_text())["torch"] == dict(DEFAULT_TORCH)
-    cells = plan_cells(empty, IndexFacts(torch_versions={"default": ("1.0.1", "1.13.1", *TORCH)},
-                                         pairing={v: "0.1" for v in TORCH}), {"current": None})
+    assert tomllib.loads((REPO / "torch_matrix" / "spec" / "default_matrix.toml").read_text())[
+        "torch"
+    ] == dict(DEFAULT_TORCH)
+    cells = plan_cells(
+        empty,
+        IndexFacts(
+            torch_versions={"default": ("1.0.1", "1.13.1", *TORCH)},
+            pairing={v: "0.1" for v in TORCH},
+        ),
+        {"current": None},
+    )
     assert [c.axes["torch"] for c in cells] == ["2.11.0", "2.10.0", "2.9.1"]
 
 
 def _spec(tmp_path: Path, text: str):
     index = build_index(tmp_path / "index")
-    return parse_spec(f'torch = ["2.1.0"]\ntorchvision = "none"\n{text}\n[index]\ndefault = "{index.url}"\n'
-                      'extra = []\nfind_links = []\n', str(tmp_path / "matrix.toml"))
+    return parse_spec(
+        f'torch = ["2.1.0"]\ntorchvision = "none"\n{text}\n[index]\ndefault = "{index.url}"\n'
+        "extra = []\nfind_links = []\n",
+        str(tmp_path / "matrix.toml"),
+    )
 
 
 def test_a_python_with_no_interpreter_is_exit_2_naming_what_is_there(tmp_path):
@@ -70,14 +87,18 @@ def test_a_python_with_no_interpreter_is_exit_2_naming_what_is_there(tmp_path):
     with pytest.raises(UserError) as caught:
         plan_spec(_spec(tmp_path, 'python = ["current", "3.21"]'), env)
     error = caught.value
-    assert error.one_line().startswith(f"torch-matrix: error: {tmp_path / 'matrix.toml'}: python[1]: "
-                                       "no Python 3.21 interpreter found")
+    assert error.one_line().startswith(
+        f"torch-matrix: error: {tmp_path / 'matrix.toml'}: python[1]: "
+        "no Python 3.21 interpreter found"
+    )
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert error.hint.startswith("interpreters found here: ") and here in error.hint.split(";")[0]
     assert "uv python install 3.21" in error.hint and '[interpreters] "3.21"' in error.hint
     assert "allow_missing_interpreters = true" in error.hint
 
-    allowed = plan_spec(_spec(tmp_path, 'python = ["3.21"]\nallow_missing_interpreters = true'), env).cells
+    allowed = plan_spec(
+        _spec(tmp_path, 'python = ["3.21"]\nallow_missing_interpreters = true'), env
+    ).cells
     assert [c.plan_note.split(" (")[0] for c in allowed] == ["no Python 3.21 interpreter found"]
 
 
@@ -86,7 +107,9 @@ def project(tmp_path, monkeypatch):
     """A project directory with its spec, its run's results and another run's beside them."""
     (tmp_path / "matrix.toml").write_text('name = "proj"\n')
     for run, torch in (("proj", "2.5.1"), ("other", "2.4.1")):
-        results.write_result(make_result(make_cell(torch=torch)), results.cells_dir(tmp_path / "results", run))
+        results.write_result(
+            make_result(make_cell(torch=torch)), results.cells_dir(tmp_path / "results", run)
+        )
     monkeypatch.chdir(tmp_path)
     for name in ("TORCH_MATRIX_RESULTS", "TORCH_MATRIX_SPEC"):
         monkeypatch.delenv(name, raising=False)
@@ -114,13 +137,24 @@ def test_report_piped_into_head_writes_every_file_first(tmp_path):
     html = tmp_path / "report.html"
     # `head -n 0` closes the pipe before the report has written a byte: deterministic, where
     # `head -1` races the pipe buffer (what was lost depended on how far the table got).
-    command = (f"{sys.executable} -m torch_matrix.cli report {run} --html {html} --pins --grid | head -n 0; "
-               "echo ${PIPESTATUS[0]} >&2")
-    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    command = (
+        f"{sys.executable} -m torch_matrix.cli report {run} --html {html} --pins --grid | head -n 0; "
+        "echo ${PIPESTATUS[0]} >&2"
+    )
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.stdout == ""
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip().splitlines()[-1] in ("0", "141")  # a cut-off reader, no error of ours
+    assert done.stderr.strip().splitlines()[-1] in (
+        "0",
+        "141",
+    )  # a cut-off reader, no error of ours
     assert html.stat().st_size > 0
     assert (run / "summary.md").is_file() and (run / "results.json").is_file()
     assert (run / "pins" / "constraints.txt").is_file()

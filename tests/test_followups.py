@@ -20,23 +20,48 @@ from torch_matrix.vocab.records import ORIGIN_EDGE, ORIGIN_MATRIX, UNSATISFIABLE
 from packaging.version import Version
 from tests.factories import make_cell, make_probe, make_result
 
-RELEASES = ("1.13.0", "1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.1", "2.2.2",
-            "2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0")
+RELEASES = (
+    "1.13.0",
+    "1.13.1",
+    "2.0.0",
+    "2.0.1",
+    "2.1.0",
+    "2.1.1",
+    "2.1.2",
+    "2.2.0",
+    "2.2.1",
+    "2.2.2",
+    "2.3.0",
+    "2.3.1",
+    "2.4.0",
+    "2.4.1",
+    "2.5.0",
+    "2.5.1",
+    "2.6.0",
+)
 PASS, FAIL, UNSAT = "pass", "fail", "unsat"
 
 
 def grid_cell(version: str, python: str = "3.11") -> Cell:
-    return make_cell(torch=version, python=python, torchvision="", probes=("p",), required_probes=("p",))
+    return make_cell(
+        torch=version, python=python, torchvision="", probes=("p",), required_probes=("p",)
+    )
 
 
 def judged(cell: Cell, outcome: str) -> CellResult:
     if outcome == UNSAT:
         return make_result(cell, status=UNSATISFIABLE, message=f"no torch {cell.torch} wheel")
-    return make_result(cell, probes=[make_probe("p", outcome, message="" if outcome == PASS else "it broke")])
+    return make_result(
+        cell, probes=[make_probe("p", outcome, message="" if outcome == PASS else "it broke")]
+    )
 
 
-def run(truth: Mapping[str, str], grid: Sequence[str], releases: Sequence[str] = RELEASES,
-        cap: int = 10_000) -> list[CellResult]:
+def run(
+    truth: Mapping[str, str],
+    grid: Sequence[str],
+    releases: Sequence[str] = RELEASES,
+    cap: int = 10_000,
+) -> list[CellResult]:
     """The grid, then follow-ups until the planner asks for none (or the cap is spent)."""
     results = [judged(grid_cell(v), truth[v]) for v in grid]
     spent = 0
@@ -52,10 +77,15 @@ def run(truth: Mapping[str, str], grid: Sequence[str], releases: Sequence[str] =
     raise AssertionError("the planner never stopped")
 
 
-def torch_line(results: Sequence[CellResult], releases: Sequence[str] = RELEASES,
-               policy: PinPolicy = PinPolicy.PROVEN) -> str:
+def torch_line(
+    results: Sequence[CellResult],
+    releases: Sequence[str] = RELEASES,
+    policy: PinPolicy = PinPolicy.PROVEN,
+) -> str:
     suggestion = suggest_pins(results, {"torch": list(releases)}, policy)
-    lines = [line.text() for line in requirement_lines(suggestion.recommended) if line.package == "torch"]
+    lines = [
+        line.text() for line in requirement_lines(suggestion.recommended) if line.package == "torch"
+    ]
     return lines[0] if lines else "torch"
 
 
@@ -63,11 +93,14 @@ def edge_cells(results: Sequence[CellResult]) -> list[str]:
     return [r.cell.torch for r in results if r.cell.origin == ORIGIN_EDGE]
 
 
-def truth_of(bad: set[str], releases: Sequence[str] = RELEASES, unsat: set[str] = frozenset()) -> dict[str, str]:
+def truth_of(
+    bad: set[str], releases: Sequence[str] = RELEASES, unsat: set[str] = frozenset()
+) -> dict[str, str]:
     return {v: UNSAT if v in unsat else FAIL if v in bad else PASS for v in releases}
 
 
 # ------------------------------------------------------------------------------- examples
+
 
 def test_a_break_that_lasts_to_the_newest_release_becomes_an_upper_bound():
     """1.13.1 passes, 2.3.1 fails in the grid: bisect the start, test the newest; `torch<2`."""
@@ -81,8 +114,10 @@ def test_a_break_that_lasts_to_the_newest_release_becomes_an_upper_bound():
     window = requirement_lines(suggestion.recommended)[0].windows[0]
     assert (window.first_bad, window.last_bad, window.kind) == ("2.0.0", "2.6.0", "upper-bound")
     proof = window.proof()
-    assert proof.startswith("first bad 2.0.0, found by bisect between 1.13.1 (passes) [t1.13.1-py3.11] "
-                            "and 2.0.0 (fails) [t2.0.0-py3.11-edge]; newest 2.6.0 fails [t2.6.0-py3.11-edge]; ")
+    assert proof.startswith(
+        "first bad 2.0.0, found by bisect between 1.13.1 (passes) [t1.13.1-py3.11] "
+        "and 2.0.0 (fails) [t2.0.0-py3.11-edge]; newest 2.6.0 fails [t2.6.0-py3.11-edge]; "
+    )
     assert f"of {len(window.releases)} releases in the window tested" in proof
 
 
@@ -95,9 +130,13 @@ def test_a_closed_window_of_a_whole_minor_becomes_not_equal_star():
     # With follow-ups off, only the tested bad release is excluded, and the proof says why.
     grid_only = run(truth, ["1.13.1", "2.0.1", "2.4.1"], cap=0)
     assert edge_cells(grid_only) == [] and torch_line(grid_only) == "torch!=2.0.1"
-    window = requirement_lines(suggest_pins(grid_only, {"torch": list(RELEASES)}).recommended)[0].windows[0]
-    assert window.kind == "not-proven" and "first bad not found: 2.0.0 between 1.13.1 (passes) and 2.0.1" \
-        in window.proof()
+    window = requirement_lines(suggest_pins(grid_only, {"torch": list(RELEASES)}).recommended)[
+        0
+    ].windows[0]
+    assert (
+        window.kind == "not-proven"
+        and "first bad not found: 2.0.0 between 1.13.1 (passes) and 2.0.1" in window.proof()
+    )
 
 
 def test_a_closed_window_across_minors_lists_each_release():
@@ -130,37 +169,59 @@ def test_an_uninstallable_release_next_to_the_break_leaves_the_edge_unproven():
 def test_follow_up_cells_keep_the_cells_probes_and_install_and_resume_by_id():
     base = grid_cell("2.3.1")
     cell = followups.edge_cell(base, "2.0.0", reason="start")
-    assert (cell.probes, cell.required_probes, cell.install, cell.axes["python"]) == \
-        (base.probes, base.required_probes, base.install, "3.11")
+    assert (cell.probes, cell.required_probes, cell.install, cell.axes["python"]) == (
+        base.probes,
+        base.required_probes,
+        base.install,
+        "3.11",
+    )
     assert cell.requirements == ("torch==2.0.0",) and cell.origin == ORIGIN_EDGE
     assert Cell.from_json(cell.to_json()) == cell
-    paired = followups.edge_cell(make_cell(torch="2.3.1", torchvision="0.18.1"), "2.0.0",
-                                 pairing={"2.0.0": "0.15.1"}, pythons=frozenset({"3.8", "3.11"}))
+    paired = followups.edge_cell(
+        make_cell(torch="2.3.1", torchvision="0.18.1"),
+        "2.0.0",
+        pairing={"2.0.0": "0.15.1"},
+        pythons=frozenset({"3.8", "3.11"}),
+    )
     assert paired.requirements == ("torch==2.0.0", "torchvision==0.15.1") and not paired.plan_note
-    unpaired = followups.edge_cell(make_cell(torch="2.3.1", python="3.12"), "2.0.0", pairing={},
-                                   pythons=frozenset({"3.11"}))
+    unpaired = followups.edge_cell(
+        make_cell(torch="2.3.1", python="3.12"), "2.0.0", pairing={}, pythons=frozenset({"3.11"})
+    )
     assert "no torchvision release requires torch==2.0.0" in unpaired.plan_note
     results = [judged(grid_cell("1.13.1"), PASS), judged(grid_cell("2.3.1"), FAIL)]
     first = followups.plan_followups(results, lambda c, axis="torch": RELEASES)
-    assert first and followups.plan_followups(results + [judged(c, FAIL) for c in first],
-                                              lambda c, axis="torch": RELEASES) != first
+    assert (
+        first
+        and followups.plan_followups(
+            results + [judged(c, FAIL) for c in first], lambda c, axis="torch": RELEASES
+        )
+        != first
+    )
 
 
 def test_cap_from_reads_the_follow_up_cap():
     assert followups.cap_from({}) == followups.DEFAULT_CAP
     assert followups.cap_from({"TORCH_MATRIX_FOLLOWUPS": "0"}) == 0
-    assert followups.cap_from({"TORCH_MATRIX_COUNTERFACTUALS": "3"}) == 3  # the older name still works
+    assert (
+        followups.cap_from({"TORCH_MATRIX_COUNTERFACTUALS": "3"}) == 3
+    )  # the older name still works
     assert followups.cap_from({"TORCH_MATRIX_FOLLOWUPS": "x"}) == followups.DEFAULT_CAP
     assert followups.within_cap(["a", "b"], 7, 8) == (["a"], 1)
 
 
 # ------------------------------------------------------------------------------- property
 
+
 def break_patterns(most: int) -> st.SearchStrategy:
     """(an outcome per release of the first n <= ``most``, the 1-4 releases the grid tests)."""
-    return st.integers(min_value=2, max_value=most).flatmap(lambda n: st.tuples(
-        st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
-        st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True)))
+    return st.integers(min_value=2, max_value=most).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
+            st.lists(
+                st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True
+            ),
+        )
+    )
 
 
 patterns = break_patterns(len(RELEASES))
@@ -173,13 +234,13 @@ def test_windows_never_cover_a_passing_cell_and_edges_stay_within_budget(pattern
     release, uninstallable holes): no pin excludes a release seen passing, and each edge spends
     at most ceil(log2 N) + 2 follow-up cells over its N releases."""
     outcomes, picked = pattern
-    releases = RELEASES[:len(outcomes)]
+    releases = RELEASES[: len(outcomes)]
     truth = dict(zip(releases, outcomes))
     results = run(truth, [releases[i] for i in sorted(picked)], releases)
     for edge in followups.edges(results, lambda cell, axis="torch": releases):
         assert edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
     line = torch_line(results, releases)
-    specifiers = specifier_set([line[len("torch"):]] if line != "torch" else [])
+    specifiers = specifier_set([line[len("torch") :]] if line != "torch" else [])
     passing = {r.cell.torch for r in results if r.installed and r.probes[0].status == PASS}
     for version in passing:
         assert specifiers.contains(version), (line, version)
@@ -192,9 +253,9 @@ def test_windows_never_cover_a_passing_cell_and_edges_stay_within_budget(pattern
     if UNSAT not in outcomes and bad and truth[releases[0]] == PASS and truth[releases[-1]] == PASS:
         first, last = releases.index(bad[0]), releases.index(bad[-1])
         tested = {r.cell.torch for r in results if r.cell.origin == ORIGIN_MATRIX}
-        one_window = all(truth[v] == FAIL for v in releases[first:last + 1])
+        one_window = all(truth[v] == FAIL for v in releases[first : last + 1])
         if one_window and releases[0] in tested and releases[-1] in tested and tested & set(bad):
-            expected = set(releases[first:last + 1])
+            expected = set(releases[first : last + 1])
             assert {v for v in releases if not specifiers.contains(v)} == expected, line
 
 
@@ -204,7 +265,7 @@ def test_every_tested_release_fails_pins_only_the_tested_ones(grid):
     truth = truth_of(set(RELEASES))
     results = run(truth, grid)
     line = torch_line(results)
-    assert not any(spec.startswith(("<", ">")) for spec in line[len("torch"):].split(",")), line
+    assert not any(spec.startswith(("<", ">")) for spec in line[len("torch") :].split(",")), line
 
 
 def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_the_proof():
@@ -216,13 +277,18 @@ def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_
     text = render_text(results)
     grid, rest = text.split("Follow-up cells (")
     assert "-edge" not in grid and "t2.0.1-py3.11 " in grid
-    assert "t2.0.0-py3.11-edge" in rest and "start of the break at torch 2.0.1: bisect 1.13.1 .. 2.0.1" in rest
+    assert (
+        "t2.0.0-py3.11-edge" in rest
+        and "start of the break at torch 2.0.1: bisect 1.13.1 .. 2.0.1" in rest
+    )
     suggestion = suggest_pins(results, {"torch": list(RELEASES)})
     pins = [(line.text(), proof_lines(line)) for line in requirement_lines(suggestion.recommended)]
     page = build_page(results, pins=pins)
     in_grid = {view.id for row in page.rows for slot in row.slots for view in slot}
     assert in_grid == {"t1.13.1-py3.11", "t2.0.1-py3.11", "t2.4.1-py3.11"}
-    assert {view.id for view in page.followups} == {r.cell.id for r in results if r.cell.origin == ORIGIN_EDGE}
+    assert {view.id for view in page.followups} == {
+        r.cell.id for r in results if r.cell.origin == ORIGIN_EDGE
+    }
     html = render_html(results, pins=pins)
     assert "<code>torch!=2.0.*</code>" in html and "found by bisect between 1.13.1 (passes)" in html
     assert 'id="followups"' in html
@@ -232,8 +298,14 @@ def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
     from torch_matrix.report.terminal import cell_repro
 
     cell = followups.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
-    assert cell_repro(cell, "m.toml") == "torch-matrix run --spec m.toml -s followups -- --redo t2.0.0-py3.11-edge"
-    assert cell_repro(grid_cell("2.3.1"), "m.toml") == "torch-matrix run --spec m.toml -s 'matrix(t2.3.1-py3.11)' -- --redo"
+    assert (
+        cell_repro(cell, "m.toml")
+        == "torch-matrix run --spec m.toml -s followups -- --redo t2.0.0-py3.11-edge"
+    )
+    assert (
+        cell_repro(grid_cell("2.3.1"), "m.toml")
+        == "torch-matrix run --spec m.toml -s 'matrix(t2.3.1-py3.11)' -- --redo"
+    )
 
 
 def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_settles_the_edge():
@@ -245,9 +317,19 @@ def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_set
     env_failure = {"2.1.0", "2.1.1", "2.1.2"}
 
     def judge(cell: Cell) -> CellResult:
-        if cell.torch in env_failure and cell.origin == ORIGIN_EDGE and "setuptools<82" not in cell.requirements:
-            return make_result(cell, probes=[make_probe("p", FAIL, message="ModuleNotFoundError: No module named "
-                                                                          "'pkg_resources'")])
+        if (
+            cell.torch in env_failure
+            and cell.origin == ORIGIN_EDGE
+            and "setuptools<82" not in cell.requirements
+        ):
+            return make_result(
+                cell,
+                probes=[
+                    make_probe(
+                        "p", FAIL, message="ModuleNotFoundError: No module named 'pkg_resources'"
+                    )
+                ],
+            )
         return judged(cell, truth[cell.torch])
 
     def followed(grid: Sequence[str]) -> list[CellResult]:
@@ -266,17 +348,31 @@ def test_an_edge_cell_the_environment_explains_gets_its_counterfactual_which_set
     # 2.1.2 beside it before the counterfactual was in.
     for grid in (["1.13.1", "2.0.1", "2.4.1"], ["1.13.1", "2.0.1", "2.6.0"]):
         results = followed(grid)
-        assert sorted(edge_cells(results), key=Version) == sorted(edge_cells(run(truth, grid)), key=Version)
+        assert sorted(edge_cells(results), key=Version) == sorted(
+            edge_cells(run(truth, grid)), key=Version
+        )
         counterfactuals = [r.cell for r in results if r.cell.origin == "counterfactual"]
         assert len(counterfactuals) == 1 and counterfactuals[0].requirements[-1] == "setuptools<82"
-        fixed = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE and "setuptools<82" in r.cell.requirements]
-        assert fixed and all(c.id.endswith("-with-setuptools_82-edge") and "setuptools<82: the environment fix "
-                             f"{counterfactuals[0].id} confirmed" in c.reason for c in fixed)
+        fixed = [
+            r.cell
+            for r in results
+            if r.cell.origin == ORIGIN_EDGE and "setuptools<82" in r.cell.requirements
+        ]
+        assert fixed and all(
+            c.id.endswith("-with-setuptools_82-edge")
+            and f"setuptools<82: the environment fix {counterfactuals[0].id} confirmed" in c.reason
+            for c in fixed
+        )
         assert len([r for r in results if r.cell.is_followup]) == len(edge_cells(results)) + 1
     results = followed(["1.13.1", "2.0.1", "2.4.1"])
     assert torch_line(results) == "torch!=2.0.*"
-    window = requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)[0].windows[0]
-    assert window.end.good == "2.1.0" and window.end.good_cell == "t2.1.0-py3.11-with-setuptools_82-edge"
+    window = requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)[
+        0
+    ].windows[0]
+    assert (
+        window.end.good == "2.1.0"
+        and window.end.good_cell == "t2.1.0-py3.11-with-setuptools_82-edge"
+    )
     assert window.end.found_by == "bisect"
 
 
@@ -300,8 +396,12 @@ def test_the_index_view_moves_torchvision_with_torch_unless_the_spec_has_none():
 
         def requires_dist_many(self, project, versions):
             self.asked.append(list(versions))
-            table = {"0.17.0": ["numpy", "torch==2.2.0"], "0.29.2": ["torch>=2.14.0"],
-                     "0.30.0": ["torch (==2.16.0+cpu)"], "0.1.0": ["numpy"]}
+            table = {
+                "0.17.0": ["numpy", "torch==2.2.0"],
+                "0.29.2": ["torch>=2.14.0"],
+                "0.30.0": ["torch (==2.16.0+cpu)"],
+                "0.1.0": ["numpy"],
+            }
             return {v: [Requirement(line) for line in table[v]] for v in versions}
 
         def versions(self, project):
@@ -324,9 +424,15 @@ def test_the_index_view_offers_an_sdist_only_release_only_where_the_package_ship
 
     from torch_matrix.run.followups import IndexView
 
-    files = {"numpy": {"1.3.0": [], "1.26.4": ["cp311-cp311-manylinux_2_17_x86_64"], "2.0.0": ["cp312-cp312-any"],
-                       "2.1.0": ["cp311-cp311-manylinux_2_17_x86_64"]},
-             "oldpkg": {"0.1": [], "0.2": []}}
+    files = {
+        "numpy": {
+            "1.3.0": [],
+            "1.26.4": ["cp311-cp311-manylinux_2_17_x86_64"],
+            "2.0.0": ["cp312-cp312-any"],
+            "2.1.0": ["cp311-cp311-manylinux_2_17_x86_64"],
+        },
+        "oldpkg": {"0.1": [], "0.2": []},
+    }
 
     class Index:
         def versions(self, project):
@@ -334,8 +440,11 @@ def test_the_index_view_offers_an_sdist_only_release_only_where_the_package_ship
 
         def files(self, project, version):
             tags = files[project][str(version)]
-            return [SimpleNamespace(tags=tuple(tags), requires_python="")] if tags else [
-                SimpleNamespace(tags=(), requires_python="")]
+            return (
+                [SimpleNamespace(tags=tuple(tags), requires_python="")]
+                if tags
+                else [SimpleNamespace(tags=(), requires_python="")]
+            )
 
     view = IndexView(SimpleNamespace(torchvision="paired"), {})
     view._indexes["default"] = Index()
@@ -344,19 +453,40 @@ def test_the_index_view_offers_an_sdist_only_release_only_where_the_package_ship
     assert view.releases_for(cell, "oldpkg") == ["0.1", "0.2"]
 
 
-NUMPY = ("1.24.4", "1.25.2", "1.26.0", "1.26.4", "2.0.0", "2.0.1", "2.0.2", "2.1.0", "2.1.3", "2.2.6", "2.3.5")
+NUMPY = (
+    "1.24.4",
+    "1.25.2",
+    "1.26.0",
+    "1.26.4",
+    "2.0.0",
+    "2.0.1",
+    "2.0.2",
+    "2.1.0",
+    "2.1.3",
+    "2.2.6",
+    "2.3.5",
+)
 
 
 def test_an_extras_axis_is_bisected_over_its_releases_with_torch_held():
     """torch built against numpy 1 fails with numpy 2 (the grid: numpy<2 -> 1.26.4 passes, numpy>=2 ->
     2.1.3 fails): the numpy edges are bisected over numpy's releases, torch 2.2.2 held; the torch
     axis, which the grid did not vary, is never moved."""
+
     def numpy_cell(spec: str, installed: str, cell: Cell | None = None) -> CellResult:
-        cell = cell or make_cell(torch="2.2.2", torchvision="", extras={"numpy": spec}, probes=("p",),
-                                 required_probes=("p",))
+        cell = cell or make_cell(
+            torch="2.2.2",
+            torchvision="",
+            extras={"numpy": spec},
+            probes=("p",),
+            required_probes=("p",),
+        )
         outcome = PASS if Version(installed) < Version("2") else FAIL
-        return make_result(cell, probes=[make_probe("p", outcome, message="" if outcome == PASS else "numpy 2")],
-                           resolved={"torch": "2.2.2", "numpy": installed})
+        return make_result(
+            cell,
+            probes=[make_probe("p", outcome, message="" if outcome == PASS else "numpy 2")],
+            resolved={"torch": "2.2.2", "numpy": installed},
+        )
 
     def releases(cell: Cell, axis: str = "torch") -> Sequence[str]:
         return NUMPY if axis == "numpy" else RELEASES
@@ -369,7 +499,9 @@ def test_an_extras_axis_is_bisected_over_its_releases_with_torch_held():
         for cell in planned:
             assert cell.axes["torch"] == "2.2.2" and cell.axes["numpy"].startswith("==")
             results.append(numpy_cell(cell.axes["numpy"], cell.axes["numpy"][2:], cell))
-    tested = sorted((r.install.resolved["numpy"] for r in results if r.cell.origin == ORIGIN_EDGE), key=Version)
+    tested = sorted(
+        (r.install.resolved["numpy"] for r in results if r.cell.origin == ORIGIN_EDGE), key=Version
+    )
     assert tested[0] == "2.0.0" and tested[-1] == "2.3.5"  # the first bad, and the newest
     assert all(edge.axis == "numpy" for edge in followups.edges(results, releases))
     suggestion = suggest_pins(results, {"numpy": list(NUMPY), "torch": list(RELEASES)})
@@ -409,11 +541,13 @@ def test_each_follow_up_cell_is_told_the_planned_cells_after_it_for_the_prefetch
         told.append((cell.id, pending[0]))
         results.append(judged(cell, truth[cell.torch]))
 
-    run_followups(lambda: list(results), View(), run_one, cap=50, log=lambda line: None, upcoming=upcoming)
+    run_followups(
+        lambda: list(results), View(), run_one, cap=50, log=lambda line: None, upcoming=upcoming
+    )
     assert told and len(told) == len(results) - 3
     ran = [cell_id for cell_id, _ in told]
     for index, (cell_id, after) in enumerate(told):  # what follows it in its batch, in order
-        assert after == tuple(ran[index + 1:index + 1 + len(after)]) and cell_id not in after
+        assert after == tuple(ran[index + 1 : index + 1 + len(after)]) and cell_id not in after
     assert any(after for _, after in told)  # a batch of several cells: the prefetch had work
 
 
@@ -423,23 +557,35 @@ def test_a_window_from_the_oldest_release_with_a_wheel_for_the_tested_python_is_
     truth = truth_of({v for v in RELEASES if Version(v) < Version("2.4.0")})
     installable = RELEASES[2:]  # 2.0.0 is the first release with a cp311 wheel
     results = run(truth, ["2.2.2", "2.5.1"], installable)
-    wheels = {"torch": {v: frozenset({"3.8", "3.10"}) if v in RELEASES[:2] else frozenset({"3.8", "3.11"})
-                        for v in RELEASES}}
+    wheels = {
+        "torch": {
+            v: frozenset({"3.8", "3.10"}) if v in RELEASES[:2] else frozenset({"3.8", "3.11"})
+            for v in RELEASES
+        }
+    }
     proven = suggest_pins(results, {"torch": list(RELEASES)}, wheel_pythons=wheels)
     line = requirement_lines(proven.recommended)[0]
     assert line.text() == "torch>=2.4"
     window = line.windows[0]
     assert (window.kind, window.first_bad, window.start.index_end) == ("floor", "2.0.0", "oldest")
-    assert "oldest 2.0.0 fails [t2.0.0-py3.11-edge] (the 2 older releases have no wheel for Python 3.11: " \
-           "not admitted)" in window.proof()
+    assert (
+        "oldest 2.0.0 fails [t2.0.0-py3.11-edge] (the 2 older releases have no wheel for Python 3.11: "
+        "not admitted)" in window.proof()
+    )
     assert "1.13.1" not in proven.coverage["torch"].older  # not a gap: it cannot be installed there
     # Without the wheel facts, 1.13.0 and 1.13.1 are untested releases next to the break: no floor.
     unknown = suggest_pins(results, {"torch": list(RELEASES)})
     assert requirement_lines(unknown.recommended)[0].windows[0].kind == "not-proven"
     # A release the facts do not list stays admitted: still no floor.
     del wheels["torch"]["1.13.1"]
-    assert requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}, wheel_pythons=wheels)
-                             .recommended)[0].windows[0].kind == "not-proven"
+    assert (
+        requirement_lines(
+            suggest_pins(results, {"torch": list(RELEASES)}, wheel_pythons=wheels).recommended
+        )[0]
+        .windows[0]
+        .kind
+        == "not-proven"
+    )
 
 
 def test_an_sdist_only_release_is_admitted_only_where_the_package_ships_no_wheels_for_that_python():
@@ -461,8 +607,10 @@ def test_the_pins_read_which_python_each_release_has_a_wheel_for_from_the_index(
     make_wheel(wheels, "torch", "2.0.0", tag="cp311-cp311-manylinux1_x86_64")
     make_wheel(wheels, "torch", "2.1.0", tag="py3-none-any")
     spec = tmp_path / "matrix.toml"
-    spec.write_text(f'python = ["3.11"]\ntorch = ["2.0.0"]\n[index]\nfind_links = ["{wheels}"]\n'
-                    f'default = "{(tmp_path / "empty").as_uri()}"\n')
+    spec.write_text(
+        f'python = ["3.11"]\ntorch = ["2.0.0"]\n[index]\nfind_links = ["{wheels}"]\n'
+        f'default = "{(tmp_path / "empty").as_uri()}"\n'
+    )
     (tmp_path / "empty").mkdir()
     released, pythons = index_facts(["torch"], str(spec))
     assert released == {"torch": ["1.13.1", "2.0.0", "2.1.0"]}
@@ -472,9 +620,23 @@ def test_the_pins_read_which_python_each_release_has_a_wheel_for_from_the_index(
 
 # ------------------------------------------------------------------------------- the torchvision axis
 
-TORCH_OF = {"0.15.1": "2.0.0", "0.15.2": "2.0.1", "0.16.0": "2.1.0", "0.16.1": "2.1.1", "0.16.2": "2.1.2",
-            "0.17.0": "2.2.0", "0.17.1": "2.2.1", "0.17.2": "2.2.2", "0.18.0": "2.3.0", "0.18.1": "2.3.1",
-            "0.19.0": "2.4.0", "0.19.1": "2.4.1", "0.20.0": "2.5.0", "0.20.1": "2.5.1", "0.21.0": "2.6.0"}
+TORCH_OF = {
+    "0.15.1": "2.0.0",
+    "0.15.2": "2.0.1",
+    "0.16.0": "2.1.0",
+    "0.16.1": "2.1.1",
+    "0.16.2": "2.1.2",
+    "0.17.0": "2.2.0",
+    "0.17.1": "2.2.1",
+    "0.17.2": "2.2.2",
+    "0.18.0": "2.3.0",
+    "0.18.1": "2.3.1",
+    "0.19.0": "2.4.0",
+    "0.19.1": "2.4.1",
+    "0.20.0": "2.5.0",
+    "0.20.1": "2.5.1",
+    "0.21.0": "2.6.0",
+}
 VISION = tuple(TORCH_OF)
 PAIRING = {torch: vision for vision, torch in TORCH_OF.items()}
 GONE = "ModuleNotFoundError: No module named 'torchvision.transforms.functional_tensor'"
@@ -483,8 +645,13 @@ GONE = "ModuleNotFoundError: No module named 'torchvision.transforms.functional_
 def pair_cell(vision: str, torch: str | None = None) -> Cell:
     """A cell of a spec that lists torchvision explicitly (its id names the torchvision)."""
     torch = torch or TORCH_OF[vision]
-    return make_cell(torch=torch, torchvision=vision, id=f"t{torch}-tv{vision}-py3.11", probes=("tests",),
-                     required_probes=("tests",))
+    return make_cell(
+        torch=torch,
+        torchvision=vision,
+        id=f"t{torch}-tv{vision}-py3.11",
+        probes=("tests",),
+        required_probes=("tests",),
+    )
 
 
 def vision_releases(cell: Cell, axis: str = "torch") -> Sequence[str]:
@@ -494,8 +661,9 @@ def vision_releases(cell: Cell, axis: str = "torch") -> Sequence[str]:
 def run_pairs(judge, grid: Sequence[Cell]) -> list[CellResult]:
     results = [judge(cell) for cell in grid]
     for _ in range(100):
-        planned = followups.plan_followups(results, vision_releases, pairing=PAIRING, torch_of=TORCH_OF,
-                                           torchvision_axis=True)
+        planned = followups.plan_followups(
+            results, vision_releases, pairing=PAIRING, torch_of=TORCH_OF, torchvision_axis=True
+        )
         if not planned:
             return results
         results += [judge(cell) for cell in planned]
@@ -507,7 +675,9 @@ def transforms_judge(cell: Cell) -> CellResult:
     if cell.plan_note:
         return make_result(cell, status=UNSATISFIABLE, message=cell.plan_note)
     gone = Version(cell.torchvision) >= Version("0.17")
-    return make_result(cell, probes=[make_probe("tests", FAIL if gone else PASS, message=GONE if gone else "")])
+    return make_result(
+        cell, probes=[make_probe("tests", FAIL if gone else PASS, message=GONE if gone else "")]
+    )
 
 
 def test_a_break_that_names_torchvision_is_bisected_over_torchvision_releases_with_their_torch():
@@ -516,10 +686,16 @@ def test_a_break_that_names_torchvision_is_bisected_over_torchvision_releases_wi
     torchvision's window, `torchvision<0.17`, with its proof."""
     results = run_pairs(transforms_judge, [pair_cell("0.16.2"), pair_cell("0.18.1")])
     edges = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE]
-    assert {cell.torchvision for cell in edges} >= {"0.17.0", "0.21.0"}  # the first bad, and the newest
+    assert {cell.torchvision for cell in edges} >= {
+        "0.17.0",
+        "0.21.0",
+    }  # the first bad, and the newest
     assert all(cell.torch == TORCH_OF[cell.torchvision] for cell in edges)
     assert all(cell.id == f"t{cell.torch}-tv{cell.torchvision}-py3.11-edge" for cell in edges)
-    assert all(cell.requirements == (f"torch=={cell.torch}", f"torchvision=={cell.torchvision}") for cell in edges)
+    assert all(
+        cell.requirements == (f"torch=={cell.torch}", f"torchvision=={cell.torchvision}")
+        for cell in edges
+    )
     assert all("torchvision" in cell.reason for cell in edges)
     found = followups.edges(results, vision_releases, torchvision_axis=True)
     assert found and all(edge.axis == "torchvision" and edge.spent <= edge.budget for edge in found)
@@ -527,19 +703,24 @@ def test_a_break_that_names_torchvision_is_bisected_over_torchvision_releases_wi
     assert len(start) <= bisection.max_cells(6)  # 0.16.2 .. 0.18.1
     suggestion = suggest_pins(results, {"torch": list(RELEASES), "torchvision": list(VISION)})
     lines = {line.package: line for line in requirement_lines(suggestion.recommended)}
-    assert lines["torchvision"].text() == "torchvision<0.17" and "torch" not in lines, \
-        [line.text() for line in lines.values()]
+    assert lines["torchvision"].text() == "torchvision<0.17" and "torch" not in lines, [
+        line.text() for line in lines.values()
+    ]
     window = lines["torchvision"].windows[0]
     assert (window.first_bad, window.last_bad, window.kind) == ("0.17.0", "0.21.0", "upper-bound")
-    assert window.proof().startswith("first bad 0.17.0, found by bisect between 0.16.2 (passes) "
-                                     "[t2.1.2-tv0.16.2-py3.11] and 0.17.0 (fails) [t2.2.0-tv0.17.0-py3.11-edge]")
+    assert window.proof().startswith(
+        "first bad 0.17.0, found by bisect between 0.16.2 (passes) "
+        "[t2.1.2-tv0.16.2-py3.11] and 0.17.0 (fails) [t2.2.0-tv0.17.0-py3.11-edge]"
+    )
 
 
 def test_without_an_explicit_torchvision_the_same_break_moves_torch_with_its_pair():
     """`torchvision = "paired"` (no torchvision axis): the break is bisected on torch, torchvision follows."""
     results = [transforms_judge(pair_cell(v)) for v in ("0.16.2", "0.18.1")]
     for _ in range(100):
-        planned = followups.plan_followups(results, vision_releases, pairing=PAIRING, torch_of=TORCH_OF)
+        planned = followups.plan_followups(
+            results, vision_releases, pairing=PAIRING, torch_of=TORCH_OF
+        )
         if not planned:
             break
         results += [transforms_judge(cell) for cell in planned]
@@ -553,15 +734,26 @@ def test_a_torch_break_of_an_explicit_torchvision_spec_moves_torchvision_with_to
     """An explicit torchvision was held while torch moved: every edge cell was uninstallable (each
     torchvision release requires one torch). Now torch's edges take each release's torchvision, and
     the id says which."""
+
     def judge(cell: Cell) -> CellResult:
         bad = Version(cell.torch) >= Version("2.2")
-        return make_result(cell, probes=[make_probe("tests", FAIL if bad else PASS,
-                                                    message="No module named 'torch._six'" if bad else "")])
+        return make_result(
+            cell,
+            probes=[
+                make_probe(
+                    "tests",
+                    FAIL if bad else PASS,
+                    message="No module named 'torch._six'" if bad else "",
+                )
+            ],
+        )
 
     results = run_pairs(judge, [pair_cell("0.16.2"), pair_cell("0.18.1")])
     edges = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE]
-    assert edges and all(edge.axis == "torch" for edge in followups.edges(results, vision_releases,
-                                                                          torchvision_axis=True))
+    assert edges and all(
+        edge.axis == "torch"
+        for edge in followups.edges(results, vision_releases, torchvision_axis=True)
+    )
     assert all(cell.torchvision == PAIRING[cell.torch] and not cell.plan_note for cell in edges)
     assert "t2.2.0-tv0.17.0-py3.11-edge" in {cell.id for cell in edges}
 
@@ -569,15 +761,22 @@ def test_a_torch_break_of_an_explicit_torchvision_spec_moves_torchvision_with_to
 def test_a_break_between_two_torchvision_releases_of_one_torch_is_torchvisions():
     """torch 2.0.0 passes with torchvision 0.15.1 and fails with another build of its pair: torch
     cannot be blamed, whatever the message says."""
+
     def judge(cell: Cell) -> CellResult:
         bad = cell.torchvision == "0.15.9"
-        return make_result(cell, probes=[make_probe("tests", FAIL if bad else PASS, message="it broke" if bad else "")])
+        return make_result(
+            cell,
+            probes=[make_probe("tests", FAIL if bad else PASS, message="it broke" if bad else "")],
+        )
 
     grid = [pair_cell("0.15.1"), pair_cell("0.15.9", torch="2.0.0")]
     results = [judge(cell) for cell in grid]
     good = [{"cell": grid[0], "result": results[0]}]
     assert followups.on_torchvision([{"cell": grid[1], "result": results[1]}], good)
-    releases = lambda cell, axis="torch": (*VISION[:1], "0.15.9") if axis == "torchvision" else RELEASES  # noqa: E731
+
+    def releases(cell, axis="torch"):
+        return (*VISION[:1], "0.15.9") if axis == "torchvision" else RELEASES
+
     found = followups.edges(results, releases, torchvision_axis=True)
     assert found and {edge.axis for edge in found} == {"torchvision"}
     assert not followups.edges(results, releases)  # without the axis: torch 2.0.0 passes, no break
@@ -586,8 +785,9 @@ def test_a_break_between_two_torchvision_releases_of_one_torch_is_torchvisions()
 def test_a_torchvision_release_without_a_single_torch_is_planned_unsatisfiable():
     cell = followups.vision_edge_cell(pair_cell("0.16.2"), "0.30.0", torch_of={}, reason="start")
     assert cell.plan_note == "torchvision 0.30.0 requires no single torch release on the index"
-    narrow = followups.vision_edge_cell(pair_cell("0.16.2"), "0.17.0", torch_of=TORCH_OF,
-                                        pythons=frozenset({"3.12"}))
+    narrow = followups.vision_edge_cell(
+        pair_cell("0.16.2"), "0.17.0", torch_of=TORCH_OF, pythons=frozenset({"3.12"})
+    )
     assert "no torchvision 0.17.0 wheel for Python 3.11" in narrow.plan_note
 
 
@@ -598,14 +798,26 @@ PKG_RESOURCES = "cpp_extension: the build helper broke with this setuptools"
 
 
 def st_cell(torch: str, spec: str, python: str = "3.11") -> Cell:
-    return make_cell(torch=torch, torchvision="", python=python, extras={"setuptools": spec}, probes=("p",),
-                     required_probes=("p",))
+    return make_cell(
+        torch=torch,
+        torchvision="",
+        python=python,
+        extras={"setuptools": spec},
+        probes=("p",),
+        required_probes=("p",),
+    )
 
 
-def run_configurations(truth, grid: Sequence[tuple[str, str]], releases=RELEASES, st_releases=SETUPTOOLS,
-                       cap: int = 10_000) -> list[CellResult]:
+def run_configurations(
+    truth,
+    grid: Sequence[tuple[str, str]],
+    releases=RELEASES,
+    st_releases=SETUPTOOLS,
+    cap: int = 10_000,
+) -> list[CellResult]:
     """``truth(torch, setuptools) -> PASS | FAIL | UNSAT``; the grid's setuptools are `<82` (81.0.0)
     and `>=82` (the newest); follow-ups until the planner asks for none."""
+
     def installed(cell: Cell) -> str:
         value = cell.axes["setuptools"]
         if value.startswith("=="):
@@ -616,8 +828,11 @@ def run_configurations(truth, grid: Sequence[tuple[str, str]], releases=RELEASES
         outcome = truth(cell.torch, installed(cell))
         if outcome == UNSAT:
             return make_result(cell, status=UNSATISFIABLE, message="no wheel")
-        return make_result(cell, probes=[make_probe("p", outcome, message="" if outcome == PASS else PKG_RESOURCES)],
-                           resolved={"torch": cell.torch, "setuptools": installed(cell)})
+        return make_result(
+            cell,
+            probes=[make_probe("p", outcome, message="" if outcome == PASS else PKG_RESOURCES)],
+            resolved={"torch": cell.torch, "setuptools": installed(cell)},
+        )
 
     def releases_for(cell: Cell, axis: str = "torch") -> Sequence[str]:
         return st_releases if axis == "setuptools" else releases
@@ -638,8 +853,11 @@ def test_an_interactions_bad_edge_releases_are_tested_in_the_passing_configurati
     """torch 1.13's cpp_extension imports pkg_resources, which setuptools 82 dropped: 1.13.1 fails only
     with setuptools>=82. The edge cell torch 1.13.0 (the oldest release) fails with setuptools>=82, and
     is tested with setuptools==81.0.0 too, where it passes: no pin may exclude torch 1.13.0 for everyone."""
+
     def truth(torch: str, setuptools: str) -> str:
-        return FAIL if Version(torch) < Version("2") and Version(setuptools) >= Version("82") else PASS
+        return (
+            FAIL if Version(torch) < Version("2") and Version(setuptools) >= Version("82") else PASS
+        )
 
     grid = [(t, s) for t in ("1.13.1", "2.4.1") for s in ("<82", ">=82")]
     results = run_configurations(truth, grid)
@@ -650,16 +868,28 @@ def test_an_interactions_bad_edge_releases_are_tested_in_the_passing_configurati
     # Every bad edge release has its twin in the other configuration, equal on every other axis.
     twins = {(r.cell.torch, r.install.resolved["setuptools"]): r for r in others}
     for bad in bad_edges:
-        if "setuptools" in bad.cell.reason.split(":")[0]:  # a setuptools edge: its other configuration is torch 2.4.1
-            twin = next(r for r in others if r.install.resolved["setuptools"] == bad.install.resolved["setuptools"])
+        if (
+            "setuptools" in bad.cell.reason.split(":")[0]
+        ):  # a setuptools edge: its other configuration is torch 2.4.1
+            twin = next(
+                r
+                for r in others
+                if r.install.resolved["setuptools"] == bad.install.resolved["setuptools"]
+            )
             assert twin.cell.torch == "2.4.1"
         else:
-            twin = twins[(bad.cell.torch, "81.0.0")]  # the passing grid cell's setuptools, as it has it
-            assert twin.cell.axes["setuptools"] == "<82" and "setuptools<82" in twin.cell.requirements
+            twin = twins[
+                (bad.cell.torch, "81.0.0")
+            ]  # the passing grid cell's setuptools, as it has it
+            assert (
+                twin.cell.axes["setuptools"] == "<82" and "setuptools<82" in twin.cell.requirements
+            )
         assert twin.probes[0].status == PASS and "other configuration" in twin.cell.reason
     assert ("1.13.0", "81.0.0") in twins
     # The bisection itself stays within its budget; its other-configuration cells never count there.
-    found = followups.edges(results, lambda cell, axis="torch": SETUPTOOLS if axis == "setuptools" else RELEASES)
+    found = followups.edges(
+        results, lambda cell, axis="torch": SETUPTOOLS if axis == "setuptools" else RELEASES
+    )
     for edge in found:
         assert edge.spent <= edge.budget
     # torch 1.13.0 was seen working (with setuptools 81.0.0): no safe pin excludes it; the pinned
@@ -667,25 +897,34 @@ def test_an_interactions_bad_edge_releases_are_tested_in_the_passing_configurati
     suggestion = suggest_pins(results, {"torch": list(RELEASES), "setuptools": list(SETUPTOOLS)})
     for line in requirement_lines(suggestion.safe):
         if line.package == "torch":
-            assert specifier_set([line.text()[len("torch"):]]).contains("1.13.0"), line.text()
+            assert specifier_set([line.text()[len("torch") :]]).contains("1.13.0"), line.text()
     for line in requirement_lines(suggestion.recommended):
-        if line.package == "torch" and not specifier_set([line.text()[len("torch"):]]).contains("1.13.0"):
-            assert any(pair.startswith("torch 1.13.0 x setuptools 81.0.0 ") for pair in line.gives_up), line
+        if line.package == "torch" and not specifier_set([line.text()[len("torch") :]]).contains(
+            "1.13.0"
+        ):
+            assert any(
+                pair.startswith("torch 1.13.0 x setuptools 81.0.0 ") for pair in line.gives_up
+            ), line
 
 
 def test_a_finding_that_is_no_interaction_plans_no_other_configuration():
     def truth(torch: str, setuptools: str) -> str:
         return FAIL if Version(torch) < Version("2") else PASS
 
-    results = run_configurations(truth, [(t, s) for t in ("1.13.1", "2.4.1") for s in ("<82", ">=82")])
+    results = run_configurations(
+        truth, [(t, s) for t in ("1.13.1", "2.4.1") for s in ("<82", ">=82")]
+    )
     assert not [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
     assert [r for r in results if r.cell.origin == ORIGIN_EDGE]
 
 
-configurations = st.integers(min_value=2, max_value=len(RELEASES)).flatmap(lambda n: st.tuples(
-    st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
-    st.lists(st.sampled_from([PASS, PASS, PASS, FAIL]), min_size=n, max_size=n),
-    st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True)))
+configurations = st.integers(min_value=2, max_value=len(RELEASES)).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.sampled_from([PASS, PASS, FAIL, FAIL, UNSAT]), min_size=n, max_size=n),
+        st.lists(st.sampled_from([PASS, PASS, PASS, FAIL]), min_size=n, max_size=n),
+        st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True),
+    )
+)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -696,7 +935,7 @@ def test_interactions_test_each_bad_edge_release_in_both_configurations_within_b
     many again in the other, one per release it found bad; every bad edge release of an interaction
     is tested in the passing configuration; no pin excludes a release seen passing."""
     with_82, without, picked = pattern
-    releases = RELEASES[:len(with_82)]
+    releases = RELEASES[: len(with_82)]
     truth_82, truth_81 = dict(zip(releases, with_82)), dict(zip(releases, without))
 
     def truth(torch: str, setuptools: str) -> str:
@@ -706,29 +945,38 @@ def test_interactions_test_each_bad_edge_release_in_both_configurations_within_b
 
     grid = [(releases[i], spec) for i in sorted(picked) for spec in ("<82", ">=82")]
     results = run_configurations(truth, grid, releases, st_releases=("81.0.0", "84.2.1"))
-    found = followups.edges(results, lambda cell, axis="torch": ("81.0.0", "84.2.1") if axis == "setuptools"
-                            else releases)
+    found = followups.edges(
+        results,
+        lambda cell, axis="torch": ("81.0.0", "84.2.1") if axis == "setuptools" else releases,
+    )
     others = [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
     for edge in found:
         assert edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
         if edge.axis != "torch":
             continue
-        mine = [r for r in others if r.cell.torch in edge.span and r.cell.axes["setuptools"] !=
-                dict(edge.context).get("setuptools")]
+        mine = [
+            r
+            for r in others
+            if r.cell.torch in edge.span
+            and r.cell.axes["setuptools"] != dict(edge.context).get("setuptools")
+        ]
         assert len(mine) <= edge.budget
     assert not followups.other_configuration(results, found)  # every one was planned and ran
     passing = {r.cell.torch for r in results if r.installed and r.probes[0].status == PASS}
     suggestion = suggest_pins(results, {"torch": list(releases)})
     for line in requirement_lines(suggestion.safe):
         if line.package == "torch" and not line.marker:
-            specifiers = specifier_set([line.text()[len("torch"):]])
+            specifiers = specifier_set([line.text()[len("torch") :]])
             for version in passing:
                 assert specifiers.contains(version), (line.text(), version)
     for line in requirement_lines(suggestion.recommended):  # a trade-off names what it gives up
         if line.package == "torch" and not line.marker:
-            specifiers = specifier_set([line.text()[len("torch"):]])
+            specifiers = specifier_set([line.text()[len("torch") :]])
             for version in passing - {v for v in passing if specifiers.contains(v)}:
-                assert any(pair.startswith(f"torch {version} x ") for pair in line.gives_up), (line, version)
+                assert any(pair.startswith(f"torch {version} x ") for pair in line.gives_up), (
+                    line,
+                    version,
+                )
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -738,34 +986,45 @@ def test_torchvision_windows_never_cover_a_passing_release_and_edges_stay_within
     every edge cell moves torchvision with the torch it requires, each edge spends at most
     ceil(log2 N) + 2 cells, and no pin excludes a torchvision or torch release seen passing."""
     outcomes, picked = pattern
-    releases = VISION[:len(outcomes)]
+    releases = VISION[: len(outcomes)]
     truth = dict(zip(releases, outcomes))
 
     def judge(cell: Cell) -> CellResult:
         outcome = truth.get(cell.torchvision, UNSAT)
         if outcome == UNSAT or cell.plan_note:
             return make_result(cell, status=UNSATISFIABLE, message="no wheel")
-        return make_result(cell, probes=[make_probe("tests", outcome, message=GONE if outcome == FAIL else "")])
+        return make_result(
+            cell, probes=[make_probe("tests", outcome, message=GONE if outcome == FAIL else "")]
+        )
 
     def releases_for(cell: Cell, axis: str = "torch") -> Sequence[str]:
         return releases if axis == "torchvision" else tuple(TORCH_OF[v] for v in releases)
 
     results = [judge(pair_cell(releases[i])) for i in sorted(picked)]
     for _ in range(200):
-        planned = followups.plan_followups(results, releases_for, pairing=PAIRING, torch_of=TORCH_OF,
-                                           torchvision_axis=True)
+        planned = followups.plan_followups(
+            results, releases_for, pairing=PAIRING, torch_of=TORCH_OF, torchvision_axis=True
+        )
         if not planned:
             break
         results += [judge(cell) for cell in planned]
     else:
         raise AssertionError("the planner never stopped")
     for edge in followups.edges(results, releases_for, torchvision_axis=True):
-        assert edge.axis == "torchvision" and edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
-    assert all(r.cell.torch == TORCH_OF[r.cell.torchvision] for r in results if r.cell.origin == ORIGIN_EDGE)
+        assert edge.axis == "torchvision" and edge.spent <= edge.budget == bisection.max_cells(
+            len(edge.span)
+        )
+    assert all(
+        r.cell.torch == TORCH_OF[r.cell.torchvision]
+        for r in results
+        if r.cell.origin == ORIGIN_EDGE
+    )
     passing = [r.cell for r in results if r.installed and r.probes[0].status == PASS]
-    suggestion = suggest_pins(results, {"torch": [TORCH_OF[v] for v in releases], "torchvision": list(releases)})
+    suggestion = suggest_pins(
+        results, {"torch": [TORCH_OF[v] for v in releases], "torchvision": list(releases)}
+    )
     for line in requirement_lines(suggestion.recommended):
-        specifiers = specifier_set([line.text()[len(line.package):]])
+        specifiers = specifier_set([line.text()[len(line.package) :]])
         for cell in passing:
             assert specifiers.contains(cell.axes[line.package]), (line.text(), cell.id)
 
@@ -774,16 +1033,32 @@ def test_a_traceback_through_torchvision_does_not_make_a_break_torchvisions():
     """Only a module the error quotes (or a torchvision_* probe) names torchvision; a frame inside
     torchvision may be torch's doing (torch changed, torchvision's code calling it broke): that
     break stays torch's, on the planner's side and the pins' alike."""
-    frame = ('Traceback (most recent call last):\n  File "/v/lib/python3.11/site-packages/torchvision/ops/boxes.py", '
-             'line 41, in nms\nRuntimeError: the op broke')
+    frame = (
+        'Traceback (most recent call last):\n  File "/v/lib/python3.11/site-packages/torchvision/ops/boxes.py", '
+        "line 41, in nms\nRuntimeError: the op broke"
+    )
 
     def judge(cell: Cell) -> CellResult:
         bad = Version(cell.torch) >= Version("2.2")
-        return make_result(cell, probes=[make_probe("tests", FAIL if bad else PASS, message="the op broke" if bad else "",
-                                                    output_tail=frame if bad else "")])
+        return make_result(
+            cell,
+            probes=[
+                make_probe(
+                    "tests",
+                    FAIL if bad else PASS,
+                    message="the op broke" if bad else "",
+                    output_tail=frame if bad else "",
+                )
+            ],
+        )
 
     results = run_pairs(judge, [pair_cell("0.16.2"), pair_cell("0.18.1")])
     assert not followups.names_torchvision(results[1])
-    assert {edge.axis for edge in followups.edges(results, vision_releases, torchvision_axis=True)} == {"torch"}
-    lines = [line.text() for line in requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)]
+    assert {
+        edge.axis for edge in followups.edges(results, vision_releases, torchvision_axis=True)
+    } == {"torch"}
+    lines = [
+        line.text()
+        for line in requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)
+    ]
     assert lines and lines[0].startswith("torch<"), lines

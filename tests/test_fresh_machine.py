@@ -45,8 +45,12 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     # Nothing else: a step the README lacks (unsetting variables, say) would give CI what a new user
     # following the README does not get.
     steps = [line for line in ci if line.strip() and not line.startswith("#")]
-    assert steps == ["set -euo pipefail", 'cd "$(dirname "$0")/.."',
-                     "export TORCH_MATRIX_REQUIRE_REALWHEELS=1", command], steps
+    assert steps == [
+        "set -euo pipefail",
+        'cd "$(dirname "$0")/.."',
+        "export TORCH_MATRIX_REQUIRE_REALWHEELS=1",
+        command,
+    ], steps
     assert "bash tests/install-browser.sh" in command and command.endswith("python -m pytest")
     assert f"run: {command}" in CI_WORKFLOW.read_text(encoding="utf-8")
 
@@ -63,9 +67,17 @@ def _externally_managed_python() -> str | None:
     for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if not os.access(candidate, os.X_OK):
             continue
-        stdlib = subprocess.run([candidate, "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
-                                capture_output=True, text=True).stdout.strip()
-        has_venv = subprocess.run([candidate, "-c", "import venv, ensurepip"], capture_output=True).returncode == 0
+        stdlib = subprocess.run(
+            [candidate, "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        has_venv = (
+            subprocess.run(
+                [candidate, "-c", "import venv, ensurepip"], capture_output=True
+            ).returncode
+            == 0
+        )
         if stdlib and (Path(stdlib) / "EXTERNALLY-MANAGED").is_file() and has_venv:
             return candidate
     return None
@@ -73,7 +85,9 @@ def _externally_managed_python() -> str | None:
 
 def _fresh_checkout(dest: Path) -> Path:
     """The tracked files only, as ``git clone`` would give them (no .venv, no build output)."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
+    )
     for name in filter(None, listed.stdout.split("\0")):
         source = REPO / name
         if source.is_file():
@@ -99,13 +113,25 @@ def test_readme_setup_command_works_where_the_system_pip_refuses(tmp_path: Path)
         refusing.chmod(0o755)
     steps = readme_command(SETUP).split(" && ")
     assert steps[-1] == "nox -s matrix", steps  # the matrix itself is the e2e tests' job
-    probe = ("python -c 'import sys, torch_matrix; print(sys.prefix); print(torch_matrix.__file__)' && "
-             "command -v nox uv torch-matrix")
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME") and not key.startswith("PIP_REQUIRE")}
+    probe = (
+        "python -c 'import sys, torch_matrix; print(sys.prefix); print(torch_matrix.__file__)' && "
+        "command -v nox uv torch-matrix"
+    )
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+        and not key.startswith("PIP_REQUIRE")
+    }
     env["PATH"] = f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    done = subprocess.run(["bash", "-c", " && ".join(steps[:-1]) + " && " + probe], cwd=checkout, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["bash", "-c", " && ".join(steps[:-1]) + " && " + probe],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     venv = checkout / ".venv"
     prefix, module, *tools = done.stdout.strip().splitlines()[-5:]

@@ -69,7 +69,7 @@ def resume(path):
     return torch.load(path)
 '''
 
-TESTS = '''\
+TESTS = """\
 import ckptkit
 
 
@@ -80,19 +80,26 @@ def test_resume(tmp_path):
 
 def test_version():
     assert ckptkit.__version__ == "0.1.0"
-'''
+"""
 
 
 def _real_interpreter() -> str:
     """A base interpreter of this Python's X.Y (never the venv running pytest, nor a pyenv shim)."""
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    candidates = [path / "bin" / "python" for path in sorted(pyenv.glob(MINOR + ".*"), reverse=True)]
+    candidates = [
+        path / "bin" / "python" for path in sorted(pyenv.glob(MINOR + ".*"), reverse=True)
+    ]
     candidates += [Path(found) for found in (shutil.which(f"python{MINOR}"),) if found]
     for candidate in candidates:
-        if candidate.exists() and "shims" not in candidate.parts \
-                and not candidate.absolute().is_relative_to(Path(sys.prefix).absolute()):
+        if (
+            candidate.exists()
+            and "shims" not in candidate.parts
+            and not candidate.absolute().is_relative_to(Path(sys.prefix).absolute())
+        ):
             return str(candidate)
-    pytest.fail(f"no Python {MINOR} interpreter besides the one running pytest: cannot make a fresh venv")
+    pytest.fail(
+        f"no Python {MINOR} interpreter besides the one running pytest: cannot make a fresh venv"
+    )
 
 
 def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -102,23 +109,51 @@ def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 def test_a_user_runs_the_matrix_from_a_fresh_venv_in_a_plain_directory(tmp_path):
     uv = shutil.which("uv")
     if uv is None:
-        pytest.fail("uv is not on PATH: it is a dependency of torch-matrix (`pip install -e '.[test]'`)")
+        pytest.fail(
+            "uv is not on PATH: it is a dependency of torch-matrix (`pip install -e '.[test]'`)"
+        )
     venv = tmp_path / "venv"
     made = _run([uv, "venv", "-q", "--python", _real_interpreter(), str(venv)], timeout=120)
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
     # `pip install torch-matrix`, from a clean copy of this checkout (a wheel, not editable).
     source = tmp_path / "source"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".nox", "results", "__pycache__", "*.egg-info", "build", ".pytest_cache", ".hypothesis"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "TORCH_MATRIX_"))}
-    installed = _run([uv, "pip", "install", "-q", "--python", str(python), str(source)], env=env, timeout=900)
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".nox",
+            "results",
+            "__pycache__",
+            "*.egg-info",
+            "build",
+            ".pytest_cache",
+            ".hypothesis",
+        ),
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "VIRTUAL_ENV", "TORCH_MATRIX_"))
+    }
+    installed = _run(
+        [uv, "pip", "install", "-q", "--python", str(python), str(source)], env=env, timeout=900
+    )
     if installed.returncode != 0:
-        pytest.fail(f"cannot install torch-matrix into a fresh venv (its dependencies come from the "
-                    f"configured index or uv's cache): {installed.stderr[-2000:]}")
-    started = _run([str(python), "-c", "import torch_matrix; print(torch_matrix.__file__)"], env=env, cwd=tmp_path,
-                   timeout=60)
-    assert str(venv) in started.stdout, started.stdout + started.stderr  # the wheel, not this checkout
+        pytest.fail(
+            f"cannot install torch-matrix into a fresh venv (its dependencies come from the "
+            f"configured index or uv's cache): {installed.stderr[-2000:]}"
+        )
+    started = _run(
+        [str(python), "-c", "import torch_matrix; print(torch_matrix.__file__)"],
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert str(venv) in started.stdout, (
+        started.stdout + started.stderr
+    )  # the wheel, not this checkout
 
     index = build_index(tmp_path / "index", downstream_wheels())
     project = tmp_path / "ckptkit"
@@ -128,9 +163,14 @@ def test_a_user_runs_the_matrix_from_a_fresh_venv_in_a_plain_directory(tmp_path)
     (project / "ckptkit" / "__init__.py").write_text(PACKAGE)
     (project / "tests" / "test_ckptkit.py").write_text(TESTS)
     run_env = {k: v for k, v in env.items() if not k.startswith(("UV_", "NOX", "PIP_"))}
-    run_env.update(PIP_INDEX_URL=index.url, UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_NO_CONFIG="1",
-                   UV_HTTP_RETRIES="0", TORCH_MATRIX_CACHE_DIR=str(tmp_path / "index-cache"),
-                   PATH=os.pathsep.join([str(venv / "bin"), env.get("PATH", "")]))
+    run_env.update(
+        PIP_INDEX_URL=index.url,
+        UV_CACHE_DIR=str(tmp_path / "uv-cache"),
+        UV_NO_CONFIG="1",
+        UV_HTTP_RETRIES="0",
+        TORCH_MATRIX_CACHE_DIR=str(tmp_path / "index-cache"),
+        PATH=os.pathsep.join([str(venv / "bin"), env.get("PATH", "")]),
+    )
     done = _run([str(venv / "bin" / "torch-matrix"), "run"], cwd=project, env=run_env, timeout=900)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log
@@ -140,9 +180,14 @@ def test_a_user_runs_the_matrix_from_a_fresh_venv_in_a_plain_directory(tmp_path)
     for cell in cells.values():
         assert (run_dir / "cells" / f"{cell}.json").is_file()
     table = [line for line in done.stdout.splitlines() if line.startswith(tuple(cells.values()))]
-    assert any(cells["2.5.0"] in line and "compatible" in line and "incompatible" not in line for line in table), log
+    assert any(
+        cells["2.5.0"] in line and "compatible" in line and "incompatible" not in line
+        for line in table
+    ), log
     assert any(cells["2.6.0"] in line and "incompatible" in line for line in table), log
-    assert "1 failed, 1 passed: tests/test_ckptkit.py::test_resume -- " in done.stdout, log  # by node id
+    assert "1 failed, 1 passed: tests/test_ckptkit.py::test_resume -- " in done.stdout, (
+        log
+    )  # by node id
     assert (run_dir / "report.html").is_file() and (run_dir / "summary.md").is_file()
     # The HTML page carries the suggested pins with their reasons (the failing test by node id).
     page = (run_dir / "report.html").read_text()

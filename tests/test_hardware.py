@@ -54,9 +54,14 @@ def verdict(version: str, gpu: str = "", driver: str = "") -> TargetVerdict:
 def test_the_fixtures_are_what_the_wheels_said():
     """The facts the rules are tested on, as recorded (the issue's own figures)."""
     seven = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
-    expected = {"2.2.2": ("12.1", seven), "2.4.1": ("12.1", seven), "2.6.0": ("12.4", seven),
-                "2.7.1": ("12.6", seven), "2.13.0": ("13.0", "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),
-                "1.13.1": ("11.7", "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86")}
+    expected = {
+        "2.2.2": ("12.1", seven),
+        "2.4.1": ("12.1", seven),
+        "2.6.0": ("12.4", seven),
+        "2.7.1": ("12.6", seven),
+        "2.13.0": ("13.0", "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),
+        "1.13.1": ("11.7", "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86"),
+    }
     for version, (cuda, flags) in expected.items():
         facts = recorded(version)
         assert (facts["torch_cuda"], facts["arch_flags"]) == (cuda, flags), version
@@ -64,7 +69,10 @@ def test_the_fixtures_are_what_the_wheels_said():
         # until a release between 2.7.1 and 2.13.0, which asks only whether CUDA was compiled in.
         without_device = flags.split() if version == "2.13.0" else []
         assert facts["get_arch_list_without_device"] == without_device, version
-    assert recorded("2.13.0+cpu")["torch_cuda"] is None and recorded("2.13.0+cpu")["arch_flags"] is None
+    assert (
+        recorded("2.13.0+cpu")["torch_cuda"] is None
+        and recorded("2.13.0+cpu")["arch_flags"] is None
+    )
 
 
 @pytest.mark.parametrize("version", ["1.13.1", "2.2.2", "2.4.1", "2.6.0", "2.7.1"])
@@ -83,7 +91,10 @@ def test_torch_2_13_dropped_pascal_and_volta(gpu):
 
 def test_an_rtx_4090_runs_sm_86_cubins_and_an_h100_its_own():
     found = verdict("2.4.1", "RTX 4090")
-    assert found.verdict == Hardware.NATIVE and "sm_86 cubins run on compute capability 8.9" in found.reason
+    assert (
+        found.verdict == Hardware.NATIVE
+        and "sm_86 cubins run on compute capability 8.9" in found.reason
+    )
     assert verdict("2.13.0", "H100").reason.startswith("sm_90 is in the build's arch list")
     assert verdict("2.13.0", "RTX 5090").verdict == Hardware.NATIVE
 
@@ -91,14 +102,26 @@ def test_an_rtx_4090_runs_sm_86_cubins_and_an_h100_its_own():
 def test_a_cpu_build_says_so_for_every_target():
     for target in targets_of(["V100", "RTX 5090"], ["580.65"]) + targets_of([], ["470.57"]):
         found = judge(build("2.13.0+cpu"), target)
-        assert found is not None and found.verdict == Hardware.NO_CUDA and "CPU-only build" in found.reason
+        assert (
+            found is not None
+            and found.verdict == Hardware.NO_CUDA
+            and "CPU-only build" in found.reason
+        )
 
 
 def test_the_driver_floor_of_each_cuda_major():
-    assert verdict("2.13.0", "RTX 4090", "535.104").verdict == Hardware.DRIVER_TOO_OLD  # CUDA 13.0 needs 580
-    assert verdict("2.13.0", "RTX 4090", "580.65").verdict == Hardware.NATIVE  # 580.65 meets 580.65.06
-    assert verdict("2.4.1", "RTX 4090", "470.57").verdict == Hardware.DRIVER_TOO_OLD  # CUDA 12.1 needs 525.60.13
-    assert verdict("1.13.1", "V100", "470.57").verdict == Hardware.NATIVE  # 11.7 by minor version compatibility
+    assert (
+        verdict("2.13.0", "RTX 4090", "535.104").verdict == Hardware.DRIVER_TOO_OLD
+    )  # CUDA 13.0 needs 580
+    assert (
+        verdict("2.13.0", "RTX 4090", "580.65").verdict == Hardware.NATIVE
+    )  # 580.65 meets 580.65.06
+    assert (
+        verdict("2.4.1", "RTX 4090", "470.57").verdict == Hardware.DRIVER_TOO_OLD
+    )  # CUDA 12.1 needs 525.60.13
+    assert (
+        verdict("1.13.1", "V100", "470.57").verdict == Hardware.NATIVE
+    )  # 11.7 by minor version compatibility
     assert "minor version compatibility" in verdict("1.13.1", "V100", "470.57").reason
     assert verdict("2.13.0", driver="575.51").verdict == Hardware.DRIVER_TOO_OLD
     alone = verdict("2.7.1", driver="560.35.03")
@@ -115,16 +138,25 @@ def test_torchvisions_newer_runtime_sets_the_driver_floor():
     facts = {**recorded("2.4.1"), "torchvision_ops_cuda": 12060}
     found = judge(BuildFacts.from_facts(facts), Target(parse_gpu("V100"), "550.54"))
     assert found is not None and found.verdict == Hardware.NATIVE
-    assert "CUDA 12.6 (torchvision's ops)" in found.reason and "minor version compatibility" in found.reason
+    assert (
+        "CUDA 12.6 (torchvision's ops)" in found.reason
+        and "minor version compatibility" in found.reason
+    )
 
 
 def test_ptx_runs_through_jit_and_needs_the_toolkit_driver():
-    facts = {**recorded("2.13.0"), "arch_list": None,
-             "arch_flags": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_120"}
+    facts = {
+        **recorded("2.13.0"),
+        "arch_list": None,
+        "arch_flags": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_120",
+    }
     ptx = BuildFacts.from_facts(facts)
     found = judge(ptx, Target(parse_gpu("sm_121")))
     assert found is not None and found.verdict == Hardware.NATIVE  # sm_120 cubins run on 12.1
-    jit = judge(BuildFacts.from_facts({**facts, "arch_flags": "sm_80 compute_80"}), Target(parse_gpu("H100")))
+    jit = judge(
+        BuildFacts.from_facts({**facts, "arch_flags": "sm_80 compute_80"}),
+        Target(parse_gpu("H100")),
+    )
     assert jit is not None and jit.verdict == Hardware.PTX_JIT and "compute_80 PTX" in jit.reason
     # 13.1's toolkit driver is 590.44.01: under minor version compatibility its PTX cannot be JIT-compiled
     newer = BuildFacts.from_facts({**facts, "torch_cuda": "13.1", "arch_flags": "sm_80 compute_80"})
@@ -161,10 +193,16 @@ def test_gpu_names_and_capabilities_parse_with_hints():
 def test_targets_cross_gpus_with_drivers_and_have_stable_names():
     targets = targets_of(["V100", "sm_89"], ["535.104", "580.65"])
     assert [t.label for t in targets] == [
-        "V100 (sm_70), driver 535.104", "V100 (sm_70), driver 580.65",
-        "sm_89, driver 535.104", "sm_89, driver 580.65"]
-    assert [t.slug for t in targets][:3] == ["v100-sm_70-driver-535.104", "v100-sm_70-driver-580.65",
-                                             "sm_89-driver-535.104"]
+        "V100 (sm_70), driver 535.104",
+        "V100 (sm_70), driver 580.65",
+        "sm_89, driver 535.104",
+        "sm_89, driver 580.65",
+    ]
+    assert [t.slug for t in targets][:3] == [
+        "v100-sm_70-driver-535.104",
+        "v100-sm_70-driver-580.65",
+        "sm_89-driver-535.104",
+    ]
     assert [t.label for t in targets_of([], ["580.65"])] == ["driver 580.65"]
 
 
@@ -172,7 +210,12 @@ def test_verdicts_round_trip_and_unreadable_facts_judge_nothing():
     found = verdict("2.13.0", "V100")
     assert TargetVerdict.from_json(json.loads(json.dumps(found.to_json()))) == found
     assert judge_all(None, targets_of(["V100"], [])) == ()
-    assert judge_all({"torch": "2.4.1", "torch_cuda": "12.1", "arch_flags": None}, targets_of(["V100"], [])) == ()
+    assert (
+        judge_all(
+            {"torch": "2.4.1", "torch_cuda": "12.1", "arch_flags": None}, targets_of(["V100"], [])
+        )
+        == ()
+    )
     assert judge_all({"error": "import torch failed"}, targets_of(["V100"], [])) == ()
 
 
@@ -180,25 +223,39 @@ def test_verdicts_round_trip_and_unreadable_facts_judge_nothing():
 # No GPU was lent to the session that wrote these: the device facts below are shaped like what
 # torch_matrix/probes/facts.py gpu_facts() and the cuda_devices probe write, not recorded on a device.
 
+
 def _device_facts(version: str, name: str, capability: str, driver: str) -> dict:
-    return {"cuda_available": True, "driver": driver, "build": recorded(version),
-            "devices": [{"index": 0, "name": name, "capability": capability}]}
+    return {
+        "cuda_available": True,
+        "driver": driver,
+        "build": recorded(version),
+        "devices": [{"index": 0, "name": name, "capability": capability}],
+    }
 
 
 def test_the_device_a_cell_ran_on_is_judged_and_checked_against_the_device_probe():
     facts = _device_facts("2.7.1", "NVIDIA GeForce RTX 5090", "12.0", "570.124.06")
-    probe = {"name": "cuda_devices", "status": "fail",
-             "message": "NVIDIA GeForce RTX 5090 (sm_120) has no kernels in this build; is_available() says True"}
+    probe = {
+        "name": "cuda_devices",
+        "status": "fail",
+        "message": "NVIDIA GeForce RTX 5090 (sm_120) has no kernels in this build; is_available() says True",
+    }
     found = cell_verdicts(facts, targets_of(["V100"], []), probe)
-    assert [v["target"] for v in found] == ["V100 (sm_70)", "NVIDIA GeForce RTX 5090 (sm_120), driver 570.124.06 "
-                                                            "(this machine)"]
+    assert [v["target"] for v in found] == [
+        "V100 (sm_70)",
+        "NVIDIA GeForce RTX 5090 (sm_120), driver 570.124.06 (this machine)",
+    ]
     assert found[1]["verdict"] == "no-kernel-image" and found[1]["agrees"] is True
     assert disagreements(found) == []
 
 
 def test_a_disagreement_with_the_device_is_reported_not_smoothed_over():
     facts = _device_facts("2.13.0", "NVIDIA H100 80GB HBM3", "9.0", "580.65.06")
-    probe = {"name": "cuda_devices", "status": "fail", "message": "a small kernel failed on NVIDIA H100: no kernel image"}
+    probe = {
+        "name": "cuda_devices",
+        "status": "fail",
+        "message": "a small kernel failed on NVIDIA H100: no kernel image",
+    }
     found = cell_verdicts(facts, (), probe)
     assert found[0]["verdict"] == "native" and found[0]["agrees"] is False
     (line,) = disagreements(found)
@@ -207,28 +264,49 @@ def test_a_disagreement_with_the_device_is_reported_not_smoothed_over():
 
 def test_a_declared_target_that_is_the_device_carries_the_device_answer():
     facts = _device_facts("2.4.1", "Tesla V100-SXM2-32GB", "7.0", "535.104")
-    found = cell_verdicts(facts, targets_of(["V100"], ["535.104"]), {"name": "cuda_devices", "status": "pass"})
-    assert len(found) == 1 and found[0]["target"] == "V100 (sm_70), driver 535.104" and found[0]["agrees"] is True
-    skipped = cell_verdicts(facts, (), {"name": "cuda_devices", "status": "skip", "message": "no CUDA device"})
+    found = cell_verdicts(
+        facts, targets_of(["V100"], ["535.104"]), {"name": "cuda_devices", "status": "pass"}
+    )
+    assert (
+        len(found) == 1
+        and found[0]["target"] == "V100 (sm_70), driver 535.104"
+        and found[0]["agrees"] is True
+    )
+    skipped = cell_verdicts(
+        facts, (), {"name": "cuda_devices", "status": "skip", "message": "no CUDA device"}
+    )
     assert "agrees" not in skipped[0]  # no answer from the device: nothing to compare
 
 
 def test_a_cell_without_build_facts_records_no_verdicts():
     assert cell_verdicts({"devices": [], "driver": None}, targets_of(["V100"], [])) == ()
-    assert cell_verdicts({"build": {"error": "import torch failed"}}, targets_of(["V100"], [])) == ()
+    assert (
+        cell_verdicts({"build": {"error": "import torch failed"}}, targets_of(["V100"], [])) == ()
+    )
 
 
 def test_a_driver_older_than_the_card_is_too_old_whatever_the_build():
-    found = verdict("2.8.0", "RTX 5090", "535.104")  # CUDA 12.8 runs on 535 by minor version compatibility ...
-    assert found.verdict == Hardware.DRIVER_TOO_OLD  # ... but R535 predates Blackwell (CUDA 12.8: >= 570.26)
+    found = verdict(
+        "2.8.0", "RTX 5090", "535.104"
+    )  # CUDA 12.8 runs on 535 by minor version compatibility ...
+    assert (
+        found.verdict == Hardware.DRIVER_TOO_OLD
+    )  # ... but R535 predates Blackwell (CUDA 12.8: >= 570.26)
     assert "predates the RTX 5090 (sm_120)" in found.reason and ">= 570.26" in found.reason
     assert verdict("2.8.0", "RTX 5090", "570.124.06").verdict == Hardware.NATIVE
-    assert verdict("2.8.0", "H100", "515.65").verdict == Hardware.DRIVER_TOO_OLD  # Hopper: CUDA 11.8, 520.61.05
+    assert (
+        verdict("2.8.0", "H100", "515.65").verdict == Hardware.DRIVER_TOO_OLD
+    )  # Hopper: CUDA 11.8, 520.61.05
     assert verdict("2.7.1", "V100", "535.104").verdict == Hardware.NATIVE
 
 
-EXTRA_LISTS = (["sm_80", "compute_80"], ["sm_37", "compute_37"], ["sm_90a"], ["sm_100f", "compute_90a"],
-               ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"])
+EXTRA_LISTS = (
+    ["sm_80", "compute_80"],
+    ["sm_37", "compute_37"],
+    ["sm_90a"],
+    ["sm_100f", "compute_90a"],
+    ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"],
+)
 
 
 def test_the_device_probe_and_the_static_rules_agree_on_every_card_and_recorded_build():
@@ -236,12 +314,21 @@ def test_the_device_probe_and_the_static_rules_agree_on_every_card_and_recorded_
     have code for this card", or a GPU run would report disagreements that are only definitions."""
     from torch_matrix.probes.standard.cuda_devices import arch_verdict
 
-    lists = [recorded(f.stem[len("torch-"):].replace("_", "+"))["arch_list"] for f in sorted(FIXTURES.glob("*.json"))]
+    lists = [
+        recorded(f.stem[len("torch-") :].replace("_", "+"))["arch_list"]
+        for f in sorted(FIXTURES.glob("*.json"))
+    ]
     for arch_list in [a for a in lists if a] + [list(a) for a in EXTRA_LISTS]:
         for capability in sorted(KNOWN_CAPABILITIES):
-            probe_runs = arch_verdict((capability // 10, capability % 10), arch_list).kernels is not None
+            probe_runs = (
+                arch_verdict((capability // 10, capability % 10), arch_list).kernels is not None
+            )
             static = arch_judgement(capability, arch_list)[0]
-            assert probe_runs == (static in (Hardware.NATIVE, Hardware.PTX_JIT)), (capability, arch_list, static)
+            assert probe_runs == (static in (Hardware.NATIVE, Hardware.PTX_JIT)), (
+                capability,
+                arch_list,
+                static,
+            )
 
 
 # ----------------------------------------------------------------------------- variant builds
@@ -250,13 +337,16 @@ def test_the_device_probe_and_the_static_rules_agree_on_every_card_and_recorded_
 # recorded by `torch_matrix/probes/facts.py build` from PyPI's torch 2.13.0 in tests/fixtures/wheel-builds): what
 # torch itself uses to advise "reinstall against a CUDA build that does" (not recorded from the variant).
 
+
 def test_the_release_records_its_variants_builds():
     table = recorded("2.13.0")["release_variants_code_cc"]
     assert table["12.6"]["x86_64"] == [50, 60, 70, 75, 80, 86, 90]
     assert table["13.0"]["x86_64"] == [75, 80, 86, 90, 100, 120]
 
 
-def variant_facts(release_facts: Mapping[str, Any], variant: str, machine: str = "x86_64") -> dict[str, Any] | None:
+def variant_facts(
+    release_facts: Mapping[str, Any], variant: str, machine: str = "x86_64"
+) -> dict[str, Any] | None:
     """The build facts of a sibling variant (``cu126``) of a release, from that release's own table of
     its builds (``torch.cuda.PYTORCH_RELEASES_CODE_CC`` as ``torch_matrix/probes/facts.py build`` recorded it from
     the installed wheel): its CUDA runtime and cubins. None when the table does not list the variant.
@@ -273,20 +363,37 @@ def variant_facts(release_facts: Mapping[str, Any], variant: str, machine: str =
         return None
     public = str(release_facts.get("torch") or "").split("+")[0]
     flags = " ".join(f"sm_{int(cc)}" for cc in sorted(ccs))
-    return {"torch": f"{public}+{variant}", "torch_cuda": cuda, "arch_flags": flags, "arch_list": flags.split(),
-            "source": f"torch.cuda.PYTORCH_RELEASES_CODE_CC of the installed torch {release_facts.get('torch')}"}
+    return {
+        "torch": f"{public}+{variant}",
+        "torch_cuda": cuda,
+        "arch_flags": flags,
+        "arch_list": flags.split(),
+        "source": f"torch.cuda.PYTORCH_RELEASES_CODE_CC of the installed torch {release_facts.get('torch')}",
+    }
 
 
 def test_variant_builds_are_judged_by_the_same_rules():
     cu126 = variant_facts(recorded("2.13.0"), "cu126")
     assert cu126 is not None and cu126["torch"] == "2.13.0+cu126" and cu126["torch_cuda"] == "12.6"
     build = BuildFacts.from_facts(cu126)
-    for gpu, expected in (("V100", Hardware.NATIVE), ("GTX 1080", Hardware.NATIVE), ("RTX 5090", Hardware.NO_KERNEL_IMAGE)):
+    for gpu, expected in (
+        ("V100", Hardware.NATIVE),
+        ("GTX 1080", Hardware.NATIVE),
+        ("RTX 5090", Hardware.NO_KERNEL_IMAGE),
+    ):
         found = judge(build, Target(parse_gpu(gpu), "570.124.06"))
         assert found is not None and found.verdict == expected, (gpu, found)
-    assert verdict("2.13.0", "V100", "570.124.06").verdict == Hardware.DRIVER_TOO_OLD  # the default (cu130) build
-    on_535 = judge(build, Target(parse_gpu("V100"), "535.104"))  # cu126 on R535: minor version compatibility
-    assert on_535 is not None and on_535.verdict == Hardware.NATIVE and "minor version compatibility" in on_535.reason
+    assert (
+        verdict("2.13.0", "V100", "570.124.06").verdict == Hardware.DRIVER_TOO_OLD
+    )  # the default (cu130) build
+    on_535 = judge(
+        build, Target(parse_gpu("V100"), "535.104")
+    )  # cu126 on R535: minor version compatibility
+    assert (
+        on_535 is not None
+        and on_535.verdict == Hardware.NATIVE
+        and "minor version compatibility" in on_535.reason
+    )
     assert variant_facts(recorded("2.13.0"), "cu118") is None  # not a build of 2.13.0
     assert variant_facts(recorded("2.7.1"), "cu126") is None  # 2.7.1 records no such table
 
@@ -294,5 +401,7 @@ def test_variant_builds_are_judged_by_the_same_rules():
 def test_the_variant_that_runs_on_a_card_and_driver_is_the_one_pins_advise():
     facts = recorded("2.13.0")
     assert variant_cuda_for(facts, 70, "535.104") == "12.6"  # V100 on R535: cu126
-    assert variant_cuda_for(facts, 120, "580.65") == "13.2"  # RTX 5090 on R580: the newest that runs
+    assert (
+        variant_cuda_for(facts, 120, "580.65") == "13.2"
+    )  # RTX 5090 on R580: the newest that runs
     assert variant_cuda_for(facts, 61, "470.57") == ""  # R470 runs no CUDA 12 or 13 build

@@ -34,8 +34,13 @@ def _string_constants(path: Path) -> list[str]:
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 docstrings.add(id(body[0].value))
-    return [node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
 
 
 def _modules() -> list[Path]:
@@ -43,15 +48,25 @@ def _modules() -> list[Path]:
 
 
 def test_no_message_names_a_repository_path() -> None:
-    found = [(path.relative_to(REPO), text) for path in _modules() for text in _string_constants(path)
-             if re.search(r"\bdocs/|\bREADME\b|\bexamples/", text)]
-    assert found == [], "a message names a file only a checkout has; name `torch-matrix help spec ...`"
+    found = [
+        (path.relative_to(REPO), text)
+        for path in _modules()
+        for text in _string_constants(path)
+        if re.search(r"\bdocs/|\bREADME\b|\bexamples/", text)
+    ]
+    assert found == [], (
+        "a message names a file only a checkout has; name `torch-matrix help spec ...`"
+    )
 
 
 def test_every_reference_a_message_names_exists() -> None:
     text = reference_text()
-    named = {(path.relative_to(REPO), match) for path in _modules() for literal in _string_constants(path)
-             for match in re.findall(r"torch-matrix help spec ([A-Za-z_][\w.]*)", literal)}
+    named = {
+        (path.relative_to(REPO), match)
+        for path in _modules()
+        for literal in _string_constants(path)
+        for match in re.findall(r"torch-matrix help spec ([A-Za-z_][\w.]*)", literal)
+    }
     assert named, "no hint names the shipped reference"
     missing = [(where, name) for where, name in sorted(named) if topic(text, name) is None]
     assert missing == []
@@ -66,8 +81,13 @@ def test_every_spec_key_has_its_section_and_its_hint_points_there(key: str) -> N
 
 
 def test_every_environment_variable_the_code_reads_is_in_the_reference() -> None:
-    read = {name for path in _modules()
-            for name in re.findall(r"\b(TORCH_MATRIX_[A-Z][A-Z_]*[A-Z]|PIP_[A-Z_]+[A-Z])\b", path.read_text())}
+    read = {
+        name
+        for path in _modules()
+        for name in re.findall(
+            r"\b(TORCH_MATRIX_[A-Z][A-Z_]*[A-Z]|PIP_[A-Z_]+[A-Z])\b", path.read_text()
+        )
+    }
     section = topic(reference_text(), "environment")
     assert section and read
     assert sorted(name for name in read if f"`{name}`" not in section) == []
@@ -87,7 +107,9 @@ def test_help_prints_the_reference_and_its_topics(capsys) -> None:
 
 
 def test_version() -> None:
-    done = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "--version"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_matrix.cli", "--version"], capture_output=True, text=True
+    )
     assert done.returncode == 0 and done.stdout.strip() == f"torch-matrix {__version__}"
 
 

@@ -21,8 +21,16 @@ from hypothesis import strategies as st
 
 from torch_matrix.report import diff_render
 from torch_matrix.cli import main as cli_main
-from torch_matrix.report.diff import (CellState, ProbeState, RunRef, Snapshot, diff_snapshots, pass_rate, snapshot_of,
-                         streak_start)
+from torch_matrix.report.diff import (
+    CellState,
+    ProbeState,
+    RunRef,
+    Snapshot,
+    diff_snapshots,
+    pass_rate,
+    snapshot_of,
+    streak_start,
+)
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world.history import SCHEMA_VERSION, open_history, run_name_of, run_ref_for
 from torch_matrix.vocab.records import FAIL, PASS, SKIP
@@ -40,11 +48,18 @@ def night(day: int, failing: dict[str, str], cells=("2.4.1", "2.5.1", "2.6.0")) 
     results = []
     for torch in cells:
         cell = make_cell(torch=torch, probes=PROBES, required_probes=PROBES)
-        probes = [make_probe(name, FAIL if failing.get(torch) == name else PASS,
-                             f"{name} broke" if failing.get(torch) == name else "",
-                             repro=f"import torch  # {name}" if failing.get(torch) == name else "")
-                  for name in PROBES]
-        results.append(make_result(cell, probes=probes, finished_at=f"2026-11-{day:02d}T03:00:00+00:00"))
+        probes = [
+            make_probe(
+                name,
+                FAIL if failing.get(torch) == name else PASS,
+                f"{name} broke" if failing.get(torch) == name else "",
+                repro=f"import torch  # {name}" if failing.get(torch) == name else "",
+            )
+            for name in PROBES
+        ]
+        results.append(
+            make_result(cell, probes=probes, finished_at=f"2026-11-{day:02d}T03:00:00+00:00")
+        )
     return results
 
 
@@ -60,6 +75,7 @@ def cli(*args: str) -> int:
 
 
 # ---------------------------------------------------------------------------- importing
+
 
 def test_v1_results_written_by_todays_tool_import_cleanly_and_once(tmp_path, capsys):
     """The golden cells are a real run (schema v1, as `nox -s matrix` writes it)."""
@@ -83,11 +99,14 @@ def test_v1_results_written_by_todays_tool_import_cleanly_and_once(tmp_path, cap
             state = snapshot.cells[result.cell.id]
             assert state.verdict == verdict_of(result).kind
             assert {name: p.status for name, p in state.probes.items()} == {
-                p.name: p.status for p in result.probes}
-        counts = [history.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("runs", "cells", "probes")]
+                p.name: p.status for p in result.probes
+            }
+        counts = [
+            history.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("runs", "cells", "probes")
+        ]
         assert counts == [1, 8, sum(len(r.probes) for r in loaded.results)]
         assert history.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-
 
 
 def test_a_schema_1_database_migrates_and_keeps_its_runs(tmp_path):
@@ -99,15 +118,23 @@ def test_a_schema_1_database_migrates_and_keeps_its_runs(tmp_path):
     db = tmp_path / "old.sqlite"
     connection = sqlite3.connect(db)
     connection.executescript(MIGRATIONS[0] + "PRAGMA user_version = 1;")
-    connection.execute("INSERT INTO runs (id, date, spec, imported_at, cells, compatible, incompatible,"
-                       " unsatisfiable, error) VALUES ('r1', '2026-11-01T00:00:00+00:00', 'nightly', 'x', 3, 2, 1, 0, 0)")
+    connection.execute(
+        "INSERT INTO runs (id, date, spec, imported_at, cells, compatible, incompatible,"
+        " unsatisfiable, error) VALUES ('r1', '2026-11-01T00:00:00+00:00', 'nightly', 'x', 3, 2, 1, 0, 0)"
+    )
     connection.commit()
     connection.close()
     with open_history(db, create=False) as history:
         assert history.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         (row,) = history.runs()
-        assert row.run.id == "r1" and row.counts == {"compatible": 2, "incompatible": 1, "unsatisfiable": 0,
-                                                     "error": 0, "environment": 0}
+        assert row.run.id == "r1" and row.counts == {
+            "compatible": 2,
+            "incompatible": 1,
+            "unsatisfiable": 0,
+            "error": 0,
+            "environment": 0,
+        }
+
 
 def test_a_merged_results_json_is_the_same_run_as_its_cells(tmp_path):
     results = night(20, {"2.6.0": "training_step"})
@@ -132,6 +159,7 @@ def test_run_name_follows_the_results_layout(tmp_path):
 
 # ---------------------------------------------------------------------------- diff over nights
 
+
 @pytest.fixture
 def three_nights(tmp_path):
     """Night 20: 2.6.0 fails numpy_interop. Night 21: 2.4.1 breaks training_step, 2.6.0 still fails.
@@ -140,7 +168,11 @@ def three_nights(tmp_path):
     nights = [
         night(20, {"2.6.0": "numpy_interop"}),
         night(21, {"2.6.0": "numpy_interop", "2.4.1": "training_step"}),
-        night(22, {"2.4.1": "training_step", "2.7.0": "install_sanity"}, cells=("2.4.1", "2.6.0", "2.7.0")),
+        night(
+            22,
+            {"2.4.1": "training_step", "2.7.0": "install_sanity"},
+            cells=("2.4.1", "2.6.0", "2.7.0"),
+        ),
     ]
     dirs = []
     for day, results in zip((20, 21, 22), nights):
@@ -161,10 +193,12 @@ def test_default_diff_compares_the_newest_run_with_the_one_before(three_nights, 
     assert [c["cell"] for c in data["vanished"]] == ["t2.5.1-py3.11"]
     assert data["broken"] == [] and data["other"] == []
     assert [(c["cell"], c["probe"], c["old"], c["new"]) for c in data["probe_changes"]] == [
-        ("t2.6.0-py3.11", "numpy_interop", FAIL, PASS)]
+        ("t2.6.0-py3.11", "numpy_interop", FAIL, PASS)
+    ]
     # 2.4.1 has failed since night 21: not new. 2.7.0 is new tonight.
     assert [(f["cell"], f["probe"], f["first_run"]["commit"]) for f in data["new_failures"]] == [
-        ("t2.7.0-py3.11", "install_sanity", "c22")]
+        ("t2.7.0-py3.11", "install_sanity", "c22")
+    ]
 
 
 def test_diff_of_two_run_ids_names_the_first_run_each_failure_appeared_in(three_nights, capsys):
@@ -175,47 +209,79 @@ def test_diff_of_two_run_ids_names_the_first_run_each_failure_appeared_in(three_
     assert cli("diff", first[:6], last, "--db", str(db), "--format", "json") == 0
     data = json.loads(capsys.readouterr().out)
     found = {(f["cell"], f["probe"]): f["first_run"]["commit"] for f in data["new_failures"]}
-    assert found == {("t2.4.1-py3.11", "training_step"): "c21", ("t2.7.0-py3.11", "install_sanity"): "c22"}
+    assert found == {
+        ("t2.4.1-py3.11", "training_step"): "c21",
+        ("t2.7.0-py3.11", "install_sanity"): "c22",
+    }
     assert [c["cell"] for c in data["broken"]] == ["t2.4.1-py3.11"]
 
 
 def test_diff_of_results_directories_works_with_or_without_history(three_nights, tmp_path, capsys):
     db, dirs = three_nights
     capsys.readouterr()
-    assert cli("diff", str(dirs[0]), str(dirs[2]), "--db", str(tmp_path / "none.sqlite")) == 2  # --db must exist
+    assert (
+        cli("diff", str(dirs[0]), str(dirs[2]), "--db", str(tmp_path / "none.sqlite")) == 2
+    )  # --db must exist
     assert "no history database here" in capsys.readouterr().err
     assert cli("diff", str(dirs[1]), str(dirs[2]), "--db", str(db), "--format", "markdown") == 0
     text = capsys.readouterr().out
     assert "### Fixed (1)" in text and "| t2.6.0-py3.11 | incompatible -> compatible |" in text
     # A new directory that is not in the history yet: compared with the newest stored run.
-    tonight = write_night(tmp_path / "night23", night(23, {"2.4.1": "training_step", "2.6.0": "training_step"},
-                                                      cells=("2.4.1", "2.6.0", "2.7.0")))
+    tonight = write_night(
+        tmp_path / "night23",
+        night(
+            23,
+            {"2.4.1": "training_step", "2.6.0": "training_step"},
+            cells=("2.4.1", "2.6.0", "2.7.0"),
+        ),
+    )
     assert cli("diff", str(tonight), "--db", str(db), "--format", "json") == 0
     data = json.loads(capsys.readouterr().out)
     assert data["old"]["commit"] == "c22"
     assert [(c["cell"], c["old"], c["new"]) for c in data["broken"]] == [
-        ("t2.6.0-py3.11", "compatible", "incompatible")]
+        ("t2.6.0-py3.11", "compatible", "incompatible")
+    ]
     assert [c["cell"] for c in data["fixed"]] == ["t2.7.0-py3.11"]
 
 
-def test_issue_plan_opens_one_issue_per_new_failure_and_closes_what_passes(three_nights, tmp_path, capsys):
+def test_issue_plan_opens_one_issue_per_new_failure_and_closes_what_passes(
+    three_nights, tmp_path, capsys
+):
     db, _ = three_nights
     issues = tmp_path / "issues.json"
-    assert cli("diff", "--db", str(db), "--issues", str(issues), "--run-url", "https://ci/run/1") == 0
+    assert (
+        cli("diff", "--db", str(db), "--issues", str(issues), "--run-url", "https://ci/run/1") == 0
+    )
     plan = json.loads(issues.read_text())
-    assert [item["title"] for item in plan["open"]] == ["torch-matrix: install_sanity fails in t2.7.0-py3.11"]
+    assert [item["title"] for item in plan["open"]] == [
+        "torch-matrix: install_sanity fails in t2.7.0-py3.11"
+    ]
     body = plan["open"][0]["body"]
     assert "torch-matrix run -s 'matrix(t2.7.0-py3.11)' -- --redo" in body
-    assert "torch==2.7.0" in body and "import torch  # install_sanity" in body and "https://ci/run/1" in body
+    assert (
+        "torch==2.7.0" in body
+        and "import torch  # install_sanity" in body
+        and "https://ci/run/1" in body
+    )
     assert "torch-matrix: numpy_interop fails in t2.6.0-py3.11" in plan["close"]  # fixed tonight
-    assert "torch-matrix: training_step fails in t2.4.1-py3.11" not in plan["close"]  # still failing
+    assert (
+        "torch-matrix: training_step fails in t2.4.1-py3.11" not in plan["close"]
+    )  # still failing
 
 
 def test_history_lists_runs_and_flaky_pass_rates(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     for day in range(1, 7):  # 2.5.1's training_step fails every other night
         failing = {"2.5.1": "training_step"} if day % 2 else {}
-        assert cli("import", str(write_night(tmp_path / f"n{day}", night(day, failing))), "--db", str(db)) == 0
+        assert (
+            cli(
+                "import",
+                str(write_night(tmp_path / f"n{day}", night(day, failing))),
+                "--db",
+                str(db),
+            )
+            == 0
+        )
     capsys.readouterr()
     assert cli("history", "--db", str(db), "--last", "4") == 0
     out = capsys.readouterr().out
@@ -224,11 +290,16 @@ def test_history_lists_runs_and_flaky_pass_rates(tmp_path, capsys):
     assert cli("history", "--db", str(db), "--format", "json") == 0
     data = json.loads(capsys.readouterr().out)["nightly"]
     assert len(data["runs"]) == 6
-    rate = next(r for r in data["pass_rates"] if r["cell"] == "t2.5.1-py3.11" and r["probe"] == "training_step")
+    rate = next(
+        r
+        for r in data["pass_rates"]
+        if r["cell"] == "t2.5.1-py3.11" and r["probe"] == "training_step"
+    )
     assert (rate["passed"], rate["runs"]) == (3, 6)
 
 
 # ---------------------------------------------------------------------------- bad input
+
 
 def test_bad_databases_get_one_line(tmp_path, capsys):
     garbage = tmp_path / "garbage.sqlite"
@@ -239,10 +310,12 @@ def test_bad_databases_get_one_line(tmp_path, capsys):
     newer = tmp_path / "newer.sqlite"
     with sqlite3.connect(newer) as connection:
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    for path, words in ((garbage, "not a torch-matrix history database"),
-                        (foreign, "not a torch-matrix history database"),
-                        (newer, "newer than this tool understands"),
-                        (tmp_path / "missing.sqlite", "no history database here")):
+    for path, words in (
+        (garbage, "not a torch-matrix history database"),
+        (foreign, "not a torch-matrix history database"),
+        (newer, "newer than this tool understands"),
+        (tmp_path / "missing.sqlite", "no history database here"),
+    ):
         assert cli("history", "--db", str(path)) == 2
         err = capsys.readouterr().err
         assert err.startswith("torch-matrix: error: ") and words in err and str(path) in err
@@ -261,8 +334,13 @@ def test_an_unknown_run_id_is_named(three_nights, capsys):
 
 def test_history_commands_run_as_fresh_processes(three_nights):
     db, _ = three_nights
-    done = subprocess.run([sys.executable, "-m", "torch_matrix.cli", "diff", "--db", str(db)], capture_output=True,
-                          text=True, cwd=REPO, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_matrix.cli", "diff", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "fixed (1):" in done.stdout and "t2.7.0-py3.11  install_sanity" in done.stdout
 
@@ -284,8 +362,10 @@ def test_streak_start_is_the_first_failing_run_after_the_last_pass(flags):
     assert start == evidence[last_pass + 1][0]
 
 
-@given(st.lists(st.sampled_from([PASS, FAIL, SKIP, "error", "crash", None]), max_size=40),
-       st.integers(min_value=1, max_value=40))
+@given(
+    st.lists(st.sampled_from([PASS, FAIL, SKIP, "error", "crash", None]), max_size=40),
+    st.integers(min_value=1, max_value=40),
+)
 def test_pass_rate_counts_only_evidence_in_the_window(statuses, last):
     rate = pass_rate(statuses, last)
     window = statuses[-last:]
@@ -296,13 +376,21 @@ def test_pass_rate_counts_only_evidence_in_the_window(statuses, last):
 
 
 def _snapshot(run: str, verdicts: dict[str, tuple[str, tuple[str, ...]]]) -> Snapshot:
-    return Snapshot(RunRef(run), {cell: CellState(cell, verdict, failing=failing,
-                                                  probes={p: ProbeState(FAIL) for p in failing})
-                                  for cell, (verdict, failing) in verdicts.items()})
+    return Snapshot(
+        RunRef(run),
+        {
+            cell: CellState(
+                cell, verdict, failing=failing, probes={p: ProbeState(FAIL) for p in failing}
+            )
+            for cell, (verdict, failing) in verdicts.items()
+        },
+    )
 
 
-_cells = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]),
-                         st.sampled_from([("compatible", ()), ("incompatible", ("p",)), ("error", ())]))
+_cells = st.dictionaries(
+    st.sampled_from(["a", "b", "c", "d"]),
+    st.sampled_from([("compatible", ()), ("incompatible", ("p",)), ("error", ())]),
+)
 
 
 @given(_cells, _cells)
@@ -313,17 +401,29 @@ def test_diff_is_quiet_on_itself_and_swaps_when_reversed(old_cells, new_cells):
     assert {c.cell for c in forward.appeared} == {c.cell for c in backward.vanished}
     assert {c.cell for c in forward.fixed} <= {c.cell for c in backward.broken}
     assert {(f.cell, f.probe) for f in forward.new_failures} == {
-        (cell, "p") for cell, (verdict, _) in new_cells.items()
-        if verdict == "incompatible" and old_cells.get(cell, ("",))[0] != "incompatible"}
+        (cell, "p")
+        for cell, (verdict, _) in new_cells.items()
+        if verdict == "incompatible" and old_cells.get(cell, ("",))[0] != "incompatible"
+    }
 
 
 def test_snapshot_keeps_required_failures_only():
-    cell = make_cell(probes=("install_sanity", "torch_compile"), required_probes=("install_sanity",))
-    result = make_result(cell, probes=[make_probe("install_sanity", FAIL, "boom"),
-                                       make_probe("torch_compile", FAIL, "not required")])
+    cell = make_cell(
+        probes=("install_sanity", "torch_compile"), required_probes=("install_sanity",)
+    )
+    result = make_result(
+        cell,
+        probes=[
+            make_probe("install_sanity", FAIL, "boom"),
+            make_probe("torch_compile", FAIL, "not required"),
+        ],
+    )
     state = snapshot_of([result], RunRef("x")).cells[cell.id]
     assert state.failing == ("install_sanity",)
-    assert diff_render.issue_title(cell.id, "install_sanity") == f"torch-matrix: install_sanity fails in {cell.id}"
+    assert (
+        diff_render.issue_title(cell.id, "install_sanity")
+        == f"torch-matrix: install_sanity fails in {cell.id}"
+    )
 
 
 def test_open_history_refuses_a_directory(tmp_path):
@@ -333,6 +433,7 @@ def test_open_history_refuses_a_directory(tmp_path):
 
 # ---------------------------------------------------------------------------- pins quote the history
 
+
 def test_exclusion_confidence_is_the_failure_rate_of_its_cells_and_probes():
     from torch_matrix.report.diff import PassRate, exclusion_confidence
     from torch_matrix.pins.model import Exclusion
@@ -341,11 +442,15 @@ def test_exclusion_confidence_is_the_failure_rate_of_its_cells_and_probes():
     flaky = Exclusion("torch", "2.6.0", probes=("training_step",), cells=("c",))
     paired = Exclusion("torchvision", "0.13.0", paired_with="torch 1.12.0")
     unseen = Exclusion("numpy", "2.2.6", probes=("numpy_interop",), cells=("d",))
-    rates = {("a", "lazy_cuda_init"): PassRate(0, 30, 30), ("b", "lazy_cuda_init"): PassRate(0, 10, 30),
-             ("c", "training_step"): PassRate(1, 5, 5)}
+    rates = {
+        ("a", "lazy_cuda_init"): PassRate(0, 30, 30),
+        ("b", "lazy_cuda_init"): PassRate(0, 10, 30),
+        ("c", "training_step"): PassRate(1, 5, 5),
+    }
     assert exclusion_confidence([steady, flaky, paired, unseen], rates) == [
         ("torch 1.12.0", "lazy_cuda_init failed 40/40 cell-night(s)"),
-        ("torch 2.6.0", "training_step failed 4/5 cell-night(s) (flaky: passed 1; confidence 80%)")]
+        ("torch 2.6.0", "training_step failed 4/5 cell-night(s) (flaky: passed 1; confidence 80%)"),
+    ]
 
 
 def test_pins_quote_the_pass_rate_of_each_exclusion(tmp_path, capsys):
@@ -355,11 +460,25 @@ def test_pins_quote_the_pass_rate_of_each_exclusion(tmp_path, capsys):
         last = write_night(tmp_path / f"n{day}", night(day, failing))
         assert cli("import", str(last), "--db", str(db)) == 0
     capsys.readouterr()
-    assert cli("pins", str(last), "--no-coverage", "--out", str(tmp_path / "pins"), "--history", str(db)) == 0
+    assert (
+        cli(
+            "pins",
+            str(last),
+            "--no-coverage",
+            "--out",
+            str(tmp_path / "pins"),
+            "--history",
+            str(db),
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "torch!=2.6.0" in out
     assert "History over the last 30 night(s) of 'nightly'" in out
-    assert "torch 2.6.0: training_step failed 4/5 cell-night(s) (flaky: passed 1; confidence 80%)" in out
+    assert (
+        "torch 2.6.0: training_step failed 4/5 cell-night(s) (flaky: passed 1; confidence 80%)"
+        in out
+    )
 
 
 def test_sql_pass_rates_agree_with_the_pure_function(tmp_path):
@@ -369,14 +488,23 @@ def test_sql_pass_rates_agree_with_the_pure_function(tmp_path):
     db = tmp_path / "h.sqlite"
     with open_history(db) as history:
         for day in range(1, 13):
-            failing = {torch: rng.choice(PROBES) for torch in ("2.4.1", "2.5.1", "2.6.0") if rng.random() < 0.4}
-            cells = ("2.4.1", "2.5.1", "2.6.0") if day % 5 else ("2.4.1", "2.6.0")  # 2.5.1 absent some nights
+            failing = {
+                torch: rng.choice(PROBES)
+                for torch in ("2.4.1", "2.5.1", "2.6.0")
+                if rng.random() < 0.4
+            }
+            cells = (
+                ("2.4.1", "2.5.1", "2.6.0") if day % 5 else ("2.4.1", "2.6.0")
+            )  # 2.5.1 absent some nights
             results = night(day, failing, cells=cells)
             history.import_run(results, run_ref_for(results, tmp_path / "nightly", commit=""))
         for window in (1, 4, 12, 30):
             _, series = history.probe_series("nightly", window)
-            assert history.pass_rates("nightly", window) == {key: pass_rate(statuses)
-                                                             for key, statuses in series.items()}
+            assert history.pass_rates("nightly", window) == {
+                key: pass_rate(statuses) for key, statuses in series.items()
+            }
             last = history.last_statuses("nightly", list(series), window)
-            assert last == {key: next(s for s in reversed(statuses) if s is not None)
-                            for key, statuses in series.items()}
+            assert last == {
+                key: next(s for s in reversed(statuses) if s is not None)
+                for key, statuses in series.items()
+            }

@@ -22,8 +22,13 @@ from torch_matrix.world.index import (
 from torch_matrix.world.specfile import IndexConfig
 
 
-def make_wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = (),
-               tag: str = "py3-none-any") -> Path:
+def make_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    requires: tuple[str, ...] = (),
+    tag: str = "py3-none-any",
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}-{version}-{tag}.whl"
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
@@ -40,17 +45,23 @@ def simple_index(tmp_path: Path) -> Path:
     root = tmp_path / "simple"
     wheels = tmp_path / "files"
     links = {
-        "torch": [(make_wheel(wheels, "torch", "2.4.1", tag="cp310-cp310-linux_x86_64"), ""),
-                  (make_wheel(wheels, "torch", "2.5.0"), ' data-yanked="broken"'),
-                  (make_wheel(wheels, "torch", "2.5.1"), ' data-requires-python="&gt;=3.9"'),
-                  (make_wheel(wheels, "torch", "2.6.0rc1"), "")],
-        "torchvision": [(make_wheel(wheels, "torchvision", "0.20.1", ("torch==2.5.1", "numpy")), "")],
+        "torch": [
+            (make_wheel(wheels, "torch", "2.4.1", tag="cp310-cp310-linux_x86_64"), ""),
+            (make_wheel(wheels, "torch", "2.5.0"), ' data-yanked="broken"'),
+            (make_wheel(wheels, "torch", "2.5.1"), ' data-requires-python="&gt;=3.9"'),
+            (make_wheel(wheels, "torch", "2.6.0rc1"), ""),
+        ],
+        "torchvision": [
+            (make_wheel(wheels, "torchvision", "0.20.1", ("torch==2.5.1", "numpy")), "")
+        ],
     }
     for project, entries in links.items():
         page = root / project / "index.html"
         page.parent.mkdir(parents=True)
-        anchors = "".join(f'<a href="../../files/{w.name}#sha256=00"{attrs}>{w.name}</a><br/>'
-                          for w, attrs in entries)
+        anchors = "".join(
+            f'<a href="../../files/{w.name}#sha256=00"{attrs}>{w.name}</a><br/>'
+            for w, attrs in entries
+        )
         page.write_text(f"<!DOCTYPE html><html><body>{anchors}</body></html>")
     return root
 
@@ -71,14 +82,21 @@ def test_file_simple_index_lists_versions_skipping_yanked_and_prereleases(tmp_pa
 
 
 def test_prereleases_on_request(tmp_path, simple_index):
-    index = open_index(IndexConfig(default=simple_index.as_uri()), cache_dir=tmp_path / "c",
-                       environ={}, prereleases=True)
+    index = open_index(
+        IndexConfig(default=simple_index.as_uri()),
+        cache_dir=tmp_path / "c",
+        environ={},
+        prereleases=True,
+    )
     assert "2.6.0rc1" in [str(v) for v in index.versions("torch")]
 
 
 def test_requires_dist_read_from_the_wheel(tmp_path, simple_index):
     index = local_index(tmp_path, IndexConfig(default=simple_index.as_uri()))
-    assert [str(r) for r in index.requires_dist("torchvision", "0.20.1")] == ["torch==2.5.1", "numpy"]
+    assert [str(r) for r in index.requires_dist("torchvision", "0.20.1")] == [
+        "torch==2.5.1",
+        "numpy",
+    ]
     assert list(index.requires_dist_many("torchvision", ["0.20.1"])) == ["0.20.1"]
 
 
@@ -88,26 +106,33 @@ def test_find_links_and_extra_sources_combine_as_a_union(tmp_path, simple_index)
     make_wheel(flat, "torch", "2.5.1+cpu", tag="cp311-cp311-linux_x86_64")
     make_wheel(flat, "numpy", "2.0.0")
     (flat / "README.txt").write_text("not a wheel")
-    index = local_index(tmp_path, IndexConfig(default=simple_index.as_uri(), find_links=(str(flat),)))
+    index = local_index(
+        tmp_path, IndexConfig(default=simple_index.as_uri(), find_links=(str(flat),))
+    )
     assert [str(v) for v in index.versions("torch")] == ["2.3.0", "2.4.1", "2.5.1", "2.5.1+cpu"]
     # A public version also finds its local-label builds; an exact local one only itself.
     assert len(index.files("torch", "2.5.1")) == 2
     assert [f.filename for f in index.files("torch", "2.5.1+cpu")] == [
-        "torch-2.5.1+cpu-cp311-cp311-linux_x86_64.whl"]
+        "torch-2.5.1+cpu-cp311-cp311-linux_x86_64.whl"
+    ]
 
 
 def test_missing_find_links_directory_is_a_user_error(tmp_path):
-    index = local_index(tmp_path, IndexConfig(default=(tmp_path / "empty").as_uri(),
-                                              find_links=(str(tmp_path / "gone"),)))
+    index = local_index(
+        tmp_path,
+        IndexConfig(default=(tmp_path / "empty").as_uri(), find_links=(str(tmp_path / "gone"),)),
+    )
     with pytest.raises(UserError) as caught:
         index.versions("torch")
     assert "gone" in caught.value.one_line()
 
 
 def test_html_listing_reads_metadata_attributes():
-    html = ('<a href="https://f/x/torchvision-0.20.1-py3-none-any.whl#sha256=1" '
-            'data-core-metadata="sha256=2" data-requires-python="&gt;=3.8">t</a>'
-            '<a href="/x/other-1.0-py3-none-any.whl">o</a>')
+    html = (
+        '<a href="https://f/x/torchvision-0.20.1-py3-none-any.whl#sha256=1" '
+        'data-core-metadata="sha256=2" data-requires-python="&gt;=3.8">t</a>'
+        '<a href="/x/other-1.0-py3-none-any.whl">o</a>'
+    )
     (item,) = parse_html_listing(html, "https://f/simple/torchvision/", "torchvision")
     assert item.has_metadata and item.requires_python == ">=3.8"
     assert item.url == "https://f/x/torchvision-0.20.1-py3-none-any.whl"
@@ -127,11 +152,19 @@ class FakeHttp:
         if url.endswith(".metadata"):
             return "application/octet-stream", b"Name: torchvision\nRequires-Dist: torch==2.5.1\n"
         if url.endswith("/torchvision/"):
-            files = [{"filename": "torchvision-0.20.1-cp311-cp311-linux_x86_64.whl",
-                      "url": "../../files/torchvision-0.20.1-cp311-cp311-linux_x86_64.whl",
-                      "requires-python": ">=3.9", "core-metadata": {"sha256": "00"}},
-                     {"filename": "torchvision-0.19.0-cp311-cp311-linux_x86_64.whl",
-                      "url": "x.whl", "yanked": "bad"}]
+            files = [
+                {
+                    "filename": "torchvision-0.20.1-cp311-cp311-linux_x86_64.whl",
+                    "url": "../../files/torchvision-0.20.1-cp311-cp311-linux_x86_64.whl",
+                    "requires-python": ">=3.9",
+                    "core-metadata": {"sha256": "00"},
+                },
+                {
+                    "filename": "torchvision-0.19.0-cp311-cp311-linux_x86_64.whl",
+                    "url": "x.whl",
+                    "yanked": "bad",
+                },
+            ]
             return "application/vnd.pypi.simple.v1+json", json.dumps({"files": files}).encode()
         return None  # 404: the project is not on this index
 
@@ -163,7 +196,8 @@ def test_warm_cache_makes_no_network_calls(tmp_path):
     assert [str(v) for v in second.versions("torchvision")] == ["0.20.1"]
     assert [str(r) for r in second.requires_dist("torchvision", "0.20.1")] == ["torch==2.5.1"]
     assert [str(r) for r in second.requires_dist_many("torchvision", ["0.20.1"])["0.20.1"]] == [
-        "torch==2.5.1"]
+        "torch==2.5.1"
+    ]
     assert len(http.calls) == cold_calls
 
 
@@ -205,8 +239,9 @@ def test_unreachable_variant_index_degrades_and_is_remembered(tmp_path, capsys):
     http = FakeHttp()
     http.down = True
     cache = DiskCache(tmp_path / "cache", 3600, clock=lambda: 1000.0)
-    variant = PackageIndex([Source("https://torch.example/whl/cu124/", "simple", optional=True)],
-                           cache, fetch=http)
+    variant = PackageIndex(
+        [Source("https://torch.example/whl/cu124/", "simple", optional=True)], cache, fetch=http
+    )
     assert variant.versions("torch") == []
     assert "warning" in capsys.readouterr().err
     again = PackageIndex(variant.sources, cache, fetch=http)
@@ -221,5 +256,6 @@ def test_cache_dir_and_ttl_from_environment(tmp_path):
     assert index_mod.default_ttl({}) == 6 * 3600
     with pytest.raises(UserError) as caught:
         index_mod.default_ttl({"TORCH_MATRIX_INDEX_TTL": "soon"})
-    assert caught.value.one_line() == ("torch-matrix: error: TORCH_MATRIX_INDEX_TTL: "
-                                       "expected seconds, got 'soon'")
+    assert caught.value.one_line() == (
+        "torch-matrix: error: TORCH_MATRIX_INDEX_TTL: expected seconds, got 'soon'"
+    )

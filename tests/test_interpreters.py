@@ -26,7 +26,9 @@ def test_pyenv_installs_are_found_newest_patch_first(tmp_path):
     newest = stub(root / "versions" / "3.9.10" / "bin" / "python", "3.9.10")
     stub(root / "versions" / "3.10.4" / "bin" / "python", "3.10.4")
     (root / "versions" / "3.9.99").mkdir()  # no bin/python: not a usable install
-    found = find_interpreters(["3.9", "3.7"], {}, {"PYENV_ROOT": str(root), "PATH": ""}, use_uv=False)
+    found = find_interpreters(
+        ["3.9", "3.7"], {}, {"PYENV_ROOT": str(root), "PATH": ""}, use_uv=False
+    )
     assert found["3.9"].path == str(newest) and found["3.9"].version == "3.9.10"
     assert found["3.7"] is None
 

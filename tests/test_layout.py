@@ -13,17 +13,25 @@ from torch_matrix.edges.fileio import atomic_write
 
 def test_cell_file_lives_under_the_run_dir():
     run = layout.run_dir("/r", "nightly")
-    assert layout.cell_file(layout.cells_dir(run), "t2.5.1-py3.11") == \
-        layout.cell_file("/r/nightly/cells", "t2.5.1-py3.11")
-    assert str(layout.cell_file(layout.cells_dir(run), "t2.5.1-py3.11")) == "/r/nightly/cells/t2.5.1-py3.11.json"
+    assert layout.cell_file(layout.cells_dir(run), "t2.5.1-py3.11") == layout.cell_file(
+        "/r/nightly/cells", "t2.5.1-py3.11"
+    )
+    assert (
+        str(layout.cell_file(layout.cells_dir(run), "t2.5.1-py3.11"))
+        == "/r/nightly/cells/t2.5.1-py3.11.json"
+    )
     assert layout.run_dir("/r", None) == layout.run_dir("/r", "default")
 
 
 def test_repro_names_the_session_and_optionally_the_spec():
     # torch-matrix run (the shipped noxfile): it works in a project that has no noxfile of its own
-    assert layout.repro_command("t2.6.0-py3.11") == "torch-matrix run -s 'matrix(t2.6.0-py3.11)' -- --redo"
+    assert (
+        layout.repro_command("t2.6.0-py3.11")
+        == "torch-matrix run -s 'matrix(t2.6.0-py3.11)' -- --redo"
+    )
     assert layout.repro_command("t1-py3.11", "my dir/m.toml") == (
-        "torch-matrix run --spec 'my dir/m.toml' -s 'matrix(t1-py3.11)' -- --redo")
+        "torch-matrix run --spec 'my dir/m.toml' -s 'matrix(t1-py3.11)' -- --redo"
+    )
 
 
 def test_results_root_is_absolute_and_follows_the_variable(tmp_path):

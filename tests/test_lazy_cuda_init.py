@@ -19,8 +19,22 @@ def lazy_result(tmp_path, fake_root, *extra):
     out = tmp_path / "lazy.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake_root), REPO]))
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    proc = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--out", str(out), "--select", "lazy_cuda_init"]
-                          + list(extra), cwd=str(tmp_path), env=env, stderr=subprocess.PIPE, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch_matrix.probes",
+            "--out",
+            str(out),
+            "--select",
+            "lazy_cuda_init",
+        ]
+        + list(extra),
+        cwd=str(tmp_path),
+        env=env,
+        stderr=subprocess.PIPE,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     (result,) = json.loads(out.read_text())["results"]
     return result
@@ -54,7 +68,9 @@ def test_repro_snippet_detects_the_query_on_its_own(tmp_path):
     fake = make_fake_torch(tmp_path / "site", query_cuda_at_import=True)
     result = lazy_result(tmp_path, fake)
     env = dict(os.environ, PYTHONPATH=str(fake))
-    proc = subprocess.run([sys.executable, "-c", result["repro"]], env=env, stdout=subprocess.PIPE, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", result["repro"]], env=env, stdout=subprocess.PIPE, timeout=60
+    )
     assert "_cuda_getDeviceCount at" in proc.stdout.decode()
 
 
@@ -65,7 +81,9 @@ def test_repro_snippet_detects_the_query_on_its_own(tmp_path):
 def test_real_torch_1_12_regression_is_caught_without_a_gpu(tmp_path, version, status):
     from tests import realwheels
 
-    env = realwheels.WheelEnv("lazy-torch%s-py3.10" % version, "3.10", ("torch==%s" % version, "numpy<2"))
+    env = realwheels.WheelEnv(
+        "lazy-torch%s-py3.10" % version, "3.10", ("torch==%s" % version, "numpy<2")
+    )
     try:
         python = realwheels.ensure_env(env)
     except realwheels.EnvUnavailable as exc:

@@ -40,23 +40,35 @@ def test_by_default_each_bad_version_is_excluded_alone_and_untested_ones_stay_ad
     specs = build_specifiers([V("1.12.1")], [V("1.12.0")])
     assert specs == ("!=1.12.0",)  # not >=1.12.1: that would exclude 1.11.0 and every older release
     allowed = SpecifierSet(",".join(specs))
-    assert allowed.contains("1.11.0") and allowed.contains("1.8.1") and not allowed.contains("1.12.0")
+    assert (
+        allowed.contains("1.11.0") and allowed.contains("1.8.1") and not allowed.contains("1.12.0")
+    )
     specs = build_specifiers([V("1.7.0"), V("1.13.1")], [V("1.6.0"), V("2.0.2"), V("2.1.0")])
     assert specs == ("!=1.6.0", "!=2.0.2", "!=2.1.0")
     assert SpecifierSet(",".join(specs)).contains("2.0.0")  # untested: admitted, listed as untested
 
 
 def test_tested_only_policy_rounds_bad_versions_below_and_above_into_bounds():
-    specs = build_specifiers([V("1.7.0"), V("1.8.1"), V("1.13.1")],
-                             [V("1.6.0"), V("1.12.0"), V("2.0.2"), V("2.1.0")], policy=TESTED_ONLY)
+    specs = build_specifiers(
+        [V("1.7.0"), V("1.8.1"), V("1.13.1")],
+        [V("1.6.0"), V("1.12.0"), V("2.0.2"), V("2.1.0")],
+        policy=TESTED_ONLY,
+    )
     assert specs == (">=1.7", "!=1.12.0", "<2")
 
 
 def test_tested_only_policy_collapses_a_run_of_bad_patches_to_a_series():
-    specs = build_specifiers([V("1.11.0"), V("1.13.1")], [V("1.12.0"), V("1.12.1")], policy=TESTED_ONLY)
+    specs = build_specifiers(
+        [V("1.11.0"), V("1.13.1")], [V("1.12.0"), V("1.12.1")], policy=TESTED_ONLY
+    )
     assert specs == ("!=1.12.*",)
-    assert build_specifiers([V("1.11.0"), V("1.12.1")], [V("1.12.0")], policy=TESTED_ONLY) == ("!=1.12.0",)
-    assert build_specifiers([V("1.11.0"), V("1.13.1")], [V("1.12.0"), V("1.12.1")]) == ("!=1.12.0", "!=1.12.1")
+    assert build_specifiers([V("1.11.0"), V("1.12.1")], [V("1.12.0")], policy=TESTED_ONLY) == (
+        "!=1.12.0",
+    )
+    assert build_specifiers([V("1.11.0"), V("1.13.1")], [V("1.12.0"), V("1.12.1")]) == (
+        "!=1.12.0",
+        "!=1.12.1",
+    )
 
 
 def test_tested_only_bound_stays_exact_when_a_good_version_shares_the_series():
@@ -69,8 +81,9 @@ def test_python_versions_are_excluded_as_series():
     assert specs == ("!=3.9.*", "!=3.12.*")
     assert not SpecifierSet(",".join(specs)).contains("3.12.4")
     assert SpecifierSet(",".join(specs)).contains("3.8.10")  # untested: admitted
-    specs = build_specifiers([V("3.10"), V("3.11"), V("3.13")], [V("3.9"), V("3.12")], python=True,
-                             policy=TESTED_ONLY)
+    specs = build_specifiers(
+        [V("3.10"), V("3.11"), V("3.13")], [V("3.9"), V("3.12")], python=True, policy=TESTED_ONLY
+    )
     assert specs == (">=3.10", "!=3.12.*")
 
 
@@ -84,8 +97,9 @@ def test_merge_keeps_the_tighter_bound_and_drops_redundant_exclusions():
     assert merge_specifiers(["~=2.1"], ["!=2.2.0"]) == ("~=2.1", "!=2.2.0")
 
 
-versions = st.builds(lambda a, b, c: V(f"{a}.{b}.{c}"), st.integers(0, 3), st.integers(0, 14),
-                     st.integers(0, 3))
+versions = st.builds(
+    lambda a, b, c: V(f"{a}.{b}.{c}"), st.integers(0, 3), st.integers(0, 14), st.integers(0, 3)
+)
 
 
 @given(st.sets(versions, max_size=8), st.sets(versions, max_size=8))
@@ -96,10 +110,14 @@ def test_specifiers_admit_every_good_and_exclude_every_bad(good, bad):
     assert not any(specs.contains(v) for v in bad)
 
 
-@given(st.lists(st.sampled_from([">=1.2", ">=1.5", "<2.1", "<3", "!=1.6.0", "!=2.5.0", "<=2.0.0", ">1.5"]),
-                max_size=4),
-       st.lists(st.sampled_from([">=1.3", "<2.0", "!=1.7.1", "!=0.9.0", ">=1.5"]), max_size=3),
-       st.lists(versions, min_size=1, max_size=10))
+@given(
+    st.lists(
+        st.sampled_from([">=1.2", ">=1.5", "<2.1", "<3", "!=1.6.0", "!=2.5.0", "<=2.0.0", ">1.5"]),
+        max_size=4,
+    ),
+    st.lists(st.sampled_from([">=1.3", "<2.0", "!=1.7.1", "!=0.9.0", ">=1.5"]), max_size=3),
+    st.lists(versions, min_size=1, max_size=10),
+)
 def test_merge_is_the_intersection(existing, added, probes):
     merged = SpecifierSet(",".join(merge_specifiers(existing, added)))
     both = SpecifierSet(",".join(existing + added))
@@ -107,6 +125,7 @@ def test_merge_is_the_intersection(existing, added, probes):
 
 
 # ----------------------------------------------------------------------------- markers
+
 
 def test_python_condition_markers_partition_every_python_version():
     tested = (V("3.9"), V("3.10"), V("3.12"), V("3.13"))
@@ -129,6 +148,7 @@ def test_single_python_uses_equality_marker():
 
 # ----------------------------------------------------------------------------- evidence
 
+
 def test_local_labels_are_stripped_and_axis_specifiers_use_the_installed_version():
     results = [cell("2.5.1", local="cu124", numpy=("<2", "1.26.4"), torchvision="")]
     (observation,), _, _ = observe(results)
@@ -138,11 +158,20 @@ def test_local_labels_are_stripped_and_axis_specifiers_use_the_installed_version
 
 
 def test_unsupported_counts_by_the_cell_policy():
-    needs_compile = make_result(torch="1.13.1", torchvision="", probes=[make_probe("torch_compile", "unsupported")],
-                                required_probes=("torch_compile",))
-    optional = make_result(torch="1.13.1", python="3.10", torchvision="",
-                           probes=[make_probe("torch_compile", "unsupported")], required_probes=("torch_compile",),
-                           policy={"unsupported": "pass", "skip": "pass"})
+    needs_compile = make_result(
+        torch="1.13.1",
+        torchvision="",
+        probes=[make_probe("torch_compile", "unsupported")],
+        required_probes=("torch_compile",),
+    )
+    optional = make_result(
+        torch="1.13.1",
+        python="3.10",
+        torchvision="",
+        probes=[make_probe("torch_compile", "unsupported")],
+        required_probes=("torch_compile",),
+        policy={"unsupported": "pass", "skip": "pass"},
+    )
     assert suggest_pins([needs_compile]).counts["incompatible"] == 1
     assert suggest_pins([optional]).counts["compatible"] == 1
 
@@ -171,13 +200,29 @@ def grids(draw):
                     tv = PAIRED_TORCHVISION[torch] if paired else ""
                     if outcome in ("error", "unsat"):
                         extras = {"numpy": numpy[0]} if numpy else None
-                        results.append(make_result(
-                            torch=torch, python=python, variant=variant, torchvision=tv, extras=extras,
-                            status=INSTALL_ERROR if outcome == "error" else UNSATISFIABLE, message=outcome))
+                        results.append(
+                            make_result(
+                                torch=torch,
+                                python=python,
+                                variant=variant,
+                                torchvision=tv,
+                                extras=extras,
+                                status=INSTALL_ERROR if outcome == "error" else UNSATISFIABLE,
+                                message=outcome,
+                            )
+                        )
                     else:
-                        results.append(cell(torch, python, variant=variant, torchvision=tv, numpy=numpy,
-                                            fail="training_step" if outcome == "bad" else "",
-                                            message="loss is nan"))
+                        results.append(
+                            cell(
+                                torch,
+                                python,
+                                variant=variant,
+                                torchvision=tv,
+                                numpy=numpy,
+                                fail="training_step" if outcome == "bad" else "",
+                                message="loss is nan",
+                            )
+                        )
     return results
 
 
@@ -189,8 +234,11 @@ def _check_requirement_lines(answer):
 
 def _released(results):
     """Every release the index knows: the tested ones plus untested ones around and between."""
-    extra = {"torch": ["1.8.1", "1.10.2", "1.12.2", "2.0.0", "2.2.0", "2.9.0"],
-             "torchvision": ["0.9.1", "0.16.0"], "numpy": ["1.24.0", "2.1.0"]}
+    extra = {
+        "torch": ["1.8.1", "1.10.2", "1.12.2", "2.0.0", "2.2.0", "2.9.0"],
+        "torchvision": ["0.9.1", "0.16.0"],
+        "numpy": ["1.24.0", "2.1.0"],
+    }
     released = {}
     for package in package_axes(results):
         tested = {str(r.install.resolved.get(package, "")) for r in results} - {""}
@@ -211,8 +259,10 @@ def test_answers_never_admit_a_bad_cell_they_do_not_name_and_never_lose_a_good_o
             if observation.good:
                 assert answer.admits(observation), (answer.describe(), observation.cell_id)
             else:
-                assert answer.admits(observation) == (observation.cell_id in unresolved), \
-                    (answer.describe(), observation.cell_id)
+                assert answer.admits(observation) == (observation.cell_id in unresolved), (
+                    answer.describe(),
+                    observation.cell_id,
+                )
         if answer.expressible:
             _check_requirement_lines(answer)
 
@@ -242,10 +292,17 @@ def test_no_suggested_pin_excludes_a_version_present_in_a_compatible_cell(result
             version = o.value(line.package)
             if version is not None and line.applies(o.value(PYTHON)):
                 assert allowed.contains(version, prereleases=True), (line.text(), o.cell_id)
-    python_advice = [spec for pin in answer.pins if pin.package == PYTHON and pin.condition is None
-                     for spec in pin.specifiers]
+    python_advice = [
+        spec
+        for pin in answer.pins
+        if pin.package == PYTHON and pin.condition is None
+        for spec in pin.specifiers
+    ]
     for o in good:
-        assert SpecifierSet(",".join(python_advice)).contains(o.value(PYTHON)), (python_advice, o.cell_id)
+        assert SpecifierSet(",".join(python_advice)).contains(o.value(PYTHON)), (
+            python_advice,
+            o.cell_id,
+        )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -266,8 +323,11 @@ def test_admit_untested_never_bounds_an_untested_release(results):
                 assert allowed.contains(raw, prereleases=True), (line.text(), raw)
     for package, cover in suggestion.coverage.items():
         assert cover.excluded_untested == ()
-        untested = {v for v in released[package]
-                    if Version(v) not in {o.value(package) for o in observations}}
+        untested = {
+            v
+            for v in released[package]
+            if Version(v) not in {o.value(package) for o in observations}
+        }
         assert set(cover.untested + cover.newer + cover.older) == untested
 
 
@@ -290,37 +350,53 @@ def test_cells_without_evidence_change_no_pin(results):
     evidence_only = [r for r in results if r.install.status == "installed"]
     with_all = suggest_pins(results).recommended
     without = suggest_pins(evidence_only).recommended
-    assert [line.text() for line in requirement_lines(with_all)] == \
-        [line.text() for line in requirement_lines(without)]
+    assert [line.text() for line in requirement_lines(with_all)] == [
+        line.text() for line in requirement_lines(without)
+    ]
 
 
 def test_when_nothing_works_torch_takes_the_blame_with_a_warning():
     from torch_matrix.pins.render import render_text
 
-    results = [cell(t, "3.11", torchvision="", fail="training_step", message="nan") for t in ("2.4.1", "2.5.1")]
+    results = [
+        cell(t, "3.11", torchvision="", fail="training_step", message="nan")
+        for t in ("2.4.1", "2.5.1")
+    ]
     suggestion = suggest_pins(results)
-    assert [line.text() for line in requirement_lines(suggestion.recommended)] == ["torch!=2.4.1,!=2.5.1"]
+    assert [line.text() for line in requirement_lines(suggestion.recommended)] == [
+        "torch!=2.4.1,!=2.5.1"
+    ]
     assert "no compatible cell at all" in render_text(suggestion)
 
 
 def test_a_python_that_fails_everywhere_becomes_requires_python_advice():
-    results = [cell(t, py, torchvision="", fail="install_sanity" if py == "3.13" else "", message="no _C")
-               for t in ("2.4.1", "2.5.1") for py in ("3.11", "3.12", "3.13")]
+    results = [
+        cell(t, py, torchvision="", fail="install_sanity" if py == "3.13" else "", message="no _C")
+        for t in ("2.4.1", "2.5.1")
+        for py in ("3.11", "3.12", "3.13")
+    ]
     recommended = suggest_pins(results).recommended
-    assert [(pin.package, pin.specifiers) for pin in recommended.pins] == [("python", ("!=3.13.*",))]
+    assert [(pin.package, pin.specifiers) for pin in recommended.pins] == [
+        ("python", ("!=3.13.*",))
+    ]
     assert requirement_lines(recommended) == []
 
 
 def test_coverage_separates_admitted_untested_from_excluded_untested():
     from tests.pins_grids import numpy2_range
 
-    released = {"numpy": ["1.25.2", "1.26.4", "2.0.0", "2.0.2", "2.1.0", "2.2.0rc1"],
-                "torch": ["2.1.2", "2.2.0", "2.2.2", "2.3.1", "2.4.0"]}
+    released = {
+        "numpy": ["1.25.2", "1.26.4", "2.0.0", "2.0.2", "2.1.0", "2.2.0rc1"],
+        "torch": ["2.1.2", "2.2.0", "2.2.2", "2.3.1", "2.4.0"],
+    }
     cov = suggest_pins(numpy2_range(), released).coverage
     assert cov["numpy"].older == ("1.25.2",)
     # numpy 2.0.2 works with torch 2.3.1: no pin excludes it, so nothing untested is excluded either.
     assert cov["numpy"].excluded_untested == ()
-    assert (cov["numpy"].untested, cov["numpy"].newer) == (("2.0.0",), ("2.1.0",))  # no pre-releases
+    assert (cov["numpy"].untested, cov["numpy"].newer) == (
+        ("2.0.0",),
+        ("2.1.0",),
+    )  # no pre-releases
     assert (cov["torch"].untested, cov["torch"].newer) == (("2.2.0",), ("2.4.0",))
 
 
@@ -330,8 +406,11 @@ def test_a_find_links_build_in_a_default_cell_counts_as_its_own_variant():
 
     local = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"})
     pypi = make_result(torch="2.14.1", resolved={"torch": "2.14.1", "torchvision": "0.29.2"})
-    labelled = make_result(torch="2.5.1", variant="cu124",
-                           resolved={"torch": "2.5.1+cu124", "torchvision": "0.20.1+cu124"})
+    labelled = make_result(
+        torch="2.5.1",
+        variant="cu124",
+        resolved={"torch": "2.5.1+cu124", "torchvision": "0.20.1+cu124"},
+    )
     assert cell_values(local, ["torch"])["variant"] == "cpu"
     assert cell_values(local, ["torch"])["torch"] == Version("2.13.0")
     assert cell_values(pypi, ["torch"])["variant"] == "default"
@@ -341,23 +420,35 @@ def test_a_find_links_build_in_a_default_cell_counts_as_its_own_variant():
 def test_the_reason_names_a_find_links_build_so_nobody_blames_the_release():
     from torch_matrix.pins import probe_summary
 
-    bad = make_result(torch="2.13.0", resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
-                      probes=[make_probe("install_sanity", status="fail",
-                                         message="operator torchvision::nms does not exist")])
+    bad = make_result(
+        torch="2.13.0",
+        resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
+        probes=[
+            make_probe(
+                "install_sanity", status="fail", message="operator torchvision::nms does not exist"
+            )
+        ],
+    )
     assert probe_summary(bad, "install_sanity").startswith("[tested with torch 2.13.0+cpu]")
-    plain = make_result(torch="2.14.1", resolved={"torch": "2.14.1"},
-                        probes=[make_probe("install_sanity", status="fail", message="x")])
+    plain = make_result(
+        torch="2.14.1",
+        resolved={"torch": "2.14.1"},
+        probes=[make_probe("install_sanity", status="fail", message="x")],
+    )
     assert "tested with" not in probe_summary(plain, "install_sanity")
 
 
 # ---------------------------------------------------------------- existing environments (torch-matrix check)
+
 
 def _existing(result):
     import dataclasses
 
     from torch_matrix.vocab.records import ORIGIN_EXISTING
 
-    cell = dataclasses.replace(result.cell, id="env-" + result.cell.id + "-host-abc123", origin=ORIGIN_EXISTING)
+    cell = dataclasses.replace(
+        result.cell, id="env-" + result.cell.id + "-host-abc123", origin=ORIGIN_EXISTING
+    )
     return dataclasses.replace(result, cell=cell)
 
 
@@ -365,16 +456,24 @@ def test_a_failing_existing_environment_is_never_turned_into_a_pin():
     """The only evidence for torch 2.11.0 is a user's environment that fails: no torch!=2.11.0."""
     from torch_matrix.pins.render import render_json, render_text
 
-    env = _existing(make_result(torch="2.11.0", torchvision="0.26.0", variant="cu130",
-                                resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"},
-                                probes=[make_probe("install_sanity", status="fail", message="stray libcudnn")]))
+    env = _existing(
+        make_result(
+            torch="2.11.0",
+            torchvision="0.26.0",
+            variant="cu130",
+            resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"},
+            probes=[make_probe("install_sanity", status="fail", message="stray libcudnn")],
+        )
+    )
     good = make_result(torch="2.10.0", torchvision="0.25.0")
     suggestion = suggest_pins([env, good])
     assert suggestion.recommended.pins == ()
     assert requirement_lines(suggestion.recommended) == []
     assert [note.cell_id for note in suggestion.not_pinned] == [env.cell.id]
     assert "existing environment" in suggestion.not_pinned[0].reason
-    assert "[tested with torch 2.11.0+cu130]" not in suggestion.not_pinned[0].reason  # variant cu130 is its label
+    assert (
+        "[tested with torch 2.11.0+cu130]" not in suggestion.not_pinned[0].reason
+    )  # variant cu130 is its label
     assert "stray libcudnn" in suggestion.not_pinned[0].reason
     text = render_text(suggestion)
     assert "1 incompatible existing environment(s) not pinned" in text and env.cell.id in text
@@ -386,13 +485,20 @@ def test_a_working_existing_environment_is_evidence_like_a_matrix_cell_of_its_bu
     its local label is its variant, its versions count as seen working."""
     from torch_matrix.pins import cell_values
 
-    matrix_cell = make_result(torch="2.11.0", torchvision="0.26.0", variant="cu130",
-                              resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"})
+    matrix_cell = make_result(
+        torch="2.11.0",
+        torchvision="0.26.0",
+        variant="cu130",
+        resolved={"torch": "2.11.0+cu130", "torchvision": "0.26.0"},
+    )
     env = _existing(matrix_cell)
     assert cell_values(env, ["torch"]) == cell_values(matrix_cell, ["torch"])
     assert cell_values(env, ["torch"])["variant"] == "cu130"
-    bad = make_result(torch="2.9.0", torchvision="0.24.0",
-                      probes=[make_probe("install_sanity", status="fail", message="x")])
+    bad = make_result(
+        torch="2.9.0",
+        torchvision="0.24.0",
+        probes=[make_probe("install_sanity", status="fail", message="x")],
+    )
     other = make_result(torch="2.10.0", torchvision="0.25.0")
     with_env = suggest_pins([env, bad, other])
     with_matrix = suggest_pins([matrix_cell, bad, other])
@@ -404,8 +510,11 @@ def test_a_working_existing_environment_is_evidence_like_a_matrix_cell_of_its_bu
 
 def test_a_failing_existing_environment_leaves_a_matrix_cells_pin_alone():
     """The same break in a matrix cell is evidence; the existing environment adds nothing to it."""
-    bad = make_result(torch="1.12.0", torchvision="0.13.0",
-                      probes=[make_probe("install_sanity", status="fail", message="cuda at import")])
+    bad = make_result(
+        torch="1.12.0",
+        torchvision="0.13.0",
+        probes=[make_probe("install_sanity", status="fail", message="cuda at import")],
+    )
     env = _existing(bad)
     good = make_result(torch="1.12.1", torchvision="0.13.1")
     with_env = suggest_pins([bad, env, good]).recommended
@@ -416,7 +525,9 @@ def test_a_failing_existing_environment_leaves_a_matrix_cells_pin_alone():
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(grids())
-def test_every_exclusion_names_a_failing_cell_and_a_true_counterfactual_or_says_unconfirmed(results):
+def test_every_exclusion_names_a_failing_cell_and_a_true_counterfactual_or_says_unconfirmed(
+    results,
+):
     from torch_matrix.pins.search import COMPANIONS
 
     observations, _, _ = observe(results)
@@ -432,9 +543,13 @@ def test_every_exclusion_names_a_failing_cell_and_a_true_counterfactual_or_says_
                 assert exclusion.counterfactual().startswith("unconfirmed")
                 continue
             passing = by_id[exclusion.passing_cell]
-            assert passing.good and str(passing.value(exclusion.package)) == exclusion.passing_version
+            assert (
+                passing.good and str(passing.value(exclusion.package)) == exclusion.passing_version
+            )
             free = {exclusion.package} | COMPANIONS.get(exclusion.package, set())
-            assert all(failing.value(a) == passing.value(a) for a in failing.values if a not in free)
+            assert all(
+                failing.value(a) == passing.value(a) for a in failing.values if a not in free
+            )
             assert "all else equal, passes" in exclusion.counterfactual()
 
 
@@ -442,5 +557,7 @@ def test_real_counterfactual_text_for_the_yolo_run():
     from tests.test_pins_golden import _suggest
 
     (torch,) = _suggest("real_yolo_run").recommended.pins_for("torch")[0].exclusions
-    assert torch.counterfactual() == ("1.12.0 fails lazy_cuda_init [t1.12.0-py3.10-nplt2]; 1.12.1, all else "
-                                      "equal, passes [t1.12.1-py3.10-nplt2]")
+    assert torch.counterfactual() == (
+        "1.12.0 fails lazy_cuda_init [t1.12.0-py3.10-nplt2]; 1.12.1, all else "
+        "equal, passes [t1.12.1-py3.10-nplt2]"
+    )

@@ -14,7 +14,12 @@ import pytest
 from packaging.requirements import Requirement
 
 from torch_matrix.pins import PinPolicy, requirement_lines, suggest_pins
-from torch_matrix.pins.render import render_constraints, render_json, render_requirements, render_text
+from torch_matrix.pins.render import (
+    render_constraints,
+    render_json,
+    render_requirements,
+    render_text,
+)
 from torch_matrix.world.results import load_results
 from tests.pins_grids import GRIDS, RELEASED
 
@@ -23,7 +28,9 @@ UPDATE = os.environ.get("TORCH_MATRIX_UPDATE_GOLDEN") == "1"
 REAL_RUN = GOLDEN / "real_yolo_run"  # cells from a real `nox -s matrix` run of REAL_RUN/matrix.toml
 
 
-REAL_SETUPTOOLS_RUN = GOLDEN / "real_setuptools_run"  # a real run of its matrix.toml (issue 11, case a)
+REAL_SETUPTOOLS_RUN = (
+    GOLDEN / "real_setuptools_run"
+)  # a real run of its matrix.toml (issue 11, case a)
 
 
 def _real_results(run: Path = REAL_RUN):
@@ -32,11 +39,14 @@ def _real_results(run: Path = REAL_RUN):
     return loaded.results
 
 
-GRIDS = {**GRIDS, "real_yolo_run": _real_results,
-         "real_setuptools_run": lambda: _real_results(REAL_SETUPTOOLS_RUN),
-         "real_lazy_run": lambda: _real_results(GOLDEN / "real_lazy_run"),
-         "real_numpy_run": lambda: _real_results(GOLDEN / "real_numpy_run"),
-         "real_mismatched_pair_run": lambda: _real_results(GOLDEN / "real_mismatched_pair_run")}
+GRIDS = {
+    **GRIDS,
+    "real_yolo_run": _real_results,
+    "real_setuptools_run": lambda: _real_results(REAL_SETUPTOOLS_RUN),
+    "real_lazy_run": lambda: _real_results(GOLDEN / "real_lazy_run"),
+    "real_numpy_run": lambda: _real_results(GOLDEN / "real_numpy_run"),
+    "real_mismatched_pair_run": lambda: _real_results(GOLDEN / "real_mismatched_pair_run"),
+}
 
 
 def _suggest(name: str, **options):
@@ -50,8 +60,12 @@ def _constraint_lines(text: str) -> list[str]:
 @pytest.mark.parametrize("name", sorted(GRIDS))
 def test_outputs_match_golden_files(name):
     suggestion = _suggest(name)
-    outputs = {"report.txt": render_text(suggestion), "constraints.txt": render_constraints(suggestion),
-               "requirements-pins.txt": render_requirements(suggestion), "pins.json": render_json(suggestion)}
+    outputs = {
+        "report.txt": render_text(suggestion),
+        "constraints.txt": render_constraints(suggestion),
+        "requirements-pins.txt": render_requirements(suggestion),
+        "pins.json": render_json(suggestion),
+    }
     for filename, text in outputs.items():
         path = GOLDEN / name / filename
         if UPDATE:
@@ -62,8 +76,12 @@ def test_outputs_match_golden_files(name):
 
 @pytest.mark.parametrize("name", sorted(GRIDS))
 def test_outputs_are_deterministic_and_valid(name):
-    first, second = _suggest(name), suggest_pins(list(reversed(GRIDS[name]())),
-                                                 RELEASED if name == "single_bad_patch" else None)
+    first, second = (
+        _suggest(name),
+        suggest_pins(
+            list(reversed(GRIDS[name]())), RELEASED if name == "single_bad_patch" else None
+        ),
+    )
     assert render_text(first) == render_text(second)
     assert render_json(first) == render_json(second)
     for line in _constraint_lines(render_constraints(first)):
@@ -85,7 +103,10 @@ def test_single_bad_patch_release_is_excluded_alone():
 
 def test_bad_release_excludes_its_paired_torchvision_with_a_reason():
     suggestion = _suggest("bad_release_paired_torchvision")
-    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=1.12.0", "torchvision!=0.13.0"]
+    assert _constraint_lines(render_constraints(suggestion)) == [
+        "torch!=1.12.0",
+        "torchvision!=0.13.0",
+    ]
     (tv,) = suggestion.recommended.pins_for("torchvision")[0].exclusions
     assert tv.paired_with == "torch 1.12.0"
     assert "torchvision 0.13.0" in render_requirements(suggestion)
@@ -101,27 +122,45 @@ def test_range_broken_only_with_numpy2_is_an_interaction_shown_as_ranked_trade_o
     assert suggestion.recommended is suggestion.safe
     pinned = _suggest("numpy2_range", pin_tradeoffs=True)  # `pins --tradeoffs pin-first`
     assert _constraint_lines(render_constraints(pinned)) == ["numpy!=2.0.2"]
-    assert pinned.recommended.lost == ("t2.3.1-py3.11-numpyge2",) and pinned.recommended.unresolved == ()
+    assert (
+        pinned.recommended.lost == ("t2.3.1-py3.11-numpyge2",)
+        and pinned.recommended.unresolved == ()
+    )
     first, second = suggestion.tradeoffs
     assert (first.rank, first.line(), first.pin.gives_up) == (
-        1, "numpy!=2.0.2", ("torch 2.3.1 x numpy 2.0.2 [t2.3.1-py3.11-numpyge2]",))
+        1,
+        "numpy!=2.0.2",
+        ("torch 2.3.1 x numpy 2.0.2 [t2.3.1-py3.11-numpyge2]",),
+    )
     assert (second.rank, second.line(), second.pairs) == (2, "torch!=2.1.2,!=2.2.2", 2)
-    assert "# torch!=2.1.2,!=2.2.2  # trade-off 2 (not pinned) for the interaction torch 2.1.2, 2.2.2 with " \
-           "numpy 2.0.2 (each passes in another pair): torch!=2.1.2,!=2.2.2: " \
-           "gives up 2 working pairs" in render_constraints(suggestion)
+    assert (
+        "# torch!=2.1.2,!=2.2.2  # trade-off 2 (not pinned) for the interaction torch 2.1.2, 2.2.2 with "
+        "numpy 2.0.2 (each passes in another pair): torch!=2.1.2,!=2.2.2: "
+        "gives up 2 working pairs" in render_constraints(suggestion)
+    )
     diagnosis = suggestion.diagnosis
-    assert diagnosis is not None and diagnosis.kept == diagnosis.good_total and diagnosis.unresolved == ()
+    assert (
+        diagnosis is not None
+        and diagnosis.kept == diagnosis.good_total
+        and diagnosis.unresolved == ()
+    )
     assert diagnosis.describe() == "torch!=2.1.2,!=2.2.2 (only where numpy>=2)"
     assert all(answer.lost == () for answer in suggestion.answers)
-    assert "Trade-offs (PEP 508 cannot condition a pin on another package's version" in render_text(suggestion)
+    assert "Trade-offs (PEP 508 cannot condition a pin on another package's version" in render_text(
+        suggestion
+    )
 
 
 def test_break_on_one_python_becomes_a_marker():
     suggestion = _suggest("one_python")
-    assert _constraint_lines(render_constraints(suggestion)) == ['torch!=2.2.2,!=2.3.1; python_version >= "3.12"']
+    assert _constraint_lines(render_constraints(suggestion)) == [
+        'torch!=2.2.2,!=2.3.1; python_version >= "3.12"'
+    ]
     lines = requirement_lines(suggestion.recommended)
-    assert [line.text() for line in lines] == ['torch; python_version < "3.12"',
-                                               'torch!=2.2.2,!=2.3.1; python_version >= "3.12"']
+    assert [line.text() for line in lines] == [
+        'torch; python_version < "3.12"',
+        'torch!=2.2.2,!=2.3.1; python_version >= "3.12"',
+    ]
     assert suggestion.recommended.lost == ()
 
 
@@ -156,8 +195,13 @@ def test_real_run_gives_what_a_maintainer_writes_by_hand():
     release (numpy<2 would also exclude the untested 2.0 and 2.1 releases)."""
     suggestion = _suggest("real_yolo_run")
     assert _constraint_lines(render_constraints(suggestion)) == [
-        "torch!=1.12.0", "torchvision!=0.13.0", "numpy!=2.2.6"]
-    reasons = {(e.package, e.version): e for pin in suggestion.recommended.pins for e in pin.exclusions}
+        "torch!=1.12.0",
+        "torchvision!=0.13.0",
+        "numpy!=2.2.6",
+    ]
+    reasons = {
+        (e.package, e.version): e for pin in suggestion.recommended.pins for e in pin.exclusions
+    }
     assert reasons["torch", "1.12.0"].probes == ("lazy_cuda_init",)
     assert reasons["torchvision", "0.13.0"].paired_with == "torch 1.12.0"
     assert reasons["numpy", "2.2.6"].probes == ("numpy_interop", "torchvision_transforms")
@@ -169,23 +213,34 @@ def test_real_setuptools_run_blames_the_environment_not_python_or_torch():
     3.10 lacks setuptools (environment; the automatic counterfactual cells with setuptools pass),
     2.3.1 on 3.12 is refused by dynamo (the version). Not `Requires-Python >=3.12`, not `torch>=2.4`."""
     suggestion = _suggest("real_setuptools_run")
-    assert _constraint_lines(render_constraints(suggestion)) == ['torch!=2.3.1; python_version >= "3.12"']
+    assert _constraint_lines(render_constraints(suggestion)) == [
+        'torch!=2.3.1; python_version >= "3.12"'
+    ]
     assert not suggestion.recommended.pins_for("python")
     (exclusion,) = suggestion.recommended.pins_for("torch")[0].exclusions
-    assert exclusion.counterfactual() == ("2.3.1 fails torch_compile [t2.3.1-py3.12]; 2.4.1, all else equal, "
-                                          "passes [t2.4.1-py3.12]")
+    assert exclusion.counterfactual() == (
+        "2.3.1 fails torch_compile [t2.3.1-py3.12]; 2.4.1, all else equal, passes [t2.4.1-py3.12]"
+    )
     (advice,) = suggestion.environment
     assert advice.requirement == 'setuptools; python_version < "3.12"'
-    assert advice.confirmed_by == ("t2.3.1-py3.10-cf-with-setuptools", "t2.4.1-py3.10-cf-with-setuptools")
+    assert advice.confirmed_by == (
+        "t2.3.1-py3.10-cf-with-setuptools",
+        "t2.4.1-py3.10-cf-with-setuptools",
+    )
 
 
 def test_real_lazy_run_is_still_exactly_the_hand_written_pins():
     """torch 1.11.0/1.12.0/1.12.1 with paired torchvision, numpy<2, Python 3.10, full suite (issue 11, case c)."""
     suggestion = _suggest("real_lazy_run")
-    assert _constraint_lines(render_constraints(suggestion)) == ["torch!=1.12.0", "torchvision!=0.13.0"]
+    assert _constraint_lines(render_constraints(suggestion)) == [
+        "torch!=1.12.0",
+        "torchvision!=0.13.0",
+    ]
     (torch,) = suggestion.recommended.pins_for("torch")[0].exclusions
-    assert torch.counterfactual() == ("1.12.0 fails lazy_cuda_init [t1.12.0-py3.10-numpylt2]; 1.12.1, all else "
-                                      "equal, passes [t1.12.1-py3.10-numpylt2]")
+    assert torch.counterfactual() == (
+        "1.12.0 fails lazy_cuda_init [t1.12.0-py3.10-numpylt2]; 1.12.1, all else "
+        "equal, passes [t1.12.1-py3.10-numpylt2]"
+    )
 
 
 def test_real_numpy_run_ranks_the_trade_offs_and_confirms_the_setuptools_advice():
@@ -193,7 +248,10 @@ def test_real_numpy_run_ranks_the_trade_offs_and_confirms_the_setuptools_advice(
     numpy 2 only; torch!=2.2.2 and numpy!=2.4.6 each give up one working pair and one release: on
     the tie the dependency ranks first (pinned only with ``--tradeoffs pin-first``)."""
     suggestion = _suggest("real_numpy_run")
-    assert suggestion.safe.unresolved == ("t2.2.2-py3.11-npge2", "t2.2.2-py3.11-npge2-cf-with-setuptools")
+    assert suggestion.safe.unresolved == (
+        "t2.2.2-py3.11-npge2",
+        "t2.2.2-py3.11-npge2-cf-with-setuptools",
+    )
     assert [t.line() for t in suggestion.tradeoffs] == ["numpy!=2.4.6", "torch!=2.2.2"]
     assert _constraint_lines(render_constraints(suggestion)) == []
     pinned = _suggest("real_numpy_run", pin_tradeoffs=True)
@@ -201,7 +259,11 @@ def test_real_numpy_run_ranks_the_trade_offs_and_confirms_the_setuptools_advice(
     assert pinned.recommended.unresolved == ()
     assert suggestion.diagnosis.describe() == "torch!=2.2.2 (only where numpy>=2)"
     (advice,) = suggestion.environment
-    assert advice.requirement == "setuptools" and len(advice.confirmed_by) == 4 and advice.refuted_by == ()
+    assert (
+        advice.requirement == "setuptools"
+        and len(advice.confirmed_by) == 4
+        and advice.refuted_by == ()
+    )
 
 
 def test_real_mismatched_pair_gets_pairing_advice_and_no_bound():

@@ -17,8 +17,21 @@ from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
 
 from torch_matrix import pins
-from torch_matrix.pins import PYTHON, VARIANT, Atom, observe, package_axes, requirement_lines, suggest_pins
-from torch_matrix.pins.render import render_constraints, render_json, render_requirements, render_text
+from torch_matrix.pins import (
+    PYTHON,
+    VARIANT,
+    Atom,
+    observe,
+    package_axes,
+    requirement_lines,
+    suggest_pins,
+)
+from torch_matrix.pins.render import (
+    render_constraints,
+    render_json,
+    render_requirements,
+    render_text,
+)
 from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE
 from tests.factories import make_cell, make_probe, make_result
 from tests.test_pins import grids
@@ -26,11 +39,18 @@ from tests.test_pins import grids
 TORCHES = [f"2.{minor}.{patch}" for minor in range(10) for patch in range(2)]
 PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
 VARIANTS = ("default", "cpu", "cu121", "cu124")
-NUMPYS = (("==1.24.*", "1.24.4"), ("==1.26.*", "1.26.4"), ("==2.0.*", "2.0.2"), ("==2.1.*", "2.1.3"),
-          ("==2.2.*", "2.2.6"))
+NUMPYS = (
+    ("==1.24.*", "1.24.4"),
+    ("==1.26.*", "1.26.4"),
+    ("==2.0.*", "2.0.2"),
+    ("==2.1.*", "2.1.3"),
+    ("==2.2.*", "2.2.6"),
+)
 REQUIRED = ("install_sanity", "training_step", "numpy_interop", "torchvision_ops")
-RELEASED = {"torch": TORCHES + ["1.13.1", "2.10.0"],
-            "numpy": ["1.24.4", "1.25.0", "1.26.4", "2.0.2", "2.1.3", "2.2.6", "2.3.0"]}
+RELEASED = {
+    "torch": TORCHES + ["1.13.1", "2.10.0"],
+    "numpy": ["1.24.4", "1.25.0", "1.26.4", "2.0.2", "2.1.3", "2.2.6", "2.3.0"],
+}
 
 
 def scale_grid(torches=TORCHES, pythons=PYTHONS, variants=VARIANTS, numpys=NUMPYS, seed=0):
@@ -45,13 +65,24 @@ def scale_grid(torches=TORCHES, pythons=PYTHONS, variants=VARIANTS, numpys=NUMPY
         for python in pythons:
             for variant in variants:
                 for spec, numpy in numpys:
-                    cell = make_cell(torch=torch, python=python, variant=variant, torchvision=torchvision,
-                                     extras={"numpy": spec}, probes=REQUIRED, required_probes=REQUIRED)
+                    cell = make_cell(
+                        torch=torch,
+                        python=python,
+                        variant=variant,
+                        torchvision=torchvision,
+                        extras={"numpy": spec},
+                        probes=REQUIRED,
+                        required_probes=REQUIRED,
+                    )
                     if python == "3.13" and minor < 4:
-                        results.append(make_result(cell, status=UNSATISFIABLE, message="no cp313 wheel"))
+                        results.append(
+                            make_result(cell, status=UNSATISFIABLE, message="no cp313 wheel")
+                        )
                         continue
                     if rng.random() < 0.01:
-                        results.append(make_result(cell, status=INSTALL_ERROR, message="connection reset"))
+                        results.append(
+                            make_result(cell, status=INSTALL_ERROR, message="connection reset")
+                        )
                         continue
                     failing = {}
                     if torch == "2.3.1":
@@ -62,11 +93,24 @@ def scale_grid(torches=TORCHES, pythons=PYTHONS, variants=VARIANTS, numpys=NUMPY
                         failing["torchvision_ops"] = "nms missing"
                     if variant == "cu121" and torch == "2.7.0":
                         failing["install_sanity"] = "libcudnn missing"
-                    probes = [make_probe(name, "fail" if name in failing else "pass", failing.get(name, ""))
-                              for name in REQUIRED]
+                    probes = [
+                        make_probe(
+                            name, "fail" if name in failing else "pass", failing.get(name, "")
+                        )
+                        for name in REQUIRED
+                    ]
                     local = "+cpu" if variant == "cpu" else ""
-                    results.append(make_result(cell, probes=probes, resolved={
-                        "torch": torch + local, "torchvision": torchvision, "numpy": numpy}))
+                    results.append(
+                        make_result(
+                            cell,
+                            probes=probes,
+                            resolved={
+                                "torch": torch + local,
+                                "torchvision": torchvision,
+                                "numpy": numpy,
+                            },
+                        )
+                    )
     return results
 
 
@@ -79,11 +123,16 @@ def big_grid():
 
 # ----------------------------------------------------------------------------- naive reference
 
+
 def naive_admits(answer, observation) -> bool:
     """What a user's installer decides, with fresh packaging objects and no memo."""
     if answer.expressible:
-        checks = [(line.package, line.specifiers, line.marker, None) for line in requirement_lines(answer)]
-        checks += [(pin.package, pin.specifiers, "", None) for pin in answer.pins if pin.package == PYTHON]
+        checks = [
+            (line.package, line.specifiers, line.marker, None) for line in requirement_lines(answer)
+        ]
+        checks += [
+            (pin.package, pin.specifiers, "", None) for pin in answer.pins if pin.package == PYTHON
+        ]
     else:
         checks = [(pin.package, pin.specifiers, "", pin.condition) for pin in answer.pins]
     for package, specifiers, marker, condition in checks:
@@ -91,8 +140,13 @@ def naive_admits(answer, observation) -> bool:
         if value is None:
             continue
         python = observation.value(PYTHON)
-        if marker and python is not None and not Marker(marker).evaluate(
-                {"python_version": str(python), "python_full_version": f"{python}.0"}):
+        if (
+            marker
+            and python is not None
+            and not Marker(marker).evaluate(
+                {"python_version": str(python), "python_full_version": f"{python}.0"}
+            )
+        ):
             continue
         if condition is not None and observation.value(condition.axis) not in condition.values:
             continue
@@ -103,6 +157,7 @@ def naive_admits(answer, observation) -> bool:
 
 def reference_greedy(grid, uncovered, candidates, lost):
     """The original set-based greedy cover: every key computed for every atom on every round."""
+
     def cells(mask):
         return {i for i in range(len(grid.observations)) if mask >> i & 1}
 
@@ -123,8 +178,13 @@ def reference_greedy(grid, uncovered, candidates, lost):
             if not hit:
                 continue
             cost = len((excluded(atom) & good) - lost)
-            key = (cost / len(hit), -len(hit), bool(atom.cond_axis), not grid.named_by_probes(atom, hit),
-                   atom.sort_key())
+            key = (
+                cost / len(hit),
+                -len(hit),
+                bool(atom.cond_axis),
+                not grid.named_by_probes(atom, hit),
+                atom.sort_key(),
+            )
             if best_key is None or key < best_key:
                 best, best_key = atom, key
         if best is None:
@@ -147,8 +207,14 @@ class ScanGrid(pins._Grid):
 
 def rendered(results, released=None) -> str:
     suggestion = suggest_pins(results, released)
-    return "\n".join((render_text(suggestion), render_constraints(suggestion),
-                      render_requirements(suggestion), render_json(suggestion)))
+    return "\n".join(
+        (
+            render_text(suggestion),
+            render_constraints(suggestion),
+            render_requirements(suggestion),
+            render_json(suggestion),
+        )
+    )
 
 
 def reference_rendered(monkeypatch, results, released=None) -> str:
@@ -166,17 +232,22 @@ def _grid_of(results):
 
 # ----------------------------------------------------------------------------- tests
 
+
 @pytest.mark.parametrize("seed", range(4))
 def test_smaller_grids_give_the_reference_answers_and_texts(monkeypatch, seed):
     rng = random.Random(seed)
     torches = sorted(rng.sample(TORCHES, 6), key=lambda t: tuple(map(int, t.split("."))))
-    results = scale_grid(torches, rng.sample(PYTHONS, 3), rng.sample(VARIANTS, 2), rng.sample(NUMPYS, 3),
-                         seed=seed)
+    results = scale_grid(
+        torches, rng.sample(PYTHONS, 3), rng.sample(VARIANTS, 2), rng.sample(NUMPYS, 3), seed=seed
+    )
     assert rendered(results, RELEASED) == reference_rendered(monkeypatch, results, RELEASED)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(grids())
 def test_random_grids_give_the_reference_answers_and_texts(monkeypatch, results):
     assert rendered(results) == reference_rendered(monkeypatch, results)
@@ -203,11 +274,15 @@ def test_the_2000_cell_answers_exclude_every_bad_cell_and_lose_what_they_say(big
     suggestion = suggest_pins(big_grid, RELEASED)
     observations, _, _ = observe(big_grid)
     assert len(suggestion.answers) >= 2 and suggestion.recommended.expressible
-    assert suggestion.diagnosis is not None and suggestion.diagnosis.lost == ()  # the interaction is found
+    assert (
+        suggestion.diagnosis is not None and suggestion.diagnosis.lost == ()
+    )  # the interaction is found
     assert suggestion.diagnosis.unresolved == ()
     for answer in suggestion.answers:
         assert answer.lost == ()  # no suggestion ever loses a good cell
-        assert not any(o.good and not naive_admits(answer, o) for o in observations), answer.describe()
+        assert not any(o.good and not naive_admits(answer, o) for o in observations), (
+            answer.describe()
+        )
         open_cells = {o.cell_id for o in observations if not o.good and naive_admits(answer, o)}
         assert set(answer.unresolved) == open_cells, answer.describe()
         assert all(answer.admits(o) == naive_admits(answer, o) for o in observations)

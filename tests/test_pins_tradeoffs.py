@@ -19,19 +19,42 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from torch_matrix.pins import observe, requirement_lines, suggest_pins
-from torch_matrix.pins.render import (pinned_with_proof, render_constraints, render_json, render_requirements,
-                                render_text)
+from torch_matrix.pins.render import (
+    pinned_with_proof,
+    render_constraints,
+    render_json,
+    render_requirements,
+    render_text,
+)
 from torch_matrix.pins.specifiers import PinPolicy
 from torch_matrix.vocab.records import ORIGIN_EDGE, UNSATISFIABLE, CellResult
 from tests.factories import make_cell, make_probe, make_result
 
-TORCH = ("1.13.0", "1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.1", "2.2.2", "2.3.0",
-         "2.3.1", "2.4.0", "2.4.1")
+TORCH = (
+    "1.13.0",
+    "1.13.1",
+    "2.0.0",
+    "2.0.1",
+    "2.1.0",
+    "2.1.1",
+    "2.1.2",
+    "2.2.0",
+    "2.2.1",
+    "2.2.2",
+    "2.3.0",
+    "2.3.1",
+    "2.4.0",
+    "2.4.1",
+)
 NUMPY = ("1.24.4", "1.25.2", "1.26.4", "2.0.0", "2.0.1", "2.0.2", "2.1.3", "2.2.6", "2.3.5")
 RELEASED = {"torch": list(TORCH), "numpy": list(NUMPY)}
 # A synthetic index where 1.13.x has no wheel for Python 3.11: 2.0.0 is the oldest a 3.11 cell can install.
-WHEELS = {"torch": {v: frozenset({"3.8", "3.10"}) if v.startswith("1.") else frozenset({"3.9", "3.10", "3.11"})
-                    for v in TORCH}}
+WHEELS = {
+    "torch": {
+        v: frozenset({"3.8", "3.10"}) if v.startswith("1.") else frozenset({"3.9", "3.10", "3.11"})
+        for v in TORCH
+    }
+}
 
 
 def numpy_breaks_old_torch(torch: str, numpy: str, python: str = "3.11") -> bool:
@@ -39,16 +62,31 @@ def numpy_breaks_old_torch(torch: str, numpy: str, python: str = "3.11") -> bool
     return Version(torch) < Version("2.3") and Version(numpy) >= Version("2")
 
 
-def cell_result(torch: str, numpy: str, python: str = "3.11", *, edge: bool = False,
-                fails=numpy_breaks_old_torch) -> CellResult:
-    cell = make_cell(torch=torch, python=python, torchvision="", extras={"numpy": f"=={numpy}"},
-                     probes=("numpy_interop",), required_probes=("numpy_interop",),
-                     id=f"t{torch}-py{python}-np{numpy}" + ("-edge" if edge else ""))
+def cell_result(
+    torch: str,
+    numpy: str,
+    python: str = "3.11",
+    *,
+    edge: bool = False,
+    fails=numpy_breaks_old_torch,
+) -> CellResult:
+    cell = make_cell(
+        torch=torch,
+        python=python,
+        torchvision="",
+        extras={"numpy": f"=={numpy}"},
+        probes=("numpy_interop",),
+        required_probes=("numpy_interop",),
+        id=f"t{torch}-py{python}-np{numpy}" + ("-edge" if edge else ""),
+    )
     if edge:
         cell = cell.__class__(**{**cell.__dict__, "origin": ORIGIN_EDGE, "tags": (ORIGIN_EDGE,)})
     bad = fails(torch, numpy, python)
-    probe = make_probe("numpy_interop", "fail" if bad else "pass",
-                       message="RuntimeError: Numpy is not available" if bad else "")
+    probe = make_probe(
+        "numpy_interop",
+        "fail" if bad else "pass",
+        message="RuntimeError: Numpy is not available" if bad else "",
+    )
     return make_result(cell, probes=[probe], resolved={"torch": torch, "numpy": numpy})
 
 
@@ -58,10 +96,17 @@ def the_numpy_run() -> list[CellResult]:
     passes); numpy with torch 2.2.2 fails from 2.0.0 to the newest 2.3.5 (1.26.4 passes); each bad
     edge release also in the finding's other configuration, where it passes."""
     grid = [cell_result(t, n) for t in ("2.2.2", "2.4.1") for n in ("1.26.4", "2.0.2")]
-    torch_edges = [cell_result("2.0.0", "2.0.2", edge=True), cell_result("2.3.0", "2.0.2", edge=True),
-                   cell_result("2.0.0", "1.26.4", edge=True)]
-    numpy_edges = [cell_result("2.2.2", "2.0.0", edge=True), cell_result("2.2.2", "2.3.5", edge=True),
-                   cell_result("2.4.1", "2.0.0", edge=True), cell_result("2.4.1", "2.3.5", edge=True)]
+    torch_edges = [
+        cell_result("2.0.0", "2.0.2", edge=True),
+        cell_result("2.3.0", "2.0.2", edge=True),
+        cell_result("2.0.0", "1.26.4", edge=True),
+    ]
+    numpy_edges = [
+        cell_result("2.2.2", "2.0.0", edge=True),
+        cell_result("2.2.2", "2.3.5", edge=True),
+        cell_result("2.4.1", "2.0.0", edge=True),
+        cell_result("2.4.1", "2.3.5", edge=True),
+    ]
     return grid + torch_edges + numpy_edges
 
 
@@ -72,17 +117,24 @@ def test_a_numpy_window_that_holds_only_for_older_torch_is_shown_as_ranked_trade
     # torch>=2.3 gives up 2 working pairs (2.0.0 and 2.2.2 with numpy 1.26.4), numpy<2 gives up 4.
     assert (first.rank, first.line(), first.pairs) == (1, "torch>=2.3", 2)
     assert (second.rank, second.line(), second.pairs) == (2, "numpy<2", 4)
-    assert first.pin.gives_up == ("torch 2.0.0 x numpy 1.26.4 [t2.0.0-py3.11-np1.26.4-edge]",
-                                  "torch 2.2.2 x numpy 1.26.4 [t2.2.2-py3.11-np1.26.4]")
+    assert first.pin.gives_up == (
+        "torch 2.0.0 x numpy 1.26.4 [t2.0.0-py3.11-np1.26.4-edge]",
+        "torch 2.2.2 x numpy 1.26.4 [t2.2.2-py3.11-np1.26.4]",
+    )
     (floor,) = first.pin.windows
     assert (floor.kind, floor.first_bad, floor.last_bad) == ("floor", "2.0.0", "2.2.2")
     assert floor.proof().startswith(
         "last bad 2.2.2, found by bisect between 2.2.2 (fails) [t2.2.2-py3.11-np2.0.2] and 2.3.0 (passes) "
         "[t2.3.0-py3.11-np2.0.2-edge]; oldest 2.0.0 fails [t2.0.0-py3.11-np2.0.2-edge] (the 2 older releases "
-        "have no wheel for Python 3.11: not admitted); 2 of 8 releases in the window tested")
+        "have no wheel for Python 3.11: not admitted); 2 of 8 releases in the window tested"
+    )
     (upper,) = second.pin.windows
-    assert (upper.kind, upper.first_bad, upper.last_bad, upper.specifiers) == ("upper-bound", "2.0.0", "2.3.5",
-                                                                               ("<2",))
+    assert (upper.kind, upper.first_bad, upper.last_bad, upper.specifiers) == (
+        "upper-bound",
+        "2.0.0",
+        "2.3.5",
+        ("<2",),
+    )
     assert "newest 2.3.5 fails [t2.2.2-py3.11-np2.3.5-edge]" in upper.proof()
     # The files pin the safe answer: the first rule holds, and the break stays open (unresolved)
     # until the maintainer picks a trade-off.
@@ -101,8 +153,11 @@ def test_by_default_every_output_shows_the_trade_offs_and_pins_none_of_them():
     constraints = render_constraints(suggestion)
     assert [line for line in constraints.splitlines() if line and not line.startswith("#")] == []
     assert "choose one trade-off, uncomment its line" in constraints
-    commented = [line[2:] for line in constraints.splitlines() if line.startswith("# torch>=2.3") or
-                 line.startswith("# numpy<2")]
+    commented = [
+        line[2:]
+        for line in constraints.splitlines()
+        if line.startswith("# torch>=2.3") or line.startswith("# numpy<2")
+    ]
     assert [line.split("  #")[0] for line in commented] == ["torch>=2.3", "numpy<2"]
     assert Requirement(commented[0].split("  #")[0])  # uncommented, it is a requirement line
     requirements = render_requirements(suggestion)
@@ -113,47 +168,70 @@ def test_by_default_every_output_shows_the_trade_offs_and_pins_none_of_them():
     assert "1. (not pinned) torch>=2.3" in text and "2. (not pinned) numpy<2" in text
     assert "leave it open; choose one of the trade-offs below" in text
     import json
+
     data = json.loads(render_json(suggestion))
     assert data["constraints"] == [] and not any(t["pinned"] for t in data["tradeoffs"])
     assert [line for line, _ in pinned_with_proof(suggestion)] == [
-        "trade-off 1 (not pinned: choose one): torch>=2.3", "trade-off 2 (not pinned: choose one): numpy<2"]
+        "trade-off 1 (not pinned: choose one): torch>=2.3",
+        "trade-off 2 (not pinned: choose one): numpy<2",
+    ]
 
 
 def test_asked_to_pin_the_first_every_output_carries_the_trade_offs_with_their_proof():
     suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
     constraints = render_constraints(suggestion)
     active = [line for line in constraints.splitlines() if line and not line.startswith("#")]
-    assert len(active) == 1 and active[0].startswith("torch>=2.3  # trade-off, gives up 2 working pairs: ")
+    assert len(active) == 1 and active[0].startswith(
+        "torch>=2.3  # trade-off, gives up 2 working pairs: "
+    )
     assert "# numpy<2  # trade-off 2 (not pinned) for " in constraints
     assert "numpy<2: gives up 4 working pairs" in constraints
     requirements = render_requirements(suggestion)
     assert "#   2. (not pinned) numpy<2: gives up 4 working pairs" in requirements
     assert "#        window numpy 2.0.0..2.3.5 (upper-bound: <2): first bad 2.0.0" in requirements
-    assert [line for line in requirements.splitlines() if not line.startswith("#")] == ["torch>=2.3"]
+    assert [line for line in requirements.splitlines() if not line.startswith("#")] == [
+        "torch>=2.3"
+    ]
     text = render_text(suggestion)
     assert "Trade-offs (PEP 508 cannot condition a pin on another package's version" in text
     assert "1. (pinned) torch>=2.3: gives up 2 working pairs" in text
     import json
+
     data = json.loads(render_json(suggestion))
     assert [t["requirement"] for t in data["tradeoffs"]] == ["torch>=2.3", "numpy<2"]
-    assert data["tradeoffs"][0]["pinned"] and data["tradeoffs"][1]["windows"][0]["kind"] == "upper-bound"
+    assert (
+        data["tradeoffs"][0]["pinned"]
+        and data["tradeoffs"][1]["windows"][0]["kind"] == "upper-bound"
+    )
     assert data["constraints"] == ["torch>=2.3"] and data["safe"]["lost_good"] == []
     (pinned, proof), (alternative, why) = pinned_with_proof(suggestion)  # the report page's list
     assert pinned == "torch>=2.3" and proof[0].startswith("trade-off: gives up 2 working pairs")
-    assert alternative == "trade-off 2 (not pinned: choose one): numpy<2" and why[1].startswith("window numpy 2.0.0..2.3.5")
+    assert alternative == "trade-off 2 (not pinned: choose one): numpy<2" and why[1].startswith(
+        "window numpy 2.0.0..2.3.5"
+    )
     from torch_matrix.report.html_page import render_html
 
     html = render_html(the_numpy_run(), pins=pinned_with_proof(suggestion))
-    assert "<code>torch&gt;=2.3</code>" in html and "trade-off 2 (not pinned: choose one): numpy&lt;2" in html
+    assert (
+        "<code>torch&gt;=2.3</code>" in html
+        and "trade-off 2 (not pinned: choose one): numpy&lt;2" in html
+    )
     assert "trade-off: gives up 2 working pairs" in html
 
 
 def test_without_the_other_configuration_the_window_is_not_widened_past_the_evidence():
     """Edge cells in the failing configuration only: 2.0.0 was never seen working, so it may be
     excluded, but a trade-off still ranks what each answer gives up from the cells there are."""
-    results = [r for r in the_numpy_run() if r.cell.id not in ("t2.0.0-py3.11-np1.26.4-edge",
-                                                               "t2.4.1-py3.11-np2.0.0-edge",
-                                                               "t2.4.1-py3.11-np2.3.5-edge")]
+    results = [
+        r
+        for r in the_numpy_run()
+        if r.cell.id
+        not in (
+            "t2.0.0-py3.11-np1.26.4-edge",
+            "t2.4.1-py3.11-np2.0.0-edge",
+            "t2.4.1-py3.11-np2.3.5-edge",
+        )
+    ]
     suggestion = suggest_pins(results, RELEASED, wheel_pythons=WHEELS)
     good = [o for o in observe(results)[0] if o.good]
     for o in good:
@@ -161,69 +239,116 @@ def test_without_the_other_configuration_the_window_is_not_widened_past_the_evid
     traded = suggest_pins(results, RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
     for o in good:
         assert traded.recommended.admits(o) or o.cell_id in " ".join(
-            pair for t in traded.tradeoffs if t.rank == 1 for pair in t.pin.gives_up)
+            pair for t in traded.tradeoffs if t.rank == 1 for pair in t.pin.gives_up
+        )
 
 
 def test_a_numpy_window_on_one_python_is_pinned_under_a_python_marker():
     """numpy 2 breaks the package only on Python 3.9 (torch held): a real marker, with the window's
     proof over the 3.9 cells."""
+
     def fails(torch: str, numpy: str, python: str) -> bool:
         return python == "3.9" and Version(numpy) >= Version("2")
 
-    results = [cell_result("2.4.1", n, p, fails=fails) for p in ("3.9", "3.11") for n in ("1.26.4", "2.0.2")]
-    results += [cell_result("2.4.1", n, p, edge=True, fails=fails) for n in ("2.0.0", "2.3.5")
-                for p in ("3.9", "3.11")]
+    results = [
+        cell_result("2.4.1", n, p, fails=fails)
+        for p in ("3.9", "3.11")
+        for n in ("1.26.4", "2.0.2")
+    ]
+    results += [
+        cell_result("2.4.1", n, p, edge=True, fails=fails)
+        for n in ("2.0.0", "2.3.5")
+        for p in ("3.9", "3.11")
+    ]
     suggestion = suggest_pins(results, RELEASED)
     lines = requirement_lines(suggestion.recommended)
-    assert [line.text() for line in lines] == ['numpy<2; python_version < "3.11"', 'numpy; python_version >= "3.11"']
+    assert [line.text() for line in lines] == [
+        'numpy<2; python_version < "3.11"',
+        'numpy; python_version >= "3.11"',
+    ]
     (window,) = lines[0].windows
-    assert window.kind == "upper-bound" and "newest 2.3.5 fails [t2.4.1-py3.9-np2.3.5-edge]" in window.proof()
+    assert (
+        window.kind == "upper-bound"
+        and "newest 2.3.5 fails [t2.4.1-py3.9-np2.3.5-edge]" in window.proof()
+    )
     assert Marker('python_version < "3.11"').evaluate({"python_version": "3.9"})
     assert suggestion.tradeoffs == () and suggestion.recommended.lost == ()
 
 
 # ------------------------------------------------------------------------------- property
 
+
 def _pairs_named(lines: Iterable[str]) -> set[tuple[str, str]]:
-    return {(m.group(1), m.group(2)) for line in lines for m in [re.match(r"torch (\S+) x numpy (\S+) \[", line)]
-            if m}
+    return {
+        (m.group(1), m.group(2))
+        for line in lines
+        for m in [re.match(r"torch (\S+) x numpy (\S+) \[", line)]
+        if m
+    }
 
 
-rectangles = st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(TORCH) - 1),
-                       st.integers(0, len(NUMPY) - 1), st.integers(0, len(NUMPY) - 1))
+rectangles = st.tuples(
+    st.integers(0, len(TORCH) - 1),
+    st.integers(0, len(TORCH) - 1),
+    st.integers(0, len(NUMPY) - 1),
+    st.integers(0, len(NUMPY) - 1),
+)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(rectangles, min_size=1, max_size=2), st.sets(st.tuples(st.integers(0, len(TORCH) - 1),
-                                                                      st.integers(0, len(NUMPY) - 1)),
-                                                            min_size=2, max_size=30),
-       st.sets(st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(NUMPY) - 1)), max_size=2),
-       st.sets(st.integers(0, len(TORCH) - 1), max_size=2),
-       st.sampled_from([PinPolicy.PROVEN, PinPolicy.ADMIT_UNTESTED, PinPolicy.TESTED_ONLY]), st.booleans())
-def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, tested, flaky, holes, policy,
-                                                                        pin_first):
+@given(
+    st.lists(rectangles, min_size=1, max_size=2),
+    st.sets(
+        st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(NUMPY) - 1)),
+        min_size=2,
+        max_size=30,
+    ),
+    st.sets(st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(NUMPY) - 1)), max_size=2),
+    st.sets(st.integers(0, len(TORCH) - 1), max_size=2),
+    st.sampled_from([PinPolicy.PROVEN, PinPolicy.ADMIT_UNTESTED, PinPolicy.TESTED_ONLY]),
+    st.booleans(),
+)
+def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(
+    boxes, tested, flaky, holes, policy, pin_first
+):
     """Random torch x numpy break patterns (one or two boxes of bad pairs, a flaky pair that passes
     where its box fails, torch releases that cannot be installed (unsatisfiable holes), any subset
     tested; trade-offs shown or the first pinned): the safe answer excludes no working cell, and by
     default the files pin it; asked to pin the first trade-off, the pinned answer excludes a working
     cell only as a pair a trade-off line names; every trade-off's windows
     cover no release that passes where the window applies; a trade-off closes cells it says."""
+
     def fails(torch: str, numpy: str, python: str = "3.11") -> bool:
         t, n = TORCH.index(torch), NUMPY.index(numpy)
         if (t, n) in flaky:
             return False
-        return any(min(a, b) <= t <= max(a, b) and min(c, d) <= n <= max(c, d) for a, b, c, d in boxes)
+        return any(
+            min(a, b) <= t <= max(a, b) and min(c, d) <= n <= max(c, d) for a, b, c, d in boxes
+        )
 
-    results = [make_result(make_cell(torch=TORCH[t], torchvision="", extras={"numpy": f"=={NUMPY[n]}"},
-                                     id=f"t{TORCH[t]}-np{NUMPY[n]}"), status=UNSATISFIABLE, message="no wheel")
-               if t in holes else cell_result(TORCH[t], NUMPY[n], fails=fails, edge=i % 3 == 2)
-               for i, (t, n) in enumerate(sorted(tested))]
+    results = [
+        make_result(
+            make_cell(
+                torch=TORCH[t],
+                torchvision="",
+                extras={"numpy": f"=={NUMPY[n]}"},
+                id=f"t{TORCH[t]}-np{NUMPY[n]}",
+            ),
+            status=UNSATISFIABLE,
+            message="no wheel",
+        )
+        if t in holes
+        else cell_result(TORCH[t], NUMPY[n], fails=fails, edge=i % 3 == 2)
+        for i, (t, n) in enumerate(sorted(tested))
+    ]
     suggestion = suggest_pins(results, RELEASED, policy, WHEELS, pin_tradeoffs=pin_first)
     observations = observe(results)[0]
     assert suggestion.safe.lost == ()
     assert pin_first or suggestion.recommended is suggestion.safe
     pinned = suggestion.recommended
-    named = _pairs_named(line for t in suggestion.tradeoffs if t.rank == 1 for line in t.pin.gives_up)
+    named = _pairs_named(
+        line for t in suggestion.tradeoffs if t.rank == 1 for line in t.pin.gives_up
+    )
     for o in observations:
         admitted = pinned.admits(o)
         if o.good:
@@ -237,28 +362,45 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(boxes, t
         bad_others = {o.value(other) for o in observations if not o.good and not pin.admits(o)}
         for window in pin.windows:
             for o in observations:
-                if o.good and o.value(other) in bad_others:  # where the window applies, nothing passing
-                    assert str(o.value(pin.package)) not in window.releases, (window.proof(), o.cell_id)
-        lost = {(str(o.value("torch")), str(o.value("numpy"))) for o in observations
-                if o.cell_id in tradeoff.answer.lost}
+                if (
+                    o.good and o.value(other) in bad_others
+                ):  # where the window applies, nothing passing
+                    assert str(o.value(pin.package)) not in window.releases, (
+                        window.proof(),
+                        o.cell_id,
+                    )
+        lost = {
+            (str(o.value("torch")), str(o.value("numpy")))
+            for o in observations
+            if o.cell_id in tradeoff.answer.lost
+        }
         assert lost == _pairs_named(pin.gives_up)
         assert SpecifierSet(",".join(pin.specifiers))  # a valid requirement
 
 
-def test_the_report_session_says_the_break_is_open_and_prints_each_trade_off(tmp_path, capsys, monkeypatch):
+def test_the_report_session_says_the_break_is_open_and_prints_each_trade_off(
+    tmp_path, capsys, monkeypatch
+):
     """The run's one pins line must not say "none needed" while a break is open."""
     import torch_matrix.cli.pins
     from torch_matrix.cli.report import _write_pins
 
-    monkeypatch.setattr(torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
+    monkeypatch.setattr(
+        torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
+    )
     listed = _write_pins(the_numpy_run(), tmp_path, None)
     err = capsys.readouterr().err
-    assert "pins: none that keeps every working version; 1 break left open, choose a trade-off below: " in err
+    assert (
+        "pins: none that keeps every working version; 1 break left open, choose a trade-off below: "
+        in err
+    )
     assert "none needed" not in err
     assert "  trade-off 1 (not pinned): torch>=2.3: gives up 2 working pairs" in err
     assert "  trade-off 2 (not pinned): numpy<2: gives up 4 working pairs" in err
-    assert [line for line, _ in listed] == ["trade-off 1 (not pinned: choose one): torch>=2.3",
-                                            "trade-off 2 (not pinned: choose one): numpy<2"]
+    assert [line for line, _ in listed] == [
+        "trade-off 1 (not pinned: choose one): torch>=2.3",
+        "trade-off 2 (not pinned: choose one): numpy<2",
+    ]
     assert "\n# torch>=2.3  # trade-off 1" in (tmp_path / "pins" / "constraints.txt").read_text()
 
 
@@ -267,13 +409,28 @@ def test_pins_tradeoffs_pin_first_from_the_command_line(tmp_path, capsys, monkey
     from torch_matrix.cli import main
     from torch_matrix.world.results import write_result
 
-    monkeypatch.setattr(torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS))
+    monkeypatch.setattr(
+        torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
+    )
     for result in the_numpy_run():
         write_result(result, tmp_path / "run" / "cells")
     assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "shown")]) == 0
-    assert main(["pins", str(tmp_path / "run"), "--tradeoffs", "pin-first", "--out", str(tmp_path / "pinned")]) == 0
+    assert (
+        main(
+            [
+                "pins",
+                str(tmp_path / "run"),
+                "--tradeoffs",
+                "pin-first",
+                "--out",
+                str(tmp_path / "pinned"),
+            ]
+        )
+        == 0
+    )
     shown = (tmp_path / "shown" / "constraints.txt").read_text()
     pinned = (tmp_path / "pinned" / "constraints.txt").read_text()
     assert [line for line in shown.splitlines() if line and not line.startswith("#")] == []
-    assert [line.split("  #")[0] for line in pinned.splitlines() if line and not line.startswith("#")] == [
-        "torch>=2.3"]
+    assert [
+        line.split("  #")[0] for line in pinned.splitlines() if line and not line.startswith("#")
+    ] == ["torch>=2.3"]

@@ -30,10 +30,21 @@ class Interp:
     version: str
 
 
-PYS = {"current": Interp("/usr/bin/python3", "3.11.7"), "3.10": Interp("/p/3.10", "3.10.13"),
-       "3.11": Interp("/p/3.11", "3.11.7"), "3.8": Interp("/p/3.8", "3.8.18"), "3.9": None}
+PYS = {
+    "current": Interp("/usr/bin/python3", "3.11.7"),
+    "3.10": Interp("/p/3.10", "3.10.13"),
+    "3.11": Interp("/p/3.11", "3.11.7"),
+    "3.8": Interp("/p/3.8", "3.8.18"),
+    "3.9": None,
+}
 TORCH = ("1.13.1", "2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1")
-PAIRING = {"1.13.1": "0.14.1", "2.3.1": "0.18.1", "2.4.1": "0.19.1", "2.5.1": "0.20.1", "2.5.0": "0.20.0"}
+PAIRING = {
+    "1.13.1": "0.14.1",
+    "2.3.1": "0.18.1",
+    "2.4.1": "0.19.1",
+    "2.5.1": "0.20.1",
+    "2.5.0": "0.20.0",
+}
 
 
 def spec(text: str = ""):
@@ -41,8 +52,12 @@ def spec(text: str = ""):
 
 
 def facts(**overrides) -> IndexFacts:
-    values = {"torch_versions": {"default": TORCH}, "pairing": PAIRING,
-              "torchvision_versions": tuple(PAIRING.values()), "where": "https://pypi.example/simple"}
+    values = {
+        "torch_versions": {"default": TORCH},
+        "pairing": PAIRING,
+        "torchvision_versions": tuple(PAIRING.values()),
+        "where": "https://pypi.example/simple",
+    }
     values.update(overrides)
     return IndexFacts(**values)
 
@@ -58,8 +73,12 @@ def test_default_is_newest_three_minors_latest_patch_with_pairs_on_current_pytho
     cells = plan('torch = { select = "latest-patch", newest = 3 }')
     assert [c.id for c in cells] == ["t2.5.1-py3.11", "t2.4.1-py3.11", "t2.3.1-py3.11"]
     assert cells[0].requirements == ("torch==2.5.1", "torchvision==0.20.1")
-    assert cells[0].axes == {"python": "3.11", "torch": "2.5.1", "torchvision": "0.20.1",
-                             "variant": "default"}
+    assert cells[0].axes == {
+        "python": "3.11",
+        "torch": "2.5.1",
+        "torchvision": "0.20.1",
+        "variant": "default",
+    }
     assert cells[0].tags == ("torch2.5", "py3.11", "variant-default")
     assert not any(c.plan_note for c in cells)
 
@@ -81,12 +100,18 @@ def test_explicit_versions_keep_their_order_and_unknown_ones_are_user_errors():
 
 
 def test_full_product_with_extras_ids_and_requirement_order():
-    cells = plan('python = ["3.10", "3.11"]\ntorch = ["2.5.1"]\nvariant = ["default", "cu124"]\n'
-                 '[extras]\nnumpy = { values = ["<2", ">=2"], label = "np" }')
+    cells = plan(
+        'python = ["3.10", "3.11"]\ntorch = ["2.5.1"]\nvariant = ["default", "cu124"]\n'
+        '[extras]\nnumpy = { values = ["<2", ">=2"], label = "np" }'
+    )
     assert len(cells) == 8
     ids = [c.id for c in cells]
-    assert ids[:4] == ["t2.5.1-py3.10-nplt2", "t2.5.1-py3.10-npge2", "t2.5.1-py3.11-nplt2",
-                       "t2.5.1-py3.11-npge2"]
+    assert ids[:4] == [
+        "t2.5.1-py3.10-nplt2",
+        "t2.5.1-py3.10-npge2",
+        "t2.5.1-py3.11-nplt2",
+        "t2.5.1-py3.11-npge2",
+    ]
     assert "t2.5.1-cu124-py3.11-npge2" in ids
     cell = cells[-1]
     assert cell.requirements == ("torch==2.5.1", "torchvision==0.20.1", "numpy>=2")
@@ -102,9 +127,11 @@ def test_explicit_torchvision_is_an_axis_in_the_id():
 
 
 def test_ids_are_unique_shell_safe_and_deterministic():
-    text = ('python = ["3.8", "3.10", "current"]\ntorch = { select = "all" }\n'
-            'variant = ["default", "cpu", "rocm6.2"]\n[extras]\nnumpy = ["<2", "~=1.26", "==1.26.*"]\n'
-            'scipy = [">=1.10,<1.12", "1.11.4"]')
+    text = (
+        'python = ["3.8", "3.10", "current"]\ntorch = { select = "all" }\n'
+        'variant = ["default", "cpu", "rocm6.2"]\n[extras]\nnumpy = ["<2", "~=1.26", "==1.26.*"]\n'
+        'scipy = [">=1.10,<1.12", "1.11.4"]'
+    )
     first, second = plan(text), plan(text)
     ids = [c.id for c in first]
     assert ids == [c.id for c in second]
@@ -117,20 +144,28 @@ def test_ids_are_unique_shell_safe_and_deterministic():
 
 
 def test_exclude_matches_versioned_axes_as_specifiers():
-    cells = plan('python = ["3.8", "3.11"]\ntorch = { select = "latest-patch" }\n'
-                 '[[exclude]]\npython = "3.8"\ntorch = ">=2.4"')
+    cells = plan(
+        'python = ["3.8", "3.11"]\ntorch = { select = "latest-patch" }\n'
+        '[[exclude]]\npython = "3.8"\ntorch = ">=2.4"'
+    )
     pairs = {(c.python, c.torch) for c in cells}
     assert ("3.8", "2.4.1") not in pairs and ("3.8", "2.5.1") not in pairs
     assert ("3.8", "2.3.1") in pairs and ("3.11", "2.5.1") in pairs
 
 
 def test_exclude_by_bare_release_series_glob_and_extra_value():
-    cells = plan('torch = ["2.5.1", "2.4.1"]\nvariant = ["cpu", "cu121", "cu124"]\n'
-                 '[extras]\nnumpy = ["<2", ">=2"]\n'
-                 '[[exclude]]\ntorch = "2.5"\nvariant = "cu12*"\nnumpy = "< 2"')
-    removed = {(c.torch, c.variant, c.axes["numpy"]) for c in plan(
+    cells = plan(
         'torch = ["2.5.1", "2.4.1"]\nvariant = ["cpu", "cu121", "cu124"]\n'
-        '[extras]\nnumpy = ["<2", ">=2"]')} - {(c.torch, c.variant, c.axes["numpy"]) for c in cells}
+        '[extras]\nnumpy = ["<2", ">=2"]\n'
+        '[[exclude]]\ntorch = "2.5"\nvariant = "cu12*"\nnumpy = "< 2"'
+    )
+    removed = {
+        (c.torch, c.variant, c.axes["numpy"])
+        for c in plan(
+            'torch = ["2.5.1", "2.4.1"]\nvariant = ["cpu", "cu121", "cu124"]\n'
+            '[extras]\nnumpy = ["<2", ">=2"]'
+        )
+    } - {(c.torch, c.variant, c.axes["numpy"]) for c in cells}
     assert removed == {("2.5.1", "cu121", "<2"), ("2.5.1", "cu124", "<2")}
 
 
@@ -139,14 +174,18 @@ def test_exclude_by_a_bare_extras_version_matches_the_axis_value():
     # (it matched nothing before: the rule kept "2.1.3", the axis "==2.1.3").
     text = 'torch = ["2.5.1", "2.4.1"]\n[extras]\nnumpy = ["2.1.3", "<2"]\n'
     cells = plan(text + '[[exclude]]\ntorch = "2.4.1"\nnumpy = "2.1.3"')
-    removed = {(c.torch, c.axes["numpy"]) for c in plan(text)} - {(c.torch, c.axes["numpy"]) for c in cells}
+    removed = {(c.torch, c.axes["numpy"]) for c in plan(text)} - {
+        (c.torch, c.axes["numpy"]) for c in cells
+    }
     assert removed == {("2.4.1", "==2.1.3")}
 
 
 def test_include_adds_a_cell_after_exclusion_and_duplicates_are_ignored():
-    text = ('torch = ["2.5.1"]\n[[exclude]]\ntorch = "2.5.1"\n'
-            '[[include]]\npython = "3.10"\ntorch = "2.4.1"\nvariant = "cu118"\n'
-            '[[include]]\npython = "3.10"\ntorch = "2.4.1"\nvariant = "cu118"')
+    text = (
+        'torch = ["2.5.1"]\n[[exclude]]\ntorch = "2.5.1"\n'
+        '[[include]]\npython = "3.10"\ntorch = "2.4.1"\nvariant = "cu118"\n'
+        '[[include]]\npython = "3.10"\ntorch = "2.4.1"\nvariant = "cu118"'
+    )
     cells = plan(text)
     assert [c.id for c in cells] == ["t2.4.1-cu118-py3.10"]
     assert cells[0].requirements == ("torch==2.4.1", "torchvision==0.19.1")
@@ -159,8 +198,10 @@ def test_include_adds_a_cell_after_exclusion_and_duplicates_are_ignored():
 
 
 def test_known_unsatisfiable_cells_are_planned_with_a_note():
-    cells = plan('python = ["3.9", "3.10", "3.8"]\ntorch = ["2.5.1", "2.4.0"]',
-                 torch_pythons={("default", "2.5.1"): frozenset({"3.9", "3.10", "3.11"})})
+    cells = plan(
+        'python = ["3.9", "3.10", "3.8"]\ntorch = ["2.5.1", "2.4.0"]',
+        torch_pythons={("default", "2.5.1"): frozenset({"3.9", "3.10", "3.11"})},
+    )
     notes = {c.id: c.plan_note for c in cells}
     assert notes["t2.5.1-py3.9"].startswith("no Python 3.9 interpreter found (looked in: ")
     assert notes["t2.5.1-py3.10"] == ""
@@ -171,9 +212,13 @@ def test_known_unsatisfiable_cells_are_planned_with_a_note():
 
 
 def test_probes_required_and_policy_travel_with_every_cell():
-    (cell,) = plan('torch = ["2.5.1"]\n[probes]\nrun = ["install_sanity", "smoke"]\n'
-                   'required = ["install_sanity"]\nskip = "fail"')
-    assert cell.probes == ("install_sanity", "smoke") and cell.required_probes == ("install_sanity",)
+    (cell,) = plan(
+        'torch = ["2.5.1"]\n[probes]\nrun = ["install_sanity", "smoke"]\n'
+        'required = ["install_sanity"]\nskip = "fail"'
+    )
+    assert cell.probes == ("install_sanity", "smoke") and cell.required_probes == (
+        "install_sanity",
+    )
     assert cell.policy == {"unsupported": "fail", "skip": "fail"}
 
 
@@ -197,6 +242,7 @@ class FakeIndex:
         class F:
             tags: tuple
             requires_python: str = ""
+
         if version == "2.3.1":
             return [F(("cp310-cp310-manylinux_2_28_x86_64", "cp311-cp311-win_amd64"))]
         return []
@@ -204,20 +250,38 @@ class FakeIndex:
     def requires_dist(self, project, version):
         self.metadata_reads.append(version)
         requirement = self.torchvision_requires[version]
-        return [Requirement("numpy"), Requirement(requirement)] if requirement else [Requirement("numpy")]
+        return (
+            [Requirement("numpy"), Requirement(requirement)]
+            if requirement
+            else [Requirement("numpy")]
+        )
 
 
 def test_pairing_is_read_from_torchvision_metadata_exact_pin_first_then_newest_range():
-    index = FakeIndex({"0.2.0": "torch", "0.17.0": "torch==2.2.0", "0.18.1": "torch==2.3.1",
-                       "0.19.1": "torch==2.4.1+cpu", "0.20.0": "torch==2.5.0",
-                       "0.20.1": "torch>=2.5.0", "0.20.2": "torch>=2.5.0"})
+    index = FakeIndex(
+        {
+            "0.2.0": "torch",
+            "0.17.0": "torch==2.2.0",
+            "0.18.1": "torch==2.3.1",
+            "0.19.1": "torch==2.4.1+cpu",
+            "0.20.0": "torch==2.5.0",
+            "0.20.1": "torch>=2.5.0",
+            "0.20.2": "torch>=2.5.0",
+        }
+    )
     found = gather_facts(spec('torch = { select = "all", versions = ">=2.3" }'), index, batch=2)
-    assert found.pairing == {"2.5.1": "0.20.2", "2.5.0": "0.20.0", "2.4.1": "0.19.1",
-                             "2.3.1": "0.18.1"}
+    assert found.pairing == {
+        "2.5.1": "0.20.2",
+        "2.5.0": "0.20.0",
+        "2.4.1": "0.19.1",
+        "2.3.1": "0.18.1",
+    }
     assert "0.2.0" not in index.metadata_reads  # stops once past the oldest torch needed
     assert found.torch_pythons == {("default", "2.3.1"): frozenset({"3.10", "3.11"})}
     cells = plan_cells(spec('torch = { select = "all", versions = ">=2.3" }'), found, PYS)
-    assert {c.torch: c.plan_note for c in cells}["2.4.0"] == "no torchvision release requires torch==2.4.0"
+    assert {c.torch: c.plan_note for c in cells}[
+        "2.4.0"
+    ] == "no torchvision release requires torch==2.4.0"
 
 
 def test_no_metadata_is_read_when_torchvision_is_none():
@@ -227,13 +291,21 @@ def test_no_metadata_is_read_when_torchvision_is_none():
 
 
 def test_variant_facts_come_from_a_reachable_variant_index():
-    default, cu = FakeIndex({"0.20.1": "torch==2.5.1"}), FakeIndex({}, torch=("2.4.1", "2.5.1+cu118"))
-    found = gather_facts(spec('torch = { newest = 1 }\nvariant = ["default", "cu118", "cu124"]'),
-                         default, variant_indexes={"cu118": cu, "cu124": FakeIndex({}, torch=())})
+    default, cu = (
+        FakeIndex({"0.20.1": "torch==2.5.1"}),
+        FakeIndex({}, torch=("2.4.1", "2.5.1+cu118")),
+    )
+    found = gather_facts(
+        spec('torch = { newest = 1 }\nvariant = ["default", "cu118", "cu124"]'),
+        default,
+        variant_indexes={"cu118": cu, "cu124": FakeIndex({}, torch=())},
+    )
     assert found.torch_versions == {"default": TORCH, "cu118": ("2.4.1", "2.5.1")}
     cells = plan_cells(spec('torch = ["2.5.0"]\nvariant = ["cu118", "cu124"]'), found, PYS)
-    assert [c.plan_note.split(";")[0] for c in cells] == ["torch 2.5.0 has no cu118 build on its index",
-                                                          "no torchvision release requires torch==2.5.0"]
+    assert [c.plan_note.split(";")[0] for c in cells] == [
+        "torch 2.5.0 has no cu118 build on its index",
+        "no torchvision release requires torch==2.5.0",
+    ]
 
 
 # ---------------------------------------------------------------- shards
@@ -249,13 +321,20 @@ def test_parse_shard():
 
 
 def cell(variant: str, torch: str, n: int) -> Cell:
-    return Cell(id=f"t{torch}-{variant}-{n}", axes={"python": "3.11", "torch": torch, "torchvision": "",
-                                                  "variant": variant}, requirements=(f"torch=={torch}",))
+    return Cell(
+        id=f"t{torch}-{variant}-{n}",
+        axes={"python": "3.11", "torch": torch, "torchvision": "", "variant": variant},
+        requirements=(f"torch=={torch}",),
+    )
 
 
-cells_strategy = st.lists(st.tuples(st.sampled_from(["default", "cpu", "cu124", "cu126"]),
-                                    st.sampled_from(["2.3.1", "2.4.1", "2.5.1", "2.10.0"])),
-                          max_size=60).map(lambda pairs: [cell(v, t, i) for i, (v, t) in enumerate(pairs)])
+cells_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["default", "cpu", "cu124", "cu126"]),
+        st.sampled_from(["2.3.1", "2.4.1", "2.5.1", "2.10.0"]),
+    ),
+    max_size=60,
+).map(lambda pairs: [cell(v, t, i) for i, (v, t) in enumerate(pairs)])
 
 
 @settings(max_examples=200, deadline=None)
@@ -274,8 +353,15 @@ def test_shards_partition_the_cells_deterministically_and_balanced(cells, n):
 
 
 def test_shards_keep_variant_and_torch_groups_together():
-    cells = [cell(v, t, i) for i, (v, t) in enumerate(
-        (v, t) for t in ("2.5.1", "2.4.1") for v in ("cu124", "cpu", "default") for _ in range(4))]
+    cells = [
+        cell(v, t, i)
+        for i, (v, t) in enumerate(
+            (v, t)
+            for t in ("2.5.1", "2.4.1")
+            for v in ("cu124", "cpu", "default")
+            for _ in range(4)
+        )
+    ]
     parts = [select_shard(cells, k, 3) for k in (1, 2, 3)]
     for part in parts:
         assert len({c.variant for c in part}) == 1 and len(part) == 8
@@ -291,7 +377,9 @@ def test_shards_keep_variant_and_torch_groups_together():
 
 def wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    meta = "\n".join([f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires])
+    meta = "\n".join(
+        [f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
+    )
     with zipfile.ZipFile(directory / f"{name}-{version}-py3-none-any.whl", "w") as archive:
         archive.writestr(f"{name}-{version}.dist-info/METADATA", meta + "\n")
 
@@ -304,8 +392,10 @@ def local_spec(tmp_path: Path) -> Path:
         if tv:
             wheel(wheels, "torchvision", tv, (f"torch=={torch}",))
     path = tmp_path / "matrix.toml"
-    path.write_text(f'name = "t"\ntorch = {{ newest = 3 }}\n[index]\ndefault = "{(tmp_path / "none").as_uri()}"\n'
-                    'find_links = ["wheels"]\n')
+    path.write_text(
+        f'name = "t"\ntorch = {{ newest = 3 }}\n[index]\ndefault = "{(tmp_path / "none").as_uri()}"\n'
+        'find_links = ["wheels"]\n'
+    )
     return path
 
 
@@ -342,8 +432,14 @@ def test_human_table_keeps_python_versions_as_text():
 
 def test_plan_names_the_hardware_targets_and_they_change_no_cell(local_spec, tmp_path):
     before = json.loads(run_cli(local_spec, tmp_path, json=True))
-    local_spec.write_text(local_spec.read_text() + '[targets]\ngpus = ["V100", "sm_120"]\ndrivers = ["535.104"]\n')
+    local_spec.write_text(
+        local_spec.read_text() + '[targets]\ngpus = ["V100", "sm_120"]\ndrivers = ["535.104"]\n'
+    )
     text = run_cli(local_spec, tmp_path)
-    assert ("hardware targets (2, judged in each cell from its build, no GPU needed): "
-            "V100 (sm_70), driver 535.104; sm_120, driver 535.104") in text
-    assert json.loads(run_cli(local_spec, tmp_path, json=True)) == before  # same cells, same fingerprints
+    assert (
+        "hardware targets (2, judged in each cell from its build, no GPU needed): "
+        "V100 (sm_70), driver 535.104; sm_120, driver 535.104"
+    ) in text
+    assert (
+        json.loads(run_cli(local_spec, tmp_path, json=True)) == before
+    )  # same cells, same fingerprints

@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from torch_matrix.run.prefetch import (BUDGET_ENV, PREFETCH_ENV, PrefetchSettings, Prefetcher, fetch_command, hash_command,
-                                 settings_from)
+from torch_matrix.run.prefetch import (
+    BUDGET_ENV,
+    PREFETCH_ENV,
+    PrefetchSettings,
+    Prefetcher,
+    fetch_command,
+    hash_command,
+    settings_from,
+)
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world.results import read_result
 from tests.factories import make_cell
@@ -49,7 +56,9 @@ class FakeUv:
 
             def poll(self):
                 if fake.release.is_set() and self.returncode is None:
-                    self.returncode = fake.exit_status if not getattr(self, "killed", False) else -15
+                    self.returncode = (
+                        fake.exit_status if not getattr(self, "killed", False) else -15
+                    )
                 return self.returncode
 
             def terminate(self):
@@ -67,9 +76,16 @@ class FakeUv:
 
 
 def _prefetcher(tmp_path, uv, free=lambda path: 100 * 10**9, ahead=2, budget=10 * 10**9):
-    return Prefetcher(PrefetchSettings(ahead=ahead, min_free_bytes=budget), cache_dir=str(tmp_path),
-                      scratch=tmp_path / "scratch", index_config={"default": "https://example.invalid/simple"},
-                      python_for=lambda cell: f"/py/{cell.python}", uv="uv", free=free, start=uv)
+    return Prefetcher(
+        PrefetchSettings(ahead=ahead, min_free_bytes=budget),
+        cache_dir=str(tmp_path),
+        scratch=tmp_path / "scratch",
+        index_config={"default": "https://example.invalid/simple"},
+        python_for=lambda cell: f"/py/{cell.python}",
+        uv="uv",
+        free=free,
+        start=uv,
+    )
 
 
 def test_the_next_cells_pins_are_fetched_into_a_scratch_target_never_a_venv(tmp_path):
@@ -86,9 +102,17 @@ def test_the_next_cells_pins_are_fetched_into_a_scratch_target_never_a_venv(tmp_
     assert first[first.index("--target") + 1] == target
     assert "torch==2.4.1" in first and "--default-index" in first
     # Then the install check's hashing over the fetched files (it fills the memo the cell's check reads).
-    assert hashing[:2] == ["/py/3.11", "-I"] and hashing[2].endswith("facts.py") and hashing[3:] == ["record", target]
-    assert len(uv.commands) == 4 and all(uv.low), "every background step runs at the lowest priority"
-    assert not any(Path(c[c.index("--target") + 1]).exists() for c in uv.fetches())  # scratch removed
+    assert (
+        hashing[:2] == ["/py/3.11", "-I"]
+        and hashing[2].endswith("facts.py")
+        and hashing[3:] == ["record", target]
+    )
+    assert len(uv.commands) == 4 and all(uv.low), (
+        "every background step runs at the lowest priority"
+    )
+    assert not any(
+        Path(c[c.index("--target") + 1]).exists() for c in uv.fetches()
+    )  # scratch removed
     prefetcher.close()
     assert not (tmp_path / "scratch").exists()
 
@@ -97,12 +121,16 @@ def test_the_disk_budget_is_checked_before_and_during_a_fetch(tmp_path):
     low = _prefetcher(tmp_path, FakeUv(), free=lambda path: 3 * 10**9)
     (cell,) = low.ahead([make_cell()])
     low.wait(10)
-    assert low.done[cell.id].startswith("skipped: less than 10 GB free") and low.start.commands == []
+    assert (
+        low.done[cell.id].startswith("skipped: less than 10 GB free") and low.start.commands == []
+    )
 
     failing = _prefetcher(tmp_path, FakeUv(exit_status=2))
     (cell,) = failing.ahead([make_cell()])
     failing.wait(10)
-    assert failing.done[cell.id] == "failed (uv exited 2)" and len(failing.start.commands) == 1  # nothing hashed
+    assert (
+        failing.done[cell.id] == "failed (uv exited 2)" and len(failing.start.commands) == 1
+    )  # nothing hashed
 
     readings = iter([50 * 10**9] + [10**9] * 1000)  # plenty at the start, then the disk fills up
     uv = FakeUv(hold=True)
@@ -162,9 +190,11 @@ def test_a_cold_matrix_fetches_the_next_cell_while_the_first_runs_its_probes(tmp
 
     index = build_index(tmp_path / "index")
     spec = tmp_path / "matrix.toml"
-    spec.write_text(f'name = "e2e"\npython = ["current"]\ntorch = ["2.1.0", "2.2.0"]\ntorchvision = "paired"\n'
-                    f'[probes]\nrun = ["install_sanity"]\n[index]\ndefault = "{index.url}"\nextra = []\n'
-                    f'find_links = []\n')
+    spec.write_text(
+        f'name = "e2e"\npython = ["current"]\ntorch = ["2.1.0", "2.2.0"]\ntorchvision = "paired"\n'
+        f'[probes]\nrun = ["install_sanity"]\n[index]\ndefault = "{index.url}"\nextra = []\n'
+        f"find_links = []\n"
+    )
     env = nox_env(tmp_path, spec, UV_CACHE_DIR=str(tmp_path / "fresh-cache"))
     done = run_nox(tmp_path, env, "-s", "matrix")
     output = done.stdout + done.stderr
@@ -172,12 +202,16 @@ def test_a_cold_matrix_fetches_the_next_cell_while_the_first_runs_its_probes(tmp
     assert f"prefetch: fetching the wheels of t2.2.0-py{PY}" in output
     cells = tmp_path / "results" / "e2e" / "cells"
     first, second = (read_result(cells / f"t{v}-py{PY}.json") for v in ("2.1.0", "2.2.0"))
-    assert "Prepared" in first.install.message, first.install.message  # downloaded by its own install
+    assert "Prepared" in first.install.message, (
+        first.install.message
+    )  # downloaded by its own install
     assert "Prepared" not in second.install.message, second.install.message  # already in the cache
     assert not list(tmp_path.glob("nox/.torch-matrix-prefetch-*"))  # scratch removed at exit
 
 
-def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cells_venv(tmp_path, monkeypatch):
+def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cells_venv(
+    tmp_path, monkeypatch
+):
     """The prefetch's hashing step (``hash_command``, a real ``python -I torch_matrix/probes/facts.py record DIR``)
     over a --target directory: the cell's venv, hardlinked from the same cache files, then finds
     every file in the memo and hashes nothing; rows outside the target (``../../bin``) are left out."""
@@ -200,7 +234,8 @@ def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cell
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         (where / "pkg-1.0.dist-info" / "RECORD").write_text(
             f"pkg/lib.so,sha256={digest},{len(data)}\n../../../bin/pkg-tool,sha256=AAAA,5\n"
-            "pkg-1.0.dist-info/RECORD,,\n")
+            "pkg-1.0.dist-info/RECORD,,\n"
+        )
         return lib
 
     data = os.urandom(64 * 1024)
@@ -208,22 +243,30 @@ def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cell
     monkeypatch.setenv("TORCH_MATRIX_VERIFIED_DB", str(memo))
     target = tmp_path / "scratch" / "cell"
     cached = site_with(target, data)
-    done = subprocess.run(hash_command(sys.executable, target), capture_output=True, text=True, env=os.environ)
+    done = subprocess.run(
+        hash_command(sys.executable, target), capture_output=True, text=True, env=os.environ
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []  # whole, and the ../../../bin row outside the target not looked for
+    assert (
+        json.loads(done.stdout) == []
+    )  # whole, and the ../../../bin row outside the target not looked for
 
     venv_site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
     site_with(venv_site, data, link_from=cached)
     hashed = []
     real = facts._digests
-    monkeypatch.setattr(facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm))
+    monkeypatch.setattr(
+        facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm)
+    )
     assert facts.incomplete_installs([str(venv_site)]) == []
     assert hashed == [], "the cell's check hashed again what the prefetch had hashed"
     # Damaged bytes in the target are never remembered: the cell's check still hashes and finds them.
     other = tmp_path / "scratch" / "other"
     site_with(other, data)
     (other / "pkg" / "lib.so").write_bytes(bytes(len(data)))
-    subprocess.run(hash_command(sys.executable, other), capture_output=True, env=os.environ, check=True)
+    subprocess.run(
+        hash_command(sys.executable, other), capture_output=True, env=os.environ, check=True
+    )
     fresh = tmp_path / "venv2"
     site_with(fresh, data, link_from=other / "pkg" / "lib.so")
     assert "other bytes" in " ".join(facts.incomplete_installs([str(fresh)])) and hashed
@@ -239,12 +282,17 @@ def test_a_background_step_runs_at_the_lowest_cpu_priority_in_a_session_that_yie
     from torch_matrix.edges import proc
 
     if not shutil.which("nice") or not Path("/proc/self/comm").exists():
-        pytest.skip("no `nice` or no /proc on this machine: the prefetch runs at normal priority here")
+        pytest.skip(
+            "no `nice` or no /proc on this machine: the prefetch runs at normal priority here"
+        )
     process = proc.background(["sleep", "30"], low=True)
     group = Path(f"/proc/{process.pid}/autogroup")
     try:
         deadline = time.monotonic() + 10
-        while Path(f"/proc/{process.pid}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
+        while (
+            Path(f"/proc/{process.pid}/comm").read_text().strip() != "sleep"
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.01)  # nice, ionice (and setpriv) exec the command: the same process id
         assert os.getpriority(os.PRIO_PROCESS, process.pid) == 19
         has_group = group.exists()
@@ -256,7 +304,9 @@ def test_a_background_step_runs_at_the_lowest_cpu_priority_in_a_session_that_yie
         proc.stop(process)
     assert process.returncode is not None
     if not proc.dies_with_us():
-        pytest.skip("no `setpriv --pdeathsig` here: only nice was checked; the fetch stays in the run's session")
+        pytest.skip(
+            "no `setpriv --pdeathsig` here: only nice was checked; the fetch stays in the run's session"
+        )
     if not has_group:
         pytest.skip("no /proc/PID/autogroup here: the session's weight was not checked")
 
@@ -293,20 +343,33 @@ def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, 
     from torch_matrix.edges import proc
 
     if not Path("/proc/self/comm").exists() or not proc.dies_with_us():
-        pytest.skip("no /proc or no `setpriv` on this machine: the fetch stays in the run's own group here")
+        pytest.skip(
+            "no /proc or no `setpriv` on this machine: the fetch stays in the run's own group here"
+        )
     uv = tmp_path / "uv"
     uv.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'uv.pid'}\nexec sleep 300\n")
     uv.chmod(0o755)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True,
-                              cwd=Path(__file__).resolve().parent.parent)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
         deadline = time.monotonic() + 30
-        while not (tmp_path / "uv.pid").exists() and time.monotonic() < deadline and holder.poll() is None:
+        while (
+            not (tmp_path / "uv.pid").exists()
+            and time.monotonic() < deadline
+            and holder.poll() is None
+        ):
             time.sleep(0.05)
         assert (tmp_path / "uv.pid").exists(), holder.communicate(timeout=10)
         fetch = int((tmp_path / "uv.pid").read_text())
-        assert os.getsid(fetch) == fetch != holder.pid  # out of the run's session: the signal misses it
+        assert (
+            os.getsid(fetch) == fetch != holder.pid
+        )  # out of the run's session: the signal misses it
         os.killpg(holder.pid, getattr(signal, signame))
         holder.communicate(timeout=30)
     finally:
@@ -318,5 +381,7 @@ def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, 
     while Path(f"/proc/{fetch}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{fetch}").exists(), f"the fetch (pid {fetch}) outlived the run"
-    if signame != "SIGKILL":  # killed outright, the run cannot tidy up: the next run's scratch is its own
+    if (
+        signame != "SIGKILL"
+    ):  # killed outright, the run cannot tidy up: the next run's scratch is its own
         assert not (tmp_path / "scratch").exists()

@@ -16,7 +16,7 @@ from synthetic_torch import make_fake_torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-ISOLATION_PROBES = '''
+ISOLATION_PROBES = """
 import os, sys, time
 from torch_matrix.probes.api import Fail, Skip, Unsupported, probe
 
@@ -77,7 +77,7 @@ def checks_clean(ctx):
     if any(poisoned.values()):
         raise Fail("saw poisoned state", observed=poisoned, expected={})
     return {"cwd": os.getcwd()}
-'''
+"""
 
 
 def run_probes(tmp_path, *args, pythonpath=(), expect_rc=0):
@@ -85,8 +85,14 @@ def run_probes(tmp_path, *args, pythonpath=(), expect_rc=0):
     out = tmp_path / "out" / "probes.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(p) for p in pythonpath] + [REPO])
-    proc = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--out", str(out)] + list(args), cwd=str(tmp_path),
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_matrix.probes", "--out", str(out)] + list(args),
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=120,
+    )
     assert proc.returncode == expect_rc, proc.stderr.decode()
     data = json.loads(out.read_text()) if expect_rc == 0 else None
     return data, proc.stderr.decode()
@@ -103,7 +109,9 @@ def isolation_run(tmp_path_factory):
     probe_dir.mkdir()
     (probe_dir / "isolation_probes.py").write_text(ISOLATION_PROBES)
     (probe_dir / "broken_module.py").write_text("import this_module_does_not_exist\n")
-    data, stderr = run_probes(tmp_path, "--no-standard", "--probe-dir", str(probe_dir), "--json-progress")
+    data, stderr = run_probes(
+        tmp_path, "--no-standard", "--probe-dir", str(probe_dir), "--json-progress"
+    )
     return data, stderr, tmp_path
 
 
@@ -112,7 +120,12 @@ def test_outcomes_map_to_statuses(isolation_run):
     assert results["passes"]["status"] == "pass"
     assert results["passes"]["evidence"] == {"answer": 42}
     failed = results["fails"]
-    assert (failed["status"], failed["observed"], failed["expected"], failed["repro"]) == ("fail", 1, 2, "print(1)")
+    assert (failed["status"], failed["observed"], failed["expected"], failed["repro"]) == (
+        "fail",
+        1,
+        2,
+        "print(1)",
+    )
     assert failed["evidence"]["seen"] == "before failing"
     assert results["unsupported_api"]["status"] == "unsupported"
     assert results["skips"]["status"] == "skip" and results["skips"]["message"] == "no CUDA device"
@@ -127,7 +140,9 @@ def test_segfault_is_a_crash_with_signal_and_last_output(isolation_run):
     assert "SIGSEGV" in crashed["message"] and crashed["evidence"]["signal"] == "SIGSEGV"
     assert "about to read address 0" in crashed["output_tail"]
     assert "Fatal Python error" in crashed["output_tail"]  # faulthandler's stack of the crash
-    assert crashed["repro"] == "import ctypes; ctypes.string_at(0)"  # noted before the crash, kept after it
+    assert (
+        crashed["repro"] == "import ctypes; ctypes.string_at(0)"
+    )  # noted before the crash, kept after it
 
 
 def test_exit_without_result_is_a_crash(isolation_run):
@@ -184,7 +199,9 @@ def test_select_runs_only_the_named_probes(tmp_path):
     probe_dir = tmp_path / "p"
     probe_dir.mkdir()
     (probe_dir / "isolation_probes.py").write_text(ISOLATION_PROBES)
-    data, stderr = run_probes(tmp_path, "--no-standard", "--probe-dir", str(probe_dir), "--select", "passes,skips")
+    data, stderr = run_probes(
+        tmp_path, "--no-standard", "--probe-dir", str(probe_dir), "--select", "passes,skips"
+    )
     assert [r["name"] for r in data["results"]] == ["passes", "skips"]
     assert "[2/2]" in stderr
 
@@ -196,21 +213,37 @@ def test_select_unknown_probe_is_a_usage_error(tmp_path):
 
 def test_command_probes(tmp_path):
     data, _ = run_probes(
-        tmp_path, "--no-standard", "--timeout", "1",
-        "--command", "ok=%s -c \"print('fine')\"" % sys.executable,
-        "--command", "bad=%s -c \"print('assert 1 == 2 failed'); raise SystemExit(3)\"" % sys.executable,
-        "--command", "slow=%s -c \"import time; print('waiting', flush=True); time.sleep(60)\"" % sys.executable)
+        tmp_path,
+        "--no-standard",
+        "--timeout",
+        "1",
+        "--command",
+        "ok=%s -c \"print('fine')\"" % sys.executable,
+        "--command",
+        "bad=%s -c \"print('assert 1 == 2 failed'); raise SystemExit(3)\"" % sys.executable,
+        "--command",
+        "slow=%s -c \"import time; print('waiting', flush=True); time.sleep(60)\"" % sys.executable,
+    )
     results = by_name(data)
     assert results["ok"]["status"] == "pass" and results["ok"]["isolation"] == "command"
     bad = results["bad"]
-    assert bad["status"] == "fail" and bad["observed"] == 3 and "assert 1 == 2 failed" in bad["output_tail"]
-    assert bad["repro"].endswith("raise SystemExit(3)\"")
+    assert (
+        bad["status"] == "fail"
+        and bad["observed"] == 3
+        and "assert 1 == 2 failed" in bad["output_tail"]
+    )
+    assert bad["repro"].endswith('raise SystemExit(3)"')
     assert results["slow"]["status"] == "timeout" and "waiting" in results["slow"]["output_tail"]
 
 
 def test_list_names_every_standard_probe_with_its_doc(tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "torch_matrix.probes", "--list"], env=env, stdout=subprocess.PIPE, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_matrix.probes", "--list"],
+        env=env,
+        stdout=subprocess.PIPE,
+        timeout=60,
+    )
     lines = proc.stdout.decode().splitlines()
     names = [line.split()[0] for line in lines]
     assert names[:2] == ["install_sanity", "lazy_cuda_init"]
@@ -218,21 +251,40 @@ def test_list_names_every_standard_probe_with_its_doc(tmp_path):
 
 
 def test_standard_probe_modules_do_not_import_torch(tmp_path):
-    fake = make_fake_torch(tmp_path / "site")  # importable, so a module-level `import torch` would show
-    code = ("import sys, torch_matrix.probes.discovery as d; specs, problems = d.discover();"
-            "print(len(specs), 'torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.pathsep.join([fake, REPO])),
-                          stdout=subprocess.PIPE, timeout=60)
+    fake = make_fake_torch(
+        tmp_path / "site"
+    )  # importable, so a module-level `import torch` would show
+    code = (
+        "import sys, torch_matrix.probes.discovery as d; specs, problems = d.discover();"
+        "print(len(specs), 'torch' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([fake, REPO])),
+        stdout=subprocess.PIPE,
+        timeout=60,
+    )
     count, imported = proc.stdout.decode().split()
     assert int(count) >= 2 and imported == "False"
 
 
 # -- install_sanity against fake torch builds ---------------------------------------------------
 
+
 def test_install_sanity_passes_on_a_matching_fake_install(tmp_path):
     fake = make_fake_torch(tmp_path / "site", version="2.5.1+cpu", torchvision="0.20.1")
-    data, _ = run_probes(tmp_path, "--select", "install_sanity", "--expect", "torch=2.5.1",
-                         "--expect", "torchvision=0.20.1", "--variant", "cpu", pythonpath=[fake])
+    data, _ = run_probes(
+        tmp_path,
+        "--select",
+        "install_sanity",
+        "--expect",
+        "torch=2.5.1",
+        "--expect",
+        "torchvision=0.20.1",
+        "--variant",
+        "cpu",
+        pythonpath=[fake],
+    )
     result = by_name(data)["install_sanity"]
     assert result["status"] == "pass", result
     assert result["evidence"]["nms_keep"] == [0, 2]
@@ -241,8 +293,16 @@ def test_install_sanity_passes_on_a_matching_fake_install(tmp_path):
 
 def test_install_sanity_fails_on_wrong_version_and_cuda_build(tmp_path):
     fake = make_fake_torch(tmp_path / "site", version="2.5.0+cpu", torchvision="0.20.1")
-    data, _ = run_probes(tmp_path, "--select", "install_sanity", "--expect", "torch=2.5.1", "--variant", "cu124",
-                         pythonpath=[fake])
+    data, _ = run_probes(
+        tmp_path,
+        "--select",
+        "install_sanity",
+        "--expect",
+        "torch=2.5.1",
+        "--variant",
+        "cu124",
+        pythonpath=[fake],
+    )
     result = by_name(data)["install_sanity"]
     assert result["status"] == "fail"
     assert result["observed"]["torch"] == "2.5.0+cpu" and result["expected"]["torch"] == "2.5.1"
@@ -251,16 +311,30 @@ def test_install_sanity_fails_on_wrong_version_and_cuda_build(tmp_path):
 
 
 def test_mismatched_torchvision_fails_install_sanity_with_the_real_message(tmp_path):
-    fake = make_fake_torch(tmp_path / "site", torchvision="0.28.0",
-                           torchvision_import_error="operator torchvision::nms does not exist")
-    data, _ = run_probes(tmp_path, "--select", "install_sanity,lazy_cuda_init", "--expect", "torchvision=0.28.0",
-                         pythonpath=[fake])
+    fake = make_fake_torch(
+        tmp_path / "site",
+        torchvision="0.28.0",
+        torchvision_import_error="operator torchvision::nms does not exist",
+    )
+    data, _ = run_probes(
+        tmp_path,
+        "--select",
+        "install_sanity,lazy_cuda_init",
+        "--expect",
+        "torchvision=0.28.0",
+        pythonpath=[fake],
+    )
     results = by_name(data)
     assert results["install_sanity"]["status"] == "fail"
     assert "operator torchvision::nms does not exist" in results["install_sanity"]["message"]
-    assert os.path.join("torchvision", "__init__.py") in results["install_sanity"]["traceback"]  # the import's
+    assert (
+        os.path.join("torchvision", "__init__.py") in results["install_sanity"]["traceback"]
+    )  # the import's
     assert results["lazy_cuda_init"]["status"] == "pass"  # needs torch only
-    assert data["imports"]["torchvision"]["ok"] is False and "Traceback" in data["imports"]["torchvision"]["traceback"]
+    assert (
+        data["imports"]["torchvision"]["ok"] is False
+        and "Traceback" in data["imports"]["torchvision"]["traceback"]
+    )
 
 
 def test_torchvision_that_kills_the_zygote_degrades_instead_of_losing_results(tmp_path):
@@ -268,21 +342,31 @@ def test_torchvision_that_kills_the_zygote_degrades_instead_of_losing_results(tm
     data, _ = run_probes(tmp_path, "--select", "install_sanity,lazy_cuda_init", pythonpath=[fake])
     results = by_name(data)
     assert results["install_sanity"]["status"] == "fail"
-    assert "SIGSEGV" in results["install_sanity"]["message"] and "torchvision" in results["install_sanity"]["message"]
+    assert (
+        "SIGSEGV" in results["install_sanity"]["message"]
+        and "torchvision" in results["install_sanity"]["message"]
+    )
     assert results["lazy_cuda_init"]["status"] == "pass"
     assert data["zygote"]["starts"] == 2 and data["imports"]["torch"]["ok"] is True
 
 
 def test_no_torch_at_all(tmp_path):
-    data, _ = run_probes(tmp_path, "--select", "install_sanity,lazy_cuda_init", "--expect", "torch=2.5.1")
+    data, _ = run_probes(
+        tmp_path, "--select", "install_sanity,lazy_cuda_init", "--expect", "torch=2.5.1"
+    )
     results = by_name(data)
-    assert results["install_sanity"]["status"] == "fail" and "not installed" in results["install_sanity"]["message"]
+    assert (
+        results["install_sanity"]["status"] == "fail"
+        and "not installed" in results["install_sanity"]["message"]
+    )
     assert results["lazy_cuda_init"]["status"] == "skip"
     assert data["packages"]["torch"] is None
 
 
 def test_example_custom_probes_run_in_the_same_protocol(tmp_path):
-    fake = make_fake_torch(tmp_path / "site")  # no torch.fft, no channels_last: both APIs are missing
+    fake = make_fake_torch(
+        tmp_path / "site"
+    )  # no torch.fft, no channels_last: both APIs are missing
     example = os.path.join(REPO, "examples", "custom_probes", "probes_dir")
     data, _ = run_probes(tmp_path, "--no-standard", "--probe-dir", example, pythonpath=[fake])
     results = by_name(data)
@@ -310,15 +394,34 @@ def test_runner_works_on_python_3_8(tmp_path):
     (probe_dir / "isolation_probes.py").write_text(ISOLATION_PROBES)
     out = tmp_path / "o.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([fake, REPO]))
-    proc = subprocess.run([_python38(), "-m", "torch_matrix.probes", "--out", str(out), "--probe-dir", str(probe_dir),
-                           "--select", "install_sanity,lazy_cuda_init,fails,segfaults,checks_clean"],
-                          cwd=str(tmp_path), env=env, stderr=subprocess.PIPE, timeout=120)
+    proc = subprocess.run(
+        [
+            _python38(),
+            "-m",
+            "torch_matrix.probes",
+            "--out",
+            str(out),
+            "--probe-dir",
+            str(probe_dir),
+            "--select",
+            "install_sanity,lazy_cuda_init,fails,segfaults,checks_clean",
+        ],
+        cwd=str(tmp_path),
+        env=env,
+        stderr=subprocess.PIPE,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     data = json.loads(out.read_text())
     assert data["python"]["version"].startswith("3.8")
     statuses = {r["name"]: r["status"] for r in data["results"]}
-    assert statuses == {"install_sanity": "pass", "lazy_cuda_init": "fail", "fails": "fail", "segfaults": "crash",
-                        "checks_clean": "pass"}
+    assert statuses == {
+        "install_sanity": "pass",
+        "lazy_cuda_init": "fail",
+        "fails": "fail",
+        "segfaults": "crash",
+        "checks_clean": "pass",
+    }
 
 
 def test_zygote_is_abandoned_only_when_import_queried_cuda_on_a_gpu_machine(monkeypatch):
@@ -328,5 +431,7 @@ def test_zygote_is_abandoned_only_when_import_queried_cuda_on_a_gpu_machine(monk
     monkeypatch.setattr(facts, "physical_gpu_count", lambda: 2)
     assert runner.fork_safe(queried) is False
     assert runner.fork_safe({"import_torch": {"calls": []}}) is True
-    monkeypatch.setattr(facts, "physical_gpu_count", lambda: 0)  # no driver: the query initialised nothing
+    monkeypatch.setattr(
+        facts, "physical_gpu_count", lambda: 0
+    )  # no driver: the query initialised nothing
     assert runner.fork_safe(queried) is True

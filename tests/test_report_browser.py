@@ -27,8 +27,10 @@ COUNTERFACTUAL_RUN = Path(__file__).parent / "golden" / "pins" / "real_setuptool
 def browser() -> str:
     found = find_browser()
     if found is None:
-        message = ("no Chromium found (chromium, chromium-browser, google-chrome or $TORCH_MATRIX_BROWSER): "
-                   "run `bash tests/install-browser.sh`; the HTML report's browser test did not run")
+        message = (
+            "no Chromium found (chromium, chromium-browser, google-chrome or $TORCH_MATRIX_BROWSER): "
+            "run `bash tests/install-browser.sh`; the HTML report's browser test did not run"
+        )
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -68,8 +70,21 @@ def real_report(tmp_path_factory) -> Path:
         if path.stem != "t1.13.1-py3.10-nplt2":
             shutil.copy(path, previous / path.name)
     html = work / "report.html"
-    assert cli(["report", str(REAL_RUN), "--out", str(work / "out"), "--html", str(html),
-                "--previous", str(previous.parent)]) == 0
+    assert (
+        cli(
+            [
+                "report",
+                str(REAL_RUN),
+                "--out",
+                str(work / "out"),
+                "--html",
+                str(html),
+                "--previous",
+                str(previous.parent),
+            ]
+        )
+        == 0
+    )
     return html
 
 
@@ -81,7 +96,9 @@ def test_known_cells_have_their_verdicts_in_the_live_dom(browser, real_report):
     assert verdicts["t1.12.0-py3.10-nplt2"] == "incompatible"  # the lazy CUDA init regression
     assert verdicts["t1.11.0-py3.10-nplt2"] == "compatible"
     assert verdicts["t1.12.1-py3.10-nplt2"] == "compatible"
-    assert verdicts["t1.13.1-py3.10-npge2"] == "incompatible"  # numpy 2 with torch built for numpy 1
+    assert (
+        verdicts["t1.13.1-py3.10-npge2"] == "incompatible"
+    )  # numpy 2 with torch built for numpy 1
     assert "v-incompatible" in cells.cells["t1.12.0-py3.10-nplt2"]["class"]
     assert sorted(cells.details) == sorted(verdicts)  # each cell opens to its probes
     assert cells.cells["t1.13.1-py3.10-nplt2"]["data-change"] == "new"
@@ -110,12 +127,17 @@ def test_a_screenshot_of_the_real_run(browser, real_report, tmp_path):
 def counterfactual_report(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("cf-html")
     html = work / "report.html"
-    assert cli(["report", str(COUNTERFACTUAL_RUN), "--out", str(work / "out"), "--html", str(html)]) == 0
+    assert (
+        cli(["report", str(COUNTERFACTUAL_RUN), "--out", str(work / "out"), "--html", str(html)])
+        == 0
+    )
     return html
 
 
 @pytest.mark.parametrize("width", [900, 1400])
-def test_every_cell_of_a_row_is_visible_the_counterfactual_included(browser, counterfactual_report, width):
+def test_every_cell_of_a_row_is_visible_the_counterfactual_included(
+    browser, counterfactual_report, width
+):
     layout = heatmap_layout(browser, counterfactual_report, width)
     cells = {item["cell"]: item for item in layout["cells"]}
     assert len(cells) == len(list(COUNTERFACTUAL_RUN.glob("*.json"))) == 6
@@ -124,4 +146,6 @@ def test_every_cell_of_a_row_is_visible_the_counterfactual_included(browser, cou
         assert item["inside"], f"{name} spills out of its slot at {width} px: {item}"
         assert item["shown"], f"{name} is outside the {layout['viewport']} px window: {item}"
         assert item["on_top"], f"{name} is drawn over at {width} px: {item}"
-        assert item["height"] >= 30 and item["width"] >= 50, f"{name} is too small to read at {width} px: {item}"
+        assert item["height"] >= 30 and item["width"] >= 50, (
+            f"{name} is too small to read at {width} px: {item}"
+        )

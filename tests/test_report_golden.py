@@ -30,9 +30,11 @@ WHOLE_LIMIT = 20_000
 # The benchmark's synthetic grid (figure 5_scale) up to torch 2.2.1: passing cells, skips, unsatisfiable
 # and install-error cells, a NaN training step on 2.1.1 and numpy 2 failures on 2.2.x.
 SYNTHETIC_COUNT = 640
-SYNTHETIC_RELEASED = {"torch": [f"2.{minor}.{patch}" for minor in range(0, 3) for patch in range(0, 3)],
-                      "torchvision": [f"0.{minor}.{patch}" for minor in range(15, 18) for patch in range(0, 3)],
-                      "numpy": ["1.26.4", "2.0.2", "2.1.3"]}
+SYNTHETIC_RELEASED = {
+    "torch": [f"2.{minor}.{patch}" for minor in range(0, 3) for patch in range(0, 3)],
+    "torchvision": [f"0.{minor}.{patch}" for minor in range(15, 18) for patch in range(0, 3)],
+    "numpy": ["1.26.4", "2.0.2", "2.1.3"],
+}
 
 
 def _write(results, root: Path) -> None:
@@ -49,6 +51,7 @@ def _real_case(name: str):
     def make(root: Path):
         shutil.copytree(REAL_RUNS / name / "cells", root / "run" / "cells")
         return None  # coverage unknown, as offline
+
     return make
 
 
@@ -56,12 +59,15 @@ def _grid_case(name: str):
     def make(root: Path):
         _write(GRIDS[name](), root)
         return RELEASED
+
     return make
 
 
-CASES = {"synthetic": _case_synthetic,
-         **{name: _real_case(name) for name in sorted(path.name for path in REAL_RUNS.glob("real_*"))},
-         **{f"grid_{name}": _grid_case(name) for name in sorted(GRIDS)}}
+CASES = {
+    "synthetic": _case_synthetic,
+    **{name: _real_case(name) for name in sorted(path.name for path in REAL_RUNS.glob("real_*"))},
+    **{f"grid_{name}": _grid_case(name) for name in sorted(GRIDS)},
+}
 
 
 def _outputs(root: Path, out: Path, stdout: str, stderr: str) -> dict[str, str]:
@@ -70,8 +76,9 @@ def _outputs(root: Path, out: Path, stdout: str, stderr: str) -> dict[str, str]:
         if path.is_file():
             files[path.relative_to(out).as_posix()] = path.read_text(encoding="utf-8")
     # The page names when it was made; nothing else in it may differ between runs.
-    files["report.html"] = re.sub(r" · generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", " · generated <when>",
-                                  files["report.html"])
+    files["report.html"] = re.sub(
+        r" · generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", " · generated <when>", files["report.html"]
+    )
     return {name: text.replace(str(root), "<root>") for name, text in files.items()}
 
 
@@ -82,15 +89,37 @@ def test_report_with_pins_writes_the_same_bytes(case, tmp_path, capsys, monkeypa
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
     released = CASES[case](tmp_path)
-    monkeypatch.setattr(torch_matrix.cli.pins, "index_facts", lambda packages, spec=None: (
-        (None, {}) if released is None else ({name: list(released.get(name, ())) for name in packages}, {})))
+    monkeypatch.setattr(
+        torch_matrix.cli.pins,
+        "index_facts",
+        lambda packages, spec=None: (
+            (None, {})
+            if released is None
+            else ({name: list(released.get(name, ())) for name in packages}, {})
+        ),
+    )
     out = tmp_path / "out"
-    code = cli.main(["report", str(tmp_path / "run"), "--out", str(out), "--pins",
-                     "--html", str(out / "report.html")])
+    code = cli.main(
+        [
+            "report",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+            "--pins",
+            "--html",
+            str(out / "report.html"),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     outputs = _outputs(tmp_path, out, captured.out, captured.err)
-    assert {"stdout.txt", "summary.md", "results.json", "report.html", "pins/constraints.txt"} <= set(outputs)
+    assert {
+        "stdout.txt",
+        "summary.md",
+        "results.json",
+        "report.html",
+        "pins/constraints.txt",
+    } <= set(outputs)
     golden = GOLDEN / case
     if UPDATE:
         shutil.rmtree(golden, ignore_errors=True)
@@ -101,12 +130,16 @@ def test_report_with_pins_writes_the_same_bytes(case, tmp_path, capsys, monkeypa
                 path = path.with_name(path.name + ".sha256")
                 text = hashlib.sha256(text.encode()).hexdigest() + "\n"
             path.write_text(text, encoding="utf-8")
-    expected = {path.relative_to(golden).as_posix(): path.read_text(encoding="utf-8")
-                for path in sorted(golden.rglob("*")) if path.is_file()}
+    expected = {
+        path.relative_to(golden).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(golden.rglob("*"))
+        if path.is_file()
+    }
     assert sorted(name.removesuffix(".sha256") for name in expected) == sorted(outputs)
     for name, text in outputs.items():
         if name + ".sha256" in expected:
-            assert hashlib.sha256(text.encode()).hexdigest() + "\n" == expected[name + ".sha256"], \
+            assert hashlib.sha256(text.encode()).hexdigest() + "\n" == expected[name + ".sha256"], (
                 f"{case}/{name} differs from its golden digest (see the module docstring)"
+            )
         else:
             assert text == expected[name], f"{case}/{name} differs (see the module docstring)"

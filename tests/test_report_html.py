@@ -15,14 +15,34 @@ from tests.factories import make_cell, make_probe, make_result
 
 def _grid():
     return [
-        make_result(torch="2.5.1", python="3.11", probes=[make_probe("install_sanity"),
-                                                          make_probe("training_step")]),
-        make_result(torch="2.5.1", python="3.12", probes=[
-            make_probe("install_sanity"),
-            make_probe("training_step", FAIL, "loss is <NaN>", observed="nan", expected="finite",
-                       traceback="Traceback ...\nRuntimeError: boom", repro="import torch; torch.ones(1)")]),
-        make_result(torch="2.4.1", torchvision="0.19.1", python="3.12", status=UNSATISFIABLE,
-                    message="no wheel for cp312"),
+        make_result(
+            torch="2.5.1",
+            python="3.11",
+            probes=[make_probe("install_sanity"), make_probe("training_step")],
+        ),
+        make_result(
+            torch="2.5.1",
+            python="3.12",
+            probes=[
+                make_probe("install_sanity"),
+                make_probe(
+                    "training_step",
+                    FAIL,
+                    "loss is <NaN>",
+                    observed="nan",
+                    expected="finite",
+                    traceback="Traceback ...\nRuntimeError: boom",
+                    repro="import torch; torch.ones(1)",
+                ),
+            ],
+        ),
+        make_result(
+            torch="2.4.1",
+            torchvision="0.19.1",
+            python="3.12",
+            status=UNSATISFIABLE,
+            message="no wheel for cp312",
+        ),
     ]
 
 
@@ -51,7 +71,11 @@ def test_html_is_self_contained_and_escapes_what_results_say():
 
 
 def test_changes_against_a_previous_run_are_marked():
-    previous = {"t2.5.1-py3.11": "compatible", "t2.5.1-py3.12": "compatible", "t2.3.1-py3.11": "compatible"}
+    previous = {
+        "t2.5.1-py3.11": "compatible",
+        "t2.5.1-py3.12": "compatible",
+        "t2.3.1-py3.11": "compatible",
+    }
     page = build_page(_grid(), previous=previous, previous_label="results/last")
     changes = {view.id: view.change for view in page.changes}
     assert changes == {"t2.5.1-py3.12": "compatible", "t2.4.1-py3.12": "new"}
@@ -67,11 +91,19 @@ def test_planned_but_missing_cells_have_a_slot():
 
 
 def test_each_probe_that_did_not_pass_shows_its_cause():
-    mismatched = make_result(torch="2.13.0", torchvision="0.28.0", resolved={"torch": "2.13.0+cpu",
-                                                                           "torchvision": "0.28.0"},
-                             probes=[make_probe("install_sanity", FAIL,
-                                                "RuntimeError: operator torchvision::nms does not exist")])
-    assert cause_text(mismatched, mismatched.probes[0]).startswith("environment (mismatched-build): torch")
+    mismatched = make_result(
+        torch="2.13.0",
+        torchvision="0.28.0",
+        resolved={"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
+        probes=[
+            make_probe(
+                "install_sanity", FAIL, "RuntimeError: operator torchvision::nms does not exist"
+            )
+        ],
+    )
+    assert cause_text(mismatched, mismatched.probes[0]).startswith(
+        "environment (mismatched-build): torch"
+    )
     grid = _grid()
     assert cause_text(grid[1], grid[1].probe("training_step")).startswith("version: ")
     assert cause_text(grid[1], grid[1].probe("install_sanity")) == ""
@@ -80,17 +112,26 @@ def test_each_probe_that_did_not_pass_shows_its_cause():
 
 
 def test_plurals():
-    assert plural(1, "cell") == "1 cell" and plural(2, "cell") == "2 cells" and plural(0, "cell") == "0 cells"
+    assert (
+        plural(1, "cell") == "1 cell"
+        and plural(2, "cell") == "2 cells"
+        and plural(0, "cell") == "0 cells"
+    )
     assert counts_line(judge(_grid()[:1])).startswith("1 cell: ")
 
 
 # ------------------------------------------------------------------------------ JUnit
 
+
 def test_junit_has_one_testcase_per_cell_and_probe_with_statuses_mapped():
-    crashed = make_result(make_cell(torch="2.6.0", required_probes=("install_sanity", "torch_export")),
-                          probes=[make_probe("install_sanity", "crash", "SIGSEGV\x00"),
-                                  make_probe("torch_compile", UNSUPPORTED, "no"),
-                                  make_probe("cuda_devices", SKIP, "no CUDA")])
+    crashed = make_result(
+        make_cell(torch="2.6.0", required_probes=("install_sanity", "torch_export")),
+        probes=[
+            make_probe("install_sanity", "crash", "SIGSEGV\x00"),
+            make_probe("torch_compile", UNSUPPORTED, "no"),
+            make_probe("cuda_devices", SKIP, "no CUDA"),
+        ],
+    )
     results = _grid() + [crashed]
     root = ET.fromstring(render_junit(results))
     assert root.tag == "testsuites"
@@ -100,7 +141,9 @@ def test_junit_has_one_testcase_per_cell_and_probe_with_statuses_mapped():
     assert failure is not None and "loss is <NaN>" in failure.get("message")
     assert "RuntimeError: boom" in failure.text and "import torch" in failure.text
     assert cases[("t2.5.1-py3.11", "training_step")].find("*") is None  # pass: no child
-    assert cases[("t2.4.1-py3.12", "install")].find("skipped") is not None  # unsatisfiable is no failure
+    assert (
+        cases[("t2.4.1-py3.12", "install")].find("skipped") is not None
+    )  # unsatisfiable is no failure
     assert cases[("t2.6.0-py3.11", "install_sanity")].find("error") is not None  # crash: error
     assert "\x00" not in cases[("t2.6.0-py3.11", "install_sanity")].find("error").get("message")
     assert cases[("t2.6.0-py3.11", "torch_compile")].find("skipped") is not None  # not required
@@ -114,10 +157,18 @@ def test_junit_has_one_testcase_per_cell_and_probe_with_statuses_mapped():
 def test_junit_says_a_changed_default_failure_belongs_to_a_compatible_cell():
     advice = "load with weights_only=False (torch.load's default changed)"
     cell = make_cell(torch="2.6.0", probes=("install_sanity", "checkpoint_roundtrip"))
-    flip = make_probe("checkpoint_roundtrip", "fail", "changed default: torch.load(path) refuses this checkpoint",
-                      evidence={"advice": advice})
-    root = ET.fromstring(render_junit([make_result(cell, probes=[make_probe("install_sanity"), flip])]))
-    failure = next(case for case in root.iter("testcase") if case.get("name") == "checkpoint_roundtrip").find("failure")
+    flip = make_probe(
+        "checkpoint_roundtrip",
+        "fail",
+        "changed default: torch.load(path) refuses this checkpoint",
+        evidence={"advice": advice},
+    )
+    root = ET.fromstring(
+        render_junit([make_result(cell, probes=[make_probe("install_sanity"), flip])])
+    )
+    failure = next(
+        case for case in root.iter("testcase") if case.get("name") == "checkpoint_roundtrip"
+    ).find("failure")
     assert failure.get("type") == "changed-default"
     assert failure.get("message") == f"⚑ changed default (the cell is compatible): {advice}"
 
@@ -132,7 +183,19 @@ def test_cli_writes_html_and_junit(tmp_path, capsys):
     assert cli(["report", str(tmp_path / "run"), "--html", str(html), "--junit", str(junit)]) == 0
     assert 'data-verdict="incompatible"' in html.read_text(encoding="utf-8")
     assert ET.parse(junit).getroot().get("failures") == "1"
-    assert cli(["report", str(tmp_path / "run"), "--html", str(html), "--previous", str(tmp_path / "nope")]) == 2
+    assert (
+        cli(
+            [
+                "report",
+                str(tmp_path / "run"),
+                "--html",
+                str(html),
+                "--previous",
+                str(tmp_path / "nope"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "torch-matrix: error: --previous" in err and "Traceback" not in err
 
@@ -147,13 +210,21 @@ from torch_matrix.report.markdown import render_markdown_summary  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.text(alphabet="abc xyz-_.", max_size=60), min_size=3, max_size=3), min_size=1,
-                max_size=6), st.integers(min_value=30, max_value=200))
+@given(
+    st.lists(
+        st.lists(st.text(alphabet="abc xyz-_.", max_size=60), min_size=3, max_size=3),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(min_value=30, max_value=200),
+)
 def test_fitted_tables_fit_and_keep_the_id_column(rows, width):
     headers = ("id", "message", "detail")
     names, fitted, _ = fit_to_width(rows, headers, width, drop=("detail",))
     natural_id = max([len("id") + 2] + [len(" ".join(row[0].split())) for row in rows])
-    widths = [max([len(name) + 2] + [len(row[i]) for row in fitted]) for i, name in enumerate(names)]
+    widths = [
+        max([len(name) + 2] + [len(row[i]) for row in fitted]) for i, name in enumerate(names)
+    ]
     if natural_id + 12 + 2 <= width:  # room for the id and a minimal message column
         assert sum(widths) + 2 * (len(names) - 1) <= width
     assert [row[0] for row in fitted] == [" ".join(row[0].split()) for row in rows]
@@ -162,7 +233,9 @@ def test_fitted_tables_fit_and_keep_the_id_column(rows, width):
 def test_terminal_report_fits_and_says_where_the_full_text_is():
     text = render_text(_grid(), width=60)
     table = [line for line in text.splitlines()[1:] if line and not line.startswith(("  ", "("))]
-    assert all(len(line) <= 60 for line in table), table  # (the counts line and rerun lines are not tables)
+    assert all(len(line) <= 60 for line in table), (
+        table
+    )  # (the counts line and rerun lines are not tables)
     assert "t2.5.1-py3.12" in text and "✗ incompatible" in text
     assert "narrowed to 60 columns" in text
     wide = render_text(_grid())  # a file or a pipe: nothing cut
@@ -171,7 +244,9 @@ def test_terminal_report_fits_and_says_where_the_full_text_is():
 
 def test_summary_never_cuts_a_repro():
     snippet = "import torch\n" + "\n".join(f"x{i} = torch.ones({i})  # line {i}" for i in range(30))
-    result = make_result(torch="2.5.1", probes=[make_probe("install_sanity", FAIL, "bad", repro=snippet)])
+    result = make_result(
+        torch="2.5.1", probes=[make_probe("install_sanity", FAIL, "bad", repro=snippet)]
+    )
     text = render_markdown_summary([result])
     assert snippet in text  # whole, with its newlines, in a fenced block below the table
     assert "snippet 1 below" in text
@@ -191,10 +266,26 @@ def test_previous_run_from_the_history_database(tmp_path, monkeypatch, capsys):
     assert cli(["import", str(old)]) == 0
     assert cli(["import", str(new)]) == 0
     html = tmp_path / "r.html"
-    assert cli(["report", str(new), "--out", str(tmp_path / "out"), "--html", str(html), "--previous", "last"]) == 0
+    assert (
+        cli(
+            [
+                "report",
+                str(new),
+                "--out",
+                str(tmp_path / "out"),
+                "--html",
+                str(html),
+                "--previous",
+                "last",
+            ]
+        )
+        == 0
+    )
     text = html.read_text(encoding="utf-8")
     assert 'data-cell="t2.5.1-py3.12" data-verdict="incompatible" ' in text
-    assert 'data-change="compatible"' in text and 'data-change="new"' in text  # was compatible; 2.4.1 is new
+    assert (
+        'data-change="compatible"' in text and 'data-change="new"' in text
+    )  # was compatible; 2.4.1 is new
     assert "compared with run " in text
     assert cli(["report", str(new), "--html", str(html), "--previous", "nosuchrun"]) == 2
     assert "no such run in the history" in capsys.readouterr().err
@@ -223,12 +314,25 @@ def test_passing_probes_are_one_line_without_their_evidence_and_long_fields_are_
     from torch_matrix.world.results import write_result
 
     huge = "x" * 5_000_000
-    passing = make_result(torch="2.5.1", python="3.11", probes=[
-        make_probe("install_sanity", evidence={"modules": "PASSING-EVIDENCE " * 50}),
-        make_probe("cuda_devices", SKIP, "no CUDA device"), make_probe("mixed_precision", SKIP, "no CUDA device")])
-    failing = make_result(torch="2.5.1", python="3.12", probes=[
-        make_probe("install_sanity"),
-        make_probe("training_step", FAIL, huge, traceback=huge, evidence={"FAILING-EVIDENCE": 1})])
+    passing = make_result(
+        torch="2.5.1",
+        python="3.11",
+        probes=[
+            make_probe("install_sanity", evidence={"modules": "PASSING-EVIDENCE " * 50}),
+            make_probe("cuda_devices", SKIP, "no CUDA device"),
+            make_probe("mixed_precision", SKIP, "no CUDA device"),
+        ],
+    )
+    failing = make_result(
+        torch="2.5.1",
+        python="3.12",
+        probes=[
+            make_probe("install_sanity"),
+            make_probe(
+                "training_step", FAIL, huge, traceback=huge, evidence={"FAILING-EVIDENCE": 1}
+            ),
+        ],
+    )
     broken = make_result(torch="2.4.1", python="3.12", status="error", message=huge)
     run = tmp_path / "results" / "nightly"
     for result in (passing, failing, broken):
@@ -238,27 +342,44 @@ def test_passing_probes_are_one_line_without_their_evidence_and_long_fields_are_
     text = page.read_text(encoding="utf-8")
     assert len(text) < 100_000, len(text)  # three 5 MB fields, capped
     assert "PASSING-EVIDENCE" not in text and "FAILING-EVIDENCE" in text
-    assert "pass: install_sanity 0.5s" in text and "skip (no CUDA device): cuda_devices, mixed_precision" in text
-    assert text.count("more characters: the full text is in cells/t2.5.1-py3.12.json") == 3  # why, message, traceback
-    assert "more characters: the full text is in cells/t2.4.1-py3.12.json" in text  # the install log
+    assert (
+        "pass: install_sanity 0.5s" in text
+        and "skip (no CUDA device): cuda_devices, mixed_precision" in text
+    )
+    assert (
+        text.count("more characters: the full text is in cells/t2.5.1-py3.12.json") == 3
+    )  # why, message, traceback
+    assert (
+        "more characters: the full text is in cells/t2.4.1-py3.12.json" in text
+    )  # the install log
     links = set(re.findall(r'href="(cells/[^"]+)"', text))
     # Linked: the passing probes' evidence, and every cell with a field that may be cut (a failing
     # probe, an install log): the broken install's 5 MB log is one click from its whole text.
-    assert links == {"cells/t2.5.1-py3.11.json", "cells/t2.5.1-py3.12.json", "cells/t2.4.1-py3.12.json"}
+    assert links == {
+        "cells/t2.5.1-py3.11.json",
+        "cells/t2.5.1-py3.12.json",
+        "cells/t2.4.1-py3.12.json",
+    }
     assert all((page.parent / link).is_file() for link in links)
     assert re.search(r'<dt>full result</dt><dd><a href="cells/t2.4.1-py3.12.json">', text)
-    assert '<dt>full result</dt><dd><a href="cells/t2.5.1-py3.11.json">' not in text  # all passed: "evidence"
+    assert (
+        '<dt>full result</dt><dd><a href="cells/t2.5.1-py3.11.json">' not in text
+    )  # all passed: "evidence"
     # From a merged results.json (an artifact: no cells folder beside it) the page names no cell file
     # that is not there: the full text is in the results.json the report writes, and the repro bundle.
     merged = tmp_path / "artifact" / "results.json"
     merged.parent.mkdir()
-    merged.write_text((tmp_path / "out" / "results.json").read_text(encoding="utf-8"), encoding="utf-8")
+    merged.write_text(
+        (tmp_path / "out" / "results.json").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     other = tmp_path / "artifact" / "report.html"
     assert cli(["report", str(merged), "--out", str(tmp_path / "out2"), "--html", str(other)]) == 0
     from_merged = other.read_text(encoding="utf-8")
     assert "cells/" not in from_merged
-    assert "more characters: the full text is in results.json; `torch-matrix repro t2.4.1-py3.12` bundles it" \
+    assert (
+        "more characters: the full text is in results.json; `torch-matrix repro t2.4.1-py3.12` bundles it"
         in from_merged
+    )
     # The probe filter's statuses: one letter per probe, in the order of its options.
     options = re.findall(r'<option value="([a-z_]+)">probe:', text)
     assert options == ["install_sanity", "cuda_devices", "mixed_precision", "training_step"]
@@ -272,14 +393,37 @@ def test_a_page_over_several_runs_links_each_cell_to_its_own_file(tmp_path):
     from torch_matrix.world.results import write_result
 
     long = "RuntimeError: " + "y" * 5000
-    write_result(make_result(torch="2.5.1", python="3.11", probes=[
-        make_probe("install_sanity"), make_probe("training_step", FAIL, long)]), tmp_path / "results" / "nightly" / "cells")
-    write_result(make_result(torch="2.4.1", python="3.12", status="error", message=long),
-                 tmp_path / "results" / "shard 2" / "cells")
+    write_result(
+        make_result(
+            torch="2.5.1",
+            python="3.11",
+            probes=[make_probe("install_sanity"), make_probe("training_step", FAIL, long)],
+        ),
+        tmp_path / "results" / "nightly" / "cells",
+    )
+    write_result(
+        make_result(torch="2.4.1", python="3.12", status="error", message=long),
+        tmp_path / "results" / "shard 2" / "cells",
+    )
     page = tmp_path / "site" / "report.html"
-    assert cli(["report", str(tmp_path / "results"), "--out", str(tmp_path / "out"), "--html", str(page)]) == 0
+    assert (
+        cli(
+            [
+                "report",
+                str(tmp_path / "results"),
+                "--out",
+                str(tmp_path / "out"),
+                "--html",
+                str(page),
+            ]
+        )
+        == 0
+    )
     text = page.read_text(encoding="utf-8")
     links = re.findall(r'<dt>full result</dt><dd><a href="([^"]+)">', text)
-    assert sorted(links) == ["../results/nightly/cells/t2.5.1-py3.11.json", "../results/shard%202/cells/t2.4.1-py3.12.json"]
+    assert sorted(links) == [
+        "../results/nightly/cells/t2.5.1-py3.11.json",
+        "../results/shard%202/cells/t2.4.1-py3.12.json",
+    ]
     assert "the full text is in ../results/nightly/cells/t2.5.1-py3.11.json;" in text
     assert "cells/t2.4.1-py3.12.json;" in text and "the full text is in cells/" not in text

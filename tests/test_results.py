@@ -26,16 +26,30 @@ def schema_validator():
 
 def full_result() -> CellResult:
     """Every optional field filled, so the schema sees the whole shape."""
-    probe = make_probe("training_step", "fail", "loss is nan", observed=[float("1.5")], expected="finite loss",
-                       repro="python -c 'import torch'", traceback="Traceback...", output_tail="tail",
-                       evidence={"loss": 1.5, "steps": [1, 2]})
-    return make_result(make_cell(extras={"numpy": "<2"}, probes=("install_sanity", "training_step"),
-                                 required_probes=("training_step",)),
-                       probes=[make_probe("install_sanity"), probe],
-                       resolved={"torch": "2.5.1+cpu", "torchvision": "0.20.1", "numpy": "1.26.4"})
+    probe = make_probe(
+        "training_step",
+        "fail",
+        "loss is nan",
+        observed=[float("1.5")],
+        expected="finite loss",
+        repro="python -c 'import torch'",
+        traceback="Traceback...",
+        output_tail="tail",
+        evidence={"loss": 1.5, "steps": [1, 2]},
+    )
+    return make_result(
+        make_cell(
+            extras={"numpy": "<2"},
+            probes=("install_sanity", "training_step"),
+            required_probes=("training_step",),
+        ),
+        probes=[make_probe("install_sanity"), probe],
+        resolved={"torch": "2.5.1+cpu", "torchvision": "0.20.1", "numpy": "1.26.4"},
+    )
 
 
 # ------------------------------------------------------------------------------ schema
+
 
 def test_schema_is_a_valid_draft_2020_12_schema():
     schema = results.cell_result_schema()
@@ -43,8 +57,14 @@ def test_schema_is_a_valid_draft_2020_12_schema():
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
-@pytest.mark.parametrize("result", [full_result(), make_result(status=UNSATISFIABLE, message="no wheel"),
-                                    make_result(status=INSTALL_ERROR, probes=[])])
+@pytest.mark.parametrize(
+    "result",
+    [
+        full_result(),
+        make_result(status=UNSATISFIABLE, message="no wheel"),
+        make_result(status=INSTALL_ERROR, probes=[]),
+    ],
+)
 def test_schema_accepts_what_to_json_writes(result):
     schema_validator().validate(result.to_json())
 
@@ -55,29 +75,49 @@ def test_schema_stays_in_sync_with_records():
     assert props["schema"]["const"] == records.SCHEMA_ID
     assert props["schema_version"]["enum"] == list(records.READABLE_SCHEMA_VERSIONS)
     assert records.SCHEMA_VERSION == max(records.READABLE_SCHEMA_VERSIONS)
-    assert tuple(schema["$defs"]["install"]["properties"]["status"]["enum"]) == records.INSTALL_STATUSES
+    assert (
+        tuple(schema["$defs"]["install"]["properties"]["status"]["enum"])
+        == records.INSTALL_STATUSES
+    )
     assert tuple(schema["$defs"]["probe"]["properties"]["status"]["enum"]) == records.PROBE_STATUSES
     # Every key to_json can write is declared, and every always-written key is required.
     data = full_result().to_json()
     assert set(data) == set(schema["required"])
     assert set(props) - set(schema["required"]) == {"targets", "replaces"}  # optional since v3, v5
-    judged = replace(full_result(), targets=({"target": "V100 (sm_70)", "verdict": "native", "reason": "r"},),
-                     replaces="sha256:" + "0" * 64)
+    judged = replace(
+        full_result(),
+        targets=({"target": "V100 (sm_70)", "verdict": "native", "reason": "r"},),
+        replaces="sha256:" + "0" * 64,
+    )
     assert set(judged.to_json()) == set(props)
     schema_validator().validate(judged.to_json())
-    assert CellResult.from_json(judged.to_json()) == judged and results.is_canonical_json(judged.to_json())
+    assert CellResult.from_json(judged.to_json()) == judged and results.is_canonical_json(
+        judged.to_json()
+    )
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
     cell_props = schema["$defs"]["cell"]["properties"]
     assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {
-        "origin", "install", "install_digest", "probe_subset", "reason"}  # optional since v2, v4, v5
+        "origin",
+        "install",
+        "install_digest",
+        "probe_subset",
+        "reason",
+    }  # optional since v2, v4, v5
     assert tuple(cell_props["origin"]["enum"]) == records.ORIGINS
-    with_install = replace(full_result().cell, install=(".[test]",), install_digest="ab12",
-                           origin=records.ORIGIN_EDGE, probe_subset=("install_sanity",),
-                           reason="end of the break at torch 2.6.0")
+    with_install = replace(
+        full_result().cell,
+        install=(".[test]",),
+        install_digest="ab12",
+        origin=records.ORIGIN_EDGE,
+        probe_subset=("install_sanity",),
+        reason="end of the break at torch 2.6.0",
+    )
     assert set(with_install.to_json()) == set(cell_props)  # the optional ones are declared
     assert set(data["install"]) == set(schema["$defs"]["install"]["required"])
     assert set(data["probes"][1]) == set(schema["$defs"]["probe"]["properties"])
-    policy_values = set(schema["$defs"]["cell"]["properties"]["policy"]["additionalProperties"]["enum"])
+    policy_values = set(
+        schema["$defs"]["cell"]["properties"]["policy"]["additionalProperties"]["enum"]
+    )
     assert set(records.DEFAULT_POLICY.values()) <= policy_values
 
 
@@ -87,26 +127,47 @@ def _broken(mutate):
     return data
 
 
-@pytest.mark.parametrize("data", [
-    _broken(lambda d: d.pop("cell")),
-    _broken(lambda d: d["install"].update(status="maybe")),
-    _broken(lambda d: d["probes"][0].update(status="passed")),
-    _broken(lambda d: d["probes"][0].pop("name")),
-    _broken(lambda d: d["cell"].update(id="t2.5.1 py3.11; rm -rf /")),
-    _broken(lambda d: d["cell"]["axes"].pop("torch")),
-    _broken(lambda d: d["timings"].update(total="12s")),
-    _broken(lambda d: d.update(extra_key=1)),
-    _broken(lambda d: d.update(schema_version=records.SCHEMA_VERSION + 1)),
-    _broken(lambda d: d.update(targets=[{"target": "V100 (sm_70)", "verdict": "runs", "reason": "r"}])),
-    _broken(lambda d: d.update(probes={})),
-    _broken(lambda d: d["cell"].update(origin="somewhere")),
-], ids=["no-cell", "install-status", "probe-status", "probe-name", "unsafe-id", "no-torch-axis",
-        "timing-type", "unknown-key", "version", "target-verdict", "probes-type", "origin"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        _broken(lambda d: d.pop("cell")),
+        _broken(lambda d: d["install"].update(status="maybe")),
+        _broken(lambda d: d["probes"][0].update(status="passed")),
+        _broken(lambda d: d["probes"][0].pop("name")),
+        _broken(lambda d: d["cell"].update(id="t2.5.1 py3.11; rm -rf /")),
+        _broken(lambda d: d["cell"]["axes"].pop("torch")),
+        _broken(lambda d: d["timings"].update(total="12s")),
+        _broken(lambda d: d.update(extra_key=1)),
+        _broken(lambda d: d.update(schema_version=records.SCHEMA_VERSION + 1)),
+        _broken(
+            lambda d: d.update(
+                targets=[{"target": "V100 (sm_70)", "verdict": "runs", "reason": "r"}]
+            )
+        ),
+        _broken(lambda d: d.update(probes={})),
+        _broken(lambda d: d["cell"].update(origin="somewhere")),
+    ],
+    ids=[
+        "no-cell",
+        "install-status",
+        "probe-status",
+        "probe-name",
+        "unsafe-id",
+        "no-torch-axis",
+        "timing-type",
+        "unknown-key",
+        "version",
+        "target-verdict",
+        "probes-type",
+        "origin",
+    ],
+)
 def test_schema_rejects_broken_shapes(data):
     assert list(schema_validator().iter_errors(data))
 
 
 # ------------------------------------------------------------------------------ writing
+
 
 def test_cells_dir_layout(tmp_path):
     assert results.cells_dir(tmp_path, "nightly") == tmp_path / "nightly" / "cells"
@@ -142,7 +203,10 @@ def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
 
 
 def test_write_merged_round_trips_and_is_loadable(tmp_path):
-    cells = [make_result(torch="2.4.1"), make_result(torch="2.5.1", status=UNSATISFIABLE, message="no")]
+    cells = [
+        make_result(torch="2.4.1"),
+        make_result(torch="2.5.1", status=UNSATISFIABLE, message="no"),
+    ]
     path = results.write_merged(cells, tmp_path / "results.json")
     data = json.loads(path.read_text())
     assert data["schema"] == "torch-matrix/results" and data["schema_version"] == 1
@@ -170,14 +234,17 @@ def test_version_1_files_load_unchanged(tmp_path):
         again = result.to_json()
         assert again["schema_version"] == records.SCHEMA_VERSION and "origin" not in again["cell"]
         assert "targets" not in again and result.targets == ()  # version 3: none judged
-        assert {k: v for k, v in again.items() if k != "schema_version"} == \
-            {k: v for k, v in original.items() if k != "schema_version"}
+        assert {k: v for k, v in again.items() if k != "schema_version"} == {
+            k: v for k, v in original.items() if k != "schema_version"
+        }
         # A planned cell's fingerprint (resume) does not change with the new optional field.
         assert result.cell.to_json() == original["cell"]
 
 
 def test_an_existing_env_cell_round_trips_and_validates(tmp_path):
-    cell = dataclasses.replace(make_cell(), id="env-t2.5.1-py3.11-host-abc123", origin=records.ORIGIN_EXISTING)
+    cell = dataclasses.replace(
+        make_cell(), id="env-t2.5.1-py3.11-host-abc123", origin=records.ORIGIN_EXISTING
+    )
     result = make_result(cell)
     data = result.to_json()
     assert data["cell"]["origin"] == "existing-env"
@@ -187,6 +254,7 @@ def test_an_existing_env_cell_round_trips_and_validates(tmp_path):
     assert loaded.problems == [] and loaded.results == [result]
     assert loaded.results[0].cell.is_existing_env
     assert cell.fingerprint() != make_cell().fingerprint()
+
 
 def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     cells = results.cells_dir(tmp_path, "default")
@@ -213,9 +281,13 @@ def test_bad_files_are_reported_by_name_and_skipped(tmp_path):
     assert by_file[str(cells / "foreign.json")] == "not a torch-matrix cell result"
     assert by_file[str(cells / "list.json")] == "not a torch-matrix cell result"
     assert by_file[str(cells / "empty.json")] == "empty file"
-    assert by_file[str(cells / "t2.6.0-py3.11.json")] == \
-        f"schema_version 70 is newer than this tool understands ({records.SCHEMA_VERSION})"
-    assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith("invalid cell result at install/status")
+    assert (
+        by_file[str(cells / "t2.6.0-py3.11.json")]
+        == f"schema_version 70 is newer than this tool understands ({records.SCHEMA_VERSION})"
+    )
+    assert by_file[str(cells / "t2.7.0-py3.11.json")].startswith(
+        "invalid cell result at install/status"
+    )
     assert len(loaded.problems) == 7
     assert len(loaded.skipped) == 7
 
@@ -226,7 +298,11 @@ def test_finds_cells_at_any_depth_like_downloaded_artifacts(tmp_path):
     results.write_result(make_result(torch="2.6.0"), tmp_path / "nightly" / "cells")
     (tmp_path / "shard-1" / "nox-report.json").write_text("{}")  # not a cell file: ignored
     loaded = results.load_results(tmp_path)
-    assert [r.cell.id for r in loaded.results] == ["t2.4.1-py3.11", "t2.5.1-py3.11", "t2.6.0-py3.11"]
+    assert [r.cell.id for r in loaded.results] == [
+        "t2.4.1-py3.11",
+        "t2.5.1-py3.11",
+        "t2.6.0-py3.11",
+    ]
     assert loaded.problems == []
 
 
@@ -268,8 +344,9 @@ def test_foreign_results_json_is_reported(tmp_path):
 
 
 def test_bad_entry_inside_merged_file_is_named_by_position(tmp_path):
-    path = results.write_merged([make_result(torch="2.4.1"), make_result(torch="2.5.1")],
-                                tmp_path / "results.json")
+    path = results.write_merged(
+        [make_result(torch="2.4.1"), make_result(torch="2.5.1")], tmp_path / "results.json"
+    )
     data = json.loads(path.read_text())
     data["cells"][1]["probes"] = "nope"
     path.write_text(json.dumps(data))
@@ -291,6 +368,7 @@ def test_empty_root_loads_nothing(tmp_path):
 
 # ------------------------------------------------------------------------------ resume
 
+
 def _stored(tmp_path, result):
     results.write_result(result, tmp_path)
     return result
@@ -304,7 +382,9 @@ def test_resume_skips_a_complete_installed_cell(tmp_path):
 
 def test_resume_counts_a_failing_probe_as_complete(tmp_path):
     cell = make_cell()
-    _stored(tmp_path, make_result(cell, probes=[make_probe("install_sanity", "fail", "nms missing")]))
+    _stored(
+        tmp_path, make_result(cell, probes=[make_probe("install_sanity", "fail", "nms missing")])
+    )
     assert results.has_complete_result(tmp_path, cell, cell.fingerprint())
 
 
@@ -318,7 +398,10 @@ def test_resume_skips_unsatisfiable_but_retries_error(tmp_path):
 
 def test_resume_reruns_a_cell_whose_probe_runner_died(tmp_path):
     cell = make_cell()
-    died = [make_probe("install_sanity"), make_probe(records.PROBE_RUNNER, "error", "exited with -11")]
+    died = [
+        make_probe("install_sanity"),
+        make_probe(records.PROBE_RUNNER, "error", "exited with -11"),
+    ]
     _stored(tmp_path, make_result(cell, probes=died))
     assert not results.has_complete_result(tmp_path, cell, cell.fingerprint())
 
@@ -361,6 +444,7 @@ def test_interrupted_write_leaves_resume_state_consistent(tmp_path, monkeypatch)
 
 # ------------------------------------------------------------------------------ fast validation
 
+
 def test_fast_path_is_active_for_the_published_schema():
     """If the schema gains a keyword the fast path does not know, loading gets ~20x slower."""
     assert results._fast_check() is not None
@@ -368,8 +452,26 @@ def test_fast_path_is_active_for_the_published_schema():
 
 
 _DELETE = object()
-_REPLACEMENTS = [None, True, 1, 1.0, -1, "", "x", "t2.5.1 py3.11", [], {}, ["x"], {"x": "y"},
-                 "installed", "pass", "fail", "maybe", "torch-matrix/cell-result", 2]
+_REPLACEMENTS = [
+    None,
+    True,
+    1,
+    1.0,
+    -1,
+    "",
+    "x",
+    "t2.5.1 py3.11",
+    [],
+    {},
+    ["x"],
+    {"x": "y"},
+    "installed",
+    "pass",
+    "fail",
+    "maybe",
+    "torch-matrix/cell-result",
+    2,
+]
 
 
 def _paths(value, prefix=()):
@@ -426,7 +528,9 @@ def test_a_version_1_file_loads_unchanged_and_a_cell_with_install_round_trips(tm
     assert loaded.results[0] == full_result()
     assert loaded.results[0].cell.fingerprint() == full_result().cell.fingerprint()
     # A cell with an install list: written as the current version, read back the same, other fingerprint.
-    cell = replace(full_result().cell, install=(".[test]", "-r requirements.txt"), install_digest="ab12")
+    cell = replace(
+        full_result().cell, install=(".[test]", "-r requirements.txt"), install_digest="ab12"
+    )
     result = replace(full_result(), cell=cell)
     assert result.to_json()["schema_version"] == records.SCHEMA_VERSION
     path = results.write_result(result, tmp_path / "new")
@@ -453,9 +557,14 @@ def test_local_label_is_the_build_and_survives_a_version_pep_440_cannot_parse():
     assert local_label("nightly+weird+x") == "weird+x"
 
 
-@pytest.mark.parametrize("probe", [make_probe("install_sanity"),
-                                   full_result().probes[1],
-                                   records.ProbeResult(name="p", status="skip")])
+@pytest.mark.parametrize(
+    "probe",
+    [
+        make_probe("install_sanity"),
+        full_result().probes[1],
+        records.ProbeResult(name="p", status="skip"),
+    ],
+)
 def test_probe_from_json_makes_what_the_constructor_makes(probe):
     """ProbeResult.from_json fills the record without its __init__ (speed): every field, same values,
     still frozen. A field added to the record and forgotten in from_json fails here."""

@@ -26,13 +26,18 @@ def _load(tmp_path: Path, datas: list[dict], run: str = "run") -> results.Loaded
     cells = results.cells_dir(tmp_path / "in", run)
     cells.mkdir(parents=True)
     for data in datas:
-        (cells / f"{data['cell']['id']}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+        (cells / f"{data['cell']['id']}.json").write_text(
+            json.dumps(data, indent=2), encoding="utf-8"
+        )
     return results.load_results(tmp_path / "in")
 
 
-CANONICAL = [full_result(), make_result(status=UNSATISFIABLE, message="no wheel"),
-             make_result(status=INSTALL_ERROR, probes=[]),
-             make_result(probes=[make_probe("x", observed=0, expected=False)])]
+CANONICAL = [
+    full_result(),
+    make_result(status=UNSATISFIABLE, message="no wheel"),
+    make_result(status=INSTALL_ERROR, probes=[]),
+    make_result(probes=[make_probe("x", observed=0, expected=False)]),
+]
 
 
 @pytest.mark.parametrize("result", CANONICAL)
@@ -76,7 +81,9 @@ def test_write_merged_from_loaded_dicts_writes_the_same_bytes(tmp_path):
         data["cell"]["id"] = f"cell{number}"
     loaded = _load(tmp_path, datas)
     assert len(loaded.results) == len(datas) and not loaded.problems
-    fast = results.write_merged(loaded.results, tmp_path / "fast.json", loaded).read_text(encoding="utf-8")
+    fast = results.write_merged(loaded.results, tmp_path / "fast.json", loaded).read_text(
+        encoding="utf-8"
+    )
     assert fast == _written_as_before(loaded.results, tmp_path / "slow.json")
     # the canonical ones were written from the loaded dicts, the others converted again
     assert sum(loaded.json_of(result) is not None for result in loaded.results) == 3
@@ -86,12 +93,16 @@ def test_json_of_only_answers_for_the_loaded_object(tmp_path):
     loaded = _load(tmp_path, [full_result().to_json()])
     (result,) = loaded.results
     assert loaded.json_of(result) is not None
-    assert loaded.json_of(CellResult.from_json(result.to_json())) is None  # equal but another object
+    assert (
+        loaded.json_of(CellResult.from_json(result.to_json())) is None
+    )  # equal but another object
 
 
 def test_corrupt_merged_file_is_still_reported_by_name(tmp_path):
     loaded = _load(tmp_path, [full_result().to_json()])
-    merged = results.write_merged(loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded)
+    merged = results.write_merged(
+        loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded
+    )
     merged.write_text(merged.read_text(encoding="utf-8")[:-10], encoding="utf-8")
     again = results.load_results(tmp_path / "in")
     assert len(again.results) == 1
@@ -101,38 +112,68 @@ def test_corrupt_merged_file_is_still_reported_by_name(tmp_path):
 
 def test_a_changed_copy_in_the_merged_file_is_still_validated(tmp_path):
     loaded = _load(tmp_path, [full_result().to_json()])
-    merged = results.write_merged(loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded)
+    merged = results.write_merged(
+        loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded
+    )
     data = json.loads(merged.read_text(encoding="utf-8"))
     data["cells"][0]["install"]["status"] = "maybe"
     merged.write_text(json.dumps(data), encoding="utf-8")
     again = results.load_results(tmp_path / "in")
     assert len(again.results) == 1
-    assert again.problems and again.problems[0].startswith(f"{merged}[0]: invalid cell result at install/status")
+    assert again.problems and again.problems[0].startswith(
+        f"{merged}[0]: invalid cell result at install/status"
+    )
 
 
 def test_report_and_pins_import_neither_jsonschema_nor_tabulate_unless_needed(tmp_path):
     """Import time counts over 2,000 cells too: jsonschema only for an invalid file, tabulate for odd text."""
-    code = ("import sys, torch_matrix.cli.report, torch_matrix.cli.pins, torch_matrix.world.results as r, torch_matrix.report.terminal as t; "
-            "t.render_text(r.load_results(sys.argv[1]).results); "
-            "print('jsonschema' in sys.modules, 'tabulate' in sys.modules)")
+    code = (
+        "import sys, torch_matrix.cli.report, torch_matrix.cli.pins, torch_matrix.world.results as r, torch_matrix.report.terminal as t; "
+        "t.render_text(r.load_results(sys.argv[1]).results); "
+        "print('jsonschema' in sys.modules, 'tabulate' in sys.modules)"
+    )
     loaded = _load(tmp_path, [full_result().to_json()])
     assert loaded.results
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "in")], capture_output=True, text=True,
-                         check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "in")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert run.stdout.strip() == "False False"
 
 
 # ------------------------------------------------------------------------------ report tables
 
-_PIECES = ["a", " ", "Z", "1", "True", "False", "3.5", "-1e5", "nan", "✓", "✗", "–", "!", "?", "-", "x y", ""]
+_PIECES = [
+    "a",
+    " ",
+    "Z",
+    "1",
+    "True",
+    "False",
+    "3.5",
+    "-1e5",
+    "nan",
+    "✓",
+    "✗",
+    "–",
+    "!",
+    "?",
+    "-",
+    "x y",
+    "",
+]
 _NOT_NARROW = ["é", "中", "\n", "\t", "\x1b[31m", "⚠️"]
 
 
 def _random_table(rng, pieces):
     columns = rng.randint(1, 5)
     headers = ["".join(rng.choices(pieces, k=rng.randint(0, 3))) for _ in range(columns)]
-    rows = [["".join(rng.choices(pieces, k=rng.randint(0, 4))) for _ in range(columns)]
-            for _ in range(rng.randint(1, 4))]
+    rows = [
+        ["".join(rng.choices(pieces, k=rng.randint(0, 4))) for _ in range(columns)]
+        for _ in range(rng.randint(1, 4))
+    ]
     return headers, rows
 
 
@@ -146,12 +187,17 @@ def test_simple_table_is_exactly_tabulate_simple():
     rng = random.Random(6)
     used = 0
     for _ in range(3000):
-        headers, rows = _random_table(rng, _PIECES + _NOT_NARROW[:1] if rng.random() < 0.1 else _PIECES)
+        headers, rows = _random_table(
+            rng, _PIECES + _NOT_NARROW[:1] if rng.random() < 0.1 else _PIECES
+        )
         fast = _simple_table(rows, headers)
         if fast is None:
             continue
         used += 1
-        assert fast == tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True), (headers, rows)
+        assert fast == tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True), (
+            headers,
+            rows,
+        )
     assert used > 2000
 
 
@@ -165,6 +211,7 @@ def test_simple_table_leaves_wide_or_multiline_text_to_tabulate(odd):
 
 
 # ------------------------------------------------------------------------------ reading
+
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
 def test_a_broken_file_is_placed_by_line_and_column_whatever_its_newlines(tmp_path, newline):
@@ -191,7 +238,9 @@ def test_the_collector_is_paused_while_loading_and_back_on_after(tmp_path, monke
 
     seen = []
     real = results._load_files
-    monkeypatch.setattr(results, "_load_files", lambda files: seen.append(gc.isenabled()) or real(files))
+    monkeypatch.setattr(
+        results, "_load_files", lambda files: seen.append(gc.isenabled()) or real(files)
+    )
     assert gc.isenabled()
     _load(tmp_path, [full_result().to_json()])
     assert seen == [False] and gc.isenabled()
@@ -207,6 +256,7 @@ def test_the_collector_is_paused_while_loading_and_back_on_after(tmp_path, monke
 
 # ------------------------------------------------------------------------------ a report run in place
 
+
 def _root_with_merged(tmp_path, count=4, run="default"):
     """Cells in <root>/<run>/cells and a merged copy of them downloaded beside, <root>/downloaded/results.json
     (a report's own results.json, beside or above its cells, is never read back: test_faults).
@@ -217,7 +267,9 @@ def _root_with_merged(tmp_path, count=4, run="default"):
         data["cell"]["id"] = f"cell{number}"
         datas.append(data)
     loaded = _load(tmp_path, datas, run)
-    merged = results.write_merged(loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded)
+    merged = results.write_merged(
+        loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded
+    )
     return tmp_path / "in", merged
 
 
@@ -233,11 +285,15 @@ def _same(left, right):
     assert left.problems == right.problems and left.skipped == right.skipped
 
 
-def test_own_merged_file_read_back_line_by_line_gives_what_reading_it_whole_gives(tmp_path, monkeypatch):
+def test_own_merged_file_read_back_line_by_line_gives_what_reading_it_whole_gives(
+    tmp_path, monkeypatch
+):
     root, merged = _root_with_merged(tmp_path)
     parsed = []
     real_loads = json.loads
-    monkeypatch.setattr(results.json, "loads", lambda text, *a, **k: parsed.append(len(text)) or real_loads(text))
+    monkeypatch.setattr(
+        results.json, "loads", lambda text, *a, **k: parsed.append(len(text)) or real_loads(text)
+    )
     fast = results.load_results(root)
     assert len(parsed) == 4  # the four cell files; the merged copies were recognised by their bytes
     monkeypatch.undo()
@@ -253,16 +309,28 @@ def test_merged_file_found_before_the_cells_is_read_whole_as_before(tmp_path, mo
     _same(results.load_results(root), _load_whole(root, monkeypatch))
 
 
-@pytest.mark.parametrize("edit", [
-    lambda lines: lines.__setitem__(2, lines[2].replace('"installed"', '"maybe"')),  # invalid: named
-    lambda lines: lines.__setitem__(2, lines[2].replace('"cell2"', '"cell9"')),  # a result only here
-    lambda lines: lines.__setitem__(2, lines[2].replace('"2026-11-21T08:00:10+00:00"',
-                                                        '"2026-11-22T08:00:10+00:00"')),  # newer here
-    lambda lines: lines.__setitem__(2, lines[2][:-20]),  # broken JSON: the whole file is reported
-    lambda lines: lines.insert(2, ""),
-    lambda lines: lines.__setitem__(0, lines[0].replace('"schema_version":1', '"schema_version":2')),
-    lambda lines: lines.__setitem__(1, lines[1] + " "),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda lines: lines.__setitem__(
+            2, lines[2].replace('"installed"', '"maybe"')
+        ),  # invalid: named
+        lambda lines: lines.__setitem__(
+            2, lines[2].replace('"cell2"', '"cell9"')
+        ),  # a result only here
+        lambda lines: lines.__setitem__(
+            2, lines[2].replace('"2026-11-21T08:00:10+00:00"', '"2026-11-22T08:00:10+00:00"')
+        ),  # newer here
+        lambda lines: lines.__setitem__(
+            2, lines[2][:-20]
+        ),  # broken JSON: the whole file is reported
+        lambda lines: lines.insert(2, ""),
+        lambda lines: lines.__setitem__(
+            0, lines[0].replace('"schema_version":1', '"schema_version":2')
+        ),
+        lambda lines: lines.__setitem__(1, lines[1] + " "),
+    ],
+)
 def test_any_other_merged_content_is_read_as_before(tmp_path, monkeypatch, edit):
     """A changed, added, newer, broken or foreign line: the same results and problems as reading it whole."""
     root, merged = _root_with_merged(tmp_path)

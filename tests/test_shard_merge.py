@@ -28,8 +28,15 @@ RUN = "e2e"  # the spec's name: results/<run>/cells/*.json
 
 
 def torch_matrix(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torch_matrix.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "torch_matrix.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def table_without_timings(results_dir: Path) -> dict[str, object]:
@@ -40,7 +47,7 @@ def table_without_timings(results_dir: Path) -> dict[str, object]:
     time_column = report.CELL_HEADERS.index("time")
     return {
         "counts": report.counts_line(judged),
-        "rows": [row[:time_column] + row[time_column + 1:] for row in report.cell_rows(judged)],
+        "rows": [row[:time_column] + row[time_column + 1 :] for row in report.cell_rows(judged)],
         "details": report.detail_rows(judged),
         "repros": report.repro_lines(judged),
     }
@@ -57,8 +64,12 @@ def world(tmp_path_factory) -> dict[str, Path]:
     """The synthetic index and spec, plus caches shared by every run so each wheel unpacks once."""
     root = tmp_path_factory.mktemp("shard-merge")
     index = build_index(root / "index")
-    return {"root": root, "spec": write_spec(root / "matrix.toml", index.url),
-            "uv_cache": root / "uv-cache", "index_cache": root / "index-cache"}
+    return {
+        "root": root,
+        "spec": write_spec(root / "matrix.toml", index.url),
+        "uv_cache": root / "uv-cache",
+        "index_cache": root / "index-cache",
+    }
 
 
 def run_matrix(world: dict[str, Path], name: str, shard: str = "") -> Path:
@@ -69,8 +80,13 @@ def run_matrix(world: dict[str, Path], name: str, shard: str = "") -> Path:
     work.mkdir()
     extra = {"TORCH_MATRIX_SHARD": shard} if shard else {}
     extra["TORCH_MATRIX_FOLLOWUPS"] = "0"
-    env = nox_env(work, world["spec"], UV_CACHE_DIR=str(world["uv_cache"]),
-                  TORCH_MATRIX_CACHE_DIR=str(world["index_cache"]), **extra)
+    env = nox_env(
+        work,
+        world["spec"],
+        UV_CACHE_DIR=str(world["uv_cache"]),
+        TORCH_MATRIX_CACHE_DIR=str(world["index_cache"]),
+        **extra,
+    )
     done = run_nox(work, env, "-s", "matrix")
     assert done.returncode == 0, done.stdout + done.stderr
     return work / "results"
@@ -79,8 +95,10 @@ def run_matrix(world: dict[str, Path], name: str, shard: str = "") -> Path:
 @pytest.fixture(scope="module")
 def runs(world) -> dict[str, object]:
     """One unsharded run and 3 shard runs of the same spec, each in its own results root."""
-    return {"whole": run_matrix(world, "whole"),
-            "shards": [run_matrix(world, f"shard{k}", f"{k}/{SHARDS}") for k in range(1, SHARDS + 1)]}
+    return {
+        "whole": run_matrix(world, "whole"),
+        "shards": [run_matrix(world, f"shard{k}", f"{k}/{SHARDS}") for k in range(1, SHARDS + 1)],
+    }
 
 
 def merge(shard_roots: list[Path], merged: Path) -> Path:
@@ -113,14 +131,24 @@ def test_three_shards_merged_equal_one_unsharded_run(world, runs):
 
     merged = merge(runs["shards"], root / "merged")
     # Nothing planned is missing, and no cell is an infrastructure error.
-    strict = torch_matrix(env, root, "report", str(merged), "--plan", str(write_plan(world, env)),
-                          "--strict", "--out", str(root / "merged-report"))
+    strict = torch_matrix(
+        env,
+        root,
+        "report",
+        str(merged),
+        "--plan",
+        str(write_plan(world, env)),
+        "--strict",
+        "--out",
+        str(root / "merged-report"),
+    )
     assert strict.returncode == 0, strict.stdout + strict.stderr
 
     whole = runs["whole"] / RUN
     assert table_without_timings(merged) == table_without_timings(whole)
-    assert pins_files(env, root, merged, root / "pins-merged") == \
-        pins_files(env, root, whole, root / "pins-whole")
+    assert pins_files(env, root, merged, root / "pins-merged") == pins_files(
+        env, root, whole, root / "pins-whole"
+    )
 
 
 def test_a_lost_shard_fails_the_merge_and_names_its_cells(world, runs):
@@ -132,8 +160,17 @@ def test_a_lost_shard_fails_the_merge_and_names_its_cells(world, runs):
     lost_cells = [p.stem for p in (lost / RUN / "cells").glob("*.json")]
 
     partial = merge(kept, root / "partial")
-    strict = torch_matrix(env, root, "report", str(partial), "--plan", str(write_plan(world, env)),
-                          "--strict", "--out", str(root / "partial-report"))
+    strict = torch_matrix(
+        env,
+        root,
+        "report",
+        str(partial),
+        "--plan",
+        str(write_plan(world, env)),
+        "--strict",
+        "--out",
+        str(root / "partial-report"),
+    )
     assert strict.returncode == 1, strict.stdout + strict.stderr
     missing_section = strict.stdout.split("Planned but missing", 1)[1]
     for cell in lost_cells:

@@ -68,7 +68,11 @@ def test_full_example_parses_into_typed_records():
     assert (pillow.values, pillow.label) == (("==10.4.0",), "pillow")
     assert spec.exclude[0].values == {"python": ("==3.10.*",), "torch": (">=2.5",)}
     assert spec.exclude[1].values["variant"] == ("cu*", "rocm6.2")
-    assert spec.include[0].values == {"python": ("3.11",), "torch": ("2.4.1",), "variant": ("cu118",)}
+    assert spec.include[0].values == {
+        "python": ("3.11",),
+        "torch": ("2.4.1",),
+        "variant": ("cu118",),
+    }
     assert spec.probes.run == ("install_sanity", "numpy_interop")
     assert spec.probes.policy == {"unsupported": "pass", "skip": "fail"}
     assert spec.probes.dirs == ("/proj/my_probes",)
@@ -96,16 +100,23 @@ def test_naming_required_probes_makes_their_absence_a_failure():
 
 
 def test_index_honours_pip_environment_only_where_the_spec_is_silent():
-    environ = {"PIP_FIND_LINKS": "/opt/wheels /more", "PIP_INDEX_URL": "https://mirror/simple",
-               "PIP_EXTRA_INDEX_URL": "https://a/simple https://b/simple"}
+    environ = {
+        "PIP_FIND_LINKS": "/opt/wheels /more",
+        "PIP_INDEX_URL": "https://mirror/simple",
+        "PIP_EXTRA_INDEX_URL": "https://a/simple https://b/simple",
+    }
     spec = parse("", environ=environ)
     assert spec.index.find_links == ("/opt/wheels", "/more")
     assert spec.index.default == "https://mirror/simple"
     assert spec.index.extra == ("https://a/simple", "https://b/simple")
     silent = parse("[index]\nfind_links = []\ndefault = ''\nextra = []", environ=environ)
     assert (silent.index.find_links, silent.index.default, silent.index.extra) == ((), "", ())
-    assert parse("").index.to_json() == {"default": "", "pytorch": "https://download.pytorch.org/whl",
-                                         "extra": [], "find_links": []}
+    assert parse("").index.to_json() == {
+        "default": "",
+        "pytorch": "https://download.pytorch.org/whl",
+        "extra": [],
+        "find_links": [],
+    }
 
 
 def test_builtin_default_matrix_is_newest_three_latest_patch_on_current_python():
@@ -175,7 +186,11 @@ BAD = [
     ("[interpreters]\n'3' = '/x'", "interpreters.3", "'3'"),
     ("python = [", "matrix.toml", "invalid TOML"),
     ("[targets]\ngpus = ['RTX 409']", "targets.gpus[0]", "unknown GPU 'RTX 409'"),
-    ("[targets]\ngpus = ['V100', 'sm_88']", "targets.gpus[1]", "unknown compute capability 'sm_88'"),
+    (
+        "[targets]\ngpus = ['V100', 'sm_88']",
+        "targets.gpus[1]",
+        "unknown compute capability 'sm_88'",
+    ),
     ("[targets]\ndrivers = ['12.4']", "targets.drivers[0]", "invalid NVIDIA driver version '12.4'"),
     ("[targets]\ngpu = ['V100']", "targets.gpu", "unknown key"),
     ("[targets]\ngpus = ['V100', 'v100']", "targets.gpus", "named twice"),
@@ -183,14 +198,19 @@ BAD = [
 
 
 def test_targets_cross_gpus_with_drivers_and_a_bad_name_gets_a_did_you_mean():
-    spec = parse("[targets]\ngpus = ['GTX 1080', 'sm_70', 'RTX 4090', 'RTX 5090']\ndrivers = ['535.104', '580.65']")
+    spec = parse(
+        "[targets]\ngpus = ['GTX 1080', 'sm_70', 'RTX 4090', 'RTX 5090']\ndrivers = ['535.104', '580.65']"
+    )
     assert len(spec.targets) == 8 and spec.targets[0].label == "GTX 1080 (sm_61), driver 535.104"
     assert [t.gpu.capability for t in spec.targets[::2] if t.gpu] == [61, 70, 89, 120]
-    assert parse("").targets == () and [t.label for t in parse("[targets]\ndrivers = ['580.65']").targets] == [
-        "driver 580.65"]
+    assert parse("").targets == () and [
+        t.label for t in parse("[targets]\ndrivers = ['580.65']").targets
+    ] == ["driver 580.65"]
     with pytest.raises(UserError) as caught:
         parse("[targets]\ngpus = ['RTX 409']")
-    assert "did you mean 'RTX 4090'" in caught.value.hint and "torch-matrix plan" in caught.value.hint
+    assert (
+        "did you mean 'RTX 4090'" in caught.value.hint and "torch-matrix plan" in caught.value.hint
+    )
 
 
 @pytest.mark.parametrize("text, key, value", BAD)
@@ -211,11 +231,17 @@ def test_an_include_install_mode_must_be_resolve_or_override(tmp_path):
     from torch_matrix.world.specfile import load_spec
 
     spec = tmp_path / "matrix.toml"
-    spec.write_text('torch = ["2.3.1"]\n[[include]]\npython = "3.11"\ntorch = "2.3.1"\ntorchvision = "0.19.1"\n'
-                    'install = "nodeps"\n')
-    with pytest.raises(UserError, match="expected one of resolve, override, got 'nodeps'") as raised:
+    spec.write_text(
+        'torch = ["2.3.1"]\n[[include]]\npython = "3.11"\ntorch = "2.3.1"\ntorchvision = "0.19.1"\n'
+        'install = "nodeps"\n'
+    )
+    with pytest.raises(
+        UserError, match="expected one of resolve, override, got 'nodeps'"
+    ) as raised:
         load_spec(str(spec))
     assert "include[0].install" in raised.value.render()
-    spec.write_text('torch = ["2.3.1"]\n[[include]]\npython = "3.11"\ntorch = "2.3.1"\ntorchvision = "0.19.1"\n'
-                    'install = "override"\n')
+    spec.write_text(
+        'torch = ["2.3.1"]\n[[include]]\npython = "3.11"\ntorch = "2.3.1"\ntorchvision = "0.19.1"\n'
+        'install = "override"\n'
+    )
     assert load_spec(str(spec)).include[0].install == "override"

@@ -16,9 +16,23 @@ from torch_matrix.probes.standard import _util
 from torch_matrix.probes.standard.cuda_devices import arch_supported
 from tests import realwheels
 
-MY_PROBES = ["cuda_devices", "determinism", "training_step", "numpy_interop", "checkpoint_roundtrip",
-             "dataloader_workers", "distributed_gloo", "mixed_precision", "torchscript", "torch_compile",
-             "torch_export", "onnx_export", "torchvision_transforms", "torchvision_model", "torchvision_ops"]
+MY_PROBES = [
+    "cuda_devices",
+    "determinism",
+    "training_step",
+    "numpy_interop",
+    "checkpoint_roundtrip",
+    "dataloader_workers",
+    "distributed_gloo",
+    "mixed_precision",
+    "torchscript",
+    "torch_compile",
+    "torch_export",
+    "onnx_export",
+    "torchvision_transforms",
+    "torchvision_model",
+    "torchvision_ops",
+]
 
 
 def suite_for(env, tmp_path_factory, names=MY_PROBES):
@@ -46,7 +60,9 @@ def pypi_1_13(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def numpy2_on_1_13(tmp_path_factory):
-    return suite_for(realwheels.NUMPY2_ON_1_13, tmp_path_factory, ["numpy_interop", "training_step"])
+    return suite_for(
+        realwheels.NUMPY2_ON_1_13, tmp_path_factory, ["numpy_interop", "training_step"]
+    )
 
 
 def statuses(results):
@@ -55,17 +71,32 @@ def statuses(results):
 
 def explain(results):
     """What to print when a status assertion fails: every non-passing probe with its message."""
-    return {name: (result["status"], result.get("message", "")[:400], result.get("evidence"))
-            for name, result in results.items() if result["status"] != "pass"}
+    return {
+        name: (result["status"], result.get("message", "")[:400], result.get("evidence"))
+        for name, result in results.items()
+        if result["status"] != "pass"
+    }
 
 
 # --- torch 2.13.0+cpu, Python 3.11, numpy 2, no torchvision, no onnx -----------------------------------
 
+
 @pytest.mark.realwheels
 def test_cpu_2_13_core_probes_pass(cpu_2_13):
-    core = ["determinism", "training_step", "numpy_interop", "dataloader_workers",
-            "distributed_gloo", "mixed_precision", "torchscript", "torch_compile", "torch_export"]
-    assert {name: cpu_2_13[name]["status"] for name in core} == {name: "pass" for name in core}, explain(cpu_2_13)
+    core = [
+        "determinism",
+        "training_step",
+        "numpy_interop",
+        "dataloader_workers",
+        "distributed_gloo",
+        "mixed_precision",
+        "torchscript",
+        "torch_compile",
+        "torch_export",
+    ]
+    assert {name: cpu_2_13[name]["status"] for name in core} == {name: "pass" for name in core}, (
+        explain(cpu_2_13)
+    )
 
 
 @pytest.mark.realwheels
@@ -73,8 +104,14 @@ def test_cpu_2_13_skips_what_it_lacks(cpu_2_13):
     assert cpu_2_13["cuda_devices"]["status"] == "skip"
     assert cpu_2_13["cuda_devices"]["message"] == "no CUDA device"
     for name in ("torchvision_transforms", "torchvision_model", "torchvision_ops"):
-        assert (cpu_2_13[name]["status"], cpu_2_13[name]["message"]) == ("skip", "torchvision not installed")
-    assert (cpu_2_13["onnx_export"]["status"], cpu_2_13["onnx_export"]["message"]) == ("skip", "onnx not installed")
+        assert (cpu_2_13[name]["status"], cpu_2_13[name]["message"]) == (
+            "skip",
+            "torchvision not installed",
+        )
+    assert (cpu_2_13["onnx_export"]["status"], cpu_2_13["onnx_export"]["message"]) == (
+        "skip",
+        "onnx not installed",
+    )
 
 
 @pytest.mark.realwheels
@@ -90,7 +127,9 @@ def test_cpu_2_13_checkpoint_changed_default_is_a_fail_with_its_workaround(cpu_2
     assert evidence["default_load"].startswith("UnpicklingError")
     assert evidence["requires"][0] == "weights_only=False"
     allowlist = evidence["requires"][1]
-    assert "safe_globals" in allowlist and "argparse.Namespace" in allowlist and "numpy" in allowlist
+    assert (
+        "safe_globals" in allowlist and "argparse.Namespace" in allowlist and "numpy" in allowlist
+    )
     # The probe's own RunConfig stands in for the user's classes: the advice never names it.
     for text in (allowlist, evidence["advice"], result["message"]):
         assert "probes." not in text and "RunConfig" not in text, text
@@ -100,7 +139,10 @@ def test_cpu_2_13_checkpoint_changed_default_is_a_fail_with_its_workaround(cpu_2
 
 @pytest.mark.realwheels
 def test_cpu_2_13_evidence_names_the_new_apis(cpu_2_13):
-    assert cpu_2_13["training_step"]["evidence"]["weight_norm_api"] == "torch.nn.utils.parametrizations.weight_norm"
+    assert (
+        cpu_2_13["training_step"]["evidence"]["weight_norm_api"]
+        == "torch.nn.utils.parametrizations.weight_norm"
+    )
     assert cpu_2_13["training_step"]["evidence"]["grad_after_zero_grad"] == "None"
     assert cpu_2_13["mixed_precision"]["evidence"]["cpu_output_dtype"] == "torch.bfloat16"
     assert "torch.amp.GradScaler" in cpu_2_13["mixed_precision"]["evidence"]["grad_scaler"]
@@ -116,14 +158,26 @@ def test_cpu_2_13_evidence_names_the_new_apis(cpu_2_13):
 
 # --- torch 2.4.1 + torchvision 0.19.1 from PyPI (CUDA build, run on CPU), Python 3.11, numpy<2, onnx -----
 
+
 @pytest.mark.realwheels
 def test_pypi_2_4_torchvision_and_onnx_pass(pypi_2_4):
-    for name in ("torchvision_transforms", "torchvision_model", "torchvision_ops", "onnx_export",
-                 "training_step", "checkpoint_roundtrip", "torch_export", "distributed_gloo", "determinism"):
+    for name in (
+        "torchvision_transforms",
+        "torchvision_model",
+        "torchvision_ops",
+        "onnx_export",
+        "training_step",
+        "checkpoint_roundtrip",
+        "torch_export",
+        "distributed_gloo",
+        "determinism",
+    ):
         assert pypi_2_4[name]["status"] == "pass", explain(pypi_2_4)
     assert pypi_2_4["torchvision_transforms"]["evidence"]["v2"] == "ok"
     assert pypi_2_4["torchvision_model"]["evidence"]["no_weights_argument"] == "weights=None"
-    assert pypi_2_4["checkpoint_roundtrip"]["evidence"]["default_load"] == "ok"  # before the 2.6 flip
+    assert (
+        pypi_2_4["checkpoint_roundtrip"]["evidence"]["default_load"] == "ok"
+    )  # before the 2.6 flip
     assert pypi_2_4["cuda_devices"]["status"] == "skip"
 
 
@@ -144,24 +198,46 @@ def test_pypi_2_4_compile_without_setuptools_is_the_environments_fault_not_the_v
     assert result["evidence"]["eager_backend"] == "ok"
     assert "torch.compile(f)" in result["repro"]
     probe = ProbeResult.from_json(result)
-    cell = make_result(make_cell(torch="2.4.1", python="3.11", torchvision="0.19.1", probes=("torch_compile",),
-                                 required_probes=("torch_compile",)), probes=[probe])
+    cell = make_result(
+        make_cell(
+            torch="2.4.1",
+            python="3.11",
+            torchvision="0.19.1",
+            probes=("torch_compile",),
+            required_probes=("torch_compile",),
+        ),
+        probes=[probe],
+    )
     attribution = attribute(cell, probe)
-    assert (attribution.cause, attribution.kind) == (Cause.ENVIRONMENT, EnvironmentKind.MISSING_DEPENDENCY)
+    assert (attribution.cause, attribution.kind) == (
+        Cause.ENVIRONMENT,
+        EnvironmentKind.MISSING_DEPENDENCY,
+    )
     assert attribution.requirement == "setuptools"
     assert verdict_of(cell).kind == ENVIRONMENT
 
 
 # --- torch 1.13.1 + torchvision 0.14.1, Python 3.10, numpy<2 ---------------------------------------------
 
+
 @pytest.mark.realwheels
 def test_pypi_1_13_outcomes(pypi_1_13):
     assert statuses(pypi_1_13) == {
-        "cuda_devices": "skip", "determinism": "pass", "training_step": "pass", "numpy_interop": "pass",
-        "checkpoint_roundtrip": "pass", "dataloader_workers": "pass", "distributed_gloo": "pass",
-        "mixed_precision": "pass", "torchscript": "pass", "torch_compile": "unsupported",
-        "torch_export": "unsupported", "onnx_export": "skip", "torchvision_transforms": "pass",
-        "torchvision_model": "pass", "torchvision_ops": "pass",
+        "cuda_devices": "skip",
+        "determinism": "pass",
+        "training_step": "pass",
+        "numpy_interop": "pass",
+        "checkpoint_roundtrip": "pass",
+        "dataloader_workers": "pass",
+        "distributed_gloo": "pass",
+        "mixed_precision": "pass",
+        "torchscript": "pass",
+        "torch_compile": "unsupported",
+        "torch_export": "unsupported",
+        "onnx_export": "skip",
+        "torchvision_transforms": "pass",
+        "torchvision_model": "pass",
+        "torchvision_ops": "pass",
     }, explain(pypi_1_13)
 
 
@@ -171,7 +247,9 @@ def test_pypi_1_13_evidence_names_the_old_apis(pypi_1_13):
     assert "requires" not in pypi_1_13["checkpoint_roundtrip"]["evidence"]
     assert pypi_1_13["training_step"]["evidence"]["weight_norm_api"] == "torch.nn.utils.weight_norm"
     assert pypi_1_13["training_step"]["evidence"]["grad_after_zero_grad"] == "zeros"
-    assert list(pypi_1_13["mixed_precision"]["evidence"]["grad_scaler"]) == ["torch.cuda.amp.GradScaler"]
+    assert list(pypi_1_13["mixed_precision"]["evidence"]["grad_scaler"]) == [
+        "torch.cuda.amp.GradScaler"
+    ]
     assert pypi_1_13["torchvision_transforms"]["evidence"]["v2"].startswith("unsupported")
 
 
@@ -193,16 +271,28 @@ def oldest_1_8(tmp_path_factory):
 @pytest.mark.realwheels
 def test_oldest_torch_1_8_on_python_3_8(oldest_1_8):
     assert statuses(oldest_1_8) == {
-        "cuda_devices": "skip", "determinism": "pass", "training_step": "pass", "numpy_interop": "pass",
-        "checkpoint_roundtrip": "pass", "dataloader_workers": "pass", "distributed_gloo": "pass",
-        "mixed_precision": "unsupported", "torchscript": "pass", "torch_compile": "unsupported",
-        "torch_export": "unsupported", "onnx_export": "skip", "torchvision_transforms": "pass",
-        "torchvision_model": "pass", "torchvision_ops": "pass",
+        "cuda_devices": "skip",
+        "determinism": "pass",
+        "training_step": "pass",
+        "numpy_interop": "pass",
+        "checkpoint_roundtrip": "pass",
+        "dataloader_workers": "pass",
+        "distributed_gloo": "pass",
+        "mixed_precision": "unsupported",
+        "torchscript": "pass",
+        "torch_compile": "unsupported",
+        "torch_export": "unsupported",
+        "onnx_export": "skip",
+        "torchvision_transforms": "pass",
+        "torchvision_model": "pass",
+        "torchvision_ops": "pass",
     }, explain(oldest_1_8)
     assert oldest_1_8["torchvision_model"]["evidence"]["no_weights_argument"] == "pretrained=False"
     assert oldest_1_8["checkpoint_roundtrip"]["evidence"]["weights_only_parameter"] is False
     # torch < 1.9 forked workers share one numpy seed: the same "random" augmentation in every worker.
-    assert oldest_1_8["dataloader_workers"]["evidence"]["numpy_random_differs_across_workers"] is False
+    assert (
+        oldest_1_8["dataloader_workers"]["evidence"]["numpy_random_differs_across_workers"] is False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -218,29 +308,42 @@ def test_cpu_2_13_onnx_export_records_the_onnxscript_requirement(cpu_2_13_onnx):
     assert result["evidence"]["exporter"].startswith("dynamo=False")
     assert "onnxscript" in result["evidence"]["requires"]
     scaler = cpu_2_13_onnx["mixed_precision"]["evidence"]["grad_scaler"]
-    assert "FutureWarning" in scaler["torch.cuda.amp.GradScaler"] and "torch.amp.GradScaler" in scaler
+    assert (
+        "FutureWarning" in scaler["torch.cuda.amp.GradScaler"] and "torch.amp.GradScaler" in scaler
+    )
 
 
 # --- pure helpers: no torch needed -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("capability, arch_list, expected", [
-    ((9, 0), ["sm_80", "sm_90"], "sm_90"),
-    ((8, 6), ["sm_80", "sm_90"], "sm_80 (binary compatible)"),
-    ((12, 1), ["sm_80", "sm_90", "compute_120"], "compute_120 (PTX JIT)"),
-    # PTX of an older major is tried through JIT (NVIDIA: PTX is forward compatible), though PyTorch
-    # itself calls such a card not compatible (tests/test_cuda_arch.py, torch_matrix.judge.hardware: ptx-jit).
-    ((12, 0), ["sm_80", "sm_90", "compute_90"], "compute_90 (PTX JIT, older generation)"),
-    ((12, 0), ["sm_50", "sm_60", "sm_70", "sm_80", "sm_90"], None),  # is_available() is True, no kernels
-    ((10, 0), ["sm_90", "sm_100a"], "sm_100a"),
-])
+
+@pytest.mark.parametrize(
+    "capability, arch_list, expected",
+    [
+        ((9, 0), ["sm_80", "sm_90"], "sm_90"),
+        ((8, 6), ["sm_80", "sm_90"], "sm_80 (binary compatible)"),
+        ((12, 1), ["sm_80", "sm_90", "compute_120"], "compute_120 (PTX JIT)"),
+        # PTX of an older major is tried through JIT (NVIDIA: PTX is forward compatible), though PyTorch
+        # itself calls such a card not compatible (tests/test_cuda_arch.py, torch_matrix.judge.hardware: ptx-jit).
+        ((12, 0), ["sm_80", "sm_90", "compute_90"], "compute_90 (PTX JIT, older generation)"),
+        (
+            (12, 0),
+            ["sm_50", "sm_60", "sm_70", "sm_80", "sm_90"],
+            None,
+        ),  # is_available() is True, no kernels
+        ((10, 0), ["sm_90", "sm_100a"], "sm_100a"),
+    ],
+)
 def test_arch_supported(capability, arch_list, expected):
     assert arch_supported(capability, arch_list) == expected
 
 
-@pytest.mark.parametrize("message", [
-    "Dynamo is not supported on Python 3.12+",  # torch.compile on torch 2.3.1 / Python 3.12
-    "Python 3.12+ not yet supported for torch.compile",  # torch.export on torch 2.3.1 / Python 3.12
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Dynamo is not supported on Python 3.12+",  # torch.compile on torch 2.3.1 / Python 3.12
+        "Python 3.12+ not yet supported for torch.compile",  # torch.export on torch 2.3.1 / Python 3.12
+    ],
+)
 def test_dynamo_refusing_this_python_is_unsupported_with_one_reason_for_every_probe(message):
     from torch_matrix.probes.api import Unsupported
 
@@ -250,13 +353,18 @@ def test_dynamo_refusing_this_python_is_unsupported_with_one_reason_for_every_pr
             _util.raise_if_python_refused(RuntimeError(message))
         reasons.add(str(raised.value).split(": RuntimeError")[0])
     assert len(reasons) == 1 and "does not support Python" in reasons.pop()
-    _util.raise_if_python_refused(RuntimeError("backend='inductor' raised: No module named 'setuptools'"))
+    _util.raise_if_python_refused(
+        RuntimeError("backend='inductor' raised: No module named 'setuptools'")
+    )
 
 
 def test_first_line_joins_a_header_that_ends_with_a_colon():
-    exc = RuntimeError("backend='inductor' raised:\n\x1b[1mModuleNotFoundError: No module named 'setuptools'\x1b[0m")
-    assert _util.first_line(exc) == ("RuntimeError: backend='inductor' raised: ModuleNotFoundError: No module "
-                                     "named 'setuptools'")
+    exc = RuntimeError(
+        "backend='inductor' raised:\n\x1b[1mModuleNotFoundError: No module named 'setuptools'\x1b[0m"
+    )
+    assert _util.first_line(exc) == (
+        "RuntimeError: backend='inductor' raised: ModuleNotFoundError: No module named 'setuptools'"
+    )
 
 
 def _return_value(value):
@@ -282,7 +390,9 @@ def test_run_in_children_collects_results_deaths_and_timeouts():
 
 def test_optional_import_skips_only_when_the_package_itself_is_missing(monkeypatch):
     with pytest.raises(Skip, match="numpy not installed"):
-        monkeypatch.setitem(__import__("sys").modules, "numpy", None)  # import numpy -> ModuleNotFoundError
+        monkeypatch.setitem(
+            __import__("sys").modules, "numpy", None
+        )  # import numpy -> ModuleNotFoundError
         _util.require_numpy()
 
     def broken_import(name, *args, **kwargs):
@@ -295,10 +405,17 @@ def test_optional_import_skips_only_when_the_package_itself_is_missing(monkeypat
 
 def test_require_torchvision_fails_on_the_runners_import_error():
     ctx = Context()
-    ctx.imports = {"torchvision": {"ok": False, "error": "RuntimeError: operator torchvision::nms does not exist"}}
+    ctx.imports = {
+        "torchvision": {
+            "ok": False,
+            "error": "RuntimeError: operator torchvision::nms does not exist",
+        }
+    }
     with pytest.raises(Fail, match="operator torchvision::nms does not exist"):
         _util.require_torchvision(ctx)
-    ctx.imports = {"torchvision": {"ok": False, "error": "ModuleNotFoundError: No module named 'torchvision'"}}
+    ctx.imports = {
+        "torchvision": {"ok": False, "error": "ModuleNotFoundError: No module named 'torchvision'"}
+    }
     with pytest.raises(Skip, match="torchvision not installed"):
         _util.require_torchvision(ctx)
 
@@ -315,7 +432,10 @@ def test_gloo_ranks_that_hang_when_forked_are_judged_on_spawned_ranks(monkeypatc
     fake_torch.distributed = dist
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     monkeypatch.setitem(sys.modules, "torch.distributed", dist)
-    ok = [("ok", {"all_reduce": 3.0, "weight": [0.5, 0.25]}), ("ok", {"all_reduce": 3.0, "weight": [0.5, 0.25]})]
+    ok = [
+        ("ok", {"all_reduce": 3.0, "weight": [0.5, 0.25]}),
+        ("ok", {"all_reduce": 3.0, "weight": [0.5, 0.25]}),
+    ]
     calls = []
 
     def run_backend(backend, world_size, start_method):
@@ -328,10 +448,14 @@ def test_gloo_ranks_that_hang_when_forked_are_judged_on_spawned_ranks(monkeypatc
     ctx = types.SimpleNamespace(cuda_available=lambda: False)
     facts = gloo.distributed_gloo(ctx)
     assert calls == [None, "spawn"]
-    assert facts["start_method"] == "spawn" and facts["forked_ranks"] == [("rank 0", "timeout", "45")]
+    assert facts["start_method"] == "spawn" and facts["forked_ranks"] == [
+        ("rank 0", "timeout", "45")
+    ]
     assert facts["gloo"] == {"world_size": 2, "all_reduce": 3.0}
 
     # Spawned ranks that fail too are a real failure.
-    monkeypatch.setattr(gloo, "run_backend", lambda b, w, s: ([("timeout", 45), ("timeout", 45)], None))
+    monkeypatch.setattr(
+        gloo, "run_backend", lambda b, w, s: ([("timeout", 45), ("timeout", 45)], None)
+    )
     with pytest.raises(Fail):
         gloo.distributed_gloo(ctx)

@@ -27,8 +27,14 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 NOXFILE = REPO / "noxfile.py"
 
 # Values that stand in for shell variables when an invocation is parsed (by name; others: "x").
-SAMPLE_VALUES = {"SHARD_COUNT": "3", "TORCH_MATRIX_SPEC": "matrix.toml", "CELL_FILTER": "py3",
-                 "CELL_TAGS": "cpu", "TAGS": "cpu", "GPU_COUNT": "2"}
+SAMPLE_VALUES = {
+    "SHARD_COUNT": "3",
+    "TORCH_MATRIX_SPEC": "matrix.toml",
+    "CELL_FILTER": "py3",
+    "CELL_TAGS": "cpu",
+    "TAGS": "cpu",
+    "GPU_COUNT": "2",
+}
 # Where a command ends inside a shell line.
 _COMMAND_END = re.compile(r"(\|\||&&|[;|)>]|\s2>|$)")
 
@@ -59,7 +65,8 @@ def _invocations(program: str, script: str) -> list[list[str]]:
             continue
         for match in re.finditer(r"\b([A-Za-z_]\w*)\+?=\((.*?)\)(?:;|$|\s)", line):
             arrays.setdefault(match.group(1), []).extend(
-                _expand(shlex.split(match.group(2)), arrays))
+                _expand(shlex.split(match.group(2)), arrays)
+            )
         for match in re.finditer(rf"(?:^|[\s\"'(]){re.escape(program)}\s+(.*)", line):
             rest = match.group(1)
             end = _COMMAND_END.search(rest)
@@ -86,8 +93,12 @@ def _substitute(word: str) -> str:
 
 
 def _all_invocations(program: str) -> list[tuple[str, list[str]]]:
-    return [(path.name, args) for path in WORKFLOWS for script in _run_scripts(_load(path))
-            for args in _invocations(program, script)]
+    return [
+        (path.name, args)
+        for path in WORKFLOWS
+        for script in _run_scripts(_load(path))
+        for args in _invocations(program, script)
+    ]
 
 
 def test_there_are_workflows_to_check():
@@ -97,7 +108,10 @@ def test_there_are_workflows_to_check():
 def test_workflows_match_the_github_workflow_schema():
     result = subprocess.run(
         ["check-jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
-        capture_output=True, text=True, check=False)
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -106,18 +120,25 @@ def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
     broken.write_text("on: push\njobs:\n  build:\n    steps:\n      - run: echo no runs-on\n")
     result = subprocess.run(
         ["check-jsonschema", "--builtin-schema", "vendor.github-workflows", str(broken)],
-        capture_output=True, text=True, check=False)
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode != 0
 
 
 def test_invocations_are_found_in_a_script():
-    script = ('extra=()\nif [ -n "$CELL_FILTER" ]; then extra+=(-k "$CELL_FILTER"); fi\n'
-              'selected="$(nox -l --json -s matrix "${extra[@]}")"\n'
-              "  # nox runs the cells; not an invocation\n"
-              "torch-matrix report merged --strict > report.md\n"
-              'nox -s report pins\n')
-    assert _invocations("nox", script) == [["-l", "--json", "-s", "matrix", "-k", "py3"],
-                                           ["-s", "report", "pins"]]
+    script = (
+        'extra=()\nif [ -n "$CELL_FILTER" ]; then extra+=(-k "$CELL_FILTER"); fi\n'
+        'selected="$(nox -l --json -s matrix "${extra[@]}")"\n'
+        "  # nox runs the cells; not an invocation\n"
+        "torch-matrix report merged --strict > report.md\n"
+        "nox -s report pins\n"
+    )
+    assert _invocations("nox", script) == [
+        ["-l", "--json", "-s", "matrix", "-k", "py3"],
+        ["-s", "report", "pins"],
+    ]
     assert _invocations("torch-matrix", script) == [["report", "merged", "--strict"]]
 
 
@@ -149,7 +170,11 @@ def test_shards_run_the_matrix_session_selected_by_index():
     assert uploads and all(s.get("if") == "always()" for s in uploads)
     merge = nightly["jobs"]["merge"]
     assert merge["if"].startswith("always()")
-    assert merge["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
+    assert merge["permissions"] == {
+        "contents": "write",
+        "pull-requests": "write",
+        "issues": "write",
+    }
     sessions = {session for _, args in _all_invocations("nox") for session in _sessions(args)}
     assert "matrix" in sessions
 
@@ -187,22 +212,31 @@ def offline_spec(tmp_path_factory) -> Path:
     spec = root / "matrix.toml"
     spec.write_text(
         'name = "workflows"\npython = ["current"]\ntorch = ["2.1.0", "2.2.0"]\n'
-        f'torchvision = "paired"\nvariant = ["default"]\n\n[index]\ndefault = "{index.url}"\n')
+        f'torchvision = "paired"\nvariant = ["default"]\n\n[index]\ndefault = "{index.url}"\n'
+    )
     return spec
 
 
 def test_every_nox_invocation_selects_existing_sessions(offline_spec, tmp_path):
     invocations = _all_invocations("nox")
     assert invocations
-    env = {**os.environ, "TORCH_MATRIX_SPEC": str(offline_spec),
-           "TORCH_MATRIX_RESULTS": str(tmp_path / "results")}
+    env = {
+        **os.environ,
+        "TORCH_MATRIX_SPEC": str(offline_spec),
+        "TORCH_MATRIX_RESULTS": str(tmp_path / "results"),
+    }
     env.pop("TORCH_MATRIX_SHARD", None)
 
     def nox_list(*args: str, shard: str = "") -> subprocess.CompletedProcess:
         extra = {"TORCH_MATRIX_SHARD": shard} if shard else {}
-        return subprocess.run([sys.executable, "-m", "nox", "-f", str(NOXFILE), "-l", "--json", *args],
-                              capture_output=True, text=True, cwd=tmp_path, env={**env, **extra},
-                              check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "nox", "-f", str(NOXFILE), "-l", "--json", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**env, **extra},
+            check=False,
+        )
 
     for session in sorted({s for _, args in invocations for s in _sessions(args)}):
         listed = nox_list("-s", session)
@@ -221,29 +255,52 @@ def _step(job: str, name: str) -> str:
     return next(s["run"] for s in nightly["jobs"][job]["steps"] if s.get("name") == name)
 
 
-@pytest.mark.parametrize("tags, expected", [
-    ("", {"t2.1.0", "t2.2.0"}),
-    ("torch2.2", {"t2.2.0"}),
-])
+@pytest.mark.parametrize(
+    "tags, expected",
+    [
+        ("", {"t2.1.0", "t2.2.0"}),
+        ("torch2.2", {"t2.2.0"}),
+    ],
+)
 def test_the_plan_step_outputs_shards_and_expected_cells(offline_spec, tmp_path, tags, expected):
     """The plan job's own script, run by bash: job outputs for the matrix, the cells to expect."""
     outputs = tmp_path / "github-output"
     outputs.touch()
-    env = {**os.environ, "TORCH_MATRIX_SPEC": str(offline_spec), "SHARD_COUNT": "2",
-           "CELL_FILTER": "", "CELL_TAGS": tags, "GITHUB_OUTPUT": str(outputs),
-           "TORCH_MATRIX_CACHE_DIR": str(tmp_path / "index-cache"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "TORCH_MATRIX_SPEC": str(offline_spec),
+        "SHARD_COUNT": "2",
+        "CELL_FILTER": "",
+        "CELL_TAGS": tags,
+        "GITHUB_OUTPUT": str(outputs),
+        "TORCH_MATRIX_CACHE_DIR": str(tmp_path / "index-cache"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     env.pop("TORCH_MATRIX_SHARD", None)
     (tmp_path / "noxfile.py").symlink_to(NOXFILE)  # the step runs in the checkout
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                           _step("plan", "Plan the cells and the shards")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-eo",
+            "pipefail",
+            "-c",
+            _step("plan", "Plan the cells and the shards"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     written = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
     shards = json.loads(written["shards"])
     assert [entry["shard"] for entry in shards] == ["1/2", "2/2"]
     assert sorted(c for entry in shards for c in entry["cells"]) == sorted(
-        f"{torch}-py{sys.version_info[0]}.{sys.version_info[1]}" for torch in ("t2.1.0", "t2.2.0"))
+        f"{torch}-py{sys.version_info[0]}.{sys.version_info[1]}" for torch in ("t2.1.0", "t2.2.0")
+    )
     assert written["pythons"] == f"{sys.version_info[0]}.{sys.version_info[1]}"
     planned = json.loads((tmp_path / "plan" / "expected.json").read_text())
     ids = {cell if isinstance(cell, str) else cell["id"] for cell in planned}

@@ -33,10 +33,13 @@ if sessions.wants_matrix(sys.argv[1:]):
 
 
 @nox.session(venv_backend="uv", allow_parallel=True)
-@nox.parametrize(["python", "cell"], [
-    nox.param(python, cell_id, id=cell_id, tags=tags)
-    for python, cell_id, tags in sessions.params(PLAN)
-])
+@nox.parametrize(
+    ["python", "cell"],
+    [
+        nox.param(python, cell_id, id=cell_id, tags=tags)
+        for python, cell_id, tags in sessions.params(PLAN)
+    ],
+)
 def matrix(session: nox.Session, cell: str) -> None:
     """One cell: own uv venv, install, verify, probes, result file."""
     sessions.run_matrix_cell(session, PLAN, PLAN.cell(cell))
@@ -59,13 +62,34 @@ def report(session: nox.Session) -> None:
         # lives (the nightly workflow's branch), not into a runner's workspace. First, so the
         # run still ends with the report and where its files are.
         # Exit 2 (no results to import yet) is said in one line and does not stop the report.
-        session.run(*python_module("torch_matrix.cli", "import", str(run_dir)), external=True, success_codes=[0, 2])
-    session.run(*python_module("torch_matrix.cli", "report", str(run_dir), "--html", str(run_dir / layout.HTML_NAME),
-                               "--pins", *sessions.report_posargs(session.posargs)), external=True)
+        session.run(
+            *python_module("torch_matrix.cli", "import", str(run_dir)),
+            external=True,
+            success_codes=[0, 2],
+        )
+    session.run(
+        *python_module(
+            "torch_matrix.cli",
+            "report",
+            str(run_dir),
+            "--html",
+            str(run_dir / layout.HTML_NAME),
+            "--pins",
+            *sessions.report_posargs(session.posargs),
+        ),
+        external=True,
+    )
 
 
 @nox.session(python=False, allow_parallel=False)
 def pins(session: nox.Session) -> None:
     """Suggested requirement pins from the run's results."""
-    session.run(*python_module("torch_matrix.cli", "pins", str(sessions.run_dir_for_session()),
-                               *sessions.report_posargs(session.posargs)), external=True)
+    session.run(
+        *python_module(
+            "torch_matrix.cli",
+            "pins",
+            str(sessions.run_dir_for_session()),
+            *sessions.report_posargs(session.posargs),
+        ),
+        external=True,
+    )

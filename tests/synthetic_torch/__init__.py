@@ -8,7 +8,7 @@ bug: ``import torch`` calls ``torch.cuda.device_count()`` -> ``torch._C._cuda_ge
 import os
 import textwrap
 
-TORCH_INIT = '''
+TORCH_INIT = """
 __version__ = {version!r}
 from torch import _C
 from torch import version
@@ -27,18 +27,18 @@ def tensor(data):
     return Tensor(data)
 
 {extra}
-'''
+"""
 
-TORCH_C = '''
+TORCH_C = """
 def _cuda_getDeviceCount():
     return 0
 
 
 def _cuda_init():
     raise RuntimeError("Found no NVIDIA driver on your system.")
-'''
+"""
 
-TORCH_CUDA = '''
+TORCH_CUDA = """
 import torch
 
 
@@ -52,20 +52,20 @@ def is_available():
 
 def _lazy_init():
     torch._C._cuda_init()
-'''
+"""
 
-TORCHVISION_INIT = '''
+TORCHVISION_INIT = """
 __version__ = {version!r}
 from torchvision import ops
-'''
+"""
 
-TORCHVISION_OPS = '''
+TORCHVISION_OPS = """
 import torch
 
 
 def nms(boxes, scores, iou_threshold):
     return torch.tensor([0, 2])
-'''
+"""
 
 
 def _write(path, text):
@@ -74,8 +74,15 @@ def _write(path, text):
         handle.write(textwrap.dedent(text))
 
 
-def make_fake_torch(root, version="2.5.1+cpu", cuda=None, query_cuda_at_import=False, torchvision=None,
-                    torchvision_import_error=None, torchvision_segfaults=False):
+def make_fake_torch(
+    root,
+    version="2.5.1+cpu",
+    cuda=None,
+    query_cuda_at_import=False,
+    torchvision=None,
+    torchvision_import_error=None,
+    torchvision_segfaults=False,
+):
     """Write fake packages under ``root`` (a PYTHONPATH entry) and return ``root``.
 
     ``torchvision``: its version, or None for no torchvision. ``torchvision_import_error``:
@@ -84,7 +91,9 @@ def make_fake_torch(root, version="2.5.1+cpu", cuda=None, query_cuda_at_import=F
     """
     root = str(root)
     extra = "cuda.device_count()  # the 1.12.0 bug\n" if query_cuda_at_import else ""
-    _write(os.path.join(root, "torch", "__init__.py"), TORCH_INIT.format(version=version, extra=extra))
+    _write(
+        os.path.join(root, "torch", "__init__.py"), TORCH_INIT.format(version=version, extra=extra)
+    )
     _write(os.path.join(root, "torch", "_C.py"), TORCH_C)
     _write(os.path.join(root, "torch", "version.py"), "cuda = %r\nhip = None\n" % (cuda,))
     _write(os.path.join(root, "torch", "cuda", "__init__.py"), TORCH_CUDA)

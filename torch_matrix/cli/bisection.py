@@ -53,7 +53,9 @@ class Tested:
         from torch_matrix.vocab.records import built_versions
 
         resolved = built_versions(result)
-        return ", ".join(f"{name} {resolved[name]}" for name in ("torch", "torchvision") if name in resolved)
+        return ", ".join(
+            f"{name} {resolved[name]}" for name in ("torch", "torchvision") if name in resolved
+        )
 
 
 def _held_spec(spec: Any, args: argparse.Namespace, versions: list[str], index: Any) -> Any:
@@ -66,33 +68,64 @@ def _held_spec(spec: Any, args: argparse.Namespace, versions: list[str], index: 
     for item in args.set or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise UserError(f"expected AXIS=VALUE, got {item!r}", "--set", hint="e.g. --set 'numpy=<2'")
+            raise UserError(
+                f"expected AXIS=VALUE, got {item!r}", "--set", hint="e.g. --set 'numpy=<2'"
+            )
         chosen[name.strip()] = value.strip()
     extras = []
     for axis in spec.extras:
         value = chosen.pop(axis.name, axis.values[0])
         if value not in axis.values:
-            raise UserError(f"{axis.name}={value!r} is not one of the spec's values {list(axis.values)}", "--set",
-                            hint=f"choose one of: {', '.join(axis.values)}")
+            raise UserError(
+                f"{axis.name}={value!r} is not one of the spec's values {list(axis.values)}",
+                "--set",
+                hint=f"choose one of: {', '.join(axis.values)}",
+            )
         extras.append(dataclasses.replace(axis, values=(value,)))
     if chosen:
-        raise UserError(f"no extra axis named {', '.join(chosen)} in {spec.path}", "--set",
-                        hint="axes: " + (", ".join(a.name for a in spec.extras) or "none besides python/torch/variant"))
+        raise UserError(
+            f"no extra axis named {', '.join(chosen)} in {spec.path}",
+            "--set",
+            hint="axes: "
+            + (", ".join(a.name for a in spec.extras) or "none besides python/torch/variant"),
+        )
     probes = spec.probes
     if args.test:
         command = f"python -m pytest -x -q {shlex.quote(args.test)}"
         # Only the test: not the whole probe suite besides it.
-        probes = dataclasses.replace(probes, commands={**dict(probes.commands), TEST_PROBE: command},
-                                     run=(TEST_PROBE,), required=(TEST_PROBE,))
-    elif args.probe and probes.run and args.probe not in probes.run and args.probe not in probes.commands:
-        raise UserError(f"probe {args.probe!r} is not in the spec's probes.run", spec.path,
-                        hint=f"choose one of: {', '.join(probes.run)}, or drop probes.run to run the whole suite")
-    return dataclasses.replace(spec, python=(python,), variants=variants, extras=tuple(extras),
-                               torch=TorchSelection(explicit=tuple(versions)), exclude=(), include=(),
-                               probes=probes, index=index)
+        probes = dataclasses.replace(
+            probes,
+            commands={**dict(probes.commands), TEST_PROBE: command},
+            run=(TEST_PROBE,),
+            required=(TEST_PROBE,),
+        )
+    elif (
+        args.probe
+        and probes.run
+        and args.probe not in probes.run
+        and args.probe not in probes.commands
+    ):
+        raise UserError(
+            f"probe {args.probe!r} is not in the spec's probes.run",
+            spec.path,
+            hint=f"choose one of: {', '.join(probes.run)}, or drop probes.run to run the whole suite",
+        )
+    return dataclasses.replace(
+        spec,
+        python=(python,),
+        variants=variants,
+        extras=tuple(extras),
+        torch=TorchSelection(explicit=tuple(versions)),
+        exclude=(),
+        include=(),
+        probes=probes,
+        index=index,
+    )
 
 
-def _plan(spec: Any, environ: Mapping[str, str], prereleases: bool) -> tuple[list[Cell], Mapping[str, Any]]:
+def _plan(
+    spec: Any, environ: Mapping[str, str], prereleases: bool
+) -> tuple[list[Cell], Mapping[str, Any]]:
     from torch_matrix.run.pipeline import plan_spec, wanted_pythons
 
     if not prereleases:
@@ -107,7 +140,9 @@ def _plan(spec: Any, environ: Mapping[str, str], prereleases: bool) -> tuple[lis
     return plan_cells(spec, facts, interpreters), interpreters
 
 
-def _versions(args: argparse.Namespace, spec: Any, environ: Mapping[str, str]) -> tuple[list[str], Any]:
+def _versions(
+    args: argparse.Namespace, spec: Any, environ: Mapping[str, str]
+) -> tuple[list[str], Any]:
     """The candidate versions, oldest first, and the index configuration the cells install from."""
     from torch_matrix.plan import bisection as bisect_logic
     from torch_matrix.world.index import open_index
@@ -118,12 +153,21 @@ def _versions(args: argparse.Namespace, spec: Any, environ: Mapping[str, str]) -
         good, bad = bisect_logic.parse_day(args.good), bisect_logic.parse_day(args.bad)
         for name, text, day in (("--good", args.good, good), ("--bad", args.bad, bad)):
             if day is None:
-                raise UserError(f"not a date: {text!r}", name, hint="give YYYY-MM-DD or a nightly version "
-                                                                     "such as 2.6.0.dev20241001")
+                raise UserError(
+                    f"not a date: {text!r}",
+                    name,
+                    hint="give YYYY-MM-DD or a nightly version such as 2.6.0.dev20241001",
+                )
         if good >= bad:
-            raise UserError(f"--good {args.good} is not before --bad {args.bad}", "--good",
-                            hint="--good is the last date that worked, --bad the first that broke")
-        listed = [str(v) for v in open_index(index_config, environ=environ, prereleases=True).versions("torch")]
+            raise UserError(
+                f"--good {args.good} is not before --bad {args.bad}",
+                "--good",
+                hint="--good is the last date that worked, --bad the first that broke",
+            )
+        listed = [
+            str(v)
+            for v in open_index(index_config, environ=environ, prereleases=True).versions("torch")
+        ]
         versions = bisect_logic.nightly_candidates(listed, good, bad)
         where = url
     else:
@@ -134,46 +178,79 @@ def _versions(args: argparse.Namespace, spec: Any, environ: Mapping[str, str]) -
             try:
                 Version(text)
             except InvalidVersion:
-                raise UserError(f"not a version: {text!r}", name, hint="e.g. --good 2.3.1 --bad 2.6.0 "
-                                "(or --nightly with dates)") from None
+                raise UserError(
+                    f"not a version: {text!r}",
+                    name,
+                    hint="e.g. --good 2.3.1 --bad 2.6.0 (or --nightly with dates)",
+                ) from None
         if Version(args.good) >= Version(args.bad):
-            raise UserError(f"--good {args.good} is not older than --bad {args.bad}", "--good",
-                            hint="--good is the last version that worked, --bad the first that broke")
+            raise UserError(
+                f"--good {args.good} is not older than --bad {args.bad}",
+                "--good",
+                hint="--good is the last version that worked, --bad the first that broke",
+            )
         listed = [str(v) for v in open_index(index_config, environ=environ).versions("torch")]
         versions = bisect_logic.release_candidates(listed, args.good, args.bad)
         where = index_config.default or "the default index"
         for name, text in (("--good", args.good), ("--bad", args.bad)):
             if str(Version(text)) not in versions:
-                raise UserError(f"torch {text} is not a release on {where}", name,
-                                hint=f"releases in range: {', '.join(versions) or 'none'}")
+                raise UserError(
+                    f"torch {text} is not a release on {where}",
+                    name,
+                    hint=f"releases in range: {', '.join(versions) or 'none'}",
+                )
     if len(versions) < 2:
-        raise UserError(f"fewer than two torch versions from {args.good} to {args.bad} on {where}",
-                        "--good", hint="widen the range" + (" (nightlies need a .devYYYYMMDD version)"
-                                                             if args.nightly else ""))
+        raise UserError(
+            f"fewer than two torch versions from {args.good} to {args.bad} on {where}",
+            "--good",
+            hint="widen the range"
+            + (" (nightlies need a .devYYYYMMDD version)" if args.nightly else ""),
+        )
     return versions, index_config
 
 
-def _run_one(cell: Cell, spec: Any, interpreter: str, cells_dir: Path, envdir: Path,
-             position: int, total: int, redo: bool) -> tuple[CellResult, bool]:
+def _run_one(
+    cell: Cell,
+    spec: Any,
+    interpreter: str,
+    cells_dir: Path,
+    envdir: Path,
+    position: int,
+    total: int,
+    redo: bool,
+) -> tuple[CellResult, bool]:
     """The cell's result: the stored one when complete for the same fingerprint (the cell names
     what judges it, so a result judged otherwise never counts), else a fresh run in its own venv."""
     from torch_matrix.run.cellrun import CellSettings
     from torch_matrix.run.followups import run_in_own_venv
     from torch_matrix.world.specfile import project_dir
 
-    settings = CellSettings(cells_dir=cells_dir, work_dir=envdir, index_config=spec.index,
-                            fingerprint=cell.fingerprint(spec.index.to_json()), probe_dirs=tuple(spec.probes.dirs),
-                            probe_commands=dict(spec.probes.commands), probe_timeout_s=spec.probes.timeout,
-                            position=position, total=total, project_dir=project_dir(spec), targets=spec.targets)
+    settings = CellSettings(
+        cells_dir=cells_dir,
+        work_dir=envdir,
+        index_config=spec.index,
+        fingerprint=cell.fingerprint(spec.index.to_json()),
+        probe_dirs=tuple(spec.probes.dirs),
+        probe_commands=dict(spec.probes.commands),
+        probe_timeout_s=spec.probes.timeout,
+        position=position,
+        total=total,
+        project_dir=project_dir(spec),
+        targets=spec.targets,
+    )
     return run_in_own_venv(cell, settings, interpreter, envdir / cell.id, redo=redo)
 
 
 def as_bisect_cell(cell: Cell, judged_by: str) -> Cell:
     """A planned cell as a ``bisect`` cell: its own id (``bisect-<id>``), apart from the run's cells,
     and what judges it in the cell itself, so a resumed result must have been judged the same way."""
-    return dataclasses.replace(cell, id=f"{BISECT_PREFIX}{cell.id}", origin=ORIGIN_BISECT,
-                               reason=f"torch-matrix bisect, judged by {judged_by}",
-                               tags=(*cell.tags, ORIGIN_BISECT))
+    return dataclasses.replace(
+        cell,
+        id=f"{BISECT_PREFIX}{cell.id}",
+        origin=ORIGIN_BISECT,
+        reason=f"torch-matrix bisect, judged by {judged_by}",
+        tags=(*cell.tags, ORIGIN_BISECT),
+    )
 
 
 def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> int:
@@ -181,13 +258,19 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> i
     from torch_matrix.world.specfile import DEFAULT_VARIANT, load_spec
 
     if args.probe and args.test:
-        raise UserError("give --probe or --test, not both", "--test",
-                        hint="--probe NAME judges by one probe, --test 'CMD' by your own command")
+        raise UserError(
+            "give --probe or --test, not both",
+            "--test",
+            hint="--probe NAME judges by one probe, --test 'CMD' by your own command",
+        )
     spec = load_spec(args.spec, environ)
     if args.nightly and (args.variant or spec.variants[0]) != DEFAULT_VARIANT:
-        raise UserError("a nightly bisect holds the default variant", "--variant",
-                        hint="point --nightly-index at that variant's nightly index, e.g. "
-                             "https://download.pytorch.org/whl/nightly/cu124")
+        raise UserError(
+            "a nightly bisect holds the default variant",
+            "--variant",
+            hint="point --nightly-index at that variant's nightly index, e.g. "
+            "https://download.pytorch.org/whl/nightly/cu124",
+        )
     versions, index_config = _versions(args, spec, environ)
     held = _held_spec(spec, args, versions, index_config)
     cells, interpreters = _plan(held, environ, prereleases=bool(args.nightly))
@@ -196,13 +279,18 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> i
     by_version = {cell.torch: as_bisect_cell(cell, what) for cell in cells}
     interpreter = interpreters.get(held.python[0])
     interpreter_path = interpreter.path if interpreter is not None else sys.executable
-    cells_dir = layout.cells_dir(layout.run_dir(layout.results_root(environ), spec.name + BISECT_RUN_SUFFIX))
+    cells_dir = layout.cells_dir(
+        layout.run_dir(layout.results_root(environ), spec.name + BISECT_RUN_SUFFIX)
+    )
     envdir = Path(args.envdir or ".nox").absolute()
     limit = args.max_cells or bisect_logic.max_cells(len(versions))
-    print(f"bisect {versions[0]} .. {versions[-1]}: {len(versions)} versions, at most {limit} cells, judged by "
-          f"{what}; held: python {held.python[0]}, variant {held.variants[0]}"
-          + "".join(f", {a.name} {a.values[0]}" for a in held.extras) + f"; results in {cells_dir}",
-          file=sys.stderr)
+    print(
+        f"bisect {versions[0]} .. {versions[-1]}: {len(versions)} versions, at most {limit} cells, judged by "
+        f"{what}; held: python {held.python[0]}, variant {held.variants[0]}"
+        + "".join(f", {a.name} {a.values[0]}" for a in held.extras)
+        + f"; results in {cells_dir}",
+        file=sys.stderr,
+    )
 
     outcomes: dict[str, str] = {}
     tested: list[tuple[Tested, CellResult]] = []
@@ -211,75 +299,152 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> i
         if version is None:
             break
         cell = by_version[version]
-        result, resumed = _run_one(cell, held, interpreter_path, cells_dir, envdir, len(tested) + 1, limit,
-                                   bool(args.redo))
+        result, resumed = _run_one(
+            cell, held, interpreter_path, cells_dir, envdir, len(tested) + 1, limit, bool(args.redo)
+        )
         outcome = bisect_logic.outcome_of(result, probe)
         outcomes[version] = outcome.kind
-        tested.append((Tested(version, cell, outcome, resumed, layout.cell_file(cells_dir, cell.id)), result))
-        print(f"bisect: {cell.id}: {outcome.kind} ({terminal(outcome.evidence[:160])})"
-              + (" [resumed]" if resumed else ""), file=sys.stderr)
+        tested.append(
+            (Tested(version, cell, outcome, resumed, layout.cell_file(cells_dir, cell.id)), result)
+        )
+        print(
+            f"bisect: {cell.id}: {outcome.kind} ({terminal(outcome.evidence[:160])})"
+            + (" [resumed]" if resumed else ""),
+            file=sys.stderr,
+        )
     budget_left = bisect_logic.next_version(versions, outcomes) is None or len(tested) < limit
     conclusion = bisect_logic.conclude(versions, outcomes, budget_left=budget_left)
-    url = (bisect_logic.compare_url(conclusion.last_good, conclusion.first_bad)
-           if conclusion.last_good and conclusion.first_bad and not conclusion.problem else "")
+    url = (
+        bisect_logic.compare_url(conclusion.last_good, conclusion.first_bad)
+        if conclusion.last_good and conclusion.first_bad and not conclusion.problem
+        else ""
+    )
     if args.json:
-        sys.stdout.write(json.dumps(_as_json(versions, tested, conclusion, url, limit), indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps(_as_json(versions, tested, conclusion, url, limit), indent=2) + "\n"
+        )
     else:
         sys.stdout.write(_as_text(versions, tested, conclusion, url, limit))
     return 0 if url else EXIT_INCONCLUSIVE
 
 
-def _as_text(versions: list[str], tested: list[tuple[Tested, CellResult]], conclusion: Any, url: str,
-             limit: int) -> str:
-    lines = [f"tested {len(tested)} of {len(versions)} versions (limit {limit}; #n = order tested):"]
+def _as_text(
+    versions: list[str],
+    tested: list[tuple[Tested, CellResult]],
+    conclusion: Any,
+    url: str,
+    limit: int,
+) -> str:
+    lines = [
+        f"tested {len(tested)} of {len(versions)} versions (limit {limit}; #n = order tested):"
+    ]
     order = {pair[0].version: position for position, pair in enumerate(tested, 1)}
-    rows = [[f"#{order[item.version]}", item.cell.id, item.installed(result) or "-", item.outcome.kind,
-             item.outcome.evidence[:110] + (" [resumed]" if item.resumed else "")]
-            for item, result in sorted(tested, key=lambda pair: versions.index(pair[0].version))]
+    rows = [
+        [
+            f"#{order[item.version]}",
+            item.cell.id,
+            item.installed(result) or "-",
+            item.outcome.kind,
+            item.outcome.evidence[:110] + (" [resumed]" if item.resumed else ""),
+        ]
+        for item, result in sorted(tested, key=lambda pair: versions.index(pair[0].version))
+    ]
     if rows:
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
+        lines += [
+            "  " + "  ".join(v.ljust(w) for v, w in zip(row[:4], widths)) + "  " + row[4]
+            for row in rows
+        ]
     lines.append(conclusion.sentence())
     if conclusion.non_monotone:
-        lines.append(f"note: not monotone: {', '.join(conclusion.non_monotone)} passed after the first bad version")
+        lines.append(
+            f"note: not monotone: {', '.join(conclusion.non_monotone)} passed after the first bad version"
+        )
     if url:
         lines.append(f"upstream changes: {url}")
     return "\n".join(lines) + "\n"
 
 
-def _as_json(versions: list[str], tested: list[tuple[Tested, CellResult]], conclusion: Any, url: str,
-             limit: int) -> dict[str, Any]:
+def _as_json(
+    versions: list[str],
+    tested: list[tuple[Tested, CellResult]],
+    conclusion: Any,
+    url: str,
+    limit: int,
+) -> dict[str, Any]:
     from torch_matrix.vocab.records import built_versions
 
-    return {"versions": versions, "limit": limit,
-            "tested": [{"version": item.version, "cell": item.cell.id, "outcome": item.outcome.kind,
-                        "evidence": item.outcome.evidence, "resumed": item.resumed, "file": str(item.path),
-                        "installed": built_versions(result)} for item, result in tested],
-            "last_good": conclusion.last_good, "first_bad": conclusion.first_bad, "exact": conclusion.exact,
-            "between": list(conclusion.between), "problem": conclusion.problem,
-            "answer": conclusion.sentence(), "compare_url": url}
+    return {
+        "versions": versions,
+        "limit": limit,
+        "tested": [
+            {
+                "version": item.version,
+                "cell": item.cell.id,
+                "outcome": item.outcome.kind,
+                "evidence": item.outcome.evidence,
+                "resumed": item.resumed,
+                "file": str(item.path),
+                "installed": built_versions(result),
+            }
+            for item, result in tested
+        ],
+        "last_good": conclusion.last_good,
+        "first_bad": conclusion.first_bad,
+        "exact": conclusion.exact,
+        "between": list(conclusion.between),
+        "problem": conclusion.problem,
+        "answer": conclusion.sentence(),
+        "compare_url": url,
+    }
 
 
 def add_parser(sub: Any) -> None:
-    bisect = sub.add_parser("bisect", help="find the first torch release (or nightly) that breaks a probe")
-    bisect.add_argument("--good", required=True, help="a torch version that works (with --nightly: a date)")
-    bisect.add_argument("--bad", required=True, help="a later torch version that is broken (with --nightly: a date)")
+    bisect = sub.add_parser(
+        "bisect", help="find the first torch release (or nightly) that breaks a probe"
+    )
+    bisect.add_argument(
+        "--good", required=True, help="a torch version that works (with --nightly: a date)"
+    )
+    bisect.add_argument(
+        "--bad", required=True, help="a later torch version that is broken (with --nightly: a date)"
+    )
     judge = bisect.add_mutually_exclusive_group()
-    judge.add_argument("--probe", help="judge each cell by this probe (default: the cell's verdict)")
-    judge.add_argument("--test", metavar="NODEID",
-                       help="judge by a pytest node id, run in each cell from the project (the spec's "
-                            "directory); the spec's install key must bring pytest, e.g. install = ['.[test]']")
-    bisect.add_argument("--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)")
-    bisect.add_argument("--python", help="the Python held for every cell (default: the spec's first)")
+    judge.add_argument(
+        "--probe", help="judge each cell by this probe (default: the cell's verdict)"
+    )
+    judge.add_argument(
+        "--test",
+        metavar="NODEID",
+        help="judge by a pytest node id, run in each cell from the project (the spec's "
+        "directory); the spec's install key must bring pytest, e.g. install = ['.[test]']",
+    )
+    bisect.add_argument(
+        "--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)"
+    )
+    bisect.add_argument(
+        "--python", help="the Python held for every cell (default: the spec's first)"
+    )
     bisect.add_argument("--variant", help="the variant held (default: the spec's first)")
-    bisect.add_argument("--set", action="append", metavar="AXIS=VALUE",
-                        help="the value held for an extra axis (default: its first value); repeatable")
-    bisect.add_argument("--nightly", action="store_true", help="bisect nightlies by date (--good/--bad are dates)")
-    bisect.add_argument("--nightly-index", metavar="URL",
-                        help=f"nightly index (default: ${NIGHTLY_ENV}, else {DEFAULT_NIGHTLY_INDEX})")
+    bisect.add_argument(
+        "--set",
+        action="append",
+        metavar="AXIS=VALUE",
+        help="the value held for an extra axis (default: its first value); repeatable",
+    )
+    bisect.add_argument(
+        "--nightly", action="store_true", help="bisect nightlies by date (--good/--bad are dates)"
+    )
+    bisect.add_argument(
+        "--nightly-index",
+        metavar="URL",
+        help=f"nightly index (default: ${NIGHTLY_ENV}, else {DEFAULT_NIGHTLY_INDEX})",
+    )
     bisect.add_argument("--max-cells", type=int, help="cell limit (default: ceil(log2 N) + 2)")
     bisect.add_argument("--envdir", help="where the cells' venvs go (default: ./.nox)")
-    bisect.add_argument("--redo", action="store_true", help="rerun cells that already have a complete result")
+    bisect.add_argument(
+        "--redo", action="store_true", help="rerun cells that already have a complete result"
+    )
     bisect.add_argument("--json", action="store_true", help="machine-readable answer")
 
     def handler(args: argparse.Namespace) -> int:

@@ -23,7 +23,14 @@ import os
 import sys
 from pathlib import Path
 
-from torch_matrix.judge.hardware import RUNS, Target, TargetError, parse_driver, parse_gpu, targets_of
+from torch_matrix.judge.hardware import (
+    RUNS,
+    Target,
+    TargetError,
+    parse_driver,
+    parse_gpu,
+    targets_of,
+)
 from torch_matrix.report import terminal as report
 from torch_matrix.world.probe_process import host_gpu_targets
 from torch_matrix.run.check import RUN_NAME, CheckOptions, check_environment
@@ -56,8 +63,11 @@ def _options(spec_path: str | None) -> CheckOptions:
 def _results_dir(value: str | None) -> Path:
     path = Path(value) if value else results_root() / RUN_NAME
     if path.exists() and not path.is_dir():
-        raise UserError("exists and is not a directory", where=f"--results {path}",
-                        hint="pass a directory for the cell result, e.g. --results results/check")
+        raise UserError(
+            "exists and is not a directory",
+            where=f"--results {path}",
+            hint="pass a directory for the cell result, e.g. --results results/check",
+        )
     return path
 
 
@@ -67,36 +77,58 @@ def main(args: argparse.Namespace) -> int:
     python = os.path.abspath(args.python) if args.python else sys.executable
     results_dir = _results_dir(args.results)
     options = _options(args.spec)
-    targets, where = hardware_targets(getattr(args, "gpu", None) or [], getattr(args, "driver", None) or [],
-                                      options.targets)
+    targets, where = hardware_targets(
+        getattr(args, "gpu", None) or [], getattr(args, "driver", None) or [], options.targets
+    )
     options = dataclasses.replace(options, targets=targets)
     result = check_environment(python, results_dir, options)
     if not targets and result.targets:
-        where = "found here by torch.cuda"  # no nvidia-smi, but the cell saw a device: "(this machine)"
+        where = (
+            "found here by torch.cuda"  # no nvidia-smi, but the cell saw a device: "(this machine)"
+        )
     judged = report.judge([result])
     status = exit_status(judged[0].verdict.kind)
     if status == EXIT_COMPATIBLE and any(t["verdict"] not in RUNS for t in result.targets):
         status = EXIT_INCOMPATIBLE  # it does not run on a GPU it was asked about (or found here)
     if getattr(args, "json", False):
         verdict = judged[0].verdict
-        print(json.dumps({"cell": result.cell.id, "verdict": str(verdict.kind), "reason": verdict.reason,
-                          "targets_from": where, "targets": [dict(t) for t in result.targets]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "cell": result.cell.id,
+                    "verdict": str(verdict.kind),
+                    "reason": verdict.reason,
+                    "targets_from": where,
+                    "targets": [dict(t) for t in result.targets],
+                },
+                indent=1,
+            )
+        )
         return status
     found = ", ".join(f"{name} {version}" for name, version in built_versions(result).items())
-    print(f"{result.install.message}\n{python}: Python {result.interpreter.get('version', '?')}; {found}\n")
+    print(
+        f"{result.install.message}\n{python}: Python {result.interpreter.get('version', '?')}; {found}\n"
+    )
     sys.stdout.write(report.render_text(judged, grid=True))
     not_run = not_run_lines(result)
     if not_run:
-        sys.stdout.write(terminal("\nNot exercised here (skip / unsupported):\n" + "\n".join(not_run)) + "\n")
+        sys.stdout.write(
+            terminal("\nNot exercised here (skip / unsupported):\n" + "\n".join(not_run)) + "\n"
+        )
     sys.stdout.write(f"\nHardware ({where}):\n" + "\n".join(target_lines(result)) + "\n")
     return status
 
 
-def hardware_targets(gpus: list[str], drivers: list[str], declared: tuple[Target, ...]) -> tuple[tuple[Target, ...], str]:
+def hardware_targets(
+    gpus: list[str], drivers: list[str], declared: tuple[Target, ...]
+) -> tuple[tuple[Target, ...], str]:
     """The targets to judge and where they came from: --gpu/--driver, else the spec's [targets],
     else the GPUs and driver nvidia-smi finds here (none on a machine without one)."""
     if gpus or drivers:
-        for flag, values, parse in (("--gpu", gpus, parse_gpu), ("--driver", drivers, parse_driver)):
+        for flag, values, parse in (
+            ("--gpu", gpus, parse_gpu),
+            ("--driver", drivers, parse_driver),
+        ):
             for value in values:
                 try:
                     parse(value)
@@ -108,26 +140,43 @@ def hardware_targets(gpus: list[str], drivers: list[str], declared: tuple[Target
     found = host_gpu_targets()
     if found:
         return found, "found here by nvidia-smi"
-    return (), ("no NVIDIA GPU found here (no nvidia-smi, or it lists none); pass --gpu/--driver "
-                "to judge one")
+    return (), (
+        "no NVIDIA GPU found here (no nvidia-smi, or it lists none); pass --gpu/--driver "
+        "to judge one"
+    )
 
 
 def target_lines(result: CellResult) -> list[str]:
     """``  V100 (sm_70), driver 580.65  no-kernel-image  no sm_70 ...``, one per target."""
     if not result.targets:
-        return ["  nothing judged" + ("" if result.gpu.get("build") else
-                                      " (the build's facts were not read: torch did not import?)")]
+        return [
+            "  nothing judged"
+            + (
+                ""
+                if result.gpu.get("build")
+                else " (the build's facts were not read: torch did not import?)"
+            )
+        ]
     width = max(len(t["target"]) for t in result.targets)
     lines = []
     for t in result.targets:
-        mark = "" if t.get("agrees") is not False else "  DISAGREES with the device: " + str(t.get("device"))
+        mark = (
+            ""
+            if t.get("agrees") is not False
+            else "  DISAGREES with the device: " + str(t.get("device"))
+        )
         lines.append(f"  {t['target']:<{width}}  {t['verdict']:<15}  {t['reason']}{mark}")
     return lines
 
 
 def not_run_lines(result: CellResult) -> list[str]:
     """``  cuda_devices  skip  no CUDA device``: what this environment could not test, and why."""
-    rows = [(p.name, p.status, report.shorten(p.message, 120)) for p in result.probes
-            if p.status in (SKIP, UNSUPPORTED)]
+    rows = [
+        (p.name, p.status, report.shorten(p.message, 120))
+        for p in result.probes
+        if p.status in (SKIP, UNSUPPORTED)
+    ]
     width = max((len(name) for name, _, _ in rows), default=0)
-    return [f"  {name:<{width}}  {status:<11}  {message}".rstrip() for name, status, message in rows]
+    return [
+        f"  {name:<{width}}  {status:<11}  {message}".rstrip() for name, status, message in rows
+    ]

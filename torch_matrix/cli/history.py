@@ -32,10 +32,18 @@ def _load_dir(path: Path, args: argparse.Namespace) -> tuple[list, RunRef]:
     for problem in loaded.problems:
         print(f"torch-matrix: warning: {problem}", file=sys.stderr)
     if not loaded.results:
-        raise UserError("no cell results found (expected <run>/cells/*.json or a merged results.json)",
-                        str(path), hint=NO_RESULTS_HINT)
-    ref = run_ref_for(loaded.results, path, spec=getattr(args, "name", None),
-                      commit=getattr(args, "commit", None), date=getattr(args, "date", None))
+        raise UserError(
+            "no cell results found (expected <run>/cells/*.json or a merged results.json)",
+            str(path),
+            hint=NO_RESULTS_HINT,
+        )
+    ref = run_ref_for(
+        loaded.results,
+        path,
+        spec=getattr(args, "name", None),
+        commit=getattr(args, "commit", None),
+        date=getattr(args, "date", None),
+    )
     return loaded.results, ref
 
 
@@ -49,8 +57,10 @@ def import_main(args: argparse.Namespace) -> int:
     with open_history(path) as history:
         added = history.import_run(results, ref)
     what = "imported" if added else "already in the history (nothing added):"
-    print(f"{what} run {ref.id} ({ref.date}, spec {ref.spec}, {len(results)} cells"
-          f"{', commit ' + ref.commit[:12] if ref.commit else ''}) -> {path}")
+    print(
+        f"{what} run {ref.id} ({ref.date}, spec {ref.spec}, {len(results)} cells"
+        f"{', commit ' + ref.commit[:12] if ref.commit else ''}) -> {path}"
+    )
     return 0
 
 
@@ -67,18 +77,29 @@ def history_main(args: argparse.Namespace) -> int:
         for spec in specs:
             runs = history.runs(spec=spec, last=window)
             if not runs:
-                raise UserError(f"no runs of spec {spec!r} in the history (specs: "
-                                f"{', '.join(history.specs()) or 'none'})", str(path),
-                                hint="import a run of it first: `torch-matrix import RESULTS_DIR`")
+                raise UserError(
+                    f"no runs of spec {spec!r} in the history (specs: "
+                    f"{', '.join(history.specs()) or 'none'})",
+                    str(path),
+                    hint="import a run of it first: `torch-matrix import RESULTS_DIR`",
+                )
             rates = history.pass_rates(spec, window)
-            shown_pairs = [(row[0], row[1]) for row in diff_render.flaky_rows(rates, {}, limit=args.limit)]
+            shown_pairs = [
+                (row[0], row[1]) for row in diff_render.flaky_rows(rates, {}, limit=args.limit)
+            ]
             last = history.last_statuses(spec, shown_pairs, window)
             flaky = diff_render.flaky_rows(rates, last, limit=args.limit)
             shown[spec] = (runs, flaky, len(runs))
-            data[spec] = {"runs": [diff_render.runref_json(row.run) | {"cells": row.cells, **row.counts}
-                                   for row in runs],
-                          "pass_rates": [{"cell": c, "probe": p, "passed": r.passed, "runs": r.runs,
-                                          "nights": r.nights} for (c, p), r in sorted(rates.items())]}
+            data[spec] = {
+                "runs": [
+                    diff_render.runref_json(row.run) | {"cells": row.cells, **row.counts}
+                    for row in runs
+                ],
+                "pass_rates": [
+                    {"cell": c, "probe": p, "passed": r.passed, "runs": r.runs, "nights": r.nights}
+                    for (c, p), r in sorted(rates.items())
+                ],
+            }
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=1) + "\n")
     elif args.format == "markdown":
@@ -90,6 +111,7 @@ def history_main(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- diff
 
+
 def _open_if_present(args: argparse.Namespace) -> History | None:
     from torch_matrix.world.history import db_path, open_history
 
@@ -99,7 +121,9 @@ def _open_if_present(args: argparse.Namespace) -> History | None:
     return None
 
 
-def _side(ref: str, history: History | None, args: argparse.Namespace) -> tuple[Snapshot, RunRow | None]:
+def _side(
+    ref: str, history: History | None, args: argparse.Namespace
+) -> tuple[Snapshot, RunRow | None]:
     from torch_matrix.report.diff import snapshot_of
 
     path = Path(ref)
@@ -108,13 +132,19 @@ def _side(ref: str, history: History | None, args: argparse.Namespace) -> tuple[
         row = history.find(run.id) if history is not None else None
         return snapshot_of(results, run), row
     if history is None:
-        raise UserError("neither a results directory nor a run id (no history database to look it up in: "
-                        "--db or $TORCH_MATRIX_HISTORY)", ref,
-                        hint="give a results directory, or point --db at the history that holds the run")
+        raise UserError(
+            "neither a results directory nor a run id (no history database to look it up in: "
+            "--db or $TORCH_MATRIX_HISTORY)",
+            ref,
+            hint="give a results directory, or point --db at the history that holds the run",
+        )
     row = history.find(ref)
     if row is None:
-        raise UserError(f"neither a results directory nor a run id in {history.path}", ref,
-                        hint="`torch-matrix history` lists the run ids")
+        raise UserError(
+            f"neither a results directory nor a run id in {history.path}",
+            ref,
+            hint="`torch-matrix history` lists the run ids",
+        )
     return history.snapshot(row), row
 
 
@@ -128,8 +158,9 @@ def _previous(history: History, row: RunRow | None, new: Snapshot) -> RunRow | N
     return older[-1] if older else None
 
 
-def _first_runs(history: History | None, new: Snapshot, pairs: list[tuple[str, str]],
-                stored: bool) -> dict[tuple[str, str], RunRef]:
+def _first_runs(
+    history: History | None, new: Snapshot, pairs: list[tuple[str, str]], stored: bool
+) -> dict[tuple[str, str], RunRef]:
     from torch_matrix.report.diff import streak_start
 
     if history is None or not pairs:
@@ -152,21 +183,29 @@ def diff_main(args: argparse.Namespace) -> int:
 
     refs = list(args.runs)
     if len(refs) > 2:
-        raise UserError(f"expected at most two runs (OLD NEW), got {len(refs)}", " ".join(refs),
-                        hint="`torch-matrix diff OLD NEW`, `diff NEW` (against the run before it) or "
-                             "`diff` (the last two runs)")
+        raise UserError(
+            f"expected at most two runs (OLD NEW), got {len(refs)}",
+            " ".join(refs),
+            hint="`torch-matrix diff OLD NEW`, `diff NEW` (against the run before it) or "
+            "`diff` (the last two runs)",
+        )
     history = _open_if_present(args)
     try:
         if not refs:
             if history is None:
-                raise UserError("no history database: give two results directories, or import runs first "
-                                "(`torch-matrix import RESULTS_DIR`)", str(db_path(args.db)),
-                                hint="`torch-matrix diff OLD_RESULTS NEW_RESULTS` needs no history")
+                raise UserError(
+                    "no history database: give two results directories, or import runs first "
+                    "(`torch-matrix import RESULTS_DIR`)",
+                    str(db_path(args.db)),
+                    hint="`torch-matrix diff OLD_RESULTS NEW_RESULTS` needs no history",
+                )
             runs = history.runs(spec=args.spec) if args.spec else history.runs()
             if not runs:
-                raise UserError("the history holds no runs" + (f" of spec {args.spec!r}" if args.spec else ""),
-                                str(history.path),
-                                hint="import runs first: `torch-matrix import RESULTS_DIR`")
+                raise UserError(
+                    "the history holds no runs" + (f" of spec {args.spec!r}" if args.spec else ""),
+                    str(history.path),
+                    hint="import runs first: `torch-matrix import RESULTS_DIR`",
+                )
             new_row = runs[-1]
             new = history.snapshot(new_row)
         else:
@@ -176,13 +215,19 @@ def diff_main(args: argparse.Namespace) -> int:
         else:
             previous = _previous(history, new_row, new) if history is not None else None
             if previous is None and history is None:
-                raise UserError("one run given and no history database to find the run before it: give OLD "
-                                "too, or import runs first", refs[0],
-                                hint="`torch-matrix diff OLD_RESULTS NEW_RESULTS`")
+                raise UserError(
+                    "one run given and no history database to find the run before it: give OLD "
+                    "too, or import runs first",
+                    refs[0],
+                    hint="`torch-matrix diff OLD_RESULTS NEW_RESULTS`",
+                )
             old = history.snapshot(previous) if previous is not None else None
             if old is None:
-                print(f"torch-matrix: note: no earlier run of spec {new.run.spec!r} in the history; "
-                      "every cell counts as appeared", file=sys.stderr)
+                print(
+                    f"torch-matrix: note: no earlier run of spec {new.run.spec!r} in the history; "
+                    "every cell counts as appeared",
+                    file=sys.stderr,
+                )
         pairs = sorted(failing_pairs(new) - (failing_pairs(old) if old is not None else set()))
         first = _first_runs(history, new, pairs, stored=new_row is not None)
     finally:
@@ -201,17 +246,28 @@ def diff_main(args: argparse.Namespace) -> int:
             with open(target, "a", encoding="utf-8") as handle:
                 handle.write(diff_render.render_markdown(result))
         else:
-            print("torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set", file=sys.stderr)
+            print(
+                "torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set",
+                file=sys.stderr,
+            )
     if args.issues:
         from torch_matrix.world.results import atomic_write_text
 
         bundles = _bundles(refs[-1] if refs else None, result.new_failures)
         plan = diff_render.issue_plan(result, run_url=args.run_url or "", bundles=bundles)
-        for (cell, probe), text in bundles.items():  # whole, beside the plan: the body may hold them cut
-            atomic_write_text(Path(args.issues).parent / "bundles" / diff_render.bundle_file(cell, probe), text)
+        for (
+            cell,
+            probe,
+        ), text in bundles.items():  # whole, beside the plan: the body may hold them cut
+            atomic_write_text(
+                Path(args.issues).parent / "bundles" / diff_render.bundle_file(cell, probe), text
+            )
         atomic_write_text(Path(args.issues), json.dumps(plan, indent=1) + "\n")
-        print(f"wrote {args.issues}: {len(plan['open'])} issue(s) to open, {len(plan['close'])} cell+probe "
-              "pair(s) passing", file=sys.stderr)
+        print(
+            f"wrote {args.issues}: {len(plan['open'])} issue(s) to open, {len(plan['close'])} cell+probe "
+            "pair(s) passing",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -225,8 +281,11 @@ def _bundles(ref: str | None, failures: Any) -> dict[tuple[str, str], str]:
 
     results = load_results(Path(ref)).results
     by_id = {item.cell.id: item for item in results}
-    return {(failure.cell, failure.probe): render_bundle(by_id[failure.cell], results, failure.probe)
-            for failure in failures if failure.cell in by_id and by_id[failure.cell].probe(failure.probe)}
+    return {
+        (failure.cell, failure.probe): render_bundle(by_id[failure.cell], results, failure.probe)
+        for failure in failures
+        if failure.cell in by_id and by_id[failure.cell].probe(failure.probe)
+    }
 
 
 def _lazy(name: str) -> Any:
@@ -238,34 +297,58 @@ def _lazy(name: str) -> Any:
 
 def add_parsers(sub: Any) -> None:
     """The three subcommands, for ``torch_matrix.cli``."""
-    db_help = "history database (default: $TORCH_MATRIX_HISTORY, else <results root>/history.sqlite)"
+    db_help = (
+        "history database (default: $TORCH_MATRIX_HISTORY, else <results root>/history.sqlite)"
+    )
 
     imp = sub.add_parser("import", help="add a merged run's results to the history database")
     imp.add_argument("results_dir")
     imp.add_argument("--db", help=db_help)
-    imp.add_argument("--name", help="spec name to file the run under (default: from the layout <name>/cells)")
-    imp.add_argument("--commit", help="commit of the run (default: $GITHUB_SHA, else git rev-parse HEAD)")
+    imp.add_argument(
+        "--name", help="spec name to file the run under (default: from the layout <name>/cells)"
+    )
+    imp.add_argument(
+        "--commit", help="commit of the run (default: $GITHUB_SHA, else git rev-parse HEAD)"
+    )
     imp.add_argument("--date", help="ISO date of the run (default: when its last cell finished)")
     imp.set_defaults(handler=_lazy("import_main"))
 
-    hist = sub.add_parser("history", help="list the runs in the history, with flaky cell+probe pass rates")
+    hist = sub.add_parser(
+        "history", help="list the runs in the history, with flaky cell+probe pass rates"
+    )
     hist.add_argument("--db", help=db_help)
     hist.add_argument("--spec", help="only this spec's runs")
-    hist.add_argument("--last", type=int, default=DEFAULT_WINDOW, metavar="N",
-                      help=f"runs shown and pass-rate window (default {DEFAULT_WINDOW})")
-    hist.add_argument("--limit", type=int, default=50, help="at most this many flaky rows per spec (0: all)")
+    hist.add_argument(
+        "--last",
+        type=int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help=f"runs shown and pass-rate window (default {DEFAULT_WINDOW})",
+    )
+    hist.add_argument(
+        "--limit", type=int, default=50, help="at most this many flaky rows per spec (0: all)"
+    )
     hist.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     hist.set_defaults(handler=_lazy("history_main"))
 
     diff = sub.add_parser("diff", help="what changed between two runs (results dirs or run ids)")
-    diff.add_argument("runs", nargs="*", metavar="RUN",
-                      help="[OLD] NEW: results directories or run ids (default: the newest run and the one before)")
+    diff.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN",
+        help="[OLD] NEW: results directories or run ids (default: the newest run and the one before)",
+    )
     diff.add_argument("--db", help=db_help)
     diff.add_argument("--spec", help="with no RUN: the newest runs of this spec")
     diff.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    diff.add_argument("--github-summary", action="store_true", help="append the Markdown to $GITHUB_STEP_SUMMARY")
-    diff.add_argument("--issues", metavar="FILE",
-                      help="write the issues to open/comment and close (JSON, for the nightly workflow)")
+    diff.add_argument(
+        "--github-summary", action="store_true", help="append the Markdown to $GITHUB_STEP_SUMMARY"
+    )
+    diff.add_argument(
+        "--issues",
+        metavar="FILE",
+        help="write the issues to open/comment and close (JSON, for the nightly workflow)",
+    )
     diff.add_argument("--run-url", help="link to the CI run, quoted in issue bodies")
     diff.add_argument("--name", help=argparse.SUPPRESS)
     diff.add_argument("--commit", help=argparse.SUPPRESS)

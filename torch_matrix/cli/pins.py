@@ -33,8 +33,9 @@ from torch_matrix.pins.render import (
 from torch_matrix.world.results import NO_RESULTS_HINT, load_results
 
 
-def index_facts(packages: Sequence[str], spec_path: str | None = None
-                ) -> tuple[Mapping[str, list[str]] | None, dict[str, dict[str, frozenset[str] | None]]]:
+def index_facts(
+    packages: Sequence[str], spec_path: str | None = None
+) -> tuple[Mapping[str, list[str]] | None, dict[str, dict[str, frozenset[str] | None]]]:
     """(released, wheel Pythons): the released versions per package the project's declared range
     admits, and per release the Python X.Y values its wheels serve (None: no wheel tells), so the
     pins count only releases a tested Python could install; (None, {}) when unavailable."""
@@ -45,22 +46,32 @@ def index_facts(packages: Sequence[str], spec_path: str | None = None
 
         spec = load_spec(spec_path)
         index = open_index(spec.index)
-        released = admitted_releases({package: [str(v) for v in index.versions(package)] for package in packages},
-                                     declared_ranges(spec))
+        released = admitted_releases(
+            {package: [str(v) for v in index.versions(package)] for package in packages},
+            declared_ranges(spec),
+        )
     except Exception as error:  # noqa: BLE001 - offline, no index module, bad spec: coverage unknown
-        print(f"torch-matrix pins: coverage unknown (cannot list released versions: "
-              f"{' '.join(str(error).split())[:160]})", file=sys.stderr)
+        print(
+            f"torch-matrix pins: coverage unknown (cannot list released versions: "
+            f"{' '.join(str(error).split())[:160]})",
+            file=sys.stderr,
+        )
         return None, {}
     try:
-        pythons = {package: {version: _wheel_pythons(index.files(package, version)) for version in versions}
-                   for package, versions in released.items()}
+        pythons = {
+            package: {
+                version: _wheel_pythons(index.files(package, version)) for version in versions
+            }
+            for package, versions in released.items()
+        }
     except Exception:  # noqa: BLE001 - files not listed: every release counts as installable (as before)
         pythons = {}
     return released, pythons
 
 
-def admitted_releases(released: Mapping[str, list[str]],
-                      declared: Mapping[str, tuple[str, str]]) -> dict[str, list[str]]:
+def admitted_releases(
+    released: Mapping[str, list[str]], declared: Mapping[str, tuple[str, str]]
+) -> dict[str, list[str]]:
     """The released versions the project's own declared range admits (coverage counts only those:
     a release the project already excludes is no gap in the matrix)."""
     from packaging.specifiers import SpecifierSet
@@ -86,9 +97,11 @@ def admitted_releases(released: Mapping[str, list[str]],
 def write_outputs(suggestion, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in ((CONSTRAINTS_NAME, render_constraints(suggestion)),
-                       (REQUIREMENTS_NAME, render_requirements(suggestion)),
-                       (JSON_NAME, render_json(suggestion))):
+    for name, text in (
+        (CONSTRAINTS_NAME, render_constraints(suggestion)),
+        (REQUIREMENTS_NAME, render_requirements(suggestion)),
+        (JSON_NAME, render_json(suggestion)),
+    ):
         path = out_dir / name
         atomic_write(path, text)
         written.append(path)
@@ -112,7 +125,11 @@ def history_confidence(suggestion, args: argparse.Namespace) -> str:
     from torch_matrix.report.diff import exclusion_confidence
     from torch_matrix.world.history import db_path, open_history, run_name_of
 
-    exclusions = [exclusion for line in requirement_lines(suggestion.recommended) for exclusion in line.exclusions]
+    exclusions = [
+        exclusion
+        for line in requirement_lines(suggestion.recommended)
+        for exclusion in line.exclusions
+    ]
     window = getattr(args, "last", 30) or 30
     with open_history(db_path(args.history or None), create=False) as history:
         spec = run_name_of(Path(args.results_dir))
@@ -122,7 +139,9 @@ def history_confidence(suggestion, args: argparse.Namespace) -> str:
         where = history.path
     lines = exclusion_confidence(exclusions, rates)
     out = ["", f"History over the last {window} night(s) of {spec!r} ({where}):"]
-    out += [f"  {label}: {text}" for label, text in lines] or ["  no excluded version has history yet"]
+    out += [f"  {label}: {text}" for label, text in lines] or [
+        "  no excluded version has history yet"
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -142,10 +161,17 @@ def _pins(args: argparse.Namespace) -> int:
         raise UserError("no cell results found", str(args.results_dir), hint=NO_RESULTS_HINT)
     released, wheel_pythons = None, {}
     if not getattr(args, "no_coverage", False):
-        released, wheel_pythons = index_facts(package_axes(loaded.results), getattr(args, "spec", None))
+        released, wheel_pythons = index_facts(
+            package_axes(loaded.results), getattr(args, "spec", None)
+        )
     policy = PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN)
-    suggestion = suggest_pins(loaded.results, released, policy, wheel_pythons,
-                              pin_tradeoffs=getattr(args, "tradeoffs", "show") == "pin-first")
+    suggestion = suggest_pins(
+        loaded.results,
+        released,
+        policy,
+        wheel_pythons,
+        pin_tradeoffs=getattr(args, "tradeoffs", "show") == "pin-first",
+    )
     # Everything is written (pins files, the applied requirements file) before anything is printed:
     # a reader that stops early (`| head`) must not cost a file.
     text = [render_text(suggestion)]
@@ -165,23 +191,43 @@ def _pins(args: argparse.Namespace) -> int:
         except OSError as error:
             sys.stdout.write("".join(text))
             sys.stdout.flush()
-            raise UserError(f"cannot write the pins: {error.strerror or error}",
-                            where=str(error.filename or out_dir),
-                            hint="free some space or fix the permissions, or write them elsewhere "
-                                 "with --out DIR") from None
+            raise UserError(
+                f"cannot write the pins: {error.strerror or error}",
+                where=str(error.filename or out_dir),
+                hint="free some space or fix the permissions, or write them elsewhere "
+                "with --out DIR",
+            ) from None
     if args.apply:
         from torch_matrix.world.apply import apply_pins  # tomlkit: only --apply edits a file
 
-        result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
+        result = apply_pins(
+            args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run
+        )
         if result.changed:
             text.append(result.diff())
-        text.append(f"{args.apply}: " + ("not edited" if not result.edited else "no change needed" if not result.changed
-                                         else "would change (dry run, nothing written)" if args.dry_run
-                                         else f"updated ({len(result.changes)} requirement(s))") + "\n")
+        text.append(
+            f"{args.apply}: "
+            + (
+                "not edited"
+                if not result.edited
+                else "no change needed"
+                if not result.changed
+                else "would change (dry run, nothing written)"
+                if args.dry_run
+                else f"updated ({len(result.changes)} requirement(s))"
+            )
+            + "\n"
+        )
         text += [f"note: {note}\n" for note in result.notes]
-        advice = ",".join(spec for pin in suggestion.recommended.pins_for(PYTHON) if pin.condition is None
-                          for spec in pin.specifiers)
+        advice = ",".join(
+            spec
+            for pin in suggestion.recommended.pins_for(PYTHON)
+            if pin.condition is None
+            for spec in pin.specifiers
+        )
         if advice:
-            text.append(f"note: Requires-Python advice {advice} is not applied; update requires-python yourself\n")
+            text.append(
+                f"note: Requires-Python advice {advice} is not applied; update requires-python yourself\n"
+            )
     sys.stdout.write("".join(text))
     return 0

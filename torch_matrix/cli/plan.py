@@ -24,8 +24,11 @@ def cell_json(cell: Cell, spec: Spec, environ: Mapping[str, str] = os.environ) -
     from torch_matrix.world.index import sources_in_use
     from torch_matrix.world.probesuite import suite_digest
 
-    return {**cell.to_json(), "fingerprint": cell.fingerprint(spec.index.to_json(), suite_digest(spec)),
-            "sources": sources_in_use(spec.index, cell.variant, environ)}
+    return {
+        **cell.to_json(),
+        "fingerprint": cell.fingerprint(spec.index.to_json(), suite_digest(spec)),
+        "sources": sources_in_use(spec.index, cell.variant, environ),
+    }
 
 
 def render_sources(cells: list[Cell], spec: Spec, environ: Mapping[str, str]) -> str:
@@ -41,18 +44,30 @@ def render_sources(cells: list[Cell], spec: Spec, environ: Mapping[str, str]) ->
             used.setdefault((source["kind"], source["location"]), source)
     lines = ["indexes and find-links the cells install from (in the order uv is given them):"]
     width = max(len(s["location"]) for s in used.values())
-    lines += [f"  {s['kind']:<14} {s['location']:<{width}}  from {s['from']}" for s in used.values()]
+    lines += [
+        f"  {s['kind']:<14} {s['location']:<{width}}  from {s['from']}" for s in used.values()
+    ]
     settings = read_settings(environ, sys.prefix)
     if settings:
-        lines.append("pip's configuration files (not read by torch-matrix: it honours the spec's [index] and "
-                     "$PIP_INDEX_URL, $PIP_EXTRA_INDEX_URL, $PIP_FIND_LINKS; `torch-matrix help spec index`):")
+        lines.append(
+            "pip's configuration files (not read by torch-matrix: it honours the spec's [index] and "
+            "$PIP_INDEX_URL, $PIP_EXTRA_INDEX_URL, $PIP_FIND_LINKS; `torch-matrix help spec index`):"
+        )
         locations = {location for _kind, location in used}
-        variable = {"index-url": "$PIP_INDEX_URL or [index] default", "extra-index-url":
-                    "$PIP_EXTRA_INDEX_URL or [index] extra", "find-links": "$PIP_FIND_LINKS or [index] find_links"}
+        variable = {
+            "index-url": "$PIP_INDEX_URL or [index] default",
+            "extra-index-url": "$PIP_EXTRA_INDEX_URL or [index] extra",
+            "find-links": "$PIP_FIND_LINKS or [index] find_links",
+        }
         for setting in settings:
-            state = ("the same locations are in use" if set(setting.values) <= locations
-                     else f"not used; to use it, set {variable[setting.key]}")
-            lines.append(f"  {setting.key} = {' '.join(setting.values)}  ({setting.origin}): {state}")
+            state = (
+                "the same locations are in use"
+                if set(setting.values) <= locations
+                else f"not used; to use it, set {variable[setting.key]}"
+            )
+            lines.append(
+                f"  {setting.key} = {' '.join(setting.values)}  ({setting.origin}): {state}"
+            )
     return "\n".join(lines)
 
 
@@ -66,37 +81,54 @@ def outside_declared(cell: Cell, declared: Mapping[str, tuple[str, str]]) -> str
         value = cell.axes.get(name, "")
         try:
             if value and not SpecifierSet(specifier).contains(Version(value), prereleases=True):
-                return (f"{name} {value} is outside the project's declared {name}{specifier} ({where}): "
-                        "the install will refuse it (unsatisfiable)")
+                return (
+                    f"{name} {value} is outside the project's declared {name}{specifier} ({where}): "
+                    "the install will refuse it (unsatisfiable)"
+                )
         except InvalidVersion:
             continue
     return ""
 
 
-def render_table(cells: list[Cell], spec: Spec, declared: Mapping[str, tuple[str, str]] | None = None) -> str:
+def render_table(
+    cells: list[Cell], spec: Spec, declared: Mapping[str, tuple[str, str]] | None = None
+) -> str:
     from tabulate import tabulate  # only the human output needs it
 
     extras = [axis.name for axis in spec.extras]
     rows = []
     for cell in cells:
         note = cell.plan_note or outside_declared(cell, declared or {})
-        rows.append([cell.id, cell.python, cell.torch, cell.torchvision or "-", cell.variant,
-                     " ".join(f"{n}{cell.axes[n]}" for n in extras if cell.axes.get(n)) or "-",
-                     " ".join(cell.requirements), note])
+        rows.append(
+            [
+                cell.id,
+                cell.python,
+                cell.torch,
+                cell.torchvision or "-",
+                cell.variant,
+                " ".join(f"{n}{cell.axes[n]}" for n in extras if cell.axes.get(n)) or "-",
+                " ".join(cell.requirements),
+                note,
+            ]
+        )
     headers = ["id", "python", "torch", "torchvision", "variant", "extras", "install pins", "note"]
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
-def main(args: argparse.Namespace, out: TextIO = sys.stdout,
-         environ: Mapping[str, str] = os.environ) -> int:
+def main(
+    args: argparse.Namespace, out: TextIO = sys.stdout, environ: Mapping[str, str] = os.environ
+) -> int:
     spec = load_spec(getattr(args, "spec", None), environ)
     cells = plan_for_spec(spec, environ)
     shard_text = getattr(args, "shard", None) or environ.get(SHARD_ENV, "")
     where = "--shard" if getattr(args, "shard", None) else SHARD_ENV
     n_shards = getattr(args, "shards", None)
     if n_shards is not None and n_shards < 1:
-        raise UserError(f"expected a positive number of shards, got {n_shards}", where="--shards",
-                        hint="`--shards 4` prints four shards for a CI matrix")
+        raise UserError(
+            f"expected a positive number of shards, got {n_shards}",
+            where="--shards",
+            hint="`--shards 4` prints four shards for a CI matrix",
+        )
     cells = shard_cells(cells, shard_text, where)
 
     if n_shards:
@@ -105,8 +137,10 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout,
             out.write(json.dumps(entries) + "\n")
         else:
             for entry in entries:
-                out.write(f"shard {entry['shard']}: {entry['count']} cells, variants "
-                          f"{', '.join(entry['variants'])}, torch {', '.join(entry['torch'])}\n")
+                out.write(
+                    f"shard {entry['shard']}: {entry['count']} cells, variants "
+                    f"{', '.join(entry['variants'])}, torch {', '.join(entry['torch'])}\n"
+                )
                 out.writelines(f"  {cell_id}\n" for cell_id in entry["cells"])
         return 0
     if getattr(args, "json", False):
@@ -116,15 +150,22 @@ def main(args: argparse.Namespace, out: TextIO = sys.stdout,
     declared = declared_ranges(spec)
     out.write(render_table(cells, spec, declared) + "\n")
     if spec.targets:
-        out.write(f"hardware targets ({len(spec.targets)}, judged in each cell from its build, no GPU needed): "
-                  + "; ".join(t.label for t in spec.targets) + "\n")
+        out.write(
+            f"hardware targets ({len(spec.targets)}, judged in each cell from its build, no GPU needed): "
+            + "; ".join(t.label for t in spec.targets)
+            + "\n"
+        )
     out.write(render_sources(cells, spec, environ) + "\n")
     blocked = sum(1 for c in cells if c.plan_note)
     if blocked:
-        out.write(f"{blocked} cell(s) cannot be installed as planned; they will be recorded "
-                  "as unsatisfiable\n")
+        out.write(
+            f"{blocked} cell(s) cannot be installed as planned; they will be recorded "
+            "as unsatisfiable\n"
+        )
     outside = [c.id for c in cells if not c.plan_note and outside_declared(c, declared)]
     if outside:
-        out.write(f"{len(outside)} cell(s) lie outside the project's own declared range: "
-                  f"{', '.join(outside)} (widen the requirement, or drop them from the spec)\n")
+        out.write(
+            f"{len(outside)} cell(s) lie outside the project's own declared range: "
+            f"{', '.join(outside)} (widen the requirement, or drop them from the spec)\n"
+        )
     return 0

@@ -16,7 +16,9 @@ from typing import TextIO
 
 from torch_matrix.vocab.errors import UserError
 
-TOPICS_HINT = "`torch-matrix help spec` prints the whole reference; `torch-matrix help` lists the topics"
+TOPICS_HINT = (
+    "`torch-matrix help spec` prints the whole reference; `torch-matrix help` lists the topics"
+)
 
 
 def reference_text() -> str:
@@ -69,21 +71,28 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     text = reference_text()
     subject, name = getattr(args, "subject", None), getattr(args, "topic", None)
     if subject is None:
-        out.write("torch-matrix help spec [TOPIC]: the spec reference (every key, every environment "
-                  "variable). Topics:\n")
+        out.write(
+            "torch-matrix help spec [TOPIC]: the spec reference (every key, every environment "
+            "variable). Topics:\n"
+        )
         out.writelines(f"  {title}\n" for title in topics(text))
         out.write("A key works as a topic too: torch-matrix help spec index\n")
         return 0
     if subject in ("env", "environment"):
         subject, name = "spec", "environment"
     if subject != "spec":
-        raise UserError(f"no help on {subject!r}", where="help",
-                        hint="`torch-matrix help spec [TOPIC]`; each command's options: `torch-matrix COMMAND --help`")
+        raise UserError(
+            f"no help on {subject!r}",
+            where="help",
+            hint="`torch-matrix help spec [TOPIC]`; each command's options: `torch-matrix COMMAND --help`",
+        )
     if not name:
         out.write(text)
         return 0
     found = topic(text, name)
     if found is None:
-        raise UserError(f"the spec reference has no section on {name!r}", where="help spec", hint=TOPICS_HINT)
+        raise UserError(
+            f"the spec reference has no section on {name!r}", where="help spec", hint=TOPICS_HINT
+        )
     out.write(found)
     return 0

@@ -43,8 +43,11 @@ def _cells_from_plan_json(data: Any, where: str) -> list[Cell | str]:
     """Cells from ``torch-matrix plan --json`` output: a list of cells, or an object with "cells"."""
     items = data.get("cells") if isinstance(data, dict) else data
     if not isinstance(items, list):
-        raise UserError("expected a list of cells (the output of `torch-matrix plan --json`)", where,
-                        hint=PLAN_HINT)
+        raise UserError(
+            "expected a list of cells (the output of `torch-matrix plan --json`)",
+            where,
+            hint=PLAN_HINT,
+        )
     cells: list[Cell | str] = []
     for position, item in enumerate(items):
         if isinstance(item, dict) and isinstance(item.get("cell"), dict):
@@ -69,7 +72,9 @@ def _planned_from_file(path: str) -> list[Cell | str]:
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"cannot read plan file ({error})", path, hint=PLAN_HINT) from None
     except json.JSONDecodeError as error:
-        raise UserError(f"not JSON (line {error.lineno} column {error.colno})", path, hint=PLAN_HINT) from None
+        raise UserError(
+            f"not JSON (line {error.lineno} column {error.colno})", path, hint=PLAN_HINT
+        ) from None
     return _cells_from_plan_json(data, path)
 
 
@@ -83,26 +88,35 @@ def _planned_from_spec(spec_path: str) -> list[Cell | str]:
 
 
 def missing_cells(planned: Sequence[Cell | str], present_ids: set[str]) -> list[Cell | str]:
-    return [cell for cell in planned if (cell if isinstance(cell, str) else cell.id) not in present_ids]
+    return [
+        cell for cell in planned if (cell if isinstance(cell, str) else cell.id) not in present_ids
+    ]
 
 
-def _append_github_summary(results: list, missing: list, explicit_limit: int | None,
-                           spec: str | None = None) -> None:
+def _append_github_summary(
+    results: list, missing: list, explicit_limit: int | None, spec: str | None = None
+) -> None:
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
-        print("torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set", file=sys.stderr)
+        print(
+            "torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set",
+            file=sys.stderr,
+        )
         return
     path = Path(target)
     used = path.stat().st_size if path.exists() else 0
     room = report_markdown.GITHUB_SUMMARY_LIMIT - used - 1
     limit = min(room, explicit_limit) if explicit_limit else room
-    text = report_markdown.render_markdown_summary(results, max_bytes=max(limit, 0), missing=missing, spec=spec)
+    text = report_markdown.render_markdown_summary(
+        results, max_bytes=max(limit, 0), missing=missing, spec=spec
+    )
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text)
 
 
-def previous_verdicts(where: str, current: Sequence = (), results_dir: Path | None = None
-                      ) -> tuple[dict[str, str], str]:
+def previous_verdicts(
+    where: str, current: Sequence = (), results_dir: Path | None = None
+) -> tuple[dict[str, str], str]:
     """Cell id -> verdict kind of an earlier run, and how to name it. ``where``: a results directory,
     a merged results.json, a run id from the history database (``torch-matrix history`` lists them),
     or ``last``: the newest run of this spec in the history that is not the one being reported."""
@@ -118,11 +132,16 @@ def previous_verdicts(where: str, current: Sequence = (), results_dir: Path | No
     from torch_matrix.world.history import db_path, open_history, run_name_of
 
     database = db_path(None)
-    hint = ("pass an earlier run's results directory (results/<run>) or its results.json, a run id from "
-            "`torch-matrix history`, or `last`")
+    hint = (
+        "pass an earlier run's results directory (results/<run>) or its results.json, a run id from "
+        "`torch-matrix history`, or `last`"
+    )
     if not database.is_file():
-        raise UserError("no such results directory, and no history database to look the run up in",
-                        f"--previous {where}", hint=hint)
+        raise UserError(
+            "no such results directory, and no history database to look the run up in",
+            f"--previous {where}",
+            hint=hint,
+        )
     with open_history(database, create=False) as history:
         if where == "last":
             this = run_id(current)
@@ -132,7 +151,9 @@ def previous_verdicts(where: str, current: Sequence = (), results_dir: Path | No
         else:
             row = history.find(where)
         if row is None:
-            raise UserError(f"no such run in the history {database}", f"--previous {where}", hint=hint)
+            raise UserError(
+                f"no such run in the history {database}", f"--previous {where}", hint=hint
+            )
         snapshot = history.snapshot(row)
     return {cell: state.verdict for cell, state in snapshot.cells.items()}, f"run {row.run.label()}"
 
@@ -144,7 +165,9 @@ def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
     return None
 
 
-def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[str, tuple[str, ...]]]:
+def _write_pins(
+    results: list, out_dir: Path, spec: str | None
+) -> list[tuple[str, tuple[str, ...]]]:
     """What ``torch-matrix pins`` writes, from the results already loaded (one load for both);
     returns each requirement line with its proof, for the HTML report."""
     from torch_matrix.pins import package_axes, requirement_lines, suggest_pins
@@ -161,18 +184,35 @@ def _write_pins(results: list, out_dir: Path, spec: str | None) -> list[tuple[st
     paths = write_outputs(suggestion, out_dir / PINS_DIR)
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
     open_breaks = len({t.interaction for t in suggestion.tradeoffs if not suggestion.pinned(t)})
-    summary = ", ".join(pins) if pins else "none needed" if not open_breaks else "none that keeps every working version"
-    if open_breaks:  # "none needed" would be false: a break is open until the maintainer picks a trade-off
+    summary = (
+        ", ".join(pins)
+        if pins
+        else "none needed"
+        if not open_breaks
+        else "none that keeps every working version"
+    )
+    if (
+        open_breaks
+    ):  # "none needed" would be false: a break is open until the maintainer picks a trade-off
         summary += f"; {open_breaks} break{'s' if open_breaks > 1 else ''} left open, choose a trade-off below"
-    print(f"pins: {summary}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
-          "`torch-matrix pins --apply FILE` updates a requirements file)", file=sys.stderr)
-    for tradeoff in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed
+    print(
+        f"pins: {summary}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
+        "`torch-matrix pins --apply FILE` updates a requirements file)",
+        file=sys.stderr,
+    )
+    for (
+        tradeoff
+    ) in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed
         state = "pinned" if suggestion.pinned(tradeoff) else "not pinned"
         print(f"  trade-off {tradeoff.rank} ({state}): {tradeoff.describe()}", file=sys.stderr)
-    per_target = write_target_outputs(target_pins(results, released, wheel_pythons=wheel_pythons), out_dir / PINS_DIR)
+    per_target = write_target_outputs(
+        target_pins(results, released, wheel_pythons=wheel_pythons), out_dir / PINS_DIR
+    )
     if per_target:
-        print(f"pins per hardware target: {len(per_target)} file(s) under {out_dir / PINS_DIR / 'targets'}",
-              file=sys.stderr)
+        print(
+            f"pins per hardware target: {len(per_target)} file(s) under {out_dir / PINS_DIR / 'targets'}",
+            file=sys.stderr,
+        )
     return pinned_with_proof(suggestion)
 
 
@@ -181,27 +221,48 @@ def cell_files(sources: Mapping[str, str], page: Path) -> dict[str, str]:
     every cell read from a cell file, whatever folder of the results it lies in; a cell read from a
     merged results.json (``results.json[3]``) has none."""
     where = os.path.dirname(os.path.abspath(page))
-    return {cell_id: quote(Path(os.path.relpath(os.path.abspath(source), where)).as_posix())
-            for cell_id, source in sources.items() if source.endswith(".json")}
+    return {
+        cell_id: quote(Path(os.path.relpath(os.path.abspath(source), where)).as_posix())
+        for cell_id, source in sources.items()
+        if source.endswith(".json")
+    }
 
 
-def _write_html(target: Path, judged: list, missing: list, previous_dir: str | None, results_dir: Path,
-                spec: str | None = None, pins: Sequence[tuple[str, Sequence[str]]] = (),
-                sources: Mapping[str, str] | None = None) -> Path:
+def _write_html(
+    target: Path,
+    judged: list,
+    missing: list,
+    previous_dir: str | None,
+    results_dir: Path,
+    spec: str | None = None,
+    pins: Sequence[tuple[str, Sequence[str]]] = (),
+    sources: Mapping[str, str] | None = None,
+) -> Path:
     from datetime import datetime, timezone
 
     from torch_matrix.report.html_page import render_html
 
-    previous, label = (previous_verdicts(previous_dir, [item.result for item in judged], results_dir)
-                       if previous_dir else (None, None))
+    previous, label = (
+        previous_verdicts(previous_dir, [item.result for item in judged], results_dir)
+        if previous_dir
+        else (None, None)
+    )
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     named = results_dir.resolve()
     if named.name == "cells" or named.is_file():
         named = named.parent
     title = f"torch-matrix: {named.name}"
-    text = render_html(judged, missing=missing, previous=previous, previous_label=label,
-                       title=title, generated=generated, spec=spec, cell_files=cell_files(sources or {}, target),
-                       pins=pins)
+    text = render_html(
+        judged,
+        missing=missing,
+        previous=previous,
+        previous_label=label,
+        title=title,
+        generated=generated,
+        spec=spec,
+        cell_files=cell_files(sources or {}, target),
+        pins=pins,
+    )
     atomic_write(target, text)
     return target
 
@@ -214,8 +275,17 @@ def main(args: argparse.Namespace) -> int:
         return _report(args)
 
 
-def _write_files(args: argparse.Namespace, judged: Any, missing: Any, loaded: Any, out_dir: Path,
-                 summary: str, results_dir: Path, spec: Any, max_bytes: Any) -> None:
+def _write_files(
+    args: argparse.Namespace,
+    judged: Any,
+    missing: Any,
+    loaded: Any,
+    out_dir: Path,
+    summary: str,
+    results_dir: Path,
+    spec: Any,
+    max_bytes: Any,
+) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
     written.append(write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded))
@@ -230,8 +300,16 @@ def _write_files(args: argparse.Namespace, judged: Any, missing: Any, loaded: An
     if _arg(args, "pins"):
         pins = _write_pins([item.result for item in judged], out_dir, spec)
     if _arg(args, "html"):
-        path = _write_html(Path(args.html), judged, missing, _arg(args, "previous"), results_dir, spec, pins,
-                           loaded.sources)
+        path = _write_html(
+            Path(args.html),
+            judged,
+            missing,
+            _arg(args, "previous"),
+            results_dir,
+            spec,
+            pins,
+            loaded.sources,
+        )
         print(f"HTML report: {path}", file=sys.stderr)
 
 
@@ -243,10 +321,15 @@ def _report(args: argparse.Namespace) -> int:
     for problem in loaded.problems:
         print(f"torch-matrix: warning: {problem}", file=sys.stderr)
     if not loaded.results and not loaded.problems and _arg(args, "strict"):
-        print(UserError("no cell results found (looked for cells/*.json and results.json)",
-                        where=str(results_dir),
-                        hint="run the cells first (`nox -s matrix`), or point the report at the "
-                             "directory that holds them").render(), file=sys.stderr)
+        print(
+            UserError(
+                "no cell results found (looked for cells/*.json and results.json)",
+                where=str(results_dir),
+                hint="run the cells first (`nox -s matrix`), or point the report at the "
+                "directory that holds them",
+            ).render(),
+            file=sys.stderr,
+        )
         return EXIT_STRICT
 
     planned: list[Cell | str] = []
@@ -261,28 +344,44 @@ def _report(args: argparse.Namespace) -> int:
     spec = _arg(args, "spec") or os.environ.get(SPEC_ENV) or None  # for the rerun lines
     judged = report.judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
-        table = report_markdown.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
+        table = report_markdown.render_markdown_summary(
+            judged, max_bytes=max_bytes, missing=missing, spec=spec
+        )
     else:
-        table = report.render_text(judged, pivot=bool(_arg(args, "pivot")), grid=bool(_arg(args, "grid")),
-                                   missing=missing, width=terminal_width(), spec=spec)
+        table = report.render_text(
+            judged,
+            pivot=bool(_arg(args, "pivot")),
+            grid=bool(_arg(args, "grid")),
+            missing=missing,
+            width=terminal_width(),
+            spec=spec,
+        )
 
-    out_dir = Path(_arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir))
-    summary = report_markdown.render_markdown_summary(judged, max_bytes=max_bytes, missing=missing, spec=spec)
+    out_dir = Path(
+        _arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir)
+    )
+    summary = report_markdown.render_markdown_summary(
+        judged, max_bytes=max_bytes, missing=missing, spec=spec
+    )
     # Files first, then the table: a reader that stops early (`| head`) closes the pipe, and what
     # was asked for (summary.md, results.json, the HTML, pins) must be written by then. What the
     # writing says on stderr follows the table, where it is read.
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            _write_files(args, judged, missing, loaded, out_dir, summary, results_dir, spec, max_bytes)
+            _write_files(
+                args, judged, missing, loaded, out_dir, summary, results_dir, spec, max_bytes
+            )
     except OSError as error:
         sys.stdout.write(table)  # the table comes out even when the files cannot be written
         sys.stdout.flush()
         sys.stderr.write(said.getvalue())
-        raise UserError(f"cannot write the report: {error.strerror or error}",
-                        where=str(out_dir if error.filename is None else error.filename),
-                        hint="free some space or fix the permissions, or write the report's files "
-                             "elsewhere with --out DIR") from None
+        raise UserError(
+            f"cannot write the report: {error.strerror or error}",
+            where=str(out_dir if error.filename is None else error.filename),
+            hint="free some space or fix the permissions, or write the report's files "
+            "elsewhere with --out DIR",
+        ) from None
     try:
         sys.stdout.write(table)
         sys.stdout.flush()
@@ -293,7 +392,10 @@ def _report(args: argparse.Namespace) -> int:
         errors = [item.cell.id for item in judged if item.verdict.kind == NO_EVIDENCE]
         unread = loaded.skipped
         if errors or missing or unread:
-            print(f"torch-matrix: --strict: {len(errors)} error cell(s), {len(missing)} missing cell(s), "
-                  f"{len(unread)} unreadable file(s)", file=sys.stderr)
+            print(
+                f"torch-matrix: --strict: {len(errors)} error cell(s), {len(missing)} missing cell(s), "
+                f"{len(unread)} unreadable file(s)",
+                file=sys.stderr,
+            )
             return EXIT_STRICT
     return EXIT_OK

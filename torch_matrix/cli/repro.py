@@ -27,7 +27,9 @@ def project_source(directory: str) -> dict[str, str]:
     found = {"dir": directory} if directory else {}
     if not directory or not os.path.isdir(directory):
         return found
-    code, url, _ = proc.run_text(["git", "-C", directory, "remote", "get-url", "origin"], timeout=20)
+    code, url, _ = proc.run_text(
+        ["git", "-C", directory, "remote", "get-url", "origin"], timeout=20
+    )
     code2, commit, _ = proc.run_text(["git", "-C", directory, "rev-parse", "HEAD"], timeout=20)
     if code == 0 and code2 == 0 and url.strip() and not url.strip().startswith(("/", "file:")):
         found.update(url=url.strip(), commit=commit.strip())
@@ -43,28 +45,51 @@ def main(args: argparse.Namespace) -> int:
     result = by_id.get(args.cell)
     if result is None:
         close = difflib.get_close_matches(args.cell, list(by_id), n=3, cutoff=0.5)
-        hint = ("did you mean " + ", ".join(close) + "?") if close else \
-            (f"cells here: {', '.join(sorted(by_id)[:6])}{' ...' if len(by_id) > 6 else ''}" if by_id
-             else "run the matrix first (nox -s matrix), or pass --results DIR")
+        hint = (
+            ("did you mean " + ", ".join(close) + "?")
+            if close
+            else (
+                f"cells here: {', '.join(sorted(by_id)[:6])}{' ...' if len(by_id) > 6 else ''}"
+                if by_id
+                else "run the matrix first (nox -s matrix), or pass --results DIR"
+            )
+        )
         raise UserError(f"no result for cell {args.cell!r}", str(results_dir), hint=hint)
     if args.probe and result.probe(args.probe) is None:
-        names = ", ".join(probe.name for probe in result.probes) or "none (the cell was not installed)"
-        raise UserError(f"cell {args.cell} has no result for probe {args.probe!r}", str(results_dir),
-                        hint=f"its probes: {names}")
+        names = (
+            ", ".join(probe.name for probe in result.probes) or "none (the cell was not installed)"
+        )
+        raise UserError(
+            f"cell {args.cell} has no result for probe {args.probe!r}",
+            str(results_dir),
+            hint=f"its probes: {names}",
+        )
     spec = args.spec or os.environ.get(SPEC_ENV) or None
     if chosen_probe(result, args.probe) is None and not args.probe:
-        print(f"torch-matrix: note: every probe of {args.cell} passed; the bundle describes the cell",
-              file=sys.stderr)
+        print(
+            f"torch-matrix: note: every probe of {args.cell} passed; the bundle describes the cell",
+            file=sys.stderr,
+        )
     wanted = getattr(args, "target", None)
     if wanted and chosen_target(result, wanted) is None:
-        names = "; ".join(str(t["target"]) for t in result.targets) or \
-            "none (the run had no [targets], or its build facts were not read)"
-        raise UserError(f"cell {args.cell} has no verdict for a target matching {wanted!r}", str(results_dir),
-                        hint=f"its targets: {names}")
+        names = (
+            "; ".join(str(t["target"]) for t in result.targets)
+            or "none (the run had no [targets], or its build facts were not read)"
+        )
+        raise UserError(
+            f"cell {args.cell} has no verdict for a target matching {wanted!r}",
+            str(results_dir),
+            hint=f"its targets: {names}",
+        )
     probe = chosen_probe(result, args.probe)
-    project = project_source(str(probe.evidence.get("cwd") or "")) if probe is not None \
-        and probe.isolation == "command" else {}
-    text = render_bundle(result, loaded.results, args.probe, spec_path=spec, target=wanted, project=project)
+    project = (
+        project_source(str(probe.evidence.get("cwd") or ""))
+        if probe is not None and probe.isolation == "command"
+        else {}
+    )
+    text = render_bundle(
+        result, loaded.results, args.probe, spec_path=spec, target=wanted, project=project
+    )
     if args.out:
         atomic_write(Path(args.out), terminal(text))
         print(f"wrote {args.out}", file=sys.stderr)

@@ -27,13 +27,18 @@ NOXFILE = Path(__file__).resolve().parent.parent / "noxfile.py"
 OWN_NOXFILE_OPTIONS = ("-f", "--noxfile", "--noxfile=")
 
 
-def nox_command(nox_args: Sequence[str], posargs: Sequence[str], cwd: Path, spec_name: str = "") -> list[str]:
+def nox_command(
+    nox_args: Sequence[str], posargs: Sequence[str], cwd: Path, spec_name: str = ""
+) -> list[str]:
     """The nox command line (pure): the shipped noxfile, venvs under ``cwd/.nox/<spec name>`` unless
     asked otherwise: two specs of one project (``matrix.toml``, ``gpu.toml``) never share a venv."""
     for arg in nox_args:
         if arg in OWN_NOXFILE_OPTIONS[:2] or arg.startswith(OWN_NOXFILE_OPTIONS[2]):
-            raise UserError("torch-matrix run uses the noxfile that ships with it", where=arg,
-                            hint="run `nox -f FILE` yourself to use another one")
+            raise UserError(
+                "torch-matrix run uses the noxfile that ships with it",
+                where=arg,
+                hint="run `nox -f FILE` yourself to use another one",
+            )
     command = proc.python_module("nox", "--noxfile", str(NOXFILE))
     if not any(arg == "--envdir" or arg.startswith("--envdir=") for arg in nox_args):
         folder = re.sub(r"[^A-Za-z0-9._-]+", "_", spec_name).strip("._") if spec_name else ""
@@ -44,28 +49,32 @@ def nox_command(nox_args: Sequence[str], posargs: Sequence[str], cwd: Path, spec
     return command
 
 
-def run_environment(spec: str | None, results: str | None, cwd: Path,
-                    environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def run_environment(
+    spec: str | None, results: str | None, cwd: Path, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
     """nox runs from the noxfile's directory, so the spec and results are made absolute here."""
     env = dict(environ)
     source = find_spec(spec, environ, str(cwd))
     path = source.path if source.path.is_absolute() else cwd / source.path
     if not path.is_file():
-        raise UserError("no such spec file", where=str(path),
-                        hint="pass an existing file with --spec (or $TORCH_MATRIX_SPEC)")
+        raise UserError(
+            "no such spec file",
+            where=str(path),
+            hint="pass an existing file with --spec (or $TORCH_MATRIX_SPEC)",
+        )
     env[SPEC_ENV] = str(path)
     root = Path(results or environ.get(RESULTS_ENV) or "results")
     env[RESULTS_ENV] = str(root if root.is_absolute() else cwd / root)
     return env
 
 
-
-
 def main(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     env = run_environment(args.spec, args.results, cwd)
     command = nox_command(args.nox_args, args.posargs, cwd, load_spec(env[SPEC_ENV], env).name)
-    print(f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr)
+    print(
+        f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr
+    )
     try:
         return proc.call(command, env=env, cwd=cwd)
     except KeyboardInterrupt:

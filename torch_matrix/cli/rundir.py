@@ -31,7 +31,9 @@ def default_run_dir(spec_path: str | None = None, environ: Mapping[str, str] = o
         spec = None  # a spec that does not load names no run; the root's runs still can
     if spec is not None and _has_results(run_dir(root, spec.name)):
         return run_dir(root, spec.name)
-    runs = sorted(d for d in root.iterdir() if d.is_dir() and _has_results(d)) if root.is_dir() else []
+    runs = (
+        sorted(d for d in root.iterdir() if d.is_dir() and _has_results(d)) if root.is_dir() else []
+    )
     return runs[0] if len(runs) == 1 else root
 
 

@@ -12,9 +12,26 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-KNOWN_KEYWORDS = frozenset({"$schema", "$id", "title", "description", "$defs", "$ref", "type", "const", "enum",
-                            "required", "properties", "additionalProperties", "items", "pattern", "minimum",
-                            "minLength"})
+KNOWN_KEYWORDS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "title",
+        "description",
+        "$defs",
+        "$ref",
+        "type",
+        "const",
+        "enum",
+        "required",
+        "properties",
+        "additionalProperties",
+        "items",
+        "pattern",
+        "minimum",
+        "minLength",
+    }
+)
 _SCALARS = (str, int, float, bool, type(None))
 _TYPE_TESTS = {  # expression that is True when {v} does NOT have the JSON type
     "object": "type({v}) is not dict",
@@ -51,9 +68,9 @@ class _Writer:
         return key
 
     def function_for_def(self, ref: Any) -> str:
-        if not isinstance(ref, str) or not ref.startswith(_DEFS) or "/" in ref[len(_DEFS):]:
+        if not isinstance(ref, str) or not ref.startswith(_DEFS) or "/" in ref[len(_DEFS) :]:
             raise Unsupported(ref)
-        key = ref[len(_DEFS):]
+        key = ref[len(_DEFS) :]
         defs = self.root.get("$defs")
         if not isinstance(defs, dict) or key not in defs:
             raise Unsupported(ref)
@@ -69,7 +86,9 @@ class _Writer:
         if not isinstance(schema, dict) or set(schema) - KNOWN_KEYWORDS:
             raise Unsupported(schema)
         if "$ref" in schema:
-            out.append(f"{indent}if not {self.function_for_def(schema['$ref'])}({var}): return False")
+            out.append(
+                f"{indent}if not {self.function_for_def(schema['$ref'])}({var}): return False"
+            )
         kind = schema.get("type")
         if "type" in schema:
             if not isinstance(kind, str) or kind not in _TYPE_TESTS:
@@ -78,31 +97,46 @@ class _Writer:
 
         def only_if(test: str, json_type: str) -> str:
             """``test and `` unless the type checked above already guarantees it."""
-            return "" if kind == json_type or (json_type == "number" and kind == "integer") else f"{test} and "
+            return (
+                ""
+                if kind == json_type or (json_type == "number" and kind == "integer")
+                else f"{test} and "
+            )
+
         if "const" in schema:
             value = schema["const"]
             if type(value) not in _SCALARS:
                 raise Unsupported(value)
-            out.append(f"{indent}if not (type({var}) is {self.constant(type(value))} and "
-                       f"{var} == {self.constant(value)}): return False")
+            out.append(
+                f"{indent}if not (type({var}) is {self.constant(type(value))} and "
+                f"{var} == {self.constant(value)}): return False"
+            )
         if "enum" in schema:
             options = schema["enum"]
-            if not isinstance(options, list) or any(type(option) not in _SCALARS for option in options):
+            if not isinstance(options, list) or any(
+                type(option) not in _SCALARS for option in options
+            ):
                 raise Unsupported(options)
             kinds = {type(option) for option in options}
             if len(kinds) == 1 and kinds <= {str, int}:
-                out.append(f"{indent}if not (type({var}) is {self.constant(kinds.pop())} and "
-                           f"{var} in {self.constant(frozenset(options))}): return False")
+                out.append(
+                    f"{indent}if not (type({var}) is {self.constant(kinds.pop())} and "
+                    f"{var} in {self.constant(frozenset(options))}): return False"
+                )
             else:
                 pairs = self.constant(tuple((type(option), option) for option in options))
-                out.append(f"{indent}if not any(type({var}) is t and {var} == o for t, o in {pairs}): return False")
+                out.append(
+                    f"{indent}if not any(type({var}) is t and {var} == o for t, o in {pairs}): return False"
+                )
         if "required" in schema:
             required = schema["required"]
             if not isinstance(required, list) or not all(isinstance(key, str) for key in required):
                 raise Unsupported(required)
             if required:
-                out.append(f"{indent}if {only_if(f'type({var}) is dict', 'object')}not "
-                           f"{self.constant(frozenset(required))} <= {var}.keys(): return False")
+                out.append(
+                    f"{indent}if {only_if(f'type({var}) is dict', 'object')}not "
+                    f"{self.constant(frozenset(required))} <= {var}.keys(): return False"
+                )
         if "properties" in schema or "additionalProperties" in schema:
             self.properties(schema, var, indent, out, kind == "object")
         if "items" in schema:
@@ -121,21 +155,29 @@ class _Writer:
                 pattern = re.compile(schema["pattern"])
             except (re.error, TypeError) as error:
                 raise Unsupported(schema["pattern"]) from error
-            out.append(f"{indent}if {only_if(f'type({var}) is str', 'string')}"
-                       f"{self.constant(pattern)}.search({var}) is None: return False")
+            out.append(
+                f"{indent}if {only_if(f'type({var}) is str', 'string')}"
+                f"{self.constant(pattern)}.search({var}) is None: return False"
+            )
         if "minimum" in schema:
             minimum = schema["minimum"]
             if type(minimum) not in (int, float):
                 raise Unsupported(minimum)
             number = f"(type({var}) is int or type({var}) is float)"
-            out.append(f"{indent}if {only_if(number, 'number')}not {var} >= {self.constant(minimum)}: return False")
+            out.append(
+                f"{indent}if {only_if(number, 'number')}not {var} >= {self.constant(minimum)}: return False"
+            )
         if "minLength" in schema:
             length = schema["minLength"]
             if type(length) is not int:
                 raise Unsupported(length)
-            out.append(f"{indent}if {only_if(f'type({var}) is str', 'string')}len({var}) < {length}: return False")
+            out.append(
+                f"{indent}if {only_if(f'type({var}) is str', 'string')}len({var}) < {length}: return False"
+            )
 
-    def properties(self, schema: dict[str, Any], var: str, indent: str, out: list[str], is_object: bool) -> None:
+    def properties(
+        self, schema: dict[str, Any], var: str, indent: str, out: list[str], is_object: bool
+    ) -> None:
         known = schema.get("properties", {})
         extra = schema.get("additionalProperties", True)
         if not isinstance(known, dict):
@@ -145,7 +187,9 @@ class _Writer:
         body: list[str] = []
         inner = indent if is_object else indent + "    "
         if extra is False:
-            body.append(f"{inner}if not {var}.keys() <= {self.constant(frozenset(known))}: return False")
+            body.append(
+                f"{inner}if not {var}.keys() <= {self.constant(frozenset(known))}: return False"
+            )
         for key, sub in known.items():
             item = self.name("_p")
             checks: list[str] = []

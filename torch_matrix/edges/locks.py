@@ -18,6 +18,7 @@ from typing import IO
 
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.layout import LOCK_NAME
+
 OWNER_ENV = "TORCH_MATRIX_LOCK_OWNER"
 
 _held: dict[Path, IO[str]] = {}  # kept open for the life of the process
@@ -39,9 +40,11 @@ def hold(directory: Path, what: str, environ: MutableMapping[str, str] = os.envi
         directory.mkdir(parents=True, exist_ok=True)
         handle = open(directory / LOCK_NAME, "a+", encoding="utf-8")
     except OSError as error:
-        raise UserError(f"cannot create a lock file: {error.strerror or error}",
-                        where=str(directory / LOCK_NAME),
-                        hint=f"make {directory} writable, or choose another {what}") from None
+        raise UserError(
+            f"cannot create a lock file: {error.strerror or error}",
+            where=str(directory / LOCK_NAME),
+            hint=f"make {directory} writable, or choose another {what}",
+        ) from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -49,15 +52,18 @@ def hold(directory: Path, what: str, environ: MutableMapping[str, str] = os.envi
         holder = _holder(directory / LOCK_NAME)
         if holder != "?" and holder == environ.get(OWNER_ENV):
             return  # a --parallel worker of the run that holds it
-        raise UserError(f"another torch-matrix run (pid {holder}) is using this {what}",
-                        where=str(directory),
-                        hint=f"wait for pid {holder} to finish, or give this run its own "
-                             "TORCH_MATRIX_RESULTS and --envdir") from None
+        raise UserError(
+            f"another torch-matrix run (pid {holder}) is using this {what}",
+            where=str(directory),
+            hint=f"wait for pid {holder} to finish, or give this run its own "
+            "TORCH_MATRIX_RESULTS and --envdir",
+        ) from None
     try:  # the PID is for the refusal message only: a full disk must not stop the run here
         os.ftruncate(handle.fileno(), 0)
-        os.pwrite(handle.fileno(), f"{os.getpid()}\n".encode(), 0)  # unbuffered: nothing left to flush
+        os.pwrite(
+            handle.fileno(), f"{os.getpid()}\n".encode(), 0
+        )  # unbuffered: nothing left to flush
     except OSError:
         pass
     _held[directory] = handle
     environ[OWNER_ENV] = str(os.getpid())
-

@@ -38,8 +38,10 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 # sessions from the noxfile's folder (the package directory): any file there, or in the project a
 # user runs from, would shadow the standard library or our own packages. This starts the module
 # with the working directory dropped and the package root in its place (Python 3.10 has no -P).
-_BOOT = ("import runpy, sys; del sys.path[0]; r = {root!r}; r in sys.path or sys.path.insert(0, r); "
-         "runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+_BOOT = (
+    "import runpy, sys; del sys.path[0]; r = {root!r}; r in sys.path or sys.path.insert(0, r); "
+    "runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+)
 
 
 def python_module(module: str, *args: str, python: str | None = None) -> list[str]:
@@ -57,14 +59,27 @@ def run(command: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(list(command), **kwargs)
 
 
-def run_text(command: Sequence[str], *, timeout: float | None, env: Mapping[str, str] | None = None,
-             cwd: str | os.PathLike[str] | None = None, runner: Runner = run) -> tuple[int, str, str]:
+def run_text(
+    command: Sequence[str],
+    *,
+    timeout: float | None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    runner: Runner = run,
+) -> tuple[int, str, str]:
     """(returncode, stdout, stderr) as text; a command that cannot start or runs past
     ``timeout`` is returncode -1 with the reason in stderr, never an exception."""
     extra = {"cwd": str(cwd)} if cwd is not None else {}
     try:
-        done = runner(list(command), stdout=PIPE, stderr=PIPE, text=True, timeout=timeout,
-                      env=dict(env) if env is not None else None, **extra)
+        done = runner(
+            list(command),
+            stdout=PIPE,
+            stderr=PIPE,
+            text=True,
+            timeout=timeout,
+            env=dict(env) if env is not None else None,
+            **extra,
+        )
     except (OSError, subprocess.SubprocessError) as error:
         return -1, "", str(error)
     return done.returncode, done.stdout or "", done.stderr or ""
@@ -73,8 +88,13 @@ def run_text(command: Sequence[str], *, timeout: float | None, env: Mapping[str,
 CALL_GRACE_S = 60.0
 
 
-def call(command: Sequence[str], *, env: Mapping[str, str] | None = None,
-         cwd: str | os.PathLike[str] | None = None, grace_s: float = CALL_GRACE_S) -> int:
+def call(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    grace_s: float = CALL_GRACE_S,
+) -> int:
     """Run ``command`` in the foreground (our stdin/stdout/stderr) and return its exit status.
 
     Ctrl-C at the terminal reaches the child as well (our process group): it is given
@@ -114,7 +134,14 @@ def low_priority(command: Sequence[str]) -> list[str]:
         prefix += [nice, "-n", "19"]
     ionice = shutil.which("ionice")
     if ionice and sys.platform.startswith("linux"):
-        prefix += [ionice, "-t", "-c", "2", "-n", "7"]  # -t: run it even where the class cannot be set
+        prefix += [
+            ionice,
+            "-t",
+            "-c",
+            "2",
+            "-n",
+            "7",
+        ]  # -t: run it even where the class cannot be set
     return prefix + list(command)
 
 
@@ -125,8 +152,17 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
         return ()
     prefix = (setpriv, "--pdeathsig", "KILL")
     try:  # util-linux before 2.33 (RHEL 8, Ubuntu 18.04) has setpriv without --pdeathsig
-        ok = subprocess.run([*prefix, "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, timeout=10, check=False).returncode == 0
+        ok = (
+            subprocess.run(
+                [*prefix, "true"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=10,
+                check=False,
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.SubprocessError):
         ok = False
     return prefix if ok else ()
@@ -165,8 +201,9 @@ def lower_session(pid: int, tries: int = 3) -> bool:
     return False
 
 
-def background(command: Sequence[str], *, env: Mapping[str, str] | None = None,
-               low: bool = False) -> subprocess.Popen:
+def background(
+    command: Sequence[str], *, env: Mapping[str, str] | None = None, low: bool = False
+) -> subprocess.Popen:
     """Start ``command`` in the background, its output discarded (a prefetch): stop it with ``stop``.
 
     ``low``: so it uses only what the foreground work leaves idle, at the lowest priority
@@ -176,9 +213,14 @@ def background(command: Sequence[str], *, env: Mapping[str, str] | None = None,
     unwinds like Ctrl-C, ``torch_matrix.run.sessions.stop_on_sigterm``), and if we die first the
     kernel kills it. Elsewhere, and without ``low``, it stays in our process group."""
     guard = dies_with_us() if low else []
-    process = subprocess.Popen(low_priority(guard + list(command)) if low else list(command),
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=dict(env) if env is not None else None, start_new_session=bool(guard))
+    process = subprocess.Popen(
+        low_priority(guard + list(command)) if low else list(command),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(env) if env is not None else None,
+        start_new_session=bool(guard),
+    )
     if guard:
         lower_session(process.pid)
     return process
@@ -249,7 +291,7 @@ def _is_zombie(pid: int) -> bool:
             stat = handle.read()
     except OSError:
         return True
-    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
+    return stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 def marked_pids(token: str) -> list[int]:
@@ -258,9 +300,14 @@ def marked_pids(token: str) -> list[int]:
         return []
     needle = f"{MARKER}={token}\0".encode()
     me = os.getpid()
-    return [int(name) for name in os.listdir("/proc")
-            if name.isdigit() and int(name) != me and _environ_has(int(name), needle)
-            and not _is_zombie(int(name))]
+    return [
+        int(name)
+        for name in os.listdir("/proc")
+        if name.isdigit()
+        and int(name) != me
+        and _environ_has(int(name), needle)
+        and not _is_zombie(int(name))
+    ]
 
 
 def kill_marked(token: str, process: subprocess.Popen | None = None, rounds: int = 20) -> list[int]:
@@ -284,8 +331,15 @@ def kill_marked(token: str, process: subprocess.Popen | None = None, rounds: int
     return killed
 
 
-def stream(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
-           echo: Callable[[str], None] | None = None, keep_chars: int = 12000) -> Streamed:
+def stream(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    echo: Callable[[str], None] | None = None,
+    keep_chars: int = 12000,
+) -> Streamed:
     """Run ``command``, echoing each output line as it comes (long probe runs stay visible).
 
     However it ends (normally, past ``timeout_s``, Ctrl-C, SIGTERM), everything it left
@@ -295,8 +349,16 @@ def stream(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout
     """
     token = env.get(MARKER, "")
     tail: collections.deque[str] = collections.deque(maxlen=400)
-    process = subprocess.Popen(list(command), stdout=PIPE, stderr=STDOUT, text=True, errors="replace",
-                               cwd=str(cwd), env=dict(env), start_new_session=True)
+    process = subprocess.Popen(
+        list(command),
+        stdout=PIPE,
+        stderr=STDOUT,
+        text=True,
+        errors="replace",
+        cwd=str(cwd),
+        env=dict(env),
+        start_new_session=True,
+    )
     expired = threading.Event()
 
     def on_timeout() -> None:

@@ -45,8 +45,19 @@ from dataclasses import dataclass
 from torch_matrix.vocab.records import StrEnum
 from typing import Any, Mapping
 
-from torch_matrix.vocab.records import (CRASH, ERROR, FAIL, PASS, PROBE_RUNNER, SKIP, TIMEOUT, UNSUPPORTED, CellResult, ProbeResult,
-                                  local_label)
+from torch_matrix.vocab.records import (
+    CRASH,
+    ERROR,
+    FAIL,
+    PASS,
+    PROBE_RUNNER,
+    SKIP,
+    TIMEOUT,
+    UNSUPPORTED,
+    CellResult,
+    ProbeResult,
+    local_label,
+)
 
 
 class Cause(StrEnum):
@@ -101,18 +112,31 @@ _UNDER_TEST = {"torch", "torchvision", "torchaudio", "numpy"}
 # Modules whose distribution has another name: the requirement that brings them. torch 2.1's
 # torch.compile imports pkg_resources (seen on real wheels, Python 3.11), which setuptools provided
 # until 82.0.0 removed it (checked: 81.0.0 has it, 82.0.0 does not).
-_DISTRIBUTION_OF = {"pkg_resources": "setuptools<82", "yaml": "pyyaml", "PIL": "pillow",
-                    "cv2": "opencv-python", "sklearn": "scikit-learn"}
-_BUILD_MISMATCH = ("does not exist", "undefined symbol", "Couldn't load custom C++ ops",
-                   "operator torchvision::", "torchvision::nms")
+_DISTRIBUTION_OF = {
+    "pkg_resources": "setuptools<82",
+    "yaml": "pyyaml",
+    "PIL": "pillow",
+    "cv2": "opencv-python",
+    "sklearn": "scikit-learn",
+}
+_BUILD_MISMATCH = (
+    "does not exist",
+    "undefined symbol",
+    "Couldn't load custom C++ ops",
+    "operator torchvision::",
+    "torchvision::nms",
+)
 _BROKEN = ("cannot open shared object file", "ELF load command", "invalid ELF header")
 _FAILING = (FAIL, ERROR, TIMEOUT, CRASH, UNSUPPORTED)
 _PYTEST_NOT_RUN = (2, 3, 4, 5)  # interrupted (collection error), internal, usage, no tests
 
 
 def _text(probe: ProbeResult) -> str:
-    return "\n".join(str(part) for part in (probe.message, probe.observed, probe.traceback,
-                                             probe.output_tail) if part)
+    return "\n".join(
+        str(part)
+        for part in (probe.message, probe.observed, probe.traceback, probe.output_tail)
+        if part
+    )
 
 
 # The probes' own classes (``torch_matrix.probes.standard.checkpoint_roundtrip.RunConfig``) stand in for a
@@ -141,8 +165,11 @@ COLLECTED_NOWHERE = "collected_nowhere"
 def axis_modules(cell: Any) -> tuple[str, ...]:
     """Top-level modules of the packages the cell varies: torch, torchvision, its extras."""
     names = {"torch", "torchvision", "torchaudio"}
-    names |= {name.lower().replace("-", "_").replace(".", "_") for name in cell.axes
-              if name not in ("python", "variant")}
+    names |= {
+        name.lower().replace("-", "_").replace(".", "_")
+        for name in cell.axes
+        if name not in ("python", "variant")
+    }
     return tuple(sorted(names))
 
 
@@ -150,11 +177,19 @@ def axis_module_named(cell: Any, probe: ProbeResult, frames: bool = True) -> str
     """The module of an axis under test that a failed import/collection names (``torch._six`` in
     ``No module named 'torch._six'``, ``cannot import name 'x' from 'torch.optim'``, ``module
     'torch' has no attribute 'x'``, or, with ``frames``, a frame inside the package), or ""."""
-    text = "\n".join([probe.message, *(str(e.get("message", "")) for e in
-                                        probe.evidence.get("collection_errors") or ()), probe.output_tail or ""])
+    text = "\n".join(
+        [
+            probe.message,
+            *(str(e.get("message", "")) for e in probe.evidence.get("collection_errors") or ()),
+            probe.output_tail or "",
+        ]
+    )
     mods = "|".join(re.escape(m) for m in axis_modules(cell))
-    quoted = re.search(r"(?:No module named|cannot import name '[\w.]+' from|module) '((?:%s)(?:\.[\w.]+)?)'"
-                       % mods, text)
+    quoted = re.search(
+        r"(?:No module named|cannot import name '[\w.]+' from|module) '((?:%s)(?:\.[\w.]+)?)'"
+        % mods,
+        text,
+    )
     if quoted:
         return quoted.group(1)
     frame = re.search(r"/site-packages/(%s)/" % mods, text) if frames else None
@@ -163,8 +198,11 @@ def axis_module_named(cell: Any, probe: ProbeResult, frames: bool = True) -> str
 
 def import_broken(cell: Any, probe: ProbeResult) -> bool:
     """The probe's tests failed to import/collect and the error names an axis module."""
-    return probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN \
+    return (
+        probe.status == ERROR
+        and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN
         and bool(axis_module_named(cell, probe))
+    )
 
 
 def in_run_context(results: list) -> list:
@@ -190,8 +228,10 @@ def in_run_context(results: list) -> list:
     refutations: dict[tuple[str, str], dict[str, str]] = {}
     out = []
     for result in results:
-        if not nowhere and (result.install.status != "installed"
-                            or not any(p.status in _FAILING for p in result.probes)):
+        if not nowhere and (
+            result.install.status != "installed"
+            or not any(p.status in _FAILING for p in result.probes)
+        ):
             out.append(result)  # nothing below can apply (missing_module wants a failing probe)
             continue
         probes = []
@@ -202,7 +242,10 @@ def in_run_context(results: list) -> list:
             module = missing_module(result, p)
             if module:
                 if providers is None:
-                    providers, refutations = _providers_in_run(results), _refuted_counterfactuals(results)
+                    providers, refutations = (
+                        _providers_in_run(results),
+                        _refuted_counterfactuals(results),
+                    )
                 provider = _dropped_provider(result, module, providers)
                 if provider:
                     extra[MODULE_PROVIDER] = provider
@@ -213,8 +256,11 @@ def in_run_context(results: list) -> list:
             if extra:
                 message = p.message
                 if MODULE_PROVIDER in extra or REFUTED_BY in extra:
-                    note = (dropped_advice(extra[MODULE_PROVIDER]) if MODULE_PROVIDER in extra
-                            else refuted_advice(extra[REFUTED_BY]))
+                    note = (
+                        dropped_advice(extra[MODULE_PROVIDER])
+                        if MODULE_PROVIDER in extra
+                        else refuted_advice(extra[REFUTED_BY])
+                    )
                     message = f"{p.message} [{note}]" if note not in p.message else p.message
                 p = dataclasses.replace(p, message=message, evidence={**p.evidence, **extra})
             probes.append(p)
@@ -225,7 +271,9 @@ def in_run_context(results: list) -> list:
 
 MODULE_PROVIDER = "module_provider"
 REFUTED_BY = "refuted_by"
-_COUNTERFACTUAL_OF = "counterfactual-of-"  # the tag a counterfactual cell carries (torch_matrix.plan.counterfactual)
+_COUNTERFACTUAL_OF = (
+    "counterfactual-of-"  # the tag a counterfactual cell carries (torch_matrix.plan.counterfactual)
+)
 
 
 def missing_module(result: CellResult, probe: ProbeResult) -> str:
@@ -238,8 +286,12 @@ def missing_module(result: CellResult, probe: ProbeResult) -> str:
     if not found:
         return ""
     module = found.group(1).split(".")[0]
-    if module in _UNDER_TEST or module in axis_modules(result.cell) or probe.name.startswith(module) \
-            or _satisfied(result.install.resolved, _DISTRIBUTION_OF.get(module, module)):
+    if (
+        module in _UNDER_TEST
+        or module in axis_modules(result.cell)
+        or probe.name.startswith(module)
+        or _satisfied(result.install.resolved, _DISTRIBUTION_OF.get(module, module))
+    ):
         return ""
     return module
 
@@ -256,17 +308,23 @@ def _providers_in_run(results: list) -> dict[str, dict[str, list[tuple[str, str]
         provides = (result.interpreter or {}).get("providers") or {}
         if not isinstance(provides, dict):
             continue
-        versions = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
+        versions = {
+            name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()
+        }
         for dist, modules in provides.items():
             version = versions.get(str(dist).lower().replace("_", "-"))
             if version is None or not isinstance(modules, list):
                 continue
             for module in modules:
-                found.setdefault(str(module), {}).setdefault(str(dist), []).append((version, result.cell.id))
+                found.setdefault(str(module), {}).setdefault(str(dist), []).append(
+                    (version, result.cell.id)
+                )
     return found
 
 
-def _dropped_provider(result: CellResult, module: str, providers: Mapping[str, Any]) -> dict[str, Any] | None:
+def _dropped_provider(
+    result: CellResult, module: str, providers: Mapping[str, Any]
+) -> dict[str, Any] | None:
     """The distribution that shipped ``module`` in another cell and is installed here at another
     version (which no longer ships it), as the evidence of a ``dropped-module`` finding."""
     resolved = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
@@ -274,9 +332,13 @@ def _dropped_provider(result: CellResult, module: str, providers: Mapping[str, A
         here = resolved.get(dist.lower().replace("_", "-"))
         elsewhere = sorted({(v, c) for v, c in seen if v != here and c != result.cell.id})
         if here and elsewhere:
-            return {"module": module, "distribution": dist, "installed": here,
-                    "provided_in": [{"version": v, "cell": c} for v, c in elsewhere[:5]],
-                    "torch": public_torch(result.install.resolved.get("torch", ""))}
+            return {
+                "module": module,
+                "distribution": dist,
+                "installed": here,
+                "provided_in": [{"version": v, "cell": c} for v, c in elsewhere[:5]],
+                "torch": public_torch(result.install.resolved.get("torch", "")),
+            }
     return None
 
 
@@ -291,12 +353,20 @@ def _refuted_counterfactuals(results: list) -> dict[tuple[str, str], dict[str, s
     for result in results:
         if result.install.status != "unsatisfiable" or not result.cell.requirements:
             continue
-        originals = [t[len(_COUNTERFACTUAL_OF):] for t in result.cell.tags if t.startswith(_COUNTERFACTUAL_OF)]
+        originals = [
+            t[len(_COUNTERFACTUAL_OF) :]
+            for t in result.cell.tags
+            if t.startswith(_COUNTERFACTUAL_OF)
+        ]
         if not originals:
             continue
         added = result.cell.requirements[-1]
         why = " ".join(result.install.message.split())[:200]
-        refuted[(originals[0], _requirement_name(added))] = {"requirement": added, "cell": result.cell.id, "why": why}
+        refuted[(originals[0], _requirement_name(added))] = {
+            "requirement": added,
+            "cell": result.cell.id,
+            "why": why,
+        }
     return refuted
 
 
@@ -305,15 +375,19 @@ def dropped_advice(found: Mapping[str, Any]) -> str:
     seen = found.get("provided_in") or [{}]
     newest = max((str(s.get("version", "")) for s in seen), key=_version_key)
     torch = found.get("torch") or "this torch"
-    return (f"`{module}` comes from {dist}: {dist} {newest} ships it (cell {seen[0].get('cell', '?')}), "
-            f"{dist} {here} installed here does not. Either cap {dist}<={newest} (keeps torch {torch}), "
-            f"or raise torch's floor above {torch} (keeps {dist} {here})")
+    return (
+        f"`{module}` comes from {dist}: {dist} {newest} ships it (cell {seen[0].get('cell', '?')}), "
+        f"{dist} {here} installed here does not. Either cap {dist}<={newest} (keeps torch {torch}), "
+        f"or raise torch's floor above {torch} (keeps {dist} {here})"
+    )
 
 
 def refuted_advice(found: Mapping[str, Any]) -> str:
     module, requirement = found.get("module"), found.get("requirement") or found.get("module")
-    return (f"refuted: `add {requirement}` (its counterfactual cell {found.get('cell')} is unsatisfiable: "
-            f"the index has no `{requirement}`); no cell of this run shows which distribution ships `{module}`")
+    return (
+        f"refuted: `add {requirement}` (its counterfactual cell {found.get('cell')} is unsatisfiable: "
+        f"the index has no `{requirement}`); no cell of this run shows which distribution ships `{module}`"
+    )
 
 
 def _version_key(text: str) -> tuple:
@@ -321,7 +395,6 @@ def _version_key(text: str) -> tuple:
     for piece in re.split(r"[.+-]", text):
         parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
     return tuple(parts)
-
 
 
 def _installed(resolved: Mapping[str, str], module: str) -> bool:
@@ -355,63 +428,97 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
         return Attribution(Cause.VERSION, VersionKind.CHANGED_DEFAULT, advice, detail=probe.name)
     if probe.name == PROBE_RUNNER:
         return Attribution(Cause.INFRASTRUCTURE, advice="the probe runner died; rerun the cell")
-    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN \
-            and not probe.evidence.get(COLLECTED_NOWHERE):
+    if (
+        probe.status == ERROR
+        and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN
+        and not probe.evidence.get(COLLECTED_NOWHERE)
+    ):
         module = axis_module_named(result.cell, probe)
         if module:
-            return Attribution(Cause.VERSION, VersionKind.IMPORT_BREAK, detail=module,
-                               advice=f"{probe.name}: the tests cannot be imported with this {module.split('.')[0]} "
-                                      f"({module} in the error)")
+            return Attribution(
+                Cause.VERSION,
+                VersionKind.IMPORT_BREAK,
+                detail=module,
+                advice=f"{probe.name}: the tests cannot be imported with this {module.split('.')[0]} "
+                f"({module} in the error)",
+            )
     if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
         return Attribution(
-            Cause.ENVIRONMENT, EnvironmentKind.TESTS_DID_NOT_RUN,
+            Cause.ENVIRONMENT,
+            EnvironmentKind.TESTS_DID_NOT_RUN,
             f"{probe.name}: the tests did not run (pytest exit {probe.evidence['pytest_exit']}): "
             f"fix the test suite; {probe.message.split(' (exit ')[0][:160]}",
-            detail=probe.message[:120])
+            detail=probe.message[:120],
+        )
     text = _text(probe)
     resolved = result.install.resolved
     dropped = probe.evidence.get(MODULE_PROVIDER)
     if isinstance(dropped, dict):
-        return Attribution(Cause.VERSION, VersionKind.DROPPED_MODULE, dropped_advice(dropped),
-                           detail=str(dropped.get("module", "")))
+        return Attribution(
+            Cause.VERSION,
+            VersionKind.DROPPED_MODULE,
+            dropped_advice(dropped),
+            detail=str(dropped.get("module", "")),
+        )
     refuted = probe.evidence.get(REFUTED_BY)
     if isinstance(refuted, dict):
-        return Attribution(Cause.VERSION, VersionKind.REFUTED_ADVICE, refuted_advice(refuted),
-                           detail=str(refuted.get("module", "")))
+        return Attribution(
+            Cause.VERSION,
+            VersionKind.REFUTED_ADVICE,
+            refuted_advice(refuted),
+            detail=str(refuted.get("module", "")),
+        )
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]
         distribution = _DISTRIBUTION_OF.get(module, module)
-        if module not in _UNDER_TEST and not _satisfied(resolved, distribution) \
-                and not probe.name.startswith(module):
+        if (
+            module not in _UNDER_TEST
+            and not _satisfied(resolved, distribution)
+            and not probe.name.startswith(module)
+        ):
             needs = f"`{module}`" + (f" (from {distribution})" if distribution != module else "")
             return Attribution(
-                Cause.ENVIRONMENT, EnvironmentKind.MISSING_DEPENDENCY,
+                Cause.ENVIRONMENT,
+                EnvironmentKind.MISSING_DEPENDENCY,
                 f"{probe.name} needs {needs} in the environment, which these wheels do not "
                 f"declare (uv venvs contain no {module}): add `{distribution}` to your requirements",
-                requirement=distribution, detail=module)
+                requirement=distribution,
+                detail=module,
+            )
     torch = resolved.get("torch", "")
     vision = resolved.get("torchvision", "")
     if "install-override" in result.cell.tags and vision:
         # The spec asked for this pair against torchvision's own torch requirement: the advice is
         # about the pair (keep them paired), never a bound on either release.
         return Attribution(
-            Cause.ENVIRONMENT, EnvironmentKind.MISMATCHED_PAIR,
+            Cause.ENVIRONMENT,
+            EnvironmentKind.MISMATCHED_PAIR,
             f"torchvision {vision} installed with torch {torch} over its own torch requirement "
             f"(--no-deps / override): install torchvision {vision} only with the torch it requires; "
             f"no bound on either release follows from this pair",
-            detail=f"torch {torch} / torchvision {vision}")
-    if torch and vision and local_label(torch) != local_label(vision) \
-            and any(marker in text for marker in _BUILD_MISMATCH):
+            detail=f"torch {torch} / torchvision {vision}",
+        )
+    if (
+        torch
+        and vision
+        and local_label(torch) != local_label(vision)
+        and any(marker in text for marker in _BUILD_MISMATCH)
+    ):
         return Attribution(
-            Cause.ENVIRONMENT, EnvironmentKind.MISMATCHED_BUILD,
+            Cause.ENVIRONMENT,
+            EnvironmentKind.MISMATCHED_BUILD,
             f"torch {torch} and torchvision {vision} are different builds: install torch and "
             f"torchvision from the same index/variant",
-            detail=f"torch {torch} / torchvision {vision}")
+            detail=f"torch {torch} / torchvision {vision}",
+        )
     if any(marker in text for marker in _BROKEN):
-        return Attribution(Cause.ENVIRONMENT, EnvironmentKind.BROKEN_INSTALL,
-                           "a shared library of an installed package cannot be loaded: reinstall "
-                           "the environment", detail=probe.message[:120])
+        return Attribution(
+            Cause.ENVIRONMENT,
+            EnvironmentKind.BROKEN_INSTALL,
+            "a shared library of an installed package cannot be loaded: reinstall the environment",
+            detail=probe.message[:120],
+        )
     return VERSION_CAUSE
 
 

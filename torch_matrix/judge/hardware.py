@@ -53,28 +53,103 @@ NO_KERNEL_MESSAGE = "no kernel image is available for execution on the device"
 # Matched ignoring case, spaces, '-' and the words NVIDIA / GeForce / Tesla / Quadro.
 GPU_CAPABILITIES: dict[str, tuple[int, int]] = {
     "K80": (3, 7),
-    "M60": (5, 2), "GTX 980": (5, 2), "GTX 980 Ti": (5, 2), "Jetson Nano": (5, 3),
-    "P100": (6, 0), "GTX 1060": (6, 1), "GTX 1070": (6, 1), "GTX 1080": (6, 1), "GTX 1080 Ti": (6, 1),
-    "Titan Xp": (6, 1), "P4": (6, 1), "P40": (6, 1), "Jetson TX2": (6, 2),
-    "V100": (7, 0), "Titan V": (7, 0), "Jetson Xavier": (7, 2),
-    "T4": (7, 5), "GTX 1650": (7, 5), "GTX 1660": (7, 5), "GTX 1660 Ti": (7, 5), "RTX 2060": (7, 5),
-    "RTX 2070": (7, 5), "RTX 2080": (7, 5), "RTX 2080 Ti": (7, 5), "Titan RTX": (7, 5),
-    "RTX 6000": (7, 5), "RTX 8000": (7, 5),
-    "A100": (8, 0), "A30": (8, 0),
-    "A10": (8, 6), "A40": (8, 6), "RTX 3060": (8, 6), "RTX 3070": (8, 6), "RTX 3080": (8, 6),
-    "RTX 3080 Ti": (8, 6), "RTX 3090": (8, 6), "RTX 3090 Ti": (8, 6), "RTX A4000": (8, 6),
-    "RTX A5000": (8, 6), "RTX A6000": (8, 6), "Jetson Orin": (8, 7),
-    "L4": (8, 9), "L40": (8, 9), "L40S": (8, 9), "RTX 4060": (8, 9), "RTX 4070": (8, 9), "RTX 4080": (8, 9),
-    "RTX 4090": (8, 9), "RTX 6000 Ada": (8, 9),
-    "H100": (9, 0), "H200": (9, 0), "GH200": (9, 0),
-    "B200": (10, 0), "GB200": (10, 0), "B300": (10, 3), "GB300": (10, 3), "Jetson Thor": (11, 0),
-    "RTX 5060": (12, 0), "RTX 5070": (12, 0), "RTX 5070 Ti": (12, 0), "RTX 5080": (12, 0),
-    "RTX 5090": (12, 0), "RTX PRO 6000": (12, 0), "DGX Spark": (12, 1), "GB10": (12, 1),
+    "M60": (5, 2),
+    "GTX 980": (5, 2),
+    "GTX 980 Ti": (5, 2),
+    "Jetson Nano": (5, 3),
+    "P100": (6, 0),
+    "GTX 1060": (6, 1),
+    "GTX 1070": (6, 1),
+    "GTX 1080": (6, 1),
+    "GTX 1080 Ti": (6, 1),
+    "Titan Xp": (6, 1),
+    "P4": (6, 1),
+    "P40": (6, 1),
+    "Jetson TX2": (6, 2),
+    "V100": (7, 0),
+    "Titan V": (7, 0),
+    "Jetson Xavier": (7, 2),
+    "T4": (7, 5),
+    "GTX 1650": (7, 5),
+    "GTX 1660": (7, 5),
+    "GTX 1660 Ti": (7, 5),
+    "RTX 2060": (7, 5),
+    "RTX 2070": (7, 5),
+    "RTX 2080": (7, 5),
+    "RTX 2080 Ti": (7, 5),
+    "Titan RTX": (7, 5),
+    "RTX 6000": (7, 5),
+    "RTX 8000": (7, 5),
+    "A100": (8, 0),
+    "A30": (8, 0),
+    "A10": (8, 6),
+    "A40": (8, 6),
+    "RTX 3060": (8, 6),
+    "RTX 3070": (8, 6),
+    "RTX 3080": (8, 6),
+    "RTX 3080 Ti": (8, 6),
+    "RTX 3090": (8, 6),
+    "RTX 3090 Ti": (8, 6),
+    "RTX A4000": (8, 6),
+    "RTX A5000": (8, 6),
+    "RTX A6000": (8, 6),
+    "Jetson Orin": (8, 7),
+    "L4": (8, 9),
+    "L40": (8, 9),
+    "L40S": (8, 9),
+    "RTX 4060": (8, 9),
+    "RTX 4070": (8, 9),
+    "RTX 4080": (8, 9),
+    "RTX 4090": (8, 9),
+    "RTX 6000 Ada": (8, 9),
+    "H100": (9, 0),
+    "H200": (9, 0),
+    "GH200": (9, 0),
+    "B200": (10, 0),
+    "GB200": (10, 0),
+    "B300": (10, 3),
+    "GB300": (10, 3),
+    "Jetson Thor": (11, 0),
+    "RTX 5060": (12, 0),
+    "RTX 5070": (12, 0),
+    "RTX 5070 Ti": (12, 0),
+    "RTX 5080": (12, 0),
+    "RTX 5090": (12, 0),
+    "RTX PRO 6000": (12, 0),
+    "DGX Spark": (12, 1),
+    "GB10": (12, 1),
 }
 # Capabilities NVIDIA has shipped (torch's DEVICE_REQUIREMENT keys plus older ones still in the table).
-KNOWN_CAPABILITIES = frozenset({30, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90,
-                                100, 101, 103, 110, 120, 121})
-_OWN_CODE_ONLY = frozenset({53, 62, 72, 87})  # integrated (Jetson) parts: no cubin of the major but theirs
+KNOWN_CAPABILITIES = frozenset(
+    {
+        30,
+        35,
+        37,
+        50,
+        52,
+        53,
+        60,
+        61,
+        62,
+        70,
+        72,
+        75,
+        80,
+        86,
+        87,
+        89,
+        90,
+        100,
+        101,
+        103,
+        110,
+        120,
+        121,
+    }
+)
+_OWN_CODE_ONLY = frozenset(
+    {53, 62, 72, 87}
+)  # integrated (Jetson) parts: no cubin of the major but theirs
 _NOISE = re.compile(r"nvidia|geforce|tesla|quadro|[\s_\-]")
 
 
@@ -87,11 +162,27 @@ _BY_KEY = {_key(name): name for name in GPU_CAPABILITIES}
 # NVIDIA CUDA Toolkit Release Notes, "CUDA Driver" (linked in the module docstring), Linux x86_64.
 # Table 3, the toolkit driver of each CUDA X.Y (its GA release): at or above it, everything works.
 TOOLKIT_DRIVER: dict[tuple[int, int], str] = {
-    (10, 2): "440.33", (11, 0): "450.51.05", (11, 1): "455.23", (11, 2): "460.27.03", (11, 3): "465.19.01",
-    (11, 4): "470.42.01", (11, 5): "495.29.05", (11, 6): "510.39.01", (11, 7): "515.43.04",
-    (11, 8): "520.61.05", (12, 0): "525.60.13", (12, 1): "530.30.02", (12, 2): "535.54.03",
-    (12, 3): "545.23.06", (12, 4): "550.54.14", (12, 5): "555.42.02", (12, 6): "560.28.03",
-    (12, 8): "570.26", (12, 9): "575.51.03", (13, 0): "580.65.06", (13, 1): "590.44.01",
+    (10, 2): "440.33",
+    (11, 0): "450.51.05",
+    (11, 1): "455.23",
+    (11, 2): "460.27.03",
+    (11, 3): "465.19.01",
+    (11, 4): "470.42.01",
+    (11, 5): "495.29.05",
+    (11, 6): "510.39.01",
+    (11, 7): "515.43.04",
+    (11, 8): "520.61.05",
+    (12, 0): "525.60.13",
+    (12, 1): "530.30.02",
+    (12, 2): "535.54.03",
+    (12, 3): "545.23.06",
+    (12, 4): "550.54.14",
+    (12, 5): "555.42.02",
+    (12, 6): "560.28.03",
+    (12, 8): "570.26",
+    (12, 9): "575.51.03",
+    (13, 0): "580.65.06",
+    (13, 1): "590.44.01",
 }
 # Table 2, minor version compatibility: any X.y runs on a driver of at least this (since CUDA 11),
 # without PTX JIT of newer-toolkit PTX. CUDA 10.x and older need their toolkit driver.
@@ -129,18 +220,26 @@ def parse_gpu(text: str) -> Gpu:
     raw = text.strip()
     match = re.fullmatch(r"sm_?(\d{2,3})|(\d{1,2})\.(\d)", raw.lower())
     if match:
-        cap = int(match.group(1)) if match.group(1) else int(match.group(2)) * 10 + int(match.group(3))
+        cap = (
+            int(match.group(1))
+            if match.group(1)
+            else int(match.group(2)) * 10 + int(match.group(3))
+        )
         if cap not in KNOWN_CAPABILITIES:
             known = ", ".join(f"sm_{c}" for c in sorted(KNOWN_CAPABILITIES))
-            raise TargetError(f"unknown compute capability {raw!r} ({_capability_text(cap)})",
-                              f"NVIDIA GPUs have one of: {known}")
+            raise TargetError(
+                f"unknown compute capability {raw!r} ({_capability_text(cap)})",
+                f"NVIDIA GPUs have one of: {known}",
+            )
         return Gpu(f"sm_{cap}", cap)
     name = _BY_KEY.get(_key(raw))
     if name is None:
         close = difflib.get_close_matches(_key(raw), list(_BY_KEY), n=3, cutoff=0.6)
-        hint = (f"did you mean {' or '.join(repr(_BY_KEY[c]) for c in close)}? " if close else "") + \
-            "give a product name from the table (V100, T4, A100, RTX 4090, H100, RTX 5090, ...) or the " \
+        hint = (
+            (f"did you mean {' or '.join(repr(_BY_KEY[c]) for c in close)}? " if close else "")
+            + "give a product name from the table (V100, T4, A100, RTX 4090, H100, RTX 5090, ...) or the "
             "compute capability itself, such as 'sm_89' or '8.9'"
+        )
         raise TargetError(f"unknown GPU {raw!r}", hint)
     major, minor = GPU_CAPABILITIES[name]
     return Gpu(name, major * 10 + minor)
@@ -153,16 +252,18 @@ def _numbers(text: str) -> tuple[int, ...]:
 def parse_driver(text: str) -> str:
     raw = text.strip()
     if not re.fullmatch(r"\d{3}(\.\d{1,3}){0,2}", raw):
-        raise TargetError(f"invalid NVIDIA driver version {raw!r}",
-                          "give the driver version nvidia-smi prints, such as '535.104' or '580.65.06' "
-                          "(not the CUDA version it shows)")
+        raise TargetError(
+            f"invalid NVIDIA driver version {raw!r}",
+            "give the driver version nvidia-smi prints, such as '535.104' or '580.65.06' "
+            "(not the CUDA version it shows)",
+        )
     return raw
 
 
 def _at_least(driver: str, minimum: str) -> bool:
     """``driver >= minimum``, compared on the parts the driver names: '580.65' meets 580.65.06."""
     have = _numbers(driver)
-    return have >= _numbers(minimum)[:len(have)]
+    return have >= _numbers(minimum)[: len(have)]
 
 
 @dataclass(frozen=True)
@@ -172,7 +273,9 @@ class Target:
 
     @property
     def label(self) -> str:
-        parts = ([self.gpu.label] if self.gpu else []) + ([f"driver {self.driver}"] if self.driver else [])
+        parts = ([self.gpu.label] if self.gpu else []) + (
+            [f"driver {self.driver}"] if self.driver else []
+        )
         return ", ".join(parts)
 
     @property
@@ -224,10 +327,15 @@ class BuildFacts:
         flags = data.get("arch_flags")
         arch = tuple(data.get("arch_list") or (flags.split() if isinstance(flags, str) else ()))
         tv_cuda = data.get("torchvision_ops_cuda", data.get("torchvision_cuda"))
-        return cls(torch=str(data.get("torch") or ""), cuda=cuda_text(data.get("torch_cuda")),
-                   hip=str(data.get("torch_hip") or ""), arch_list=arch,
-                   torchvision=str(data.get("torchvision") or ""), torchvision_cuda=cuda_text(tv_cuda),
-                   error=str(data.get("error") or ""))
+        return cls(
+            torch=str(data.get("torch") or ""),
+            cuda=cuda_text(data.get("torch_cuda")),
+            hip=str(data.get("torch_hip") or ""),
+            arch_list=arch,
+            torchvision=str(data.get("torchvision") or ""),
+            torchvision_cuda=cuda_text(tv_cuda),
+            error=str(data.get("error") or ""),
+        )
 
     @property
     def judgeable(self) -> bool:
@@ -249,7 +357,11 @@ class TargetVerdict:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TargetVerdict":
-        return cls(target=str(data["target"]), verdict=Hardware(data["verdict"]), reason=str(data["reason"]))
+        return cls(
+            target=str(data["target"]),
+            verdict=Hardware(data["verdict"]),
+            reason=str(data["reason"]),
+        )
 
 
 def _parse_arch(entry: str) -> tuple[str, int, str] | None:
@@ -282,24 +394,38 @@ def arch_judgement(capability: int, arch_list: Iterable[str]) -> tuple[Hardware,
     """native / ptx-jit / no-kernel-image for a card of ``capability`` (89 for 8.9), with the reason."""
     entries = [(e, p) for e in arch_list if (p := _parse_arch(e)) is not None]
     shown = " ".join(arch_list) or "(empty)"
-    cubins = [(code, e) for e, (kind, code, suffix) in entries if kind == "sm" and cubin_runs(code, suffix, capability)]
+    cubins = [
+        (code, e)
+        for e, (kind, code, suffix) in entries
+        if kind == "sm" and cubin_runs(code, suffix, capability)
+    ]
     sm = f"sm_{capability}"
     if any(code == capability for code, _ in cubins):
         exact = next(e for code, e in cubins if code == capability)
         return Hardware.NATIVE, f"{exact} is in the build's arch list ({shown})"
     if cubins:
         best = max(cubins)[1]
-        return Hardware.NATIVE, (f"no {sm}, but {best} cubins run on compute capability "
-                                 f"{_capability_text(capability)} (same major; arch list {shown})")
-    ptx = [(code, e) for e, (kind, code, suffix) in entries if kind == "compute" and ptx_runs(code, suffix, capability)]
+        return Hardware.NATIVE, (
+            f"no {sm}, but {best} cubins run on compute capability "
+            f"{_capability_text(capability)} (same major; arch list {shown})"
+        )
+    ptx = [
+        (code, e)
+        for e, (kind, code, suffix) in entries
+        if kind == "compute" and ptx_runs(code, suffix, capability)
+    ]
     if ptx:
         best = max(ptx)[1]
-        return Hardware.PTX_JIT, (f"no cubin for {sm}; the driver JIT-compiles {best} PTX at first use (slow "
-                                  f"first start; torch warns the card 'is not compatible' as no sm_{capability // 10}x "
-                                  f"cubin is built; arch list {shown})")
-    return Hardware.NO_KERNEL_IMAGE, (f"no {sm} (nor another sm_{capability // 10}x cubin it can run, nor PTX "
-                                      f"at or below compute_{capability}) in the build's arch list ({shown}): "
-                                      f"'{NO_KERNEL_MESSAGE}', while torch.cuda.is_available() says True")
+        return Hardware.PTX_JIT, (
+            f"no cubin for {sm}; the driver JIT-compiles {best} PTX at first use (slow "
+            f"first start; torch warns the card 'is not compatible' as no sm_{capability // 10}x "
+            f"cubin is built; arch list {shown})"
+        )
+    return Hardware.NO_KERNEL_IMAGE, (
+        f"no {sm} (nor another sm_{capability // 10}x cubin it can run, nor PTX "
+        f"at or below compute_{capability}) in the build's arch list ({shown}): "
+        f"'{NO_KERNEL_MESSAGE}', while torch.cuda.is_available() says True"
+    )
 
 
 def driver_minimum(cuda: str) -> tuple[str, str]:
@@ -312,11 +438,29 @@ def driver_minimum(cuda: str) -> tuple[str, str]:
 # driver branch that can drive such a card at all: a driver older than that does not know the GPU,
 # whatever the build (an RTX 5090 needs R570+, an H100 R520+). Capabilities older than 6.0 are not listed.
 FIRST_CUDA: dict[int, tuple[int, int]] = {
-    60: (8, 0), 61: (8, 0), 62: (8, 0), 70: (9, 0), 72: (10, 0), 75: (10, 0), 80: (11, 0), 86: (11, 1),
-    87: (11, 4), 89: (11, 8), 90: (11, 8), 100: (12, 8), 101: (12, 8), 120: (12, 8), 103: (12, 9), 121: (12, 9),
+    60: (8, 0),
+    61: (8, 0),
+    62: (8, 0),
+    70: (9, 0),
+    72: (10, 0),
+    75: (10, 0),
+    80: (11, 0),
+    86: (11, 1),
+    87: (11, 4),
+    89: (11, 8),
+    90: (11, 8),
+    100: (12, 8),
+    101: (12, 8),
+    120: (12, 8),
+    103: (12, 9),
+    121: (12, 9),
     110: (13, 0),
 }
-OLD_TOOLKIT_DRIVER: dict[tuple[int, int], str] = {(8, 0): "367.48", (9, 0): "384.81", (10, 0): "410.48"}
+OLD_TOOLKIT_DRIVER: dict[tuple[int, int], str] = {
+    (8, 0): "367.48",
+    (9, 0): "384.81",
+    (10, 0): "410.48",
+}
 
 
 def card_driver_floor(capability: int) -> tuple[str, str]:
@@ -330,22 +474,35 @@ def card_driver_floor(capability: int) -> tuple[str, str]:
 
 def _driver_judgement(build: BuildFacts, driver: str, needs_jit: bool) -> tuple[bool, str]:
     """(too old, reason) for the newest CUDA runtime of torch and torchvision's ops."""
-    runtimes = [("torch", build.cuda)] + ([("torchvision", build.torchvision_cuda)] if build.torchvision_cuda else [])
+    runtimes = [("torch", build.cuda)] + (
+        [("torchvision", build.torchvision_cuda)] if build.torchvision_cuda else []
+    )
     who, cuda = max(runtimes, key=lambda item: tuple(int(p) for p in item[1].split(".")))
     which = f"CUDA {cuda} (torch)" if who == "torch" else f"CUDA {cuda} (torchvision's ops)"
     compat, toolkit = driver_minimum(cuda)
     floor = compat or toolkit
     if not floor:
-        return False, f"driver {driver}: no published minimum for {which} is known to this tool; not judged"
+        return (
+            False,
+            f"driver {driver}: no published minimum for {which} is known to this tool; not judged",
+        )
     if not _at_least(driver, floor):
-        kind = f"minor version compatibility for CUDA {cuda.split('.')[0]}.x" if compat else "its toolkit driver"
+        kind = (
+            f"minor version compatibility for CUDA {cuda.split('.')[0]}.x"
+            if compat
+            else "its toolkit driver"
+        )
         return True, f"driver {driver} is older than {which} needs: >= {floor} ({kind})"
     if toolkit and not _at_least(driver, toolkit):
         if needs_jit:
-            return True, (f"driver {driver} runs {which} only through minor version compatibility (toolkit "
-                          f"driver >= {toolkit}), which does not JIT-compile the build's newer PTX")
-        return False, (f"driver {driver} runs {which} through minor version compatibility "
-                       f"(>= {floor}; its toolkit driver is >= {toolkit})")
+            return True, (
+                f"driver {driver} runs {which} only through minor version compatibility (toolkit "
+                f"driver >= {toolkit}), which does not JIT-compile the build's newer PTX"
+            )
+        return False, (
+            f"driver {driver} runs {which} through minor version compatibility "
+            f"(>= {floor}; its toolkit driver is >= {toolkit})"
+        )
     return False, f"driver {driver} meets {which} (>= {toolkit or floor})"
 
 
@@ -355,31 +512,45 @@ def judge(build: BuildFacts, target: Target) -> TargetVerdict | None:
         return None
     label = target.label
     if build.hip:
-        return TargetVerdict(label, Hardware.NO_CUDA, f"ROCm build (torch.version.hip {build.hip}): no CUDA kernels")
+        return TargetVerdict(
+            label, Hardware.NO_CUDA, f"ROCm build (torch.version.hip {build.hip}): no CUDA kernels"
+        )
     if not build.cuda:
-        return TargetVerdict(label, Hardware.NO_CUDA, f"CPU-only build (torch {build.torch}, torch.version.cuda "
-                                                      "is None): torch.cuda.is_available() is False on any GPU")
+        return TargetVerdict(
+            label,
+            Hardware.NO_CUDA,
+            f"CPU-only build (torch {build.torch}, torch.version.cuda "
+            "is None): torch.cuda.is_available() is False on any GPU",
+        )
     arch = arch_judgement(target.gpu.capability, build.arch_list) if target.gpu else None
     if not target.driver:
         assert arch is not None
         return TargetVerdict(label, arch[0], arch[1])
-    too_old, driver_reason = _driver_judgement(build, target.driver, arch is not None and arch[0] == Hardware.PTX_JIT)
+    too_old, driver_reason = _driver_judgement(
+        build, target.driver, arch is not None and arch[0] == Hardware.PTX_JIT
+    )
     card_floor, since = card_driver_floor(target.gpu.capability) if target.gpu else ("", "")
     if card_floor and not _at_least(target.driver, card_floor):
-        unknown = (f"driver {target.driver} predates the {target.gpu.label}: compute capability "
-                   f"{_capability_text(target.gpu.capability)} came with CUDA {since}, whose toolkit driver is "
-                   f">= {card_floor}, and an older driver does not know the card")
+        unknown = (
+            f"driver {target.driver} predates the {target.gpu.label}: compute capability "
+            f"{_capability_text(target.gpu.capability)} came with CUDA {since}, whose toolkit driver is "
+            f">= {card_floor}, and an older driver does not know the card"
+        )
         driver_reason = unknown + (f"; {driver_reason}" if too_old else "")
         too_old = True
     if too_old:
         both = f"; and {arch[1]}" if arch and arch[0] == Hardware.NO_KERNEL_IMAGE else ""
         return TargetVerdict(label, Hardware.DRIVER_TOO_OLD, driver_reason + both)
     if arch is None:
-        return TargetVerdict(label, Hardware.NATIVE, driver_reason + "; no GPU named, so no architecture judged")
+        return TargetVerdict(
+            label, Hardware.NATIVE, driver_reason + "; no GPU named, so no architecture judged"
+        )
     return TargetVerdict(label, arch[0], f"{arch[1]}; {driver_reason}")
 
 
-def judge_all(build_facts: Mapping[str, Any] | None, targets: Iterable[Target]) -> tuple[TargetVerdict, ...]:
+def judge_all(
+    build_facts: Mapping[str, Any] | None, targets: Iterable[Target]
+) -> tuple[TargetVerdict, ...]:
     """Verdicts for every target from a cell's recorded build facts (nothing when there are none)."""
     if not build_facts:
         return ()
@@ -402,7 +573,9 @@ def device_targets(gpu_facts: Mapping[str, Any]) -> tuple[Target, ...]:
         match = re.fullmatch(r"(\d+)\.(\d)", str(device.get("capability", "")))
         if match:
             capability = int(match.group(1)) * 10 + int(match.group(2))
-            found.append(Target(Gpu(str(device.get("name") or f"sm_{capability}"), capability), driver))
+            found.append(
+                Target(Gpu(str(device.get("name") or f"sm_{capability}"), capability), driver)
+            )
     return tuple(found)
 
 
@@ -413,8 +586,11 @@ def _observed(probe: Mapping[str, Any] | None) -> bool | None:
     return {"pass": True, "fail": False}.get(str(probe.get("status")))
 
 
-def cell_verdicts(gpu_facts: Mapping[str, Any] | None, targets: Iterable[Target],
-                  device_probe: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], ...]:
+def cell_verdicts(
+    gpu_facts: Mapping[str, Any] | None,
+    targets: Iterable[Target],
+    device_probe: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], ...]:
     """What a cell's result records: each declared target's verdict, then, for each GPU the cell
     ran on, the static verdict for that device with what the device probe saw (``device``) and
     whether the two agree (``agrees``: False is reported loudly, never smoothed over)."""
@@ -429,12 +605,20 @@ def cell_verdicts(gpu_facts: Mapping[str, Any] | None, targets: Iterable[Target]
         found = judge_all(build, (target,))
         if not found:
             continue
-        same = [i for i, t in enumerate(declared) if t.gpu and t.gpu.capability == target.gpu.capability
-                and t.driver == target.driver]  # a declared target that is this device: annotate it
-        entry: dict[str, Any] = out[same[0]] if same else {**found[0].to_json(),
-                                                            "target": f"{target.label} (this machine)"}
+        same = [
+            i
+            for i, t in enumerate(declared)
+            if t.gpu and t.gpu.capability == target.gpu.capability and t.driver == target.driver
+        ]  # a declared target that is this device: annotate it
+        entry: dict[str, Any] = (
+            out[same[0]]
+            if same
+            else {**found[0].to_json(), "target": f"{target.label} (this machine)"}
+        )
         if observed is not None and device_probe is not None:
-            entry["device"] = f"{DEVICE_PROBE} {device_probe.get('status')}: {device_probe.get('message', '')}".strip()
+            entry["device"] = (
+                f"{DEVICE_PROBE} {device_probe.get('status')}: {device_probe.get('message', '')}".strip()
+            )
             entry["agrees"] = found[0].runs == observed
         if not same:
             out.append(entry)
@@ -443,12 +627,20 @@ def cell_verdicts(gpu_facts: Mapping[str, Any] | None, targets: Iterable[Target]
 
 def disagreements(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per device where the static verdict and the device probe disagree."""
-    return [f"{v['target']}: the static verdict is {v['verdict']} ({v['reason']}) but the device says: "
-            f"{v.get('device', '?')}" for v in verdicts if v.get("agrees") is False]
+    return [
+        f"{v['target']}: the static verdict is {v['verdict']} ({v['reason']}) but the device says: "
+        f"{v.get('device', '?')}"
+        for v in verdicts
+        if v.get("agrees") is False
+    ]
 
 
-def variant_cuda_for(build_facts: Mapping[str, Any], capability: int | None, driver: str = "",
-                     machine: str = "x86_64") -> str:
+def variant_cuda_for(
+    build_facts: Mapping[str, Any],
+    capability: int | None,
+    driver: str = "",
+    machine: str = "x86_64",
+) -> str:
     """The CUDA version ("12.6") of a sibling build of the same release that has code for the card
     and that the driver can run, from torch's own table of its release variants
     (``torch.cuda.PYTORCH_RELEASES_CODE_CC``, recorded in ``build_facts["release_variants_code_cc"]``;
@@ -464,7 +656,9 @@ def variant_cuda_for(build_facts: Mapping[str, Any], capability: int | None, dri
         ccs = by_arch.get(host, by_arch.get("any", ()))
         if not any(cubin_runs(int(cc), "", capability) for cc in ccs):
             continue
-        if driver and not _at_least(driver, driver_needed({"torch_cuda": str(cuda)}, capability) or "0"):
+        if driver and not _at_least(
+            driver, driver_needed({"torch_cuda": str(cuda)}, capability) or "0"
+        ):
             continue
         fits.append(str(cuda))
     return max(fits, key=lambda c: tuple(int(p) for p in c.split(".")), default="")

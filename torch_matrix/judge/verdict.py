@@ -10,7 +10,12 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from torch_matrix.judge.causes import Attribution, EnvironmentKind, changed_defaults, environment_failures
+from torch_matrix.judge.causes import (
+    Attribution,
+    EnvironmentKind,
+    changed_defaults,
+    environment_failures,
+)
 
 from torch_matrix.vocab.records import (
     CRASH,
@@ -127,33 +132,64 @@ def _verdict_of(result: CellResult) -> Verdict:
     missing = tuple(name for name in required if name not in by_name)
     idle = tuple(name for name in required if name in by_name and ran_no_test(by_name[name]))
     policy = result.cell.policy
-    failing = tuple(name for name in required if name in by_name and name not in idle
-                    and probe_counts_as_failure(by_name[name].status, policy))
+    failing = tuple(
+        name
+        for name in required
+        if name in by_name
+        and name not in idle
+        and probe_counts_as_failure(by_name[name].status, policy)
+    )
     environment = environment_failures(result, failing)
     advice = changed_defaults(result, failing)
     failing = tuple(name for name in failing if name not in environment and name not in advice)
     if failing:
         first = by_name[failing[0]]
-        return Verdict(INCOMPATIBLE, failing=failing, missing=missing,
-                       reason=f"{first.name}: {first.status}: {first.message}".strip(),
-                       environment=environment, advice=advice, idle=idle)
+        return Verdict(
+            INCOMPATIBLE,
+            failing=failing,
+            missing=missing,
+            reason=f"{first.name}: {first.status}: {first.message}".strip(),
+            environment=environment,
+            advice=advice,
+            idle=idle,
+        )
     if environment:
         advice = sorted({a.advice for a in environment.values()})
         # A broken install or tests that never ran leave nothing to judge: no evidence, and the
         # run fails. A missing undeclared dependency or a mismatched build is a finding with advice.
-        kind = NO_EVIDENCE if any(a.kind in _NO_EVIDENCE_KINDS for a in environment.values()) else ENVIRONMENT
-        return Verdict(kind, missing=missing, environment=environment,
-                       reason="environment, not the versions: " + "; ".join(advice))
+        kind = (
+            NO_EVIDENCE
+            if any(a.kind in _NO_EVIDENCE_KINDS for a in environment.values())
+            else ENVIRONMENT
+        )
+        return Verdict(
+            kind,
+            missing=missing,
+            environment=environment,
+            reason="environment, not the versions: " + "; ".join(advice),
+        )
     if missing:
-        return Verdict(NO_EVIDENCE, missing=missing, idle=idle,
-                       reason="no result for required probe(s): " + ", ".join(missing))
+        return Verdict(
+            NO_EVIDENCE,
+            missing=missing,
+            idle=idle,
+            reason="no result for required probe(s): " + ", ".join(missing),
+        )
     if idle:
         # Nothing ran, so nothing was seen working: no evidence for the pins either way.
-        return Verdict(NO_EVIDENCE, idle=idle, advice=advice,
-                       reason="; ".join(f"{name}: {by_name[name].message}" for name in idle))
+        return Verdict(
+            NO_EVIDENCE,
+            idle=idle,
+            advice=advice,
+            reason="; ".join(f"{name}: {by_name[name].message}" for name in idle),
+        )
     if advice:
-        return Verdict(COMPATIBLE, advice=advice,
-                       reason="works with a changed default: " + "; ".join(sorted({a.advice for a in advice.values()})))
+        return Verdict(
+            COMPATIBLE,
+            advice=advice,
+            reason="works with a changed default: "
+            + "; ".join(sorted({a.advice for a in advice.values()})),
+        )
     return Verdict(COMPATIBLE)
 
 

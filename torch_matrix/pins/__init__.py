@@ -42,18 +42,57 @@ from __future__ import annotations
 
 from .vocabulary import Condition
 from .coverage import Coverage, coverage
-from .evidence import (PREFERRED_ORDER, PYTHON, VARIANT, CellNote, Observation, VersionEvidence,
-                       cell_values, effective_variant, observe, package_axes, package_pins,
-                       probe_summary, version_evidence)
+from .evidence import (
+    PREFERRED_ORDER,
+    PYTHON,
+    VARIANT,
+    CellNote,
+    Observation,
+    VersionEvidence,
+    cell_values,
+    effective_variant,
+    observe,
+    package_axes,
+    package_pins,
+    probe_summary,
+    version_evidence,
+)
 from .model import Answer, Exclusion, Pin, RequirementLine, requirement_lines
 from .search import Atom, _greedy, _Grid, find_answers, varied_axes
 from .specifiers import PinPolicy, build_specifiers, merge_specifiers, specifier_set
 from .suggest import Suggestion, suggest_pins
 
 __all__ = [
-    "PREFERRED_ORDER", "PYTHON", "PinPolicy", "VARIANT", "Answer", "Atom", "CellNote", "Condition", "Coverage",
-    "Exclusion", "Observation", "Pin", "RequirementLine", "Suggestion", "VersionEvidence",
-    "_Grid", "_greedy", "build_specifiers", "cell_values", "coverage", "effective_variant",
-    "find_answers", "merge_specifiers", "observe", "package_axes", "package_pins",
-    "probe_summary", "requirement_lines", "specifier_set", "suggest_pins", "varied_axes", "version_evidence",
+    "PREFERRED_ORDER",
+    "PYTHON",
+    "PinPolicy",
+    "VARIANT",
+    "Answer",
+    "Atom",
+    "CellNote",
+    "Condition",
+    "Coverage",
+    "Exclusion",
+    "Observation",
+    "Pin",
+    "RequirementLine",
+    "Suggestion",
+    "VersionEvidence",
+    "_Grid",
+    "_greedy",
+    "build_specifiers",
+    "cell_values",
+    "coverage",
+    "effective_variant",
+    "find_answers",
+    "merge_specifiers",
+    "observe",
+    "package_axes",
+    "package_pins",
+    "probe_summary",
+    "requirement_lines",
+    "specifier_set",
+    "suggest_pins",
+    "varied_axes",
+    "version_evidence",
 ]

@@ -26,13 +26,22 @@ class Coverage:
     excluded_untested: tuple[str, ...] = ()  # excluded by a bound or series, never tested
 
     def to_json(self) -> dict[str, Any]:
-        return {"known": self.known, "tested": list(self.tested), "untested": list(self.untested),
-                "newer_than_tested": list(self.newer), "older_than_tested": list(self.older),
-                "excluded_untested": list(self.excluded_untested)}
+        return {
+            "known": self.known,
+            "tested": list(self.tested),
+            "untested": list(self.untested),
+            "newer_than_tested": list(self.newer),
+            "older_than_tested": list(self.older),
+            "excluded_untested": list(self.excluded_untested),
+        }
 
 
-def coverage(answer: Answer, observations: Sequence[Observation], packages: Sequence[str],
-             released: Mapping[str, Sequence[str]] | None) -> dict[str, Coverage]:
+def coverage(
+    answer: Answer,
+    observations: Sequence[Observation],
+    packages: Sequence[str],
+    released: Mapping[str, Sequence[str]] | None,
+) -> dict[str, Coverage]:
     result: dict[str, Coverage] = {}
     lines = requirement_lines(answer) if answer.expressible else []
     for package in packages:
@@ -46,7 +55,12 @@ def coverage(answer: Answer, observations: Sequence[Observation], packages: Sequ
         admitted, excluded = set(), set()
         for raw in versions:
             version = _public(raw)
-            if version is None or version.is_prerelease or version.is_devrelease or version in tested:
+            if (
+                version is None
+                or version.is_prerelease
+                or version.is_devrelease
+                or version in tested
+            ):
                 continue
             if not specs or any(s.contains(version) for s in specs):
                 admitted.add(version)
@@ -55,11 +69,12 @@ def coverage(answer: Answer, observations: Sequence[Observation], packages: Sequ
         admitted = sorted(admitted)
         low, high = (tested[0], tested[-1]) if tested else (None, None)
         result[package] = Coverage(
-            package, True, tuple(map(str, tested)),
+            package,
+            True,
+            tuple(map(str, tested)),
             untested=tuple(str(v) for v in admitted if low is not None and low < v < high),
             newer=tuple(str(v) for v in admitted if high is None or v > high),
             older=tuple(str(v) for v in admitted if low is not None and v < low),
-            excluded_untested=tuple(str(v) for v in sorted(excluded)))
+            excluded_untested=tuple(str(v) for v in sorted(excluded)),
+        )
     return result
-
-

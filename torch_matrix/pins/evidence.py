@@ -11,17 +11,32 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torch_matrix.vocab.records import INSTALLED, CellResult, local_label
-from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE, verdict_of
+from torch_matrix.judge.verdict import (
+    COMPATIBLE,
+    INCOMPATIBLE,
+    NO_EVIDENCE,
+    NOT_INSTALLABLE,
+    verdict_of,
+)
 from .specifiers import _public, _value_key, build_specifiers
-from .vocabulary import PREFERRED_ORDER, PYTHON, SUMMARY_WIDTH, VARIANT, CellNote, Condition, Observation, Value
+from .vocabulary import (
+    PREFERRED_ORDER,
+    PYTHON,
+    SUMMARY_WIDTH,
+    VARIANT,
+    CellNote,
+    Condition,
+    Observation,
+    Value,
+)
 
 
 # ----------------------------------------------------------------------------- evidence
 
+
 def _one_line(text: Any, width: int = SUMMARY_WIDTH) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= width else line[: width - 3] + "..."
-
 
 
 def probe_summary(result: CellResult, name: str) -> str:
@@ -42,8 +57,12 @@ def probe_summary(result: CellResult, name: str) -> str:
 
 def package_axes(results: Iterable[CellResult]) -> tuple[str, ...]:
     """Every axis that names a package (not python, not variant), torch first."""
-    names = {axis for result in results for axis, value in result.cell.axes.items() if value
-             or result.install.resolved.get(axis)} - {PYTHON, VARIANT}
+    names = {
+        axis
+        for result in results
+        for axis, value in result.cell.axes.items()
+        if value or result.install.resolved.get(axis)
+    } - {PYTHON, VARIANT}
     return tuple(sorted(names, key=_axis_rank))
 
 
@@ -60,9 +79,12 @@ def _axis_rank(axis: str) -> tuple[int, str]:
 def cell_values(result: CellResult, packages: Sequence[str]) -> dict[str, Value]:
     """The installed public version of each package axis (axis value when not recorded)."""
     resolved = {_canonical(k): v for k, v in result.install.resolved.items()}
-    values: dict[str, Value] = {PYTHON: _public(result.cell.axes.get(PYTHON, "")),
-                                VARIANT: effective_variant(result.cell.axes.get(VARIANT, "default"),
-                                                           resolved.get("torch", ""))}
+    values: dict[str, Value] = {
+        PYTHON: _public(result.cell.axes.get(PYTHON, "")),
+        VARIANT: effective_variant(
+            result.cell.axes.get(VARIANT, "default"), resolved.get("torch", "")
+        ),
+    }
     for package in packages:
         raw = resolved.get(_canonical(package)) or result.cell.axes.get(package, "")
         values[package] = _public(raw)
@@ -95,7 +117,9 @@ class _CellValues:
         return found[1]
 
 
-def observe(results: Sequence[CellResult]) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
+def observe(
+    results: Sequence[CellResult],
+) -> tuple[list[Observation], list[CellNote], list[CellNote]]:
     """Split results into evidence, unsatisfiable cells and cells without evidence."""
     evidence, unsatisfiable, no_evidence, _ = _observe(results, _CellValues(package_axes(results)))
     return evidence, unsatisfiable, no_evidence
@@ -105,8 +129,9 @@ NOT_PINNED = "not pinned"
 EXISTING_ENV_NOTE = "seen in an existing environment (torch-matrix check), not in a matrix cell"
 
 
-def _observe(results: Sequence[CellResult], values_of: _CellValues
-             ) -> tuple[list[Observation], list[CellNote], list[CellNote], list[CellNote]]:
+def _observe(
+    results: Sequence[CellResult], values_of: _CellValues
+) -> tuple[list[Observation], list[CellNote], list[CellNote], list[CellNote]]:
     """Evidence, unsatisfiable cells, cells without evidence, and incompatible cells not pinned.
 
     An existing environment (``cell.origin == existing-env``) that works is evidence like any
@@ -127,13 +152,20 @@ def _observe(results: Sequence[CellResult], values_of: _CellValues
             no_evidence.append(CellNote(result.cell.id, NO_EVIDENCE, _one_line(verdict.reason)))
         elif verdict.kind == INCOMPATIBLE and result.cell.is_existing_env:
             summary = "; ".join(probe_summary(result, name) for name in verdict.failing)
-            not_pinned.append(CellNote(result.cell.id, NOT_PINNED, f"{_one_line(summary)} ({EXISTING_ENV_NOTE})"))
+            not_pinned.append(
+                CellNote(result.cell.id, NOT_PINNED, f"{_one_line(summary)} ({EXISTING_ENV_NOTE})")
+            )
         else:
-            evidence.append(Observation(
-                cell_id=result.cell.id, good=verdict.kind == COMPATIBLE,
-                values=values_of(result), failing=verdict.failing,
-                summaries={name: probe_summary(result, name) for name in verdict.failing},
-                named=_named_packages(result, verdict.failing)))
+            evidence.append(
+                Observation(
+                    cell_id=result.cell.id,
+                    good=verdict.kind == COMPATIBLE,
+                    values=values_of(result),
+                    failing=verdict.failing,
+                    summaries={name: probe_summary(result, name) for name in verdict.failing},
+                    named=_named_packages(result, verdict.failing),
+                )
+            )
     return evidence, unsatisfiable, no_evidence, not_pinned
 
 
@@ -164,8 +196,8 @@ def _pairs(results: Iterable[CellResult], values_of: _CellValues) -> dict[Versio
     return pairs
 
 
-
 # ----------------------------------------------------------------------------- summary
+
 
 @dataclass(frozen=True)
 class VersionEvidence:
@@ -180,7 +212,9 @@ class VersionEvidence:
         return {"good": list(self.good), "bad": list(self.bad), "mixed": list(self.mixed)}
 
 
-def version_evidence(observations: Sequence[Observation], axes: Sequence[str]) -> dict[str, VersionEvidence]:
+def version_evidence(
+    observations: Sequence[Observation], axes: Sequence[str]
+) -> dict[str, VersionEvidence]:
     table: dict[str, VersionEvidence] = {}
     for axis in axes:
         seen: dict[Value, set[bool]] = {}
@@ -188,21 +222,26 @@ def version_evidence(observations: Sequence[Observation], axes: Sequence[str]) -
             if o.value(axis) is not None:
                 seen.setdefault(o.value(axis), set()).add(o.good)
         ordered = sorted(seen, key=_value_key)
-        table[axis] = VersionEvidence(axis, tuple(str(v) for v in ordered if seen[v] == {True}),
-                                      tuple(str(v) for v in ordered if seen[v] == {False}),
-                                      tuple(str(v) for v in ordered if len(seen[v]) == 2))
+        table[axis] = VersionEvidence(
+            axis,
+            tuple(str(v) for v in ordered if seen[v] == {True}),
+            tuple(str(v) for v in ordered if seen[v] == {False}),
+            tuple(str(v) for v in ordered if len(seen[v]) == 2),
+        )
     return table
 
 
-def package_pins(observations: Sequence[Observation], axes: Sequence[str]) -> dict[str, tuple[str, ...]]:
+def package_pins(
+    observations: Sequence[Observation], axes: Sequence[str]
+) -> dict[str, tuple[str, ...]]:
     """Each axis on its own: exclude versions seen only in bad cells, admit the rest tested."""
     pins: dict[str, tuple[str, ...]] = {}
     for axis, evidence in version_evidence(observations, axes).items():
         good = [Version(v) for v in evidence.good + evidence.mixed]
-        pins[axis] = build_specifiers(good, [Version(v) for v in evidence.bad], python=axis == PYTHON)
+        pins[axis] = build_specifiers(
+            good, [Version(v) for v in evidence.bad], python=axis == PYTHON
+        )
     return pins
-
-
 
 
 @dataclass(frozen=True)
@@ -223,9 +262,16 @@ class EnvironmentAdvice:
     refuted_by: tuple[str, ...] = ()  # counterfactual cells that still failed
 
     def to_json(self) -> dict[str, Any]:
-        return {"cause": "version" if self.kind == "changed-default" else "environment", "kind": self.kind, "advice": self.advice,
-                "requirement": self.requirement, "probes": list(self.probes), "cells": list(self.cells),
-                "confirmed_by": list(self.confirmed_by), "refuted_by": list(self.refuted_by)}
+        return {
+            "cause": "version" if self.kind == "changed-default" else "environment",
+            "kind": self.kind,
+            "advice": self.advice,
+            "requirement": self.requirement,
+            "probes": list(self.probes),
+            "cells": list(self.cells),
+            "confirmed_by": list(self.confirmed_by),
+            "refuted_by": list(self.refuted_by),
+        }
 
 
 def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]:
@@ -243,18 +289,28 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
         verdict = verdict_of(result)
         vision = _public(result.install.resolved.get("torchvision", ""))
         vision_of[result.cell.id] = vision
-        if verdict.kind == COMPATIBLE and vision is not None and "install-override" not in result.cell.tags:
+        if (
+            verdict.kind == COMPATIBLE
+            and vision is not None
+            and "install-override" not in result.cell.tags
+        ):
             good_with_vision.setdefault(vision, []).append(result.cell.id)
         for probe, attribution in [*verdict.environment.items(), *verdict.advice.items()]:
-            key = (str(attribution.kind), attribution.requirement,
-                   attribution.advice if not attribution.requirement else "")
+            key = (
+                str(attribution.kind),
+                attribution.requirement,
+                attribution.advice if not attribution.requirement else "",
+            )
             groups.setdefault(key, []).append((result.cell.id, probe, python))
     from torch_matrix.plan.counterfactual import counterfactual_of, is_counterfactual
 
     # A counterfactual confirms the fix when the probes the environment broke now pass there
     # (the cell may still fail something else, for a reason of its own).
-    env_probes = {result.cell.id: set(verdict_of(result).environment) for result in results
-                  if result.install.status == INSTALLED and not is_counterfactual(result.cell.id)}
+    env_probes = {
+        result.cell.id: set(verdict_of(result).environment)
+        for result in results
+        if result.install.status == INSTALLED and not is_counterfactual(result.cell.id)
+    }
     outcome_of_fix: dict[str, list[tuple[str, bool]]] = {}
     for result in results:
         if is_counterfactual(result.cell.id) and result.install.status == INSTALLED:
@@ -262,22 +318,37 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
             probes = [result.probe(name) for name in env_probes.get(original, ())]
             if probes and all(p is not None for p in probes):
                 outcome_of_fix.setdefault(original, []).append(
-                    (result.cell.id, all(p.status == "pass" for p in probes)))
+                    (result.cell.id, all(p.status == "pass" for p in probes))
+                )
     advice = []
     for (kind, requirement, text), seen in sorted(groups.items()):
         line = requirement
         if requirement:
             pythons = tuple(sorted({p for _, _, p in seen if p is not None}))
             tested = tuple(sorted(installed_pythons))
-            marker = Condition(PYTHON, pythons, tested).marker() if pythons and len(tested) > 1 else ""
+            marker = (
+                Condition(PYTHON, pythons, tested).marker() if pythons and len(tested) > 1 else ""
+            )
             line = f"{requirement}; {marker}" if marker else requirement
-            text = (f"{', '.join(sorted({p for _, p, _ in seen}))} failed for want of `{requirement}`, "
-                    f"an undeclared runtime dependency: add `{line}`")
+            text = (
+                f"{', '.join(sorted({p for _, p, _ in seen}))} failed for want of `{requirement}`, "
+                f"an undeclared runtime dependency: add `{line}`"
+            )
         cells = tuple(sorted({c for c, _, _ in seen}))
         fixes = [fix for c in cells for fix in outcome_of_fix.get(c, [])]
         if kind == "mismatched-pair":
-            fixes += [(good, True) for c in cells for good in good_with_vision.get(vision_of.get(c), [])]
-        advice.append(EnvironmentAdvice(kind, text, line, tuple(sorted({p for _, p, _ in seen})), cells,
-                                        tuple(sorted(c for c, ok in fixes if ok)),
-                                        tuple(sorted(c for c, ok in fixes if not ok))))
+            fixes += [
+                (good, True) for c in cells for good in good_with_vision.get(vision_of.get(c), [])
+            ]
+        advice.append(
+            EnvironmentAdvice(
+                kind,
+                text,
+                line,
+                tuple(sorted({p for _, p, _ in seen})),
+                cells,
+                tuple(sorted(c for c, ok in fixes if ok)),
+                tuple(sorted(c for c, ok in fixes if not ok)),
+            )
+        )
     return advice

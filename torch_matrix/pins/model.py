@@ -17,6 +17,7 @@ from .windows import Window
 
 # ----------------------------------------------------------------------------- pins
 
+
 @dataclass(frozen=True)
 class Exclusion:
     """One excluded version with its reason: probes, one-line evidence, cells (or its pair)."""
@@ -41,28 +42,43 @@ class Exclusion:
         """``1.12.0 fails lazy_cuda_init [t1.12.0-py3.10]; 1.12.1, all else equal, passes [t1.12.1-py3.10]``."""
         probes = "+".join(self.probes) or "its probes"
         if not self.confirmed:
-            return (f"unconfirmed: no passing cell differs from {self.failing_cell or 'the failing cells'} "
-                    f"only in {self.package}")
-        return (f"{self.version} fails {probes} [{self.failing_cell}]; {self.passing_version}, all else "
-                f"equal, passes [{self.passing_cell}]")
+            return (
+                f"unconfirmed: no passing cell differs from {self.failing_cell or 'the failing cells'} "
+                f"only in {self.package}"
+            )
+        return (
+            f"{self.version} fails {probes} [{self.failing_cell}]; {self.passing_version}, all else "
+            f"equal, passes [{self.passing_cell}]"
+        )
 
     def describe(self, max_cells: int = 4) -> str:
         if self.paired_with:
-            return (f"{self.package} {self.version}: only ever installed with {self.paired_with}, "
-                    f"which is excluded")
+            return (
+                f"{self.package} {self.version}: only ever installed with {self.paired_with}, "
+                f"which is excluded"
+            )
         cells = ", ".join(self.cells[:max_cells])
         if len(self.cells) > max_cells:
             cells += f", +{len(self.cells) - max_cells} more"
         return f"{self.package} {self.version}: {self.summary} [{cells}]; {self.counterfactual()}"
 
     def to_json(self) -> dict[str, Any]:
-        data = {"package": self.package, "version": self.version, "probes": list(self.probes),
-                "summary": self.summary, "cells": list(self.cells), "paired_with": self.paired_with}
+        data = {
+            "package": self.package,
+            "version": self.version,
+            "probes": list(self.probes),
+            "summary": self.summary,
+            "cells": list(self.cells),
+            "paired_with": self.paired_with,
+        }
         if not self.paired_with:
             data["confirmed"] = self.confirmed
-            data["counterfactual"] = {"failing_cell": self.failing_cell, "passing_cell": self.passing_cell,
-                                      "passing_version": self.passing_version,
-                                      "text": self.counterfactual()}
+            data["counterfactual"] = {
+                "failing_cell": self.failing_cell,
+                "passing_cell": self.passing_cell,
+                "passing_version": self.passing_version,
+                "text": self.counterfactual(),
+            }
         return data
 
 
@@ -104,13 +120,16 @@ class Pin:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"package": self.package, "specifiers": list(self.specifiers),
-                "specifier": ",".join(self.specifiers),
-                "condition": self.condition.to_json() if self.condition else None,
-                "exclusions": [e.to_json() for e in self.exclusions],
-                # only when there are some: pins.json files without windows stay as they were
-                **({"windows": [w.to_json() for w in self.windows]} if self.windows else {}),
-                **({"gives_up": list(self.gives_up)} if self.gives_up else {})}
+        return {
+            "package": self.package,
+            "specifiers": list(self.specifiers),
+            "specifier": ",".join(self.specifiers),
+            "condition": self.condition.to_json() if self.condition else None,
+            "exclusions": [e.to_json() for e in self.exclusions],
+            # only when there are some: pins.json files without windows stay as they were
+            **({"windows": [w.to_json() for w in self.windows]} if self.windows else {}),
+            **({"gives_up": list(self.gives_up)} if self.gives_up else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -166,7 +185,9 @@ class Answer:
         return self._admission.admits(observation)
 
     @cached_property
-    def _admission(self) -> _Admission:  # kept in the instance __dict__: not a field, frozen is fine
+    def _admission(
+        self,
+    ) -> _Admission:  # kept in the instance __dict__: not a field, frozen is fine
         return _Admission(self)
 
     def pins_for(self, package: str) -> list[Pin]:
@@ -176,12 +197,18 @@ class Answer:
         return "; ".join(pin.describe() for pin in self.pins) or "(no pins)"
 
     def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "expressible": self.expressible, "kept_good": self.kept,
-                "good_total": self.good_total, "lost_good": list(self.lost),
-                "unresolved": list(self.unresolved),
-                "pins": [pin.to_json() for pin in self.pins],
-                "requirements": [line.text() for line in requirement_lines(self)]
-                if self.expressible else []}
+        return {
+            "label": self.label,
+            "expressible": self.expressible,
+            "kept_good": self.kept,
+            "good_total": self.good_total,
+            "lost_good": list(self.lost),
+            "unresolved": list(self.unresolved),
+            "pins": [pin.to_json() for pin in self.pins],
+            "requirements": [line.text() for line in requirement_lines(self)]
+            if self.expressible
+            else [],
+        }
 
 
 @dataclass(frozen=True)
@@ -199,7 +226,9 @@ class Tradeoff:
     rank: int
     pin: Pin  # the unconditional pin it adds (``pin.gives_up`` lists the working pairs)
     against: str  # the other axis of the interaction
-    releases: tuple[str, ...]  # the releases of ``pin.package`` it excludes (tested or proven windows)
+    releases: tuple[
+        str, ...
+    ]  # the releases of ``pin.package`` it excludes (tested or proven windows)
     answer: Answer  # the safe answer plus this pin, with its lost (given-up) and unresolved cells
 
     @property
@@ -212,19 +241,37 @@ class Tradeoff:
     def describe(self) -> str:
         """``numpy<2: gives up 1 working pair (torch 2.4.1 x numpy 2.0.2 [cell]), 23 numpy releases``."""
         pairs = f"{self.pairs} working pair{'s' if self.pairs != 1 else ''}"
-        listed = "; ".join(self.pin.gives_up[:4]) + (f"; +{self.pairs - 4} more" if self.pairs > 4 else "")
+        listed = "; ".join(self.pin.gives_up[:4]) + (
+            f"; +{self.pairs - 4} more" if self.pairs > 4 else ""
+        )
         count = len(self.releases)
-        return (f"{self.line()}: gives up {pairs} ({listed}) and {count} {self.pin.package} "
-                f"release{'s' if count != 1 else ''}"
-                + (f" ({self.releases[0]}..{self.releases[-1]})" if count > 1 else f" ({self.releases[0]})" if count else ""))
+        return (
+            f"{self.line()}: gives up {pairs} ({listed}) and {count} {self.pin.package} "
+            f"release{'s' if count != 1 else ''}"
+            + (
+                f" ({self.releases[0]}..{self.releases[-1]})"
+                if count > 1
+                else f" ({self.releases[0]})"
+                if count
+                else ""
+            )
+        )
 
     def to_json(self, *, pinned: bool) -> dict[str, Any]:
-        return {"interaction": self.interaction, "rank": self.rank, "pinned": pinned,
-                "requirement": self.line(), "package": self.pin.package, "against": self.against,
-                "gives_up": list(self.pin.gives_up), "releases_given_up": list(self.releases),
-                "windows": [w.to_json() for w in self.pin.windows],
-                "exclusions": [e.to_json() for e in self.pin.exclusions],
-                "unresolved": list(self.answer.unresolved), "describe": self.describe()}
+        return {
+            "interaction": self.interaction,
+            "rank": self.rank,
+            "pinned": pinned,
+            "requirement": self.line(),
+            "package": self.pin.package,
+            "against": self.against,
+            "gives_up": list(self.pin.gives_up),
+            "releases_given_up": list(self.releases),
+            "windows": [w.to_json() for w in self.pin.windows],
+            "exclusions": [e.to_json() for e in self.pin.exclusions],
+            "unresolved": list(self.answer.unresolved),
+            "describe": self.describe(),
+        }
 
 
 class _Admission:
@@ -263,8 +310,6 @@ def _exclusion_key(exclusion: Exclusion) -> tuple:
     return (_value_key(_public(exclusion.version)), exclusion.paired_with)
 
 
-
-
 def requirement_lines(answer: Answer) -> list[RequirementLine]:
     return list(_requirement_lines(answer))
 
@@ -289,18 +334,30 @@ def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
         windows = base[0].windows if base else ()
         gives_up = base[0].gives_up if base else ()
         if not scoped:
-            lines.append(RequirementLine(package, base_specs, "", base_exclusions, windows, gives_up))
+            lines.append(
+                RequirementLine(package, base_specs, "", base_exclusions, windows, gives_up)
+            )
             continue
         tested = scoped[0].condition.tested
         covered = {value for pin in scoped for value in pin.condition.values}
         rest = Condition(PYTHON, tuple(v for v in tested if v not in covered), tested)
-        groups = [(pin.condition, merge_specifiers(base_specs, pin.specifiers),
-                   tuple(sorted(base_exclusions + pin.exclusions, key=_exclusion_key)), windows + pin.windows)
-                  for pin in scoped]
+        groups = [
+            (
+                pin.condition,
+                merge_specifiers(base_specs, pin.specifiers),
+                tuple(sorted(base_exclusions + pin.exclusions, key=_exclusion_key)),
+                windows + pin.windows,
+            )
+            for pin in scoped
+        ]
         if rest.values:
             groups.append((rest, base_specs, base_exclusions, windows))
-        for condition, specs, exclusions, scoped_windows in sorted(groups, key=lambda g: sorted(g[0].values)):
-            lines.append(RequirementLine(package, specs, condition.marker(), exclusions, scoped_windows, gives_up))
+        for condition, specs, exclusions, scoped_windows in sorted(
+            groups, key=lambda g: sorted(g[0].values)
+        ):
+            lines.append(
+                RequirementLine(
+                    package, specs, condition.marker(), exclusions, scoped_windows, gives_up
+                )
+            )
     return tuple(lines)
-
-

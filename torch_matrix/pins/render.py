@@ -44,9 +44,11 @@ def _span(items: Any) -> str:
 def _counts_line(suggestion: Suggestion) -> str:
     c = suggestion.counts
     evidence = c.get(COMPATIBLE, 0) + c.get(INCOMPATIBLE, 0)
-    line = (f"{evidence} evidence cells ({c.get(COMPATIBLE, 0)} compatible, "
-            f"{c.get(INCOMPATIBLE, 0)} incompatible), {c.get(NOT_INSTALLABLE, 0)} unsatisfiable, "
-            f"{c.get(NO_EVIDENCE, 0)} without evidence (install, runner or environment)")
+    line = (
+        f"{evidence} evidence cells ({c.get(COMPATIBLE, 0)} compatible, "
+        f"{c.get(INCOMPATIBLE, 0)} incompatible), {c.get(NOT_INSTALLABLE, 0)} unsatisfiable, "
+        f"{c.get(NO_EVIDENCE, 0)} without evidence (install, runner or environment)"
+    )
     if suggestion.not_pinned:
         line += f", {len(suggestion.not_pinned)} incompatible existing environment(s) not pinned"
     return line
@@ -74,9 +76,15 @@ def _window_lines(line: RequirementLine, prefix: str = "# ") -> list[str]:
     """The proof of each window the line excludes (or why it could not be proven)."""
     out = []
     for window in line.windows:
-        span = window.first_bad if window.first_bad == window.last_bad else f"{window.first_bad}..{window.last_bad}"
+        span = (
+            window.first_bad
+            if window.first_bad == window.last_bad
+            else f"{window.first_bad}..{window.last_bad}"
+        )
         what = ",".join(window.specifiers) if window.proven else "not proven"
-        out.append(f"{prefix}window {window.package} {span} ({window.kind}: {what}): {window.proof()}")
+        out.append(
+            f"{prefix}window {window.package} {span} ({window.kind}: {what}): {window.proof()}"
+        )
     return out
 
 
@@ -85,9 +93,11 @@ def _gives_up_lines(line: RequirementLine, prefix: str = "# ") -> list[str]:
     if not line.gives_up:
         return []
     count = len(line.gives_up)
-    return [f"{prefix}trade-off: gives up {count} working pair{'s' if count != 1 else ''} "
-            f"(no pin closes the interaction without giving one up; ranked alternatives: see trade-offs): "
-            + "; ".join(line.gives_up)]
+    return [
+        f"{prefix}trade-off: gives up {count} working pair{'s' if count != 1 else ''} "
+        f"(no pin closes the interaction without giving one up; ranked alternatives: see trade-offs): "
+        + "; ".join(line.gives_up)
+    ]
 
 
 def proof_lines(line: RequirementLine) -> list[str]:
@@ -99,15 +109,30 @@ def proof_lines(line: RequirementLine) -> list[str]:
 def pinned_with_proof(suggestion: Suggestion) -> list[tuple[str, tuple[str, ...]]]:
     """(requirement line, its proof lines) for the report page: each pinned line, then each trade-off
     alternative that is not pinned, with what it would give up and its own proof."""
-    out = [(line.text(), tuple(proof_lines(line))) for line in requirement_lines(suggestion.recommended)
-           if line.specifiers]
+    out = [
+        (line.text(), tuple(proof_lines(line)))
+        for line in requirement_lines(suggestion.recommended)
+        if line.specifiers
+    ]
     for tradeoff in suggestion.tradeoffs:
         if not suggestion.pinned(tradeoff):
-            line = RequirementLine(tradeoff.pin.package, tradeoff.pin.specifiers, "", tradeoff.pin.exclusions,
-                                   tradeoff.pin.windows)
-            out.append((f"trade-off {tradeoff.rank} (not pinned: choose one): {tradeoff.line()}",
-                        (f"for the interaction {tradeoff.interaction}: {tradeoff.describe()}",
-                         *_window_lines(line, ""), *_comment_lines(line.exclusions, ""))))
+            line = RequirementLine(
+                tradeoff.pin.package,
+                tradeoff.pin.specifiers,
+                "",
+                tradeoff.pin.exclusions,
+                tradeoff.pin.windows,
+            )
+            out.append(
+                (
+                    f"trade-off {tradeoff.rank} (not pinned: choose one): {tradeoff.line()}",
+                    (
+                        f"for the interaction {tradeoff.interaction}: {tradeoff.describe()}",
+                        *_window_lines(line, ""),
+                        *_comment_lines(line.exclusions, ""),
+                    ),
+                )
+            )
     return out
 
 
@@ -118,12 +143,19 @@ def _tradeoff_lines(suggestion: Suggestion, prefix: str) -> list[str]:
     for tradeoff in suggestion.tradeoffs:
         if tradeoff.interaction not in seen:
             seen.append(tradeoff.interaction)
-            out.append(f"{prefix}interaction: {tradeoff.interaction}: no pin closes it without giving up a "
-                       "working pair; ranked by working pairs given up, then releases given up:")
+            out.append(
+                f"{prefix}interaction: {tradeoff.interaction}: no pin closes it without giving up a "
+                "working pair; ranked by working pairs given up, then releases given up:"
+            )
         state = "pinned" if suggestion.pinned(tradeoff) else "not pinned"
         out.append(f"{prefix}  {tradeoff.rank}. ({state}) {tradeoff.describe()}")
-        line = RequirementLine(tradeoff.pin.package, tradeoff.pin.specifiers, "", tradeoff.pin.exclusions,
-                               tradeoff.pin.windows)
+        line = RequirementLine(
+            tradeoff.pin.package,
+            tradeoff.pin.specifiers,
+            "",
+            tradeoff.pin.exclusions,
+            tradeoff.pin.windows,
+        )
         out.extend(_window_lines(line, prefix + "       "))
         out.extend(_comment_lines(line.exclusions, prefix + "       "))
     return out
@@ -132,7 +164,11 @@ def _tradeoff_lines(suggestion: Suggestion, prefix: str) -> list[str]:
 def _inline_window(line: RequirementLine) -> str:
     parts = []
     for window in line.windows:
-        span = window.first_bad if window.first_bad == window.last_bad else f"{window.first_bad}..{window.last_bad}"
+        span = (
+            window.first_bad
+            if window.first_bad == window.last_bad
+            else f"{window.first_bad}..{window.last_bad}"
+        )
         ends = []
         for edge in (window.start, window.end):
             if edge.index_end:
@@ -140,23 +176,37 @@ def _inline_window(line: RequirementLine) -> str:
             elif edge.proven:
                 ends.append(f"{edge.good} passes")
         tested = f"{len(window.tested)}/{len(window.releases)} tested"
-        parts.append(f"window {span}: " + ("proven: " + ", ".join(ends) if window.proven
-                                          else "edge not found, tested bad only") + f", {tested}")
+        parts.append(
+            f"window {span}: "
+            + ("proven: " + ", ".join(ends) if window.proven else "edge not found, tested bad only")
+            + f", {tested}"
+        )
     return "; ".join(parts)
 
 
 def _inline_reason(line: RequirementLine) -> str:
-    parts = [f"trade-off, gives up {len(line.gives_up)} working pair{'s' if len(line.gives_up) != 1 else ''}: "
-             + "; ".join(line.gives_up)] if line.gives_up else []
+    parts = (
+        [
+            f"trade-off, gives up {len(line.gives_up)} working pair{'s' if len(line.gives_up) != 1 else ''}: "
+            + "; ".join(line.gives_up)
+        ]
+        if line.gives_up
+        else []
+    )
     parts += [_inline_window(line)] if line.windows else []
     for exclusion in line.exclusions:
         if exclusion.paired_with:
             parts.append(f"{exclusion.version}: paired with {exclusion.paired_with}")
         else:
-            parts.append(f"{exclusion.version}: {'+'.join(exclusion.probes) or 'failed'} "
-                         f"({len(exclusion.cells)} cell{'s' if len(exclusion.cells) != 1 else ''}; "
-                         + (f"{exclusion.passing_version} passes, all else equal)" if exclusion.confirmed
-                            else "unconfirmed)"))
+            parts.append(
+                f"{exclusion.version}: {'+'.join(exclusion.probes) or 'failed'} "
+                f"({len(exclusion.cells)} cell{'s' if len(exclusion.cells) != 1 else ''}; "
+                + (
+                    f"{exclusion.passing_version} passes, all else equal)"
+                    if exclusion.confirmed
+                    else "unconfirmed)"
+                )
+            )
     return "; ".join(parts)
 
 
@@ -179,11 +229,16 @@ def render_text(suggestion: Suggestion) -> str:
     lines = [line for line in requirement_lines(recommended) if line.specifiers]
     advice = _python_advice(recommended)
     if recommended.good_total == 0 and suggestion.counts.get(INCOMPATIBLE, 0):
-        out.append("WARNING: no compatible cell at all: these pins only exclude what failed; "
-                   "nothing tested is known to work.")
+        out.append(
+            "WARNING: no compatible cell at all: these pins only exclude what failed; "
+            "nothing tested is known to work."
+        )
     if not lines and not advice:
-        out.append("Suggested pins: none (no tested version needs excluding)." if not recommended.unresolved
-                   else "Suggested pins: none (every exclusion would exclude a version seen working).")
+        out.append(
+            "Suggested pins: none (no tested version needs excluding)."
+            if not recommended.unresolved
+            else "Suggested pins: none (every exclusion would exclude a version seen working)."
+        )
     else:
         out.append(f"Suggested pins ({_keeps(recommended)}):")
         for line in lines:
@@ -196,23 +251,34 @@ def render_text(suggestion: Suggestion) -> str:
             for pin in recommended.pins_for(PYTHON):
                 out.extend(_comment_lines(pin.exclusions, "      # "))
     if recommended.unresolved:
-        out += ["", "Unresolved (incompatible cells no pin excludes without excluding a version "
-                "seen working; see the interaction):",
-                "  " + _listing(recommended.unresolved)]
+        out += [
+            "",
+            "Unresolved (incompatible cells no pin excludes without excluding a version "
+            "seen working; see the interaction):",
+            "  " + _listing(recommended.unresolved),
+        ]
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
-        how = ("the pins above close it with a trade-off, ranked below" if suggestion.pin_tradeoffs
-               and suggestion.traded is not None else
-               "the pins above never exclude a working version, so they leave it open"
-               + ("; choose one of the trade-offs below" if suggestion.tradeoffs else ""))
-        out += ["", f"Interaction (no requirement can say this; {how}):",
-                f"  {diagnosis.describe()}  ({_keeps(diagnosis)})"]
+        how = (
+            "the pins above close it with a trade-off, ranked below"
+            if suggestion.pin_tradeoffs and suggestion.traded is not None
+            else "the pins above never exclude a working version, so they leave it open"
+            + ("; choose one of the trade-offs below" if suggestion.tradeoffs else "")
+        )
+        out += [
+            "",
+            f"Interaction (no requirement can say this; {how}):",
+            f"  {diagnosis.describe()}  ({_keeps(diagnosis)})",
+        ]
         for pin in diagnosis.pins:
             if pin.condition is not None:
                 out.extend(_comment_lines(pin.exclusions, "      # "))
     if suggestion.tradeoffs:
-        out += ["", "Trade-offs (PEP 508 cannot condition a pin on another package's version: each answer "
-                "pins one axis and gives up the working pairs it names):"]
+        out += [
+            "",
+            "Trade-offs (PEP 508 cannot condition a pin on another package's version: each answer "
+            "pins one axis and gives up the working pairs it names):",
+        ]
         out.extend(_tradeoff_lines(suggestion, "  "))
     if len(suggestion.answers) > 1:
         out += ["", "Alternatives, best first:"]
@@ -220,21 +286,31 @@ def render_text(suggestion: Suggestion) -> str:
             marker = "" if answer.expressible else " [not expressible in PEP 508]"
             out.append(f"  {rank}. {answer.describe()}  ({_keeps(answer)}){marker}")
     if suggestion.environment:
-        out += ["", "Advice (failures an environment or a changed default explains; no pin is derived "
-                "from them):"]
+        out += [
+            "",
+            "Advice (failures an environment or a changed default explains; no pin is derived "
+            "from them):",
+        ]
         for item in suggestion.environment:
             out.append(f"  [{item.kind}] {item.advice}")
             if item.requirement:
                 out.append(f"      requirement: {item.requirement}")
             out.append(f"      seen in: {_listing(item.cells, 4)}")
             if item.confirmed_by:
-                what = ("the same torchvision with its own torch passes" if item.kind == "mismatched-pair"
-                        else "with the fix applied, all else equal, passes")
+                what = (
+                    "the same torchvision with its own torch passes"
+                    if item.kind == "mismatched-pair"
+                    else "with the fix applied, all else equal, passes"
+                )
                 out.append(f"      confirmed: {what}: {_listing(item.confirmed_by, 4)}")
             if item.refuted_by:
-                out.append(f"      NOT confirmed: with the fix applied still fails: {_listing(item.refuted_by, 4)}")
+                out.append(
+                    f"      NOT confirmed: with the fix applied still fails: {_listing(item.refuted_by, 4)}"
+                )
             if item.kind == "changed-default":
-                out.append("      confirmed in the cell itself: the plain call fails, the workaround works")
+                out.append(
+                    "      confirmed in the cell itself: the plain call fails, the workaround works"
+                )
             elif not item.confirmed_by and not item.refuted_by:
                 out.append("      unconfirmed: no counterfactual cell was run")
     if suggestion.unsatisfiable:
@@ -266,7 +342,9 @@ def coverage_lines(suggestion: Suggestion) -> list[str]:
             parts.append("newer than tested: " + _span(cov.newer))
         if cov.excluded_untested:
             parts.append("excluded by a bound but never tested: " + _span(cov.excluded_untested))
-        lines.append(f"{package}: " + ("; ".join(parts) if parts else "every admitted release was tested"))
+        lines.append(
+            f"{package}: " + ("; ".join(parts) if parts else "every admitted release was tested")
+        )
     return lines or ["no package axes"]
 
 
@@ -278,9 +356,11 @@ def _file_text(out: list[str]) -> str:
 
 def render_constraints(suggestion: Suggestion) -> str:
     """A constraints file for ``pip install -c`` / ``uv pip install -c`` (no extras, names only)."""
-    out = ["# Generated by `torch-matrix pins`; do not edit (regenerate from the results).",
-           "# Use: pip install -c constraints.txt ...   or   uv pip install -c constraints.txt ...",
-           "# " + _counts_line(suggestion)]
+    out = [
+        "# Generated by `torch-matrix pins`; do not edit (regenerate from the results).",
+        "# Use: pip install -c constraints.txt ...   or   uv pip install -c constraints.txt ...",
+        "# " + _counts_line(suggestion),
+    ]
     recommended = suggestion.recommended
     advice = _python_advice(recommended)
     if advice:
@@ -290,12 +370,16 @@ def render_constraints(suggestion: Suggestion) -> str:
             reason = _inline_reason(line)
             out.append(line.text() + (f"  # {reason}" if reason else ""))
     if suggestion.tradeoffs and not suggestion.pin_tradeoffs:
-        out.append("# A break these pins leave open (no pin closes it without excluding a version seen working):"
-                   " choose one trade-off, uncomment its line (`torch-matrix pins --tradeoffs pin-first` pins the first)")
+        out.append(
+            "# A break these pins leave open (no pin closes it without excluding a version seen working):"
+            " choose one trade-off, uncomment its line (`torch-matrix pins --tradeoffs pin-first` pins the first)"
+        )
     for tradeoff in suggestion.tradeoffs:
         if not suggestion.pinned(tradeoff):
-            out.append(f"# {tradeoff.line()}  # trade-off {tradeoff.rank} (not pinned) for the interaction "
-                       f"{tradeoff.interaction}: {tradeoff.describe()}")
+            out.append(
+                f"# {tradeoff.line()}  # trade-off {tradeoff.rank} (not pinned) for the interaction "
+                f"{tradeoff.interaction}: {tradeoff.describe()}"
+            )
     return _file_text(out)
 
 
@@ -315,21 +399,32 @@ def render_requirements(suggestion: Suggestion) -> str:
             out.extend(_comment_lines(line.exclusions))
             out.append(line.text())
     if suggestion.tradeoffs:
-        out.append("# Trade-offs (the first of each interaction is pinned above; to choose another, replace "
-                   "its line with the alternative's):" if suggestion.pin_tradeoffs else
-                   "# Trade-offs (a break the pins above leave open: no pin closes it without excluding a version "
-                   "seen working; choose one and add its line):")
+        out.append(
+            "# Trade-offs (the first of each interaction is pinned above; to choose another, replace "
+            "its line with the alternative's):"
+            if suggestion.pin_tradeoffs
+            else "# Trade-offs (a break the pins above leave open: no pin closes it without excluding a version "
+            "seen working; choose one and add its line):"
+        )
         out.extend(_tradeoff_lines(suggestion, "# "))
     if recommended.unresolved:
-        out.append("# Unresolved (no pin excludes them without excluding a working version): "
-                   + _listing(recommended.unresolved))
+        out.append(
+            "# Unresolved (no pin excludes them without excluding a working version): "
+            + _listing(recommended.unresolved)
+        )
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
         out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
     for item in suggestion.environment:
-        status = ("confirmed in the cell" if item.kind == "changed-default"
-                  else "confirmed by " + _listing(item.confirmed_by, 4) if item.confirmed_by
-                  else "refuted by " + _listing(item.refuted_by, 4) if item.refuted_by else "unconfirmed")
+        status = (
+            "confirmed in the cell"
+            if item.kind == "changed-default"
+            else "confirmed by " + _listing(item.confirmed_by, 4)
+            if item.confirmed_by
+            else "refuted by " + _listing(item.refuted_by, 4)
+            if item.refuted_by
+            else "unconfirmed"
+        )
         out.append(f"# environment ({item.kind}): {item.advice} [{status}]")
         if item.requirement:
             out.append(item.requirement)
@@ -352,16 +447,29 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         "constraints": [line.text() for line in requirement_lines(recommended) if line.specifiers],
         "diagnosis": suggestion.diagnosis.to_json() if suggestion.diagnosis else None,
         "alternatives": [answer.to_json() for answer in suggestion.answers],
-        "unsatisfiable": [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.unsatisfiable],
+        "unsatisfiable": [
+            {"cell": n.cell_id, "reason": n.reason} for n in suggestion.unsatisfiable
+        ],
         "no_evidence": [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.no_evidence],
         "environment": [item.to_json() for item in suggestion.environment],
-        "coverage": {package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())},
+        "coverage": {
+            package: cov.to_json() for package, cov in sorted(suggestion.coverage.items())
+        },
     }
-    if suggestion.tradeoffs:  # only when there are some: earlier pins.json files stay byte-identical
-        data["tradeoffs"] = [tradeoff.to_json(pinned=suggestion.pinned(tradeoff)) for tradeoff in suggestion.tradeoffs]
+    if (
+        suggestion.tradeoffs
+    ):  # only when there are some: earlier pins.json files stay byte-identical
+        data["tradeoffs"] = [
+            tradeoff.to_json(pinned=suggestion.pinned(tradeoff))
+            for tradeoff in suggestion.tradeoffs
+        ]
         data["safe"] = suggestion.safe.to_json()
-    if suggestion.not_pinned:  # only when there are some: earlier pins.json files stay byte-identical
-        data["not_pinned"] = [{"cell": n.cell_id, "reason": n.reason} for n in suggestion.not_pinned]
+    if (
+        suggestion.not_pinned
+    ):  # only when there are some: earlier pins.json files stay byte-identical
+        data["not_pinned"] = [
+            {"cell": n.cell_id, "reason": n.reason} for n in suggestion.not_pinned
+        ]
     return data
 
 
@@ -376,8 +484,11 @@ def render_target_constraints(pins: Any) -> str:
     """One hardware target's constraints file (``torch_matrix.pins.targets.TargetPins``): the same rules as the
     main constraints, with the builds that do run there as comments."""
     lines = render_constraints(pins.suggestion).splitlines()
-    head = [lines[0], f"# Hardware target: {pins.target} (PEP 508 cannot name a GPU: install with -c this file on "
-                      "that machine). The main constraints.txt never excludes a release for a target."]
+    head = [
+        lines[0],
+        f"# Hardware target: {pins.target} (PEP 508 cannot name a GPU: install with -c this file on "
+        "that machine). The main constraints.txt never excludes a release for a target.",
+    ]
     head += [f"# Advice: {line}" for line in pins.advice]
     return "\n".join(head + lines[1:]) + "\n"
 
@@ -386,7 +497,13 @@ def render_target_summary(per_target: Sequence[Any]) -> str:
     """What ``torch-matrix pins`` prints per hardware target: its requirement lines and advice."""
     out = ["Per hardware target (pins/targets/<target>/constraints.txt):"]
     for pins in per_target:
-        lines = [line.text() for line in requirement_lines(pins.suggestion.recommended) if line.specifiers]
-        out.append(f"  {pins.target} -> {pins.slug}: " + ("; ".join(lines) if lines else "no bound needed"))
+        lines = [
+            line.text()
+            for line in requirement_lines(pins.suggestion.recommended)
+            if line.specifiers
+        ]
+        out.append(
+            f"  {pins.target} -> {pins.slug}: " + ("; ".join(lines) if lines else "no bound needed")
+        )
         out += [f"    advice: {line}" for line in pins.advice]
     return "\n".join(out) + "\n"

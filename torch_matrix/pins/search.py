@@ -18,6 +18,7 @@ from .vocabulary import _marker_applies
 
 # ----------------------------------------------------------------------------- search
 
+
 class Atom(NamedTuple):
     """Exclude ``axis == value`` (only where ``cond_axis == cond_value`` when given)."""
 
@@ -32,10 +33,12 @@ class Atom(NamedTuple):
         return not self.cond_axis or observation.value(self.cond_axis) == self.cond_value
 
     def sort_key(self) -> tuple:
-        return (_axis_rank(self.axis), _value_key(self.value), self.cond_axis,
-                _value_key(self.cond_value))
-
-
+        return (
+            _axis_rank(self.axis),
+            _value_key(self.value),
+            self.cond_axis,
+            _value_key(self.cond_value),
+        )
 
 
 def _indices(mask: int) -> list[int]:
@@ -55,8 +58,9 @@ class _Grid:
     masks, so covering, losing and admitting cost a few integer operations, not a scan.
     """
 
-    def __init__(self, observations: Sequence[Observation], pinnable: Sequence[str],
-                 axes: Sequence[str]) -> None:
+    def __init__(
+        self, observations: Sequence[Observation], pinnable: Sequence[str], axes: Sequence[str]
+    ) -> None:
         self.observations = list(observations)
         self.pinnable = list(pinnable)
         self.axes = list(axes)
@@ -69,11 +73,15 @@ class _Grid:
         self._masks: dict[Atom, int] = {}
         self._tested: dict[str, tuple[Value, ...]] = {}
         self._counterfactuals: dict[str, dict[tuple, list[Observation]]] = {}
-        self._value_text: dict[Value, str] = {}  # str(value), once per distinct value (counterfactual keys)
+        self._value_text: dict[
+            Value, str
+        ] = {}  # str(value), once per distinct value (counterfactual keys)
         # For windows (``PinPolicy.PROVEN``): package -> the index's releases; cell id -> origin.
         self.released: Mapping[str, Sequence[Any]] = {}
         self.origins: Mapping[str, str] = {}
-        self.wheel_pythons: Mapping[str, Mapping[str, Any]] = {}  # package -> release -> its wheels' Pythons
+        self.wheel_pythons: Mapping[
+            str, Mapping[str, Any]
+        ] = {}  # package -> release -> its wheels' Pythons
 
     def where(self, axis: str) -> dict[Value, int]:
         """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
@@ -88,7 +96,9 @@ class _Grid:
 
     def values(self, axis: str, mask: int = -1) -> set[Value]:
         """The distinct non-missing values of ``axis`` among the cells of ``mask``."""
-        return {value for value, cells in self.where(axis).items() if value is not None and cells & mask}
+        return {
+            value for value, cells in self.where(axis).items() if value is not None and cells & mask
+        }
 
     def tested(self, axis: str) -> tuple[Value, ...]:
         if axis not in self._tested:
@@ -114,8 +124,14 @@ class _Grid:
         """True when every failing probe of ``cells`` is about this axis: named after it
         (``torchvision_ops``), or its error names a module of it (``torchvision.transforms...``)."""
         prefix = atom.axis + "_"
-        probes = [(name, self.observations[i].named.get(name)) for i in cells for name in self.observations[i].failing]
-        return bool(probes) and all(name.startswith(prefix) or named == atom.axis for name, named in probes)
+        probes = [
+            (name, self.observations[i].named.get(name))
+            for i in cells
+            for name in self.observations[i].failing
+        ]
+        return bool(probes) and all(
+            name.startswith(prefix) or named == atom.axis for name, named in probes
+        )
 
     def lost_mask(self, atoms: Iterable[Atom]) -> int:
         cells = 0
@@ -181,7 +197,9 @@ class _Grid:
         return atoms
 
 
-def _greedy(grid: _Grid, uncovered: int, candidates: Iterable[Atom], lost: int) -> list[Atom] | None:
+def _greedy(
+    grid: _Grid, uncovered: int, candidates: Iterable[Atom], lost: int
+) -> list[Atom] | None:
     """Weighted set cover: fewest newly lost good cells per newly excluded bad cell.
 
     ``uncovered`` and ``lost`` are cell masks. An atom that hits no uncovered cell never
@@ -192,7 +210,9 @@ def _greedy(grid: _Grid, uncovered: int, candidates: Iterable[Atom], lost: int) 
     for atom in sorted(set(candidates), key=Atom.sort_key):
         excluded = grid.mask(atom)
         if excluded & uncovered:
-            pool.append((atom, excluded, excluded & grid.good_mask, bool(atom.cond_axis), atom.sort_key()))
+            pool.append(
+                (atom, excluded, excluded & grid.good_mask, bool(atom.cond_axis), atom.sort_key())
+            )
     chosen: list[Atom] = []
     while uncovered:
         best, best_key = None, None
@@ -221,8 +241,12 @@ def _greedy(grid: _Grid, uncovered: int, candidates: Iterable[Atom], lost: int) 
 
 def _pure_failures(grid: _Grid) -> list[Atom]:
     """Values that only ever appear in bad cells: excluding them costs no good cell."""
-    free = [Atom(axis, value) for axis in grid.pinnable for value, cells in grid.where(axis).items()
-            if value is not None and cells & grid.bad_mask and not cells & grid.good_mask]
+    free = [
+        Atom(axis, value)
+        for axis in grid.pinnable
+        for value, cells in grid.where(axis).items()
+        if value is not None and cells & grid.bad_mask and not cells & grid.good_mask
+    ]
     uncovered = 0
     for atom in free:
         uncovered |= grid.mask(atom)
@@ -257,7 +281,10 @@ def _blame_scoped(grid: _Grid, remaining: int, axis: str, cond_axis: str) -> lis
 
 # ----------------------------------------------------------------------------- answers
 
-def _axes_key(o: Observation, free: set[str], text: dict[Value, str]) -> tuple[tuple[str, str], ...]:
+
+def _axes_key(
+    o: Observation, free: set[str], text: dict[Value, str]
+) -> tuple[tuple[str, str], ...]:
     """The cell's values on every axis but ``free``, as a hashable key (each value's text once)."""
     items = []
     for axis, value in o.values.items():
@@ -269,8 +296,9 @@ def _axes_key(o: Observation, free: set[str], text: dict[Value, str]) -> tuple[t
     return tuple(sorted(items))
 
 
-def _counterfactual(grid: _Grid, package: str, version: Value,
-                    cells: Sequence[Observation]) -> tuple[str, str, str]:
+def _counterfactual(
+    grid: _Grid, package: str, version: Value, cells: Sequence[Observation]
+) -> tuple[str, str, str]:
     """(failing cell, passing cell, its version): a good cell equal to a failing one on every
     axis but ``package`` (and its companions), the nearest version first; empty when none."""
     index = grid._counterfactuals.get(package)
@@ -300,26 +328,45 @@ def _counterfactual(grid: _Grid, package: str, version: Value,
     return best[2], best[3], str(best[4])
 
 
-def _reason(package: str, version: Value, cells: Sequence[Observation], grid: _Grid | None = None) -> Exclusion:
+def _reason(
+    package: str, version: Value, cells: Sequence[Observation], grid: _Grid | None = None
+) -> Exclusion:
     # The probes that failed in every one of these cells are the reason; others failed for
     # another pin's reason (torch 1.12.0 + numpy 2 also fails numpy_interop).
     common = set.intersection(*(set(o.failing) for o in cells)) if cells else set()
     probes = sorted(common or {name for o in cells for name in o.failing})
-    summaries = Counter(o.summaries[name] for o in cells for name in o.failing
-                        if name in o.summaries and name in probes)
+    summaries = Counter(
+        o.summaries[name]
+        for o in cells
+        for name in o.failing
+        if name in o.summaries and name in probes
+    )
     summary = min(summaries.items(), key=lambda item: (-item[1], item[0]))[0] if summaries else ""
-    failing, passing, passing_version = (_counterfactual(grid, package, version, cells) if grid is not None
-                                         else ("", "", ""))
-    return Exclusion(package, str(version), tuple(probes), summary,
-                     tuple(sorted(o.cell_id for o in cells)), failing_cell=failing,
-                     passing_cell=passing, passing_version=passing_version)
+    failing, passing, passing_version = (
+        _counterfactual(grid, package, version, cells) if grid is not None else ("", "", "")
+    )
+    return Exclusion(
+        package,
+        str(version),
+        tuple(probes),
+        summary,
+        tuple(sorted(o.cell_id for o in cells)),
+        failing_cell=failing,
+        passing_cell=passing,
+        passing_version=passing_version,
+    )
 
 
-def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[Version]],
-                policy: PinPolicy = PinPolicy.PROVEN) -> list[Pin]:
+def _build_pins(
+    grid: _Grid,
+    atoms: Sequence[Atom],
+    pairs: Mapping[Version, set[Version]],
+    policy: PinPolicy = PinPolicy.PROVEN,
+) -> list[Pin]:
     pins: list[Pin] = []
-    packages = sorted({atom.axis for atom in atoms} | ({"torchvision"} if pairs else set()),
-                      key=_axis_rank)
+    packages = sorted(
+        {atom.axis for atom in atoms} | ({"torchvision"} if pairs else set()), key=_axis_rank
+    )
     for package in packages:
         mine = [a for a in atoms if a.axis == package]
         base_values = {a.value for a in mine if not a.cond_axis}
@@ -336,54 +383,101 @@ def _build_pins(grid: _Grid, atoms: Sequence[Atom], pairs: Mapping[Version, set[
         # Admit every tested value not excluded here, even one whose cells another pin excludes:
         # a bound must not exclude a tested version without a reason of its own.
         goods = grid.values(package)
-        exclusions = [_reason(package, v, grid.cells(grid.bad_mask & where.get(v, 0)), grid)
-                      for v in sorted(base_values)]
+        exclusions = [
+            _reason(package, v, grid.cells(grid.bad_mask & where.get(v, 0)), grid)
+            for v in sorted(base_values)
+        ]
         exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
         if excluded:
-            specs = build_specifiers(goods - excluded, excluded, python=package == PYTHON, policy=policy)
+            specs = build_specifiers(
+                goods - excluded, excluded, python=package == PYTHON, policy=policy
+            )
             windows: tuple = ()
-            if policy == PinPolicy.PROVEN and base_values and package != PYTHON and grid.released.get(package):
-                windows = tuple(find_windows(package, base_values, goods - excluded, grid.observations,
-                                             grid.released[package], grid.origins,
-                                             grid.wheel_pythons.get(package)))
+            if (
+                policy == PinPolicy.PROVEN
+                and base_values
+                and package != PYTHON
+                and grid.released.get(package)
+            ):
+                windows = tuple(
+                    find_windows(
+                        package,
+                        base_values,
+                        goods - excluded,
+                        grid.observations,
+                        grid.released[package],
+                        grid.origins,
+                        grid.wheel_pythons.get(package),
+                    )
+                )
                 paired_specs = build_specifiers(goods - excluded, set(paired))
-                specs = merge_specifiers((), [s for w in windows for s in w.specifiers] + list(paired_specs))
-            pins.append(Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key)), windows))
+                specs = merge_specifiers(
+                    (), [s for w in windows for s in w.specifiers] + list(paired_specs)
+                )
+            pins.append(
+                Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key)), windows)
+            )
         scoped = [a for a in mine if a.cond_axis]
         for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
             per_cond: dict[Value, frozenset] = {}
             for atom in scoped:
                 if atom.cond_axis == cond_axis:
-                    per_cond[atom.cond_value] = per_cond.get(atom.cond_value, frozenset()) | {atom.value}
+                    per_cond[atom.cond_value] = per_cond.get(atom.cond_value, frozenset()) | {
+                        atom.value
+                    }
             groups: dict[frozenset, list[Value]] = {}
             for cond_value, values in per_cond.items():
                 groups.setdefault(values - excluded, []).append(cond_value)
-            for values, cond_values in sorted(groups.items(), key=lambda g: sorted(map(_value_key, g[1]))):
+            for values, cond_values in sorted(
+                groups.items(), key=lambda g: sorted(map(_value_key, g[1]))
+            ):
                 if not values:
                     continue
-                condition = Condition(cond_axis, tuple(sorted(cond_values, key=_value_key)),
-                                      grid.tested(cond_axis))
+                condition = Condition(
+                    cond_axis, tuple(sorted(cond_values, key=_value_key)), grid.tested(cond_axis)
+                )
                 inside = 0
                 for cond_value in condition.values:
                     inside |= grid.where(cond_axis).get(cond_value, 0)
                 goods_inside = grid.values(package, inside) - excluded - values
-                specs = build_specifiers(goods_inside, values, python=package == PYTHON, policy=policy)
+                specs = build_specifiers(
+                    goods_inside, values, python=package == PYTHON, policy=policy
+                )
                 windows = ()
-                if (policy == PinPolicy.PROVEN and cond_axis == PYTHON and package != PYTHON
-                        and grid.released.get(package)):
+                if (
+                    policy == PinPolicy.PROVEN
+                    and cond_axis == PYTHON
+                    and package != PYTHON
+                    and grid.released.get(package)
+                ):
                     # A window under a marker: proven over the cells the marker applies to.
-                    windows = tuple(find_windows(package, values, goods_inside, grid.cells(inside),
-                                                 grid.released[package], grid.origins,
-                                                 grid.wheel_pythons.get(package)))
+                    windows = tuple(
+                        find_windows(
+                            package,
+                            values,
+                            goods_inside,
+                            grid.cells(inside),
+                            grid.released[package],
+                            grid.origins,
+                            grid.wheel_pythons.get(package),
+                        )
+                    )
                     specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
-                reasons = tuple(_reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)), grid)
-                                for v in sorted(values))
+                reasons = tuple(
+                    _reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)), grid)
+                    for v in sorted(values)
+                )
                 pins.append(Pin(package, specs, condition, reasons, windows))
     return pins
 
 
-def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping,
-            policy: PinPolicy = PinPolicy.PROVEN) -> tuple[Answer, int]:
+def _answer(
+    grid: _Grid,
+    label: str,
+    atoms: Sequence[Atom],
+    pairs: Mapping,
+    policy: PinPolicy = PinPolicy.PROVEN,
+) -> tuple[Answer, int]:
     """The answer built from ``atoms``, and the mask of the cells it admits."""
     pins = tuple(_build_pins(grid, atoms, pairs, policy))
     draft = Answer(label, pins, (), len(grid.good))
@@ -396,8 +490,15 @@ def _answer(grid: _Grid, label: str, atoms: Sequence[Atom], pairs: Mapping,
 def _rank_key(answer: Answer) -> tuple:
     scoped = sum(1 for pin in answer.pins if pin.condition is not None)
     first = min((_axis_rank(pin.package) for pin in answer.pins), default=(0, ""))
-    return (len(answer.lost), len(answer.unresolved), not answer.expressible, scoped,
-            len(answer.pins), first, answer.label)
+    return (
+        len(answer.lost),
+        len(answer.unresolved),
+        not answer.expressible,
+        scoped,
+        len(answer.pins),
+        first,
+        answer.label,
+    )
 
 
 def _free_cover(grid: _Grid, uncovered: int, candidates: Iterable[Atom]) -> list[Atom]:
@@ -406,12 +507,25 @@ def _free_cover(grid: _Grid, uncovered: int, candidates: Iterable[Atom]) -> list
     The cover may be partial: a bad cell whose every exclusion would also exclude a good cell
     stays admitted (an unresolved interaction), since no pin may exclude a working version.
     """
-    pool = sorted((a for a in set(candidates) if not grid.mask(a) & grid.good_mask
-                   and grid.mask(a) & uncovered), key=Atom.sort_key)
+    pool = sorted(
+        (
+            a
+            for a in set(candidates)
+            if not grid.mask(a) & grid.good_mask and grid.mask(a) & uncovered
+        ),
+        key=Atom.sort_key,
+    )
     chosen: list[Atom] = []
     while uncovered:
-        best = min(pool, default=None,
-                   key=lambda a: (-(grid.mask(a) & uncovered).bit_count(), bool(a.cond_axis), a.sort_key()))
+        best = min(
+            pool,
+            default=None,
+            key=lambda a: (
+                -(grid.mask(a) & uncovered).bit_count(),
+                bool(a.cond_axis),
+                a.sort_key(),
+            ),
+        )
         if best is None or not grid.mask(best) & uncovered:
             break
         chosen.append(best)
@@ -435,8 +549,9 @@ def varied_axes(observations: Sequence[Observation], axes: Sequence[str]) -> lis
 CORE_PACKAGES = ("torch", "torchvision", "torchaudio")
 
 
-def _interactions(grid: _Grid, diagnosis: Answer, unresolved: int,
-                  packages: Sequence[str]) -> list[tuple[str, str, str, int]]:
+def _interactions(
+    grid: _Grid, diagnosis: Answer, unresolved: int, packages: Sequence[str]
+) -> list[tuple[str, str, str, int]]:
     """The diagnosis' pins conditioned on another package where one of the two is an extras axis
     (numpy, setuptools), one per pair of axes: (its text, the pinned axis, the condition's axis, the
     mask of the unresolved bad cells it explains)."""
@@ -457,11 +572,16 @@ def _interactions(grid: _Grid, diagnosis: Answer, unresolved: int,
                 cells |= grid.mask(Atom(pin.package, value, condition.axis, cond_value))
         cells &= unresolved & grid.bad_mask
         if cells:
-            found[(pin.package, condition.axis)] = found.get((pin.package, condition.axis), 0) | cells
+            found[(pin.package, condition.axis)] = (
+                found.get((pin.package, condition.axis), 0) | cells
+            )
     out = []
     for (package, other), cells in found.items():
         first, second = sorted((package, other), key=_axis_rank)
-        listed = [", ".join(str(v) for v in sorted(grid.values(axis, cells), key=_value_key)) for axis in (first, second)]
+        listed = [
+            ", ".join(str(v) for v in sorted(grid.values(axis, cells), key=_value_key))
+            for axis in (first, second)
+        ]
         text = f"{first} {listed[0]} with {second} {listed[1]} (each passes in another pair)"
         out.append((text, package, other, cells))
     return out
@@ -472,9 +592,16 @@ def _with_pin(pins: Sequence[Pin], added: Pin) -> tuple[Pin, ...]:
     out, merged = [], False
     for pin in pins:
         if pin.package == added.package and pin.condition is None and not merged:
-            out.append(Pin(pin.package, merge_specifiers(pin.specifiers, added.specifiers), None,
-                           tuple(sorted(set(pin.exclusions + added.exclusions), key=_exclusion_key)),
-                           pin.windows + added.windows, pin.gives_up + added.gives_up))
+            out.append(
+                Pin(
+                    pin.package,
+                    merge_specifiers(pin.specifiers, added.specifiers),
+                    None,
+                    tuple(sorted(set(pin.exclusions + added.exclusions), key=_exclusion_key)),
+                    pin.windows + added.windows,
+                    pin.gives_up + added.gives_up,
+                )
+            )
             merged = True
         else:
             out.append(pin)
@@ -483,8 +610,15 @@ def _with_pin(pins: Sequence[Pin], added: Pin) -> tuple[Pin, ...]:
     return tuple(sorted(out, key=lambda p: (_axis_rank(p.package), p.condition is not None)))
 
 
-def _alternative(grid: _Grid, safe: Answer, package: str, other: str, cells: int, interaction: str,
-                 policy: PinPolicy) -> tuple[int, Tradeoff] | None:
+def _alternative(
+    grid: _Grid,
+    safe: Answer,
+    package: str,
+    other: str,
+    cells: int,
+    interaction: str,
+    policy: PinPolicy,
+) -> tuple[int, Tradeoff] | None:
     """Close the interaction's ``cells`` with one unconditional pin on ``package``: its window over
     the cells where ``other`` has one of the failing values; what it excludes where ``other`` has
     another value is given up. Returns (the interaction's cells it leaves open, the trade-off)."""
@@ -499,12 +633,23 @@ def _alternative(grid: _Grid, safe: Answer, package: str, other: str, cells: int
     specs = build_specifiers(goods, excluded, policy=policy)
     windows: tuple = ()
     if policy == PinPolicy.PROVEN and grid.released.get(package):
-        windows = tuple(find_windows(package, excluded, goods, grid.cells(scope), grid.released[package],
-                                     grid.origins, grid.wheel_pythons.get(package)))
+        windows = tuple(
+            find_windows(
+                package,
+                excluded,
+                goods,
+                grid.cells(scope),
+                grid.released[package],
+                grid.origins,
+                grid.wheel_pythons.get(package),
+            )
+        )
         specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
     where = grid.where(package)
-    exclusions = tuple(_reason(package, v, grid.cells(grid.bad_mask & scope & where.get(v, 0)), grid)
-                       for v in sorted(excluded, key=_value_key))
+    exclusions = tuple(
+        _reason(package, v, grid.cells(grid.bad_mask & scope & where.get(v, 0)), grid)
+        for v in sorted(excluded, key=_value_key)
+    )
     pin = Pin(package, specs, None, exclusions, windows)
     draft = Answer("", _with_pin(safe.pins, pin), (), len(grid.good))
     admitted = grid.admitted(draft)
@@ -515,10 +660,14 @@ def _alternative(grid: _Grid, safe: Answer, package: str, other: str, cells: int
         pairs.setdefault(key, []).append(observation.cell_id)
     first, second = sorted((package, other), key=_axis_rank)
     gives_up = []
-    for (p, o), ids in sorted(pairs.items(), key=lambda item: (_value_key(item[0][0]), _value_key(item[0][1]))):
+    for (p, o), ids in sorted(
+        pairs.items(), key=lambda item: (_value_key(item[0][0]), _value_key(item[0][1]))
+    ):
         values = {package: p, other: o}
-        gives_up.append(f"{first} {values[first]} x {second} {values[second]} [{', '.join(sorted(ids)[:2])}"
-                        + (f", +{len(ids) - 2} more]" if len(ids) > 2 else "]"))
+        gives_up.append(
+            f"{first} {values[first]} x {second} {values[second]} [{', '.join(sorted(ids)[:2])}"
+            + (f", +{len(ids) - 2} more]" if len(ids) > 2 else "]")
+        )
     gives_up = tuple(gives_up)
     pin = Pin(package, specs, None, exclusions, windows, gives_up)
     if windows:
@@ -528,16 +677,26 @@ def _alternative(grid: _Grid, safe: Answer, package: str, other: str, cells: int
     pins = _with_pin(safe.pins, pin)
     answer = Answer(f"trade-off: {package}{','.join(specs)}", pins, (), len(grid.good))
     admitted = grid.admitted(answer)
-    answer = Answer(answer.label, pins, tuple(sorted(o.cell_id for o in grid.cells(grid.good_mask & ~admitted))),
-                    len(grid.good), tuple(sorted(o.cell_id for o in grid.cells(grid.bad_mask & admitted))))
+    answer = Answer(
+        answer.label,
+        pins,
+        tuple(sorted(o.cell_id for o in grid.cells(grid.good_mask & ~admitted))),
+        len(grid.good),
+        tuple(sorted(o.cell_id for o in grid.cells(grid.bad_mask & admitted))),
+    )
     still_open = (cells & admitted).bit_count()
     if still_open == cells.bit_count():
         return None  # closes nothing
     return still_open, Tradeoff(interaction, 0, pin, other, tuple(given), answer)
 
 
-def find_tradeoffs(grid: _Grid, safe: Answer, diagnosis: Answer | None, packages: Sequence[str],
-                   policy: PinPolicy = PinPolicy.PROVEN) -> tuple[list[Tradeoff], Answer | None]:
+def find_tradeoffs(
+    grid: _Grid,
+    safe: Answer,
+    diagnosis: Answer | None,
+    packages: Sequence[str],
+    policy: PinPolicy = PinPolicy.PROVEN,
+) -> tuple[list[Tradeoff], Answer | None]:
     """Per interaction of an extras axis with another package that the safe answer leaves open:
     the two one-pin answers (pin either axis), ranked by the working pairs they give up, then the
     releases they exclude; and the answer that adds the first of each (None: nothing to trade)."""
@@ -551,15 +710,39 @@ def find_tradeoffs(grid: _Grid, safe: Answer, diagnosis: Answer | None, packages
     found: list[Tradeoff] = []
     chosen = safe
     for interaction, package, other, cells in _interactions(grid, diagnosis, unresolved, packages):
-        options = [option for option in (_alternative(grid, chosen, package, other, cells, interaction, policy),
-                                          _alternative(grid, chosen, other, package, cells, interaction, policy))
-                   if option is not None]
+        options = [
+            option
+            for option in (
+                _alternative(grid, chosen, package, other, cells, interaction, policy),
+                _alternative(grid, chosen, other, package, cells, interaction, policy),
+            )
+            if option is not None
+        ]
         # On a tie, pin the dependency (numpy) before torch: users pick torch for their hardware.
-        options = [t for _, t in sorted(options, key=lambda o: (
-            o[0], o[1].pairs, len(o[1].releases), o[1].pin.package in CORE_PACKAGES, _axis_rank(o[1].pin.package)))]
+        options = [
+            t
+            for _, t in sorted(
+                options,
+                key=lambda o: (
+                    o[0],
+                    o[1].pairs,
+                    len(o[1].releases),
+                    o[1].pin.package in CORE_PACKAGES,
+                    _axis_rank(o[1].pin.package),
+                ),
+            )
+        ]
         for rank, option in enumerate(options, 1):
-            found.append(Tradeoff(option.interaction, rank, option.pin, option.against, option.releases,
-                                  option.answer))
+            found.append(
+                Tradeoff(
+                    option.interaction,
+                    rank,
+                    option.pin,
+                    option.against,
+                    option.releases,
+                    option.answer,
+                )
+            )
         if options:
             chosen = options[0].answer
     if chosen is safe:
@@ -568,23 +751,28 @@ def find_tradeoffs(grid: _Grid, safe: Answer, diagnosis: Answer | None, packages
     return found, Answer(label, chosen.pins, chosen.lost, chosen.good_total, chosen.unresolved)
 
 
-def find_answers(observations: Sequence[Observation], packages: Sequence[str],
-                 pairs: Mapping[Version, set[Version]] | None = None,
-                 policy: PinPolicy = PinPolicy.PROVEN,
-                 released: Mapping[str, Sequence[Any]] | None = None,
-                 origins: Mapping[str, str] | None = None,
-                 wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None) -> list[Answer]:
+def find_answers(
+    observations: Sequence[Observation],
+    packages: Sequence[str],
+    pairs: Mapping[Version, set[Version]] | None = None,
+    policy: PinPolicy = PinPolicy.PROVEN,
+    released: Mapping[str, Sequence[Any]] | None = None,
+    origins: Mapping[str, str] | None = None,
+    wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Answer]:
     """Ranked answers (best first); ``find_pins`` without the trade-offs."""
     return find_pins(observations, packages, pairs, policy, released, origins, wheel_pythons)[0]
 
 
-def find_pins(observations: Sequence[Observation], packages: Sequence[str],
-                 pairs: Mapping[Version, set[Version]] | None = None,
-                 policy: PinPolicy = PinPolicy.PROVEN,
-                 released: Mapping[str, Sequence[Any]] | None = None,
-                 origins: Mapping[str, str] | None = None,
-                 wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None
-                 ) -> tuple[list[Answer], list[Tradeoff], Answer | None]:
+def find_pins(
+    observations: Sequence[Observation],
+    packages: Sequence[str],
+    pairs: Mapping[Version, set[Version]] | None = None,
+    policy: PinPolicy = PinPolicy.PROVEN,
+    released: Mapping[str, Sequence[Any]] | None = None,
+    origins: Mapping[str, str] | None = None,
+    wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[list[Answer], list[Tradeoff], Answer | None]:
     """Ranked answers (best first), the trade-offs (``find_tradeoffs``) and the answer with the first
     trade-off of each interaction (None: none). No answer excludes a good cell: a bad cell that cannot be
     excluded without one stays admitted and is listed in the answer's ``unresolved``.
@@ -604,31 +792,66 @@ def find_pins(observations: Sequence[Observation], packages: Sequence[str],
         for axis in pinnable:
             atoms = _blame_one(grid, grid.bad_mask, axis)
             if atoms is not None:
-                return [_answer(grid, f"blame {axis} alone", sorted(atoms, key=Atom.sort_key), pairs,
-                                policy)[0]], [], None
+                return (
+                    [
+                        _answer(
+                            grid,
+                            f"blame {axis} alone",
+                            sorted(atoms, key=Atom.sort_key),
+                            pairs,
+                            policy,
+                        )[0]
+                    ],
+                    [],
+                    None,
+                )
     pure = _pure_failures(grid)
     remaining = grid.bad_mask
     for atom in pure:
         remaining &= ~grid.mask(atom)
     if not remaining:
-        return [_answer(grid, "exclude failing versions" if pure else "no failures", pure, pairs, policy)[0]], [], None
+        return (
+            [
+                _answer(
+                    grid, "exclude failing versions" if pure else "no failures", pure, pairs, policy
+                )[0]
+            ],
+            [],
+            None,
+        )
     candidates: list[tuple[str, list[Atom] | None]] = []
     for axis in pinnable:
         candidates.append((f"blame {axis} alone", _blame_one(grid, remaining, axis)))
         for cond_axis in conditions:
-            if cond_axis != axis and axis != PYTHON:  # python-by-X is X-by-python, which has markers
-                candidates.append((f"{axis} scoped by {cond_axis}",
-                                   _blame_scoped(grid, remaining, axis, cond_axis)))
+            if (
+                cond_axis != axis and axis != PYTHON
+            ):  # python-by-X is X-by-python, which has markers
+                candidates.append(
+                    (
+                        f"{axis} scoped by {cond_axis}",
+                        _blame_scoped(grid, remaining, axis, cond_axis),
+                    )
+                )
     lost_by_pure = grid.lost_mask(pure)
     python_conditions = [PYTHON] if PYTHON in conditions else []
-    expressible = [a for a in grid.atoms_of_cells(remaining, python_conditions)
-                   if not (a.axis == PYTHON and a.cond_axis)]
-    candidates.append(("fewest good cells lost (PEP 508)",
-                       _greedy(grid, remaining, expressible, lost_by_pure)))
+    expressible = [
+        a
+        for a in grid.atoms_of_cells(remaining, python_conditions)
+        if not (a.axis == PYTHON and a.cond_axis)
+    ]
+    candidates.append(
+        ("fewest good cells lost (PEP 508)", _greedy(grid, remaining, expressible, lost_by_pure))
+    )
     everything = grid.atoms_of_cells(remaining, conditions)
-    candidates.append(("fewest good cells lost", _greedy(grid, remaining, everything, lost_by_pure)))
-    candidates.append(("exclude only what no working cell needs (PEP 508)",
-                       _free_cover(grid, remaining, expressible)))
+    candidates.append(
+        ("fewest good cells lost", _greedy(grid, remaining, everything, lost_by_pure))
+    )
+    candidates.append(
+        (
+            "exclude only what no working cell needs (PEP 508)",
+            _free_cover(grid, remaining, expressible),
+        )
+    )
     # Candidates with the same atoms give the same pins: build each once, under its best label.
     distinct: dict[tuple[Atom, ...], str] = {}
     for label, atoms in candidates:

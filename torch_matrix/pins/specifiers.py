@@ -14,7 +14,6 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 
-
 @lru_cache(maxsize=8192)
 def _public(raw: str) -> Version | None:
     """``records.public_version`` as a ``Version``, parsed once per distinct string (a 2,000-cell
@@ -23,8 +22,8 @@ def _public(raw: str) -> Version | None:
     return Version(public) if public else None
 
 
-
 # ----------------------------------------------------------------------------- specifiers
+
 
 def _prefix_bound(low: Version | None, high: Version, *, strict_low: bool) -> Version:
     """The shortest prefix B of ``high``'s release with low < B <= high (``<2`` over ``<2.0.2``)."""
@@ -45,7 +44,11 @@ def _text(version: Version, python: bool) -> str:
     release = list(version.release)
     while len(release) > 2 and release[-1] == 0:
         release.pop()
-    return ".".join(str(part) for part in release) if Version(".".join(map(str, release))) == version else text
+    return (
+        ".".join(str(part) for part in release)
+        if Version(".".join(map(str, release))) == version
+        else text
+    )
 
 
 class PinPolicy(StrEnum):
@@ -66,9 +69,13 @@ class PinPolicy(StrEnum):
     TESTED_ONLY = "tested-only"
 
 
-def build_specifiers(good: Iterable[Version], bad: Iterable[Version], *,
-                     python: bool = False,
-                     policy: PinPolicy = PinPolicy.ADMIT_UNTESTED) -> tuple[str, ...]:
+def build_specifiers(
+    good: Iterable[Version],
+    bad: Iterable[Version],
+    *,
+    python: bool = False,
+    policy: PinPolicy = PinPolicy.ADMIT_UNTESTED,
+) -> tuple[str, ...]:
     """Readable specifiers that admit every ``good`` version and exclude every ``bad`` one.
 
     By default (``PinPolicy.ADMIT_UNTESTED``) every bad version is excluded on its own
@@ -148,7 +155,8 @@ def merge_specifiers(existing: Iterable[str], added: Iterable[str]) -> tuple[str
         if spec.operator == "!=" and not spec.version.endswith(".*"):
             version = Version(spec.version)
             if (lower is not None and not lower.contains(version, prereleases=True)) or (
-                    upper is not None and not upper.contains(version, prereleases=True)):
+                upper is not None and not upper.contains(version, prereleases=True)
+            ):
                 continue
         kept.append(spec)
     return tuple(str(s) for s in sorted(kept, key=_spec_key))
@@ -173,5 +181,3 @@ def _value_key(value: Any) -> tuple:
     if isinstance(value, Version):
         return (0, value, "")
     return (1, Version("0"), "" if value is None else str(value))
-
-

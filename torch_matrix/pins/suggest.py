@@ -11,7 +11,18 @@ from dataclasses import dataclass, field
 from torch_matrix.vocab.records import ORIGIN_BISECT, CellResult
 from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
 from .coverage import Coverage, coverage
-from .evidence import EnvironmentAdvice, environment_advice, PYTHON, CellNote, VersionEvidence, _CellValues, _observe, _pairs, package_axes, version_evidence
+from .evidence import (
+    EnvironmentAdvice,
+    environment_advice,
+    PYTHON,
+    CellNote,
+    VersionEvidence,
+    _CellValues,
+    _observe,
+    _pairs,
+    package_axes,
+    version_evidence,
+)
 from .model import Answer, Tradeoff
 from .search import find_pins
 from .specifiers import PinPolicy
@@ -32,7 +43,9 @@ class Suggestion:
     policy: PinPolicy = PinPolicy.PROVEN
     environment: tuple[EnvironmentAdvice, ...] = ()  # failures the environment explains
     not_pinned: tuple[CellNote, ...] = ()  # incompatible existing environments (evidence._observe)
-    tradeoffs: tuple[Tradeoff, ...] = ()  # per interaction of an extras axis: ranked one-pin answers
+    tradeoffs: tuple[
+        Tradeoff, ...
+    ] = ()  # per interaction of an extras axis: ranked one-pin answers
     traded: Answer | None = None  # the safe answer plus the first trade-off of each interaction
     pin_tradeoffs: bool = False  # `pins --tradeoffs pin-first`: the files pin ``traded``
 
@@ -61,11 +74,13 @@ class Suggestion:
         return None if best.expressible else best
 
 
-def suggest_pins(results: Sequence[CellResult],
-                 released: Mapping[str, Sequence[str]] | None = None,
-                 policy: PinPolicy = PinPolicy.PROVEN,
-                 wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
-                 pin_tradeoffs: bool = False) -> Suggestion:
+def suggest_pins(
+    results: Sequence[CellResult],
+    released: Mapping[str, Sequence[str]] | None = None,
+    policy: PinPolicy = PinPolicy.PROVEN,
+    wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
+    pin_tradeoffs: bool = False,
+) -> Suggestion:
     """Derive the suggestion from cell results; ``released`` maps package -> released versions,
     ``wheel_pythons`` package -> release -> the Python X.Y values its wheels serve (a release with
     no wheel for any tested Python was never a candidate: windows and coverage leave it out).
@@ -77,16 +92,29 @@ def suggest_pins(results: Sequence[CellResult],
     packages = package_axes(results)
     values_of = _CellValues(packages)
     observations, unsatisfiable, no_evidence, not_pinned = _observe(results, values_of)
-    counts = Counter({COMPATIBLE: 0, INCOMPATIBLE: 0, NOT_INSTALLABLE: len(unsatisfiable),
-                      NO_EVIDENCE: len(no_evidence)})
+    counts = Counter(
+        {
+            COMPATIBLE: 0,
+            INCOMPATIBLE: 0,
+            NOT_INSTALLABLE: len(unsatisfiable),
+            NO_EVIDENCE: len(no_evidence),
+        }
+    )
     counts.update(COMPATIBLE if o.good else INCOMPATIBLE for o in observations)
-    origins = {result.cell.id: str(result.cell.origin) for result in results if result.cell.is_followup}
-    answers, tradeoffs, traded = find_pins(observations, packages, _pairs(results, values_of), policy, released,
-                                           origins, wheel_pythons)
+    origins = {
+        result.cell.id: str(result.cell.origin) for result in results if result.cell.is_followup
+    }
+    answers, tradeoffs, traded = find_pins(
+        observations, packages, _pairs(results, values_of), policy, released, origins, wheel_pythons
+    )
     if released and wheel_pythons:
         pythons = {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None}
-        released = {package: admitted_releases(versions, wheel_pythons.get(package), pythons)[0]
-                    if package in wheel_pythons else versions for package, versions in released.items()}
+        released = {
+            package: admitted_releases(versions, wheel_pythons.get(package), pythons)[0]
+            if package in wheel_pythons
+            else versions
+            for package, versions in released.items()
+        }
     suggestion = Suggestion(
         counts=dict(counts),
         evidence=version_evidence(observations, list(packages) + [PYTHON]),
@@ -101,5 +129,6 @@ def suggest_pins(results: Sequence[CellResult],
         pin_tradeoffs=pin_tradeoffs,
     )
     # Coverage is of what the files pin: the one rule for that is ``Suggestion.recommended``.
-    return dataclasses.replace(suggestion, coverage=coverage(suggestion.recommended, observations, packages, released))
-
+    return dataclasses.replace(
+        suggestion, coverage=coverage(suggestion.recommended, observations, packages, released)
+    )

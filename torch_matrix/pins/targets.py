@@ -17,8 +17,18 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from torch_matrix.judge.hardware import (RUNS, BuildFacts, Gpu, Hardware, Target, driver_needed, judge, parse_gpu,
-                                   slug_of_label, variant_cuda_for)
+from torch_matrix.judge.hardware import (
+    RUNS,
+    BuildFacts,
+    Gpu,
+    Hardware,
+    Target,
+    driver_needed,
+    judge,
+    parse_gpu,
+    slug_of_label,
+    variant_cuda_for,
+)
 from torch_matrix.pins.specifiers import PinPolicy
 from torch_matrix.pins.suggest import Suggestion, suggest_pins
 from torch_matrix.vocab.records import FAIL, CellResult, ProbeResult
@@ -50,8 +60,11 @@ def as_seen_by(result: CellResult, target: str) -> CellResult:
     verdict = next((t for t in result.targets if t["target"] == target), None)
     if verdict is None or verdict["verdict"] in RUNS:
         return result
-    probe = ProbeResult(name=HARDWARE_PROBE, status=FAIL, message=f"{verdict['verdict']} on {target}: "
-                                                                   f"{verdict['reason']}")
+    probe = ProbeResult(
+        name=HARDWARE_PROBE,
+        status=FAIL,
+        message=f"{verdict['verdict']} on {target}: {verdict['reason']}",
+    )
     cell = result.cell
     if cell.required_probes:
         cell = replace(cell, required_probes=cell.required_probes + (HARDWARE_PROBE,))
@@ -91,16 +104,28 @@ def advice_for(results: Sequence[CellResult], target: str) -> tuple[str, ...]:
         if Hardware(verdict["verdict"]) == Hardware.DRIVER_TOO_OLD:
             capability = _gpu_of(target)
             needed = driver_needed(build, capability)
-            again = judge(BuildFacts.from_facts(build), Target(Gpu(f"sm_{capability}", capability)
-                                                               if capability else None, needed)) if needed else None
+            again = (
+                judge(
+                    BuildFacts.from_facts(build),
+                    Target(Gpu(f"sm_{capability}", capability) if capability else None, needed),
+                )
+                if needed
+                else None
+            )
             if again is not None and again.runs:  # the driver alone stands in the way
                 line += f"; a driver >= {needed} runs this build"
-        cuda = variant_cuda_for(build, _gpu_of(target), _driver_of(target),
-                                str(result.platform.get("machine") or "x86_64"))
+        cuda = variant_cuda_for(
+            build,
+            _gpu_of(target),
+            _driver_of(target),
+            str(result.platform.get("machine") or "x86_64"),
+        )
         if cuda:
             tag = "cu" + cuda.replace(".", "")
-            line += (f"; torch's own table of its release builds lists CUDA {cuda} with code for this card: "
-                     f"pip install torch=={release.public} --index-url {PYTORCH_WHL}/{tag}")
+            line += (
+                f"; torch's own table of its release builds lists CUDA {cuda} with code for this card: "
+                f"pip install torch=={release.public} --index-url {PYTORCH_WHL}/{tag}"
+            )
         newer = [v for v in good if Version(v) > release]
         older = [v for v in good if Version(v) < release]
         if newer:
@@ -126,13 +151,22 @@ def _driver_of(target: str) -> str:
     return target.rsplit("driver ", 1)[1] if "driver " in target else ""
 
 
-def target_pins(results: Sequence[CellResult], released: Mapping[str, Sequence[str]] | None = None,
-                policy: PinPolicy = PinPolicy.ADMIT_UNTESTED,
-                wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None) -> list[TargetPins]:
+def target_pins(
+    results: Sequence[CellResult],
+    released: Mapping[str, Sequence[str]] | None = None,
+    policy: PinPolicy = PinPolicy.ADMIT_UNTESTED,
+    wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
+) -> list[TargetPins]:
     """One ``TargetPins`` per declared target the results were judged for."""
     out = []
     for target in targets_in(results):
         seen = [as_seen_by(result, target) for result in results]
-        out.append(TargetPins(target=target, slug=slug_of_label(target), suggestion=suggest_pins(seen, released, policy, wheel_pythons),
-                              advice=advice_for(results, target)))
+        out.append(
+            TargetPins(
+                target=target,
+                slug=slug_of_label(target),
+                suggestion=suggest_pins(seen, released, policy, wheel_pythons),
+                advice=advice_for(results, target),
+            )
+        )
     return out

@@ -24,8 +24,8 @@ SUMMARY_WIDTH = 140
 Value = Any  # Version for packages and python, str for the variant
 
 
-
 # ----------------------------------------------------------------------------- observations
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -53,8 +53,8 @@ class CellNote:
     reason: str
 
 
-
 # ----------------------------------------------------------------------------- conditions
+
 
 def _python_runs_marker(members: Sequence[Version], tested: Sequence[Version]) -> str:
     """A ``python_version`` marker for ``members`` that also places untested versions.
@@ -82,9 +82,13 @@ def _python_runs_marker(members: Sequence[Version], tested: Sequence[Version]) -
         position = ordered.index(last)
         parts = []
         following = ordered[position + 1] if position + 1 < len(ordered) else None
-        if (len(run) == 1 and first != ordered[0] and following is not None
-                and following.release[:1] == first.release[:1]
-                and following.release[1:2] == (first.release[1] + 1,)):
+        if (
+            len(run) == 1
+            and first != ordered[0]
+            and following is not None
+            and following.release[:1] == first.release[:1]
+            and following.release[1:2] == (first.release[1] + 1,)
+        ):
             clauses.append(f'python_version == "{first}"')  # the interval holds only this minor
             continue
         if first != ordered[0]:
@@ -115,7 +119,9 @@ class Condition:
         return observation.value(self.axis) in self.values
 
     def complement(self) -> Condition:
-        return Condition(self.axis, tuple(v for v in self.tested if v not in self.values), self.tested)
+        return Condition(
+            self.axis, tuple(v for v in self.tested if v not in self.values), self.tested
+        )
 
     def marker(self) -> str:
         """PEP 508 marker text; only for Python conditions ("" when it covers every version)."""
@@ -138,17 +144,17 @@ class Condition:
         return f"{self.axis} in " + ", ".join(map(str, sorted(self.values)))
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"axis": self.axis, "values": sorted(map(str, self.values)),
-                                "describe": self.describe()}
+        data: dict[str, Any] = {
+            "axis": self.axis,
+            "values": sorted(map(str, self.values)),
+            "describe": self.describe(),
+        }
         if self.axis == PYTHON:
             data["marker"] = self.marker()
         return data
-
 
 
 @lru_cache(maxsize=4096)
 def _marker_applies(marker: str, python_version: str) -> bool:
     env = {"python_version": python_version, "python_full_version": f"{python_version}.0"}
     return Marker(marker).evaluate(env)
-
-

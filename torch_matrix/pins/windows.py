@@ -37,7 +37,11 @@ from .vocabulary import PYTHON, Observation, Value
 UPPER, FLOOR, CLOSED, FALLBACK = "upper-bound", "floor", "closed", "not-proven"
 START, END = "start", "end"
 BISECT, GRID = "bisect", "the grid"
-COMPANIONS = {"torch": {"torchvision", "torchaudio"}, "torchvision": {"torch"}, "torchaudio": {"torch"}}
+COMPANIONS = {
+    "torch": {"torchvision", "torchaudio"},
+    "torchvision": {"torch"},
+    "torchaudio": {"torch"},
+}
 
 
 @dataclass(frozen=True)
@@ -65,24 +69,45 @@ class EdgeProof:
             text = f"{self.index_end} {self.bad} fails [{self.bad_cell}]"
             if self.beyond:
                 word = "older" if self.side == START else "newer"
-                text += (f" (the {self.beyond} {word} release{'s' if self.beyond != 1 else ''} have no wheel "
-                         f"for Python {', '.join(self.pythons)}: not admitted)")
+                text += (
+                    f" (the {self.beyond} {word} release{'s' if self.beyond != 1 else ''} have no wheel "
+                    f"for Python {', '.join(self.pythons)}: not admitted)"
+                )
             return text
         if not self.proven:
-            where = f"between {self.good} (passes) and {self.bad}" if self.good and self.side == START else (
-                f"between {self.bad} and {self.good} (passes)" if self.good else f"after {self.bad}")
-            return (f"{word} not found: {_few(self.missing)} {where} not tested "
-                    f"(follow-up cap reached, or no evidence: see the cells without evidence)")
-        pair = (f"{self.good} (passes) [{self.good_cell}] and {self.bad} (fails) [{self.bad_cell}]"
-                if self.side == START else
-                f"{self.bad} (fails) [{self.bad_cell}] and {self.good} (passes) [{self.good_cell}]")
+            where = (
+                f"between {self.good} (passes) and {self.bad}"
+                if self.good and self.side == START
+                else (
+                    f"between {self.bad} and {self.good} (passes)"
+                    if self.good
+                    else f"after {self.bad}"
+                )
+            )
+            return (
+                f"{word} not found: {_few(self.missing)} {where} not tested "
+                f"(follow-up cap reached, or no evidence: see the cells without evidence)"
+            )
+        pair = (
+            f"{self.good} (passes) [{self.good_cell}] and {self.bad} (fails) [{self.bad_cell}]"
+            if self.side == START
+            else f"{self.bad} (fails) [{self.bad_cell}] and {self.good} (passes) [{self.good_cell}]"
+        )
         return f"{word} {self.bad}, found by {self.found_by} between {pair}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"side": self.side, "bad": self.bad, "bad_cell": self.bad_cell, "good": self.good,
-                "good_cell": self.good_cell, "found_by": self.found_by, "index_end": self.index_end,
-                "missing": list(self.missing), "proven": self.proven,
-                **({"not_admitted_beyond": self.beyond} if self.beyond else {})}
+        return {
+            "side": self.side,
+            "bad": self.bad,
+            "bad_cell": self.bad_cell,
+            "good": self.good,
+            "good_cell": self.good_cell,
+            "found_by": self.found_by,
+            "index_end": self.index_end,
+            "missing": list(self.missing),
+            "proven": self.proven,
+            **({"not_admitted_beyond": self.beyond} if self.beyond else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -125,11 +150,20 @@ class Window:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"package": self.package, "first_bad": self.first_bad, "last_bad": self.last_bad,
-                "kind": self.kind, "proven": self.proven, "specifiers": list(self.specifiers),
-                "releases": list(self.releases), "tested": list(self.tested),
-                "assumed": [v for v in self.releases if v not in self.tested],
-                "start": self.start.to_json(), "end": self.end.to_json(), "proof": self.proof()}
+        return {
+            "package": self.package,
+            "first_bad": self.first_bad,
+            "last_bad": self.last_bad,
+            "kind": self.kind,
+            "proven": self.proven,
+            "specifiers": list(self.specifiers),
+            "releases": list(self.releases),
+            "tested": list(self.tested),
+            "assumed": [v for v in self.releases if v not in self.tested],
+            "start": self.start.to_json(),
+            "end": self.end.to_json(),
+            "proof": self.proof(),
+        }
 
 
 def _few(items: Sequence[str], limit: int = 4) -> str:
@@ -145,13 +179,16 @@ def python_of(value: Value) -> str:
     return f"{version.major}.{version.minor}"
 
 
-@lru_cache(maxsize=4096)  # a few dozen values, asked for once per observation of every window search
+@lru_cache(
+    maxsize=4096
+)  # a few dozen values, asked for once per observation of every window search
 def _version(text: str) -> Version:
     return Version(text)
 
 
-def admitted_releases(released: Iterable[Any], wheel_pythons: Mapping[str, Any] | None,
-                      pythons: Iterable[str]) -> tuple[list[str], list[str]]:
+def admitted_releases(
+    released: Iterable[Any], wheel_pythons: Mapping[str, Any] | None, pythons: Iterable[str]
+) -> tuple[list[str], list[str]]:
     """(admitted, not admitted): the final releases with a wheel for one of ``pythons`` (X.Y), and
     the others. ``wheel_pythons`` maps a release to the X.Y values its wheels serve; a release it
     does not list is admitted, and so is one listed as None (no wheel: an sdist only) unless the
@@ -161,7 +198,9 @@ def admitted_releases(released: Iterable[Any], wheel_pythons: Mapping[str, Any] 
     wanted = set(pythons)
     if not wheel_pythons or not wanted:
         return finals, []
-    wheels_elsewhere = any(served is not None and wanted & set(served) for served in wheel_pythons.values())
+    wheels_elsewhere = any(
+        served is not None and wanted & set(served) for served in wheel_pythons.values()
+    )
     admitted, left = [], []
     for version in finals:
         served = wheel_pythons.get(version, ())
@@ -175,10 +214,15 @@ def admitted_releases(released: Iterable[Any], wheel_pythons: Mapping[str, Any] 
     return admitted, left
 
 
-def find_windows(package: str, excluded: Iterable[Value], admitted: Iterable[Value],
-                 observations: Sequence[Observation], released: Iterable[Any],
-                 origins: Mapping[str, str] | None = None,
-                 wheel_pythons: Mapping[str, Any] | None = None) -> list[Window]:
+def find_windows(
+    package: str,
+    excluded: Iterable[Value],
+    admitted: Iterable[Value],
+    observations: Sequence[Observation],
+    released: Iterable[Any],
+    origins: Mapping[str, str] | None = None,
+    wheel_pythons: Mapping[str, Any] | None = None,
+) -> list[Window]:
     """The windows of ``package``: ``excluded`` are the tested values the pin excludes,
     ``admitted`` the tested values it admits (the window never covers one), ``released`` the
     index's releases of the package, ``origins`` cell id -> origin (which cells were follow-ups),
@@ -186,8 +230,10 @@ def find_windows(package: str, excluded: Iterable[Value], admitted: Iterable[Val
     releases the observations' Pythons could install count)."""
     excluded = {Version(str(v)) for v in excluded}
     admitted = {Version(str(v)) for v in admitted} - excluded
-    pythons = sorted({python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None},
-                     key=Version)
+    pythons = sorted(
+        {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None},
+        key=Version,
+    )
     installable, left_out = admitted_releases(released, wheel_pythons, pythons)
     releases = sorted({Version(v) for v in installable} | excluded | admitted)
     if not excluded or not releases:
@@ -215,7 +261,7 @@ def find_windows(package: str, excluded: Iterable[Value], admitted: Iterable[Val
             outside = [Version(v) for v in left_out]
             start = _beyond(start, sum(1 for v in outside if v < releases[0]), pythons)
             end = _beyond(end, sum(1 for v in outside if v > releases[-1]), pythons)
-        inside = releases[first_index:last_index + 1]
+        inside = releases[first_index : last_index + 1]
         windows.append(_window(package, inside, bad, start, end, releases))
     return windows
 
@@ -226,7 +272,9 @@ def _beyond(edge: EdgeProof, count: int, pythons: Sequence[str]) -> EdgeProof:
     return replace(edge, beyond=count, pythons=tuple(pythons))
 
 
-def _cells_by_value(package: str, observations: Sequence[Observation]) -> dict[Version, list[Observation]]:
+def _cells_by_value(
+    package: str, observations: Sequence[Observation]
+) -> dict[Version, list[Observation]]:
     found: dict[Version, list[Observation]] = {}
     for observation in observations:
         value = observation.value(package)
@@ -237,12 +285,21 @@ def _cells_by_value(package: str, observations: Sequence[Observation]) -> dict[V
 
 def _held(observation: Observation, package: str) -> tuple:
     free = {package} | COMPANIONS.get(package, set())
-    return tuple(sorted((axis, str(value)) for axis, value in observation.values.items() if axis not in free))
+    return tuple(
+        sorted((axis, str(value)) for axis, value in observation.values.items() if axis not in free)
+    )
 
 
-def _edge(side: str, package: str, releases: Sequence[Version], index: int, step: int,
-          admitted: set[Version], cells: Mapping[Version, list[Observation]],
-          origins: Mapping[str, str]) -> EdgeProof:
+def _edge(
+    side: str,
+    package: str,
+    releases: Sequence[Version],
+    index: int,
+    step: int,
+    admitted: set[Version],
+    cells: Mapping[Version, list[Observation]],
+    origins: Mapping[str, str],
+) -> EdgeProof:
     bad = releases[index]
     bad_cells = sorted((o for o in cells.get(bad, ()) if not o.good), key=lambda o: o.cell_id)
     bad_cell = bad_cells[0] if bad_cells else None
@@ -253,13 +310,21 @@ def _edge(side: str, package: str, releases: Sequence[Version], index: int, step
         position += step
     if not 0 <= position < len(releases):
         if missing:
-            return EdgeProof(side, str(bad), bad_cell.cell_id if bad_cell else "", missing=tuple(missing))
-        return EdgeProof(side, str(bad), bad_cell.cell_id if bad_cell else "",
-                         index_end="oldest" if side == START else "newest")
+            return EdgeProof(
+                side, str(bad), bad_cell.cell_id if bad_cell else "", missing=tuple(missing)
+            )
+        return EdgeProof(
+            side,
+            str(bad),
+            bad_cell.cell_id if bad_cell else "",
+            index_end="oldest" if side == START else "newest",
+        )
     good = releases[position]
     good_cells = sorted((o for o in cells.get(good, ()) if o.good), key=lambda o: o.cell_id)
     held = [(o, _held(o, package)) for o in good_cells]  # each cell's other axes, computed once
-    for candidate in bad_cells:  # the first bad cell with a passing cell equal to it on every other axis
+    for (
+        candidate
+    ) in bad_cells:  # the first bad cell with a passing cell equal to it on every other axis
         key = _held(candidate, package)
         equal = [o for o, other in held if other == key]
         if equal:
@@ -268,21 +333,38 @@ def _edge(side: str, package: str, releases: Sequence[Version], index: int, step
     good_cell = good_cells[0] if good_cells else None
     if good_cell is None:  # admitted by this pin but never seen passing: no proof
         missing.append(str(good))
-    found_by = BISECT if any(_by_edge(o.cell_id, origins) for o in (bad_cell, good_cell) if o) else GRID
+    found_by = (
+        BISECT if any(_by_edge(o.cell_id, origins) for o in (bad_cell, good_cell) if o) else GRID
+    )
     if side == END:
         missing.reverse()
-    return EdgeProof(side, str(bad), bad_cell.cell_id if bad_cell else "", str(good),
-                     good_cell.cell_id if good_cell else "", found_by, missing=tuple(missing))
+    return EdgeProof(
+        side,
+        str(bad),
+        bad_cell.cell_id if bad_cell else "",
+        str(good),
+        good_cell.cell_id if good_cell else "",
+        found_by,
+        missing=tuple(missing),
+    )
 
 
 def _by_edge(cell_id: str, origins: Mapping[str, str]) -> bool:
     """An edge cell, or the counterfactual of one (the edge release with its environment fixed)."""
     origin = origins.get(cell_id)
-    return origin == ORIGIN_EDGE or (origin == ORIGIN_COUNTERFACTUAL and counterfactual_of(cell_id).endswith(EDGE_SEPARATOR))
+    return origin == ORIGIN_EDGE or (
+        origin == ORIGIN_COUNTERFACTUAL and counterfactual_of(cell_id).endswith(EDGE_SEPARATOR)
+    )
 
 
-def _window(package: str, inside: Sequence[Version], bad: Sequence[Version], start: EdgeProof, end: EdgeProof,
-            releases: Sequence[Version]) -> Window:
+def _window(
+    package: str,
+    inside: Sequence[Version],
+    bad: Sequence[Version],
+    start: EdgeProof,
+    end: EdgeProof,
+    releases: Sequence[Version],
+) -> Window:
     names = tuple(str(v) for v in inside)
     tested = tuple(str(v) for v in bad)
     fallback = tuple(f"!={v}" for v in tested)

@@ -55,10 +55,13 @@ def outcome_of(result: CellResult, probe: str | None = None) -> Outcome:
         return Outcome(SKIP, text)
     if probe_counts_as_failure(found.status, dict(result.cell.policy)):
         return Outcome(BAD, text)
-    return Outcome(SKIP, text)  # unsupported under a policy that lets it pass: no evidence either way
+    return Outcome(
+        SKIP, text
+    )  # unsupported under a policy that lets it pass: no evidence either way
 
 
 # ---------------------------------------------------------------------------- the versions
+
 
 def final_releases(versions: Iterable[object]) -> list[str]:
     """The final releases among ``versions`` (no pre-, dev- or local label), oldest first, each once."""
@@ -70,7 +73,11 @@ def release_candidates(versions: Iterable[str], good: str, bad: str) -> list[str
     """Final releases from ``good`` to ``bad`` inclusive, oldest first (local labels dropped)."""
     low, high = Version(good), Version(bad)
     found = {Version(Version(v).public) for v in versions if public_version(v)}
-    return [str(v) for v in sorted(found) if low <= v <= high and not v.is_prerelease and not v.is_devrelease]
+    return [
+        str(v)
+        for v in sorted(found)
+        if low <= v <= high and not v.is_prerelease and not v.is_devrelease
+    ]
 
 
 def nightly_date(version: str) -> dt.date | None:
@@ -106,13 +113,13 @@ def nightly_candidates(versions: Iterable[str], good: dt.date, bad: dt.date) -> 
     return [str(by_date[day]) for day in sorted(by_date)]
 
 
-
 def max_cells(count: int) -> int:
     """The most cells a bisect of ``count`` versions tests: ceil(log2 N) + 2."""
     return math.ceil(math.log2(count)) + 2 if count > 1 else count
 
 
 # ---------------------------------------------------------------------------- choosing
+
 
 def _bounds(versions: Sequence[str], outcomes: Mapping[str, str]) -> tuple[int, int] | None:
     bad = [i for i, v in enumerate(versions) if outcomes.get(v) == BAD]
@@ -162,18 +169,26 @@ class Conclusion:
             return self.problem
         if self.exact:
             return f"last good {self.last_good}, first bad {self.first_bad}"
-        return (f"last good {self.last_good}, first bad one of {', '.join(self.between)} or {self.first_bad} "
-                f"(no evidence for the versions in between)")
+        return (
+            f"last good {self.last_good}, first bad one of {', '.join(self.between)} or {self.first_bad} "
+            f"(no evidence for the versions in between)"
+        )
 
 
-def conclude(versions: Sequence[str], outcomes: Mapping[str, str], budget_left: bool = True) -> Conclusion:
+def conclude(
+    versions: Sequence[str], outcomes: Mapping[str, str], budget_left: bool = True
+) -> Conclusion:
     if not versions:
         return Conclusion(None, None, False, (), "no versions to bisect")
     good, bad = versions[0], versions[-1]
     if outcomes.get(good) == SKIP:
-        return Conclusion(None, None, False, (), f"no evidence at the good end {good} (see its cell)")
+        return Conclusion(
+            None, None, False, (), f"no evidence at the good end {good} (see its cell)"
+        )
     if outcomes.get(good) == BAD:
-        return Conclusion(None, good, False, (), f"the good end {good} is bad too: the break is older")
+        return Conclusion(
+            None, good, False, (), f"the good end {good} is bad too: the break is older"
+        )
     if outcomes.get(bad) == SKIP:
         return Conclusion(None, None, False, (), f"no evidence at the bad end {bad} (see its cell)")
     if outcomes.get(bad) == GOOD:
@@ -182,12 +197,14 @@ def conclude(versions: Sequence[str], outcomes: Mapping[str, str], budget_left: 
     if bounds is None:
         return Conclusion(None, None, False, (), "not tested yet")
     low, high = bounds
-    between = tuple(versions[low + 1:high])
-    later_good = tuple(v for v in versions[high + 1:] if outcomes.get(v) == GOOD)
+    between = tuple(versions[low + 1 : high])
+    later_good = tuple(v for v in versions[high + 1 :] if outcomes.get(v) == GOOD)
     problem = ""
     if any(v not in outcomes for v in between) and not budget_left:
-        problem = (f"stopped at the cell limit: the first bad version is one of {', '.join(between)} or "
-                   f"{versions[high]}; raise --max-cells")
+        problem = (
+            f"stopped at the cell limit: the first bad version is one of {', '.join(between)} or "
+            f"{versions[high]}; raise --max-cells"
+        )
     return Conclusion(versions[low], versions[high], not between, between, problem, later_good)
 
 
@@ -196,5 +213,7 @@ def compare_url(last_good: str, first_bad: str) -> str:
     old_day, new_day = nightly_date(last_good), nightly_date(first_bad)
     if old_day and new_day:
         # Nightlies are built from main each day: GitHub's time-based comparison of main.
-        return PYTORCH_COMPARE.format(old=f"main@{{{old_day.isoformat()}}}", new=f"main@{{{new_day.isoformat()}}}")
+        return PYTORCH_COMPARE.format(
+            old=f"main@{{{old_day.isoformat()}}}", new=f"main@{{{new_day.isoformat()}}}"
+        )
     return PYTORCH_COMPARE.format(old=f"v{last_good}", new=f"v{first_bad}")

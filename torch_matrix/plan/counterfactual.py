@@ -29,7 +29,9 @@ from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL, Cell, CellResult, 
 from torch_matrix.judge.verdict import verdict_of
 
 TAG = "counterfactual"
-NEEDED = "install_sanity"  # every probe's premise: the pinned versions import and are what was asked
+NEEDED = (
+    "install_sanity"  # every probe's premise: the pinned versions import and are what was asked
+)
 _SEPARATOR = "-cf-"
 
 
@@ -53,7 +55,9 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
     if is_counterfactual(cell.id):
         return []
     verdict = verdict_of(result)
-    added: dict[tuple[str, str], list[str]] = {}  # (id suffix, requirement) -> the probes it concerns
+    added: dict[
+        tuple[str, str], list[str]
+    ] = {}  # (id suffix, requirement) -> the probes it concerns
     for name, attribution in verdict.environment.items():
         if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:
             step = (f"with-{_token(attribution.requirement)}", attribution.requirement)
@@ -65,22 +69,31 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
             added.setdefault(step, []).append(name)
     cells = []
     for (suffix, requirement), concerned in added.items():
-        cells.append(Cell(
-            id=f"{cell.id}{_SEPARATOR}{suffix}",
-            axes=dict(cell.axes),
-            requirements=(*cell.requirements, requirement),
-            probes=cell.probes, required_probes=cell.required_probes,
-            tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
-            policy=dict(cell.policy), install=cell.install, install_digest=cell.install_digest,
-            probe_subset=probe_subset(cell, concerned),
-            origin=ORIGIN_COUNTERFACTUAL, reason=f"{cell.id} with {requirement}"))
+        cells.append(
+            Cell(
+                id=f"{cell.id}{_SEPARATOR}{suffix}",
+                axes=dict(cell.axes),
+                requirements=(*cell.requirements, requirement),
+                probes=cell.probes,
+                required_probes=cell.required_probes,
+                tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
+                policy=dict(cell.policy),
+                install=cell.install,
+                install_digest=cell.install_digest,
+                probe_subset=probe_subset(cell, concerned),
+                origin=ORIGIN_COUNTERFACTUAL,
+                reason=f"{cell.id} with {requirement}",
+            )
+        )
     return cells
 
 
 def probe_subset(cell: Cell, concerned: Sequence[str]) -> tuple[str, ...]:
     """What a counterfactual runs: the probes its finding concerns, and what they need (the
     install check, ``install_sanity``, when the cell's suite has it); the rest is the original's."""
-    needed = [NEEDED] if NEEDED not in concerned and (not cell.probes or NEEDED in cell.probes) else []
+    needed = (
+        [NEEDED] if NEEDED not in concerned and (not cell.probes or NEEDED in cell.probes) else []
+    )
     return tuple(dict.fromkeys([*needed, *concerned]))
 
 
@@ -93,4 +106,3 @@ def _matched_build(resolved: Mapping[str, str]) -> tuple[str, str] | None:
         return None
     name, version = ("torch", torch) if torch_label else ("torchvision", vision)
     return "matched-build", f"{name}!={version}"
-

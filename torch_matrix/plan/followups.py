@@ -41,9 +41,20 @@ from packaging.version import Version
 from torch_matrix.judge.causes import axis_module_named
 from torch_matrix.judge.verdict import verdict_of
 from torch_matrix.plan import bisection
-from torch_matrix.plan.counterfactual import _SEPARATOR as _CF_SEPARATOR, counterfactual_of, plan_counterfactuals
+from torch_matrix.plan.counterfactual import (
+    _SEPARATOR as _CF_SEPARATOR,
+    counterfactual_of,
+    plan_counterfactuals,
+)
 from torch_matrix.vocab.layout import ID_UNSAFE
-from torch_matrix.vocab.records import CORE_AXES, ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE, ORIGIN_MATRIX, Cell, CellResult
+from torch_matrix.vocab.records import (
+    CORE_AXES,
+    ORIGIN_COUNTERFACTUAL,
+    ORIGIN_EDGE,
+    ORIGIN_MATRIX,
+    Cell,
+    CellResult,
+)
 
 FOLLOWUPS_ENV = "TORCH_MATRIX_FOLLOWUPS"
 LEGACY_ENV = "TORCH_MATRIX_COUNTERFACTUALS"  # the cap's name before edges were follow-ups too
@@ -74,6 +85,7 @@ def cap_from(environ: Mapping[str, str] = os.environ) -> int:
 
 # ---------------------------------------------------------------------------- edges
 
+
 @dataclass(frozen=True)
 class Edge:
     """One edge of one break: the releases it is searched over and where the search stands.
@@ -88,8 +100,12 @@ class Edge:
     spent: int  # edge cells already run inside the span
     budget: int  # bisection.max_cells(len(span))
     next: str | None  # the release to test next (None: found, or cannot be found)
-    axis: str = TORCH  # the axis that moves: torch / torchvision (the other paired) or an extras package
-    breaking: tuple[str, ...] = ()  # the break's grid releases that fail (where an interaction shows)
+    axis: str = (
+        TORCH  # the axis that moves: torch / torchvision (the other paired) or an extras package
+    )
+    breaking: tuple[
+        str, ...
+    ] = ()  # the break's grid releases that fail (where an interaction shows)
 
     @property
     def why(self) -> str:
@@ -129,46 +145,74 @@ def _value_on(result: CellResult, axis: str) -> str:
         return result.cell.torch
     if axis == TORCHVISION:
         return result.cell.torchvision
-    return result.install.resolved.get(axis, "") if result.installed else _exact(result.cell.axes.get(axis, ""))
+    return (
+        result.install.resolved.get(axis, "")
+        if result.installed
+        else _exact(result.cell.axes.get(axis, ""))
+    )
 
 
 def _exact(specifier: str) -> str:
     return specifier[2:] if specifier.startswith("==") and "*" not in specifier else ""
 
 
-def outcomes_by_context(results: Iterable[CellResult], axis: str = TORCH) -> dict[tuple, dict[str, dict[str, object]]]:
+def outcomes_by_context(
+    results: Iterable[CellResult], axis: str = TORCH
+) -> dict[tuple, dict[str, dict[str, object]]]:
     """context -> release on ``axis`` -> {"kind": GOOD|BAD|SKIP, "origin": ..., "cell": Cell,
     "result": CellResult}; a release both good and bad somewhere in a context counts as good (no
     pin excludes a version seen working)."""
     found: dict[tuple, dict[str, dict[str, object]]] = {}
     for result in results:
         cell = result.cell
-        if cell.origin not in (ORIGIN_MATRIX, ORIGIN_EDGE, ORIGIN_COUNTERFACTUAL) or not cell.axes.get(TORCH) \
-                or axis not in moving_axes(cell, torchvision_axis=True):
+        if (
+            cell.origin not in (ORIGIN_MATRIX, ORIGIN_EDGE, ORIGIN_COUNTERFACTUAL)
+            or not cell.axes.get(TORCH)
+            or axis not in moving_axes(cell, torchvision_axis=True)
+        ):
             continue
         if cell.origin == ORIGIN_COUNTERFACTUAL:
             # The release with the environment fixed: its verdict is the release's, and the cell
             # counts where the cell it follows up does (the grid, or an edge).
             base = counterfactual_of(cell.id)
-            cell = dataclasses.replace(cell, id=base, requirements=cell.requirements[:-1], probe_subset=(),
-                                       origin=ORIGIN_EDGE if base.endswith(EDGE_SEPARATOR) else ORIGIN_MATRIX,
-                                       tags=tuple(t for t in cell.tags if not t.startswith(ORIGIN_COUNTERFACTUAL)))
+            cell = dataclasses.replace(
+                cell,
+                id=base,
+                requirements=cell.requirements[:-1],
+                probe_subset=(),
+                origin=ORIGIN_EDGE if base.endswith(EDGE_SEPARATOR) else ORIGIN_MATRIX,
+                tags=tuple(t for t in cell.tags if not t.startswith(ORIGIN_COUNTERFACTUAL)),
+            )
         version = _release(_value_on(result, axis))
         if version is None:
             continue
         kind = bisection.outcome_of(result).kind
         entry = found.setdefault(context_of(cell, axis), {}).get(str(version))
         rank = {bisection.GOOD: 2, bisection.BAD: 1, bisection.SKIP: 0}
-        if entry is None or rank[kind] > rank[str(entry["kind"])] or (
-                rank[kind] == rank[str(entry["kind"])] and entry["origin"] != ORIGIN_MATRIX
-                and cell.origin == ORIGIN_MATRIX):
-            found[context_of(cell, axis)][str(version)] = {"kind": kind, "origin": cell.origin, "cell": cell,
-                                                           "result": result}
+        if (
+            entry is None
+            or rank[kind] > rank[str(entry["kind"])]
+            or (
+                rank[kind] == rank[str(entry["kind"])]
+                and entry["origin"] != ORIGIN_MATRIX
+                and cell.origin == ORIGIN_MATRIX
+            )
+        ):
+            found[context_of(cell, axis)][str(version)] = {
+                "kind": kind,
+                "origin": cell.origin,
+                "cell": cell,
+                "result": result,
+            }
     return found
 
 
-def edges(results: Sequence[CellResult], releases_for: Callable[[Cell, str], Sequence[str]], *,
-          torchvision_axis: bool = False) -> list[Edge]:
+def edges(
+    results: Sequence[CellResult],
+    releases_for: Callable[[Cell, str], Sequence[str]],
+    *,
+    torchvision_axis: bool = False,
+) -> list[Edge]:
     """Both edges of every break the grid found, on every moving axis, with the next release each
     wants tested. A break is a version finding: in one context (the other axes held) the grid has a
     failing and a passing cell on the axis; an axis the grid did not vary there is never moved.
@@ -180,8 +224,11 @@ def edges(results: Sequence[CellResult], releases_for: Callable[[Cell, str], Seq
     ``torchvision_axis`` (the spec lists torchvision explicitly): a break that is torchvision's
     (``on_torchvision``) is bisected over torchvision's releases instead of torch's."""
     found: list[Edge] = []
-    axes = list(dict.fromkeys(axis for result in results
-                              for axis in moving_axes(result.cell, torchvision_axis)))
+    axes = list(
+        dict.fromkeys(
+            axis for result in results for axis in moving_axes(result.cell, torchvision_axis)
+        )
+    )
     for axis in axes:
         found += _edges_on(results, axis, releases_for, torchvision_axis)
     return found
@@ -206,7 +253,9 @@ def names_torchvision(result: CellResult) -> bool:
     return bool(named) and all(module == TORCHVISION for module in named)
 
 
-def on_torchvision(bad: Sequence[Mapping[str, object]], good: Sequence[Mapping[str, object]]) -> bool:
+def on_torchvision(
+    bad: Sequence[Mapping[str, object]], good: Sequence[Mapping[str, object]]
+) -> bool:
     """A break is torchvision's when a failing grid cell's torch also passes in the context (with
     another torchvision: torch cannot be blamed), or when every failing grid cell names torchvision."""
     good_torch = {entry["cell"].torch for entry in good}  # type: ignore[attr-defined]
@@ -215,21 +264,32 @@ def on_torchvision(bad: Sequence[Mapping[str, object]], good: Sequence[Mapping[s
     return bool(bad) and all(names_torchvision(entry["result"]) for entry in bad)  # type: ignore[arg-type]
 
 
-def _edges_on(results: Sequence[CellResult], axis: str, releases_for: Callable[[Cell, str], Sequence[str]],
-              torchvision_axis: bool = False) -> list[Edge]:
+def _edges_on(
+    results: Sequence[CellResult],
+    axis: str,
+    releases_for: Callable[[Cell, str], Sequence[str]],
+    torchvision_axis: bool = False,
+) -> list[Edge]:
     found: list[Edge] = []
     for context, tested in outcomes_by_context(results, axis).items():
         any_cell = next(iter(tested.values()))["cell"]
         if axis not in moving_axes(any_cell, torchvision_axis):  # type: ignore[arg-type]
             continue
-        releases = [str(v) for v in sorted({r for r in map(_release, releases_for(any_cell, axis))
-                                            if r is not None})]
+        releases = [
+            str(v)
+            for v in sorted(
+                {r for r in map(_release, releases_for(any_cell, axis)) if r is not None}
+            )
+        ]
         releases = list(dict.fromkeys(releases + [v for v in tested if v not in releases]))
         releases.sort(key=Version)
         position = {v: i for i, v in enumerate(releases)}
         kinds = {v: str(entry["kind"]) for v, entry in tested.items()}
-        grid = [v for v in releases if v in tested and tested[v]["origin"] == ORIGIN_MATRIX
-                and kinds[v] != bisection.SKIP]
+        grid = [
+            v
+            for v in releases
+            if v in tested and tested[v]["origin"] == ORIGIN_MATRIX and kinds[v] != bisection.SKIP
+        ]
         if {kinds[v] for v in grid} != {bisection.GOOD, bisection.BAD}:
             continue  # a version finding needs a failing and a passing grid cell on this axis
         runs: list[list[str]] = []
@@ -252,22 +312,49 @@ def _edges_on(results: Sequence[CellResult], axis: str, releases_for: Callable[[
             before = [v for v in grid if position[v] < position[first]]
             good_before = before[-1] if before else None
             good_after = None if closing == "open" else closing
-            start_span = releases[position[good_before] if good_before else 0:position[first] + 1]
-            end_span = list(reversed(releases[position[last]:position[good_after] + 1 if good_after
-                                              else len(releases)]))
+            start_span = releases[position[good_before] if good_before else 0 : position[first] + 1]
+            end_span = list(
+                reversed(
+                    releases[
+                        position[last] : position[good_after] + 1 if good_after else len(releases)
+                    ]
+                )
+            )
             base = tested[first]["cell"]
             for side, span in ((START, start_span), (END, end_span)):
-                found.append(_edge(context, side, tuple(span), base, tested, kinds, axis,  # type: ignore[arg-type]
-                                   tuple(bads)))
+                found.append(
+                    _edge(
+                        context,
+                        side,
+                        tuple(span),
+                        base,
+                        tested,
+                        kinds,
+                        axis,  # type: ignore[arg-type]
+                        tuple(bads),
+                    )
+                )
     return found
 
 
-def _edge(context: tuple, side: str, span: tuple[str, ...], base: Cell,
-          tested: Mapping[str, Mapping[str, object]], kinds: Mapping[str, str], axis: str = TORCH,
-          breaking: tuple[str, ...] = ()) -> Edge:
+def _edge(
+    context: tuple,
+    side: str,
+    span: tuple[str, ...],
+    base: Cell,
+    tested: Mapping[str, Mapping[str, object]],
+    kinds: Mapping[str, str],
+    axis: str = TORCH,
+    breaking: tuple[str, ...] = (),
+) -> Edge:
     outcomes = {v: kinds[v] for v in span if v in kinds}
-    spent = sum(1 for v in span if v in tested and tested[v]["origin"] == ORIGIN_EDGE
-                and OTHER_CONFIGURATION not in tested[v]["cell"].tags)  # type: ignore[attr-defined]
+    spent = sum(
+        1
+        for v in span
+        if v in tested
+        and tested[v]["origin"] == ORIGIN_EDGE
+        and OTHER_CONFIGURATION not in tested[v]["cell"].tags
+    )  # type: ignore[attr-defined]
     budget = bisection.max_cells(len(span))
     wanted = bisection.next_version(list(span), outcomes) if len(span) > 1 else None
     if spent >= budget:
@@ -276,6 +363,7 @@ def _edge(context: tuple, side: str, span: tuple[str, ...], base: Cell,
 
 
 # ---------------------------------------------------------------------------- interactions
+
 
 @dataclass(frozen=True)
 class OtherConfiguration:
@@ -289,7 +377,9 @@ class OtherConfiguration:
     bad: CellResult  # the edge's cell that failed at ``release``
 
 
-def other_configuration(results: Sequence[CellResult], found: Sequence[Edge]) -> list[OtherConfiguration]:
+def other_configuration(
+    results: Sequence[CellResult], found: Sequence[Edge]
+) -> list[OtherConfiguration]:
     """For each edge of an interaction, each release it found bad that the passing configuration
     has not tested. The configuration chosen is the one that differs from the edge's context on the
     fewest axes (then by cell id)."""
@@ -305,8 +395,12 @@ def other_configuration(results: Sequence[CellResult], found: Sequence[Edge]) ->
         there = tested.get(context, {})
         for release in edge.span:
             entry = here.get(release)
-            if entry is not None and entry["kind"] == bisection.BAD and entry["origin"] == ORIGIN_EDGE \
-                    and release not in there:
+            if (
+                entry is not None
+                and entry["kind"] == bisection.BAD
+                and entry["origin"] == ORIGIN_EDGE
+                and release not in there
+            ):
                 wanted.append(OtherConfiguration(edge, release, good, entry["result"]))  # type: ignore[arg-type]
     return wanted
 
@@ -314,8 +408,9 @@ def other_configuration(results: Sequence[CellResult], found: Sequence[Edge]) ->
 _JUDGING = ("probes", "required", "install")
 
 
-def _passing_configuration(tested: Mapping[tuple, Mapping[str, Mapping[str, object]]],
-                           edge: Edge) -> tuple[tuple, CellResult] | None:
+def _passing_configuration(
+    tested: Mapping[tuple, Mapping[str, Mapping[str, object]]], edge: Edge
+) -> tuple[tuple, CellResult] | None:
     held = dict(edge.context)
     best: tuple | None = None
     for context, releases in tested.items():
@@ -340,13 +435,20 @@ def _difference(cell: CellResult, other: CellResult, axis: str) -> list[tuple[st
     """(axis, this cell's value, the other's) on every held axis where the two configurations differ."""
     free = {TORCH, TORCHVISION} if axis in (TORCH, TORCHVISION) else {axis}
     names = [name for name in cell.cell.axes if name not in free]
-    return [(name, cell.cell.axes.get(name, ""), other.cell.axes.get(name, "")) for name in names
-            if cell.cell.axes.get(name, "") != other.cell.axes.get(name, "")]
+    return [
+        (name, cell.cell.axes.get(name, ""), other.cell.axes.get(name, ""))
+        for name in names
+        if cell.cell.axes.get(name, "") != other.cell.axes.get(name, "")
+    ]
 
 
-def configuration_cell(wanted: OtherConfiguration, *, pairing: Mapping[str, str] | None = None,
-                       torch_of: Mapping[str, str] | None = None,
-                       pythons: frozenset[str] | None = None) -> Cell:
+def configuration_cell(
+    wanted: OtherConfiguration,
+    *,
+    pairing: Mapping[str, str] | None = None,
+    torch_of: Mapping[str, str] | None = None,
+    pythons: frozenset[str] | None = None,
+) -> Cell:
     """The edge release in the passing configuration: the passing grid cell with the edge's axis at
     ``release``, every other axis and requirement as that grid cell has them (so it resolves what
     the grid cell resolved, and counts in the grid cell's context)."""
@@ -354,11 +456,20 @@ def configuration_cell(wanted: OtherConfiguration, *, pairing: Mapping[str, str]
     differ = _difference(good, wanted.bad, edge.axis)
     shown = ", ".join(f"{name}{_as_requirement(value)}" for name, value, _ in differ)
     failing = ", ".join(f"{name}{_as_requirement(value)}" for name, _, value in differ)
-    reason = (f"{edge.axis} {wanted.release} in the finding's other configuration ({shown}, where "
-              f"{edge.axis} {_value_on(good, edge.axis)} passes [{good.cell.id}]): does it fail only with "
-              f"{failing} [{wanted.bad.cell.id}]?")
-    cell = _moved(good.cell, edge.axis, wanted.release, pairing=pairing, torch_of=torch_of, pythons=pythons,
-                  reason=reason)
+    reason = (
+        f"{edge.axis} {wanted.release} in the finding's other configuration ({shown}, where "
+        f"{edge.axis} {_value_on(good, edge.axis)} passes [{good.cell.id}]): does it fail only with "
+        f"{failing} [{wanted.bad.cell.id}]?"
+    )
+    cell = _moved(
+        good.cell,
+        edge.axis,
+        wanted.release,
+        pairing=pairing,
+        torch_of=torch_of,
+        pythons=pythons,
+        reason=reason,
+    )
     return dataclasses.replace(cell, tags=(*cell.tags, OTHER_CONFIGURATION))
 
 
@@ -368,9 +479,17 @@ def _as_requirement(value: str) -> str:
 
 # ---------------------------------------------------------------------------- cells
 
-def _moved(base: Cell, axis: str, version: str, *, pairing: Mapping[str, str] | None = None,
-           torch_of: Mapping[str, str] | None = None, pythons: frozenset[str] | None = None,
-           reason: str = "") -> Cell:
+
+def _moved(
+    base: Cell,
+    axis: str,
+    version: str,
+    *,
+    pairing: Mapping[str, str] | None = None,
+    torch_of: Mapping[str, str] | None = None,
+    pythons: frozenset[str] | None = None,
+    reason: str = "",
+) -> Cell:
     if axis == TORCH:
         return edge_cell(base, version, pairing=pairing, pythons=pythons, reason=reason)
     if axis == TORCHVISION:
@@ -378,13 +497,16 @@ def _moved(base: Cell, axis: str, version: str, *, pairing: Mapping[str, str] | 
     return extras_edge_cell(base, axis, version, pythons=pythons, reason=reason)
 
 
-def extras_edge_cell(base: Cell, axis: str, version: str, *, pythons: frozenset[str] | None = None,
-                     reason: str = "") -> Cell:
+def extras_edge_cell(
+    base: Cell, axis: str, version: str, *, pythons: frozenset[str] | None = None, reason: str = ""
+) -> Cell:
     """``base`` with the extras package ``axis`` at exactly ``version`` (torch held), as an ``edge``
     follow-up: its axis value is ``==version``, its requirement ``axis==version``."""
     old = base.axes.get(axis, "")
-    requirements = tuple(f"{axis}=={version}" if requirement == f"{axis}{old}" else requirement
-                         for requirement in base.requirements)
+    requirements = tuple(
+        f"{axis}=={version}" if requirement == f"{axis}{old}" else requirement
+        for requirement in base.requirements
+    )
     if f"{axis}=={version}" not in requirements:
         requirements = (*requirements, f"{axis}=={version}")
     note = ""
@@ -393,13 +515,26 @@ def extras_edge_cell(base: Cell, axis: str, version: str, *, pythons: frozenset[
         note = f"no {axis} {version} wheel for Python {base.python} on the index (wheels for: {served})"
     cell_id = ID_UNSAFE.sub("_", f"{base.id}-{axis}{version}{EDGE_SEPARATOR}")
     tags = [t for t in base.tags if t != "planned-unsatisfiable"]
-    return dataclasses.replace(base, id=cell_id, axes={**base.axes, axis: f"=={version}"},
-                               requirements=requirements, plan_note=note, tags=(*tags, ORIGIN_EDGE),
-                               origin=ORIGIN_EDGE, reason=reason)
+    return dataclasses.replace(
+        base,
+        id=cell_id,
+        axes={**base.axes, axis: f"=={version}"},
+        requirements=requirements,
+        plan_note=note,
+        tags=(*tags, ORIGIN_EDGE),
+        origin=ORIGIN_EDGE,
+        reason=reason,
+    )
 
 
-def edge_cell(base: Cell, version: str, *, pairing: Mapping[str, str] | None = None,
-              pythons: frozenset[str] | None = None, reason: str = "") -> Cell:
+def edge_cell(
+    base: Cell,
+    version: str,
+    *,
+    pairing: Mapping[str, str] | None = None,
+    pythons: frozenset[str] | None = None,
+    reason: str = "",
+) -> Cell:
     """``base`` with torch ``version`` (and its paired torchvision when ``base`` has one from
     ``pairing``), as an ``edge`` follow-up. Planning already knows when it cannot install."""
     notes = []
@@ -410,12 +545,20 @@ def edge_cell(base: Cell, version: str, *, pairing: Mapping[str, str] | None = N
             notes.append(f"no torchvision release requires torch=={version}")
     if pythons is not None and base.python not in pythons:
         served = ", ".join(sorted(pythons, key=Version)) or "none"
-        notes.append(f"no torch {version} wheel for Python {base.python} on the index (wheels for: {served})")
+        notes.append(
+            f"no torch {version} wheel for Python {base.python} on the index (wheels for: {served})"
+        )
     return _pair_cell(base, version, vision, notes, reason)
 
 
-def vision_edge_cell(base: Cell, version: str, *, torch_of: Mapping[str, str] | None = None,
-                     pythons: frozenset[str] | None = None, reason: str = "") -> Cell:
+def vision_edge_cell(
+    base: Cell,
+    version: str,
+    *,
+    torch_of: Mapping[str, str] | None = None,
+    pythons: frozenset[str] | None = None,
+    reason: str = "",
+) -> Cell:
     """``base`` with torchvision ``version`` and the torch that release requires (``torch_of``:
     torchvision release -> torch, read from its Requires-Dist), as an ``edge`` follow-up on the
     torchvision axis. Without a torch for it, the cell is planned unsatisfiable and says why."""
@@ -426,12 +569,20 @@ def vision_edge_cell(base: Cell, version: str, *, torch_of: Mapping[str, str] | 
         torch = base.torch
     if pythons is not None and base.python not in pythons:
         served = ", ".join(sorted(pythons, key=Version)) or "none"
-        notes.append(f"no torchvision {version} wheel for Python {base.python} on the index (wheels for: {served})")
+        notes.append(
+            f"no torchvision {version} wheel for Python {base.python} on the index (wheels for: {served})"
+        )
     return _pair_cell(base, torch, version, notes, reason, vision_token=True)
 
 
-def _pair_cell(base: Cell, torch: str, vision: str, notes: Sequence[str], reason: str,
-               vision_token: bool = False) -> Cell:
+def _pair_cell(
+    base: Cell,
+    torch: str,
+    vision: str,
+    notes: Sequence[str],
+    reason: str,
+    vision_token: bool = False,
+) -> Cell:
     """``base`` with torch ``torch`` and torchvision ``vision`` (dropped when ""), as an edge cell:
     requirements, id (``t<torch>``, ``-tv<vision>`` where the id names torchvision) and tags follow."""
     axes = dict(base.axes)
@@ -448,7 +599,7 @@ def _pair_cell(base: Cell, torch: str, vision: str, notes: Sequence[str], reason
             requirement = f"torchvision=={vision}"
         requirements.append(requirement)
     token = f"t{old_torch}"
-    rest = base.id[len(token):] if base.id.startswith(token) else "-" + base.id
+    rest = base.id[len(token) :] if base.id.startswith(token) else "-" + base.id
     if old_vision and f"-tv{old_vision}" in rest:
         rest = rest.replace(f"-tv{old_vision}", f"-tv{vision}" if vision else "", 1)
     elif vision_token and vision:
@@ -457,9 +608,16 @@ def _pair_cell(base: Cell, torch: str, vision: str, notes: Sequence[str], reason
     tags = [t for t in base.tags if not t.startswith("torch") and t != "planned-unsatisfiable"]
     release = Version(torch)
     tags = [f"torch{release.major}.{release.minor}", *tags, ORIGIN_EDGE]
-    return dataclasses.replace(base, id=cell_id, axes=axes, requirements=tuple(requirements),
-                               plan_note="; ".join(list(notes)[:1]), tags=tuple(tags), origin=ORIGIN_EDGE,
-                               reason=reason)
+    return dataclasses.replace(
+        base,
+        id=cell_id,
+        axes=axes,
+        requirements=tuple(requirements),
+        plan_note="; ".join(list(notes)[:1]),
+        tags=tuple(tags),
+        origin=ORIGIN_EDGE,
+        reason=reason,
+    )
 
 
 def _merge_pythons(*sets: frozenset[str] | None) -> frozenset[str] | None:
@@ -467,11 +625,17 @@ def _merge_pythons(*sets: frozenset[str] | None) -> frozenset[str] | None:
     return frozenset.intersection(*known) if known else None
 
 
-def plan_followups(results: Sequence[CellResult], releases_for: Callable[[Cell, str], Sequence[str]], *,
-                   pairing: Mapping[str, str] | None = None,
-                   pythons_of: Callable[[Cell, str, str], frozenset[str] | None] = lambda cell, version, axis: None,
-                   torch_of: Mapping[str, str] | None = None, torchvision_axis: bool = False,
-                   ) -> list[Cell]:
+def plan_followups(
+    results: Sequence[CellResult],
+    releases_for: Callable[[Cell, str], Sequence[str]],
+    *,
+    pairing: Mapping[str, str] | None = None,
+    pythons_of: Callable[[Cell, str, str], frozenset[str] | None] = lambda cell, version, axis: (
+        None
+    ),
+    torch_of: Mapping[str, str] | None = None,
+    torchvision_axis: bool = False,
+) -> list[Cell]:
     """The next follow-up cells: counterfactuals of the results that want one, then each bad edge
     release of an interaction in its passing configuration, then the next release of every edge
     still open; only cells with no result yet, each once. ``pairing``: torch -> its torchvision;
@@ -480,7 +644,10 @@ def plan_followups(results: Sequence[CellResult], releases_for: Callable[[Cell, 
     have = {result.cell.id for result in results}
     planned: dict[str, Cell] = {}
     for result in results:
-        if result.cell.origin in (ORIGIN_MATRIX, ORIGIN_EDGE):  # an edge cell's environment is fixed too
+        if result.cell.origin in (
+            ORIGIN_MATRIX,
+            ORIGIN_EDGE,
+        ):  # an edge cell's environment is fixed too
             for cell in plan_counterfactuals(result):
                 if cell.id not in have:
                     planned.setdefault(cell.id, cell)
@@ -492,33 +659,51 @@ def plan_followups(results: Sequence[CellResult], releases_for: Callable[[Cell, 
         return found
 
     found = edges(results, releases_for, torchvision_axis=torchvision_axis)
-    waiting = _waiting_for_counterfactuals(results, found, {counterfactual_of(cell_id) for cell_id in planned})
+    waiting = _waiting_for_counterfactuals(
+        results, found, {counterfactual_of(cell_id) for cell_id in planned}
+    )
     fixes = _confirmed_fixes(results)
     for wanted in other_configuration(results, found):
         axis = wanted.edge.axis
-        cell = configuration_cell(wanted, pairing=pairing, torch_of=torch_of,
-                                  pythons=pythons(wanted.good.cell, axis, wanted.release))
+        cell = configuration_cell(
+            wanted,
+            pairing=pairing,
+            torch_of=torch_of,
+            pythons=pythons(wanted.good.cell, axis, wanted.release),
+        )
         cell = with_fixes(cell, fixes.get((axis, context_of(cell, axis)), ()))
         if cell.id not in have:
             planned.setdefault(cell.id, cell)
     for edge in found:
         if edge.next is None or edge in waiting:
             continue
-        cell = _moved(edge.base, edge.axis, edge.next, pairing=pairing, torch_of=torch_of,
-                      pythons=pythons(edge.base, edge.axis, edge.next), reason=edge.why)
+        cell = _moved(
+            edge.base,
+            edge.axis,
+            edge.next,
+            pairing=pairing,
+            torch_of=torch_of,
+            pythons=pythons(edge.base, edge.axis, edge.next),
+            reason=edge.why,
+        )
         cell = with_fixes(cell, fixes.get((edge.axis, edge.context), ()))
         if cell.id not in have:
             planned.setdefault(cell.id, cell)
     return list(planned.values())
 
 
-def _confirmed_fixes(results: Sequence[CellResult]) -> dict[tuple[str, tuple], tuple[tuple[str, str], ...]]:
+def _confirmed_fixes(
+    results: Sequence[CellResult],
+) -> dict[tuple[str, tuple], tuple[tuple[str, str], ...]]:
     """(axis, context) -> (requirement, counterfactual id) of each environment fix a counterfactual in
     that context confirmed (it passed): ``setuptools<82`` once a release's edge cell needed it."""
     found: dict[tuple[str, tuple], dict[str, str]] = {}
     for result in results:
         cell = result.cell
-        if cell.origin != ORIGIN_COUNTERFACTUAL or bisection.outcome_of(result).kind != bisection.GOOD:
+        if (
+            cell.origin != ORIGIN_COUNTERFACTUAL
+            or bisection.outcome_of(result).kind != bisection.GOOD
+        ):
             continue
         fix = cell.requirements[-1]
         for axis in moving_axes(cell, torchvision_axis=True):
@@ -534,14 +719,20 @@ def with_fixes(cell: Cell, fixes: Sequence[tuple[str, str]]) -> Cell:
     if not wanted or not cell.id.endswith(EDGE_SEPARATOR):
         return cell
     tokens = "".join(f"-with-{ID_UNSAFE.sub('_', fix).strip('_')}" for fix, _ in wanted)
-    told = "; ".join(f"{fix}: the environment fix {source} confirmed in this context" for fix, source in wanted)
-    return dataclasses.replace(cell, id=cell.id[:-len(EDGE_SEPARATOR)] + tokens + EDGE_SEPARATOR,
-                               requirements=(*cell.requirements, *(fix for fix, _ in wanted)),
-                               reason=f"{cell.reason} (with {told})" if cell.reason else f"with {told}")
+    told = "; ".join(
+        f"{fix}: the environment fix {source} confirmed in this context" for fix, source in wanted
+    )
+    return dataclasses.replace(
+        cell,
+        id=cell.id[: -len(EDGE_SEPARATOR)] + tokens + EDGE_SEPARATOR,
+        requirements=(*cell.requirements, *(fix for fix, _ in wanted)),
+        reason=f"{cell.reason} (with {told})" if cell.reason else f"with {told}",
+    )
 
 
-def _waiting_for_counterfactuals(results: Sequence[CellResult], found: Sequence[Edge],
-                                 pending: set[str]) -> list[Edge]:
+def _waiting_for_counterfactuals(
+    results: Sequence[CellResult], found: Sequence[Edge], pending: set[str]
+) -> list[Edge]:
     """The edges with a release whose cell the environment explains and whose counterfactual is
     planned but not run: its verdict stands for that release (2.1.0 passes with setuptools<82: the
     edge is found there), so the edge picks no other release before it is in."""
@@ -550,19 +741,28 @@ def _waiting_for_counterfactuals(results: Sequence[CellResult], found: Sequence[
     by_axis: dict[str, dict[tuple, dict[str, dict[str, object]]]] = {}
     waiting = []
     for edge in found:
-        tested = by_axis.setdefault(edge.axis, outcomes_by_context(results, edge.axis)).get(edge.context, {})
+        tested = by_axis.setdefault(edge.axis, outcomes_by_context(results, edge.axis)).get(
+            edge.context, {}
+        )
         if any(tested[v]["cell"].id in pending for v in edge.span if v in tested):  # type: ignore[attr-defined]
             waiting.append(edge)
     return waiting
 
 
-def edge_versions(results: Sequence[CellResult], releases_for: Callable[[Cell, str], Sequence[str]],
-                  axis: str = TORCH, *, torchvision_axis: bool = False) -> list[str]:
+def edge_versions(
+    results: Sequence[CellResult],
+    releases_for: Callable[[Cell, str], Sequence[str]],
+    axis: str = TORCH,
+    *,
+    torchvision_axis: bool = False,
+) -> list[str]:
     """The releases of ``axis`` (torch or torchvision) the open edges and the interactions' other
     configurations want next: what the caller must read the pairing for."""
     found = edges(results, releases_for, torchvision_axis=torchvision_axis)
     wanted = {edge.next for edge in found if edge.next and edge.axis == axis}
-    wanted |= {item.release for item in other_configuration(results, found) if item.edge.axis == axis}
+    wanted |= {
+        item.release for item in other_configuration(results, found) if item.edge.axis == axis
+    }
     return sorted(wanted, key=Version)
 
 

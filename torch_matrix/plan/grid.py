@@ -36,8 +36,16 @@ from torch_matrix.spec.model import (
     TorchSelection,
 )
 
-_OPERATOR_WORDS = {"===": "", "==": "", "!=": "ne", "~=": "compat", "<=": "le", ">=": "ge",
-                   "<": "lt", ">": "gt"}
+_OPERATOR_WORDS = {
+    "===": "",
+    "==": "",
+    "!=": "ne",
+    "~=": "compat",
+    "<=": "le",
+    ">=": "ge",
+    "<": "lt",
+    ">": "gt",
+}
 _PY_MINORS = tuple(f"3.{minor}" for minor in range(31))
 
 
@@ -71,7 +79,9 @@ class IndexFacts:
         return any(version in versions for versions in self.torch_versions.values())
 
     def all_torch_versions(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(v for versions in self.torch_versions.values() for v in versions))
+        return tuple(
+            dict.fromkeys(v for versions in self.torch_versions.values() for v in versions)
+        )
 
 
 def nearest_releases(version: str, available: Iterable[str], count: int = 2) -> list[str]:
@@ -93,15 +103,19 @@ def nearest_hint(version: str, available: Iterable[str]) -> str:
     return f"the nearest releases are {', '.join(near)}"
 
 
-
 class IndexLike(Protocol):
     def versions(self, project: str) -> list[Version]: ...
     def files(self, project: str, version: str) -> list[Any]: ...
     def requires_dist(self, project: str, version: str) -> list[Any]: ...
 
 
-def gather_facts(spec: Spec, index: IndexLike, *, variant_indexes: Mapping[str, IndexLike] | None = None,
-                 batch: int = 8) -> IndexFacts:
+def gather_facts(
+    spec: Spec,
+    index: IndexLike,
+    *,
+    variant_indexes: Mapping[str, IndexLike] | None = None,
+    batch: int = 8,
+) -> IndexFacts:
     """Read what planning needs. ``variant_indexes`` are the per-variant indexes (optional)."""
     torch_versions = {DEFAULT_VARIANT: _public_versions(index.versions("torch"))}
     sources = {DEFAULT_VARIANT: index}
@@ -120,7 +134,9 @@ def gather_facts(spec: Spec, index: IndexLike, *, variant_indexes: Mapping[str, 
         for version in select_torch(spec, facts, variant):
             needed.setdefault(version, set()).add(variant)
     for rule in spec.include:
-        needed.setdefault(rule.values["torch"][0], set()).add(rule.values.get("variant", ("default",))[0])
+        needed.setdefault(rule.values["torch"][0], set()).add(
+            rule.values.get("variant", ("default",))[0]
+        )
 
     torch_pythons: dict[tuple[str, str], frozenset[str]] = {}
     for version, variants in needed.items():
@@ -133,9 +149,11 @@ def gather_facts(spec: Spec, index: IndexLike, *, variant_indexes: Mapping[str, 
                 torch_pythons[(variant, version)] = pythons
 
     wants_pairing = spec.torchvision == "paired" or any(
-        rule.values.get("torchvision", ("paired",))[0] == "paired" for rule in spec.include)
+        rule.values.get("torchvision", ("paired",))[0] == "paired" for rule in spec.include
+    )
     wants_torchvision = spec.torchvision != "none" or any(
-        rule.values.get("torchvision", ("none",))[0] != "none" for rule in spec.include)
+        rule.values.get("torchvision", ("none",))[0] != "none" for rule in spec.include
+    )
     torchvision_versions: tuple[str, ...] = ()
     pairing: dict[str, str] = {}
     if wants_torchvision:
@@ -143,10 +161,17 @@ def gather_facts(spec: Spec, index: IndexLike, *, variant_indexes: Mapping[str, 
         torchvision_versions = tuple(str(v) for v in listed)
         if wants_pairing and needed:
             pairing = _pair(index, listed, set(needed), batch)
-    extras_versions = {axis.name: tuple(str(v) for v in index.versions(axis.name)) for axis in spec.extras}
-    return IndexFacts(torch_versions=torch_versions, pairing=pairing,
-                      torchvision_versions=torchvision_versions, torch_pythons=torch_pythons,
-                      where=facts.where, extras_versions=extras_versions)
+    extras_versions = {
+        axis.name: tuple(str(v) for v in index.versions(axis.name)) for axis in spec.extras
+    }
+    return IndexFacts(
+        torch_versions=torch_versions,
+        pairing=pairing,
+        torchvision_versions=torchvision_versions,
+        torch_pythons=torch_pythons,
+        where=facts.where,
+        extras_versions=extras_versions,
+    )
 
 
 def _where(index: Any) -> str:
@@ -171,13 +196,19 @@ def _wheel_pythons(files: Iterable[Any]) -> frozenset[str] | None:
     return frozenset(found) if saw_wheel else None
 
 
-@lru_cache(maxsize=4096)  # a few dozen (tag, Requires-Python) pairs across every release of a package
+@lru_cache(
+    maxsize=4096
+)  # a few dozen (tag, Requires-Python) pairs across every release of a package
 def _tag_pythons(tag_text: str, requires_python: str) -> frozenset[str]:
     """The Python X.Y values one wheel tag serves within its Requires-Python."""
     allowed = SpecifierSet(requires_python)
-    return frozenset(minor for tag in parse_tag(tag_text) for minor in _PY_MINORS
-                     if _tag_serves(tag.interpreter, tag.abi, minor)
-                     and allowed.contains(minor + ".0", prereleases=True))
+    return frozenset(
+        minor
+        for tag in parse_tag(tag_text)
+        for minor in _PY_MINORS
+        if _tag_serves(tag.interpreter, tag.abi, minor)
+        and allowed.contains(minor + ".0", prereleases=True)
+    )
 
 
 def _tag_serves(interpreter: str, abi: str, minor: str) -> bool:
@@ -189,8 +220,9 @@ def _tag_serves(interpreter: str, abi: str, minor: str) -> bool:
     return False
 
 
-def _pair(index: IndexLike, torchvision_versions: Sequence[Version], needed: set[str],
-          batch: int) -> dict[str, str]:
+def _pair(
+    index: IndexLike, torchvision_versions: Sequence[Version], needed: set[str], batch: int
+) -> dict[str, str]:
     """torch version -> its torchvision, read from torchvision's Requires-Dist on torch.
 
     A release that pins ``torch==X`` exactly is X's pair. Newer torchvision releases built
@@ -203,7 +235,7 @@ def _pair(index: IndexLike, torchvision_versions: Sequence[Version], needed: set
     newest_first = sorted({Version(v.public) for v in torchvision_versions}, reverse=True)
     many = getattr(index, "requires_dist_many", None)
     for start in range(0, len(newest_first), batch):
-        chunk = [str(v) for v in newest_first[start:start + batch]]
+        chunk = [str(v) for v in newest_first[start : start + batch]]
         if many is not None:
             metadata = many("torchvision", chunk)
         else:
@@ -218,7 +250,9 @@ def _pair(index: IndexLike, torchvision_versions: Sequence[Version], needed: set
                         bound = Version(public_version(spec.version.replace(".*", "")))
                         lowest = bound if lowest is None else min(lowest, bound)
                 for torch in needed:
-                    if torch not in ranged and specifiers.contains(Version(torch), prereleases=True):
+                    if torch not in ranged and specifiers.contains(
+                        Version(torch), prereleases=True
+                    ):
                         ranged[torch] = tv
         if needed <= set(exact) or (lowest is not None and lowest < oldest_needed):
             break
@@ -256,9 +290,11 @@ def select_torch(spec: Spec, facts: IndexFacts, variant: str) -> list[str]:
     if selection.explicit:
         for i, version in enumerate(selection.explicit):
             if not facts.known_anywhere(version):
-                raise UserError(f"torch {version} does not exist on {facts.where}",
-                                where=f"{spec.path}: torch[{i}]",
-                                hint=nearest_hint(version, facts.all_torch_versions()))
+                raise UserError(
+                    f"torch {version} does not exist on {facts.where}",
+                    where=f"{spec.path}: torch[{i}]",
+                    hint=nearest_hint(version, facts.all_torch_versions()),
+                )
         return list(selection.explicit)
     available = [Version(v) for v in facts.available(variant)]
     allowed = [v for v in available if selection.specifier.contains(v) and not v.is_prerelease]
@@ -269,15 +305,20 @@ def select_torch(spec: Spec, facts: IndexFacts, variant: str) -> list[str]:
             latest[key] = max(version, latest.get(key, version))
         allowed = list(latest.values())
     if selection.newest:
-        minors = sorted({(v.major, v.minor) for v in allowed}, reverse=True)[:selection.newest]
+        minors = sorted({(v.major, v.minor) for v in allowed}, reverse=True)[: selection.newest]
         allowed = [v for v in allowed if (v.major, v.minor) in minors]
     if not allowed:
         newest = [str(v) for v in sorted(available, reverse=True) if not v.is_prerelease][:3]
-        hint = (f"the newest releases there are {', '.join(newest)}: widen torch.versions"
-                if newest else "check [index] in the spec: that index lists no torch release")
-        raise UserError(f"no torch release on {facts.where} matches "
-                        f"{selection.versions or 'any version'!r}", where=f"{spec.path}: torch",
-                        hint=hint)
+        hint = (
+            f"the newest releases there are {', '.join(newest)}: widen torch.versions"
+            if newest
+            else "check [index] in the spec: that index lists no torch release"
+        )
+        raise UserError(
+            f"no torch release on {facts.where} matches {selection.versions or 'any version'!r}",
+            where=f"{spec.path}: torch",
+            hint=hint,
+        )
     return [str(v) for v in sorted(allowed, reverse=True)]
 
 
@@ -291,12 +332,16 @@ def check_extras(spec: Spec, facts: IndexFacts) -> None:
         listed = facts.extras_versions.get(axis.name)
         if listed is None:
             continue
-        releases = [Version(v) for v in listed if public_version(v) and not Version(v).is_prerelease]
+        releases = [
+            Version(v) for v in listed if public_version(v) and not Version(v).is_prerelease
+        ]
         for i, value in enumerate(axis.values):
             specifier = SpecifierSet(value)
             if any(specifier.contains(v) for v in releases):
                 continue
-            exact = [s.version for s in specifier if s.operator in ("==", "===") and "*" not in s.version]
+            exact = [
+                s.version for s in specifier if s.operator in ("==", "===") and "*" not in s.version
+            ]
             if not releases:
                 hint = f"check [index] in the spec: {facts.where} lists no release of {axis.name}"
             elif exact:
@@ -304,8 +349,11 @@ def check_extras(spec: Spec, facts: IndexFacts) -> None:
             else:
                 newest = ", ".join(str(v) for v in sorted(releases, reverse=True)[:3])
                 hint = f"the newest releases there are {newest}"
-            raise UserError(f"no {axis.name} release on {facts.where} matches {value!r}",
-                            where=f"{spec.path}: extras.{axis.name}[{i}]", hint=hint)
+            raise UserError(
+                f"no {axis.name} release on {facts.where} matches {value!r}",
+                where=f"{spec.path}: extras.{axis.name}[{i}]",
+                hint=hint,
+            )
 
 
 def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -> list[Cell]:
@@ -316,9 +364,11 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
     if torchvision_mode == "explicit":
         for i, version in enumerate(spec.torchvision):
             if facts.torchvision_versions and version not in facts.torchvision_versions:
-                raise UserError(f"torchvision {version} does not exist on {facts.where}",
-                                where=f"{spec.path}: torchvision[{i}]",
-                                hint=nearest_hint(version, facts.torchvision_versions))
+                raise UserError(
+                    f"torchvision {version} does not exist on {facts.where}",
+                    where=f"{spec.path}: torchvision[{i}]",
+                    hint=nearest_hint(version, facts.torchvision_versions),
+                )
 
     planned: list[Cell] = []
     combos: list[tuple[tuple[Any, ...], str, str]] = []
@@ -336,8 +386,16 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
         for python, interpreter in pythons:
             for tv in tv_values:
                 for extras in itertools.product(*extra_values):
-                    cell = _make_cell(spec, facts, python, interpreter, torch, variant, tv,
-                                      dict(zip((e.name for e in spec.extras), extras)))
+                    cell = _make_cell(
+                        spec,
+                        facts,
+                        python,
+                        interpreter,
+                        torch,
+                        variant,
+                        tv,
+                        dict(zip((e.name for e in spec.extras), extras)),
+                    )
                     if not any(_rule_matches(rule, cell.axes, spec) for rule in spec.exclude):
                         planned.append(cell)
 
@@ -345,19 +403,33 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
         values = {axis: vals[0] for axis, vals in rule.values.items()}
         torch = values["torch"]
         if not facts.known_anywhere(torch):
-            raise UserError(f"torch {torch} does not exist on {facts.where}",
-                            where=f"{spec.path}: {rule.where}.torch",
-                            hint=nearest_hint(torch, facts.all_torch_versions()))
+            raise UserError(
+                f"torch {torch} does not exist on {facts.where}",
+                where=f"{spec.path}: {rule.where}.torch",
+                hint=nearest_hint(torch, facts.all_torch_versions()),
+            )
         python_name = values["python"]
         python, interpreter = _resolve_pythons((python_name,), interpreters)[0]
-        tv = values.get("torchvision", "paired" if torchvision_mode == "explicit" else torchvision_mode)
+        tv = values.get(
+            "torchvision", "paired" if torchvision_mode == "explicit" else torchvision_mode
+        )
         extras = {e.name: values.get(e.name, "") for e in spec.extras}
-        cell = _make_cell(spec, facts, python, interpreter, torch,
-                          values.get("variant", DEFAULT_VARIANT), tv, extras)
+        cell = _make_cell(
+            spec,
+            facts,
+            python,
+            interpreter,
+            torch,
+            values.get("variant", DEFAULT_VARIANT),
+            tv,
+            extras,
+        )
         if rule.install == "override":
             # A deliberately mismatched pair (a user's --no-deps / override environment): its own
             # id and tag, so the install overrides torchvision's torch requirement.
-            cell = dataclasses.replace(cell, id=cell.id + "-override", tags=(*cell.tags, OVERRIDE_TAG))
+            cell = dataclasses.replace(
+                cell, id=cell.id + "-override", tags=(*cell.tags, OVERRIDE_TAG)
+            )
             planned.append(cell)
             continue
         if all(existing.axes != cell.axes for existing in planned):
@@ -365,8 +437,10 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
     return _unique_ids(planned)
 
 
-def _resolve_pythons(requested: Sequence[str], interpreters: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """"current" becomes the X.Y of the running interpreter; duplicates collapse."""
+def _resolve_pythons(
+    requested: Sequence[str], interpreters: Mapping[str, Any]
+) -> list[tuple[str, Any]]:
+    """ "current" becomes the X.Y of the running interpreter; duplicates collapse."""
     resolved: list[tuple[str, Any]] = []
     for name in requested:
         interpreter = interpreters.get(name)
@@ -378,15 +452,25 @@ def _resolve_pythons(requested: Sequence[str], interpreters: Mapping[str, Any]) 
     return resolved
 
 
-def _make_cell(spec: Spec, facts: IndexFacts, python: str, interpreter: Any, torch: str,
-               variant: str, tv_mode: str, extras: Mapping[str, str]) -> Cell:
+def _make_cell(
+    spec: Spec,
+    facts: IndexFacts,
+    python: str,
+    interpreter: Any,
+    torch: str,
+    variant: str,
+    tv_mode: str,
+    extras: Mapping[str, str],
+) -> Cell:
     notes = []
     if interpreter is None:
         notes.append(f"no Python {python} interpreter found (looked in: {INTERPRETER_SEARCH})")
     pythons = facts.torch_pythons.get((variant, torch))
     if pythons is not None and python in _PY_MINORS and python not in pythons:
         served = ", ".join(sorted(pythons, key=Version)) or "none"
-        notes.append(f"no torch {torch} wheel for Python {python} on the index (wheels for: {served})")
+        notes.append(
+            f"no torch {torch} wheel for Python {python} on the index (wheels for: {served})"
+        )
     if variant in facts.torch_versions and torch not in facts.torch_versions[variant]:
         notes.append(f"torch {torch} has no {variant} build on its index")
     torchvision = ""
@@ -402,7 +486,9 @@ def _make_cell(spec: Spec, facts: IndexFacts, python: str, interpreter: Any, tor
     requirements = [f"torch=={torch}"]
     if torchvision:
         requirements.append(f"torchvision=={torchvision}")
-    requirements += [f"{axis.name}{extras[axis.name]}" for axis in spec.extras if extras.get(axis.name)]
+    requirements += [
+        f"{axis.name}{extras[axis.name]}" for axis in spec.extras if extras.get(axis.name)
+    ]
 
     tokens = [f"t{torch}"]
     if tv_mode not in ("paired", "none"):
@@ -412,8 +498,9 @@ def _make_cell(spec: Spec, facts: IndexFacts, python: str, interpreter: Any, tor
     if variant != DEFAULT_VARIANT:
         tokens.append(variant)
     tokens.append(f"py{python}")
-    extra_tokens = [axis.label + value_token(extras[axis.name])
-                    for axis in spec.extras if extras.get(axis.name)]
+    extra_tokens = [
+        axis.label + value_token(extras[axis.name]) for axis in spec.extras if extras.get(axis.name)
+    ]
     tokens += extra_tokens
 
     version = Version(torch)
@@ -423,10 +510,18 @@ def _make_cell(spec: Spec, facts: IndexFacts, python: str, interpreter: Any, tor
     tags += extra_tokens
     if notes:
         tags.append("planned-unsatisfiable")
-    return Cell(id=ID_UNSAFE.sub("_", "-".join(tokens)), axes=axes, requirements=tuple(requirements),
-                probes=spec.probes.run, required_probes=spec.probes.required,
-                plan_note="; ".join(notes[:1]), tags=tuple(tags), policy=spec.probes.policy,
-                install=cell_install(spec), install_digest=spec.install_digest)
+    return Cell(
+        id=ID_UNSAFE.sub("_", "-".join(tokens)),
+        axes=axes,
+        requirements=tuple(requirements),
+        probes=spec.probes.run,
+        required_probes=spec.probes.required,
+        plan_note="; ".join(notes[:1]),
+        tags=tuple(tags),
+        policy=spec.probes.policy,
+        install=cell_install(spec),
+        install_digest=spec.install_digest,
+    )
 
 
 def cell_install(spec: Spec) -> tuple[str, ...]:
@@ -435,8 +530,9 @@ def cell_install(spec: Spec) -> tuple[str, ...]:
     from torch_matrix.spec.install_items import requirement_names, runs_pytest
 
     items = tuple(spec.install)
-    if any(runs_pytest(command) for command in spec.probes.commands.values()) \
-            and "pytest" not in requirement_names(items):
+    if any(
+        runs_pytest(command) for command in spec.probes.commands.values()
+    ) and "pytest" not in requirement_names(items):
         items += ("pytest",)
     return items
 

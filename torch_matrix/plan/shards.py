@@ -16,18 +16,22 @@ from packaging.version import Version
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import Cell
 
-SHARD_HINT = "shards are numbered from 1: `--shard 2/5` or TORCH_MATRIX_SHARD=2/5 runs the second of five"
+SHARD_HINT = (
+    "shards are numbered from 1: `--shard 2/5` or TORCH_MATRIX_SHARD=2/5 runs the second of five"
+)
 
 
 def parse_shard(text: str, where: str = "--shard") -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not match:
-        raise UserError(f"invalid shard {text!r} (expected K/N such as 2/5)", where=where,
-                        hint=SHARD_HINT)
+        raise UserError(
+            f"invalid shard {text!r} (expected K/N such as 2/5)", where=where, hint=SHARD_HINT
+        )
     k, n = int(match.group(1)), int(match.group(2))
     if n < 1 or not 1 <= k <= n:
-        raise UserError(f"invalid shard {text!r} (K must be between 1 and N)", where=where,
-                        hint=SHARD_HINT)
+        raise UserError(
+            f"invalid shard {text!r} (K must be between 1 and N)", where=where, hint=SHARD_HINT
+        )
     return k, n
 
 
@@ -41,8 +45,14 @@ def shard_bounds(cells: Sequence[Cell], n: int) -> tuple[list[int], list[int]]:
     first_seen: dict[str, int] = {}
     for cell in cells:
         first_seen.setdefault(cell.variant, len(first_seen))
-    order = sorted(range(len(cells)), key=lambda i: (
-        first_seen[cells[i].variant], tuple(-p for p in Version(cells[i].torch).release), i))
+    order = sorted(
+        range(len(cells)),
+        key=lambda i: (
+            first_seen[cells[i].variant],
+            tuple(-p for p in Version(cells[i].torch).release),
+            i,
+        ),
+    )
     total = len(order)
     group = [(cells[i].variant, cells[i].torch) for i in order]
     edges = {e for e in range(1, total) if group[e] != group[e - 1]}
@@ -68,10 +78,11 @@ def shard_bounds(cells: Sequence[Cell], n: int) -> tuple[list[int], list[int]]:
 def select_shard(cells: Sequence[Cell], k: int, n: int) -> list[Cell]:
     """Shard K of N (1-based): every cell lands in exactly one shard; plan order is kept."""
     if n < 1 or not 1 <= k <= n:
-        raise UserError(f"invalid shard {k}/{n} (K must be between 1 and N)", where="--shard",
-                        hint=SHARD_HINT)
+        raise UserError(
+            f"invalid shard {k}/{n} (K must be between 1 and N)", where="--shard", hint=SHARD_HINT
+        )
     order, cuts = shard_bounds(cells, n)
-    chosen = sorted(order[cuts[k - 1]:cuts[k]])
+    chosen = sorted(order[cuts[k - 1] : cuts[k]])
     return [cells[i] for i in chosen]
 
 
@@ -84,6 +95,13 @@ def shards(cells: Sequence[Cell], n: int) -> list[dict[str, Any]]:
             continue
         variants = list(dict.fromkeys(c.variant for c in chosen))
         torches = list(dict.fromkeys(c.torch for c in chosen))
-        entries.append({"shard": f"{k}/{n}", "cells": [c.id for c in chosen], "count": len(chosen),
-                        "variants": variants, "torch": torches})
+        entries.append(
+            {
+                "shard": f"{k}/{n}",
+                "cells": [c.id for c in chosen],
+                "count": len(chosen),
+                "variants": variants,
+                "torch": torches,
+            }
+        )
     return entries

@@ -42,7 +42,9 @@ NO_CUDA = "no CUDA device"
 SHARED = "shared"
 PRISTINE = "pristine"
 
-DEFAULT_TIMEOUT = 120.0  # seconds, for probes that declare none (the runner's --timeout overrides it)
+DEFAULT_TIMEOUT = (
+    120.0  # seconds, for probes that declare none (the runner's --timeout overrides it)
+)
 
 # A probe's name, like a command probe's (the spec's ``probes.commands``): it is a file name, a column
 # of the report, part of an issue title; never a newline, markup or a shell word.
@@ -63,8 +65,15 @@ def check_name(name: object) -> str:
 class ProbeOutcome(Exception):
     status = ""
 
-    def __init__(self, message: str, observed: Any = None, expected: Any = None,
-                 repro: str = "", evidence: Optional[Dict[str, Any]] = None, traceback: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        observed: Any = None,
+        expected: Any = None,
+        repro: str = "",
+        evidence: Optional[Dict[str, Any]] = None,
+        traceback: str = "",
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.observed = observed
@@ -103,8 +112,13 @@ class Context:
     temporary directory for the probe's files.
     """
 
-    def __init__(self, expected: Optional[Dict[str, str]] = None, variant: str = "default",
-                 workdir: str = "", timeout: float = 0.0) -> None:
+    def __init__(
+        self,
+        expected: Optional[Dict[str, str]] = None,
+        variant: str = "default",
+        workdir: str = "",
+        timeout: float = 0.0,
+    ) -> None:
         self.expected = dict(expected or {})
         self.variant = variant
         self.workdir = workdir or os.getcwd()
@@ -153,8 +167,15 @@ class Context:
 class ProbeSpec:
     """A registered probe: its function and how it must be run."""
 
-    def __init__(self, name: str, func: Callable[[Context], Any], doc: str,
-                 isolation: str = SHARED, timeout: Optional[float] = 120.0, module: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        func: Callable[[Context], Any],
+        doc: str,
+        isolation: str = SHARED,
+        timeout: Optional[float] = 120.0,
+        module: str = "",
+    ) -> None:
         self.name = name
         self.func = func
         self.doc = doc
@@ -168,8 +189,9 @@ class ProbeSpec:
 _REGISTRY = []  # type: List[ProbeSpec]
 
 
-def probe(name: str, doc: str = "", isolation: str = SHARED,
-          timeout: Optional[float] = None) -> Callable[[Callable[[Context], Any]], Callable[[Context], Any]]:
+def probe(
+    name: str, doc: str = "", isolation: str = SHARED, timeout: Optional[float] = None
+) -> Callable[[Callable[[Context], Any]], Callable[[Context], Any]]:
     """Register a probe. ``doc`` is its one-line description (defaults to the docstring)."""
     check_name(name)
     if isolation not in (SHARED, PRISTINE):

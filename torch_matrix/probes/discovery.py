@@ -18,9 +18,22 @@ from torch_matrix.probes import api
 
 # The order of docs/contracts.md ("Standard probe names"); other standard modules follow alphabetically.
 STANDARD_ORDER = (
-    "install_sanity", "lazy_cuda_init", "cuda_devices", "determinism", "training_step", "numpy_interop",
-    "checkpoint_roundtrip", "dataloader_workers", "distributed_gloo", "mixed_precision", "torchscript",
-    "torch_compile", "torch_export", "onnx_export", "torchvision_transforms", "torchvision_model",
+    "install_sanity",
+    "lazy_cuda_init",
+    "cuda_devices",
+    "determinism",
+    "training_step",
+    "numpy_interop",
+    "checkpoint_roundtrip",
+    "dataloader_workers",
+    "distributed_gloo",
+    "mixed_precision",
+    "torchscript",
+    "torch_compile",
+    "torch_export",
+    "onnx_export",
+    "torchvision_transforms",
+    "torchvision_model",
     "torchvision_ops",
 )
 
@@ -31,7 +44,9 @@ class LoadProblem(object):
         self.source = source
         self.message = message
         self.traceback = traceback_text
-        self.refused = refused  # ``@probe`` refused a name (api.InvalidProbeName): an authoring mistake
+        self.refused = (
+            refused  # ``@probe`` refused a name (api.InvalidProbeName): an authoring mistake
+        )
 
 
 def _new_specs(before, source):
@@ -86,10 +101,16 @@ def load_source(source):
         _import_source(source)
     except BaseException as exc:
         kind, _, target = source.partition(":")
-        stem = target.rsplit(".", 1)[-1] if kind == "module" else os.path.splitext(os.path.basename(target))[0]
+        stem = (
+            target.rsplit(".", 1)[-1]
+            if kind == "module"
+            else os.path.splitext(os.path.basename(target))[0]
+        )
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])
         if isinstance(exc, api.InvalidProbeName):
-            return _new_specs(before, source), LoadProblem(stem, source, "%s: %s" % (target, exc), text, True)
+            return _new_specs(before, source), LoadProblem(
+                stem, source, "%s: %s" % (target, exc), text, True
+            )
         message = "probe module %s failed to import: %s: %s" % (source, type(exc).__name__, exc)
         return _new_specs(before, source), LoadProblem(stem, source, message, text)
     return _new_specs(before, source), None
@@ -111,7 +132,7 @@ def directory_sources(directory):
 
 def discover(probe_dirs=(), standard=True):
     """All probes, in run order; returns (specs, problems). Duplicate names become problems."""
-    sources = (standard_sources() if standard else [])
+    sources = standard_sources() if standard else []
     for directory in probe_dirs:
         sources.extend(directory_sources(directory))
     specs, problems, seen = [], [], {}
@@ -121,8 +142,15 @@ def discover(probe_dirs=(), standard=True):
             problems.append(problem)
         for spec in found:
             if spec.name in seen:
-                problems.append(LoadProblem(spec.name, source, "probe name %r is defined twice: in %s and %s"
-                                            % (spec.name, seen[spec.name], source), ""))
+                problems.append(
+                    LoadProblem(
+                        spec.name,
+                        source,
+                        "probe name %r is defined twice: in %s and %s"
+                        % (spec.name, seen[spec.name], source),
+                        "",
+                    )
+                )
                 continue
             seen[spec.name] = source
             specs.append(spec)

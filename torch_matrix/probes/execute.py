@@ -56,7 +56,9 @@ def jsonable(value, _depth=0, _seen=None):
         seen.add(_id(value))
         try:
             if _isinstance(value, _dict):
-                return {_key(key): jsonable(item, _depth + 1, seen) for key, item in _dict.items(value)}
+                return {
+                    _key(key): jsonable(item, _depth + 1, seen) for key, item in _dict.items(value)
+                }
             return [jsonable(item, _depth + 1, seen) for item in value]
         finally:
             seen.discard(_id(value))
@@ -98,7 +100,11 @@ def encode(value):
             return _float_repr(value)
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if _isinstance(value, _dict):
-        return "{" + ", ".join(_quote(key) + ": " + encode(item) for key, item in _dict.items(value)) + "}"
+        return (
+            "{"
+            + ", ".join(_quote(key) + ": " + encode(item) for key, item in _dict.items(value))
+            + "}"
+        )
     return "[" + ", ".join(encode(item) for item in value) + "]"
 
 
@@ -106,16 +112,21 @@ def last_frames(exc, limit=FRAMES_KEPT):
     """The exception with its last ``limit`` frames (and its cause, one line)."""
     try:
         frames = traceback.extract_tb(exc.__traceback__)
-        lines = ["Traceback (most recent call last%s):\n"
-                 % (", last %d of %d frames" % (limit, _len(frames)) if _len(frames) > limit else "")]
+        lines = [
+            "Traceback (most recent call last%s):\n"
+            % (", last %d of %d frames" % (limit, _len(frames)) if _len(frames) > limit else "")
+        ]
         lines.extend(traceback.format_list(frames[-limit:]))
         lines.extend(traceback.format_exception_only(type(exc), exc))
         cause = exc.__cause__
         if cause is None and not getattr(exc, "__suppress_context__", False):
             cause = exc.__context__
         if cause is not None:
-            lines.append("caused by: " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
-                         + "\n")
+            lines.append(
+                "caused by: "
+                + "".join(traceback.format_exception_only(type(cause), cause)).strip()
+                + "\n"
+            )
         return "".join(lines)
     except _BaseException:  # the probe broke the traceback module, or the exception's own str()
         return one_line(exc)
@@ -175,16 +186,22 @@ def read_notes(path):
 
 
 def make_context(request):
-    ctx = api.Context(expected=request.get("expected"), variant=request.get("variant", "default"),
-                      workdir=request.get("workdir", ""), timeout=float(request.get("timeout", 0.0)))
+    ctx = api.Context(
+        expected=request.get("expected"),
+        variant=request.get("variant", "default"),
+        workdir=request.get("workdir", ""),
+        timeout=float(request.get("timeout", 0.0)),
+    )
     ctx.imports = dict(request.get("imports") or {})
     ctx.observations = dict(request.get("observations") or {})
     ctx.isolation = request.get("isolation", api.SHARED)
     notes_path = request.get("notes_path")
     if notes_path:
+
         def sink(key, value):
             with _open(notes_path, "a", encoding="utf-8", errors="surrogateescape") as handle:
                 handle.write(encode({"k": jsonable(key), "v": jsonable(value)}) + "\n")
+
         ctx.note_sink = sink
     return ctx
 
@@ -200,13 +217,25 @@ def run_probe(spec, ctx):
         except api.ProbeOutcome as outcome:
             evidence = _dict(ctx.notes)
             evidence.update(outcome.evidence)
-            result.update(status=outcome.status, message=outcome.message, evidence=evidence,
-                          observed=outcome.observed, expected=outcome.expected, repro=outcome.repro)
+            result.update(
+                status=outcome.status,
+                message=outcome.message,
+                evidence=evidence,
+                observed=outcome.observed,
+                expected=outcome.expected,
+                repro=outcome.repro,
+            )
             if outcome.status == "fail":
                 result["traceback"] = getattr(outcome, "traceback", "") or last_frames(outcome)
-        except _BaseException as exc:  # SystemExit and KeyboardInterrupt inside a probe are its errors too
-            result.update(status="error", message=one_line(exc), evidence=_dict(ctx.notes),
-                          traceback=last_frames(exc))
+        except (
+            _BaseException
+        ) as exc:  # SystemExit and KeyboardInterrupt inside a probe are its errors too
+            result.update(
+                status="error",
+                message=one_line(exc),
+                evidence=_dict(ctx.notes),
+                traceback=last_frames(exc),
+            )
         else:
             evidence = _dict(ctx.notes)
             if _isinstance(returned, _dict):
@@ -215,8 +244,12 @@ def run_probe(spec, ctx):
                 evidence["returned"] = returned
             result.update(status="pass", message="", evidence=evidence)
     except _BaseException as exc:
-        result = {"name": spec.name, "isolation": ctx.isolation or spec.isolation, "status": "error",
-                  "message": "the probe's outcome could not be recorded: %s" % one_line(exc)}
+        result = {
+            "name": spec.name,
+            "isolation": ctx.isolation or spec.isolation,
+            "status": "error",
+            "message": "the probe's outcome could not be recorded: %s" % one_line(exc),
+        }
     if result["status"] in ("fail", "error") and not result.get("repro"):
         result["repro"] = rerun_command(spec.name, ctx.expected, ctx.variant)
     result["duration_s"] = _round(_time() - started, 4)
@@ -248,7 +281,7 @@ def tail_of(path, chars=OUTPUT_TAIL_CHARS):
         return ""
 
 
-_SURROGATES = dict((code, u"\ufffd") for code in range(0xD800, 0xE000))
+_SURROGATES = dict((code, "\ufffd") for code in range(0xD800, 0xE000))
 
 
 def _text(value):
@@ -265,8 +298,11 @@ def capped(result):
         if _isinstance(value, _str):
             value = _text(value)
             if _len(value) > TEXT_CHARS:
-                value = value[:TEXT_CHARS] + "\n[... %d more characters cut by the probe runner]" % (
-                    _len(value) - TEXT_CHARS)
+                value = value[
+                    :TEXT_CHARS
+                ] + "\n[... %d more characters cut by the probe runner]" % (
+                    _len(value) - TEXT_CHARS
+                )
             capped_result[key] = value
     for key in ("evidence", "observed", "expected"):
         if key not in capped_result:
@@ -274,9 +310,16 @@ def capped(result):
         text = encode(jsonable(capped_result[key]))
         if _len(text) <= JSON_CHARS:
             continue
-        note = "%d characters of %s as JSON cut by the probe runner (over %d)" % (_len(text), key, JSON_CHARS)
-        capped_result[key] = ({"cut_by_runner": note, "start": _text(text[:1000])} if key == "evidence"
-                              else _text(text[:1000]) + " [... " + note + "]")
+        note = "%d characters of %s as JSON cut by the probe runner (over %d)" % (
+            _len(text),
+            key,
+            JSON_CHARS,
+        )
+        capped_result[key] = (
+            {"cut_by_runner": note, "start": _text(text[:1000])}
+            if key == "evidence"
+            else _text(text[:1000]) + " [... " + note + "]"
+        )
     return capped_result
 
 
@@ -299,7 +342,11 @@ def result_problem(result, name):
     if "evidence" in result and not isinstance(result["evidence"], dict):
         return "evidence is a %s, not an object" % type(result["evidence"]).__name__
     duration = result.get("duration_s", 0.0)
-    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not (0 <= duration < 1e9):
+    if (
+        isinstance(duration, bool)
+        or not isinstance(duration, (int, float))
+        or not (0 <= duration < 1e9)
+    ):
         return "duration_s %r" % (duration,)
     return ""
 
@@ -311,11 +358,15 @@ def checked_result(result, request, duration=0.0):
     problem = result_problem(result, name)
     if not problem:
         return {key: value for key, value in result.items() if key in RESULT_KEYS}
-    checked = {"name": name, "status": "error", "isolation": request.get("isolation", api.SHARED),
-               "duration_s": round(duration, 4),
-               "message": "the probe's process reported a malformed result (%s); nothing it reported is kept"
-                          % problem[:200],
-               "repro": rerun_command(name, request.get("expected"), request.get("variant", "default"))}
+    checked = {
+        "name": name,
+        "status": "error",
+        "isolation": request.get("isolation", api.SHARED),
+        "duration_s": round(duration, 4),
+        "message": "the probe's process reported a malformed result (%s); nothing it reported is kept"
+        % problem[:200],
+        "repro": rerun_command(name, request.get("expected"), request.get("variant", "default")),
+    }
     tail = tail_of(request["output_path"]) if request.get("output_path") else ""
     if tail:
         checked["output_tail"] = tail
@@ -350,9 +401,17 @@ def finish_result(request, how, code, duration, check=True):
             message = "the process running the probe died from %s" % signal_name(code)
         else:
             status = "crash"
-            message = "the process running the probe exited with code %s without reporting a result" % code
-        result = {"name": name, "status": status, "message": message, "isolation": isolation,
-                  "duration_s": round(duration, 4)}
+            message = (
+                "the process running the probe exited with code %s without reporting a result"
+                % code
+            )
+        result = {
+            "name": name,
+            "status": status,
+            "message": message,
+            "isolation": isolation,
+            "duration_s": round(duration, 4),
+        }
         evidence = dict(notes)
         evidence.pop("repro", None)
         if how == "signaled":
@@ -362,8 +421,11 @@ def finish_result(request, how, code, duration, check=True):
         if evidence:
             result["evidence"] = jsonable(evidence)
         repro = notes.get("repro")
-        result["repro"] = repro if isinstance(repro, str) and repro else rerun_command(
-            name, request.get("expected"), request.get("variant", "default"))
+        result["repro"] = (
+            repro
+            if isinstance(repro, str) and repro
+            else rerun_command(name, request.get("expected"), request.get("variant", "default"))
+        )
     elif check:
         reported = not result_problem(result, name)
         result = checked_result(result, request, duration)
@@ -388,8 +450,14 @@ def main(argv=None):
     try:
         spec = discovery.find_spec(request["source"], request["name"])
     except BaseException as exc:
-        result = {"name": request["name"], "status": "error", "message": one_line(exc),
-                  "traceback": last_frames(exc), "isolation": ctx.isolation, "duration_s": 0.0}
+        result = {
+            "name": request["name"],
+            "status": "error",
+            "message": one_line(exc),
+            "traceback": last_frames(exc),
+            "isolation": ctx.isolation,
+            "duration_s": 0.0,
+        }
     else:
         if request.get("workdir"):
             os.chdir(request["workdir"])

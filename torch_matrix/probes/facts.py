@@ -59,7 +59,9 @@ def module_providers():
             continue
         tops = set()
         for first in set(line.split(",", 1)[0].split("/", 1)[0] for line in record.splitlines()):
-            if first in ("..", "__pycache__") or first.endswith((".dist-info", ".egg-info", ".data", ".pth")):
+            if first in ("..", "__pycache__") or first.endswith(
+                (".dist-info", ".egg-info", ".data", ".pth")
+            ):
                 continue
             if first.endswith((".py", ".so", ".pyd")):
                 first = first.split(".")[0]
@@ -127,7 +129,10 @@ def gpu_facts():
     try:
         import torch
     except Exception as exc:
-        facts["error"] = "import torch failed: %s: %s" % (type(exc).__name__, str(exc).splitlines()[:1])
+        facts["error"] = "import torch failed: %s: %s" % (
+            type(exc).__name__,
+            str(exc).splitlines()[:1],
+        )
         return facts
     version = getattr(torch, "version", None)
     facts["torch_cuda"] = getattr(version, "cuda", None)
@@ -140,8 +145,13 @@ def gpu_facts():
         if facts["cuda_available"]:
             for index in range(torch.cuda.device_count()):
                 major, minor = torch.cuda.get_device_capability(index)
-                facts["devices"].append({"index": index, "name": torch.cuda.get_device_name(index),
-                                         "capability": "%d.%d" % (major, minor)})
+                facts["devices"].append(
+                    {
+                        "index": index,
+                        "name": torch.cuda.get_device_name(index),
+                        "capability": "%d.%d" % (major, minor),
+                    }
+                )
             arch_list = getattr(torch.cuda, "get_arch_list", None)
             if arch_list is not None:
                 facts["arch_list"] = list(arch_list())
@@ -164,7 +174,9 @@ def _torchvision_build(torch, facts):
     facts["torchvision_cuda"] = getattr(getattr(torchvision, "version", None), "cuda", None)
     try:
         facts["torchvision_ops_cuda"] = int(torch.ops.torchvision._cuda_version())
-    except Exception as exc:  # ops not loadable: a mismatched pair ("operator torchvision::nms does not exist")
+    except (
+        Exception
+    ) as exc:  # ops not loadable: a mismatched pair ("operator torchvision::nms does not exist")
         facts["torchvision_ops_cuda"] = None
         facts["torchvision_ops_error"] = "%s: %s" % (type(exc).__name__, _first_line(exc))
 
@@ -182,8 +194,11 @@ def build_facts():
     release variants' architectures (``torch.cuda.PYTORCH_RELEASES_CODE_CC``, where it has one).
     Imports torch: call it in a throwaway process. ``torch_matrix.judge.hardware`` judges targets from it.
     """
-    facts = {"torch": installed_version("torch"), "torchvision": installed_version("torchvision"),
-             "python": platform.python_version()}
+    facts = {
+        "torch": installed_version("torch"),
+        "torchvision": installed_version("torchvision"),
+        "python": platform.python_version(),
+    }
     if facts["torch"] is None:
         return facts
     try:
@@ -199,7 +214,10 @@ def build_facts():
         flags = getter() if getter is not None else None
     except Exception as exc:
         flags = None
-        facts["error"] = "torch._C._cuda_getArchFlags() failed: %s: %s" % (type(exc).__name__, _first_line(exc))
+        facts["error"] = "torch._C._cuda_getArchFlags() failed: %s: %s" % (
+            type(exc).__name__,
+            _first_line(exc),
+        )
     facts["arch_flags"] = flags
     facts["arch_list"] = flags.split() if flags else []
     try:
@@ -207,16 +225,30 @@ def build_facts():
     except Exception as exc:
         facts["get_arch_list_without_device"] = "%s: %s" % (type(exc).__name__, _first_line(exc))
     table = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", None)
-    if isinstance(table, dict):  # {cuda: {host arch: {cc}}} in 2.13; {cuda: {cc}} earlier (any host)
+    if isinstance(
+        table, dict
+    ):  # {cuda: {host arch: {cc}}} in 2.13; {cuda: {cc}} earlier (any host)
         try:
             facts["release_variants_code_cc"] = dict(
-                (str(cuda), dict((str(arch), sorted(ccs)) for arch, ccs in by.items()) if isinstance(by, dict)
-                 else {"any": sorted(by)}) for cuda, by in table.items())
+                (
+                    str(cuda),
+                    dict((str(arch), sorted(ccs)) for arch, ccs in by.items())
+                    if isinstance(by, dict)
+                    else {"any": sorted(by)},
+                )
+                for cuda, by in table.items()
+            )
         except Exception as exc:
-            facts["release_variants_code_cc"] = {"error": "%s: %s" % (type(exc).__name__, _first_line(exc))}
+            facts["release_variants_code_cc"] = {
+                "error": "%s: %s" % (type(exc).__name__, _first_line(exc))
+            }
     runtimes = {}
-    for name in ("nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13",
-                 "nvidia-cuda-runtime"):
+    for name in (
+        "nvidia-cuda-runtime-cu11",
+        "nvidia-cuda-runtime-cu12",
+        "nvidia-cuda-runtime-cu13",
+        "nvidia-cuda-runtime",
+    ):
         found = installed_version(name)
         if found:
             runtimes[name] = found
@@ -228,8 +260,12 @@ def build_facts():
 
 def interpreter_identity():
     """Who is running: version, implementation, executable and the base interpreter of a venv."""
-    return {"version": platform.python_version(), "implementation": sys.implementation.name,
-            "executable": sys.executable, "base": getattr(sys, "_base_executable", sys.executable)}
+    return {
+        "version": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "executable": sys.executable,
+        "base": getattr(sys, "_base_executable", sys.executable),
+    }
 
 
 def _version_literals(directory, names=("__version__",)):
@@ -274,7 +310,7 @@ def version_file(name):
         spec = importlib.util.find_spec(name)
     except Exception:
         return None
-    for base in ((spec.submodule_search_locations or []) if spec is not None else []):
+    for base in (spec.submodule_search_locations or []) if spec is not None else []:
         found = _version_literals(base, ("__version__", "cuda", "hip"))
         if isinstance(found.get("__version__"), str):
             build = {"version": found["__version__"]}
@@ -301,7 +337,7 @@ def own_versions(names):
             out[name] = {"error": "not importable"}
             continue
         found = None
-        for base in (spec.submodule_search_locations or []):
+        for base in spec.submodule_search_locations or []:
             found = _literal_version(base)
             if found:
                 break
@@ -319,14 +355,22 @@ def environment_facts():
     """What ``torch-matrix check`` reads before probing an existing environment: the interpreter,
     where its environment lives, and the installed versions (from metadata: torch is not imported)."""
     facts = python_facts()
-    facts.update(prefix=sys.prefix, base_prefix=getattr(sys, "base_prefix", sys.prefix),
-                 version_info=list(sys.version_info[:3]))
+    facts.update(
+        prefix=sys.prefix,
+        base_prefix=getattr(sys, "base_prefix", sys.prefix),
+        version_info=list(sys.version_info[:3]),
+    )
     builds = {}
     for name in ("torch", "torchvision"):
         build = version_file(name) if installed_version(name) else None
         if build is not None:
             builds[name] = build
-    return {"python": facts, "platform": platform_facts(), "packages": package_facts(), "builds": builds}
+    return {
+        "python": facts,
+        "platform": platform_facts(),
+        "packages": package_facts(),
+        "builds": builds,
+    }
 
 
 # How an interrupted or damaged install differs from what a publisher ships. An installer
@@ -340,8 +384,11 @@ def environment_facts():
 # metadata file that differs from RECORD is accepted when it is whole (present, not empty,
 # and for METADATA/WHEEL the headers an installer reads are there and name this dist).
 _CHUNK = 1 << 20
-_HEADERS = {"METADATA": ("Metadata-Version", "Name", "Version"), "PKG-INFO": ("Metadata-Version", "Name", "Version"),
-            "WHEEL": ("Wheel-Version",)}
+_HEADERS = {
+    "METADATA": ("Metadata-Version", "Name", "Version"),
+    "PKG-INFO": ("Metadata-Version", "Name", "Version"),
+    "WHEEL": ("Wheel-Version",),
+}
 
 
 def _digests(path, algorithm):
@@ -362,7 +409,11 @@ def _digests(path, algorithm):
         after = os.fstat(handle.fileno())
     raw = digest.digest()
     same = VerifiedFiles.key(before, "") == VerifiedFiles.key(after, "")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii"), raw.hex(), before if same else None
+    return (
+        base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii"),
+        raw.hex(),
+        before if same else None,
+    )
 
 
 def _dist_name(name):
@@ -388,7 +439,7 @@ def _whole_metadata(dist_info, relative, path):
     if lacking:
         return "lacks %s" % ", ".join(lacking)
     if "Name" in wanted:
-        own = dist_info[:-len(".dist-info")].rpartition("-")[0]
+        own = dist_info[: -len(".dist-info")].rpartition("-")[0]
         if own and _dist_name(headers["Name"].strip()) != _dist_name(own):
             return "names %r, not %r" % (headers["Name"].strip(), own)
     return ""
@@ -430,17 +481,22 @@ class VerifiedFiles:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             connection = sqlite3.connect(path, timeout=10)
             try:
-                connection.execute("CREATE TABLE IF NOT EXISTS verified (dev INTEGER, ino INTEGER, "
-                                   "size INTEGER, mtime_ns INTEGER, digest TEXT, "
-                                   "PRIMARY KEY (dev, ino, size, mtime_ns, digest))")
+                connection.execute(
+                    "CREATE TABLE IF NOT EXISTS verified (dev INTEGER, ino INTEGER, "
+                    "size INTEGER, mtime_ns INTEGER, digest TEXT, "
+                    "PRIMARY KEY (dev, ino, size, mtime_ns, digest))"
+                )
                 connection.execute("PRAGMA temp_store = MEMORY")
                 connection.execute("CREATE TEMP TABLE wanted (dev INTEGER, ino INTEGER)")
                 connection.executemany("INSERT INTO wanted VALUES (?, ?)", inodes)
                 # CROSS JOIN keeps this order on any SQLite: each wanted file, then its rows
                 # through the primary key; never a scan of the memo.
-                self.known = set(connection.execute(
-                    "SELECT verified.dev, verified.ino, verified.size, verified.mtime_ns, verified.digest "
-                    "FROM wanted CROSS JOIN verified ON verified.dev = wanted.dev AND verified.ino = wanted.ino"))
+                self.known = set(
+                    connection.execute(
+                        "SELECT verified.dev, verified.ino, verified.size, verified.mtime_ns, verified.digest "
+                        "FROM wanted CROSS JOIN verified ON verified.dev = wanted.dev AND verified.ino = wanted.ino"
+                    )
+                )
             finally:
                 connection.close()
         except Exception:  # noqa: BLE001 - a memo only: without it every file is hashed
@@ -467,12 +523,18 @@ class VerifiedFiles:
             connection = sqlite3.connect(self.path, timeout=10)
             try:
                 with connection:
-                    connection.executemany("INSERT OR IGNORE INTO verified VALUES (?, ?, ?, ?, ?)", self.new)
+                    connection.executemany(
+                        "INSERT OR IGNORE INTO verified VALUES (?, ?, ?, ?, ?)", self.new
+                    )
                     # Rows are only ever added at the end and dropped from the start, so the rowids
                     # are contiguous: their span is the count, without reading the table.
-                    low, high = connection.execute("SELECT min(rowid), max(rowid) FROM verified").fetchone()
+                    low, high = connection.execute(
+                        "SELECT min(rowid), max(rowid) FROM verified"
+                    ).fetchone()
                     if high is not None and high - low + 1 > self.LIMIT:
-                        connection.execute("DELETE FROM verified WHERE rowid <= ?", (high - self.LIMIT,))
+                        connection.execute(
+                            "DELETE FROM verified WHERE rowid <= ?", (high - self.LIMIT,)
+                        )
             finally:
                 connection.close()
         except Exception:  # noqa: BLE001 - a memo only
@@ -522,7 +584,11 @@ def _record_row_problem(site, dist_info, row, verified=None, status=None):
         return "empty (RECORD says %d bytes)" % size
     problem = ""
     if size is not None and actual != size:
-        problem = "%s (%d of the %d bytes RECORD says)" % ("shorter" if actual < size else "longer", actual, size)
+        problem = "%s (%d of the %d bytes RECORD says)" % (
+            "shorter" if actual < size else "longer",
+            actual,
+            size,
+        )
     elif "=" in expected:
         algorithm, _, value = expected.partition("=")
         try:
@@ -542,7 +608,9 @@ def _record_row_problem(site, dist_info, row, verified=None, status=None):
             verified.new.append(VerifiedFiles.key(found[2], expected))
     if problem and row[0].replace("\\", "/").startswith(dist_info + "/"):
         whole = _whole_metadata(dist_info, row[0], path)
-        return "%s, %s" % (problem, whole) if whole else ""  # a publisher's edit, not a partial install
+        return (
+            "%s, %s" % (problem, whole) if whole else ""
+        )  # a publisher's edit, not a partial install
     return problem
 
 
@@ -590,8 +658,11 @@ def incomplete_installs(sites=None):
                 continue
             try:
                 with open(record, encoding="utf-8", newline="") as handle:
-                    rows = [row for row in csv.reader(handle) if row and row[0]
-                            and not (inside and _outside(site, row[0]))]
+                    rows = [
+                        row
+                        for row in csv.reader(handle)
+                        if row and row[0] and not (inside and _outside(site, row[0]))
+                    ]
             except (OSError, UnicodeDecodeError, csv.Error) as exc:
                 broken.append("%s: unreadable RECORD: %s" % (entry, exc))
                 continue
@@ -600,10 +671,17 @@ def incomplete_installs(sites=None):
     # Files hashed and matched before (the same hardlinked inodes, unchanged) are not hashed again.
     tasks = [(site, entry, row) for site, entry, rows in checked for row in rows]
     statuses = _statuses(tasks)
-    verified = VerifiedFiles(_verified_db_path(), {(st.st_dev, st.st_ino) for st in statuses if st is not None})
+    verified = VerifiedFiles(
+        _verified_db_path(), {(st.st_dev, st.st_ino) for st in statuses if st is not None}
+    )
     with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
-        problems = list(pool.map(lambda task, status: _record_row_problem(*task, verified=verified, status=status),
-                                 tasks, statuses))
+        problems = list(
+            pool.map(
+                lambda task, status: _record_row_problem(*task, verified=verified, status=status),
+                tasks,
+                statuses,
+            )
+        )
     verified.save()
     bad_by_entry = {}
     for (site, entry, row), problem in zip(tasks, problems):
@@ -612,8 +690,10 @@ def incomplete_installs(sites=None):
     for site, entry, rows in checked:
         bad = bad_by_entry.get(entry)
         if bad:
-            broken.append("%s: %d file(s) its RECORD lists are missing or damaged: %s%s" % (
-                entry, len(bad), ", ".join(bad[:3]), " ..." if len(bad) > 3 else ""))
+            broken.append(
+                "%s: %d file(s) its RECORD lists are missing or damaged: %s%s"
+                % (entry, len(bad), ", ".join(bad[:3]), " ..." if len(bad) > 3 else "")
+            )
     return sorted(broken)  # by distribution, as they were listed
 
 
@@ -629,7 +709,9 @@ def main(argv):
     elif argv[:1] == ["record"]:
         print(json.dumps(incomplete_installs(argv[1:] or None)))
     else:
-        sys.stderr.write("usage: python -I facts.py interpreter | versions NAME... | environment | build | record [DIR...]\n")
+        sys.stderr.write(
+            "usage: python -I facts.py interpreter | versions NAME... | environment | build | record [DIR...]\n"
+        )
         return 2
     return 0
 

@@ -19,12 +19,29 @@ import traceback
 
 # Functions that query or initialise the CUDA runtime/driver when called.
 WATCHED = {
-    "torch._C": ("_cuda_init", "_cuda_getDeviceCount", "_cuda_getDevice", "_cuda_setDevice",
-                 "_cuda_isDriverSufficient", "_cuda_getDriverVersion", "_cuda_exchangeDevice",
-                 "_cuda_maybeExchangeDevice"),
-    "torch.cuda": ("init", "_lazy_init", "is_available", "device_count", "_device_count_nvml",
-                   "_raw_device_count_nvml", "current_device", "get_device_properties",
-                   "get_device_capability", "get_device_name", "mem_get_info"),
+    "torch._C": (
+        "_cuda_init",
+        "_cuda_getDeviceCount",
+        "_cuda_getDevice",
+        "_cuda_setDevice",
+        "_cuda_isDriverSufficient",
+        "_cuda_getDriverVersion",
+        "_cuda_exchangeDevice",
+        "_cuda_maybeExchangeDevice",
+    ),
+    "torch.cuda": (
+        "init",
+        "_lazy_init",
+        "is_available",
+        "device_count",
+        "_device_count_nvml",
+        "_raw_device_count_nvml",
+        "current_device",
+        "get_device_properties",
+        "get_device_capability",
+        "get_device_name",
+        "mem_get_info",
+    ),
 }
 # Loading the driver API or NVML is what a device query does at the native level.
 NATIVE_LIBS = ("libcuda.so", "libnvidia-ml.so")
@@ -140,7 +157,11 @@ class ImportWatch(object):
     def patch(self, name, module):
         for attr in WATCHED.get(name, ()):
             original = getattr(module, attr, None)
-            if original is None or not callable(original) or getattr(original, "_importwatch", False):
+            if (
+                original is None
+                or not callable(original)
+                or getattr(original, "_importwatch", False)
+            ):
                 continue
             try:
                 setattr(module, attr, self._wrap(name + "." + attr, original))
@@ -164,11 +185,20 @@ class ImportWatch(object):
         self.call_count += 1
         if len(self.calls) >= MAX_CALLS_KEPT:
             return
-        frames = [f for f in traceback.extract_stack()[:-2]
-                  if "importlib._bootstrap" not in f.filename and f.filename != __file__]
+        frames = [
+            f
+            for f in traceback.extract_stack()[:-2]
+            if "importlib._bootstrap" not in f.filename and f.filename != __file__
+        ]
         stack = ["%s:%d in %s" % (f.filename, f.lineno, f.name) for f in frames[-FRAMES_KEPT:]]
-        self.calls.append({"function": qualname, "phase": self.phase,
-                           "caller": stack[-1] if stack else "", "stack": stack})
+        self.calls.append(
+            {
+                "function": qualname,
+                "phase": self.phase,
+                "caller": stack[-1] if stack else "",
+                "stack": stack,
+            }
+        )
 
     def result(self):
         return {

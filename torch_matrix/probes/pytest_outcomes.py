@@ -46,15 +46,27 @@ def pytest_runtest_logreport(report):
         outcome = report.outcome
         if getattr(report, "wasxfail", None) is not None:
             outcome = "xfailed" if report.skipped else "xpassed"
-        _write({"nodeid": report.nodeid, "when": report.when, "outcome": outcome,
+        _write(
+            {
+                "nodeid": report.nodeid,
+                "when": report.when,
+                "outcome": outcome,
                 "message": _message(report) if outcome not in ("passed", "xpassed") else "",
-                "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 4)})
+                "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 4),
+            }
+        )
 
 
 def pytest_collectreport(report):
     if report.outcome == "failed":
-        _write({"nodeid": report.nodeid, "when": "collect", "outcome": "error",
-                "message": _message(report)})
+        _write(
+            {
+                "nodeid": report.nodeid,
+                "when": "collect",
+                "outcome": "error",
+                "message": _message(report),
+            }
+        )
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -122,8 +134,12 @@ def counts_text(outcomes):
     counts = {}
     for outcome in outcomes.values():
         counts[outcome] = counts.get(outcome, 0) + 1
-    shown = ["%d %s" % (counts[name], name if name != "error" else ("error" if counts[name] == 1 else "errors"))
-             for name in _SUMMARY_ORDER if counts.get(name)]
+    shown = [
+        "%d %s"
+        % (counts[name], name if name != "error" else ("error" if counts[name] == 1 else "errors"))
+        for name in _SUMMARY_ORDER
+        if counts.get(name)
+    ]
     if not counts.get("passed"):
         shown.insert(1 if counts.get("failed") else 0, "0 passed")
     return ", ".join(shown)
@@ -135,18 +151,31 @@ def failure_groups(records, cap=LISTED):
     groups = {}
     order = []
     for record in records:
-        if record.get("outcome") != "failed" or "nodeid" not in record or record.get("when") == "collect":
+        if (
+            record.get("outcome") != "failed"
+            or "nodeid" not in record
+            or record.get("when") == "collect"
+        ):
             continue
         message = record.get("message") or "(no message)"
-        name = record["nodeid"] + ("" if record.get("when") == "call" else " (%s)" % record.get("when"))
+        name = record["nodeid"] + (
+            "" if record.get("when") == "call" else " (%s)" % record.get("when")
+        )
         if message not in groups:
             groups[message] = []
             order.append(message)
         if name not in groups[message]:
             groups[message].append(name)
     ranked = sorted(order, key=lambda m: (-len(groups[m]), order.index(m)))
-    return [{"message": m, "count": len(groups[m]), "nodeids": groups[m][:cap],
-             "more": max(0, len(groups[m]) - cap)} for m in ranked]
+    return [
+        {
+            "message": m,
+            "count": len(groups[m]),
+            "nodeids": groups[m][:cap],
+            "more": max(0, len(groups[m]) - cap),
+        }
+        for m in ranked
+    ]
 
 
 # What one probe result keeps (the runner cuts evidence past 64,000 characters of JSON): the first
@@ -166,14 +195,23 @@ def groups_text(groups, more_groups=0, more_failures=0, ids=SHOWN_IDS, shown=SHO
         names = list(group["nodeids"][:ids])
         hidden = group["count"] - len(names)
         text = ", ".join(names) + (", +%d more" % hidden if hidden > 0 else "")
-        size = "[%d] " % group["count"] if len(groups) > 1 or more_groups or group["count"] > 1 else ""
+        size = (
+            "[%d] " % group["count"] if len(groups) > 1 or more_groups or group["count"] > 1 else ""
+        )
         parts.append("%s%s -- %s" % (size, text, group["message"]))
     rest = groups[shown:]
     more_groups += len(rest)
     more_failures += sum(group["count"] for group in rest)
     if more_groups:
-        parts.append("+%d more group%s (%d failure%s)" % (more_groups, "" if more_groups == 1 else "s",
-                                                         more_failures, "" if more_failures == 1 else "s"))
+        parts.append(
+            "+%d more group%s (%d failure%s)"
+            % (
+                more_groups,
+                "" if more_groups == 1 else "s",
+                more_failures,
+                "" if more_failures == 1 else "s",
+            )
+        )
     return "; ".join(parts)
 
 
@@ -197,21 +235,36 @@ def judge(code, records, output_tail=""):
     collect_errors = [r for r in records if r.get("when") == "collect"]
     evidence = {"pytest_exit": code, "tests": counts, "summary": summary}
     if failed:
-        evidence["failed"] = [{"nodeid": r["nodeid"], "when": r["when"], "message": r["message"]}
-                              for r in failed[:KEPT_FAILURES]]
+        evidence["failed"] = [
+            {"nodeid": r["nodeid"], "when": r["when"], "message": r["message"]}
+            for r in failed[:KEPT_FAILURES]
+        ]
         groups = failure_groups(records)
         evidence["failure_groups"] = groups[:KEPT_GROUPS]
         if len(groups) > KEPT_GROUPS:
-            evidence["more_groups"] = {"groups": len(groups) - KEPT_GROUPS,
-                                       "failures": sum(g["count"] for g in groups[KEPT_GROUPS:])}
+            evidence["more_groups"] = {
+                "groups": len(groups) - KEPT_GROUPS,
+                "failures": sum(g["count"] for g in groups[KEPT_GROUPS:]),
+            }
     if collect_errors:
-        evidence["collection_errors"] = [{"nodeid": r["nodeid"], "message": r["message"]}
-                                         for r in collect_errors[:KEPT_FAILURES]]
-    ran = sum(1 for outcome in outcomes.values() if outcome in ("passed", "xpassed", "failed", "error"))
+        evidence["collection_errors"] = [
+            {"nodeid": r["nodeid"], "message": r["message"]} for r in collect_errors[:KEPT_FAILURES]
+        ]
+    ran = sum(
+        1 for outcome in outcomes.values() if outcome in ("passed", "xpassed", "failed", "error")
+    )
     if code in (0, 5) and not ran:
         evidence["no_evidence"] = True
-        return "skip", "%s: %s%s" % (summary if outcomes else "0 passed, 0 skipped", NO_EVIDENCE,
-                                     " (pytest collected no tests)" if code == 5 else ""), evidence
+        return (
+            "skip",
+            "%s: %s%s"
+            % (
+                summary if outcomes else "0 passed, 0 skipped",
+                NO_EVIDENCE,
+                " (pytest collected no tests)" if code == 5 else "",
+            ),
+            evidence,
+        )
     if code == 0:
         return "pass", summary, evidence
     if code in _NOT_A_TEST_RESULT:
@@ -229,6 +282,15 @@ def judge(code, records, output_tail=""):
         return "error", "%s (pytest exit %d): the tests did not run" % (what, code), evidence
     if failed:
         more = evidence.get("more_groups") or {}
-        return "fail", "%s: %s" % (summary, groups_text(evidence["failure_groups"], more.get("groups", 0),
-                                                        more.get("failures", 0))), evidence
+        return (
+            "fail",
+            "%s: %s"
+            % (
+                summary,
+                groups_text(
+                    evidence["failure_groups"], more.get("groups", 0), more.get("failures", 0)
+                ),
+            ),
+            evidence,
+        )
     return "fail", "pytest exited with code %d (%s)" % (code, summary), evidence

@@ -36,6 +36,7 @@ PREWARM = ("torch._dynamo",)
 
 # ----------------------------------------------------------------------------- server
 
+
 def _thread_count():
     try:
         return len(os.listdir("/proc/self/task"))
@@ -43,6 +44,7 @@ def _thread_count():
         import threading
 
         return threading.active_count()
+
 
 def wait_child(pid, timeout):
     """Wait for ``pid`` up to ``timeout`` seconds: its wait status, or None on timeout."""
@@ -142,7 +144,9 @@ def fork_and_wait(request, body, close_fds=(), on_started=None, check=True):
                 sys.stdout.flush()
                 sys.stderr.flush()
             finally:
-                _exit(code)  # bound at import: a probe that rebinds os._exit must not outlive itself
+                _exit(
+                    code
+                )  # bound at import: a probe that rebinds os._exit must not outlive itself
     try:
         os.setpgid(pid, pid)
     except OSError:
@@ -198,7 +202,11 @@ class _Server(object):
                 module = __import__(name)
                 info["version"] = str(getattr(module, "__version__", ""))
             except BaseException as exc:
-                info = {"ok": False, "error": execute.one_line(exc), "traceback": execute.last_frames(exc)}
+                info = {
+                    "ok": False,
+                    "error": execute.one_line(exc),
+                    "traceback": execute.last_frames(exc),
+                }
                 self._forget(name)
             finally:
                 self.observations["import_" + name] = watch.stop()
@@ -244,9 +252,14 @@ class _Server(object):
             observed = watch.stop()
         report["seconds"] = round(time.time() - started, 3)
         if observed["calls"]:
-            report["tainted"] = "prewarm imports queried CUDA: %s" % ", ".join(observed["functions"])
+            report["tainted"] = "prewarm imports queried CUDA: %s" % ", ".join(
+                observed["functions"]
+            )
         elif _thread_count() > threads_before:
-            report["tainted"] = "prewarm imports started threads (%d -> %d)" % (threads_before, _thread_count())
+            report["tainted"] = "prewarm imports started threads (%d -> %d)" % (
+                threads_before,
+                _thread_count(),
+            )
         return report
 
     def discover(self, probe_dirs, standard):
@@ -269,9 +282,16 @@ class _Server(object):
     def run(self, request):
         spec = self.specs.get(request["name"])
         if spec is None:
-            return {"name": request["name"], "status": "error", "isolation": "shared", "duration_s": 0.0,
-                    "message": "the zygote does not know probe %r" % request["name"]}
-        imports = dict(request.get("imports") or {})  # the client's: includes imports that killed a zygote
+            return {
+                "name": request["name"],
+                "status": "error",
+                "isolation": "shared",
+                "duration_s": 0.0,
+                "message": "the zygote does not know probe %r" % request["name"],
+            }
+        imports = dict(
+            request.get("imports") or {}
+        )  # the client's: includes imports that killed a zygote
         imports.update(self.imports)
         request = dict(request, imports=imports, observations=self.observations)
 
@@ -279,8 +299,12 @@ class _Server(object):
             ctx = execute.make_context(request)
             execute.write_json_atomic(request["result_path"], execute.run_probe(spec, ctx))
 
-        return fork_and_wait(request, body, close_fds=(self.resp_fd,),
-                             on_started=lambda pid: self.send("started", pid=pid))
+        return fork_and_wait(
+            request,
+            body,
+            close_fds=(self.resp_fd,),
+            on_started=lambda pid: self.send("started", pid=pid),
+        )
 
     def gpu_facts(self, request):
         from torch_matrix.probes import facts
@@ -288,11 +312,18 @@ class _Server(object):
         def body():
             execute.write_json_atomic(request["result_path"], {"facts": facts.gpu_facts()})
 
-        outcome = fork_and_wait(dict(request, name="gpu_facts"), body, close_fds=(self.resp_fd,), check=False)
+        outcome = fork_and_wait(
+            dict(request, name="gpu_facts"), body, close_fds=(self.resp_fd,), check=False
+        )
         if outcome.get("facts") is not None:
             return outcome["facts"]
-        return {"cuda_available": False, "torch_cuda": None, "devices": [], "driver": facts.driver_version(),
-                "error": outcome.get("message", "gathering GPU facts failed")}
+        return {
+            "cuda_available": False,
+            "torch_cuda": None,
+            "devices": [],
+            "driver": facts.driver_version(),
+            "error": outcome.get("message", "gathering GPU facts failed"),
+        }
 
 
 def server_main(argv=None):
@@ -309,8 +340,13 @@ def server_main(argv=None):
     server.import_modules([m for m in args.imports.split(",") if m])
     prewarm = server.prewarm([m for m in args.prewarm.split(",") if m])
     server.discover(args.probe_dir, not args.no_standard)
-    server.send("ready", imports=server.imports, observations=server.observations, prewarm=prewarm,
-                pid=os.getpid())
+    server.send(
+        "ready",
+        imports=server.imports,
+        observations=server.observations,
+        prewarm=prewarm,
+        pid=os.getpid(),
+    )
     server.serve(sys.stdin)
     # Nothing to clean up, and tearing down an interpreter holding torch takes seconds.
     sys.stdout.flush()
@@ -319,6 +355,7 @@ def server_main(argv=None):
 
 
 # ----------------------------------------------------------------------------- client
+
 
 class ZygoteDied(Exception):
     pass
@@ -329,8 +366,17 @@ class Zygote(object):
 
     MAX_STARTS = 4
 
-    def __init__(self, modules, probe_dirs, standard, tmpdir, env, import_timeout=600.0, log=None,
-                 prewarm=PREWARM):
+    def __init__(
+        self,
+        modules,
+        probe_dirs,
+        standard,
+        tmpdir,
+        env,
+        import_timeout=600.0,
+        log=None,
+        prewarm=PREWARM,
+    ):
         self.modules = list(modules)
         self.prewarm_modules = list(prewarm)
         self.prewarm = {}
@@ -356,15 +402,31 @@ class Zygote(object):
         read_fd, write_fd = os.pipe()
         self.log_path = os.path.join(self.tmpdir, "zygote-%d.log" % self.starts)
         log = open(self.log_path, "wb")
-        command = [sys.executable, "-m", "torch_matrix.probes.zygote", "--resp-fd", str(write_fd),
-                   "--imports", ",".join(self.modules), "--prewarm", ",".join(self.prewarm_modules)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch_matrix.probes.zygote",
+            "--resp-fd",
+            str(write_fd),
+            "--imports",
+            ",".join(self.modules),
+            "--prewarm",
+            ",".join(self.prewarm_modules),
+        ]
         for directory in self.probe_dirs:
             command += ["--probe-dir", directory]
         if not self.standard:
             command.append("--no-standard")
         try:
-            self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                         pass_fds=(write_fd,), env=self.env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                env=self.env,
+                start_new_session=True,
+            )
         finally:
             os.close(write_fd)
             log.close()
@@ -429,12 +491,18 @@ class Zygote(object):
                     event = self._next_event(deadline)
                     if event["event"] == "importing":
                         current = event["module"]
-                        self.log(current.replace("prewarm:", "prewarming ") if current.startswith("prewarm:")
-                                 else "importing %s" % current)
+                        self.log(
+                            current.replace("prewarm:", "prewarming ")
+                            if current.startswith("prewarm:")
+                            else "importing %s" % current
+                        )
                     elif event["event"] == "ready":
                         self.prewarm = event.get("prewarm") or {}
                         if self.prewarm.get("tainted"):
-                            self.log("restarting the zygote without prewarm: %s" % self.prewarm["tainted"])
+                            self.log(
+                                "restarting the zygote without prewarm: %s"
+                                % self.prewarm["tainted"]
+                            )
                             self._send({"op": "exit"})
                             self._death()
                             self.prewarm_modules = []
@@ -448,9 +516,14 @@ class Zygote(object):
                 how = self._death()
                 tail = execute.tail_of(self.log_path)
                 if current is not None and current.startswith("prewarm:"):
-                    self.log("the zygote died (%s) while prewarming %s; restarting without prewarm"
-                             % (how, current[len("prewarm:"):]))
-                    self.prewarm = {"tainted": "died while prewarming %s (%s)" % (current[len("prewarm:"):], how)}
+                    self.log(
+                        "the zygote died (%s) while prewarming %s; restarting without prewarm"
+                        % (how, current[len("prewarm:") :])
+                    )
+                    self.prewarm = {
+                        "tainted": "died while prewarming %s (%s)"
+                        % (current[len("prewarm:") :], how)
+                    }
                     self.prewarm_modules = []
                     continue
                 if current is None:
@@ -461,8 +534,13 @@ class Zygote(object):
                 else:
                     message = "the interpreter died (%s) while importing %s" % (how, current)
                 self.log(message)
-                self.imports[current] = {"ok": False, "error": message, "traceback": tail, "output_tail": tail}
-                self.modules = self.modules[:self.modules.index(current)]
+                self.imports[current] = {
+                    "ok": False,
+                    "error": message,
+                    "traceback": tail,
+                    "output_tail": tail,
+                }
+                self.modules = self.modules[: self.modules.index(current)]
 
     def _send(self, request):
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -486,12 +564,18 @@ class Zygote(object):
         except (ZygoteDied, TimeoutError, OSError) as exc:
             how = self._death()
             status = "timeout" if isinstance(exc, TimeoutError) else "crash"
-            return {"name": request["name"], "status": status, "isolation": "shared",
-                    "duration_s": round(time.time() - started, 4),
-                    "message": "the zygote running the probe ended (%s)" % how,
-                    "output_tail": execute.tail_of(request["output_path"]) or execute.tail_of(self.log_path),
-                    "repro": execute.rerun_command(request["name"], request.get("expected"),
-                                                   request.get("variant", "default"))}
+            return {
+                "name": request["name"],
+                "status": status,
+                "isolation": "shared",
+                "duration_s": round(time.time() - started, 4),
+                "message": "the zygote running the probe ended (%s)" % how,
+                "output_tail": execute.tail_of(request["output_path"])
+                or execute.tail_of(self.log_path),
+                "repro": execute.rerun_command(
+                    request["name"], request.get("expected"), request.get("variant", "default")
+                ),
+            }
 
     def gpu_facts(self, request):
         if not self.alive:

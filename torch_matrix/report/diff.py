@@ -69,10 +69,14 @@ def run_id(results: Iterable[CellResult]) -> str:
 def cell_state(result: CellResult) -> CellState:
     verdict = verdict_of(result)
     return CellState(
-        cell=result.cell.id, verdict=verdict.kind, reason=verdict.reason,
+        cell=result.cell.id,
+        verdict=verdict.kind,
+        reason=verdict.reason,
         failing=verdict.failing if verdict.kind == INCOMPATIBLE else (),
-        requirements=tuple(result.cell.requirements), python=result.cell.python,
-        probes={p.name: ProbeState(p.status, p.message, p.repro) for p in result.probes})
+        requirements=tuple(result.cell.requirements),
+        python=result.cell.python,
+        probes={p.name: ProbeState(p.status, p.message, p.repro) for p in result.probes},
+    )
 
 
 def snapshot_of(results: Iterable[CellResult], run: RunRef) -> Snapshot:
@@ -80,6 +84,7 @@ def snapshot_of(results: Iterable[CellResult], run: RunRef) -> Snapshot:
 
 
 # ---------------------------------------------------------------------------- the diff
+
 
 @dataclass(frozen=True)
 class CellChange:
@@ -127,16 +132,23 @@ class Diff:
 
     @property
     def quiet(self) -> bool:
-        return not (self.broken or self.fixed or self.appeared or self.vanished or self.other
-                    or self.probe_changes)
+        return not (
+            self.broken
+            or self.fixed
+            or self.appeared
+            or self.vanished
+            or self.other
+            or self.probe_changes
+        )
 
 
 def failing_pairs(snapshot: Snapshot) -> set[tuple[str, str]]:
     return {(cell.cell, probe) for cell in snapshot.cells.values() for probe in cell.failing}
 
 
-def diff_snapshots(old: Snapshot | None, new: Snapshot,
-                   first_runs: Mapping[tuple[str, str], RunRef] | None = None) -> Diff:
+def diff_snapshots(
+    old: Snapshot | None, new: Snapshot, first_runs: Mapping[tuple[str, str], RunRef] | None = None
+) -> Diff:
     """``old`` None: everything in ``new`` appeared. ``first_runs`` maps a new failure's
     (cell, probe) to the run its streak began in (see ``streak_start``); absent = ``new``."""
     first_runs = first_runs or {}
@@ -162,25 +174,56 @@ def diff_snapshots(old: Snapshot | None, new: Snapshot,
         for probe in sorted(set(before.probes) | set(now.probes)):
             was, is_ = before.probes.get(probe), now.probes.get(probe)
             if (was.status if was else "") != (is_.status if is_ else ""):
-                changes.append(ProbeChange(cell_id, probe, was.status if was else "",
-                                           is_.status if is_ else "", is_.message if is_ else ""))
+                changes.append(
+                    ProbeChange(
+                        cell_id,
+                        probe,
+                        was.status if was else "",
+                        is_.status if is_ else "",
+                        is_.message if is_ else "",
+                    )
+                )
     already = failing_pairs(old) if old is not None else set()
     failures = []
     for cell_id, probe in sorted(failing_pairs(new) - already):
         state = new.cells[cell_id]
         found = state.probes.get(probe, ProbeState("missing"))
-        failures.append(NewFailure(cell_id, probe, found.status, found.message, found.repro,
-                                   state.requirements, state.python,
-                                   first_runs.get((cell_id, probe), new.run)))
-    passing = tuple(sorted((cell.cell, name) for cell in new.cells.values()
-                           for name, probe in cell.probes.items() if probe.status == PASS))
-    return Diff(old=old.run if old is not None else None, new=new.run, broken=tuple(broken),
-                fixed=tuple(fixed), appeared=tuple(appeared), vanished=tuple(vanished),
-                other=tuple(other), probe_changes=tuple(changes), new_failures=tuple(failures),
-                passing=passing)
+        failures.append(
+            NewFailure(
+                cell_id,
+                probe,
+                found.status,
+                found.message,
+                found.repro,
+                state.requirements,
+                state.python,
+                first_runs.get((cell_id, probe), new.run),
+            )
+        )
+    passing = tuple(
+        sorted(
+            (cell.cell, name)
+            for cell in new.cells.values()
+            for name, probe in cell.probes.items()
+            if probe.status == PASS
+        )
+    )
+    return Diff(
+        old=old.run if old is not None else None,
+        new=new.run,
+        broken=tuple(broken),
+        fixed=tuple(fixed),
+        appeared=tuple(appeared),
+        vanished=tuple(vanished),
+        other=tuple(other),
+        probe_changes=tuple(changes),
+        new_failures=tuple(failures),
+        passing=passing,
+    )
 
 
 # ---------------------------------------------------------------------------- over many runs
+
 
 def streak_start(history: Sequence[tuple[RunRef, bool | None]]) -> RunRef | None:
     """The first run of the failing streak that ends the sequence (oldest first).
@@ -231,7 +274,9 @@ def pass_rate(statuses: Sequence[str | None], last: int | None = None) -> PassRa
     return PassRate(passed=passed, runs=evidence, nights=len(window))
 
 
-def exclusion_confidence(exclusions: Iterable, rates: Mapping[tuple[str, str], PassRate]) -> list[tuple[str, str]]:
+def exclusion_confidence(
+    exclusions: Iterable, rates: Mapping[tuple[str, str], PassRate]
+) -> list[tuple[str, str]]:
     """For each pin exclusion (``package``, ``version``, ``probes``, ``cells``), how steady its
     evidence was over the history: ``(label, text)`` such as ``("torch 1.12.0",
     "lazy_cuda_init failed 30/30 night(s)")``, with "flaky" when some of those nights passed,

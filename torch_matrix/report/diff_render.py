@@ -10,7 +10,15 @@ from typing import Any
 
 from torch_matrix.report.diff import CellChange, Diff, NewFailure, PassRate, ProbeChange, RunRef
 from torch_matrix.report.markdown import md_table
-from torch_matrix.vocab.escaping import md_code, md_fence, md_html, md_text, md_title, shell_line, terminal
+from torch_matrix.vocab.escaping import (
+    md_code,
+    md_fence,
+    md_html,
+    md_text,
+    md_title,
+    shell_line,
+    terminal,
+)
 from torch_matrix.vocab.layout import repro_command
 
 ISSUE_LABEL = "torch-matrix-break"
@@ -18,15 +26,17 @@ ISSUE_LABEL = "torch-matrix-break"
 
 def _short(text: str, width: int = 120) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _columns(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     if not rows:
         return []
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip()
-            for row in rows]
+    return [
+        indent + "  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip()
+        for row in rows
+    ]
 
 
 def _verdict_pair(change: CellChange) -> str:
@@ -38,24 +48,44 @@ def _sections(diff: Diff) -> list[tuple[str, list[list[str]]]]:
         return [[c.cell, _verdict_pair(c), _short(c.reason, 100)] for c in changes]
 
     def probes(changes: Iterable[ProbeChange]) -> list[list[str]]:
-        return [[c.cell, c.probe, f"{c.old or '-'} -> {c.new or '-'}", _short(c.message, 80)] for c in changes]
+        return [
+            [c.cell, c.probe, f"{c.old or '-'} -> {c.new or '-'}", _short(c.message, 80)]
+            for c in changes
+        ]
 
     def failures(items: Iterable[NewFailure]) -> list[list[str]]:
-        return [[f.cell, f.probe, f.status, f.first_run.label() if f.first_run else "-", _short(f.message, 80)]
-                for f in items]
+        return [
+            [
+                f.cell,
+                f.probe,
+                f.status,
+                f.first_run.label() if f.first_run else "-",
+                _short(f.message, 80),
+            ]
+            for f in items
+        ]
 
-    return [("newly broken", cells(diff.broken)), ("fixed", cells(diff.fixed)),
-            ("appeared", cells(diff.appeared)), ("vanished", cells(diff.vanished)),
-            ("other verdict changes", cells(diff.other)),
-            ("changed probe statuses", probes(diff.probe_changes)),
-            ("new failures (cell, probe, status, first failing run, message)", failures(diff.new_failures))]
+    return [
+        ("newly broken", cells(diff.broken)),
+        ("fixed", cells(diff.fixed)),
+        ("appeared", cells(diff.appeared)),
+        ("vanished", cells(diff.vanished)),
+        ("other verdict changes", cells(diff.other)),
+        ("changed probe statuses", probes(diff.probe_changes)),
+        (
+            "new failures (cell, probe, status, first failing run, message)",
+            failures(diff.new_failures),
+        ),
+    ]
 
 
 def headline(diff: Diff) -> str:
     old = diff.old.label() if diff.old else "nothing (first run)"
-    return (f"{old} -> {diff.new.label()}: {len(diff.broken)} newly broken, {len(diff.fixed)} fixed, "
-            f"{len(diff.appeared)} appeared, {len(diff.vanished)} vanished, "
-            f"{len(diff.probe_changes)} probe status change(s), {len(diff.new_failures)} new failure(s)")
+    return (
+        f"{old} -> {diff.new.label()}: {len(diff.broken)} newly broken, {len(diff.fixed)} fixed, "
+        f"{len(diff.appeared)} appeared, {len(diff.vanished)} vanished, "
+        f"{len(diff.probe_changes)} probe status change(s), {len(diff.new_failures)} new failure(s)"
+    )
 
 
 def render_text(diff: Diff) -> str:
@@ -73,9 +103,16 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
     return md_table(headers, rows).split("\n")
 
 
-_HEADERS = {"changed probe statuses": ("cell", "probe", "status", "message"),
-            "new failures (cell, probe, status, first failing run, message)":
-                ("cell", "probe", "status", "first failing run", "message")}
+_HEADERS = {
+    "changed probe statuses": ("cell", "probe", "status", "message"),
+    "new failures (cell, probe, status, first failing run, message)": (
+        "cell",
+        "probe",
+        "status",
+        "first failing run",
+        "message",
+    ),
+}
 
 
 def render_markdown(diff: Diff, max_rows: int = 200) -> str:
@@ -126,37 +163,72 @@ def bundle_file(cell: str, probe: str) -> str:
 
 def issue_body(failure: NewFailure, run_url: str = "") -> str:
     first = failure.first_run
-    seen = (f"first failing run {md_code(first.id)} ({md_text(first.date or 'date unknown')}" if first
-            else "first failing run unknown")
+    seen = (
+        f"first failing run {md_code(first.id)} ({md_text(first.date or 'date unknown')}"
+        if first
+        else "first failing run unknown"
+    )
     if first and first.commit:
         seen += f", commit {md_text(first.commit[:12])}"
     seen += ")" if first else ""
     pins = " ".join(failure.requirements)
     marker = f"cell={failure.cell} probe={failure.probe}"
-    lines = [f"<!-- {ISSUE_LABEL} {md_html(marker)} -->",
-             f"The nightly matrix found **{md_text(failure.probe)}** {md_code(failure.status)} in cell "
-             f"{md_code(failure.cell)} (Python {md_text(failure.python or '?')}: {md_code(pins)}); {seen}.", ""]
+    lines = [
+        f"<!-- {ISSUE_LABEL} {md_html(marker)} -->",
+        f"The nightly matrix found **{md_text(failure.probe)}** {md_code(failure.status)} in cell "
+        f"{md_code(failure.cell)} (Python {md_text(failure.python or '?')}: {md_code(pins)}); {seen}.",
+        "",
+    ]
     if run_url:
         lines += [f"Run: {md_text(run_url)}", ""]
     if failure.message:
         lines += ["> " + md_text(_short(failure.message, 1000)), ""]
-    lines += ["### Reproduce", "", "From this repository, rerun just this cell:", "",
-              md_fence(repro_command(failure.cell), "bash"), "",
-              "Or by hand, in a fresh environment:", "",
-              md_fence("\n".join([shell_line(["uv", "venv", "--python", failure.python or "3", "repro-venv"]),
-                                  shell_line(["uv", "pip", "install", "--python", "repro-venv/bin/python",
-                                              *failure.requirements])]), "bash"), ""]
+    lines += [
+        "### Reproduce",
+        "",
+        "From this repository, rerun just this cell:",
+        "",
+        md_fence(repro_command(failure.cell), "bash"),
+        "",
+        "Or by hand, in a fresh environment:",
+        "",
+        md_fence(
+            "\n".join(
+                [
+                    shell_line(["uv", "venv", "--python", failure.python or "3", "repro-venv"]),
+                    shell_line(
+                        [
+                            "uv",
+                            "pip",
+                            "install",
+                            "--python",
+                            "repro-venv/bin/python",
+                            *failure.requirements,
+                        ]
+                    ),
+                ]
+            ),
+            "bash",
+        ),
+        "",
+    ]
     if failure.repro:
         repro = failure.repro.strip()
         if len(repro) > REPRO_CHARS:
-            repro = repro[:REPRO_CHARS] + f"\n# ... {len(repro) - REPRO_CHARS} more characters: the bundle below has it whole"
+            repro = (
+                repro[:REPRO_CHARS]
+                + f"\n# ... {len(repro) - REPRO_CHARS} more characters: the bundle below has it whole"
+            )
         lines += ["The probe's own repro:", "", md_fence(repro, "python"), ""]
-    lines += [f"The nightly closes this issue when {md_code(failure.probe)} passes again in {md_code(failure.cell)}."]
+    lines += [
+        f"The nightly closes this issue when {md_code(failure.probe)} passes again in {md_code(failure.cell)}."
+    ]
     return "\n".join(lines) + "\n"
 
 
-def issue_text(head: str, bundle: str, cell: str, probe: str, run_url: str = "",
-               limit: int = ISSUE_BODY_CHARS) -> str:
+def issue_text(
+    head: str, bundle: str, cell: str, probe: str, run_url: str = "", limit: int = ISSUE_BODY_CHARS
+) -> str:
     """The issue's body: ``head`` (``issue_body``) and the repro bundle in a ``<details>``, at most
     ``limit`` characters. A bundle that does not fit is cut, shown as text in a fence (nothing it
     opened is left open), and the body points to the whole bundle in the run's ``history`` artifact."""
@@ -165,11 +237,15 @@ def issue_text(head: str, bundle: str, cell: str, probe: str, run_url: str = "",
     if len(whole) <= limit:
         return whole
     where = f"{md_code('bundles/' + bundle_file(cell, probe))} in the {md_code('history')} artifact of the run"
-    pointer = (f"\n> [!NOTE]\n> Cut to fit GitHub's {GITHUB_BODY_CHARS:,} characters. The whole bundle is "
-               f"{where}" + (f": {md_text(run_url)}" if run_url else "") + ".\n")
+    pointer = (
+        f"\n> [!NOTE]\n> Cut to fit GitHub's {GITHUB_BODY_CHARS:,} characters. The whole bundle is "
+        f"{where}" + (f": {md_text(run_url)}" if run_url else "") + ".\n"
+    )
     head = head if len(head) <= limit // 2 else md_fence(head[: limit // 2]) + "\n"
     room = limit - len(head) - len(summary) - len(pointer) - 200
-    while True:  # the fence grows with the longest backtick run in what is kept: measure, then shrink
+    while (
+        True
+    ):  # the fence grows with the longest backtick run in what is kept: measure, then shrink
         kept = max(room, 0)
         cut = md_fence(bundle[:kept] + f"\n... ({len(bundle) - kept:,} more characters)")
         text = f"{head}\n{summary}{cut}\n\n</details>\n{pointer}"
@@ -178,60 +254,110 @@ def issue_text(head: str, bundle: str, cell: str, probe: str, run_url: str = "",
         room = kept - (len(text) - limit)
 
 
-def issue_plan(diff: Diff, run_url: str = "", bundles: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
+def issue_plan(
+    diff: Diff, run_url: str = "", bundles: Mapping[tuple[str, str], str] | None = None
+) -> dict[str, Any]:
     """What the nightly does on GitHub: open (or comment on) one issue per new failure; close
     the issue of every cell+probe that passes in this run. ``bundles``: each failure's repro bundle
     (``report.repro``), put in its issue's body (``issue_text``)."""
     bundles = bundles or {}
 
     def body(failure: NewFailure) -> str:
-        bundle = bundles.get((failure.cell, failure.probe), "(torch-matrix repro could not build it)")
-        return issue_text(issue_body(failure, run_url), bundle, failure.cell, failure.probe, run_url)
+        bundle = bundles.get(
+            (failure.cell, failure.probe), "(torch-matrix repro could not build it)"
+        )
+        return issue_text(
+            issue_body(failure, run_url), bundle, failure.cell, failure.probe, run_url
+        )
 
     return {
         "label": ISSUE_LABEL,
         "run": diff.new.id,
-        "open": [{"title": issue_title(f.cell, f.probe), "cell": f.cell, "probe": f.probe,
-                  "body": body(f), "bundle": bundle_file(f.cell, f.probe),
-                  "comment": f"Failing again in run {md_code(diff.new.id)} ({md_text(diff.new.date)})"
-                             + (f": {md_text(run_url)}" if run_url else "") + f"\n\n> {md_text(_short(f.message, 500))}"}
-                 for f in diff.new_failures],
+        "open": [
+            {
+                "title": issue_title(f.cell, f.probe),
+                "cell": f.cell,
+                "probe": f.probe,
+                "body": body(f),
+                "bundle": bundle_file(f.cell, f.probe),
+                "comment": f"Failing again in run {md_code(diff.new.id)} ({md_text(diff.new.date)})"
+                + (f": {md_text(run_url)}" if run_url else "")
+                + f"\n\n> {md_text(_short(f.message, 500))}",
+            }
+            for f in diff.new_failures
+        ],
         "close": sorted(issue_title(cell, probe) for cell, probe in diff.passing),
         "close_comment": f"Passes again in run {md_code(diff.new.id)} ({md_text(diff.new.date)})"
-                         + (f": {md_text(run_url)}" if run_url else ""),
+        + (f": {md_text(run_url)}" if run_url else ""),
     }
 
 
 # ---------------------------------------------------------------------------- history
 
+
 def history_rows(runs: Sequence[Any]) -> list[list[str]]:
-    return [[row.run.id, row.run.date[:16].replace("T", " "), row.run.spec, row.run.commit[:10] or "-",
-             str(row.cells), str(row.counts.get("compatible", 0)), str(row.counts.get("incompatible", 0)),
-             str(row.counts.get("unsatisfiable", 0)), str(row.counts.get("environment", 0)),
-             str(row.counts.get("error", 0))] for row in runs]
+    return [
+        [
+            row.run.id,
+            row.run.date[:16].replace("T", " "),
+            row.run.spec,
+            row.run.commit[:10] or "-",
+            str(row.cells),
+            str(row.counts.get("compatible", 0)),
+            str(row.counts.get("incompatible", 0)),
+            str(row.counts.get("unsatisfiable", 0)),
+            str(row.counts.get("environment", 0)),
+            str(row.counts.get("error", 0)),
+        ]
+        for row in runs
+    ]
 
 
-HISTORY_HEADERS = ("run", "date", "spec", "commit", "cells", "ok", "incompatible", "unsatisfiable",
-                   "environment", "error")
+HISTORY_HEADERS = (
+    "run",
+    "date",
+    "spec",
+    "commit",
+    "cells",
+    "ok",
+    "incompatible",
+    "unsatisfiable",
+    "environment",
+    "error",
+)
 FLAKY_HEADERS = ("cell", "probe", "pass rate", "last status")
 
 
-def flaky_rows(rates: Mapping[tuple[str, str], PassRate], last_status: Mapping[tuple[str, str], str],
-               limit: int | None = None) -> list[list[str]]:
+def flaky_rows(
+    rates: Mapping[tuple[str, str], PassRate],
+    last_status: Mapping[tuple[str, str], str],
+    limit: int | None = None,
+) -> list[list[str]]:
     """Cell+probe pairs that both passed and failed in the window, least reliable first."""
     flaky = sorted((rate.rate or 0.0, key) for key, rate in rates.items() if rate.flaky)
-    rows = [[cell, probe, f"{rates[(cell, probe)].passed}/{rates[(cell, probe)].runs} "
-             f"({100 * share:.0f}%)", last_status.get((cell, probe), "-")] for share, (cell, probe) in flaky]
+    rows = [
+        [
+            cell,
+            probe,
+            f"{rates[(cell, probe)].passed}/{rates[(cell, probe)].runs} ({100 * share:.0f}%)",
+            last_status.get((cell, probe), "-"),
+        ]
+        for share, (cell, probe) in flaky
+    ]
     return rows[:limit] if limit else rows
 
 
-def render_history_text(runs_by_spec: Mapping[str, tuple[Sequence[Any], list[list[str]], int]]) -> str:
+def render_history_text(
+    runs_by_spec: Mapping[str, tuple[Sequence[Any], list[list[str]], int]],
+) -> str:
     lines: list[str] = []
     for spec, (runs, flaky, window) in runs_by_spec.items():
         lines.append(f"spec {spec}: {len(runs)} run(s) shown")
         lines += _columns([list(HISTORY_HEADERS)] + history_rows(runs))
         if flaky:
-            lines.append(f"flaky over the last {window} run(s): {len(flaky)} cell+probe pair(s) both passed and failed")
+            lines.append(
+                f"flaky over the last {window} run(s): {len(flaky)} cell+probe pair(s) both passed and failed"
+            )
             lines += _columns([list(FLAKY_HEADERS)] + flaky)
         else:
             lines.append(f"flaky over the last {window} run(s): none")
@@ -239,10 +365,16 @@ def render_history_text(runs_by_spec: Mapping[str, tuple[Sequence[Any], list[lis
     return terminal("\n".join(lines)) if lines else "no runs in the history\n"
 
 
-def render_history_markdown(runs_by_spec: Mapping[str, tuple[Sequence[Any], list[list[str]], int]]) -> str:
+def render_history_markdown(
+    runs_by_spec: Mapping[str, tuple[Sequence[Any], list[list[str]], int]],
+) -> str:
     lines: list[str] = []
     for spec, (runs, flaky, window) in runs_by_spec.items():
-        lines += [f"## History of {md_code(spec)}", ""] + _md_table(HISTORY_HEADERS, history_rows(runs)) + [""]
+        lines += (
+            [f"## History of {md_code(spec)}", ""]
+            + _md_table(HISTORY_HEADERS, history_rows(runs))
+            + [""]
+        )
         lines += [f"### Flaky over the last {window} run(s)", ""]
         lines += (_md_table(FLAKY_HEADERS, flaky) if flaky else ["None."]) + [""]
     return "\n".join(lines) + "\n" if lines else "No runs in the history.\n"

@@ -51,20 +51,39 @@ from torch_matrix.judge.verdict import (
 
 TEMPLATE = "report.html.j2"
 EVIDENCE_CHARS = 4000  # per probe that did not pass; the full evidence stays in the cell's file
-TEXT_CHARS = 2000  # a message, traceback, repro or install log; the full text stays in the cell's file
+TEXT_CHARS = (
+    2000  # a message, traceback, repro or install log; the full text stays in the cell's file
+)
 # The probe filter reads each cell's statuses as one letter per probe, in the page's probe order.
-STATUS_CODES = {"pass": "p", "fail": "f", "unsupported": "u", "skip": "s", "error": "e", "timeout": "t",
-                "crash": "c"}
-QUIET = (PASS, SKIP)  # shown on one line per cell, without their evidence: most of a page of 2,000 cells
-VERDICT_LABELS = {COMPATIBLE: "compatible", INCOMPATIBLE: "incompatible", NOT_INSTALLABLE: "unsatisfiable",
-                  NO_EVIDENCE: "error (no evidence)", ENVIRONMENT: "environment",
-                  MISSING: "planned but missing"}
-VERDICT_HELP = {COMPATIBLE: "every required probe passed",
-                INCOMPATIBLE: "a required probe failed: a finding",
-                NOT_INSTALLABLE: "no wheel / resolver said no: not a finding",
-                NO_EVIDENCE: "install or probe-runner trouble: no evidence either way",
-                ENVIRONMENT: "the environment explains the failure (advice, no pin)",
-                MISSING: "planned, no result file"}
+STATUS_CODES = {
+    "pass": "p",
+    "fail": "f",
+    "unsupported": "u",
+    "skip": "s",
+    "error": "e",
+    "timeout": "t",
+    "crash": "c",
+}
+QUIET = (
+    PASS,
+    SKIP,
+)  # shown on one line per cell, without their evidence: most of a page of 2,000 cells
+VERDICT_LABELS = {
+    COMPATIBLE: "compatible",
+    INCOMPATIBLE: "incompatible",
+    NOT_INSTALLABLE: "unsatisfiable",
+    NO_EVIDENCE: "error (no evidence)",
+    ENVIRONMENT: "environment",
+    MISSING: "planned but missing",
+}
+VERDICT_HELP = {
+    COMPATIBLE: "every required probe passed",
+    INCOMPATIBLE: "a required probe failed: a finding",
+    NOT_INSTALLABLE: "no wheel / resolver said no: not a finding",
+    NO_EVIDENCE: "install or probe-runner trouble: no evidence either way",
+    ENVIRONMENT: "the environment explains the failure (advice, no pin)",
+    MISSING: "planned, no result file",
+}
 NEW = "new"  # a cell the previous run did not have
 
 
@@ -101,11 +120,17 @@ class CellView:
     change: str = ""  # "", "new", or the previous verdict
     requirements: str = ""
     extras: str = ""
-    changed_defaults: tuple[str, ...] = ()  # probes that failed only on a changed default (marked ⚑)
+    changed_defaults: tuple[
+        str, ...
+    ] = ()  # probes that failed only on a changed default (marked ⚑)
     note: str = ""  # their advice, one line
-    passed: str = ""  # the passing probes, one line: names and durations (their evidence: the cell file)
+    passed: str = (
+        ""  # the passing probes, one line: names and durations (their evidence: the cell file)
+    )
     skipped: tuple[tuple[str, str], ...] = ()  # (why, probe names) for the skipped probes
-    file: str = ""  # the cell's full result file, relative to the page ("" when the page does not know)
+    file: str = (
+        ""  # the cell's full result file, relative to the page ("" when the page does not know)
+    )
     origin: str = ""  # a follow-up cell's origin (counterfactual, edge, bisect); "" for the grid's
     why: str = ""  # why a follow-up cell ran
     tests: str = ""  # what its command probes counted: "tests: 44 passed, 4 skipped"
@@ -145,9 +170,13 @@ class Page:
     hardware_headers: list[str] = field(default_factory=list)
     hardware_rows: list[list[str]] = field(default_factory=list)
     hardware_reasons: list[str] = field(default_factory=list)
-    changed_default_notes: list[str] = field(default_factory=list)  # report.terminal.changed_default_notes
+    changed_default_notes: list[str] = field(
+        default_factory=list
+    )  # report.terminal.changed_default_notes
     followups: list[CellView] = field(default_factory=list)  # shown apart from the grid
-    pins: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (requirement line, its proof)
+    pins: list[tuple[str, tuple[str, ...]]] = field(
+        default_factory=list
+    )  # (requirement line, its proof)
 
 
 def capped(text: str, limit: int = TEXT_CHARS, where: str = "results.json") -> str:
@@ -160,7 +189,11 @@ def capped(text: str, limit: int = TEXT_CHARS, where: str = "results.json") -> s
 def _json_text(value: Any, limit: int = EVIDENCE_CHARS, where: str = "results.json") -> str:
     if value is None or value == {} or value == "":
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True, default=str)
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, indent=1, sort_keys=True, default=str)
+    )
     return capped(text, limit, where)
 
 
@@ -183,16 +216,23 @@ def cause_text(result: Any, probe: Any) -> str:
 def _probe_view(result: Any, probe: Any, cell: Cell, required: set[str], where: str) -> ProbeView:
     observed_expected = ""
     if probe.observed is not None or probe.expected is not None:
-        observed_expected = f"observed: {_json_text(probe.observed, 1000, where) or 'None'}\n" \
-                            f"expected: {_json_text(probe.expected, 1000, where) or 'None'}"
+        observed_expected = (
+            f"observed: {_json_text(probe.observed, 1000, where) or 'None'}\n"
+            f"expected: {_json_text(probe.expected, 1000, where) or 'None'}"
+        )
     return ProbeView(
-        name=probe.name, status=probe.status,
+        name=probe.name,
+        status=probe.status,
         counts=probe_counts_as_failure(probe.status, dict(cell.policy)),
-        required=probe.name in required, message=capped(probe.message, TEXT_CHARS, where),
+        required=probe.name in required,
+        message=capped(probe.message, TEXT_CHARS, where),
         observed_expected=observed_expected,
         evidence=_json_text(dict(probe.evidence), EVIDENCE_CHARS, where) if probe.evidence else "",
-        cause=cause_text(result, probe), traceback=capped(probe.traceback, TEXT_CHARS, where),
-        repro=capped(probe.repro, TEXT_CHARS, where), duration=format_seconds(probe.duration_s))
+        cause=cause_text(result, probe),
+        traceback=capped(probe.traceback, TEXT_CHARS, where),
+        repro=capped(probe.repro, TEXT_CHARS, where),
+        duration=format_seconds(probe.duration_s),
+    )
 
 
 def status_codes(result: Any, probe_names: Sequence[str]) -> str:
@@ -203,7 +243,9 @@ def status_codes(result: Any, probe_names: Sequence[str]) -> str:
 
 def _quiet_lines(probes: Sequence[Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
     """The passing probes on one line (name and time), the skipped ones grouped by their reason."""
-    passed = ", ".join(f"{p.name} {format_seconds(p.duration_s)}" for p in probes if p.status == PASS)
+    passed = ", ".join(
+        f"{p.name} {format_seconds(p.duration_s)}" for p in probes if p.status == PASS
+    )
     reasons: dict[str, list[str]] = {}
     for probe in probes:
         if probe.status == SKIP:
@@ -211,8 +253,13 @@ def _quiet_lines(probes: Sequence[Any]) -> tuple[str, tuple[tuple[str, str], ...
     return passed, tuple((why, ", ".join(names)) for why, names in reasons.items())
 
 
-def cell_view(item: Judged, change: str = "", spec: str | None = None, probe_names: Sequence[str] = (),
-              file: str = "") -> CellView:
+def cell_view(
+    item: Judged,
+    change: str = "",
+    spec: str | None = None,
+    probe_names: Sequence[str] = (),
+    file: str = "",
+) -> CellView:
     """One cell's slot and box. A probe that passed or skipped is one name on a line, without its
     evidence (in the cell's file); every other probe gets its row, each long field capped.
     ``file``: the cell's result file relative to the page (linked), "" when it has none (read from
@@ -222,30 +269,63 @@ def cell_view(item: Judged, change: str = "", spec: str | None = None, probe_nam
     # wrote beside summary.md; the repro bundle either way.
     where = f"{file or 'results.json'}; `torch-matrix repro {cell.id}` bundles it"
     required = set(cell.required_probes or [p.name for p in result.probes])
-    probes = tuple(_probe_view(result, probe, cell, required, where) for probe in result.probes
-                   if probe.status not in QUIET)
+    probes = tuple(
+        _probe_view(result, probe, cell, required, where)
+        for probe in result.probes
+        if probe.status not in QUIET
+    )
     passed, skipped = _quiet_lines(result.probes)
-    rerun = cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT) else ""
+    rerun = (
+        cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT) else ""
+    )
     return CellView(
-        id=cell.id, verdict=verdict.kind, symbol=TEXT_SYMBOLS[verdict.kind],
-        reason=capped(verdict.reason, TEXT_CHARS, where), failing=verdict.failing, installed=installed_text(result),
-        time=format_seconds(result.timings.get("total")), install_status=result.install.status,
+        id=cell.id,
+        verdict=verdict.kind,
+        symbol=TEXT_SYMBOLS[verdict.kind],
+        reason=capped(verdict.reason, TEXT_CHARS, where),
+        failing=verdict.failing,
+        installed=installed_text(result),
+        time=format_seconds(result.timings.get("total")),
+        install_status=result.install.status,
         install_message=capped(result.install.message, TEXT_CHARS, where)
-        if result.install.status != INSTALLED else "",
-        install_command=" ".join(result.install.command), rerun=rerun, probes=probes, tests=test_counts(result),
+        if result.install.status != INSTALLED
+        else "",
+        install_command=" ".join(result.install.command),
+        rerun=rerun,
+        probes=probes,
+        tests=test_counts(result),
         statuses=status_codes(result, probe_names or [p.name for p in result.probes]),
-        change=change, requirements=" ".join(cell.requirements), extras=extras_text(cell),
+        change=change,
+        requirements=" ".join(cell.requirements),
+        extras=extras_text(cell),
         changed_defaults=tuple(sorted(verdict.advice)),
         note="; ".join(sorted({a.advice for a in verdict.advice.values()})),
-        passed=passed, skipped=skipped, file=file,
-        origin=str(cell.origin) if cell.is_followup else "", why=cell.reason)
+        passed=passed,
+        skipped=skipped,
+        file=file,
+        origin=str(cell.origin) if cell.is_followup else "",
+        why=cell.reason,
+    )
 
 
 def _missing_view(cell: Cell, spec: str | None = None, probe_names: Sequence[str] = ()) -> CellView:
-    return CellView(id=cell.id, verdict=MISSING, symbol=TEXT_SYMBOLS[MISSING], reason="no result file",
-                    failing=(), installed="", time="", install_status="", install_message="",
-                    install_command="", rerun=cell_repro(cell, spec), probes=(), statuses="-" * len(probe_names),
-                    requirements=" ".join(cell.requirements), extras=extras_text(cell))
+    return CellView(
+        id=cell.id,
+        verdict=MISSING,
+        symbol=TEXT_SYMBOLS[MISSING],
+        reason="no result file",
+        failing=(),
+        installed="",
+        time="",
+        install_status="",
+        install_message="",
+        install_command="",
+        rerun=cell_repro(cell, spec),
+        probes=(),
+        statuses="-" * len(probe_names),
+        requirements=" ".join(cell.requirements),
+        extras=extras_text(cell),
+    )
 
 
 def _column_key(cell: Cell, extra_names: Sequence[str]) -> tuple:
@@ -256,11 +336,18 @@ def _column_sort(key: tuple) -> tuple:
     return (_variant_key(key[0]), _version_key(key[1]), key[2])
 
 
-def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
-               previous: Mapping[str, str] | None = None, previous_label: str | None = None,
-               title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
-               cell_files: Mapping[str, str] | None = None,
-               pins: Sequence[tuple[str, Sequence[str]]] = ()) -> Page:
+def build_page(
+    results: Iterable[Any],
+    *,
+    missing: Sequence[Cell | str] = (),
+    previous: Mapping[str, str] | None = None,
+    previous_label: str | None = None,
+    title: str = "torch-matrix results",
+    generated: str = "",
+    spec: str | None = None,
+    cell_files: Mapping[str, str] | None = None,
+    pins: Sequence[tuple[str, Sequence[str]]] = (),
+) -> Page:
     """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes).
     ``cell_files``: cell id -> its result file relative to the page (the links to the full text).
     ``pins``: the suggested requirement lines, each with its proof lines (``pins.render``)."""
@@ -279,7 +366,14 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
         if previous is not None:
             before = previous.get(item.cell.id)
             change = NEW if before is None else ("" if before == item.verdict.kind else before)
-        views.append((item.cell, cell_view(item, change, spec, probe_names, (cell_files or {}).get(item.cell.id, ""))))
+        views.append(
+            (
+                item.cell,
+                cell_view(
+                    item, change, spec, probe_names, (cell_files or {}).get(item.cell.id, "")
+                ),
+            )
+        )
     views += [(cell, _missing_view(cell, spec, probe_names)) for cell in missing_cells]
 
     extra_names = sorted({name for cell, _ in views for name in extras_of(cell)})
@@ -288,8 +382,11 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
     variants = {key[0] for key in columns_keys}
     columns = []
     for key in columns_keys:
-        sub = " ".join(f"{name}{value}" if value[:1] in "<>=!~" else f"{name}={value}"
-                       for name, value in zip(extra_names, key[2]) if value)
+        sub = " ".join(
+            f"{name}{value}" if value[:1] in "<>=!~" else f"{name}={value}"
+            for name, value in zip(extra_names, key[2])
+            if value
+        )
         columns.append(Column(key=key, label=f"py{key[1]}", sub=sub))
     groups: list[tuple[str, int]] = []
     if len(variants) > 1:
@@ -306,48 +403,98 @@ def build_page(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
         row_key = (cell.torch, cell.torchvision if with_torchvision else "")
         slots.setdefault(row_key, {}).setdefault(_column_key(cell, extra_names), []).append(view)
     rows = []
-    for row_key in sorted(slots, key=lambda k: (_version_key(k[0]), _version_key(k[1])), reverse=True):
-        rows.append(Row(torch=row_key[0], torchvision=row_key[1],
-                        slots=tuple(tuple(slots[row_key].get(column.key, ())) for column in columns)))
+    for row_key in sorted(
+        slots, key=lambda k: (_version_key(k[0]), _version_key(k[1])), reverse=True
+    ):
+        rows.append(
+            Row(
+                torch=row_key[0],
+                torchvision=row_key[1],
+                slots=tuple(tuple(slots[row_key].get(column.key, ())) for column in columns),
+            )
+        )
 
     counts = count_verdicts(judged)
     count_list = [(kind, TEXT_SYMBOLS[kind], counts[kind]) for kind in VERDICTS]
     if missing:
         count_list.append((MISSING, TEXT_SYMBOLS[MISSING], len(missing)))
-    legend = [(kind, TEXT_SYMBOLS[kind], VERDICT_LABELS[kind], VERDICT_HELP[kind]) for kind in (*VERDICTS, MISSING)]
+    legend = [
+        (kind, TEXT_SYMBOLS[kind], VERDICT_LABELS[kind], VERDICT_HELP[kind])
+        for kind in (*VERDICTS, MISSING)
+    ]
     notes = changed_default_notes(judged)
     cell_views = [view for _, view in views]
     changes = [view for view in cell_views if view.change]
     present = {view.id for view in cell_views}
     gone = sorted(cell_id for cell_id in (previous or {}) if cell_id not in present)
     hardware_headers, hardware_rows = hardware_table(judged)
-    return Page(title=title, counts=count_list, total=len(judged), columns=columns, column_groups=groups,
-                rows=rows, with_torchvision=with_torchvision, cells=cell_views, probe_names=probe_names,
-                legend=legend, previous=previous_label if previous is not None else None,
-                changes=changes, gone=gone, generated=generated, hardware_headers=hardware_headers,
-                hardware_rows=hardware_rows, hardware_reasons=hardware_reasons(judged, width=600),
-                changed_default_notes=notes,
-                followups=[view for view in cell_views if view.origin],
-                pins=[(line, tuple(proof)) for line, proof in pins])
+    return Page(
+        title=title,
+        counts=count_list,
+        total=len(judged),
+        columns=columns,
+        column_groups=groups,
+        rows=rows,
+        with_torchvision=with_torchvision,
+        cells=cell_views,
+        probe_names=probe_names,
+        legend=legend,
+        previous=previous_label if previous is not None else None,
+        changes=changes,
+        gone=gone,
+        generated=generated,
+        hardware_headers=hardware_headers,
+        hardware_rows=hardware_rows,
+        hardware_reasons=hardware_reasons(judged, width=600),
+        changed_default_notes=notes,
+        followups=[view for view in cell_views if view.origin],
+        pins=[(line, tuple(proof)) for line, proof in pins],
+    )
 
 
 @lru_cache(maxsize=1)
 def _template() -> Any:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("torch_matrix.report", "templates"), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("torch_matrix.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
     env.filters["plural"] = plural
     env.filters["shell"] = lambda *args: shell_line(args)  # a command shown to paste: quoted
     return env.get_template(TEMPLATE)
 
 
-def render_html(results: Iterable[Any], *, missing: Sequence[Cell | str] = (),
-                previous: Mapping[str, str] | None = None, previous_label: str | None = None,
-                title: str = "torch-matrix results", generated: str = "", spec: str | None = None,
-                cell_files: Mapping[str, str] | None = None,
-                pins: Sequence[tuple[str, Sequence[str]]] = ()) -> str:
-    page = build_page(results, missing=missing, previous=previous, previous_label=previous_label,
-                      title=title, generated=generated, spec=spec, cell_files=cell_files, pins=pins)
-    return _template().render(page=page, PASS=PASS, MARK=CHANGED_DEFAULT_MARK, MARK_HELP=CHANGED_DEFAULT_HELP,
-                              CODE_STATUSES={code: status for status, code in STATUS_CODES.items()})
+def render_html(
+    results: Iterable[Any],
+    *,
+    missing: Sequence[Cell | str] = (),
+    previous: Mapping[str, str] | None = None,
+    previous_label: str | None = None,
+    title: str = "torch-matrix results",
+    generated: str = "",
+    spec: str | None = None,
+    cell_files: Mapping[str, str] | None = None,
+    pins: Sequence[tuple[str, Sequence[str]]] = (),
+) -> str:
+    page = build_page(
+        results,
+        missing=missing,
+        previous=previous,
+        previous_label=previous_label,
+        title=title,
+        generated=generated,
+        spec=spec,
+        cell_files=cell_files,
+        pins=pins,
+    )
+    return _template().render(
+        page=page,
+        PASS=PASS,
+        MARK=CHANGED_DEFAULT_MARK,
+        MARK_HELP=CHANGED_DEFAULT_HELP,
+        CODE_STATUSES={code: status for status, code in STATUS_CODES.items()},
+    )

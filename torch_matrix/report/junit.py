@@ -21,7 +21,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import Any
 
-from torch_matrix.vocab.records import CRASH, ERROR, FAIL, INSTALLED, PASS, TIMEOUT, UNSATISFIABLE, CellResult
+from torch_matrix.vocab.records import (
+    CRASH,
+    ERROR,
+    FAIL,
+    INSTALLED,
+    PASS,
+    TIMEOUT,
+    UNSATISFIABLE,
+    CellResult,
+)
 from torch_matrix.report.terminal import CHANGED_DEFAULT_MARK, Judged, judge
 from torch_matrix.judge.verdict import probe_counts_as_failure
 
@@ -34,7 +43,12 @@ def _clean(text: Any) -> str:
     out = []
     for char in str(text)[:_TEXT_LIMIT]:
         code = ord(char)
-        if code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or code > 0xFFFF:
+        if (
+            code in (0x9, 0xA, 0xD)
+            or 0x20 <= code <= 0xD7FF
+            or 0xE000 <= code <= 0xFFFD
+            or code > 0xFFFF
+        ):
             out.append(char)
         else:
             out.append("\ufffd")
@@ -58,12 +72,19 @@ def _seconds(value: float) -> float:
 
 
 def _testcase(suite: ET.Element, classname: str, name: str, seconds: float) -> ET.Element:
-    return ET.SubElement(suite, "testcase", classname=_clean(classname), name=_clean(name),
-                         time=f"{_seconds(seconds):.3f}")
+    return ET.SubElement(
+        suite,
+        "testcase",
+        classname=_clean(classname),
+        name=_clean(name),
+        time=f"{_seconds(seconds):.3f}",
+    )
 
 
 def _add(parent: ET.Element, tag: str, message: str, kind: str, body: str = "") -> None:
-    element = ET.SubElement(parent, tag, message=_clean(" ".join(message.split())[:1000]), type=_clean(kind))
+    element = ET.SubElement(
+        parent, tag, message=_clean(" ".join(message.split())[:1000]), type=_clean(kind)
+    )
     if body:
         element.text = _clean(body)
 
@@ -80,8 +101,13 @@ def _suite(item: Judged, counts: dict[str, int]) -> ET.Element:
             _add(case, "skipped", f"unsatisfiable: {result.install.message}", UNSATISFIABLE)
             skipped += 1
         else:
-            _add(case, "error", f"install {result.install.status}: {result.install.message}",
-                 result.install.status, result.install.message)
+            _add(
+                case,
+                "error",
+                f"install {result.install.status}: {result.install.message}",
+                result.install.status,
+                result.install.message,
+            )
             errors += 1
     policy = dict(cell.policy)
     required = set(cell.required_probes or [p.name for p in result.probes])
@@ -98,15 +124,30 @@ def _suite(item: Judged, counts: dict[str, int]) -> ET.Element:
             _add(case, "error", message, probe.status, _body(probe))
             errors += 1
         elif counts_bad and probe.name in item.verdict.advice:
-            _add(case, "failure", f"{CHANGED_DEFAULT_MARK} changed default (the cell is {item.verdict.kind}): "
-                 f"{item.verdict.advice[probe.name].advice}", "changed-default", _body(probe))
+            _add(
+                case,
+                "failure",
+                f"{CHANGED_DEFAULT_MARK} changed default (the cell is {item.verdict.kind}): "
+                f"{item.verdict.advice[probe.name].advice}",
+                "changed-default",
+                _body(probe),
+            )
             failures += 1
         elif counts_bad:
-            _add(case, "failure", message, probe.status if probe.status == FAIL else f"{probe.status} (policy: fail)",
-                 _body(probe))
+            _add(
+                case,
+                "failure",
+                message,
+                probe.status if probe.status == FAIL else f"{probe.status} (policy: fail)",
+                _body(probe),
+            )
             failures += 1
         else:
-            note = "" if probe.name in required or probe.status not in (FAIL, *_ERRORS) else " (not required)"
+            note = (
+                ""
+                if probe.name in required or probe.status not in (FAIL, *_ERRORS)
+                else " (not required)"
+            )
             _add(case, "skipped", message + note, probe.status)
             skipped += 1
     if result.install.status == INSTALLED:
@@ -125,7 +166,12 @@ def _suite(item: Judged, counts: dict[str, int]) -> ET.Element:
     suite.set("time", f"{total:.3f}")
     if result.finished_at:
         suite.set("timestamp", result.finished_at[:19])
-    for key, value in (("tests", tests), ("failures", failures), ("errors", errors), ("skipped", skipped)):
+    for key, value in (
+        ("tests", tests),
+        ("failures", failures),
+        ("errors", errors),
+        ("skipped", skipped),
+    ):
         counts[key] += value
     counts["time"] += total
     return suite
@@ -135,9 +181,15 @@ def render_junit(results: Iterable[CellResult | Judged], name: str = "torch-matr
     judged = judge(results)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     suites = [_suite(item, counts) for item in judged]
-    root = ET.Element("testsuites", name=_clean(name), tests=str(counts["tests"]),
-                      failures=str(counts["failures"]), errors=str(counts["errors"]),
-                      skipped=str(counts["skipped"]), time=f"{counts['time']:.3f}")
+    root = ET.Element(
+        "testsuites",
+        name=_clean(name),
+        tests=str(counts["tests"]),
+        failures=str(counts["failures"]),
+        errors=str(counts["errors"]),
+        skipped=str(counts["skipped"]),
+        time=f"{counts['time']:.3f}",
+    )
     root.extend(suites)
     ET.indent(root, space=" ")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

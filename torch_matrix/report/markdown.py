@@ -50,8 +50,10 @@ def md_cell(value: object) -> str:
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A GitHub pipe table. Unpadded on purpose: GitHub aligns it, and padding 2,000 rows through
     tabulate's wide-character measuring costs more than the rest of the report."""
-    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |",
-             "|" + "|".join("---" for _ in headers) + "|"]
+    lines = [
+        "| " + " | ".join(md_cell(h) for h in headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
     lines += ["| " + " | ".join(md_cell(value) for value in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -67,8 +69,10 @@ def _md_details(judged: Sequence[Judged], spec: str | None = None) -> str:
     for row in detail_rows(judged, full_repro=True):
         repro = row[5].strip()
         if repro and ("\n" in repro or len(repro) > INLINE_REPRO_CHARS):
-            snippets.append(f"<details><summary>{len(snippets) + 1}. <code>{md_html(row[0])}</code> · "
-                            f"<code>{md_html(row[1])}</code></summary>\n\n{md_fence(repro, 'python')}\n\n</details>")
+            snippets.append(
+                f"<details><summary>{len(snippets) + 1}. <code>{md_html(row[0])}</code> · "
+                f"<code>{md_html(row[1])}</code></summary>\n\n{md_fence(repro, 'python')}\n\n</details>"
+            )
             cell: object = f"snippet {len(snippets)} below"
         else:
             cell = Code(repro)
@@ -109,9 +113,13 @@ def _cut_to_bytes(text: str, limit: int) -> str:
     return text.encode("utf-8")[: max(limit, 0)].decode("utf-8", errors="ignore")
 
 
-def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: int | None = None,
-                            missing: Sequence[Cell | str] = (), title: str = "torch-matrix results",
-                            spec: str | None = None) -> str:
+def render_markdown_summary(
+    results: Iterable[CellResult | Judged],
+    max_bytes: int | None = None,
+    missing: Sequence[Cell | str] = (),
+    title: str = "torch-matrix results",
+    spec: str | None = None,
+) -> str:
     """GitHub-flavoured Markdown for summary.md and $GITHUB_STEP_SUMMARY.
 
     When the full text exceeds ``max_bytes`` it degrades in steps, and says so: first the
@@ -122,40 +130,66 @@ def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: i
     head = f"## {title}\n\n**{counts_line(judged, missing)}**"
     missing_section = ""
     if missing:
-        missing_section = (f"### {MARKDOWN_SYMBOLS[MISSING]} Planned but missing ({len(missing)})\n\n"
-                           + md_table(MISSING_HEADERS, missing_rows(missing)))
+        missing_section = (
+            f"### {MARKDOWN_SYMBOLS[MISSING]} Planned but missing ({len(missing)})\n\n"
+            + md_table(MISSING_HEADERS, missing_rows(missing))
+        )
     pivot_section = cells_section = details_section = grid_section = ""
     if judged or missing:
         headers, rows = pivot_table(judged, MARKDOWN_SYMBOLS, missing_cells(missing))
         pivot_section = "### Compatibility\n\n" + md_table(headers, rows)
     if judged:
-        cells_section = "### Cells\n\n" + md_table(CELL_HEADERS, cell_rows(judged, MARKDOWN_SYMBOLS))
+        cells_section = "### Cells\n\n" + md_table(
+            CELL_HEADERS, cell_rows(judged, MARKDOWN_SYMBOLS)
+        )
         if 0 < len(judged) <= GRID_MAX_CELLS:
             headers, rows = probe_grid(judged)
             grid_section = "### Probe status per cell\n\n" + md_table(headers, rows)
     if any(item.verdict.kind != COMPATIBLE for item in judged):
         details_section = _md_details(judged, spec)
     notes = changed_default_notes(judged)
-    notes_section = (f"### {CHANGED_DEFAULT_MARK} Changed defaults\n\n{CHANGED_DEFAULT_HELP.capitalize()}:\n\n"
-                     + "\n".join(f"- {md_cell(line)}" for line in notes) if notes else "")
+    notes_section = (
+        f"### {CHANGED_DEFAULT_MARK} Changed defaults\n\n{CHANGED_DEFAULT_HELP.capitalize()}:\n\n"
+        + "\n".join(f"- {md_cell(line)}" for line in notes)
+        if notes
+        else ""
+    )
     hardware_section = ""
     headers, rows = hardware_table(judged)
     if rows:
         why = hardware_reasons(judged, width=400)
-        hardware_section = ("### Hardware targets\n\nJudged from each build's own arch list and CUDA runtime "
-                            "(no GPU needed).\n\n" + md_table(headers, rows)
-                            + ("\n\n" + "\n".join(f"- {md_cell(line)}" for line in why) if why else ""))
+        hardware_section = (
+            "### Hardware targets\n\nJudged from each build's own arch list and CUDA runtime "
+            "(no GPU needed).\n\n"
+            + md_table(headers, rows)
+            + ("\n\n" + "\n".join(f"- {md_cell(line)}" for line in why) if why else "")
+        )
 
     def join(*sections: str) -> str:
         return "\n\n".join(section for section in sections if section) + "\n"
 
     levels = [
-        ("", [head, missing_section, pivot_section, notes_section, hardware_section, cells_section,
-              details_section, grid_section]),
-        ("per-probe details and the probe grid omitted",
-         [head, missing_section, pivot_section, notes_section, hardware_section, cells_section]),
-        ("per-probe details, the probe grid and the per-cell table omitted",
-         [head, missing_section, pivot_section, notes_section, hardware_section]),
+        (
+            "",
+            [
+                head,
+                missing_section,
+                pivot_section,
+                notes_section,
+                hardware_section,
+                cells_section,
+                details_section,
+                grid_section,
+            ],
+        ),
+        (
+            "per-probe details and the probe grid omitted",
+            [head, missing_section, pivot_section, notes_section, hardware_section, cells_section],
+        ),
+        (
+            "per-probe details, the probe grid and the per-cell table omitted",
+            [head, missing_section, pivot_section, notes_section, hardware_section],
+        ),
         ("tables omitted; cells listed by verdict", [head, _md_verdict_lists(judged, missing)]),
     ]
     limit = max_bytes if max_bytes is not None else None
@@ -173,5 +207,7 @@ def render_markdown_summary(results: Iterable[CellResult | Judged], max_bytes: i
 
 
 def _shortened_note(what: str, limit: int | None) -> str:
-    return (f"> [!NOTE]\n> Summary shortened to fit {limit} bytes: {what}. "
-            "The full report is in the uploaded summary.md and results.json.")
+    return (
+        f"> [!NOTE]\n> Summary shortened to fit {limit} bytes: {what}. "
+        "The full report is in the uploaded summary.md and results.json."
+    )

@@ -17,7 +17,14 @@ from typing import Any
 
 from torch_matrix.vocab.layout import check_command, followup_repro_command, repro_command
 from torch_matrix.report.html_page import cause_text
-from torch_matrix.vocab.records import CORE_AXES, INSTALLED, PASS, CellResult, ProbeResult, built_versions
+from torch_matrix.vocab.records import (
+    CORE_AXES,
+    INSTALLED,
+    PASS,
+    CellResult,
+    ProbeResult,
+    built_versions,
+)
 from torch_matrix.report.terminal import RUNS_ON_TARGET, _version_key, extras_of, shorten
 from torch_matrix.judge.verdict import COMPATIBLE, verdict_of
 from torch_matrix.report.markdown import Code
@@ -68,7 +75,9 @@ def _distance(a: str, b: str) -> tuple:
     return (0, abs(ra[0] - rb[0]), abs(ra[1] - rb[1]), abs(ra[2] - rb[2]))
 
 
-def nearest_passing(result: CellResult, results: Iterable[CellResult], probe: str | None) -> Nearest | None:
+def nearest_passing(
+    result: CellResult, results: Iterable[CellResult], probe: str | None
+) -> Nearest | None:
     """The cell that differs least from ``result`` (fewest axes, then the nearest torch) where ``probe``
     passes (the whole cell is compatible when no probe is named)."""
     cell = result.cell
@@ -84,17 +93,31 @@ def nearest_passing(result: CellResult, results: Iterable[CellResult], probe: st
                 changed += 1
                 differences.append(f"{axis} {theirs or '(none)'} (here {mine or '(none)'})")
         # torchvision follows torch when paired: one move, not two
-        paired = "torch" in " ".join(differences) and any(d.startswith("torchvision ") for d in differences)
-        key = (changed - (1 if paired else 0), _distance(cell.torch, other.cell.torch),
-               _version_key(other.cell.torch), other.cell.id)
+        paired = "torch" in " ".join(differences) and any(
+            d.startswith("torchvision ") for d in differences
+        )
+        key = (
+            changed - (1 if paired else 0),
+            _distance(cell.torch, other.cell.torch),
+            _version_key(other.cell.torch),
+            other.cell.id,
+        )
         if best is None or key < best[0]:
             best = (key, Nearest(other, tuple(differences)))
     return best[1] if best else None
 
 
 def _json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, indent=2, sort_keys=True, default=str)
+    )
+    return (
+        text
+        if len(text) <= limit
+        else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+    )
 
 
 def environment_rows(result: CellResult) -> list[tuple[str, str]]:
@@ -126,7 +149,9 @@ def environment_rows(result: CellResult) -> list[tuple[str, str]]:
     build = gpu.get("build") or {}
     if build.get("arch_flags"):
         rows.append(("compiled for", f"{build['arch_flags']} (torch._C._cuda_getArchFlags())"))
-    plat = " ".join(str(platform[key]) for key in ("system", "release", "machine") if platform.get(key))
+    plat = " ".join(
+        str(platform[key]) for key in ("system", "release", "machine") if platform.get(key)
+    )
     if platform.get("libc"):
         plat += f", {platform['libc']}"
     if plat:
@@ -155,24 +180,30 @@ def install_lines(result: CellResult) -> list[str]:
         if arg.startswith("--python="):
             continue
         cleaned.append(arg)
-    return [shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
-            shell_line(["uv", "pip", "install", "--python", VENV, *cleaned]),
-            f"{VENV}/bin/python repro.py"]
+    return [
+        shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
+        shell_line(["uv", "pip", "install", "--python", VENV, *cleaned]),
+        f"{VENV}/bin/python repro.py",
+    ]
 
 
 def _portable(arg: str, project: str) -> str | None:
     """``arg`` without this machine in it: a path inside the project becomes relative to it
     (``-e /home/me/proj[test]`` -> ``.[test]``); another local path (a find-links directory, a
     file:// index) is None: it exists only here."""
-    if project and (arg == project or arg.startswith(project.rstrip("/") + "/") or arg.startswith(project + "[")):
-        rest = arg[len(project):].lstrip("/")
+    if project and (
+        arg == project or arg.startswith(project.rstrip("/") + "/") or arg.startswith(project + "[")
+    ):
+        rest = arg[len(project) :].lstrip("/")
         return "." + ("/" + rest if rest and not rest.startswith("[") else rest)
     if arg.startswith(("/", "file://", "~")):
         return None
     return arg
 
 
-def command_probe_lines(result: CellResult, probe: ProbeResult, project: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def command_probe_lines(
+    result: CellResult, probe: ProbeResult, project: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
     """The shell steps that rerun a command probe anywhere: get the project (its git URL and commit
     when it is a git checkout), install the cell's pins and the project as the cell did (paths made
     relative, machine-local indexes left out and said so), run the failing tests by node id."""
@@ -180,12 +211,20 @@ def command_probe_lines(result: CellResult, probe: ProbeResult, project: Mapping
     steps: list[str] = []
     notes: list[str] = []
     if project.get("url"):
-        steps += [f"git clone {shlex.quote(project['url'])} project && cd project",
-                  f"git checkout {shlex.quote(project.get('commit', 'HEAD'))}"]
+        steps += [
+            f"git clone {shlex.quote(project['url'])} project && cd project",
+            f"git checkout {shlex.quote(project.get('commit', 'HEAD'))}",
+        ]
     else:
-        notes.append("the project is not a git checkout with a remote: run these from its directory")
+        notes.append(
+            "the project is not a git checkout with a remote: run these from its directory"
+        )
     command = list(result.install.command)
-    args = command[3:] if len(command) >= 3 and command[1:3] == ["pip", "install"] else list(result.cell.requirements)
+    args = (
+        command[3:]
+        if len(command) >= 3 and command[1:3] == ["pip", "install"]
+        else list(result.cell.requirements)
+    )
     kept: list[str] = []
     dropped: list[str] = []
     skip_next = False
@@ -193,7 +232,15 @@ def command_probe_lines(result: CellResult, probe: ProbeResult, project: Mapping
         if skip_next:
             skip_next = False
             continue
-        if arg in ("--python", "--find-links", "-f", "--index-url", "--extra-index-url", "--index", "--default-index"):
+        if arg in (
+            "--python",
+            "--find-links",
+            "-f",
+            "--index-url",
+            "--extra-index-url",
+            "--index",
+            "--default-index",
+        ):
             value = args[position + 1] if position + 1 < len(args) else ""
             skip_next = True
             if arg == "--python":
@@ -210,18 +257,24 @@ def command_probe_lines(result: CellResult, probe: ProbeResult, project: Mapping
             kept.append(portable)
     if dropped:
         notes.append("left out (local to the machine that ran the cell): " + ", ".join(dropped))
-    steps += [shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
-              shell_line(["uv", "pip", "install", "--python", VENV, *kept])]
+    steps += [
+        shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
+        shell_line(["uv", "pip", "install", "--python", VENV, *kept]),
+    ]
     command_text = str(probe.evidence.get("command") or "")
     failed: list[str] = []
     for group in probe.evidence.get("failure_groups") or ():
         failed += [n.split(" (")[0] for n in group.get("nodeids", ())]
     if not failed:
-        failed = [str(f.get("nodeid", "")) for f in probe.evidence.get("failed") or () if f.get("nodeid")]
+        failed = [
+            str(f.get("nodeid", "")) for f in probe.evidence.get("failed") or () if f.get("nodeid")
+        ]
     if failed and "pytest" in command_text:
-        steps.append(shell_line([f"{VENV}/bin/python", "-m", "pytest", "-q", *dict.fromkeys(failed)]))
+        steps.append(
+            shell_line([f"{VENV}/bin/python", "-m", "pytest", "-q", *dict.fromkeys(failed)])
+        )
     elif command_text:
-        steps.append(f"PATH={VENV}/bin:\"$PATH\" {command_text}")
+        steps.append(f'PATH={VENV}/bin:"$PATH" {command_text}')
     return steps, notes
 
 
@@ -240,9 +293,14 @@ def chosen_target(result: CellResult, wanted: str | None) -> Mapping[str, Any] |
     return next((t for t in result.targets if t["verdict"] not in RUNS_ON_TARGET), None)
 
 
-def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name: str | None = None,
-                  spec_path: str | None = None, target: str | None = None,
-                  project: Mapping[str, str] | None = None) -> str:
+def render_bundle(
+    result: CellResult,
+    results: Sequence[CellResult],
+    probe_name: str | None = None,
+    spec_path: str | None = None,
+    target: str | None = None,
+    project: Mapping[str, str] | None = None,
+) -> str:
     """``project``: for a command probe, the project's ``dir`` and, when it is a git checkout, its
     remote ``url`` and ``commit`` (read by the caller)."""
     cell = result.cell
@@ -261,27 +319,51 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
         title = f"torch {md_text(torch_version)} on {md_text(hardware['target'])}: {md_text(hardware['verdict'])}"
     lines = [f"### {title}", ""]
     if hardware is not None:
-        lines += [f"**Hardware target** {md_text(hardware['target'])}: **{md_text(hardware['verdict'])}**. "
-                  f"{md_text(hardware['reason'])}", ""]
+        lines += [
+            f"**Hardware target** {md_text(hardware['target'])}: **{md_text(hardware['verdict'])}**. "
+            f"{md_text(hardware['reason'])}",
+            "",
+        ]
         if hardware.get("device"):
-            lines += [f"On the device: {md_text(hardware['device'])}" + (" (**disagrees** with the static verdict)"
-                                                                 if hardware.get("agrees") is False else ""), ""]
+            lines += [
+                f"On the device: {md_text(hardware['device'])}"
+                + (
+                    " (**disagrees** with the static verdict)"
+                    if hardware.get("agrees") is False
+                    else ""
+                ),
+                "",
+            ]
     nearest = nearest_passing(result, results, probe.name if probe is not None else None)
     if result.install.status != INSTALLED:
-        lines += [f"The cell was not installed: **{md_text(result.install.status)}**.", "",
-                  md_fence(result.install.message or "(no message)"), ""]
+        lines += [
+            f"The cell was not installed: **{md_text(result.install.status)}**.",
+            "",
+            md_fence(result.install.message or "(no message)"),
+            "",
+        ]
     if probe is not None:
-        lines += [f"**Probe** {md_code(probe.name)}: **{md_text(probe.status)}**"
-                  + (f". {md_text(probe.message)}" if probe.message else ""), ""]
+        lines += [
+            f"**Probe** {md_code(probe.name)}: **{md_text(probe.status)}**"
+            + (f". {md_text(probe.message)}" if probe.message else ""),
+            "",
+        ]
         if probe.observed is not None or probe.expected is not None:
-            lines += ["| observed | expected |", "|---|---|",
-                      f"| {_md_inline(probe.observed)} | {_md_inline(probe.expected)} |", ""]
+            lines += [
+                "| observed | expected |",
+                "|---|---|",
+                f"| {_md_inline(probe.observed)} | {_md_inline(probe.expected)} |",
+                "",
+            ]
         cause = cause_text(result, probe)
         if cause:
             lines += [f"**Cause** (torch-matrix's reading): {md_text(cause)}", ""]
-    lines.append(f"**Nearest passing cell**: {nearest.line()}." if nearest else
-                 "**Nearest passing cell**: none in this run (no other cell passes "
-                 f"{md_code(probe.name) if probe is not None else 'every probe'}).")
+    lines.append(
+        f"**Nearest passing cell**: {nearest.line()}."
+        if nearest
+        else "**Nearest passing cell**: none in this run (no other cell passes "
+        f"{md_code(probe.name) if probe is not None else 'every probe'})."
+    )
     lines += ["", "#### Environment", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
     command_probe = probe is not None and probe.isolation == "command"
@@ -294,38 +376,84 @@ def render_bundle(result: CellResult, results: Sequence[CellResult], probe_name:
     else:
         lines += ["", "#### Install", ""]
         if cell.is_existing_env:
-            lines += [f"Probed as found by `torch-matrix check` ({md_text(result.install.message)}); these lines "
-                      "rebuild its versions in a fresh venv:", ""]
+            lines += [
+                f"Probed as found by `torch-matrix check` ({md_text(result.install.message)}); these lines "
+                "rebuild its versions in a fresh venv:",
+                "",
+            ]
         lines += [md_fence("\n".join(install_lines(result)), "sh"), ""]
     if probe is not None and probe.repro and not command_probe:
         lines += ["#### Minimal snippet (`repro.py`)", "", md_fence(probe.repro, "python"), ""]
     elif hardware is not None and not command_probe:
-        lines += ["#### Minimal snippet (`repro.py`, on the GPU)", "", md_fence(HARDWARE_SNIPPET, "python"), ""]
+        lines += [
+            "#### Minimal snippet (`repro.py`, on the GPU)",
+            "",
+            md_fence(HARDWARE_SNIPPET, "python"),
+            "",
+        ]
     if result.targets:
-        lines += ["#### Hardware targets (judged from the build, no GPU needed)", "", "| target | verdict | reason |",
-                  "|---|---|---|"]
-        lines += [f"| {_md_cell(t['target'])} | {md_text(t['verdict'])} | {_md_cell(t['reason'])} |"
-                  for t in result.targets]
+        lines += [
+            "#### Hardware targets (judged from the build, no GPU needed)",
+            "",
+            "| target | verdict | reason |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {_md_cell(t['target'])} | {md_text(t['verdict'])} | {_md_cell(t['reason'])} |"
+            for t in result.targets
+        ]
         lines.append("")
     if probe is not None and probe.traceback:
         lines += ["#### Traceback", "", md_fence(probe.traceback), ""]
     if probe is not None and probe.evidence:
-        lines += ["<details><summary>Evidence</summary>", "", md_fence(_json(dict(probe.evidence)), "json"), "",
-                  "</details>", ""]
+        lines += [
+            "<details><summary>Evidence</summary>",
+            "",
+            md_fence(_json(dict(probe.evidence)), "json"),
+            "",
+            "</details>",
+            "",
+        ]
     if probe is not None and probe.output_tail:
-        lines += ["<details><summary>Output</summary>", "", md_fence(probe.output_tail), "", "</details>", ""]
-    rerun = (check_command(str(result.interpreter.get("path") or "PATH/TO/python")) if cell.is_existing_env
-             else followup_repro_command(cell.id, spec_path) if cell.is_followup  # no session of its own
-             else repro_command(cell.id, spec_path))
+        lines += [
+            "<details><summary>Output</summary>",
+            "",
+            md_fence(probe.output_tail),
+            "",
+            "</details>",
+            "",
+        ]
+    rerun = (
+        check_command(str(result.interpreter.get("path") or "PATH/TO/python"))
+        if cell.is_existing_env
+        else followup_repro_command(cell.id, spec_path)
+        if cell.is_followup  # no session of its own
+        else repro_command(cell.id, spec_path)
+    )
     lines += ["#### Rerun with torch-matrix", "", md_fence(rerun, "sh"), ""]
     if verdict.kind != COMPATIBLE:
-        why = f"failing required probes: {', '.join(verdict.failing)}" if verdict.failing else verdict.reason
-        lines += [f"Verdict of the cell: **{verdict.kind}**" + (f" ({md_text(shorten(why, 200))})" if why else "") + ".", ""]
+        why = (
+            f"failing required probes: {', '.join(verdict.failing)}"
+            if verdict.failing
+            else verdict.reason
+        )
+        lines += [
+            f"Verdict of the cell: **{verdict.kind}**"
+            + (f" ({md_text(shorten(why, 200))})" if why else "")
+            + ".",
+            "",
+        ]
     text = "\n".join(lines).rstrip() + "\n"
-    if command_probe:  # no machine-local paths: the project and the cell's venv by role, not by place
-        venv = str(Path(str(result.interpreter.get("path") or "/nonexistent/bin/python")).parent.parent)
-        for local, role in ((str((project or {}).get("dir") or probe.evidence.get("cwd") or ""), "$PROJECT"),
-                            (venv, "$CELL_VENV")):
+    if (
+        command_probe
+    ):  # no machine-local paths: the project and the cell's venv by role, not by place
+        venv = str(
+            Path(str(result.interpreter.get("path") or "/nonexistent/bin/python")).parent.parent
+        )
+        for local, role in (
+            (str((project or {}).get("dir") or probe.evidence.get("cwd") or ""), "$PROJECT"),
+            (venv, "$CELL_VENV"),
+        ):
             if len(local) > 1:
                 text = text.replace(local, role)
     return text

@@ -33,20 +33,51 @@ from torch_matrix.judge.verdict import (
 GRID_MAX_CELLS = 30  # beyond this a probe x cell grid is too wide to read
 MISSING = "missing"
 
-TEXT_SYMBOLS = {COMPATIBLE: "✓", INCOMPATIBLE: "✗", NOT_INSTALLABLE: "–", NO_EVIDENCE: "!", ENVIRONMENT: "⚙",
-                MISSING: "?"}
-MARKDOWN_SYMBOLS = {COMPATIBLE: "✅", INCOMPATIBLE: "❌", NOT_INSTALLABLE: "➖", NO_EVIDENCE: "⚠️", ENVIRONMENT: "⚙️",
-                    MISSING: "❔"}
+TEXT_SYMBOLS = {
+    COMPATIBLE: "✓",
+    INCOMPATIBLE: "✗",
+    NOT_INSTALLABLE: "–",
+    NO_EVIDENCE: "!",
+    ENVIRONMENT: "⚙",
+    MISSING: "?",
+}
+MARKDOWN_SYMBOLS = {
+    COMPATIBLE: "✅",
+    INCOMPATIBLE: "❌",
+    NOT_INSTALLABLE: "➖",
+    NO_EVIDENCE: "⚠️",
+    ENVIRONMENT: "⚙️",
+    MISSING: "❔",
+}
 # A compatible cell whose probe failed on a changed default (torch.load's weights_only flip): the
 # plain call users make breaks, the advice works. Marked wherever its verdict or that probe shows.
 CHANGED_DEFAULT_MARK = "⚑"
-CHANGED_DEFAULT_HELP = "compatible, but the plain call fails and only the advice works (no pin follows)"
+CHANGED_DEFAULT_HELP = (
+    "compatible, but the plain call fails and only the advice works (no pin follows)"
+)
 NOTE_CELLS = 4  # cells named per note line; the rest are counted
-PROBE_MARKS = {PASS: "pass", "fail": "FAIL", "unsupported": "unsup", "skip": "skip", "error": "ERROR",
-               "timeout": "TIMEOUT", "crash": "CRASH"}
+PROBE_MARKS = {
+    PASS: "pass",
+    "fail": "FAIL",
+    "unsupported": "unsup",
+    "skip": "skip",
+    "error": "ERROR",
+    "timeout": "TIMEOUT",
+    "crash": "CRASH",
+}
 
 
-CELL_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras", "installed", "verdict", "time")
+CELL_HEADERS = (
+    "cell",
+    "python",
+    "torch",
+    "torchvision",
+    "variant",
+    "extras",
+    "installed",
+    "verdict",
+    "time",
+)
 DETAIL_HEADERS = ("cell", "probe", "status", "message", "observed vs expected", "probe repro")
 MISSING_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras")
 FOLLOWUP_HEADERS = ("follow-up cell", "origin", "torch", "installed", "verdict", "why it ran")
@@ -107,8 +138,14 @@ def extras_of(cell: Cell) -> dict[str, str]:
 
 
 def cell_sort_key(cell: Cell) -> tuple:
-    return (_version_key(cell.torch), _version_key(cell.torchvision), _variant_key(cell.variant),
-            _version_key(cell.python), sorted(extras_of(cell).items()), cell.id)
+    return (
+        _version_key(cell.torch),
+        _version_key(cell.torchvision),
+        _variant_key(cell.variant),
+        _version_key(cell.python),
+        sorted(extras_of(cell).items()),
+        cell.id,
+    )
 
 
 def judge(results: Iterable[CellResult | Judged]) -> list[Judged]:
@@ -116,7 +153,9 @@ def judge(results: Iterable[CellResult | Judged]) -> list[Judged]:
 
     Already-judged items pass through, so a caller rendering several views judges once.
     """
-    judged = [item if isinstance(item, Judged) else Judged(item, verdict_of(item)) for item in results]
+    judged = [
+        item if isinstance(item, Judged) else Judged(item, verdict_of(item)) for item in results
+    ]
     return sorted(judged, key=lambda item: item.sort_key)
 
 
@@ -134,7 +173,9 @@ def counts_line(judged: Sequence[Judged], missing: Sequence[Cell | str] = ()) ->
     counts = count_verdicts(judged)
     # ``environment`` is named only when a cell has it, so the usual line keeps its four counts
     shown = [kind for kind in VERDICTS if kind != ENVIRONMENT or counts[kind]]
-    line = plural(len(judged), "cell") + ": " + ", ".join(f"{counts[kind]} {kind}" for kind in shown)
+    line = (
+        plural(len(judged), "cell") + ": " + ", ".join(f"{counts[kind]} {kind}" for kind in shown)
+    )
     if missing:
         line += f"; {len(missing)} planned but missing"
     return line
@@ -176,7 +217,9 @@ def extras_text(cell: Cell) -> str:
     return " ".join(_requirement_text(name, value) for name, value in extras_of(cell).items())
 
 
-_canonical_name = lru_cache(maxsize=4096)(canonicalize_name)  # a few names, asked for thousands of times
+_canonical_name = lru_cache(maxsize=4096)(
+    canonicalize_name
+)  # a few names, asked for thousands of times
 
 
 def installed_text(result: CellResult) -> str:
@@ -192,7 +235,9 @@ def installed_text(result: CellResult) -> str:
     return ", ".join(shown)
 
 
-def verdict_text(verdict: Verdict, symbols: Mapping[str, str] = TEXT_SYMBOLS, detail: bool = True) -> str:
+def verdict_text(
+    verdict: Verdict, symbols: Mapping[str, str] = TEXT_SYMBOLS, detail: bool = True
+) -> str:
     text = f"{symbols.get(verdict.kind, '')} {verdict.kind}".strip()
     if not detail:
         return text
@@ -217,16 +262,20 @@ def changed_default_notes(judged: Iterable[Judged]) -> list[str]:
             groups.setdefault((probe, attribution.advice), []).append(item.cell.id)
     lines = []
     for (probe, advice), cells in groups.items():
-        named = ", ".join(cells[:NOTE_CELLS]) + (f" and {len(cells) - NOTE_CELLS} more" if len(cells) > NOTE_CELLS
-                                                 else "")
+        named = ", ".join(cells[:NOTE_CELLS]) + (
+            f" and {len(cells) - NOTE_CELLS} more" if len(cells) > NOTE_CELLS else ""
+        )
         lines.append(f"{CHANGED_DEFAULT_MARK} {probe} in {named}: {shorten(advice, 400)}")
     return lines
 
 
 def test_counts(result: CellResult) -> str:
     """What the cell's command probes counted (``tests: 44 passed, 4 skipped``), or ""."""
-    parts = [f"{probe.name}: {probe.evidence['summary']}" for probe in result.probes
-             if probe.isolation == "command" and probe.evidence.get("summary")]
+    parts = [
+        f"{probe.name}: {probe.evidence['summary']}"
+        for probe in result.probes
+        if probe.isolation == "command" and probe.evidence.get("summary")
+    ]
     return "; ".join(parts)
 
 
@@ -252,46 +301,79 @@ def _observed_vs_expected(observed: object, expected: object) -> str:
 
 # ------------------------------------------------------------------------------ tables (rows)
 
+
 def split_followups(judged: Sequence[Judged]) -> tuple[list[Judged], list[Judged]]:
     """(the planned grid's cells, the follow-up cells planned from results: ``plan.followups``)."""
-    return ([item for item in judged if not item.cell.is_followup],
-            [item for item in judged if item.cell.is_followup])
+    return (
+        [item for item in judged if not item.cell.is_followup],
+        [item for item in judged if item.cell.is_followup],
+    )
 
 
-def followup_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS) -> list[list[str]]:
-    return [[item.cell.id, str(item.cell.origin), item.cell.torch, item.installed,
-             verdict_text(item.verdict, symbols, detail=False), item.cell.reason] for item in judged]
+def followup_rows(
+    judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS
+) -> list[list[str]]:
+    return [
+        [
+            item.cell.id,
+            str(item.cell.origin),
+            item.cell.torch,
+            item.installed,
+            verdict_text(item.verdict, symbols, detail=False),
+            item.cell.reason,
+        ]
+        for item in judged
+    ]
 
 
-def cell_rows(judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS) -> list[list[str]]:
+def cell_rows(
+    judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS
+) -> list[list[str]]:
     rows = []
     for item in judged:
         cell = item.cell
         counted = item.tests
-        rows.append([cell.id, cell.python, cell.torch, cell.torchvision, cell.variant, item.extras,
-                     item.installed,
-                     verdict_text(item.verdict, symbols) + (f" ({counted})" if counted else ""),
-                     format_seconds(_total_seconds(item.result))])
+        rows.append(
+            [
+                cell.id,
+                cell.python,
+                cell.torch,
+                cell.torchvision,
+                cell.variant,
+                item.extras,
+                item.installed,
+                verdict_text(item.verdict, symbols) + (f" ({counted})" if counted else ""),
+                format_seconds(_total_seconds(item.result)),
+            ]
+        )
     return rows
 
 
-def pivot_table(judged: Sequence[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS,
-                missing: Sequence[Cell] = ()) -> tuple[list[str], list[list[str]]]:
+def pivot_table(
+    judged: Sequence[Judged],
+    symbols: Mapping[str, str] = TEXT_SYMBOLS,
+    missing: Sequence[Cell] = (),
+) -> tuple[list[str], list[list[str]]]:
     """torch (with torchvision and extras) rows x variant/python columns."""
     entries: list[tuple[Cell, str]] = [(item.cell, item.verdict.kind) for item in judged]
     entries += [(cell, MISSING) for cell in missing]
     extra_names = sorted({name for cell, _ in entries for name in extras_of(cell)})
     with_torchvision = any(cell.torchvision for cell, _ in entries)
     variants = {cell.variant for cell, _ in entries}
-    columns = sorted({(cell.variant, cell.python) for cell, _ in entries},
-                     key=lambda key: (_variant_key(key[0]), _version_key(key[1])))
+    columns = sorted(
+        {(cell.variant, cell.python) for cell, _ in entries},
+        key=lambda key: (_variant_key(key[0]), _version_key(key[1])),
+    )
 
     def column_label(key: tuple[str, str]) -> str:
         return f"{key[0]} py{key[1]}" if len(variants) > 1 else f"py{key[1]}"
 
     def row_key(cell: Cell) -> tuple:
-        return (cell.torch, cell.torchvision if with_torchvision else "",
-                tuple(cell.axes.get(name, "") for name in extra_names))
+        return (
+            cell.torch,
+            cell.torchvision if with_torchvision else "",
+            tuple(cell.axes.get(name, "") for name in extra_names),
+        )
 
     slots: dict[tuple, dict[tuple[str, str], list[str]]] = {}
     cells: dict[tuple, list[Cell]] = {}
@@ -325,18 +407,35 @@ def detail_rows(judged: Iterable[Judged], full_repro: bool = False) -> list[list
         if verdict.kind == COMPATIBLE:
             continue
         if result.install.status != INSTALLED:
-            rows.append([cell.id, "(install)", result.install.status,
-                         shorten(result.install.message or verdict.reason or "no message"), "",
-                         ""])
+            rows.append(
+                [
+                    cell.id,
+                    "(install)",
+                    result.install.status,
+                    shorten(result.install.message or verdict.reason or "no message"),
+                    "",
+                    "",
+                ]
+            )
             continue
         required = set(cell.required_probes or [p.name for p in result.probes])
         for probe in result.probes:
-            if not probe_counts_as_failure(probe.status, dict(cell.policy)) and probe.name not in verdict.idle:
+            if (
+                not probe_counts_as_failure(probe.status, dict(cell.policy))
+                and probe.name not in verdict.idle
+            ):
                 continue
             status = probe.status if probe.name in required else f"{probe.status} (not required)"
-            rows.append([cell.id, probe.name, status, shorten(probe.message, 160),
-                         _observed_vs_expected(probe.observed, probe.expected),
-                         probe.repro if full_repro else shorten(probe.repro, 160)])
+            rows.append(
+                [
+                    cell.id,
+                    probe.name,
+                    status,
+                    shorten(probe.message, 160),
+                    _observed_vs_expected(probe.observed, probe.expected),
+                    probe.repro if full_repro else shorten(probe.repro, 160),
+                ]
+            )
         for name in verdict.missing:
             rows.append([cell.id, name, "missing", "required probe produced no result", "", ""])
     return rows
@@ -381,7 +480,16 @@ def missing_rows(missing: Iterable[Cell | str]) -> list[list[str]]:
         if isinstance(cell, str):
             rows.append([cell, "", "", "", "", ""])
         else:
-            rows.append([cell.id, cell.python, cell.torch, cell.torchvision, cell.variant, extras_text(cell)])
+            rows.append(
+                [
+                    cell.id,
+                    cell.python,
+                    cell.torch,
+                    cell.torchvision,
+                    cell.variant,
+                    extras_text(cell),
+                ]
+            )
     return rows
 
 
@@ -427,12 +535,18 @@ def _simple_table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> s
     def line(cells: Sequence[str]) -> str:
         return "  ".join(text.ljust(width) for text, width in zip(cells, widths)).rstrip()
 
-    return "\n".join([line(headers), line(["-" * width for width in widths]), *(line(cells) for cells in table)])
+    return "\n".join(
+        [line(headers), line(["-" * width for width in widths]), *(line(cells) for cells in table)]
+    )
 
 
-def fit_to_width(rows: Sequence[Sequence[object]], headers: Sequence[str], width: int,
-                 keep: Sequence[int] = (0,), drop: Sequence[str] = ()
-                 ) -> tuple[list[str], list[list[str]], bool]:
+def fit_to_width(
+    rows: Sequence[Sequence[object]],
+    headers: Sequence[str],
+    width: int,
+    keep: Sequence[int] = (0,),
+    drop: Sequence[str] = (),
+) -> tuple[list[str], list[list[str]], bool]:
     """A table whose simple rendering is at most ``width`` columns wide, and whether anything was left out.
 
     First the ``drop`` columns go, in order, while the table is too wide (what the cell id already says,
@@ -443,7 +557,9 @@ def fit_to_width(rows: Sequence[Sequence[object]], headers: Sequence[str], width
     names = list(headers)
 
     def natural() -> list[int]:
-        return [max([len(name) + 2] + [len(row[i]) for row in texts]) for i, name in enumerate(names)]
+        return [
+            max([len(name) + 2] + [len(row[i]) for row in texts]) for i, name in enumerate(names)
+        ]
 
     def room() -> int:
         return width - 2 * (len(names) - 1)
@@ -455,13 +571,16 @@ def fit_to_width(rows: Sequence[Sequence[object]], headers: Sequence[str], width
         if name in names and names.index(name) not in keep:
             position = names.index(name)
             names.pop(position)
-            texts = [row[:position] + row[position + 1:] for row in texts]
+            texts = [row[:position] + row[position + 1 :] for row in texts]
             changed = True
     widths = natural()
     if sum(widths) <= room():
         return names, texts, changed
     kept = {i for i, name in enumerate(names) if name in {headers[k] for k in keep}}
-    minimum = [widths[i] if i in kept else min(widths[i], max(len(names[i]) + 2, 10)) for i in range(len(names))]
+    minimum = [
+        widths[i] if i in kept else min(widths[i], max(len(names[i]) + 2, 10))
+        for i in range(len(names))
+    ]
 
     def total(cap: int) -> int:
         return sum(max(minimum[i], min(widths[i], cap)) for i in range(len(names)))
@@ -474,8 +593,13 @@ def fit_to_width(rows: Sequence[Sequence[object]], headers: Sequence[str], width
         else:
             high = middle - 1
     caps = [max(minimum[i], min(widths[i], low)) for i in range(len(names))]
-    cut = [[text if len(text) <= caps[i] else text[:caps[i] - 1].rstrip() + "…" for i, text in enumerate(row)]
-           for row in texts]
+    cut = [
+        [
+            text if len(text) <= caps[i] else text[: caps[i] - 1].rstrip() + "…"
+            for i, text in enumerate(row)
+        ]
+        for row in texts
+    ]
     return names, cut, True
 
 
@@ -503,11 +627,18 @@ def _shown(rows: Sequence[Sequence[object]]) -> Sequence[Sequence[object]]:
     return shown
 
 
-def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: str,
-           width: int | None = None, cuts: list[bool] | None = None) -> str:
+def _table(
+    rows: Sequence[Sequence[object]],
+    headers: Sequence[str],
+    tablefmt: str,
+    width: int | None = None,
+    cuts: list[bool] | None = None,
+) -> str:
     rows = _shown(rows)
     if width is not None and tablefmt == "simple" and rows:
-        headers, rows, was_cut = fit_to_width(rows, headers, width, drop=DROP_FIRST.get(tuple(headers), ()))
+        headers, rows, was_cut = fit_to_width(
+            rows, headers, width, drop=DROP_FIRST.get(tuple(headers), ())
+        )
         if cuts is not None and was_cut:
             cuts.append(True)
     fast = _simple_table(rows, headers) if tablefmt == "simple" else None
@@ -518,8 +649,13 @@ def _table(rows: Sequence[Sequence[object]], headers: Sequence[str], tablefmt: s
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
-HARDWARE_MARKS = {"native": "native", "ptx-jit": "ptx-jit", "no-kernel-image": "✗ no kernel image",
-                  "driver-too-old": "✗ driver too old", "no-cuda": "– no CUDA"}
+HARDWARE_MARKS = {
+    "native": "native",
+    "ptx-jit": "ptx-jit",
+    "no-kernel-image": "✗ no kernel image",
+    "driver-too-old": "✗ driver too old",
+    "no-cuda": "– no CUDA",
+}
 RUNS_ON_TARGET = ("native", "ptx-jit")
 
 
@@ -545,9 +681,15 @@ def hardware_table(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]
     for item in sorted((j for j in judged if j.result.targets), key=lambda j: j.sort_key):
         build = item.result.gpu.get("build") or {}
         by_target = {str(t["target"]): t for t in item.result.targets}
-        rows.append([item.cell.id, str(built_versions(item.result).get("torch") or build.get("torch") or ""),
-                     str(build.get("torch_cuda") or "cpu"), str(build.get("arch_flags") or "—"),
-                     *(hardware_mark(by_target[c]) if c in by_target else "" for c in columns)])
+        rows.append(
+            [
+                item.cell.id,
+                str(built_versions(item.result).get("torch") or build.get("torch") or ""),
+                str(build.get("torch_cuda") or "cpu"),
+                str(build.get("arch_flags") or "—"),
+                *(hardware_mark(by_target[c]) if c in by_target else "" for c in columns),
+            ]
+        )
     return ["cell", "torch", "CUDA", "arch list", *columns], rows
 
 
@@ -557,14 +699,26 @@ def hardware_reasons(judged: Sequence[Judged], width: int = 220) -> list[str]:
     for item in sorted((j for j in judged if j.result.targets), key=lambda j: j.sort_key):
         for target in item.result.targets:
             if target["verdict"] not in RUNS_ON_TARGET or target.get("agrees") is False:
-                lines.append(shorten(f"{item.cell.id} on {target['target']}: {target['verdict']}: "
-                                     f"{target['reason']}", width))
+                lines.append(
+                    shorten(
+                        f"{item.cell.id} on {target['target']}: {target['verdict']}: "
+                        f"{target['reason']}",
+                        width,
+                    )
+                )
     return lines
 
 
-def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, grid: bool = False,
-                missing: Sequence[Cell | str] = (), tablefmt: str = "simple", width: int | None = None,
-                spec: str | None = None) -> str:
+def render_text(
+    results: Iterable[CellResult | Judged],
+    *,
+    pivot: bool = False,
+    grid: bool = False,
+    missing: Sequence[Cell | str] = (),
+    tablefmt: str = "simple",
+    width: int | None = None,
+    spec: str | None = None,
+) -> str:
     """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass.
 
     ``width``: the terminal's; tables are cut to fit it (the rerun lines never are), with a note
@@ -580,30 +734,46 @@ def render_text(results: Iterable[CellResult | Judged], *, pivot: bool = False, 
         elif planned:
             parts.append(_table(cell_rows(planned), CELL_HEADERS, tablefmt, width, cuts))
     if followups:
-        parts.append(f"Follow-up cells ({len(followups)}; planned from the results, not from the spec's grid):\n"
-                     + _table(followup_rows(followups), FOLLOWUP_HEADERS, tablefmt, width, cuts))
+        parts.append(
+            f"Follow-up cells ({len(followups)}; planned from the results, not from the spec's grid):\n"
+            + _table(followup_rows(followups), FOLLOWUP_HEADERS, tablefmt, width, cuts)
+        )
     notes = changed_default_notes(judged)
     if notes:
-        parts.append(f"{CHANGED_DEFAULT_MARK} changed default: {CHANGED_DEFAULT_HELP}:\n"
-                     + "\n".join(f"  {line}" for line in notes))
+        parts.append(
+            f"{CHANGED_DEFAULT_MARK} changed default: {CHANGED_DEFAULT_HELP}:\n"
+            + "\n".join(f"  {line}" for line in notes)
+        )
     details = detail_rows(judged)
     if details:
-        parts.append("Cells that did not pass:\n" + _table(details, DETAIL_HEADERS, tablefmt, width, cuts))
+        parts.append(
+            "Cells that did not pass:\n" + _table(details, DETAIL_HEADERS, tablefmt, width, cuts)
+        )
     repros = repro_lines(judged, spec)
     if repros:
         parts.append("Rerun a cell:\n" + "\n".join(f"  {line}" for _, line in repros))
     if missing:
-        parts.append(f"Planned but missing ({len(missing)}):\n" + _table(missing_rows(missing), MISSING_HEADERS,
-                                                                       tablefmt, width, cuts))
+        parts.append(
+            f"Planned but missing ({len(missing)}):\n"
+            + _table(missing_rows(missing), MISSING_HEADERS, tablefmt, width, cuts)
+        )
     if grid and judged:
         headers, rows = probe_grid(judged)
         parts.append("Probe status per cell:\n" + _table(rows, headers, tablefmt, width, cuts))
     headers, rows = hardware_table(judged)
     if rows:
         why = hardware_reasons(judged)
-        parts.append("Hardware targets (cells × targets, judged from each build's own arch list and CUDA):\n"
-                     + _table(rows, headers, tablefmt, width, cuts)
-                     + ("\n\nWhy it does not run there:\n" + "\n".join(f"  {line}" for line in why) if why else ""))
+        parts.append(
+            "Hardware targets (cells × targets, judged from each build's own arch list and CUDA):\n"
+            + _table(rows, headers, tablefmt, width, cuts)
+            + (
+                "\n\nWhy it does not run there:\n" + "\n".join(f"  {line}" for line in why)
+                if why
+                else ""
+            )
+        )
     if cuts:
-        parts.append(f"(narrowed to {width} columns; full text in summary.md, results.json, --html)")
+        parts.append(
+            f"(narrowed to {width} columns; full text in summary.md, results.json, --html)"
+        )
     return terminal("\n\n".join(parts)) + "\n"

@@ -62,8 +62,12 @@ class CellSettings:
     position: int = 0
     total: int = 0
     env: Mapping[str, str] = field(default_factory=dict)  # extra variables (CUDA_VISIBLE_DEVICES)
-    probe_reruns: int = 2  # a failing or crashing probe runs at most this many more times (k of n recorded)
-    rerun_always: bool = False  # the old rule: every failing probe rerun probe_reruns times (benchmark only)
+    probe_reruns: int = (
+        2  # a failing or crashing probe runs at most this many more times (k of n recorded)
+    )
+    rerun_always: bool = (
+        False  # the old rule: every failing probe rerun probe_reruns times (benchmark only)
+    )
     uv: str | None = None
     # The project under test (the spec's directory): install paths are relative to it, and
     # command probes (``pytest -q tests``) run from it. None: the current directory.
@@ -76,9 +80,15 @@ class CellSettings:
 
     @property
     def probe_options(self) -> ProbeOptions:
-        return ProbeOptions(dirs=tuple(self.probe_dirs), commands=dict(self.probe_commands),
-                            timeout_s=self.probe_timeout_s, grace_s=self.probe_grace_s, env=dict(self.env),
-                            command_dir=self.project_dir, user_site=self.user_site)
+        return ProbeOptions(
+            dirs=tuple(self.probe_dirs),
+            commands=dict(self.probe_commands),
+            timeout_s=self.probe_timeout_s,
+            grace_s=self.probe_grace_s,
+            env=dict(self.env),
+            command_dir=self.project_dir,
+            user_site=self.user_site,
+        )
 
 
 @dataclass(frozen=True)
@@ -95,11 +105,14 @@ class CellSteps:
     probes_starting: Callable[[Cell], Any] | None = None
 
     def resolved(self) -> "CellSteps":
-        return CellSteps(install=self.install or environment.install,
-                         verify=self.verify or environment.verify,
-                         probes=self.probes or probe_process.run_probes,
-                         interpreter=self.interpreter or probe_process.interpreter_facts,
-                         gpu=self.gpu or probe_process.host_gpu, probes_starting=self.probes_starting)
+        return CellSteps(
+            install=self.install or environment.install,
+            verify=self.verify or environment.verify,
+            probes=self.probes or probe_process.run_probes,
+            interpreter=self.interpreter or probe_process.interpreter_facts,
+            gpu=self.gpu or probe_process.host_gpu,
+            probes_starting=self.probes_starting,
+        )
 
 
 def _now() -> str:
@@ -115,27 +128,44 @@ def merge_reruns(first: ProbeResult, reruns: Sequence[ProbeResult | None]) -> Pr
     evidence, with ``k of n`` recorded (``evidence.runs``, ``evidence.failed_runs``) and said in
     the message (``crashes in 4 of 5 runs: ...``). A rerun with no result counts as failed."""
     statuses = [first.status] + [r.status if r is not None else "missing" for r in reruns]
-    failed = sum(1 for status in statuses if status != "pass" and status not in ("skip", "unsupported"))
+    failed = sum(
+        1 for status in statuses if status != "pass" and status not in ("skip", "unsupported")
+    )
     total = len(statuses)
     verb = _VERBS.get(first.status, first.status)
     flaky = " (flaky)" if failed < total else ""
-    evidence = {**dict(first.evidence), "runs": total, "failed_runs": failed, "run_statuses": statuses}
-    return dataclasses.replace(first, message=f"{verb} in {failed} of {total} runs{flaky}: {first.message}",
-                               evidence=evidence)
+    evidence = {
+        **dict(first.evidence),
+        "runs": total,
+        "failed_runs": failed,
+        "run_statuses": statuses,
+    }
+    return dataclasses.replace(
+        first,
+        message=f"{verb} in {failed} of {total} runs{flaky}: {first.message}",
+        evidence=evidence,
+    )
 
 
 # A crash or a timeout can go either way on the next run: always rerun. A plain failure is
 # rerun once; if it repeats with the same message it is not rerun again.
 _ALWAYS_RERUN = ("crash", "timeout")
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # object addresses differ run to run, the failure does not
+_ADDRESS = re.compile(
+    r"0x[0-9a-fA-F]{6,}"
+)  # object addresses differ run to run, the failure does not
 
 
 def _same_failure(first: ProbeResult, again: ProbeResult | None) -> bool:
-    return again is not None and again.status == first.status and \
-        _ADDRESS.sub("0x?", again.message) == _ADDRESS.sub("0x?", first.message)
+    return (
+        again is not None
+        and again.status == first.status
+        and _ADDRESS.sub("0x?", again.message) == _ADDRESS.sub("0x?", first.message)
+    )
 
 
-def explained_failures(cell: Cell, install: InstallOutcome | None, probes: Sequence[ProbeResult]) -> set[str]:
+def explained_failures(
+    cell: Cell, install: InstallOutcome | None, probes: Sequence[ProbeResult]
+) -> set[str]:
     """The failing probes (fail / error) whose failure ``torch_matrix.judge.causes`` already explains:
     a changed default, the environment (a missing module, a mismatched build or pair, a broken
     install), or an import the release under test cannot satisfy (``No module named 'torch._six'``,
@@ -146,16 +176,31 @@ def explained_failures(cell: Cell, install: InstallOutcome | None, probes: Seque
     partial = CellResult(cell=cell, fingerprint="", install=install, probes=tuple(probes))
     failed = [probe for probe in probes if probe.status in ("fail", "error")]
     causes = {probe.name: attribute(partial, probe) for probe in failed}
-    return ({name for name, why in causes.items()
-             if why.cause == Cause.ENVIRONMENT or why.kind == VersionKind.CHANGED_DEFAULT}
-            # The message only: a flaky failure's output may mention a module in passing (a warning).
-            | {probe.name for probe in failed
-               if axis_module_named(cell, dataclasses.replace(probe, output_tail=""), frames=False)})
+    return (
+        {
+            name
+            for name, why in causes.items()
+            if why.cause == Cause.ENVIRONMENT or why.kind == VersionKind.CHANGED_DEFAULT
+        }
+        # The message only: a flaky failure's output may mention a module in passing (a warning).
+        | {
+            probe.name
+            for probe in failed
+            if axis_module_named(cell, dataclasses.replace(probe, output_tail=""), frames=False)
+        }
+    )
 
 
-def rerun_failures(cell: Cell, venv_python: str, settings: CellSettings, env: Mapping[str, str],
-                   run: ProbeRun, progress: Any = None, probes: Callable[..., ProbeRun] | None = None,
-                   install: InstallOutcome | None = None) -> ProbeRun:
+def rerun_failures(
+    cell: Cell,
+    venv_python: str,
+    settings: CellSettings,
+    env: Mapping[str, str],
+    run: ProbeRun,
+    progress: Any = None,
+    probes: Callable[..., ProbeRun] | None = None,
+    install: InstallOutcome | None = None,
+) -> ProbeRun:
     """Rerun the failing probes whose answer a rerun can change, at most ``settings.probe_reruns``
     times each, and record ``k of n`` for them (a flaky failure is reported with its rate):
 
@@ -170,8 +215,11 @@ def rerun_failures(cell: Cell, venv_python: str, settings: CellSettings, env: Ma
     runner's own death is not rerun here: it is no evidence."""
     # Command probes (a project's own pytest run) are not rerun: a whole test suite three times
     # is the project's call (pytest's own rerun plugins), not the tool's.
-    failing = [p for p in run.probes if p.status in _RERUN_STATUSES and p.name != PROBE_RUNNER
-               and p.isolation != "command"]
+    failing = [
+        p
+        for p in run.probes
+        if p.status in _RERUN_STATUSES and p.name != PROBE_RUNNER and p.isolation != "command"
+    ]
     if not failing or settings.probe_reruns <= 0 or any(p.name == PROBE_RUNNER for p in run.probes):
         return run
     if not settings.rerun_always:
@@ -184,17 +232,27 @@ def rerun_failures(cell: Cell, venv_python: str, settings: CellSettings, env: Ma
         if not open_names:
             break
         if progress is not None:
-            progress.line(f"  | rerun {attempt + 1}/{settings.probe_reruns} of failing probe(s): "
-                          f"{', '.join(open_names)}")
+            progress.line(
+                f"  | rerun {attempt + 1}/{settings.probe_reruns} of failing probe(s): "
+                f"{', '.join(open_names)}"
+            )
         again = (probes or probe_process.run_probes)(
             dataclasses.replace(cell, probes=open_names, required_probes=()),
-            venv_python, settings.work_dir, settings.probe_options, env)
+            venv_python,
+            settings.work_dir,
+            settings.probe_options,
+            env,
+        )
         by_name = {p.name: p for p in again.probes}
         for name in open_names:
             reruns[name].append(by_name.get(name))
         if not settings.rerun_always:
-            open_names = tuple(name for name in open_names if first[name].status in _ALWAYS_RERUN
-                               or not _same_failure(first[name], by_name.get(name)))
+            open_names = tuple(
+                name
+                for name in open_names
+                if first[name].status in _ALWAYS_RERUN
+                or not _same_failure(first[name], by_name.get(name))
+            )
     merged = tuple(merge_reruns(p, reruns[p.name]) if reruns.get(p.name) else p for p in run.probes)
     return ProbeRun(merged, run.data)
 
@@ -203,29 +261,44 @@ def headline(message: str, limit: int = 200) -> str:
     """The informative line of a message: uv's ``cause: Because ...`` rather than ``error: ...``."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     if lines and lines[0].startswith(environment.EXCLUDED_BY_PROJECT):
-        return lines[0] if len(lines[0]) <= limit else lines[0][:limit - 3] + "..."
+        return lines[0] if len(lines[0]) <= limit else lines[0][: limit - 3] + "..."
     for line in lines:
         if "Because" in line:
             text = line.removeprefix("cause:").strip()
-            return text if len(text) <= limit else text[:limit - 3] + "..."
+            return text if len(text) <= limit else text[: limit - 3] + "..."
     text = lines[0] if lines else ""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _finish(cell: Cell, settings: CellSettings, progress: Progress, started: str, *,
-            install: InstallOutcome, probes: Sequence[ProbeResult] = (),
-            interpreter: Mapping[str, Any] | None = None,
-            platform_facts: Mapping[str, Any] | None = None,
-            gpu: Mapping[str, Any] | None = None, wall_start: float) -> CellResult:
+def _finish(
+    cell: Cell,
+    settings: CellSettings,
+    progress: Progress,
+    started: str,
+    *,
+    install: InstallOutcome,
+    probes: Sequence[ProbeResult] = (),
+    interpreter: Mapping[str, Any] | None = None,
+    platform_facts: Mapping[str, Any] | None = None,
+    gpu: Mapping[str, Any] | None = None,
+    wall_start: float,
+) -> CellResult:
     timings = dict(progress.timings)
     timings["total"] = progress.clock() - wall_start
     timings = {name: round(seconds, 3) for name, seconds in timings.items()}  # as stored
-    result = CellResult(cell=cell, fingerprint=settings.fingerprint, install=install,
-                        probes=tuple(probes), interpreter=dict(interpreter or {}),
-                        platform=dict(platform_facts or probe_process.host_platform()),
-                        gpu=dict(gpu or {}),
-                        timings=timings, started_at=started, finished_at=_now(),
-                        tool_version=TOOL_VERSION)
+    result = CellResult(
+        cell=cell,
+        fingerprint=settings.fingerprint,
+        install=install,
+        probes=tuple(probes),
+        interpreter=dict(interpreter or {}),
+        platform=dict(platform_facts or probe_process.host_platform()),
+        gpu=dict(gpu or {}),
+        timings=timings,
+        started_at=started,
+        finished_at=_now(),
+        tool_version=TOOL_VERSION,
+    )
     device_probe = next((p.to_json() for p in probes if p.name == DEVICE_PROBE), None)
     judged = cell_verdicts(gpu, settings.targets, device_probe)
     if judged:
@@ -235,10 +308,12 @@ def _finish(cell: Cell, settings: CellSettings, progress: Progress, started: str
     try:
         path = write_result(result, settings.cells_dir)
     except OSError as error:
-        raise UserError(f"cannot write the cell's result: {error.strerror or error}",
-                        where=str(Path(settings.cells_dir) / f"{cell.id}.json"),
-                        hint="free some space or fix the permissions of the results directory "
-                             "(TORCH_MATRIX_RESULTS), then rerun: finished cells are kept") from None
+        raise UserError(
+            f"cannot write the cell's result: {error.strerror or error}",
+            where=str(Path(settings.cells_dir) / f"{cell.id}.json"),
+            hint="free some space or fix the permissions of the results directory "
+            "(TORCH_MATRIX_RESULTS), then rerun: finished cells are kept",
+        ) from None
     verdict = verdict_of(result)
     reason = f": {headline(verdict.reason)}" if verdict.reason else ""
     progress.line(f"done {verdict.kind}{reason} ({timings['total']:.1f}s) -> {path}")
@@ -255,8 +330,13 @@ def rejudged(result: CellResult, targets: Sequence[Target]) -> CellResult | None
     return dataclasses.replace(result, targets=judged)
 
 
-def run_cell(cell: Cell, venv_python: str, settings: CellSettings,
-             steps: CellSteps | None = None, base: CellResult | None = None) -> CellResult:
+def run_cell(
+    cell: Cell,
+    venv_python: str,
+    settings: CellSettings,
+    steps: CellSteps | None = None,
+    base: CellResult | None = None,
+) -> CellResult:
     """Install, verify and probe ``cell`` in the venv of ``venv_python``; write and return its result.
 
     ``base``: the result of the cell a follow-up cell follows up. With ``cell.probe_subset`` set,
@@ -270,53 +350,100 @@ def run_cell(cell: Cell, venv_python: str, settings: CellSettings,
         outcome = InstallOutcome(UNSATISFIABLE, message=cell.plan_note, attempts=0)
         return _finish(cell, settings, progress, started, install=outcome, wall_start=wall_start)
     interpreter = step.interpreter(venv_python, env)
-    common: dict[str, Any] = {"retries": settings.install_retries,
-                              "backoff_s": settings.retry_backoff_s,
-                              "timeout_s": settings.install_timeout_s, "env": env, "uv": settings.uv}
+    common: dict[str, Any] = {
+        "retries": settings.install_retries,
+        "backoff_s": settings.retry_backoff_s,
+        "timeout_s": settings.install_timeout_s,
+        "env": env,
+        "uv": settings.uv,
+    }
     # One uv call resolves and installs: uv refuses before downloading anything when the
     # resolver says no, so a separate dry-run would only pay for a second resolution.
     with progress.phase("resolve+install") as note:
-        outcome = step.install(cell, settings.index_config, venv_python,
-                               project_dir=settings.project_dir, **common)
+        outcome = step.install(
+            cell, settings.index_config, venv_python, project_dir=settings.project_dir, **common
+        )
         steps_s = environment.uv_step_seconds(outcome.message)
         progress.timings.update(steps_s)
-        note.outcome = outcome.status + (f" (resolve {steps_s['resolve']:.1f}s)" if "resolve" in steps_s
-                                         else "")
+        note.outcome = outcome.status + (
+            f" (resolve {steps_s['resolve']:.1f}s)" if "resolve" in steps_s else ""
+        )
     with progress.phase("verify") as note:
         outcome = step.verify(cell, venv_python, outcome, env=env, uv=settings.uv)
         note.outcome = "ok" if outcome.status == INSTALLED else outcome.status
     if outcome.status != INSTALLED:
-        return _finish(cell, settings, progress, started, install=outcome,
-                       interpreter=interpreter, wall_start=wall_start)
-    return _probe_and_finish(cell, venv_python, settings, step, env, progress, started, install=outcome,
-                             interpreter=interpreter, wall_start=wall_start, base=base)
+        return _finish(
+            cell,
+            settings,
+            progress,
+            started,
+            install=outcome,
+            interpreter=interpreter,
+            wall_start=wall_start,
+        )
+    return _probe_and_finish(
+        cell,
+        venv_python,
+        settings,
+        step,
+        env,
+        progress,
+        started,
+        install=outcome,
+        interpreter=interpreter,
+        wall_start=wall_start,
+        base=base,
+    )
 
 
 def inherited(ran: Sequence[ProbeResult], base: CellResult) -> tuple[ProbeResult, ...]:
     """The probe results of a subset cell: ``ran`` (what this cell ran), and for every other probe
     ``base``'s result, marked ``evidence.inherited_from``; in ``base``'s order, then the rest."""
     fresh = {p.name: p for p in ran}
-    merged = [fresh.pop(p.name, None) or dataclasses.replace(
-        p, evidence={**dict(p.evidence), "inherited_from": base.cell.id})
-        for p in base.probes if p.name != PROBE_RUNNER]
+    merged = [
+        fresh.pop(p.name, None)
+        or dataclasses.replace(p, evidence={**dict(p.evidence), "inherited_from": base.cell.id})
+        for p in base.probes
+        if p.name != PROBE_RUNNER
+    ]
     return tuple(merged) + tuple(fresh.values())
 
 
-def _probe_and_finish(cell: Cell, venv_python: str, settings: CellSettings, step: CellSteps,
-                      env: Mapping[str, str], progress: Progress, started: str, *, install: InstallOutcome,
-                      interpreter: Mapping[str, Any], wall_start: float,
-                      base: CellResult | None = None) -> CellResult:
+def _probe_and_finish(
+    cell: Cell,
+    venv_python: str,
+    settings: CellSettings,
+    step: CellSteps,
+    env: Mapping[str, str],
+    progress: Progress,
+    started: str,
+    *,
+    install: InstallOutcome,
+    interpreter: Mapping[str, Any],
+    wall_start: float,
+    base: CellResult | None = None,
+) -> CellResult:
     """The ``probes`` phase, then the result: the same for a planned cell and an existing environment."""
     subset = bool(cell.probe_subset) and base is not None and base.installed and bool(base.probes)
-    runs = dataclasses.replace(cell, probes=cell.probe_subset, required_probes=()) if subset else cell
+    runs = (
+        dataclasses.replace(cell, probes=cell.probe_subset, required_probes=()) if subset else cell
+    )
     with progress.phase("probes") as note:
         if step.probes_starting is not None:
             step.probes_starting(cell)
         if subset:
-            progress.line(f"  | only the probe(s) the finding concerns: {', '.join(cell.probe_subset)}; "
-                          f"the others are {base.cell.id}'s")
-        run = step.probes(runs, venv_python, settings.work_dir, settings.probe_options, env,
-                          echo=lambda line: progress.line(f"  | {line}"))
+            progress.line(
+                f"  | only the probe(s) the finding concerns: {', '.join(cell.probe_subset)}; "
+                f"the others are {base.cell.id}'s"
+            )
+        run = step.probes(
+            runs,
+            venv_python,
+            settings.work_dir,
+            settings.probe_options,
+            env,
+            echo=lambda line: progress.line(f"  | {line}"),
+        )
         run = rerun_failures(runs, venv_python, settings, env, run, progress, step.probes, install)
         if subset and not any(p.name == PROBE_RUNNER for p in run.probes):
             run = ProbeRun(inherited(run.probes, base), run.data)
@@ -328,13 +455,28 @@ def _probe_and_finish(cell: Cell, venv_python: str, settings: CellSettings, step
     if python:
         interpreter = {**interpreter, **{k: v for k, v in python.items() if k != "executable"}}
     gpu = run.data.get("gpu") or step.gpu()
-    return _finish(cell, settings, progress, started, install=install, probes=run.probes,
-                   interpreter=interpreter, platform_facts=run.data.get("platform"), gpu=gpu,
-                   wall_start=wall_start)
+    return _finish(
+        cell,
+        settings,
+        progress,
+        started,
+        install=install,
+        probes=run.probes,
+        interpreter=interpreter,
+        platform_facts=run.data.get("platform"),
+        gpu=gpu,
+        wall_start=wall_start,
+    )
 
 
-def run_existing(cell: Cell, python: str, settings: CellSettings, install: InstallOutcome,
-                 interpreter: Mapping[str, Any], steps: CellSteps | None = None) -> CellResult:
+def run_existing(
+    cell: Cell,
+    python: str,
+    settings: CellSettings,
+    install: InstallOutcome,
+    interpreter: Mapping[str, Any],
+    steps: CellSteps | None = None,
+) -> CellResult:
     """Probe an environment as it is (``torch-matrix check``): no venv, no install, no verify.
 
     ``cell`` and ``install`` (status installed, nothing run, the versions found) come from
@@ -343,5 +485,15 @@ def run_existing(cell: Cell, python: str, settings: CellSettings, install: Insta
     step = (steps or CellSteps()).resolved()
     progress = Progress(cell.id, settings.position, settings.total)
     wall_start = progress.clock()
-    return _probe_and_finish(cell, python, settings, step, environment.base_env(), progress, _now(),
-                             install=install, interpreter=interpreter, wall_start=wall_start)
+    return _probe_and_finish(
+        cell,
+        python,
+        settings,
+        step,
+        environment.base_env(),
+        progress,
+        _now(),
+        install=install,
+        interpreter=interpreter,
+        wall_start=wall_start,
+    )

@@ -29,8 +29,16 @@ from torch_matrix.run.cellrun import CellSettings, run_existing
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.layout import CHECK_RUN as RUN_NAME  # noqa: F401 - check_cli names the run with it
 from torch_matrix.vocab.layout import cells_dir
-from torch_matrix.vocab.records import (DEFAULT_POLICY, INSTALLED, ORIGIN_EXISTING, Cell, CellResult, InstallOutcome,
-                                  local_label, public_version)
+from torch_matrix.vocab.records import (
+    DEFAULT_POLICY,
+    INSTALLED,
+    ORIGIN_EXISTING,
+    Cell,
+    CellResult,
+    InstallOutcome,
+    local_label,
+    public_version,
+)
 
 MIN_PYTHON = (3, 8)  # what the probes support
 PACKAGES = ("torch", "torchvision", "numpy")
@@ -62,8 +70,12 @@ class EnvironmentFacts:
 
     def interpreter(self) -> dict[str, Any]:
         """The result's ``interpreter`` record: like a planned cell's, plus where the environment is."""
-        data: dict[str, Any] = {"path": self.python, "version": self.version,
-                                "implementation": self.implementation, "prefix": self.prefix}
+        data: dict[str, Any] = {
+            "path": self.python,
+            "version": self.version,
+            "implementation": self.implementation,
+            "prefix": self.prefix,
+        }
         if self.in_venv:
             data["base_prefix"] = self.base_prefix
         return data
@@ -71,17 +83,29 @@ class EnvironmentFacts:
     @classmethod
     def from_json(cls, python: str, data: Mapping[str, Any]) -> "EnvironmentFacts":
         facts = data["python"]
-        packages = {name: (value if isinstance(value, str) and value else None)
-                    for name, value in dict(data.get("packages") or {}).items()}
-        builds = {name: dict(build) for name, build in dict(data.get("builds") or {}).items()
-                  if isinstance(build, Mapping) and isinstance(build.get("version"), str)}
-        return cls(python=python, version=str(facts["version"]),
-                   implementation=str(facts.get("implementation", "")),
-                   prefix=str(facts.get("prefix", "")), base_prefix=str(facts.get("base_prefix", "")),
-                   packages=packages, platform=dict(data.get("platform") or {}), builds=builds)
+        packages = {
+            name: (value if isinstance(value, str) and value else None)
+            for name, value in dict(data.get("packages") or {}).items()
+        }
+        builds = {
+            name: dict(build)
+            for name, build in dict(data.get("builds") or {}).items()
+            if isinstance(build, Mapping) and isinstance(build.get("version"), str)
+        }
+        return cls(
+            python=python,
+            version=str(facts["version"]),
+            implementation=str(facts.get("implementation", "")),
+            prefix=str(facts.get("prefix", "")),
+            base_prefix=str(facts.get("base_prefix", "")),
+            packages=packages,
+            platform=dict(data.get("platform") or {}),
+            builds=builds,
+        )
 
 
 # ----------------------------------------------------------------------------- pure parts
+
 
 def _public(version: str) -> str:
     """The release without its local label; a version PEP 440 cannot parse is kept as written."""
@@ -130,9 +154,14 @@ def existing_cell_id(facts: EnvironmentFacts, host: str) -> str:
     return "-".join(parts)
 
 
-def existing_cell(facts: EnvironmentFacts, *, host: str, probes: tuple[str, ...] = (),
-                  required_probes: tuple[str, ...] = (),
-                  policy: Mapping[str, str] | None = None) -> Cell:
+def existing_cell(
+    facts: EnvironmentFacts,
+    *,
+    host: str,
+    probes: tuple[str, ...] = (),
+    required_probes: tuple[str, ...] = (),
+    policy: Mapping[str, str] | None = None,
+) -> Cell:
     """The cell an existing environment stands for: its versions as axes, exact pins as requirements.
 
     ``variant`` is the build's (``build_variant``: ``cu132`` for PyPI's ``2.14.1`` whose
@@ -144,15 +173,25 @@ def existing_cell(facts: EnvironmentFacts, *, host: str, probes: tuple[str, ...]
     if not torch:
         raise ValueError("an existing environment without torch is not a cell")
     torchvision = facts.packages.get("torchvision") or ""
-    axes = {"python": facts.minor, "torch": _public(torch),
-            "torchvision": _public(torchvision) if torchvision else "",
-            "variant": build_variant(torch, facts.builds.get("torch"))}
-    requirements = tuple(f"{name}=={version}" for name in PACKAGES
-                         if (version := facts.packages.get(name)))
-    return Cell(id=existing_cell_id(facts, host), axes=axes, requirements=requirements,
-                probes=tuple(probes), required_probes=tuple(required_probes),
-                tags=("existing-env", f"py{facts.minor}"), policy=dict(policy or DEFAULT_POLICY),
-                origin=ORIGIN_EXISTING)
+    axes = {
+        "python": facts.minor,
+        "torch": _public(torch),
+        "torchvision": _public(torchvision) if torchvision else "",
+        "variant": build_variant(torch, facts.builds.get("torch")),
+    }
+    requirements = tuple(
+        f"{name}=={version}" for name in PACKAGES if (version := facts.packages.get(name))
+    )
+    return Cell(
+        id=existing_cell_id(facts, host),
+        axes=axes,
+        requirements=requirements,
+        probes=tuple(probes),
+        required_probes=tuple(required_probes),
+        tags=("existing-env", f"py{facts.minor}"),
+        policy=dict(policy or DEFAULT_POLICY),
+        origin=ORIGIN_EXISTING,
+    )
 
 
 def existing_install(facts: EnvironmentFacts) -> InstallOutcome:
@@ -160,8 +199,13 @@ def existing_install(facts: EnvironmentFacts) -> InstallOutcome:
     where = facts.prefix or facts.python
     kind = "virtual environment" if facts.in_venv else "environment"
     resolved = {name: version for name, version in facts.packages.items() if version}
-    return InstallOutcome(status=INSTALLED, command=(), attempts=0, resolved=resolved,
-                          message=f"existing {kind} at {where}: probed as found, nothing installed")
+    return InstallOutcome(
+        status=INSTALLED,
+        command=(),
+        attempts=0,
+        resolved=resolved,
+        message=f"existing {kind} at {where}: probed as found, nothing installed",
+    )
 
 
 def fingerprint(cell: Cell, facts: EnvironmentFacts) -> str:
@@ -169,6 +213,7 @@ def fingerprint(cell: Cell, facts: EnvironmentFacts) -> str:
 
 
 # ----------------------------------------------------------------------------- I/O
+
 
 def interpreter_problem(python: str) -> UserError | None:
     """A --python that is plainly not an interpreter: missing, a directory, not executable."""
@@ -178,10 +223,14 @@ def interpreter_problem(python: str) -> UserError | None:
         return UserError("no such file", where=f"--python {python}", hint=hint)
     if path.is_dir():
         venv_python = path / "bin" / "python"
-        better = (f"this looks like a virtual environment: --python {venv_python}"
-                  if venv_python.exists() else hint)
-        return UserError("is a directory, not a Python interpreter", where=f"--python {python}",
-                         hint=better)
+        better = (
+            f"this looks like a virtual environment: --python {venv_python}"
+            if venv_python.exists()
+            else hint
+        )
+        return UserError(
+            "is a directory, not a Python interpreter", where=f"--python {python}", hint=better
+        )
     if not os.access(path, os.X_OK):
         return UserError("is not executable", where=f"--python {python}", hint=hint)
     return None
@@ -194,8 +243,13 @@ def read_environment(python: str, env: Mapping[str, str] | None = None) -> Envir
         raise problem
     where = f"--python {python}"
     hint = f"pass a Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]}+ interpreter, e.g. --python {EXAMPLE_PYTHON}"
-    data, why = probe_process.run_facts(python, ["environment"], isolated=False, timeout_s=FACTS_TIMEOUT_S,
-                                        env=dict(environment.base_env() if env is None else env))
+    data, why = probe_process.run_facts(
+        python,
+        ["environment"],
+        isolated=False,
+        timeout_s=FACTS_TIMEOUT_S,
+        env=dict(environment.base_env() if env is None else env),
+    )
     try:
         if data is None:
             raise ValueError(why)
@@ -203,16 +257,26 @@ def read_environment(python: str, env: Mapping[str, str] | None = None) -> Envir
         version_info = tuple(int(part) for part in data["python"]["version_info"][:2])
     except (ValueError, KeyError, TypeError):
         said = " ".join(why.strip().splitlines()[-1:])[:200]
-        raise UserError("not a Python interpreter that can run the probes" + (f" ({said})" if said else ""),
-                        where=where, hint=hint) from None
+        raise UserError(
+            "not a Python interpreter that can run the probes" + (f" ({said})" if said else ""),
+            where=where,
+            hint=hint,
+        ) from None
     if version_info < MIN_PYTHON:
-        raise UserError(f"Python {facts.version} is older than the probes support "
-                        f"({MIN_PYTHON[0]}.{MIN_PYTHON[1]}+)", where=where, hint=hint)
+        raise UserError(
+            f"Python {facts.version} is older than the probes support "
+            f"({MIN_PYTHON[0]}.{MIN_PYTHON[1]}+)",
+            where=where,
+            hint=hint,
+        )
     if not facts.packages.get("torch"):
-        raise UserError(f"torch is not installed in this environment (Python {facts.version} at "
-                        f"{facts.prefix or python})", where=where,
-                        hint="point --python at the interpreter of an environment that has torch "
-                             "(`python -c 'import sys; print(sys.executable)'` inside it prints it)")
+        raise UserError(
+            f"torch is not installed in this environment (Python {facts.version} at "
+            f"{facts.prefix or python})",
+            where=where,
+            hint="point --python at the interpreter of an environment that has torch "
+            "(`python -c 'import sys; print(sys.executable)'` inside it prints it)",
+        )
     return facts
 
 
@@ -228,30 +292,51 @@ class CheckOptions:
     probe_timeout_s: float = 300.0
     env: Mapping[str, str] = field(default_factory=dict)
     project_dir: str | None = None  # command probes run from it (the spec's directory)
-    targets: tuple[Any, ...] = ()  # hardware targets (torch_matrix.judge.hardware.Target): --gpu/--driver or [targets]
+    targets: tuple[
+        Any, ...
+    ] = ()  # hardware targets (torch_matrix.judge.hardware.Target): --gpu/--driver or [targets]
 
     @classmethod
     def from_spec(cls, spec: Any) -> "CheckOptions":
         from torch_matrix.world.specfile import project_dir
 
         probes = spec.probes
-        return cls(probes=tuple(probes.run), required_probes=tuple(probes.required),
-                   policy=dict(probes.policy), probe_dirs=tuple(probes.dirs),
-                   probe_commands=dict(probes.commands), probe_timeout_s=float(probes.timeout),
-                   project_dir=project_dir(spec), targets=tuple(spec.targets))
+        return cls(
+            probes=tuple(probes.run),
+            required_probes=tuple(probes.required),
+            policy=dict(probes.policy),
+            probe_dirs=tuple(probes.dirs),
+            probe_commands=dict(probes.commands),
+            probe_timeout_s=float(probes.timeout),
+            project_dir=project_dir(spec),
+            targets=tuple(spec.targets),
+        )
 
 
-def check_environment(python: str, results_dir: Path, options: CheckOptions | None = None,
-                      host: str | None = None) -> CellResult:
+def check_environment(
+    python: str, results_dir: Path, options: CheckOptions | None = None, host: str | None = None
+) -> CellResult:
     """Read the environment, probe it, write ``results_dir/cells/<id>.json``; return the result."""
     options = options or CheckOptions()
     facts = read_environment(python)
-    cell = existing_cell(facts, host=host if host is not None else str(facts.platform.get("host", "")),
-                         probes=options.probes, required_probes=options.required_probes, policy=options.policy)
+    cell = existing_cell(
+        facts,
+        host=host if host is not None else str(facts.platform.get("host", "")),
+        probes=options.probes,
+        required_probes=options.required_probes,
+        policy=options.policy,
+    )
     with tempfile.TemporaryDirectory(prefix="torch-matrix-check-") as scratch:
-        settings = CellSettings(cells_dir=cells_dir(results_dir), work_dir=Path(scratch),
-                                fingerprint=fingerprint(cell, facts), probe_dirs=options.probe_dirs,
-                                probe_commands=dict(options.probe_commands),
-                                probe_timeout_s=options.probe_timeout_s, env=dict(options.env),
-                                project_dir=options.project_dir, user_site=True, targets=tuple(options.targets))
+        settings = CellSettings(
+            cells_dir=cells_dir(results_dir),
+            work_dir=Path(scratch),
+            fingerprint=fingerprint(cell, facts),
+            probe_dirs=options.probe_dirs,
+            probe_commands=dict(options.probe_commands),
+            probe_timeout_s=options.probe_timeout_s,
+            env=dict(options.env),
+            project_dir=options.project_dir,
+            user_site=True,
+            targets=tuple(options.targets),
+        )
         return run_existing(cell, python, settings, existing_install(facts), facts.interpreter())

@@ -39,16 +39,28 @@ class Spent:
 
     def line(self) -> str:
         if self.cap == 0:
-            return (f"follow-up cells: off ({followups.FOLLOWUPS_ENV}=0): no counterfactual or edge cells; "
-                    "pins fall back to the tested releases")
+            return (
+                f"follow-up cells: off ({followups.FOLLOWUPS_ENV}=0): no counterfactual or edge cells; "
+                "pins fall back to the tested releases"
+            )
         text = f"follow-up cells: {self.spent} spent of the cap {self.cap} ({self.ran} run now"
         if self.dropped:
-            text += f"; {self.dropped} more planned but over the cap: raise {followups.FOLLOWUPS_ENV}"
+            text += (
+                f"; {self.dropped} more planned but over the cap: raise {followups.FOLLOWUPS_ENV}"
+            )
         return text + f"; {followups.FOLLOWUPS_ENV}=0 switches them off)"
 
 
-def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, redo: bool = False,
-                    base: CellResult | None = None, steps: Any = None) -> tuple[CellResult, bool]:
+def run_in_own_venv(
+    cell: Cell,
+    settings: Any,
+    interpreter: str,
+    venv: Path,
+    *,
+    redo: bool = False,
+    base: CellResult | None = None,
+    steps: Any = None,
+) -> tuple[CellResult, bool]:
     """``cell``'s result: the stored one when complete for ``settings.fingerprint``, else a fresh
     run in ``venv`` (created with uv). ``base``: the result a counterfactual follows up (its probe
     subset inherits the rest from it). ``steps``: ``run_cell``'s (the prefetch hook). Returns (result, resumed)."""
@@ -60,11 +72,15 @@ def run_in_own_venv(cell: Cell, settings: Any, interpreter: str, venv: Path, *, 
         if stored is not None:
             return stored, True
     if not cell.plan_note:
-        code, _out, err = proc.run_text(["uv", "venv", "--clear", "--quiet", "--python", interpreter, str(venv)],
-                                        timeout=None)
+        code, _out, err = proc.run_text(
+            ["uv", "venv", "--clear", "--quiet", "--python", interpreter, str(venv)], timeout=None
+        )
         if code != 0:
-            raise UserError(f"cannot create the cell's venv: {err.strip()[-300:]}", str(venv),
-                            hint=f"check that {interpreter} runs and that the env dir is writable")
+            raise UserError(
+                f"cannot create the cell's venv: {err.strip()[-300:]}",
+                str(venv),
+                hint=f"check that {interpreter} runs and that the env dir is writable",
+            )
     settings = dataclasses.replace(settings, work_dir=venv / "torch-matrix")
     return run_cell(cell, str(venv / "bin" / "python"), settings, steps, base=base), False
 
@@ -99,7 +115,9 @@ class IndexView:
             if variant == DEFAULT_VARIANT:
                 self._indexes[variant] = open_index(self.spec.index, environ=self.environ)
             else:
-                self._indexes[variant] = open_variant_index(self.spec.index, variant, environ=self.environ)
+                self._indexes[variant] = open_variant_index(
+                    self.spec.index, variant, environ=self.environ
+                )
         return self._indexes[variant]
 
     def pythons(self, variant: str, version: str, project: str = "torch") -> frozenset[str] | None:
@@ -127,8 +145,14 @@ class IndexView:
         wanted = [v for v in versions if v not in self.pairing]
         if not wanted or not self.paired:
             return
-        held = dataclasses.replace(self.spec, torch=TorchSelection(explicit=tuple(wanted)), exclude=(), include=(),
-                                   variants=(DEFAULT_VARIANT,), torchvision="paired")
+        held = dataclasses.replace(
+            self.spec,
+            torch=TorchSelection(explicit=tuple(wanted)),
+            exclude=(),
+            include=(),
+            variants=(DEFAULT_VARIANT,),
+            torchvision="paired",
+        )
         facts: IndexFacts = gather_facts(held, self.index(DEFAULT_VARIANT))
         self.pairing.update(facts.pairing)
 
@@ -143,21 +167,32 @@ class IndexView:
         torches: list[Version] | None = None
         for vision in wanted:
             for specifiers in _torch_specifiers(metadata[vision]):
-                exact = [s.version for s in specifiers if s.operator in ("==", "===") and "*" not in s.version]
+                exact = [
+                    s.version
+                    for s in specifiers
+                    if s.operator in ("==", "===") and "*" not in s.version
+                ]
                 if exact:
                     self.torch_of[vision] = str(Version(Version(exact[0]).public))
                     break
                 if torches is None:
-                    torches = [Version(v) for v in bisection.final_releases(index.versions("torch"))]
+                    torches = [
+                        Version(v) for v in bisection.final_releases(index.versions("torch"))
+                    ]
                 inside = [v for v in torches if specifiers.contains(v)]
                 if inside:
                     self.torch_of[vision] = str(max(inside))
                     break
 
 
-def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run: Callable[[Cell, int], None],
-                  cap: int, log: Callable[[str], None],
-                  upcoming: Callable[[Sequence[Cell]], None] | None = None) -> Spent:
+def run_followups(
+    load: Callable[[], Sequence[CellResult]],
+    view: IndexView,
+    run: Callable[[Cell, int], None],
+    cap: int,
+    log: Callable[[str], None],
+    upcoming: Callable[[Sequence[Cell]], None] | None = None,
+) -> Spent:
     """Plan, run, plan again until nothing is left or the cap is spent. ``load()`` reads the
     run's results; ``run(cell, position)`` runs one cell (its result lands where ``load`` reads).
     ``upcoming(cells)``, before each run: the planned cells that follow it (what the prefetch
@@ -170,12 +205,22 @@ def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run
         results = list(load())
         spent.spent = sum(1 for r in results if r.cell.is_followup)
         axis = view.torchvision_axis
-        view.read_pairing(followups.edge_versions(results, view.releases_for, torchvision_axis=axis))
-        view.read_torch_of(followups.edge_versions(results, view.releases_for, followups.TORCHVISION,
-                                                   torchvision_axis=axis))
-        planned = followups.plan_followups(results, view.releases_for, pythons_of=view.pythons_of,
-                                           pairing=view.pairing if view.paired else None,
-                                           torch_of=view.torch_of, torchvision_axis=axis)
+        view.read_pairing(
+            followups.edge_versions(results, view.releases_for, torchvision_axis=axis)
+        )
+        view.read_torch_of(
+            followups.edge_versions(
+                results, view.releases_for, followups.TORCHVISION, torchvision_axis=axis
+            )
+        )
+        planned = followups.plan_followups(
+            results,
+            view.releases_for,
+            pythons_of=view.pythons_of,
+            pairing=view.pairing if view.paired else None,
+            torch_of=view.torch_of,
+            torchvision_axis=axis,
+        )
         if not planned:
             break
         now, spent.dropped = followups.within_cap(planned, spent.spent, cap)
@@ -184,7 +229,7 @@ def run_followups(load: Callable[[], Sequence[CellResult]], view: IndexView, run
         for index, cell in enumerate(now):
             log(f"follow-up {cell.origin}: {cell.id}: {cell.reason}")
             if upcoming is not None:
-                upcoming(now[index + 1:])
+                upcoming(now[index + 1 :])
             run(cell, spent.spent + 1)
             spent.ran += 1
             spent.spent += 1

@@ -41,32 +41,42 @@ def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
     """
     probesuite.check(spec)
     index = open_index(spec.index, environ=environ)
-    variant_indexes = {variant: open_variant_index(spec.index, variant, environ=environ, optional=False)
-                       for variant in spec.variants if variant != DEFAULT_VARIANT}
+    variant_indexes = {
+        variant: open_variant_index(spec.index, variant, environ=environ, optional=False)
+        for variant in spec.variants
+        if variant != DEFAULT_VARIANT
+    }
     for variant, variant_index in variant_indexes.items():
         # Every cell of the variant installs from this index: unreachable now means each cell
         # would retry and end as an error. Say so once, before anything is installed.
         try:
             variant_index.versions("torch")
         except UserError as error:
-            raise UserError(f"the PyTorch index for variant {variant!r} cannot be read: {error.message}",
-                            where=f"{spec.path}: index.pytorch",
-                            hint=f'set `[index] pytorch = "<mirror>"` to a reachable mirror of '
-                                 f'{spec.index.pytorch}, or test without it: `variant = "default"`') from None
+            raise UserError(
+                f"the PyTorch index for variant {variant!r} cannot be read: {error.message}",
+                where=f"{spec.path}: index.pytorch",
+                hint=f'set `[index] pytorch = "<mirror>"` to a reachable mirror of '
+                f'{spec.index.pytorch}, or test without it: `variant = "default"`',
+            ) from None
     facts = gather_facts(spec, index, variant_indexes=variant_indexes)
     try:
         interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
     except UserError as error:
-        raise UserError(error.message, where=f"{spec.path}: {error.where}",
-                        hint=error.hint or "point it at an interpreter of that Python version, or remove "
-                                           "the entry to search PATH, pyenv and uv's Pythons") from None
+        raise UserError(
+            error.message,
+            where=f"{spec.path}: {error.where}",
+            hint=error.hint
+            or "point it at an interpreter of that Python version, or remove "
+            "the entry to search PATH, pyenv and uv's Pythons",
+        ) from None
     if not spec.allow_missing_interpreters:
         check_interpreters(spec, interpreters, environ)
     return Planned(plan_cells(spec, facts, interpreters), interpreters)
 
 
-def check_interpreters(spec: Spec, interpreters: Mapping[str, Interpreter | None],
-                       environ: Mapping[str, str]) -> None:
+def check_interpreters(
+    spec: Spec, interpreters: Mapping[str, Interpreter | None], environ: Mapping[str, str]
+) -> None:
     """A Python the spec names that no interpreter here provides is a ``UserError`` (a typo such as
     "3.21" must not become unsatisfiable cells and a green run), naming what this machine has."""
     missing = [version for version in wanted_pythons(spec) if interpreters.get(version) is None]
@@ -76,14 +86,18 @@ def check_interpreters(spec: Spec, interpreters: Mapping[str, Interpreter | None
     if version in spec.python:
         key = f"python[{spec.python.index(version)}]"
     else:
-        key = next(f"{rule.where}.python" for rule in spec.include if rule.values["python"][0] == version)
+        key = next(
+            f"{rule.where}.python" for rule in spec.include if rule.values["python"][0] == version
+        )
     found = installed_pythons(environ)
-    raise UserError(f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH})",
-                    where=f"{spec.path}: {key}",
-                    hint=f"interpreters found here: {', '.join(found) or 'none'}; add Python {version} with "
-                         f"`uv python install {version}` (or pyenv), or give its path in [interpreters] "
-                         f"\"{version}\" = \"/path/to/python{version}\"; or set allow_missing_interpreters "
-                         "= true to plan its cells as unsatisfiable")
+    raise UserError(
+        f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH})",
+        where=f"{spec.path}: {key}",
+        hint=f"interpreters found here: {', '.join(found) or 'none'}; add Python {version} with "
+        f"`uv python install {version}` (or pyenv), or give its path in [interpreters] "
+        f'"{version}" = "/path/to/python{version}"; or set allow_missing_interpreters '
+        "= true to plan its cells as unsatisfiable",
+    )
 
 
 def plan_for_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> list[Cell]:

@@ -64,21 +64,29 @@ def settings_from(environ: Mapping[str, str] = os.environ) -> PrefetchSettings:
         if ahead < 0:
             raise ValueError
     except ValueError:
-        raise UserError(f"expected a number of cells >= 0, got {raw!r}", where=PREFETCH_ENV,
-                        hint=f"unset it for the default ({DEFAULT_AHEAD}), or {PREFETCH_ENV}=0 to switch "
-                             f"prefetching off") from None
+        raise UserError(
+            f"expected a number of cells >= 0, got {raw!r}",
+            where=PREFETCH_ENV,
+            hint=f"unset it for the default ({DEFAULT_AHEAD}), or {PREFETCH_ENV}=0 to switch "
+            f"prefetching off",
+        ) from None
     raw = environ.get(BUDGET_ENV, "").strip()
     try:
         free_gb = float(raw) if raw else DEFAULT_FREE_GB
         if not math.isfinite(free_gb) or free_gb < 0:
             raise ValueError
     except ValueError:
-        raise UserError(f"expected a number of GB >= 0, got {raw!r}", where=BUDGET_ENV,
-                        hint=f"unset it for the default ({DEFAULT_FREE_GB:g} GB of free space kept)") from None
+        raise UserError(
+            f"expected a number of GB >= 0, got {raw!r}",
+            where=BUDGET_ENV,
+            hint=f"unset it for the default ({DEFAULT_FREE_GB:g} GB of free space kept)",
+        ) from None
     return PrefetchSettings(ahead=ahead, min_free_bytes=int(free_gb * 1e9))
 
 
-def fetch_command(cell: Cell, index_config: Any, python: str, target: Path, uv: str) -> list[str] | None:
+def fetch_command(
+    cell: Cell, index_config: Any, python: str, target: Path, uv: str
+) -> list[str] | None:
     """The cell's own install command, pins only, into ``target`` instead of a venv; None when the
     cell cannot be fetched this way (an override pair)."""
     if environment.OVERRIDE_TAG in cell.tags or cell.plan_note:
@@ -99,11 +107,20 @@ def free_bytes(path: str | os.PathLike[str]) -> int:
 class Prefetcher:
     """One per run. ``ahead(cells)`` when a cell's probes start; ``close()`` at the end (idempotent)."""
 
-    def __init__(self, settings: PrefetchSettings, *, cache_dir: str, scratch: Path, index_config: Any,
-                 python_for: Callable[[Cell], str], env: Mapping[str, str] | None = None, uv: str | None = None,
-                 log: Callable[[str], None] = lambda line: None,
-                 free: Callable[[str], int] = free_bytes,
-                 start: Callable[..., Any] = proc.background) -> None:
+    def __init__(
+        self,
+        settings: PrefetchSettings,
+        *,
+        cache_dir: str,
+        scratch: Path,
+        index_config: Any,
+        python_for: Callable[[Cell], str],
+        env: Mapping[str, str] | None = None,
+        uv: str | None = None,
+        log: Callable[[str], None] = lambda line: None,
+        free: Callable[[str], int] = free_bytes,
+        start: Callable[..., Any] = proc.background,
+    ) -> None:
         self.settings = settings
         self.cache_dir = cache_dir
         self.scratch = Path(scratch)
@@ -128,14 +145,18 @@ class Prefetcher:
         if self.settings.ahead <= 0 or self._closed:
             return []
         with self._lock:
-            new = [cell for cell in upcoming[:self.settings.ahead] if cell.id not in self.seen]
+            new = [cell for cell in upcoming[: self.settings.ahead] if cell.id not in self.seen]
             self.seen.update(cell.id for cell in new)
             self.queued.extend(new)
             if new and (self._thread is None or not self._thread.is_alive()):
-                self._thread = threading.Thread(target=self._work, name="torch-matrix-prefetch", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._work, name="torch-matrix-prefetch", daemon=True
+                )
                 self._thread.start()
         if new:
-            self.log(f"prefetch: fetching the wheels of {', '.join(c.id for c in new)} while the probes run")
+            self.log(
+                f"prefetch: fetching the wheels of {', '.join(c.id for c in new)} while the probes run"
+            )
         return new
 
     def claim(self, cell_id: str, timeout_s: float = 3600.0) -> None:
@@ -178,7 +199,9 @@ class Prefetcher:
             while (cell := self._next()) is not None:
                 started = time.monotonic()
                 self.done[cell.id] = self._fetch(cell)
-                self.log(f"prefetch: {cell.id}: {self.done[cell.id]} ({time.monotonic() - started:.1f}s)")
+                self.log(
+                    f"prefetch: {cell.id}: {self.done[cell.id]} ({time.monotonic() - started:.1f}s)"
+                )
         finally:
             with self._lock:
                 self._current = ""
@@ -204,7 +227,11 @@ class Prefetcher:
             returncode, why = self._run(hash_command(self.python_for(cell), target), None)
             if why:
                 return why
-            return "fetched" if returncode == 0 else f"fetched (files not hashed ahead: exited {returncode})"
+            return (
+                "fetched"
+                if returncode == 0
+                else f"fetched (files not hashed ahead: exited {returncode})"
+            )
         except OSError as error:
             return f"failed: {error}"
         finally:

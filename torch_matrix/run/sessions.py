@@ -126,11 +126,13 @@ def wants_matrix(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -
 LISTING_FLAGS = ("-l", "--list", "--list-sessions", "--usage", "-h", "--help", "--version")
 
 
-def lock_run(plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> None:
+def lock_run(
+    plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str, str] = os.environ
+) -> None:
     """Hold this run's results directory and nox env dir (``torch_matrix.edges.locks``); listing locks nothing."""
     from torch_matrix.edges import locks
 
-    args = list(argv[:argv.index("--")] if "--" in argv else argv)
+    args = list(argv[: argv.index("--")] if "--" in argv else argv)
     if any(arg in LISTING_FLAGS for arg in args):
         return
     locks.hold(plan.run_dir, "results directory", environ)
@@ -139,7 +141,7 @@ def lock_run(plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str,
 
 def envdir_of(argv: Sequence[str]) -> Path:
     """nox's env dir (``--envdir``, default ``.nox``), absolute."""
-    args = list(argv[:argv.index("--")] if "--" in argv else argv)
+    args = list(argv[: argv.index("--")] if "--" in argv else argv)
     envdir = ".nox"
     for i, arg in enumerate(args):
         if arg == "--envdir" and i + 1 < len(args):
@@ -161,9 +163,12 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
 
     planned = plan_spec(spec, environ)
     if not planned.cells:
-        raise UserError("the spec plans no cells: nothing would be tested", where=spec.path,
-                        hint="its [[exclude]] rules (or version selections) remove every cell; "
-                             "loosen them, and check with `torch-matrix plan`")
+        raise UserError(
+            "the spec plans no cells: nothing would be tested",
+            where=spec.path,
+            hint="its [[exclude]] rules (or version selections) remove every cell; "
+            "loosen them, and check with `torch-matrix plan`",
+        )
     interpreters: dict[str, str] = {}
     missing: list[str] = []
     for name, interpreter in planned.interpreters.items():
@@ -176,8 +181,14 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
     cells = shard_cells(planned.cells, environ.get(SHARD_ENV, ""), SHARD_ENV)
     from torch_matrix.world.probesuite import suite_digest
 
-    return MatrixPlan(spec=spec, cells=cells, interpreters=interpreters, missing_pythons=missing,
-                      results_root=root, suite=suite_digest(spec))
+    return MatrixPlan(
+        spec=spec,
+        cells=cells,
+        interpreters=interpreters,
+        missing_pythons=missing,
+        results_root=root,
+        suite=suite_digest(spec),
+    )
 
 
 def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> None:
@@ -185,10 +196,11 @@ def announce_missing(plan: MatrixPlan, environ: Mapping[str, str] = os.environ) 
     from torch_matrix.world.specfile import INTERPRETER_SEARCH
 
     for version in plan.missing_pythons:
-        consequence = ("an error (CI is set)" if environ.get("CI")
-                       else "recorded as unsatisfiable")
-        console.warn(f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH});"
-                     f" its cells are {consequence}")
+        consequence = "an error (CI is set)" if environ.get("CI") else "recorded as unsatisfiable"
+        console.warn(
+            f"no Python {version} interpreter found (looked in: {INTERPRETER_SEARCH});"
+            f" its cells are {consequence}"
+        )
 
 
 def params(plan: MatrixPlan) -> list[tuple[str, str, list[str]]]:
@@ -213,9 +225,12 @@ def redo_cells(posargs: Sequence[str]) -> list[str]:
     ids = _split_redo(posargs)[1]
     for cell_id in ids:
         if not layout.is_cell_id(cell_id):
-            raise UserError(f"--redo {cell_id!r} is not a cell id", "posargs",
-                            hint="pass the follow-up cell's id as the report prints it "
-                                 "(`-s followups -- --redo t2.0.0-py3.11-edge`)")
+            raise UserError(
+                f"--redo {cell_id!r} is not a cell id",
+                "posargs",
+                hint="pass the follow-up cell's id as the report prints it "
+                "(`-s followups -- --redo t2.0.0-py3.11-edge`)",
+            )
     return ids
 
 
@@ -252,7 +267,11 @@ def refresh_targets(plan: MatrixPlan, cell: Cell) -> bool:
 
     path = layout.cell_file(plan.cells_dir, cell.id)
     stored = read_result(path)
-    again = rejudged(stored, tuple(plan.spec.targets)) if stored is not None and plan.spec is not None else None
+    again = (
+        rejudged(stored, tuple(plan.spec.targets))
+        if stored is not None and plan.spec is not None
+        else None
+    )
     if again is None:
         return False
     write_result(again, plan.cells_dir)
@@ -286,12 +305,19 @@ def gpu_list(environ: Mapping[str, str] = os.environ) -> list[str]:
     return [d.strip() for d in environ.get(GPUS_ENV, "").split(",") if d.strip()]
 
 
-def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
-                    environ: Mapping[str, str] = os.environ) -> None:
+def run_matrix_cell(
+    session: Any, plan: MatrixPlan, cell: Cell, environ: Mapping[str, str] = os.environ
+) -> None:
     """The body of one ``matrix(<cell-id>)`` session."""
     from torch_matrix.run.cellrun import CellSettings, run_cell
     from torch_matrix.world.specfile import project_dir
-    from torch_matrix.judge.verdict import COMPATIBLE, ENVIRONMENT, INCOMPATIBLE, NO_EVIDENCE, verdict_of
+    from torch_matrix.judge.verdict import (
+        COMPATIBLE,
+        ENVIRONMENT,
+        INCOMPATIBLE,
+        NO_EVIDENCE,
+        verdict_of,
+    )
 
     if not getattr(session, "parallel", False):
         with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
@@ -300,23 +326,35 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
     if not redo_requested(session.posargs, environ) and is_complete(plan, cell):
         if refresh_targets(plan, cell):
             session.log(f"{cell.id}: hardware targets judged again from its recorded build")
-        session.skip(f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
-                     f"({REDO_ENV}=1 or `-- --redo` reruns it)")
+        session.skip(
+            f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
+            f"({REDO_ENV}=1 or `-- --redo` reruns it)"
+        )
     if not plan.has_interpreter(cell) and environ.get("CI"):
-        session.error(f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
-                      "install it or drop it from the spec")
+        session.error(
+            f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
+            "install it or drop it from the spec"
+        )
     position = plan.cells.index(cell) + 1 if cell in plan.cells else 0
     venv = Path(session.virtualenv.location)
     warn_if_uv_cannot_hardlink(session, venv.parent, environ)
     settings = CellSettings(
-        cells_dir=plan.cells_dir, work_dir=venv / "torch-matrix", index_config=plan.spec.index,
-        fingerprint=plan.fingerprint(cell), probe_dirs=tuple(plan.spec.probes.dirs),
-        probe_commands=dict(plan.spec.probes.commands), probe_timeout_s=plan.spec.probes.timeout,
+        cells_dir=plan.cells_dir,
+        work_dir=venv / "torch-matrix",
+        index_config=plan.spec.index,
+        fingerprint=plan.fingerprint(cell),
+        probe_dirs=tuple(plan.spec.probes.dirs),
+        probe_commands=dict(plan.spec.probes.commands),
+        probe_timeout_s=plan.spec.probes.timeout,
         probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
         retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
-        position=position, total=len(plan.cells), project_dir=project_dir(plan.spec),
-        probe_reruns=probe_reruns(environ), rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"),
-        targets=plan.spec.targets)
+        position=position,
+        total=len(plan.cells),
+        project_dir=project_dir(plan.spec),
+        probe_reruns=probe_reruns(environ),
+        rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"),
+        targets=plan.spec.targets,
+    )
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:
@@ -329,7 +367,9 @@ def run_matrix_cell(session: Any, plan: MatrixPlan, cell: Cell,
         except UserError as error:
             session.error(error.render())
     verdict = verdict_of(result)
-    reason = terminal(verdict.reason.strip())  # nox prints it as it is: a probe's message can hold anything
+    reason = terminal(
+        verdict.reason.strip()
+    )  # nox prints it as it is: a probe's message can hold anything
     if verdict.kind == NO_EVIDENCE:
         session.error(f"{cell.id}: ERROR (no evidence): {reason}")
     if verdict.kind == INCOMPATIBLE:
@@ -352,8 +392,11 @@ def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> f
     except ValueError:
         value = -1.0
     if not math.isfinite(value) or value < 0:
-        raise UserError(f"expected a number of seconds >= 0, got {text!r}", where=name,
-                        hint=f"unset it for the default ({default:g} s), or e.g. {name}={default:g}")
+        raise UserError(
+            f"expected a number of seconds >= 0, got {text!r}",
+            where=name,
+            hint=f"unset it for the default ({default:g} s), or e.g. {name}={default:g}",
+        )
     return value
 
 
@@ -387,8 +430,15 @@ def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
         return DEFAULT_RERUNS
 
 
-def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python: str, settings: Any,
-                        environ: Mapping[str, str] = os.environ, steps: Any = None) -> list[Any]:
+def run_counterfactuals(
+    session: Any,
+    plan: MatrixPlan,
+    result: Any,
+    venv_python: str,
+    settings: Any,
+    environ: Mapping[str, str] = os.environ,
+    steps: Any = None,
+) -> list[Any]:
     """Run the cells that isolate the blame for ``result`` (``torch_matrix.plan.counterfactual``) in the
     same venv, one requirement added, running only the probes its finding concerns (``probe_subset``;
     its other probe results are ``result``'s); each writes its own result file. Bounded by the cap."""
@@ -404,43 +454,66 @@ def run_counterfactuals(session: Any, plan: MatrixPlan, result: Any, venv_python
         return []
     cap = cap_from(environ)
     mine = {c.id for c in planned}
-    already = sum(1 for path in Path(plan.cells_dir).glob("*.json")
-                  if is_followup_id(path.stem) and path.stem not in mine)
+    already = sum(
+        1
+        for path in Path(plan.cells_dir).glob("*.json")
+        if is_followup_id(path.stem) and path.stem not in mine
+    )
     run_now, dropped = within_cap(planned, already, cap)
-    session.log(f"{result.cell.id}: counterfactual: {len(run_now)} cell(s) to isolate the blame "
-                f"(follow-up cap {cap} per run, {already} used; {FOLLOWUPS_ENV}=0 switches them off)"
-                + (f"; {dropped} dropped by the cap" if dropped else ""))
+    session.log(
+        f"{result.cell.id}: counterfactual: {len(run_now)} cell(s) to isolate the blame "
+        f"(follow-up cap {cap} per run, {already} used; {FOLLOWUPS_ENV}=0 switches them off)"
+        + (f"; {dropped} dropped by the cap" if dropped else "")
+    )
     results = []
     for position, cf in enumerate(run_now):
         cf_settings = dataclasses.replace(settings, fingerprint=plan.fingerprint(cf))
         # While this one runs its probes, the next follow-up cells' wheels are fetched first.
-        cf_steps = steps(cf, run_now[position + 1:]) if steps is not None else None
+        cf_steps = steps(cf, run_now[position + 1 :]) if steps is not None else None
         cf_result = run_cell(cf, venv_python, cf_settings, cf_steps, base=result)
         session.log(f"{cf.id}: counterfactual verdict: {verdict_of(cf_result).kind}")
         results.append(cf_result)
     return results
 
 
-_PREFETCHER: list[Any] = []  # one torch_matrix.run.prefetch.Prefetcher per nox process (closed at exit)
+_PREFETCHER: list[
+    Any
+] = []  # one torch_matrix.run.prefetch.Prefetcher per nox process (closed at exit)
 
 
-def queued_cells(session: Any, plan: MatrixPlan, environ: Mapping[str, str] = os.environ) -> list[Cell] | None:
+def queued_cells(
+    session: Any, plan: MatrixPlan, environ: Mapping[str, str] = os.environ
+) -> list[Cell] | None:
     """The matrix cells nox will still run after this session, in order (those with a complete
     result are skipped unless redone); None when nox's queue cannot be read (then nothing is fetched)."""
     try:
         queue = session._runner.manifest._queue  # noqa: SLF001 - nox has no public view of what is left
-        ids = [runner.func.call_spec.get("cell") for runner in queue if hasattr(runner.func, "call_spec")]
+        ids = [
+            runner.func.call_spec.get("cell")
+            for runner in queue
+            if hasattr(runner.func, "call_spec")
+        ]
     except AttributeError:
         return None
     redo = redo_requested(session.posargs, environ)
     by_id = {cell.id: cell for cell in plan.cells}
     wanted = [by_id[cell_id] for cell_id in ids if cell_id in by_id]
-    return [cell for cell in wanted if not cell.plan_note and plan.has_interpreter(cell)
-            and (redo or not is_complete(plan, cell))]
+    return [
+        cell
+        for cell in wanted
+        if not cell.plan_note
+        and plan.has_interpreter(cell)
+        and (redo or not is_complete(plan, cell))
+    ]
 
 
-def run_prefetcher(session: Any, index_config: Any, python_for: Callable[[Cell], str], venvs_dir: Path,
-                   environ: Mapping[str, str] = os.environ) -> Any:
+def run_prefetcher(
+    session: Any,
+    index_config: Any,
+    python_for: Callable[[Cell], str],
+    venvs_dir: Path,
+    environ: Mapping[str, str] = os.environ,
+) -> Any:
     """The run's one ``Prefetcher`` (closed at exit), or None when ``TORCH_MATRIX_PREFETCH=0``."""
     import atexit
 
@@ -451,16 +524,23 @@ def run_prefetcher(session: Any, index_config: Any, python_for: Callable[[Cell],
     if settings.ahead <= 0:
         return None
     if not _PREFETCHER:
-        prefetcher = Prefetcher(settings, cache_dir=uv_cache_dir(environ) or str(venvs_dir),
-                                scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
-                                index_config=index_config, python_for=python_for, env=base_env(), log=session.log)
+        prefetcher = Prefetcher(
+            settings,
+            cache_dir=uv_cache_dir(environ) or str(venvs_dir),
+            scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
+            index_config=index_config,
+            python_for=python_for,
+            env=base_env(),
+            log=session.log,
+        )
         atexit.register(prefetcher.close)
         _PREFETCHER.append(prefetcher)
     return _PREFETCHER[0]
 
 
-def prefetch_steps(session: Any, plan: MatrixPlan, venvs_dir: Path,
-                   environ: Mapping[str, str] = os.environ) -> Callable[[Cell, Sequence[Cell]], Any]:
+def prefetch_steps(
+    session: Any, plan: MatrixPlan, venvs_dir: Path, environ: Mapping[str, str] = os.environ
+) -> Callable[[Cell, Sequence[Cell]], Any]:
     """``steps(cell, first)``: the ``CellSteps`` for ``cell``, whose probe phase starts the prefetch of
     what runs next: ``first`` (follow-up cells), then the next cells nox has queued. A fetch of
     ``cell`` itself still under way is waited for (never two uv processes on the same downloads).
@@ -480,12 +560,15 @@ def prefetch_steps(session: Any, plan: MatrixPlan, venvs_dir: Path,
             upcoming = queued_cells(session, plan, environ)
             if upcoming is not None:
                 prefetcher.ahead([*first, *upcoming])
+
         return CellSteps(probes_starting=starting)
+
     return steps
 
 
-def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
-                          environ: Mapping[str, str] = os.environ) -> Any:
+def run_followups_session(
+    session: Any, argv: Sequence[str] = sys.argv, environ: Mapping[str, str] = os.environ
+) -> Any:
     """The body of ``nox -s followups`` (queued by every matrix cell, before the report): the
     follow-up cells the run's results call for (``torch_matrix.plan.followups``), each in a venv of its
     own under the env dir, until none is left or the cap is spent; prints what they cost."""
@@ -510,23 +593,36 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
             session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
         for cell_id in redo_cells(session.posargs):  # its result gone, the planner plans it again
             if not is_followup_id(cell_id):  # a matrix cell: the planner would never plan it again
-                raise UserError(f"--redo {cell_id} is a matrix cell, not a follow-up cell", "posargs",
-                                hint=f"rerun it with `{layout.repro_command(cell_id)}`")
+                raise UserError(
+                    f"--redo {cell_id} is a matrix cell, not a follow-up cell",
+                    "posargs",
+                    hint=f"rerun it with `{layout.repro_command(cell_id)}`",
+                )
             cell_path = layout.cell_file(plan.cells_dir, cell_id)
             if not cell_path.is_file():
-                raise UserError(f"no result of the cell {cell_id} to redo", str(plan.cells_dir),
-                                hint="pass a follow-up cell's id as the report's rerun line prints it")
+                raise UserError(
+                    f"no result of the cell {cell_id} to redo",
+                    str(plan.cells_dir),
+                    hint="pass a follow-up cell's id as the report's rerun line prints it",
+                )
             cell_path.unlink()
         interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
         suite = suite_digest(spec)
         envdir = envdir_of(argv)
         cap = cap_from(environ)
         base = CellSettings(
-            cells_dir=plan.cells_dir, work_dir=envdir, index_config=spec.index,
-            probe_dirs=tuple(spec.probes.dirs), probe_commands=dict(spec.probes.commands),
-            probe_timeout_s=spec.probes.timeout, probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
-            retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0), total=cap,
-            project_dir=project_dir(spec), probe_reruns=probe_reruns(environ))
+            cells_dir=plan.cells_dir,
+            work_dir=envdir,
+            index_config=spec.index,
+            probe_dirs=tuple(spec.probes.dirs),
+            probe_commands=dict(spec.probes.commands),
+            probe_timeout_s=spec.probes.timeout,
+            probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
+            retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
+            total=cap,
+            project_dir=project_dir(spec),
+            probe_reruns=probe_reruns(environ),
+        )
 
         def python_for(cell: Cell) -> str:
             interpreter = interpreters.get(cell.python)
@@ -537,25 +633,41 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
         following: list[Cell] = []
 
         def run(cell: Cell, position: int) -> None:
-            settings = dataclasses.replace(base, fingerprint=cell.fingerprint(spec.index.to_json(), suite),
-                                           position=position)
+            settings = dataclasses.replace(
+                base, fingerprint=cell.fingerprint(spec.index.to_json(), suite), position=position
+            )
             followed = None
-            if cell.origin == ORIGIN_COUNTERFACTUAL:  # run here only when the cell's session could not
+            if (
+                cell.origin == ORIGIN_COUNTERFACTUAL
+            ):  # run here only when the cell's session could not
                 followed = read_result(layout.cell_file(plan.cells_dir, counterfactual_of(cell.id)))
             steps = None
             if prefetcher is not None:
                 prefetcher.claim(cell.id)
                 after = list(following)
                 steps = CellSteps(probes_starting=lambda _running: prefetcher.ahead(after))
-            result, resumed = run_in_own_venv(cell, settings, python_for(cell), envdir / f"followup-{cell.id}",
-                                              base=followed, steps=steps)
-            session.log(f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}" + (" [resumed]" if resumed else ""))
+            result, resumed = run_in_own_venv(
+                cell,
+                settings,
+                python_for(cell),
+                envdir / f"followup-{cell.id}",
+                base=followed,
+                steps=steps,
+            )
+            session.log(
+                f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}"
+                + (" [resumed]" if resumed else "")
+            )
 
         def load() -> list[Any]:
             # A follow-up result of older probes or another index (its fingerprint differs) is not
             # evidence: left out, its cell is planned again and rerun, like a grid cell would be.
-            return [r for r in load_results(plan.run_dir).results if not r.cell.is_followup
-                    or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)]
+            return [
+                r
+                for r in load_results(plan.run_dir).results
+                if not r.cell.is_followup
+                or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)
+            ]
 
         def upcoming(cells: Sequence[Cell]) -> None:
             following[:] = cells
@@ -568,8 +680,9 @@ def run_followups_session(session: Any, argv: Sequence[str] = sys.argv,
 _LINK_CHECKED: list[bool] = []
 
 
-def warn_if_uv_cannot_hardlink(session: Any, venvs_dir: Path,
-                               environ: Mapping[str, str] = os.environ) -> str | None:
+def warn_if_uv_cannot_hardlink(
+    session: Any, venvs_dir: Path, environ: Mapping[str, str] = os.environ
+) -> str | None:
     """Once per run: a uv cache on another filesystem turns every cell into a full copy of torch."""
     if _LINK_CHECKED:
         return None

@@ -35,8 +35,12 @@ CONSTRAINTS_FILE = "constraints"
 REQUIREMENT = "requirement"
 
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
-_FILE_OPTIONS = {"-r": REQUIREMENTS_FILE, "--requirement": REQUIREMENTS_FILE,
-                 "-c": CONSTRAINTS_FILE, "--constraint": CONSTRAINTS_FILE}
+_FILE_OPTIONS = {
+    "-r": REQUIREMENTS_FILE,
+    "--requirement": REQUIREMENTS_FILE,
+    "-c": CONSTRAINTS_FILE,
+    "--constraint": CONSTRAINTS_FILE,
+}
 _EXTRAS = re.compile(r"^(?P<path>.*?)(?P<extras>\[[A-Za-z0-9_.,\s-]*\])?$")
 _PYTEST = re.compile(r"(^|[\s/;&|(])(py\.test|pytest)(\s|$)")
 
@@ -84,10 +88,14 @@ def parse_item(text: str) -> InstallItem:
         if not item:
             raise InstallItemError("-e needs a path, e.g. '-e .[test]'")
         if not _looks_like_path(item):
-            raise InstallItemError(f"-e {item!r}: only local paths can be editable (write './{item}')")
+            raise InstallItemError(
+                f"-e {item!r}: only local paths can be editable (write './{item}')"
+            )
     elif item.startswith("-"):
-        raise InstallItemError(f"unsupported option {option!r} (accepted: a path such as '.[test]', "
-                               "'-e PATH', '-r FILE', '-c FILE' or a PEP 508 requirement)")
+        raise InstallItemError(
+            f"unsupported option {option!r} (accepted: a path such as '.[test]', "
+            "'-e PATH', '-r FILE', '-c FILE' or a PEP 508 requirement)"
+        )
     if _looks_like_path(item):
         match = _EXTRAS.match(item)
         assert match is not None
@@ -95,19 +103,23 @@ def parse_item(text: str) -> InstallItem:
         if not path:
             raise InstallItemError(f"{item!r}: no path before the extras")
         if "[" in path or "]" in path:
-            raise InstallItemError(f"{item!r}: malformed extras (expected PATH[extra1,extra2], "
-                                   "e.g. '.[test]')")
+            raise InstallItemError(
+                f"{item!r}: malformed extras (expected PATH[extra1,extra2], e.g. '.[test]')"
+            )
         return InstallItem(text.strip(), PATH, target=path, extras=extras, editable=editable)
     try:
         Requirement(item)
     except InvalidRequirement as error:
-        raise InstallItemError(f"{item!r} is neither a path ('.[test]'), '-r FILE' nor a PEP 508 "
-                               f"requirement: {error}") from None
+        raise InstallItemError(
+            f"{item!r} is neither a path ('.[test]'), '-r FILE' nor a PEP 508 requirement: {error}"
+        ) from None
     return InstallItem(item, REQUIREMENT)
 
 
 def is_project_dir(path: str) -> bool:
-    return os.path.isdir(path) and any(os.path.isfile(os.path.join(path, name)) for name in PROJECT_FILES)
+    return os.path.isdir(path) and any(
+        os.path.isfile(os.path.join(path, name)) for name in PROJECT_FILES
+    )
 
 
 def uv_args(items: Sequence[str], base_dir: str) -> list[str]:
@@ -166,7 +178,9 @@ def install_digest(items: Sequence[str], base_dir: str) -> str:
         if item.kind == REQUIREMENT:
             continue
         path = item.absolute(base_dir)
-        files = [os.path.join(path, name) for name in PROJECT_FILES] if os.path.isdir(path) else [path]
+        files = (
+            [os.path.join(path, name) for name in PROJECT_FILES] if os.path.isdir(path) else [path]
+        )
         for file in files:
             try:
                 with open(file, "rb") as handle:

@@ -27,7 +27,9 @@ PROBE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 TORCH_SELECT = ("all", "latest-patch")
 POLICY_VALUES = ("fail", "pass")
 PYPI_SIMPLE = "https://pypi.org/simple"
-PYTORCH_INDEX = "https://download.pytorch.org/whl"  # the official base: uv's --torch-backend knows it
+PYTORCH_INDEX = (
+    "https://download.pytorch.org/whl"  # the official base: uv's --torch-backend knows it
+)
 # Where ``torch_matrix.world.interpreters`` looks for Python X.Y, in order (named in messages).
 # `torch` left out of a spec: the built-in default matrix's selection (default_matrix.toml), never
 # every release since 1.0
@@ -69,7 +71,9 @@ class ExtraAxis:
 class ProbeConfig:
     run: tuple[str, ...] = ()  # empty = the whole standard suite
     required: tuple[str, ...] = ()  # empty = every probe that runs
-    unsupported: str = default_policy(names_required=False)["unsupported"]  # "fail" once `required` names probes
+    unsupported: str = default_policy(names_required=False)[
+        "unsupported"
+    ]  # "fail" once `required` names probes
     skip: str = default_policy(names_required=False)["skip"]
     dirs: tuple[str, ...] = ()  # absolute paths
     commands: Mapping[str, str] = field(default_factory=dict)
@@ -99,8 +103,12 @@ class IndexConfig:
         return f"{self.pytorch.rstrip('/')}/{variant}/"
 
     def to_json(self) -> dict[str, Any]:
-        return {"default": self.default, "pytorch": self.pytorch,
-                "extra": list(self.extra), "find_links": list(self.find_links)}
+        return {
+            "default": self.default,
+            "pytorch": self.pytorch,
+            "extra": list(self.extra),
+            "find_links": list(self.find_links),
+        }
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,9 @@ class Spec:
     interpreters: Mapping[str, str]
     path: str  # where the spec came from, for messages
     base_dir: str  # relative paths in the spec are relative to this (the project directory)
-    install: tuple[str, ...] = ()  # what else goes into every cell (see torch_matrix.spec.install_items)
+    install: tuple[
+        str, ...
+    ] = ()  # what else goes into every cell (see torch_matrix.spec.install_items)
     install_digest: str = ""  # what the install items' files declare (set by load_spec)
     # [targets]: GPUs and drivers each cell's build is judged for (torch_matrix.judge.hardware), each GPU
     # with each driver; they change no cell (verdicts come from the build's facts, on CPU).
@@ -143,6 +153,7 @@ class Spec:
             if axis.name == name:
                 return axis
         return None
+
 
 PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = "tool.torch-matrix"

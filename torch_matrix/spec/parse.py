@@ -58,13 +58,21 @@ def derived_name(path: Path) -> str:
     so two specs do not silently share ``results/default``.
     """
     resolved = path.resolve()
-    parts = [resolved.parent.name or "spec"] + ([] if resolved.name == "matrix.toml" else [resolved.stem])
+    parts = [resolved.parent.name or "spec"] + (
+        [] if resolved.name == "matrix.toml" else [resolved.stem]
+    )
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(parts)).strip("-._") or "spec"
     return name if name != "default" else "default-spec"
 
 
-def parse_spec(text: str, where: str = "matrix.toml", *, environ: Mapping[str, str] | None = None,
-               base_dir: str | None = None, default_name: str | None = None) -> Spec:
+def parse_spec(
+    text: str,
+    where: str = "matrix.toml",
+    *,
+    environ: Mapping[str, str] | None = None,
+    base_dir: str | None = None,
+    default_name: str | None = None,
+) -> Spec:
     """Validate a spec's text. Pure: a function of its arguments alone.
 
     ``environ`` (pip's variables, ``HOME`` for ``~`` in paths) is only what the caller
@@ -75,14 +83,23 @@ def parse_spec(text: str, where: str = "matrix.toml", *, environ: Mapping[str, s
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise UserError(f"invalid TOML: {error}", where=where,
-                        hint="fix the TOML syntax at that line and column; " + CHECK_HINT) from None
-    return _Parser(where, environ or {}, base_dir or os.path.dirname(where),
-                   default_name or "default").spec(data)
+        raise UserError(
+            f"invalid TOML: {error}",
+            where=where,
+            hint="fix the TOML syntax at that line and column; " + CHECK_HINT,
+        ) from None
+    return _Parser(
+        where, environ or {}, base_dir or os.path.dirname(where), default_name or "default"
+    ).spec(data)
 
 
-def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, str] | None = None,
-                    base_dir: str | None = None) -> Spec:
+def parse_pyproject(
+    text: str,
+    where: str = PYPROJECT,
+    *,
+    environ: Mapping[str, str] | None = None,
+    base_dir: str | None = None,
+) -> Spec:
     """The ``[tool.torch-matrix]`` table of a pyproject.toml: the same keys as matrix.toml.
 
     With no ``name`` the results go under the project's name (``[project] name``), else a
@@ -91,15 +108,21 @@ def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, 
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise UserError(f"invalid TOML: {error}", where=where,
-                        hint="fix the TOML syntax at that line and column; " + CHECK_HINT) from None
+        raise UserError(
+            f"invalid TOML: {error}",
+            where=where,
+            hint="fix the TOML syntax at that line and column; " + CHECK_HINT,
+        ) from None
     tool = data.get("tool", {})
     table = tool.get("torch-matrix") if isinstance(tool, dict) else None
     shown = f"{where} [{PYPROJECT_TABLE}]"
     if table is None:
-        raise UserError(f"no [{PYPROJECT_TABLE}] table", where=where,
-                        hint=f"add a [{PYPROJECT_TABLE}] table (the keys of matrix.toml: `torch-matrix help spec keys`) "
-                             "or point --spec at a matrix.toml")
+        raise UserError(
+            f"no [{PYPROJECT_TABLE}] table",
+            where=where,
+            hint=f"add a [{PYPROJECT_TABLE}] table (the keys of matrix.toml: `torch-matrix help spec keys`) "
+            "or point --spec at a matrix.toml",
+        )
     if not isinstance(table, dict):
         raise UserError(f"expected a table, got {_show(table)}", where=shown, hint=spec_hint(""))
     project = data.get("project")
@@ -108,8 +131,9 @@ def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, 
         default_name = canonicalize_name(project_name)
     else:
         default_name = derived_name(Path(where).parent / "matrix.toml")
-    return _Parser(shown, environ or {}, base_dir or os.path.dirname(where),
-                   default_name).spec(table)
+    return _Parser(shown, environ or {}, base_dir or os.path.dirname(where), default_name).spec(
+        table
+    )
 
 
 # ---------------------------------------------------------------- parsing
@@ -117,18 +141,22 @@ def parse_pyproject(text: str, where: str = PYPROJECT, *, environ: Mapping[str, 
 CHECK_HINT = "`torch-matrix plan` checks a spec without installing anything"
 
 
-INSTALL_HINT = ("each `install` entry is a path such as '.[test]' (relative to the spec's directory), "
-                "'-e PATH', '-r FILE', '-c FILE' or a PEP 508 requirement such as 'pytest>=8' "
-                "(`torch-matrix help spec install`)")
+INSTALL_HINT = (
+    "each `install` entry is a path such as '.[test]' (relative to the spec's directory), "
+    "'-e PATH', '-r FILE', '-c FILE' or a PEP 508 requirement such as 'pytest>=8' "
+    "(`torch-matrix help spec install`)"
+)
 
 
 def spec_hint(key: str) -> str:
     """The fix for a bad spec value: where its key is documented, and how to check again."""
     section = key.split(".")[0].split("[")[0] if key else ""
-    where = (f"`{section}` is described in `torch-matrix help spec {section}`" if section
-             else "the format is in `torch-matrix help spec`")
+    where = (
+        f"`{section}` is described in `torch-matrix help spec {section}`"
+        if section
+        else "the format is in `torch-matrix help spec`"
+    )
     return f"{where}; {CHECK_HINT}"
-
 
 
 def unknown_key_hint(name: str, allowed: Iterable[str], key: str) -> str:
@@ -138,20 +166,37 @@ def unknown_key_hint(name: str, allowed: Iterable[str], key: str) -> str:
 
 
 class _Parser:
-    TOP_KEYS = ("name", "python", "torch", "torchvision", "variant", "extras", "exclude",
-                "include", "probes", "index", "interpreters", "install", "targets",
-                "allow_missing_interpreters")
+    TOP_KEYS = (
+        "name",
+        "python",
+        "torch",
+        "torchvision",
+        "variant",
+        "extras",
+        "exclude",
+        "include",
+        "probes",
+        "index",
+        "interpreters",
+        "install",
+        "targets",
+        "allow_missing_interpreters",
+    )
 
-    def __init__(self, where: str, environ: Mapping[str, str], base_dir: str,
-                 default_name: str = "default") -> None:
+    def __init__(
+        self, where: str, environ: Mapping[str, str], base_dir: str, default_name: str = "default"
+    ) -> None:
         self.where = where
         self.environ = environ
         self.base_dir = base_dir
         self.default_name = default_name
 
     def error(self, key: str, message: str, hint: str = "") -> UserError:
-        return UserError(message, where=f"{self.where}: {key}" if key else self.where,
-                         hint=hint or spec_hint(key))
+        return UserError(
+            message,
+            where=f"{self.where}: {key}" if key else self.where,
+            hint=hint or spec_hint(key),
+        )
 
     # -- small typed readers
 
@@ -159,8 +204,11 @@ class _Parser:
         for name in table:
             if name not in allowed:
                 dotted = f"{key}.{name}" if key else name
-                raise self.error(dotted, f"unknown key {name!r} (expected one of: {', '.join(allowed)})",
-                                 hint=unknown_key_hint(name, allowed, key))
+                raise self.error(
+                    dotted,
+                    f"unknown key {name!r} (expected one of: {', '.join(allowed)})",
+                    hint=unknown_key_hint(name, allowed, key),
+                )
 
     def string(self, value: Any, key: str) -> str:
         if not isinstance(value, str):
@@ -199,8 +247,10 @@ class _Parser:
         except InvalidVersion:
             raise self.error(key, f"invalid version {text!r}") from None
         if parsed.local:
-            raise self.error(key, f"{text!r}: local labels (+cu124) are chosen by `variant`, "
-                                  "give the public version")
+            raise self.error(
+                key,
+                f"{text!r}: local labels (+cu124) are chosen by `variant`, give the public version",
+            )
         return str(parsed)
 
     def specifier(self, value: Any, key: str) -> str:
@@ -227,8 +277,11 @@ class _Parser:
         if text == "~" or text.startswith("~/"):
             home = self.environ.get("HOME", "")
             if not home:
-                raise UserError(f"cannot expand {text!r}: HOME is not set", where=f"{self.where}: {key}",
-                                hint="write the absolute path, or set HOME")
+                raise UserError(
+                    f"cannot expand {text!r}: HOME is not set",
+                    where=f"{self.where}: {key}",
+                    hint="write the absolute path, or set HOME",
+                )
             text = home + text[1:]
         return os.path.normpath(os.path.join(self.base_dir, text))
 
@@ -253,18 +306,28 @@ class _Parser:
                     raise self.error(rule.where, f"an include entry needs {required!r}")
             for axis, values in rule.values.items():
                 if len(values) != 1:
-                    raise self.error(f"{rule.where}.{axis}", "an include entry takes one value per axis")
+                    raise self.error(
+                        f"{rule.where}.{axis}", "an include entry takes one value per axis"
+                    )
         return Spec(
-            name=name, python=python, torch=torch, torchvision=torchvision, variants=variants,
-            extras=extras, exclude=exclude, include=include,
+            name=name,
+            python=python,
+            torch=torch,
+            torchvision=torchvision,
+            variants=variants,
+            extras=extras,
+            exclude=exclude,
+            include=include,
             probes=self.probes(data.get("probes", {})),
             index=self.index(data.get("index", {})),
             interpreters=self.interpreters(data.get("interpreters", {})),
-            path=self.where, base_dir=self.base_dir,
+            path=self.where,
+            base_dir=self.base_dir,
             install=self.install(data.get("install", [])),
             targets=self.targets(data.get("targets", {})),
-            allow_missing_interpreters=self.boolean(data.get("allow_missing_interpreters", False),
-                                                    "allow_missing_interpreters"),
+            allow_missing_interpreters=self.boolean(
+                data.get("allow_missing_interpreters", False), "allow_missing_interpreters"
+            ),
         )
 
     def targets(self, value: Any) -> tuple[Target, ...]:
@@ -273,17 +336,24 @@ class _Parser:
         self.check_keys(table, ("gpus", "drivers"), "targets")
         gpus = self.string_list(table.get("gpus", []), "targets.gpus", allow_empty=True)
         drivers = self.string_list(table.get("drivers", []), "targets.drivers", allow_empty=True)
-        for key, items, parse in (("targets.gpus", gpus, parse_gpu), ("targets.drivers", drivers, parse_driver)):
+        for key, items, parse in (
+            ("targets.gpus", gpus, parse_gpu),
+            ("targets.drivers", drivers, parse_driver),
+        ):
             for i, item in enumerate(items):
                 try:
                     parse(item)
                 except TargetError as error:
-                    raise self.error(f"{key}[{i}]", str(error), hint=f"{error.hint}; {spec_hint(key)}") from None
+                    raise self.error(
+                        f"{key}[{i}]", str(error), hint=f"{error.hint}; {spec_hint(key)}"
+                    ) from None
         targets = targets_of(gpus, drivers)
         labels = [t.label for t in targets]
         for label in labels:
             if labels.count(label) > 1:
-                raise self.error("targets.gpus", f"{label!r} is named twice (two spellings of one GPU)")
+                raise self.error(
+                    "targets.gpus", f"{label!r} is named twice (two spellings of one GPU)"
+                )
         return targets
 
     def install(self, value: Any) -> tuple[str, ...]:
@@ -294,22 +364,27 @@ class _Parser:
             try:
                 parse_item(item)
             except InstallItemError as error:
-                raise UserError(str(error), where=f"{self.where}: install[{i}]", hint=INSTALL_HINT) from None
+                raise UserError(
+                    str(error), where=f"{self.where}: install[{i}]", hint=INSTALL_HINT
+                ) from None
         return tuple(item.strip() for item in items)
 
     def pythons(self, value: Any) -> tuple[str, ...]:
         items = self.string_list(value, "python")
         for i, item in enumerate(items):
             if item != CURRENT_PYTHON and not PYTHON_RE.match(item):
-                raise self.error(f"python[{i}]", f"invalid Python version {item!r} "
-                                                 "(expected X.Y such as '3.11', or 'current')")
+                raise self.error(
+                    f"python[{i}]",
+                    f"invalid Python version {item!r} (expected X.Y such as '3.11', or 'current')",
+                )
         return items
 
     def torch(self, value: Any) -> TorchSelection:
         if isinstance(value, list):
             explicit = self.string_list(value, "torch")
-            return TorchSelection(explicit=tuple(self.version(v, f"torch[{i}]")
-                                                 for i, v in enumerate(explicit)))
+            return TorchSelection(
+                explicit=tuple(self.version(v, f"torch[{i}]") for i, v in enumerate(explicit))
+            )
         if isinstance(value, str):
             return TorchSelection(versions=self.specifier(value, "torch"))
         table = self.table(value, "torch")
@@ -317,18 +392,24 @@ class _Parser:
         versions = self.specifier(table.get("versions", ""), "torch.versions")
         select = self.string(table.get("select", "latest-patch"), "torch.select")
         if select not in TORCH_SELECT:
-            raise self.error("torch.select", f"invalid value {select!r} (expected one of: "
-                                             f"{', '.join(TORCH_SELECT)})")
+            raise self.error(
+                "torch.select",
+                f"invalid value {select!r} (expected one of: {', '.join(TORCH_SELECT)})",
+            )
         newest = table.get("newest")
-        if newest is not None and (isinstance(newest, bool) or not isinstance(newest, int) or newest < 1):
+        if newest is not None and (
+            isinstance(newest, bool) or not isinstance(newest, int) or newest < 1
+        ):
             raise self.error("torch.newest", f"expected a positive integer, got {_show(newest)}")
         return TorchSelection(versions=versions, select=select, newest=newest)
 
     def torchvision(self, value: Any) -> str | tuple[str, ...]:
         if isinstance(value, str):
             if value not in ("paired", "none"):
-                raise self.error("torchvision", f"invalid value {value!r} "
-                                                "(expected 'paired', 'none' or a list of versions)")
+                raise self.error(
+                    "torchvision",
+                    f"invalid value {value!r} (expected 'paired', 'none' or a list of versions)",
+                )
             return value
         items = self.string_list(value, "torchvision")
         return tuple(self.version(v, f"torchvision[{i}]") for i, v in enumerate(items))
@@ -337,8 +418,11 @@ class _Parser:
         items = self.string_list(value, "variant")
         for i, item in enumerate(items):
             if not VARIANT_RE.match(item):
-                raise self.error(f"variant[{i}]", f"invalid variant {item!r} (expected default, cpu, "
-                                                  "cuXYZ such as cu124, rocmX.Y or xpu)")
+                raise self.error(
+                    f"variant[{i}]",
+                    f"invalid variant {item!r} (expected default, cpu, "
+                    "cuXYZ such as cu124, rocmX.Y or xpu)",
+                )
         return items
 
     def extras(self, value: Any) -> tuple[ExtraAxis, ...]:
@@ -364,7 +448,9 @@ class _Parser:
                 if "label" in spec:
                     label = self.string(spec["label"], f"{key}.label")
                     if not re.match(r"^[A-Za-z][A-Za-z0-9]*$", label):
-                        raise self.error(f"{key}.label", f"invalid label {label!r} (letters and digits)")
+                        raise self.error(
+                            f"{key}.label", f"invalid label {label!r} (letters and digits)"
+                        )
                 values_key = f"{key}.values"
             else:
                 raw_values, values_key = spec, key
@@ -378,8 +464,9 @@ class _Parser:
             axes.append(ExtraAxis(name=name, values=values, label=label))
         return tuple(axes)
 
-    def rules(self, value: Any, key: str, axes: tuple[str, ...],
-              extras: tuple[ExtraAxis, ...]) -> tuple[Rule, ...]:
+    def rules(
+        self, value: Any, key: str, axes: tuple[str, ...], extras: tuple[ExtraAxis, ...]
+    ) -> tuple[Rule, ...]:
         if not isinstance(value, list):
             raise self.error(key, f"expected an array of tables ([[{key}]]), got {_show(value)}")
         rules = []
@@ -392,8 +479,10 @@ class _Parser:
             if key == "include" and "install" in table:
                 install = self.string(table.pop("install"), f"{where}.install")
                 if install not in INSTALL_MODES:
-                    raise self.error(f"{where}.install", f"expected one of {', '.join(INSTALL_MODES)}, "
-                                     f"got {install!r}")
+                    raise self.error(
+                        f"{where}.install",
+                        f"expected one of {', '.join(INSTALL_MODES)}, got {install!r}",
+                    )
             self.check_keys(table, axes, where)
             values: dict[str, tuple[str, ...]] = {}
             for axis, raw in table.items():
@@ -404,11 +493,14 @@ class _Parser:
                     ikey = akey if len(items) == 1 else f"{akey}[{j}]"
                     checked.append(self.rule_value(axis, item, ikey, key == "include", extras))
                 values[axis] = tuple(checked)
-            rules.append(Rule(values=values, where=where, install=install if install != "resolve" else ""))
+            rules.append(
+                Rule(values=values, where=where, install=install if install != "resolve" else "")
+            )
         return tuple(rules)
 
-    def rule_value(self, axis: str, value: str, key: str, include: bool,
-                   extras: tuple[ExtraAxis, ...]) -> str:
+    def rule_value(
+        self, axis: str, value: str, key: str, include: bool, extras: tuple[ExtraAxis, ...]
+    ) -> str:
         if include:
             # Include entries name one exact cell.
             if axis == "python":
@@ -434,8 +526,11 @@ class _Parser:
 
     def probes(self, value: Any) -> ProbeConfig:
         table = self.table(value, "probes")
-        self.check_keys(table, ("run", "required", "unsupported", "skip", "dirs", "commands", "timeout"),
-                        "probes")
+        self.check_keys(
+            table,
+            ("run", "required", "unsupported", "skip", "dirs", "commands", "timeout"),
+            "probes",
+        )
         run = self.string_list(table.get("run", []), "probes.run", allow_empty=True)
         required = self.string_list(table.get("required", []), "probes.required", allow_empty=True)
         commands_table = self.table(table.get("commands", {}), "probes.commands")
@@ -454,24 +549,42 @@ class _Parser:
             runs = set(run) | set(commands)
             for i, name in enumerate(required):
                 if name not in runs:
-                    raise self.error(f"probes.required[{i}]",
-                                     f"{name!r} is required but not in probes.run")
+                    raise self.error(
+                        f"probes.required[{i}]", f"{name!r} is required but not in probes.run"
+                    )
         defaults = default_policy(names_required=bool(required))  # why: see records.DEFAULT_POLICY
         policy = {}
         for key in ("unsupported", "skip"):
             policy[key] = self.string(table.get(key, defaults[key]), f"probes.{key}")
             if policy[key] not in POLICY_VALUES:
-                raise self.error(f"probes.{key}", f"invalid value {policy[key]!r} (expected 'fail' or 'pass')")
+                raise self.error(
+                    f"probes.{key}", f"invalid value {policy[key]!r} (expected 'fail' or 'pass')"
+                )
         timeout = table.get("timeout", 300)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
-                or not math.isfinite(timeout):
-            raise self.error("probes.timeout", f"expected a positive, finite number of seconds, "
-                                               f"got {_show(timeout)}")
-        dirs = tuple(self.path(d, f"probes.dirs[{i}]")
-                     for i, d in enumerate(self.string_list(table.get("dirs", []), "probes.dirs",
-                                                            allow_empty=True)))
-        return ProbeConfig(run=run, required=required, dirs=dirs, commands=commands,
-                           timeout=float(timeout), **policy)
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not timeout > 0
+            or not math.isfinite(timeout)
+        ):
+            raise self.error(
+                "probes.timeout",
+                f"expected a positive, finite number of seconds, got {_show(timeout)}",
+            )
+        dirs = tuple(
+            self.path(d, f"probes.dirs[{i}]")
+            for i, d in enumerate(
+                self.string_list(table.get("dirs", []), "probes.dirs", allow_empty=True)
+            )
+        )
+        return ProbeConfig(
+            run=run,
+            required=required,
+            dirs=dirs,
+            commands=commands,
+            timeout=float(timeout),
+            **policy,
+        )
 
     def index(self, value: Any) -> IndexConfig:
         table = self.table(value, "index")
@@ -486,19 +599,32 @@ class _Parser:
         pytorch = self.url(table.get("pytorch", PYTORCH_INDEX), "index.pytorch")
         origins.setdefault("pytorch", "built in (PyTorch's own index)")
         if "extra" in table:
-            extra = tuple(self.url(u, f"index.extra[{i}]") for i, u in
-                          enumerate(self.string_list(table["extra"], "index.extra", allow_empty=True)))
+            extra = tuple(
+                self.url(u, f"index.extra[{i}]")
+                for i, u in enumerate(
+                    self.string_list(table["extra"], "index.extra", allow_empty=True)
+                )
+            )
         else:
             extra = tuple(env.get("PIP_EXTRA_INDEX_URL", "").split())
             origins["extra"] = "$PIP_EXTRA_INDEX_URL"
         if "find_links" in table:
-            find_links = tuple(self.path(u, f"index.find_links[{i}]") for i, u in enumerate(
-                self.string_list(table["find_links"], "index.find_links", allow_empty=True)))
+            find_links = tuple(
+                self.path(u, f"index.find_links[{i}]")
+                for i, u in enumerate(
+                    self.string_list(table["find_links"], "index.find_links", allow_empty=True)
+                )
+            )
         else:
             find_links = tuple(env.get("PIP_FIND_LINKS", "").split())
             origins["find_links"] = "$PIP_FIND_LINKS"
-        return IndexConfig(default=default, pytorch=pytorch, extra=extra, find_links=find_links,
-                           origins=tuple(sorted(origins.items())))
+        return IndexConfig(
+            default=default,
+            pytorch=pytorch,
+            extra=extra,
+            find_links=find_links,
+            origins=tuple(sorted(origins.items())),
+        )
 
     def url(self, value: Any, key: str, *, allow_empty: bool = False) -> str:
         text = self.string(value, key).strip()
@@ -530,16 +656,24 @@ def version_matcher(value: str, key: str = "", where: str = "matrix.toml") -> Sp
             raise InvalidSpecifier(text)
         return SpecifierSet(text)
     except (InvalidSpecifier, InvalidVersion):
-        raise UserError(f"invalid version or specifier {value!r}", where=f"{where}: {key}",
-                        hint="use a version such as '2.5' (that release series) or a specifier "
-                             "such as '>=2.5'; " + spec_hint(key)) from None
+        raise UserError(
+            f"invalid version or specifier {value!r}",
+            where=f"{where}: {key}",
+            hint="use a version such as '2.5' (that release series) or a specifier "
+            "such as '>=2.5'; " + spec_hint(key),
+        ) from None
 
 
 def _show(value: Any) -> str:
-    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
-            dict: "table"}.get(type(value), type(value).__name__)
+    kind = {
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "table",
+    }.get(type(value), type(value).__name__)
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
     return f"{kind} {text}"
-

@@ -40,7 +40,6 @@ class UserError(Exception):
         return self.one_line() + "\n" + HINT_PREFIX + " ".join(self.hint.split())
 
 
-
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``did you mean 'torchvision'? `` for a near miss (a typo, a case slip), else ``""``."""
     by_lower = {item.lower(): item for item in known}

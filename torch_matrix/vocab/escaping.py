@@ -53,12 +53,22 @@ _MENTION = re.compile(r"@(?=[A-Za-z0-9])")
 # What starts a block at the beginning of a line: a heading, a quote, a list item (``-``, ``+``, ``*``,
 # ``1.``, ``1)``), a thematic break, a ``~~~`` fence (backticks are escaped everywhere). The
 # backslash goes before the marker (after an ordered item's digits).
-_BLOCK_START = re.compile(r"^( {0,3}\d{0,9})(#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|[-*_](?:\s*[-*_]){2,}\s*$|~~~"
-                          r"|(?<=\d)[.)](?=\s|$))")
+_BLOCK_START = re.compile(
+    r"^( {0,3}\d{0,9})(#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|[-*_](?:\s*[-*_]){2,}\s*$|~~~"
+    r"|(?<=\d)[.)](?=\s|$))"
+)
 # Anywhere in a line: ``<`` (HTML: ``</details>``, ``<img>``), ``&`` that would start an entity, the
 # backslash, backticks (code), the pipe (table cells), and the brackets of a link or an image
 # (``](``, ``][``, ``]:``, ``![``); other brackets render as themselves.
-_MD_INLINE = {"\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", "&": "&amp;"}
+_MD_INLINE = {
+    "\\": "\\\\",
+    "`": "\\`",
+    "[": "\\[",
+    "]": "\\]",
+    "|": "\\|",
+    "<": "&lt;",
+    "&": "&amp;",
+}
 _MD_INLINE_RE = re.compile(r"[\\`|<]|&(?=#?\w+;)|\](?=[(\[:])|(?<=!)\[")
 # Text that renders as itself: it starts with a letter and holds nothing Markdown or HTML reads.
 _MD_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 _.,:;=+/()'%?!~-]*")
@@ -76,7 +86,9 @@ def md_text(text: object) -> str:
     return _md_line(line) if len(line) <= 300 else _md_line.__wrapped__(line)
 
 
-@lru_cache(maxsize=4096)  # a 2,000-cell summary repeats its verdicts, versions and extras in every row
+@lru_cache(
+    maxsize=4096
+)  # a 2,000-cell summary repeats its verdicts, versions and extras in every row
 def _md_line(text: str) -> str:
     line = " ".join(text.split())
     if _MD_PLAIN.fullmatch(line):  # most cells: names, versions, verdicts (at C speed)
@@ -129,6 +141,7 @@ def md_title(text: object, limit: int = GITHUB_TITLE_CHARS) -> str:
 
 
 # ------------------------------------------------------------------------------------------ shell
+
 
 def shell_line(args: Iterable[object]) -> str:
     """A command line to print for copy and paste: each argument quoted where the shell needs it."""

@@ -22,7 +22,9 @@ REDO_ENV = "TORCH_MATRIX_REDO"
 GPUS_ENV = "TORCH_MATRIX_GPUS"
 GRACE_ENV = "TORCH_MATRIX_PROBE_GRACE"  # seconds the cell watchdog adds for start-up (default 60)
 BACKOFF_ENV = "TORCH_MATRIX_RETRY_BACKOFF"  # seconds before an install retry, times the attempt (3)
-LOCK_NAME = ".torch-matrix.lock"  # in the run directory and the nox env dir (torch_matrix/edges/locks.py)
+LOCK_NAME = (
+    ".torch-matrix.lock"  # in the run directory and the nox env dir (torch_matrix/edges/locks.py)
+)
 
 DEFAULT_RESULTS = "results"
 DEFAULT_RUN = "default"
@@ -37,7 +39,9 @@ CHECK_RUN = "check"  # torch-matrix check: results/check/ unless --results says 
 
 MATRIX_SESSION = "matrix"  # noxfile.py: one ``matrix(<cell-id>)`` session per cell
 REPORT_SESSION = "report"
-FOLLOWUPS_SESSION = "followups"  # the follow-up cells planned from the run's results (plan/followups.py)
+FOLLOWUPS_SESSION = (
+    "followups"  # the follow-up cells planned from the run's results (plan/followups.py)
+)
 
 
 def results_root(environ: Mapping[str, str] = os.environ) -> Path:

@@ -181,6 +181,7 @@ class Cell:
     @property
     def is_existing_env(self) -> bool:
         return self.origin == ORIGIN_EXISTING
+
     # What else the spec installs into every cell (``.[test]``, ``-r requirements.txt``, ...,
     # as written; torch_matrix.spec.install_items) and a digest of the files they name.
     install: tuple[str, ...] = ()
@@ -237,7 +238,9 @@ class Cell:
             **({"install_digest": self.install_digest} if self.install_digest else {}),
             **({"probe_subset": list(self.probe_subset)} if self.probe_subset else {}),
         }
-        if self.origin != ORIGIN_MATRIX:  # absent for planned cells: their fingerprints stay as they were
+        if (
+            self.origin != ORIGIN_MATRIX
+        ):  # absent for planned cells: their fingerprints stay as they were
             data["origin"] = self.origin
         if self.reason:
             data["reason"] = self.reason
@@ -279,8 +282,13 @@ class ProbeResult:
     isolation: str = "shared"
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "status": str(self.status), "message": self.message,
-                                "duration_s": round(self.duration_s, 4), "isolation": self.isolation}
+        data: dict[str, Any] = {
+            "name": self.name,
+            "status": str(self.status),
+            "message": self.message,
+            "duration_s": round(self.duration_s, 4),
+            "isolation": self.isolation,
+        }
         if self.evidence:
             data["evidence"] = dict(self.evidence)
         for key in ("observed", "expected"):
@@ -326,14 +334,23 @@ class InstallOutcome:
     resolved: Mapping[str, str] = field(default_factory=dict)  # name -> installed version
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": str(self.status), "command": list(self.command), "message": self.message,
-                "attempts": self.attempts, "resolved": dict(self.resolved)}
+        return {
+            "status": str(self.status),
+            "command": list(self.command),
+            "message": self.message,
+            "attempts": self.attempts,
+            "resolved": dict(self.resolved),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "InstallOutcome":
-        return cls(status=data["status"], command=tuple(data.get("command", ())),
-                   message=data.get("message", ""), attempts=int(data.get("attempts", 1)),
-                   resolved=dict(data.get("resolved", {})))
+        return cls(
+            status=data["status"],
+            command=tuple(data.get("command", ())),
+            message=data.get("message", ""),
+            attempts=int(data.get("attempts", 1)),
+            resolved=dict(data.get("resolved", {})),
+        )
 
 
 @dataclass(frozen=True)
@@ -347,7 +364,9 @@ class CellResult:
     interpreter: Mapping[str, Any] = field(default_factory=dict)  # path, version, implementation
     platform: Mapping[str, Any] = field(default_factory=dict)  # system, machine, host, libc
     gpu: Mapping[str, Any] = field(default_factory=dict)  # driver, devices; empty when none
-    timings: Mapping[str, float] = field(default_factory=dict)  # resolve/install/verify/probes/total
+    timings: Mapping[str, float] = field(
+        default_factory=dict
+    )  # resolve/install/verify/probes/total
     started_at: str = ""
     finished_at: str = ""
     tool_version: str = ""

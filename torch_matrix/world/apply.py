@@ -30,10 +30,14 @@ from torch_matrix.edges.fileio import atomic_write
 from torch_matrix.pins.model import RequirementLine
 from torch_matrix.pins.specifiers import merge_specifiers, specifier_set
 
-REQUIREMENT_HINT = ("fix that line (PEP 508: a name, then specifiers such as `torch>=2.1,!=2.3.0`); "
-                    "nothing was written")
+REQUIREMENT_HINT = (
+    "fix that line (PEP 508: a name, then specifiers such as `torch>=2.1,!=2.3.0`); "
+    "nothing was written"
+)
 
-_NAME_AND_EXTRAS = re.compile(r"^(\s*[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[^\]]*\])?\s*)")
+_NAME_AND_EXTRAS = re.compile(
+    r"^(\s*[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[^\]]*\])?\s*)"
+)
 _COMMENT = re.compile(r"(^|\s)#")
 _OPTION = re.compile(r"\s--?[A-Za-z]")
 _PATHLIKE = re.compile(r"(://|^\.|^/|^~|[\\/]|\.(whl|zip|tar\.gz|tgz|tar\.bz2)$)")
@@ -46,7 +50,9 @@ class ApplyResult:
     new: str
     changes: tuple[str, ...]  # "line 3: torch>=1.7.0 -> torch>=1.7.0,!=1.12.0"
     notes: tuple[str, ...]  # things the user must look at (conflicts, packages not in the file)
-    edited: bool = True  # False: a file torch-matrix never edits (setup.py); ``notes`` say what to paste
+    edited: bool = (
+        True  # False: a file torch-matrix never edits (setup.py); ``notes`` say what to paste
+    )
 
     @property
     def changed(self) -> bool:
@@ -54,9 +60,14 @@ class ApplyResult:
 
     def diff(self) -> str:
         name = self.path.name
-        return "".join(difflib.unified_diff(self.old.splitlines(keepends=True),
-                                            self.new.splitlines(keepends=True),
-                                            fromfile=f"a/{name}", tofile=f"b/{name}"))
+        return "".join(
+            difflib.unified_diff(
+                self.old.splitlines(keepends=True),
+                self.new.splitlines(keepends=True),
+                fromfile=f"a/{name}",
+                tofile=f"b/{name}",
+            )
+        )
 
 
 def _existing_specifiers(text: str) -> tuple[str, ...]:
@@ -108,8 +119,13 @@ def _python_overlap(existing: Marker | None, added: str) -> str:
     return "implied" if len(inside) == len(here) and existing is not None else "some"
 
 
-def update_requirement(text: str, pins: Sequence[RequirementLine], notes: list[str],
-                       where: str, seen: set[str] | None = None) -> list[str] | None:
+def update_requirement(
+    text: str,
+    pins: Sequence[RequirementLine],
+    notes: list[str],
+    where: str,
+    seen: set[str] | None = None,
+) -> list[str] | None:
     """The requirement(s) replacing ``text``, or None when it stays as written.
 
     ``text`` is one requirement without comment or options; raises InvalidRequirement.
@@ -126,19 +142,22 @@ def update_requirement(text: str, pins: Sequence[RequirementLine], notes: list[s
     if match is None:
         return None
     prefix = match.group(1)
-    spec_text = head[len(prefix):]
-    trailing = spec_text[len(spec_text.rstrip()):]
+    spec_text = head[len(prefix) :]
+    trailing = spec_text[len(spec_text.rstrip()) :]
     if not spec_text.strip():  # "torch ; marker": the specifier goes right after the name
-        trailing = prefix[len(prefix.rstrip()):]
+        trailing = prefix[len(prefix.rstrip()) :]
         prefix = prefix.rstrip()
     existing = _existing_specifiers(spec_text)
     exact = [s for s in existing if Specifier(s).operator in ("==", "===")]
     if exact:
         for line in mine:
             if line.specifiers and not specifier_set(line.specifiers).contains(
-                    Specifier(exact[0]).version.rstrip(".*") or "0", prereleases=True):
-                notes.append(f"{where}: {requirement.name}{exact[0]} is an exact pin the evidence "
-                             f"excludes ({line.text()}); left as written")
+                Specifier(exact[0]).version.rstrip(".*") or "0", prereleases=True
+            ):
+                notes.append(
+                    f"{where}: {requirement.name}{exact[0]} is an exact pin the evidence "
+                    f"excludes ({line.text()}); left as written"
+                )
                 break
         return None
     existing_marker = str(requirement.marker) if requirement.marker else ""
@@ -147,8 +166,12 @@ def update_requirement(text: str, pins: Sequence[RequirementLine], notes: list[s
         overlap = _python_overlap(requirement.marker, line.marker)
         if overlap == "none":
             continue  # this line's Pythons never meet the requirement's own marker
-        replaced.append((merge_specifiers(existing, line.specifiers),
-                         "" if overlap == "implied" else line.marker))
+        replaced.append(
+            (
+                merge_specifiers(existing, line.specifiers),
+                "" if overlap == "implied" else line.marker,
+            )
+        )
     if all(_same(specs, existing) for specs, _ in replaced):
         return None
     if len(replaced) == 1 and not replaced[0][1]:
@@ -164,6 +187,7 @@ def update_requirement(text: str, pins: Sequence[RequirementLine], notes: list[s
 
 
 # ----------------------------------------------------------------------------- requirements.txt
+
 
 def _split_comment(content: str) -> tuple[str, str]:
     match = _COMMENT.search(content)
@@ -189,13 +213,17 @@ def _requirement_continues(group: Sequence[str], first: str) -> bool:
     if comment and not _split_comment(first)[1]:
         return True  # the first line's text ends before the comment: the requirement goes on
     option = _OPTION.search(body)
-    requirement = (body[:option.start()] if option else body).rstrip()
+    requirement = (body[: option.start()] if option else body).rstrip()
     return len(requirement) > len(first.rstrip())
 
 
-def update_requirements_txt(text: str, pins: Sequence[RequirementLine], where: str,
-                            notes: list[str] | None = None,
-                            seen: set[str] | None = None) -> tuple[str, list[str]]:
+def update_requirements_txt(
+    text: str,
+    pins: Sequence[RequirementLine],
+    where: str,
+    notes: list[str] | None = None,
+    seen: set[str] | None = None,
+) -> tuple[str, list[str]]:
     """New text of a requirements file and the one-line changes made."""
     notes = notes if notes is not None else []
     physical = text.splitlines(keepends=True)
@@ -206,11 +234,11 @@ def update_requirements_txt(text: str, pins: Sequence[RequirementLine], where: s
         start = index
         while physical[index].rstrip("\r\n").endswith("\\") and index + 1 < len(physical):
             index += 1
-        group = physical[start:index + 1]
+        group = physical[start : index + 1]
         index += 1
         first = group[0]
-        newline = first[len(first.rstrip("\r\n")):]
-        content = first[:len(first) - len(newline)]
+        newline = first[len(first.rstrip("\r\n")) :]
+        content = first[: len(first) - len(newline)]
         continued = content.endswith("\\")
         if continued:
             content = content[:-1]
@@ -227,40 +255,50 @@ def update_requirements_txt(text: str, pins: Sequence[RequirementLine], where: s
             out.extend(group)
             continue
         option = _OPTION.search(body)
-        requirement_text = body[:option.start()] if option else body
-        rest = body[len(requirement_text):] + comment + ("\\" if continued else "")
+        requirement_text = body[: option.start()] if option else body
+        rest = body[len(requirement_text) :] + comment + ("\\" if continued else "")
         lineno = start + 1
         try:
-            replacement = update_requirement(requirement_text, pins, notes, f"{where}:{lineno}", seen)
+            replacement = update_requirement(
+                requirement_text, pins, notes, f"{where}:{lineno}", seen
+            )
         except (InvalidRequirement, InvalidSpecifier, InvalidMarker) as error:
             if _PATHLIKE.search(requirement_text.strip()):
                 out.extend(group)  # a path or URL requirement: not ours to change
                 continue
-            raise UserError(f"cannot parse requirement {requirement_text.strip()!r}: "
-                            f"{' '.join(str(error).split())}", f"{where}:{lineno}",
-                            hint=REQUIREMENT_HINT) from None
+            raise UserError(
+                f"cannot parse requirement {requirement_text.strip()!r}: "
+                f"{' '.join(str(error).split())}",
+                f"{where}:{lineno}",
+                hint=REQUIREMENT_HINT,
+            ) from None
         if replacement is None:
             out.extend(group)
             continue
         if len(replacement) > 1 and (continued or option):
-            notes.append(f"{where}:{lineno}: {requirement_text.strip()} needs a Python-scoped split "
-                         f"but carries options or continuation lines; left as written")
+            notes.append(
+                f"{where}:{lineno}: {requirement_text.strip()} needs a Python-scoped split "
+                f"but carries options or continuation lines; left as written"
+            )
             out.extend(group)
             continue
         if len(replacement) == 1:
             out.append(replacement[0] + rest + newline)
         else:
-            head_ws = requirement_text[:len(requirement_text) - len(requirement_text.lstrip())]
+            head_ws = requirement_text[: len(requirement_text) - len(requirement_text.lstrip())]
             tail = ("  " + rest.strip()) if rest.strip() else ""
             out.append(head_ws + replacement[0].strip() + tail + newline)
             out.extend(head_ws + extra.strip() + newline for extra in replacement[1:])
         out.extend(group_rest)
-        changes.append(f"{where}:{lineno}: {requirement_text.strip()} -> " + " | ".join(
-            r.strip() for r in replacement))
+        changes.append(
+            f"{where}:{lineno}: {requirement_text.strip()} -> "
+            + " | ".join(r.strip() for r in replacement)
+        )
     return "".join(out), changes
 
 
 # ----------------------------------------------------------------------------- pyproject.toml
+
 
 def _toml_string(value: str):
     if '"' in value and "'" not in value:
@@ -268,18 +306,30 @@ def _toml_string(value: str):
     return tomlkit.string(value)
 
 
-def _update_array(array, pins: Sequence[RequirementLine], where: str, notes: list[str],
-                  changes: list[str], seen: set[str] | None = None) -> None:
+def _update_array(
+    array,
+    pins: Sequence[RequirementLine],
+    where: str,
+    notes: list[str],
+    changes: list[str],
+    seen: set[str] | None = None,
+) -> None:
     for position in reversed(range(len(array))):
         item = array[position]
         if not isinstance(item, str):
-            raise UserError("dependency is not a string", f"{where}[{position}]",
-                            hint="each dependency is a PEP 508 string such as \"torch>=2.1\"")
+            raise UserError(
+                "dependency is not a string",
+                f"{where}[{position}]",
+                hint='each dependency is a PEP 508 string such as "torch>=2.1"',
+            )
         try:
             replacement = update_requirement(str(item), pins, notes, f"{where}[{position}]", seen)
         except (InvalidRequirement, InvalidSpecifier, InvalidMarker) as error:
-            raise UserError(f"cannot parse requirement {str(item)!r}: {' '.join(str(error).split())}",
-                            f"{where}[{position}]", hint=REQUIREMENT_HINT) from None
+            raise UserError(
+                f"cannot parse requirement {str(item)!r}: {' '.join(str(error).split())}",
+                f"{where}[{position}]",
+                hint=REQUIREMENT_HINT,
+            ) from None
         if replacement is None:
             continue
         array[position] = _toml_string(replacement[0])
@@ -288,26 +338,41 @@ def _update_array(array, pins: Sequence[RequirementLine], where: str, notes: lis
         changes.append(f"{where}[{position}]: {item} -> " + " | ".join(replacement))
 
 
-def update_pyproject(text: str, pins: Sequence[RequirementLine], where: str,
-                     notes: list[str] | None = None,
-                     seen: set[str] | None = None) -> tuple[str, list[str]]:
+def update_pyproject(
+    text: str,
+    pins: Sequence[RequirementLine],
+    where: str,
+    notes: list[str] | None = None,
+    seen: set[str] | None = None,
+) -> tuple[str, list[str]]:
     """New text of a pyproject.toml ([project] dependencies and optional-dependencies)."""
     notes = notes if notes is not None else []
     try:
         document = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as error:
-        raise UserError(f"invalid TOML: {error}", f"{where}:{getattr(error, 'line', '?')}",
-                        hint="fix the TOML syntax at that line; nothing was written") from None
+        raise UserError(
+            f"invalid TOML: {error}",
+            f"{where}:{getattr(error, 'line', '?')}",
+            hint="fix the TOML syntax at that line; nothing was written",
+        ) from None
     project = document.get("project")
     if project is None or "dependencies" not in project:
         notes.append(f"{where}: no [project] dependencies to update")
         return text, []
     changes: list[str] = []
-    _update_array(project["dependencies"], pins, f"{where}: project.dependencies", notes, changes, seen)
+    _update_array(
+        project["dependencies"], pins, f"{where}: project.dependencies", notes, changes, seen
+    )
     optional = project.get("optional-dependencies") or {}
     for group in optional:
-        _update_array(optional[group], pins, f"{where}: project.optional-dependencies.{group}",
-                      notes, changes, seen)
+        _update_array(
+            optional[group],
+            pins,
+            f"{where}: project.optional-dependencies.{group}",
+            notes,
+            changes,
+            seen,
+        )
     changes.reverse()
     return (tomlkit.dumps(document) if changes else text), changes
 
@@ -321,8 +386,10 @@ def paste_advice(text: str, pins: Sequence[RequirementLine], where: str) -> list
     """What to paste into a file torch-matrix does not edit (``setup.py``): for each pinned package,
     its requirement as the file writes it (a quoted PEP 508 string) merged with the pins."""
     wanted = sorted({canonicalize_name(line.package) for line in pins if line.specifiers})
-    notes = [f"{where}: torch-matrix does not edit {Path(where).name} (it is code); paste the merged "
-             f"requirement(s) yourself:"]
+    notes = [
+        f"{where}: torch-matrix does not edit {Path(where).name} (it is code); paste the merged "
+        f"requirement(s) yourself:"
+    ]
     found: set[str] = set()
     for match in _QUOTED.finditer(text):
         candidate = match.group(2).strip()
@@ -338,50 +405,71 @@ def paste_advice(text: str, pins: Sequence[RequirementLine], where: str) -> list
         except InvalidRequirement:
             continue
         lines = merged if merged is not None else [candidate]
-        notes.append(f"  {candidate!r} -> " + " | ".join(repr(line) for line in lines)
-                     + ("" if merged is not None else " (already right)"))
+        notes.append(
+            f"  {candidate!r} -> "
+            + " | ".join(repr(line) for line in lines)
+            + ("" if merged is not None else " (already right)")
+        )
     for name in wanted:
         if name not in found:
-            line = " | ".join(line.text() for line in pins if canonicalize_name(line.package) == name
-                              and line.specifiers)
-            notes.append(f"  {name} is not required there as a string torch-matrix can read; "
-                         f"constrain it with: {line}")
+            line = " | ".join(
+                line.text()
+                for line in pins
+                if canonicalize_name(line.package) == name and line.specifiers
+            )
+            notes.append(
+                f"  {name} is not required there as a string torch-matrix can read; "
+                f"constrain it with: {line}"
+            )
     return notes
 
 
 # ----------------------------------------------------------------------------- files
 
-APPLY_HINT = ("--apply takes an existing requirements*.txt or pyproject.toml (UTF-8 text); "
-              "for setup.py it prints the merged requirement to paste")
+APPLY_HINT = (
+    "--apply takes an existing requirements*.txt or pyproject.toml (UTF-8 text); "
+    "for setup.py it prints the merged requirement to paste"
+)
 
-def apply_pins(path: str | os.PathLike[str], pins: Sequence[RequirementLine], *,
-               dry_run: bool = False) -> ApplyResult:
+
+def apply_pins(
+    path: str | os.PathLike[str], pins: Sequence[RequirementLine], *, dry_run: bool = False
+) -> ApplyResult:
     """Update ``path`` (requirements*.txt or pyproject.toml) unless ``dry_run``."""
     target = Path(path)
     try:
         with open(target, encoding="utf-8", newline="") as handle:
             old = handle.read()
     except OSError as error:
-        raise UserError(f"cannot read: {error.strerror or error}", str(target),
-                        hint=APPLY_HINT) from None
+        raise UserError(
+            f"cannot read: {error.strerror or error}", str(target), hint=APPLY_HINT
+        ) from None
     except UnicodeDecodeError:
         raise UserError("not a UTF-8 text file", str(target), hint=APPLY_HINT) from None
     notes: list[str] = []
     present: set[str] = set()
-    bom = "\ufeff" if old.startswith("\ufeff") else ""  # a UTF-8 byte-order mark: kept, not a requirement
+    bom = (
+        "\ufeff" if old.startswith("\ufeff") else ""
+    )  # a UTF-8 byte-order mark: kept, not a requirement
     if target.suffix not in (".txt", ".in", ".toml") and target.name != "requirements":
         # setup.py, setup.cfg: code or free-form config, never edited; say what to paste instead.
-        return ApplyResult(target, old, old, (), tuple(paste_advice(old, pins, str(target))), edited=False)
+        return ApplyResult(
+            target, old, old, (), tuple(paste_advice(old, pins, str(target))), edited=False
+        )
     if target.name == "pyproject.toml" or target.suffix == ".toml":
-        new, changes = update_pyproject(old[len(bom):], pins, str(target), notes, present)
+        new, changes = update_pyproject(old[len(bom) :], pins, str(target), notes, present)
     else:
-        new, changes = update_requirements_txt(old[len(bom):], pins, str(target), notes, present)
+        new, changes = update_requirements_txt(old[len(bom) :], pins, str(target), notes, present)
     new = bom + new
     for name in sorted({line.package for line in pins if line.specifiers}):
         if canonicalize_name(name) not in present:
-            wanted = " | ".join(line.text() for line in pins if line.package == name and line.specifiers)
-            notes.append(f"{target}: {name} is not a direct dependency here (not added); "
-                         f"constrain it with constraints.txt: {wanted}")
+            wanted = " | ".join(
+                line.text() for line in pins if line.package == name and line.specifiers
+            )
+            notes.append(
+                f"{target}: {name} is not a direct dependency here (not added); "
+                f"constrain it with constraints.txt: {wanted}"
+            )
     result = ApplyResult(target, old, new, tuple(changes), tuple(notes))
     if result.changed and not dry_run:
         atomic_write(target, new)

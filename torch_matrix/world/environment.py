@@ -36,7 +36,14 @@ from packaging.version import InvalidVersion, Version
 from torch_matrix.edges import proc
 from torch_matrix.edges.fileio import atomic_write
 from torch_matrix.world.probe_process import run_facts
-from torch_matrix.vocab.records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, Cell, InstallOutcome, public_version
+from torch_matrix.vocab.records import (
+    INSTALL_ERROR,
+    INSTALLED,
+    UNSATISFIABLE,
+    Cell,
+    InstallOutcome,
+    public_version,
+)
 from torch_matrix.world.specfile import PYTORCH_INDEX as OFFICIAL_PYTORCH_INDEX
 
 DEFAULT_RETRIES = 2
@@ -44,41 +51,47 @@ DEFAULT_BACKOFF_S = 3.0
 MESSAGE_LIMIT = 4000
 
 # uv's words for "this cannot be installed as asked" (checked after the infra patterns).
-_UNSATISFIABLE_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
-    r"No solution found when resolving",
-    r"no matching distribution",
-    r"not available for",
-    r"requires-python",
-    r"does not satisfy Python",
-    r"have no wheels with a matching",
-    r"has no wheels with a matching",
-    r"no version of [\w.-]+",
-    r"not found in the package registry",
-    r"requirements are unsatisfiable",
-    r"(?:is|are) incompatible",
-    r"Distribution not found",
-    r"no matching (?:wheel|version)",
-)]
+_UNSATISFIABLE_PATTERNS = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"No solution found when resolving",
+        r"no matching distribution",
+        r"not available for",
+        r"requires-python",
+        r"does not satisfy Python",
+        r"have no wheels with a matching",
+        r"has no wheels with a matching",
+        r"no version of [\w.-]+",
+        r"not found in the package registry",
+        r"requirements are unsatisfiable",
+        r"(?:is|are) incompatible",
+        r"Distribution not found",
+        r"no matching (?:wheel|version)",
+    )
+]
 
 # Infrastructure trouble: retry, then give up as ``error``. Checked first, because a
 # network failure can surface inside a resolver error ("...and there was an error").
-_ERROR_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
-    r"Request failed after",
-    r"Failed to fetch",
-    r"error sending request",
-    r"tcp connect error",
-    r"Connection (?:refused|reset|closed|aborted)",
-    r"dns error|failed to lookup address|Name or service not known|Temporary failure in name",
-    r"timed? ?out",
-    r"No space left on device|os error 28|Disk quota exceeded",
-    r"\b5\d\d (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)",
-    r"HTTP status server error",
-    r"Too many open files",
-    r"Failed to download",
-    r"Broken pipe",
-    r"unexpected end of file|incomplete message|IncompleteMessage",
-    r"Killed",
-)]
+_ERROR_PATTERNS = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"Request failed after",
+        r"Failed to fetch",
+        r"error sending request",
+        r"tcp connect error",
+        r"Connection (?:refused|reset|closed|aborted)",
+        r"dns error|failed to lookup address|Name or service not known|Temporary failure in name",
+        r"timed? ?out",
+        r"No space left on device|os error 28|Disk quota exceeded",
+        r"\b5\d\d (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)",
+        r"HTTP status server error",
+        r"Too many open files",
+        r"Failed to download",
+        r"Broken pipe",
+        r"unexpected end of file|incomplete message|IncompleteMessage",
+        r"Killed",
+    )
+]
 
 _NOISE = re.compile(r"^(Using Python .* environment at:|Resolved \d+ packages?|Prepared|Audited)")
 
@@ -119,7 +132,9 @@ def uv_cache_dir(environ: Mapping[str, str] | None = None, uv: str | None = None
     environ = os.environ if environ is None else environ
     if environ.get("UV_CACHE_DIR"):
         return environ["UV_CACHE_DIR"]
-    code, out, _err = proc.run_text([uv or uv_executable(), "cache", "dir"], timeout=30, env=environ)
+    code, out, _err = proc.run_text(
+        [uv or uv_executable(), "cache", "dir"], timeout=30, env=environ
+    )
     return out.strip() if code == 0 else ""
 
 
@@ -129,8 +144,9 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def link_mode_warning(cache_dir: str | Path, venv_dir: str | Path,
-                      environ: Mapping[str, str] | None = None) -> str | None:
+def link_mode_warning(
+    cache_dir: str | Path, venv_dir: str | Path, environ: Mapping[str, str] | None = None
+) -> str | None:
     """Why uv would copy every wheel into every venv instead of hardlinking, or None.
 
     uv hardlinks from its cache only within one filesystem (uv #15875); across
@@ -139,17 +155,21 @@ def link_mode_warning(cache_dir: str | Path, venv_dir: str | Path,
     """
     environ = os.environ if environ is None else environ
     if environ.get("UV_LINK_MODE", "") == "copy":
-        return ("UV_LINK_MODE=copy: uv copies every wheel into every cell's venv "
-                "(N cells take N full copies of torch); unset it to hardlink from the cache")
+        return (
+            "UV_LINK_MODE=copy: uv copies every wheel into every cell's venv "
+            "(N cells take N full copies of torch); unset it to hardlink from the cache"
+        )
     if not cache_dir:
         return None
     cache_dev = os.stat(_nearest_existing(Path(cache_dir))).st_dev
     venv_dev = os.stat(_nearest_existing(Path(venv_dir))).st_dev
     if cache_dev == venv_dev:
         return None
-    return (f"uv's cache {cache_dir} and the venvs in {venv_dir} are on different filesystems: uv cannot "
-            f"hardlink and copies every wheel into every venv (N cells take N full copies of torch, and "
-            f"each install is slower); set UV_CACHE_DIR to a directory on the venvs' filesystem")
+    return (
+        f"uv's cache {cache_dir} and the venvs in {venv_dir} are on different filesystems: uv cannot "
+        f"hardlink and copies every wheel into every venv (N cells take N full copies of torch, and "
+        f"each install is slower); set UV_CACHE_DIR to a directory on the venvs' filesystem"
+    )
 
 
 class IndexSettings(Protocol):
@@ -173,9 +193,15 @@ def _index_field(index_config: IndexLike, name: str, default: Any) -> Any:
     return getattr(index_config, name, default)
 
 
-def install_command(cell: Cell, index_config: IndexLike, venv_python: str,
-                    uv: str = "uv", project_dir: str | None = None, *,
-                    with_project: bool = True) -> list[str]:
+def install_command(
+    cell: Cell,
+    index_config: IndexLike,
+    venv_python: str,
+    uv: str = "uv",
+    project_dir: str | None = None,
+    *,
+    with_project: bool = True,
+) -> list[str]:
     """The exact ``uv pip install`` for ``cell``; pure, so it can be shown and recorded.
 
     ``index_config`` is a ``spec.IndexConfig`` (or a mapping with the same keys:
@@ -221,22 +247,37 @@ def pins_text(cell: Cell) -> str:
 EXCLUDED_BY_PROJECT = "your requirements exclude"
 
 
-def blame_project(cell: Cell, index_config: IndexLike, venv_python: str, message: str, *,
-                  uv: str, env: Mapping[str, str] | None, timeout_s: float | None,
-                  runner: Runner) -> str:
+def blame_project(
+    cell: Cell,
+    index_config: IndexLike,
+    venv_python: str,
+    message: str,
+    *,
+    uv: str,
+    env: Mapping[str, str] | None,
+    timeout_s: float | None,
+    runner: Runner,
+) -> str:
     """An unsatisfiable cell with install items: when the pins alone resolve, the project's own
     requirements are what exclude them; say so first (the resolver's words follow)."""
     alone = install_command(cell, index_config, venv_python, uv=uv, with_project=False)
     try:
-        done = runner(alone[:3] + ["--dry-run"] + alone[3:], stdout=proc.PIPE,
-                      stderr=proc.STDOUT, text=True,
-                      env=dict(env) if env is not None else None, timeout=timeout_s)
+        done = runner(
+            alone[:3] + ["--dry-run"] + alone[3:],
+            stdout=proc.PIPE,
+            stderr=proc.STDOUT,
+            text=True,
+            env=dict(env) if env is not None else None,
+            timeout=timeout_s,
+        )
     except (OSError, proc.TimeoutExpired):
         return message
     if done.returncode != 0:
         return message  # the pins are unsatisfiable by themselves: not the project's doing
-    return (f"{EXCLUDED_BY_PROJECT} {pins_text(cell)} (the cell's pins resolve alone; with "
-            f"{' '.join(cell.install)} they do not)\n{message}")
+    return (
+        f"{EXCLUDED_BY_PROJECT} {pins_text(cell)} (the cell's pins resolve alone; with "
+        f"{' '.join(cell.install)} they do not)\n{message}"
+    )
 
 
 OVERRIDE_TAG = "install-override"  # torch_matrix.world.specfile.OVERRIDE_TAG
@@ -253,8 +294,11 @@ def override_lines(cell: Cell) -> list[str]:
 
 
 def _trim(output: str, keep_summary: bool = False) -> str:
-    lines = [line.rstrip() for line in output.splitlines()
-             if line.strip() and (keep_summary or not _NOISE.match(line))]
+    lines = [
+        line.rstrip()
+        for line in output.splitlines()
+        if line.strip() and (keep_summary or not _NOISE.match(line))
+    ]
     text = "\n".join(lines)
     return text if len(text) <= MESSAGE_LIMIT else "..." + text[-MESSAGE_LIMIT:]
 
@@ -263,20 +307,32 @@ def classify_install_failure(returncode: int, output: str) -> Classification:
     """Decide whether a failed install is a fact about the cell or trouble with the machine."""
     message = _trim(output)
     if returncode < 0 or returncode in (137, 143):
-        return Classification(INSTALL_ERROR, f"installer killed (exit {returncode}): {message}".strip())
+        return Classification(
+            INSTALL_ERROR, f"installer killed (exit {returncode}): {message}".strip()
+        )
     if any(p.search(output) for p in _ERROR_PATTERNS):
         return Classification(INSTALL_ERROR, message)
     if any(p.search(output) for p in _UNSATISFIABLE_PATTERNS):
         return Classification(UNSATISFIABLE, message)
-    return Classification(INSTALL_ERROR, message or f"installer exited with {returncode} and no output")
+    return Classification(
+        INSTALL_ERROR, message or f"installer exited with {returncode} and no output"
+    )
 
 
-def install(cell: Cell, index_config: IndexLike, venv_python: str, *,
-            retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S,
-            timeout_s: float | None = None, env: Mapping[str, str] | None = None,
-            uv: str | None = None, runner: Runner = proc.run,
-            sleep: Callable[[float], None] = time.sleep,
-            project_dir: str | None = None) -> InstallOutcome:
+def install(
+    cell: Cell,
+    index_config: IndexLike,
+    venv_python: str,
+    *,
+    retries: int = DEFAULT_RETRIES,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+    timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+    uv: str | None = None,
+    runner: Runner = proc.run,
+    sleep: Callable[[float], None] = time.sleep,
+    project_dir: str | None = None,
+) -> InstallOutcome:
     """Install the cell's requirements; retry only ``error`` outcomes, at most ``retries`` times.
 
     An unsatisfiable cell whose pins resolve without the project's install items says
@@ -285,7 +341,9 @@ def install(cell: Cell, index_config: IndexLike, venv_python: str, *,
     uv = uv or uv_executable()
     command = install_command(cell, index_config, venv_python, uv=uv, project_dir=project_dir)
     if OVERRIDE_TAG in cell.tags:
-        atomic_write(overrides_path(venv_python), "\n".join(override_lines(cell)) + "\n", durable=False)
+        atomic_write(
+            overrides_path(venv_python), "\n".join(override_lines(cell)) + "\n", durable=False
+        )
     attempt = 0
     while True:
         attempt += 1
@@ -293,29 +351,53 @@ def install(cell: Cell, index_config: IndexLike, venv_python: str, *,
         # their metadata and only say "Checked N packages". So every retry reinstalls.
         executed = command if attempt == 1 else command[:3] + ["--reinstall"] + command[3:]
         try:
-            done = runner(executed, stdout=proc.PIPE, stderr=proc.STDOUT, text=True,
-                          env=dict(env) if env is not None else None, timeout=timeout_s)
+            done = runner(
+                executed,
+                stdout=proc.PIPE,
+                stderr=proc.STDOUT,
+                text=True,
+                env=dict(env) if env is not None else None,
+                timeout=timeout_s,
+            )
             returncode, output = done.returncode, done.stdout or ""
         except proc.TimeoutExpired:
             returncode, output = -9, f"install timed out after {timeout_s:g} s"
         except OSError as error:
             returncode, output = 127, f"cannot run {command[0]}: {error}"
         if returncode == 0:  # keep uv's summary lines: they carry its resolve/download times
-            return InstallOutcome(INSTALLED, tuple(command), _trim(output, keep_summary=True), attempt)
+            return InstallOutcome(
+                INSTALLED, tuple(command), _trim(output, keep_summary=True), attempt
+            )
         verdict = classify_install_failure(returncode, output)
         if verdict.status == UNSATISFIABLE and cell.install:
-            message = blame_project(cell, index_config, venv_python, verdict.message, uv=uv, env=env,
-                                    timeout_s=timeout_s, runner=runner)
+            message = blame_project(
+                cell,
+                index_config,
+                venv_python,
+                verdict.message,
+                uv=uv,
+                env=env,
+                timeout_s=timeout_s,
+                runner=runner,
+            )
             return InstallOutcome(UNSATISFIABLE, tuple(command), message, attempt)
         if verdict.status == UNSATISFIABLE or attempt > retries:
             return InstallOutcome(verdict.status, tuple(command), verdict.message, attempt)
         sleep(backoff_s * attempt)
 
 
-_UV_STEP = re.compile(r"^(Resolved|Prepared|Installed|Uninstalled|Audited) \d+ packages? in "
-                      r"([\d.]+)(ms|s)\b", re.MULTILINE)
-_UV_STEP_NAMES = {"Resolved": "resolve", "Prepared": "download", "Installed": "link",
-                  "Uninstalled": "uninstall", "Audited": "audit"}
+_UV_STEP = re.compile(
+    r"^(Resolved|Prepared|Installed|Uninstalled|Audited) \d+ packages? in "
+    r"([\d.]+)(ms|s)\b",
+    re.MULTILINE,
+)
+_UV_STEP_NAMES = {
+    "Resolved": "resolve",
+    "Prepared": "download",
+    "Installed": "link",
+    "Uninstalled": "uninstall",
+    "Audited": "audit",
+}
 
 
 def uv_step_seconds(output: str) -> dict[str, float]:
@@ -329,6 +411,7 @@ def uv_step_seconds(output: str) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------- verification
+
 
 def parse_freeze(text: str) -> dict[str, str]:
     """``uv pip freeze`` lines -> {canonical name: version}; direct references keep their URL."""
@@ -353,8 +436,9 @@ def _local_matches_variant(local: str | None, variant: str) -> bool:
     return local.lower() == variant.lower()
 
 
-def check_installed(cell: Cell, frozen: Mapping[str, str],
-                    own_versions: Mapping[str, Mapping[str, str]]) -> Verification:
+def check_installed(
+    cell: Cell, frozen: Mapping[str, str], own_versions: Mapping[str, Mapping[str, str]]
+) -> Verification:
     """Compare the venv with the cell's requirements (pure).
 
     Public-version equality is what ``==`` means (``2.5.1+cu124`` satisfies ``==2.5.1``);
@@ -379,16 +463,20 @@ def check_installed(cell: Cell, frozen: Mapping[str, str],
         if req.specifier and not req.specifier.contains(version, prereleases=True):
             problems.append(f"{req.name}: asked {req.specifier}, got {installed}")
         if name in ("torch", "torchvision", "torchaudio") and not _local_matches_variant(
-                version.local, cell.variant):
+            version.local, cell.variant
+        ):
             problems.append(f"{req.name}: asked the {cell.variant} build, got {installed}")
         own = own_versions.get(req.name.replace("-", "_").lower())
         if own is None:
             continue
         if "error" in own:
             problems.append(f"{req.name}: cannot read its __version__: {own['error']}")
-        elif own.get("version") != installed and (public_version(own.get("version")) or own.get("version")) != (public_version(installed) or installed):
-            problems.append(f"{req.name}: __version__ says {own.get('version')}, "
-                            f"uv pip freeze says {installed}")
+        elif own.get("version") != installed and (
+            public_version(own.get("version")) or own.get("version")
+        ) != (public_version(installed) or installed):
+            problems.append(
+                f"{req.name}: __version__ says {own.get('version')}, uv pip freeze says {installed}"
+            )
     return Verification(resolved, tuple(problems))
 
 
@@ -396,44 +484,69 @@ def check_installed(cell: Cell, frozen: Mapping[str, str],
 VERSIONED_IMPORTS = ("torch", "torchvision", "torchaudio", "numpy")
 
 
-def verify(cell: Cell, venv_python: str, outcome: InstallOutcome, *,
-           env: Mapping[str, str] | None = None, uv: str | None = None,
-           runner: Runner = proc.run, timeout_s: float = 300.0) -> InstallOutcome:
+def verify(
+    cell: Cell,
+    venv_python: str,
+    outcome: InstallOutcome,
+    *,
+    env: Mapping[str, str] | None = None,
+    uv: str | None = None,
+    runner: Runner = proc.run,
+    timeout_s: float = 300.0,
+) -> InstallOutcome:
     """Check that the venv holds what the cell asked for; a mismatch turns ``installed`` into ``error``."""
     if outcome.status != INSTALLED:
         return outcome
     freeze_cmd = [uv or uv_executable(), "pip", "freeze", "--python", str(venv_python)]
     code, out, err = proc.run_text(freeze_cmd, timeout=timeout_s, env=env, runner=runner)
     if code != 0:
-        return replace(outcome, status=INSTALL_ERROR,
-                       message=f"verify: uv pip freeze failed: {_trim(err)}")
+        return replace(
+            outcome, status=INSTALL_ERROR, message=f"verify: uv pip freeze failed: {_trim(err)}"
+        )
     frozen = parse_freeze(out)
-    names = [n for n in VERSIONED_IMPORTS
-             if any(canonicalize_name(Requirement(r).name) == n for r in cell.requirements)]
+    names = [
+        n
+        for n in VERSIONED_IMPORTS
+        if any(canonicalize_name(Requirement(r).name) == n for r in cell.requirements)
+    ]
     own: dict[str, Any] = {}
     if names:
         # Each package's own __version__, read inside the cell's interpreter (isolated).
-        found, why = run_facts(venv_python, ["versions", *names], env=env, timeout_s=timeout_s,
-                               runner=runner)
+        found, why = run_facts(
+            venv_python, ["versions", *names], env=env, timeout_s=timeout_s, runner=runner
+        )
         own = found if isinstance(found, dict) else {n: {"error": _trim(why)[-300:]} for n in names}
     checked = check_installed(cell, frozen, own)
     if checked.ok:
         # Every file each wheel's RECORD lists must be there: a partial install (full disk,
         # killed installer) keeps its metadata, so freeze and __version__ alone look fine.
-        broken, why = run_facts(venv_python, ["record"], env=env, timeout_s=timeout_s, runner=runner)
+        broken, why = run_facts(
+            venv_python, ["record"], env=env, timeout_s=timeout_s, runner=runner
+        )
         if not isinstance(broken, list) or broken:
             problems = broken or [f"cannot check the installed files: {_trim(why)[-300:]}"]
-            return replace(outcome, status=INSTALL_ERROR, resolved=dict(checked.resolved),
-                           message="partial install (checked against each wheel's RECORD): "
-                                   + "; ".join(problems))
+            return replace(
+                outcome,
+                status=INSTALL_ERROR,
+                resolved=dict(checked.resolved),
+                message="partial install (checked against each wheel's RECORD): "
+                + "; ".join(problems),
+            )
         return replace(outcome, resolved=dict(checked.resolved))
-    return replace(outcome, status=INSTALL_ERROR, resolved=dict(checked.resolved),
-                   message="installed versions differ from the cell: " + "; ".join(checked.problems))
+    return replace(
+        outcome,
+        status=INSTALL_ERROR,
+        resolved=dict(checked.resolved),
+        message="installed versions differ from the cell: " + "; ".join(checked.problems),
+    )
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for uv and the cell: ours, minus what would leak our venv into the cell."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONNOUSERSITE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONNOUSERSITE")
+    }
     env.update(extra or {})
     return env

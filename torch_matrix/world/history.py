@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from torch_matrix.report.diff import EVIDENCE_STATUSES, CellState, PassRate, ProbeState, RunRef, Snapshot, run_id, snapshot_of
+from torch_matrix.report.diff import (
+    EVIDENCE_STATUSES,
+    CellState,
+    PassRate,
+    ProbeState,
+    RunRef,
+    Snapshot,
+    run_id,
+    snapshot_of,
+)
 from torch_matrix.edges import proc
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import PASS, CellResult
@@ -126,28 +135,57 @@ class History:
             cursor = self.db.execute(
                 "INSERT OR IGNORE INTO runs (id, date, spec, commit_sha, source, imported_at, cells, compatible,"
                 " incompatible, unsatisfiable, error, environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run.id, run.date, run.spec, run.commit, run.source, _now(), len(snapshot.cells),
-                 counts.get("compatible", 0), counts.get("incompatible", 0), counts.get("unsatisfiable", 0),
-                 counts.get("error", 0), counts.get("environment", 0)))
+                (
+                    run.id,
+                    run.date,
+                    run.spec,
+                    run.commit,
+                    run.source,
+                    _now(),
+                    len(snapshot.cells),
+                    counts.get("compatible", 0),
+                    counts.get("incompatible", 0),
+                    counts.get("unsatisfiable", 0),
+                    counts.get("error", 0),
+                    counts.get("environment", 0),
+                ),
+            )
             if cursor.rowcount == 0:
                 return False
             seq = cursor.lastrowid
             self.db.executemany(
                 "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(seq, s.cell, s.verdict, s.reason[:MESSAGE_LIMIT], ",".join(s.failing),
-                  " ".join(s.requirements), s.python) for s in snapshot.cells.values()])
+                [
+                    (
+                        seq,
+                        s.cell,
+                        s.verdict,
+                        s.reason[:MESSAGE_LIMIT],
+                        ",".join(s.failing),
+                        " ".join(s.requirements),
+                        s.python,
+                    )
+                    for s in snapshot.cells.values()
+                ],
+            )
             self.db.executemany(
                 "INSERT INTO probes VALUES (?, ?, ?, ?, ?, ?)",
-                [(seq, s.cell, name, p.status, p.message[:MESSAGE_LIMIT], p.repro[:REPRO_LIMIT])
-                 for s in snapshot.cells.values() for name, p in s.probes.items()])
+                [
+                    (seq, s.cell, name, p.status, p.message[:MESSAGE_LIMIT], p.repro[:REPRO_LIMIT])
+                    for s in snapshot.cells.values()
+                    for name, p in s.probes.items()
+                ],
+            )
         return True
 
     # ------------------------------------------------------------------ reading
 
     def runs(self, spec: str | None = None, last: int | None = None) -> list[RunRow]:
         """Runs oldest first (by date, then import order); ``last`` keeps the newest N."""
-        query = ("SELECT seq, id, date, spec, commit_sha, source, cells, compatible, incompatible,"
-                 " unsatisfiable, error, environment FROM runs")
+        query = (
+            "SELECT seq, id, date, spec, commit_sha, source, cells, compatible, incompatible,"
+            " unsatisfiable, error, environment FROM runs"
+        )
         params: list[object] = []
         if spec is not None:
             query += " WHERE spec = ?"
@@ -156,9 +194,15 @@ class History:
         if last:
             query += " LIMIT ?"
             params.append(last)
-        rows = [RunRow(run=RunRef(id=r[1], date=r[2], spec=r[3], commit=r[4], source=r[5]), seq=r[0],
-                       cells=r[6], counts=dict(zip(_COUNT_COLUMNS, r[7:12])))
-                for r in self.db.execute(query, params)]
+        rows = [
+            RunRow(
+                run=RunRef(id=r[1], date=r[2], spec=r[3], commit=r[4], source=r[5]),
+                seq=r[0],
+                cells=r[6],
+                counts=dict(zip(_COUNT_COLUMNS, r[7:12])),
+            )
+            for r in self.db.execute(query, params)
+        ]
         return rows[::-1]
 
     def find(self, ref: str) -> RunRow | None:
@@ -167,27 +211,38 @@ class History:
         if not matches and len(ref) >= 4:
             matches = [row for row in self.runs() if row.run.id.startswith(ref)]
         if len(matches) > 1:
-            raise UserError(f"run id prefix {ref!r} matches {len(matches)} runs", str(self.path),
-                            hint="give more characters of the id (`torch-matrix history` lists them)")
+            raise UserError(
+                f"run id prefix {ref!r} matches {len(matches)} runs",
+                str(self.path),
+                hint="give more characters of the id (`torch-matrix history` lists them)",
+            )
         return matches[0] if matches else None
 
     def snapshot(self, row: RunRow) -> Snapshot:
         probes: dict[str, dict[str, ProbeState]] = {}
         for cell, probe, status, message, repro in self.db.execute(
-                "SELECT cell, probe, status, message, repro FROM probes WHERE run = ?", (row.seq,)):
+            "SELECT cell, probe, status, message, repro FROM probes WHERE run = ?", (row.seq,)
+        ):
             probes.setdefault(cell, {})[probe] = ProbeState(status, message, repro)
         cells = {}
         for cell, verdict, reason, failing, requirements, python in self.db.execute(
-                "SELECT cell, verdict, reason, failing, requirements, python FROM cells WHERE run = ?",
-                (row.seq,)):
-            cells[cell] = CellState(cell=cell, verdict=verdict, reason=reason,
-                                    failing=tuple(f for f in failing.split(",") if f),
-                                    requirements=tuple(requirements.split()), python=python,
-                                    probes=probes.get(cell, {}))
+            "SELECT cell, verdict, reason, failing, requirements, python FROM cells WHERE run = ?",
+            (row.seq,),
+        ):
+            cells[cell] = CellState(
+                cell=cell,
+                verdict=verdict,
+                reason=reason,
+                failing=tuple(f for f in failing.split(",") if f),
+                requirements=tuple(requirements.split()),
+                python=python,
+                probes=probes.get(cell, {}),
+            )
         return Snapshot(run=row.run, cells=cells)
 
-    def failing_history(self, spec: str, pairs: Iterable[tuple[str, str]],
-                        until: RunRef | None = None) -> dict[tuple[str, str], list[tuple[RunRef, bool | None]]]:
+    def failing_history(
+        self, spec: str, pairs: Iterable[tuple[str, str]], until: RunRef | None = None
+    ) -> dict[tuple[str, str], list[tuple[RunRef, bool | None]]]:
         """For each (cell, probe): oldest first, per run of ``spec`` up to ``until``, True when the
         probe made the cell incompatible, False when the cell had evidence otherwise, None when
         the cell was absent or had no evidence (see ``torch_matrix.report.diff.streak_start``)."""
@@ -198,7 +253,7 @@ class History:
         if until is not None:
             position = next((i for i, row in enumerate(runs) if row.run.id == until.id), None)
             if position is not None:
-                runs = runs[:position + 1]
+                runs = runs[: position + 1]
             else:
                 runs = [row for row in runs if row.run.date <= until.date]
         seqs = {row.seq: i for i, row in enumerate(runs)}
@@ -206,8 +261,9 @@ class History:
         states: dict[tuple[int, str], tuple[str, str]] = {}
         placeholders = ",".join("?" * len(cells_wanted))
         for seq, cell, verdict, failing in self.db.execute(
-                f"SELECT run, cell, verdict, failing FROM cells WHERE cell IN ({placeholders})",
-                sorted(cells_wanted)):
+            f"SELECT run, cell, verdict, failing FROM cells WHERE cell IN ({placeholders})",
+            sorted(cells_wanted),
+        ):
             if seq in seqs:
                 states[(seq, cell)] = (verdict, failing)
         out: dict[tuple[str, str], list[tuple[RunRef, bool | None]]] = {}
@@ -222,7 +278,9 @@ class History:
             out[(cell, probe)] = series
         return out
 
-    def probe_series(self, spec: str, last: int) -> tuple[list[RunRow], dict[tuple[str, str], list[str | None]]]:
+    def probe_series(
+        self, spec: str, last: int
+    ) -> tuple[list[RunRow], dict[tuple[str, str], list[str | None]]]:
         """The newest ``last`` runs of ``spec`` and, per (cell, probe), its status in each (None: absent)."""
         runs = self.runs(spec=spec, last=last)
         position = {row.seq: i for i, row in enumerate(runs)}
@@ -231,7 +289,8 @@ class History:
             return runs, series
         low = min(position)
         for seq, cell, probe, status in self.db.execute(
-                "SELECT run, cell, probe, status FROM probes WHERE run >= ?", (low,)):
+            "SELECT run, cell, probe, status FROM probes WHERE run >= ?", (low,)
+        ):
             index = position.get(seq)
             if index is None:
                 continue
@@ -249,13 +308,19 @@ class History:
             return {}
         marks = ",".join("?" * len(runs))
         evidence = ",".join("?" * len(EVIDENCE_STATUSES))
-        query = (f"SELECT cell, probe, SUM(status = ?), SUM(status IN ({evidence})) FROM probes "
-                 f"WHERE run IN ({marks}) GROUP BY cell, probe")
+        query = (
+            f"SELECT cell, probe, SUM(status = ?), SUM(status IN ({evidence})) FROM probes "
+            f"WHERE run IN ({marks}) GROUP BY cell, probe"
+        )
         params = [str(PASS), *map(str, EVIDENCE_STATUSES), *(row.seq for row in runs)]
-        return {(cell, probe): PassRate(passed=passed, runs=counted, nights=len(runs))
-                for cell, probe, passed, counted in self.db.execute(query, params)}
+        return {
+            (cell, probe): PassRate(passed=passed, runs=counted, nights=len(runs))
+            for cell, probe, passed, counted in self.db.execute(query, params)
+        }
 
-    def last_statuses(self, spec: str, pairs: Iterable[tuple[str, str]], last: int) -> dict[tuple[str, str], str]:
+    def last_statuses(
+        self, spec: str, pairs: Iterable[tuple[str, str]], last: int
+    ) -> dict[tuple[str, str], str]:
         """The newest status of each (cell, probe) among the newest ``last`` runs of ``spec``."""
         runs = self.runs(spec=spec, last=last)
         order = {row.seq: i for i, row in enumerate(runs)}
@@ -264,8 +329,9 @@ class History:
         for cell, probe in pairs:
             best = None
             for seq, status in self.db.execute(
-                    f"SELECT run, status FROM probes WHERE cell = ? AND probe = ? AND run IN ({marks})",
-                    [cell, probe, *order]):
+                f"SELECT run, status FROM probes WHERE cell = ? AND probe = ? AND run IN ({marks})",
+                [cell, probe, *order],
+            ):
                 if best is None or order[seq] > best[0]:
                     best = (order[seq], status)
             if best is not None:
@@ -282,9 +348,11 @@ def _now() -> str:
 
 # ---------------------------------------------------------------------------- SQLite failures, one line each
 
-_RESTORE = (f"restore it from the history branch (`git fetch origin torch-matrix-history && git show "
-            f"FETCH_HEAD:{DB_NAME} > FILE`), or delete it and reimport the runs you have "
-            "(`torch-matrix import RESULTS_DIR`)")
+_RESTORE = (
+    f"restore it from the history branch (`git fetch origin torch-matrix-history && git show "
+    f"FETCH_HEAD:{DB_NAME} > FILE`), or delete it and reimport the runs you have "
+    "(`torch-matrix import RESULTS_DIR`)"
+)
 
 
 def history_failure(error: sqlite3.Error, where: Path) -> UserError:
@@ -295,23 +363,43 @@ def history_failure(error: sqlite3.Error, where: Path) -> UserError:
     text = " ".join(str(error).split()) or type(error).__name__
     lower = text.lower()
     if "full" in lower:
-        return UserError(f"cannot write the history database: No space left on device ({text}); nothing was written",
-                         str(where), hint="free some space, then run the command again")
-    if "readonly" in lower or "read-only" in lower or "unable to open" in lower or "permission" in lower:
-        return UserError(f"cannot write the history database: it is read-only ({text}); nothing was written",
-                         str(where), hint="make the file and its folder writable, or give another file with "
-                                          f"--db / ${HISTORY_ENV}")
+        return UserError(
+            f"cannot write the history database: No space left on device ({text}); nothing was written",
+            str(where),
+            hint="free some space, then run the command again",
+        )
+    if (
+        "readonly" in lower
+        or "read-only" in lower
+        or "unable to open" in lower
+        or "permission" in lower
+    ):
+        return UserError(
+            f"cannot write the history database: it is read-only ({text}); nothing was written",
+            str(where),
+            hint="make the file and its folder writable, or give another file with "
+            f"--db / ${HISTORY_ENV}",
+        )
     if "locked" in lower or "busy" in lower:
-        return UserError(f"the history database is busy ({text}); nothing was written", str(where),
-                         hint="another torch-matrix import is writing it: run the command again when it ends")
+        return UserError(
+            f"the history database is busy ({text}); nothing was written",
+            str(where),
+            hint="another torch-matrix import is writing it: run the command again when it ends",
+        )
     if "not a database" in lower or "encrypted" in lower:  # the header itself is not SQLite's
-        return UserError(f"not a torch-matrix history database ({text})", str(where),
-                         hint=f"point --db / ${HISTORY_ENV} at the history file; if this was it, {_RESTORE}")
+        return UserError(
+            f"not a torch-matrix history database ({text})",
+            str(where),
+            hint=f"point --db / ${HISTORY_ENV} at the history file; if this was it, {_RESTORE}",
+        )
     if "malformed" in lower or "corrupt" in lower:
         return UserError(f"the history database is damaged ({text})", str(where), hint=_RESTORE)
     if "no such table" in lower or "no such column" in lower or "has no column" in lower:
-        return UserError(f"the history database does not have the tables of its version ({text})", str(where),
-                         hint=_RESTORE)
+        return UserError(
+            f"the history database does not have the tables of its version ({text})",
+            str(where),
+            hint=_RESTORE,
+        )
     return UserError(f"the history database failed ({text})", str(where), hint=_RESTORE)
 
 
@@ -322,6 +410,7 @@ def _one_line_failures(method):
             return method(self, *args, **kwargs)
         except sqlite3.Error as error:
             raise history_failure(error, self.path) from None
+
     return wrapper
 
 
@@ -333,7 +422,17 @@ for _name, _method in list(vars(History).items()):  # every query and write of a
 # The tables and columns this version's queries use: a file at our version without them (restored
 # from the wrong place, edited by hand) is refused at open, not mid-query.
 _TABLES = {
-    "runs": ("seq", "id", "date", "spec", "commit_sha", "source", "imported_at", "cells", *_COUNT_COLUMNS),
+    "runs": (
+        "seq",
+        "id",
+        "date",
+        "spec",
+        "commit_sha",
+        "source",
+        "imported_at",
+        "cells",
+        *_COUNT_COLUMNS,
+    ),
     "cells": ("run", "cell", "verdict", "reason", "failing", "requirements", "python"),
     "probes": ("run", "cell", "probe", "status", "message", "repro"),
 }
@@ -345,25 +444,38 @@ def _check_tables(connection: sqlite3.Connection, where: Path) -> None:
         lacking = [column for column in columns if column not in have]
         if lacking:
             what = f"no table {table}" if not have else f"table {table} lacks {', '.join(lacking)}"
-            raise UserError(f"the history database does not have the tables of its version "
-                            f"{SCHEMA_VERSION} ({what})", str(where), hint=_RESTORE)
+            raise UserError(
+                f"the history database does not have the tables of its version "
+                f"{SCHEMA_VERSION} ({what})",
+                str(where),
+                hint=_RESTORE,
+            )
 
 
 def open_history(path: str | os.PathLike[str], *, create: bool = True) -> History:
     """Open (and create or migrate) the database at ``path``. Bad files raise ``UserError``."""
     target = Path(path)
     if not create and not target.is_file():
-        raise UserError("no history database here", str(target),
-                        hint=f"run `torch-matrix import RESULTS_DIR` first, or point --db / ${HISTORY_ENV} at one")
+        raise UserError(
+            "no history database here",
+            str(target),
+            hint=f"run `torch-matrix import RESULTS_DIR` first, or point --db / ${HISTORY_ENV} at one",
+        )
     if target.is_dir():
-        raise UserError("is a directory, not a history database file", str(target),
-                        hint=f"name a file, e.g. {target / DB_NAME}")
+        raise UserError(
+            "is a directory, not a history database file",
+            str(target),
+            hint=f"name a file, e.g. {target / DB_NAME}",
+        )
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(target)
     except (OSError, sqlite3.Error) as error:
-        raise UserError(f"cannot open the history database ({error})", str(target),
-                        hint="give a writable file with --db or $TORCH_MATRIX_HISTORY") from None
+        raise UserError(
+            f"cannot open the history database ({error})",
+            str(target),
+            hint="give a writable file with --db or $TORCH_MATRIX_HISTORY",
+        ) from None
     try:
         _migrate(connection, target)
         _check_tables(connection, target)
@@ -379,19 +491,31 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True) -> Histor
 def _migrate(connection: sqlite3.Connection, where: Path) -> None:
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
-        raise UserError(f"history schema version {version} is newer than this tool understands "
-                        f"({SCHEMA_VERSION})", str(where), hint="upgrade torch-matrix to read it")
+        raise UserError(
+            f"history schema version {version} is newer than this tool understands "
+            f"({SCHEMA_VERSION})",
+            str(where),
+            hint="upgrade torch-matrix to read it",
+        )
     if version == 0:
-        tables = connection.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        tables = connection.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+        ).fetchone()[0]
         if tables:
-            raise UserError("not a torch-matrix history database (an SQLite file with other tables)",
-                            str(where), hint=f"point --db / ${HISTORY_ENV} at another file")
+            raise UserError(
+                "not a torch-matrix history database (an SQLite file with other tables)",
+                str(where),
+                hint=f"point --db / ${HISTORY_ENV} at another file",
+            )
     for step in range(version, SCHEMA_VERSION):  # each step and its version number commit together
-        connection.executescript("BEGIN;" + MIGRATIONS[step] + f"PRAGMA user_version = {step + 1};COMMIT;")
+        connection.executescript(
+            "BEGIN;" + MIGRATIONS[step] + f"PRAGMA user_version = {step + 1};COMMIT;"
+        )
     connection.execute("PRAGMA foreign_keys = ON")
 
 
 # ---------------------------------------------------------------------------- importing a directory
+
 
 def run_name_of(results_dir: Path) -> str:
     """The spec's run name from the layout ``<root>/<name>/cells/*.json``; the folder's own name
@@ -427,10 +551,19 @@ def current_commit(environ: Mapping[str, str] = os.environ, cwd: str | None = No
     return out.strip() if code == 0 else ""
 
 
-def run_ref_for(results: Sequence[CellResult], results_dir: Path, *, spec: str | None = None,
-                commit: str | None = None, date: str | None = None,
-                environ: Mapping[str, str] = os.environ) -> RunRef:
-    return RunRef(id=run_id(results), date=date or newest_finish(results) or _now(),
-                  spec=spec or run_name_of(results_dir),
-                  commit=current_commit(environ) if commit is None else commit,
-                  source=str(results_dir))
+def run_ref_for(
+    results: Sequence[CellResult],
+    results_dir: Path,
+    *,
+    spec: str | None = None,
+    commit: str | None = None,
+    date: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> RunRef:
+    return RunRef(
+        id=run_id(results),
+        date=date or newest_finish(results) or _now(),
+        spec=spec or run_name_of(results_dir),
+        commit=current_commit(environ) if commit is None else commit,
+        source=str(results_dir),
+    )

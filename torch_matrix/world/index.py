@@ -43,8 +43,10 @@ from torch_matrix.world.specfile import PYPI_SIMPLE, IndexConfig
 DEFAULT_TTL_S = 6 * 3600
 HTTP_TIMEOUT_S = 30.0
 MAX_WHEEL_BYTES = 64 * 1024 * 1024  # only to read METADATA when the index serves no .metadata
-ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
-          "text/html;q=0.01")
+ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
+    "text/html;q=0.01"
+)
 USER_AGENT = "torch-matrix (planning; +https://github.com/)"
 SDIST_SUFFIXES = (".tar.gz", ".zip")
 
@@ -106,11 +108,17 @@ def default_ttl(environ: Mapping[str, str] = os.environ) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise UserError(f"expected seconds, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL",
-                        hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)") from None
+        raise UserError(
+            f"expected seconds, got {raw!r}",
+            where="TORCH_MATRIX_INDEX_TTL",
+            hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)",
+        ) from None
     if value < 0:
-        raise UserError(f"expected seconds >= 0, got {raw!r}", where="TORCH_MATRIX_INDEX_TTL",
-                        hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)")
+        raise UserError(
+            f"expected seconds >= 0, got {raw!r}",
+            where="TORCH_MATRIX_INDEX_TTL",
+            hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)",
+        )
     return value
 
 
@@ -124,7 +132,9 @@ def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[
         with urllib.request.urlopen(request, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             if length and int(length) > MAX_WHEEL_BYTES and url.endswith(".whl"):
-                raise IndexUnavailable(f"{url}: {int(length)} bytes is too large to read metadata from")
+                raise IndexUnavailable(
+                    f"{url}: {int(length)} bytes is too large to read metadata from"
+                )
             return response.headers.get("Content-Type", ""), response.read()
     except urllib.error.HTTPError as error:
         if error.code in (404, 410):
@@ -147,8 +157,14 @@ def _strip_fragment(url: str) -> str:
     return urllib.parse.urldefrag(url)[0]
 
 
-def dist_file(filename: str, url: str, project: str, requires_python: str = "",
-              yanked: bool = False, has_metadata: bool = False) -> DistFile | None:
+def dist_file(
+    filename: str,
+    url: str,
+    project: str,
+    requires_python: str = "",
+    yanked: bool = False,
+    has_metadata: bool = False,
+) -> DistFile | None:
     """Describe one link, or None when it is not a distribution of ``project``."""
     try:
         if filename.endswith(".whl"):
@@ -163,9 +179,15 @@ def dist_file(filename: str, url: str, project: str, requires_python: str = "",
         return None
     if name != canonicalize_name(project):
         return None
-    return DistFile(filename=filename, url=_strip_fragment(url), version=str(version),
-                    requires_python=requires_python or "", tags=tag_strings, yanked=yanked,
-                    has_metadata=has_metadata)
+    return DistFile(
+        filename=filename,
+        url=_strip_fragment(url),
+        version=str(version),
+        requires_python=requires_python or "",
+        tags=tag_strings,
+        yanked=yanked,
+        has_metadata=has_metadata,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -209,9 +231,14 @@ def parse_html_listing(text: str, base_url: str, project: str) -> list[DistFile]
         url = urllib.parse.urljoin(base_url, href)
         filename = urllib.parse.unquote(os.path.basename(urllib.parse.urlparse(url).path)) or label
         metadata = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
-        found = dist_file(filename, url, project, attrs.get("data-requires-python") or "",
-                          yanked="data-yanked" in attrs,
-                          has_metadata=metadata is not None and metadata.lower() != "false")
+        found = dist_file(
+            filename,
+            url,
+            project,
+            attrs.get("data-requires-python") or "",
+            yanked="data-yanked" in attrs,
+            has_metadata=metadata is not None and metadata.lower() != "false",
+        )
         if found:
             files.append(found)
     return files
@@ -220,11 +247,18 @@ def parse_html_listing(text: str, base_url: str, project: str) -> list[DistFile]
 def parse_json_listing(data: Mapping[str, Any], base_url: str, project: str) -> list[DistFile]:
     files = []
     for entry in data.get("files", ()):
-        metadata = entry.get("core-metadata", entry.get("data-dist-info-metadata",
-                                                        entry.get("dist-info-metadata", False)))
-        found = dist_file(entry.get("filename", ""), urllib.parse.urljoin(base_url, entry.get("url", "")),
-                          project, entry.get("requires-python") or "",
-                          yanked=bool(entry.get("yanked", False)), has_metadata=bool(metadata))
+        metadata = entry.get(
+            "core-metadata",
+            entry.get("data-dist-info-metadata", entry.get("dist-info-metadata", False)),
+        )
+        found = dist_file(
+            entry.get("filename", ""),
+            urllib.parse.urljoin(base_url, entry.get("url", "")),
+            project,
+            entry.get("requires-python") or "",
+            yanked=bool(entry.get("yanked", False)),
+            has_metadata=bool(metadata),
+        )
         if found:
             files.append(found)
     return files
@@ -292,8 +326,14 @@ class Source:
 class PackageIndex:
     """One or more sources combined as a resolver sees them (the union of their files)."""
 
-    def __init__(self, sources: Sequence[Source], cache: DiskCache, *,
-                 fetch: Fetch = http_fetch, prereleases: bool = False) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        cache: DiskCache,
+        *,
+        fetch: Fetch = http_fetch,
+        prereleases: bool = False,
+    ) -> None:
         self.sources = tuple(sources)
         self.cache = cache
         self.fetch = fetch
@@ -323,17 +363,23 @@ class PackageIndex:
         if source.kind == "simple":
             page = directory / canonicalize_name(project) / "index.html"
             if page.is_file():
-                return parse_html_listing(page.read_text(encoding="utf-8", errors="replace"),
-                                          page.resolve().as_uri(), project)
+                return parse_html_listing(
+                    page.read_text(encoding="utf-8", errors="replace"),
+                    page.resolve().as_uri(),
+                    project,
+                )
             directory = directory / canonicalize_name(project)
             if not directory.is_dir():
                 return []
         elif not directory.is_dir():
             if source.optional:
                 return []
-            raise UserError(f"find-links directory does not exist: {directory}", where="index.find_links",
-                            hint="fix the path in [index] find_links (or $PIP_FIND_LINKS when the spec "
-                                 "sets none), or create the directory")
+            raise UserError(
+                f"find-links directory does not exist: {directory}",
+                where="index.find_links",
+                hint="fix the path in [index] find_links (or $PIP_FIND_LINKS when the spec "
+                "sets none), or create the directory",
+            )
         files = []
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if entry.is_file():
@@ -385,10 +431,13 @@ class PackageIndex:
                 if source.optional:
                     warn_once(f"{error}; planning {project} without {source.location}")
                     continue
-                raise UserError(f"cannot list {project!r}: {error}", where=f"index {source.location}",
-                                hint="check the network and the index URL in the spec's [index] (or "
-                                     "$PIP_INDEX_URL); a listing fetched before is used for "
-                                     "$TORCH_MATRIX_INDEX_TTL seconds") from None
+                raise UserError(
+                    f"cannot list {project!r}: {error}",
+                    where=f"index {source.location}",
+                    hint="check the network and the index URL in the spec's [index] (or "
+                    "$PIP_INDEX_URL); a listing fetched before is used for "
+                    "$TORCH_MATRIX_INDEX_TTL seconds",
+                ) from None
         return [f for f in files if not f.yanked]
 
     # -- public interface
@@ -429,15 +478,18 @@ class PackageIndex:
             self._grouped[key] = grouped
         return grouped
 
-    def requires_dist(self, project: str, version: str | Version,
-                      cache_only: bool = False) -> list[Requirement]:
+    def requires_dist(
+        self, project: str, version: str | Version, cache_only: bool = False
+    ) -> list[Requirement]:
         """Requires-Dist of a release. ``cache_only`` raises ``NotCached`` instead of fetching."""
         candidates = [f for f in self.files(project, version) if f.is_wheel]
         if not candidates:
-            raise UserError(f"no wheel of {project} {version} to read metadata from",
-                            where="index " + ", ".join(s.location for s in self.sources),
-                            hint=f"the index lists {project} {version} without wheels: pin another "
-                                 "version, or add an index that has its wheels")
+            raise UserError(
+                f"no wheel of {project} {version} to read metadata from",
+                where="index " + ", ".join(s.location for s in self.sources),
+                hint=f"the index lists {project} {version} without wheels: pin another "
+                "version, or add an index that has its wheels",
+            )
         # Advertised .metadata first, then local wheels, then the rest (PyPI serves .metadata
         # even where a mirror does not advertise it); pure wheels are as good as any.
         candidates.sort(key=lambda f: (not f.has_metadata, not f.is_local, f.filename))
@@ -455,12 +507,15 @@ class PackageIndex:
                 except InvalidRequirement:
                     continue
             return requirements
-        raise UserError(f"cannot read the metadata of {project} {version}: {problems[-1]}",
-                        where=f"index {candidates[0].url}",
-                        hint="check the network and rerun; metadata read once is cached for good")
+        raise UserError(
+            f"cannot read the metadata of {project} {version}: {problems[-1]}",
+            where=f"index {candidates[0].url}",
+            hint="check the network and rerun; metadata read once is cached for good",
+        )
 
-    def requires_dist_many(self, project: str, versions: Iterable[str | Version],
-                           workers: int = 8) -> dict[str, list[Requirement]]:
+    def requires_dist_many(
+        self, project: str, versions: Iterable[str | Version], workers: int = 8
+    ) -> dict[str, list[Requirement]]:
         """Metadata of many releases; cold fetches run in parallel."""
         versions = [str(v) for v in versions]
         found: dict[str, list[Requirement]] = {}
@@ -474,7 +529,9 @@ class PackageIndex:
             from concurrent.futures import ThreadPoolExecutor  # only when metadata must be fetched
 
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(missing)))) as pool:
-                found.update(zip(missing, pool.map(lambda v: self.requires_dist(project, v), missing)))
+                found.update(
+                    zip(missing, pool.map(lambda v: self.requires_dist(project, v), missing))
+                )
         return {v: found[v] for v in versions}
 
     def _metadata(self, item: DistFile, cache_only: bool = False) -> list[str]:
@@ -497,8 +554,9 @@ class PackageIndex:
                 raise IndexUnavailable(f"{item.url}: not found")
             text = _wheel_metadata(response[1], item.filename)
         requires, requires_python = parse_metadata(text)
-        self.cache.write("metadata", cache_key, {"requires_dist": requires,
-                                                 "requires_python": requires_python})
+        self.cache.write(
+            "metadata", cache_key, {"requires_dist": requires, "requires_python": requires_python}
+        )
         return requires
 
 
@@ -507,8 +565,11 @@ def _wheel_metadata(blob: bytes, filename: str) -> str:
 
     try:
         with zipfile.ZipFile(io.BytesIO(blob)) as archive:
-            names = [n for n in archive.namelist()
-                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            names = [
+                n
+                for n in archive.namelist()
+                if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+            ]
             if not names:
                 raise IndexUnavailable(f"{filename}: no .dist-info/METADATA in the wheel")
             return archive.read(names[0]).decode("utf-8", errors="replace")
@@ -523,8 +584,9 @@ def default_index_url(config: IndexConfig, environ: Mapping[str, str] = os.envir
     return config.default or environ.get("UV_DEFAULT_INDEX", "") or PYPI_SIMPLE
 
 
-def sources_in_use(config: IndexConfig, variant: str = "default",
-                   environ: Mapping[str, str] = os.environ) -> list[dict[str, str]]:
+def sources_in_use(
+    config: IndexConfig, variant: str = "default", environ: Mapping[str, str] = os.environ
+) -> list[dict[str, str]]:
     """Each index and find-links location a cell of ``variant`` installs from, in the order uv is
     given them, with where it came from (the spec, pip's or uv's environment variable, a default)."""
     if config.default:
@@ -532,17 +594,36 @@ def sources_in_use(config: IndexConfig, variant: str = "default",
     elif environ.get("UV_DEFAULT_INDEX", ""):
         default, origin = environ["UV_DEFAULT_INDEX"], "$UV_DEFAULT_INDEX"
     else:
-        default, origin = PYPI_SIMPLE, "uv's default (no [index] default, $PIP_INDEX_URL or $UV_DEFAULT_INDEX)"
+        default, origin = (
+            PYPI_SIMPLE,
+            "uv's default (no [index] default, $PIP_INDEX_URL or $UV_DEFAULT_INDEX)",
+        )
     used = [{"kind": "default-index", "location": default, "from": origin}]
-    used += [{"kind": "extra-index", "location": url, "from": config.origin("extra")} for url in config.extra]
-    used += [{"kind": "find-links", "location": path, "from": config.origin("find_links")}
-             for path in config.find_links]
+    used += [
+        {"kind": "extra-index", "location": url, "from": config.origin("extra")}
+        for url in config.extra
+    ]
+    used += [
+        {"kind": "find-links", "location": path, "from": config.origin("find_links")}
+        for path in config.find_links
+    ]
     for name, kind in (("UV_INDEX", "extra-index"), ("UV_FIND_LINKS", "find-links")):
-        used += [{"kind": kind, "location": location, "from": f"${name} (uv reads it when installing; "
-                  "planning does not)"} for location in environ.get(name, "").split()]
+        used += [
+            {
+                "kind": kind,
+                "location": location,
+                "from": f"${name} (uv reads it when installing; planning does not)",
+            }
+            for location in environ.get(name, "").split()
+        ]
     if variant != "default":
-        used.append({"kind": "variant-index", "location": config.variant_url(variant),
-                     "from": config.origin("pytorch") or "the spec"})
+        used.append(
+            {
+                "kind": "variant-index",
+                "location": config.variant_url(variant),
+                "from": config.origin("pytorch") or "the spec",
+            }
+        )
     return used
 
 
@@ -553,9 +634,16 @@ def sources_for(config: IndexConfig, environ: Mapping[str, str] = os.environ) ->
     return sources
 
 
-def open_index(config: IndexConfig, *, variant: str = "default", cache_dir: str | Path | None = None,
-               ttl: float | None = None, environ: Mapping[str, str] = os.environ,
-               fetch: Fetch = http_fetch, prereleases: bool = False) -> PackageIndex:
+def open_index(
+    config: IndexConfig,
+    *,
+    variant: str = "default",
+    cache_dir: str | Path | None = None,
+    ttl: float | None = None,
+    environ: Mapping[str, str] = os.environ,
+    fetch: Fetch = http_fetch,
+    prereleases: bool = False,
+) -> PackageIndex:
     """The index as the installer will see it for one variant.
 
     For a variant other than ``default`` the PyTorch variant index is added as an
@@ -564,14 +652,21 @@ def open_index(config: IndexConfig, *, variant: str = "default", cache_dir: str 
     sources = sources_for(config, environ)
     if variant != "default":
         sources.append(Source(config.variant_url(variant), "simple", optional=True))
-    cache = DiskCache(Path(cache_dir) if cache_dir else default_cache_dir(environ),
-                      default_ttl(environ) if ttl is None else ttl)
+    cache = DiskCache(
+        Path(cache_dir) if cache_dir else default_cache_dir(environ),
+        default_ttl(environ) if ttl is None else ttl,
+    )
     return PackageIndex(sources, cache, fetch=fetch, prereleases=prereleases)
 
 
-def open_variant_index(config: IndexConfig, variant: str, *, optional: bool = True,
-                       **kwargs: Any) -> PackageIndex:
+def open_variant_index(
+    config: IndexConfig, variant: str, *, optional: bool = True, **kwargs: Any
+) -> PackageIndex:
     """Only the PyTorch index of one variant; ``optional``: warns and answers nothing when unreachable."""
     index = open_index(config, **kwargs)
-    return PackageIndex([Source(config.variant_url(variant), "simple", optional=optional)], index.cache,
-                        fetch=index.fetch, prereleases=index.prereleases)
+    return PackageIndex(
+        [Source(config.variant_url(variant), "simple", optional=optional)],
+        index.cache,
+        fetch=index.fetch,
+        prereleases=index.prereleases,
+    )

@@ -22,6 +22,7 @@ from torch_matrix.edges import proc
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world.probe_process import run_facts
 from torch_matrix.world.specfile import CURRENT_PYTHON as CURRENT
+
 _confirmed: dict[str, Interpreter | None] = {}
 
 
@@ -44,12 +45,16 @@ def confirm(path: str) -> Interpreter | None:
     if path in _confirmed:
         return _confirmed[path]
     found = None
-    identity, _why = run_facts(path, ["interpreter"], env={**os.environ, "PYTHONWARNINGS": "ignore"},
-                               timeout_s=20)
+    identity, _why = run_facts(
+        path, ["interpreter"], env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout_s=20
+    )
     if isinstance(identity, dict) and identity.get("version"):
         # Keep the path we were given (a venv or pyenv path) rather than the resolved one.
-        found = Interpreter(path=path, version=str(identity["version"]),
-                            implementation=str(identity.get("implementation", "cpython")))
+        found = Interpreter(
+            path=path,
+            version=str(identity["version"]),
+            implementation=str(identity.get("implementation", "cpython")),
+        )
     _confirmed[path] = found
     return found
 
@@ -71,8 +76,9 @@ def _uv_candidates(version: str, environ: Mapping[str, str]) -> list[str]:
     uv = shutil.which("uv", path=environ.get("PATH"))
     if not uv:
         return []
-    code, out, _err = proc.run_text([uv, "python", "list", version, "--only-installed",
-                                     "--output-format", "json"], timeout=30)
+    code, out, _err = proc.run_text(
+        [uv, "python", "list", version, "--only-installed", "--output-format", "json"], timeout=30
+    )
     try:
         entries = json.loads(out) if code == 0 else []
     except ValueError:
@@ -80,20 +86,30 @@ def _uv_candidates(version: str, environ: Mapping[str, str]) -> list[str]:
     return [e["path"] for e in entries if isinstance(e, dict) and e.get("path")]
 
 
-def find_interpreter(version: str, configured: Mapping[str, str] | None = None,
-                     environ: Mapping[str, str] = os.environ, use_uv: bool = True) -> Interpreter | None:
+def find_interpreter(
+    version: str,
+    configured: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+    use_uv: bool = True,
+) -> Interpreter | None:
     if version == CURRENT:
-        return Interpreter(path=sys.executable, version=".".join(map(str, sys.version_info[:3])),
-                           implementation=sys.implementation.name)
+        return Interpreter(
+            path=sys.executable,
+            version=".".join(map(str, sys.version_info[:3])),
+            implementation=sys.implementation.name,
+        )
     configured = configured or {}
     if version in configured:
         path = configured[version]
         found = confirm(path)
         if found is None or found.minor != version:
             what = "does not run" if found is None else f"is Python {found.version}"
-            raise UserError(f"{path} {what}, not Python {version}", where=f"interpreters.{version!r}",
-                            hint=f"point [interpreters] {version!r} at a Python {version} executable, "
-                                 "or remove the entry to search PATH, pyenv and uv")
+            raise UserError(
+                f"{path} {what}, not Python {version}",
+                where=f"interpreters.{version!r}",
+                hint=f"point [interpreters] {version!r} at a Python {version} executable, "
+                "or remove the entry to search PATH, pyenv and uv",
+            )
         return found
     candidates = _pyenv_candidates(version, environ)
     on_path = shutil.which(f"python{version}", path=environ.get("PATH"))
@@ -114,9 +130,12 @@ def find_interpreter(version: str, configured: Mapping[str, str] | None = None,
     return None
 
 
-def find_interpreters(versions: Sequence[str], configured: Mapping[str, str] | None = None,
-                      environ: Mapping[str, str] = os.environ,
-                      use_uv: bool = True) -> dict[str, Interpreter | None]:
+def find_interpreters(
+    versions: Sequence[str],
+    configured: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+    use_uv: bool = True,
+) -> dict[str, Interpreter | None]:
     """{requested version ("3.10" or "current"): Interpreter, or None when not found}."""
     return {version: find_interpreter(version, configured, environ, use_uv) for version in versions}
 
@@ -138,14 +157,19 @@ def installed_pythons(environ: Mapping[str, str] = os.environ) -> list[str]:
             found.add(f"3.{minor}")
     uv = shutil.which("uv", path=environ.get("PATH"))
     if uv:
-        code, out, _err = proc.run_text([uv, "python", "list", "--only-installed", "--output-format", "json"],
-                                        timeout=30)
+        code, out, _err = proc.run_text(
+            [uv, "python", "list", "--only-installed", "--output-format", "json"], timeout=30
+        )
         try:
             entries = json.loads(out) if code == 0 else []
         except ValueError:
             entries = []
         for entry in entries if isinstance(entries, list) else []:
-            match = re.match(r"^(\d+\.\d+)", str(entry.get("version", ""))) if isinstance(entry, dict) else None
+            match = (
+                re.match(r"^(\d+\.\d+)", str(entry.get("version", "")))
+                if isinstance(entry, dict)
+                else None
+            )
             if match:
                 found.add(match.group(1))
     return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))

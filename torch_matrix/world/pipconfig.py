@@ -44,13 +44,19 @@ def config_files(environ: Mapping[str, str], prefix: str) -> list[Path]:
     env_file = environ.get("PIP_CONFIG_FILE", "")
     if env_file == os.devnull:
         return []
-    files = [Path(d) / "pip" / "pip.conf" for d in (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if d]
+    files = [
+        Path(d) / "pip" / "pip.conf"
+        for d in (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
+        if d
+    ]
     files.append(Path("/etc/pip.conf"))
     if not (env_file and os.path.exists(env_file)):
         home = environ.get("HOME", "")
         if home:
             files.append(Path(home) / ".pip" / "pip.conf")
-        config_home = environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
+        config_home = environ.get("XDG_CONFIG_HOME") or (
+            os.path.join(home, ".config") if home else ""
+        )
         if config_home:
             files.append(Path(config_home) / "pip" / "pip.conf")
     files.append(Path(prefix) / "pip.conf")

@@ -42,7 +42,9 @@ class ProbeOptions:
     grace_s: float = 60.0  # on top: interpreter start, importing torch once
     env: Mapping[str, str] = field(default_factory=dict)  # extra variables (CUDA_VISIBLE_DEVICES)
     command_dir: str | None = None  # where command probes run (the project under test); None: cwd
-    user_site: bool = False  # an existing environment (torch-matrix check) keeps its user site-packages
+    user_site: bool = (
+        False  # an existing environment (torch-matrix check) keeps its user site-packages
+    )
 
 
 @dataclass
@@ -81,24 +83,35 @@ def stage_probes(work_dir: Path) -> Path:
     if package.exists():
         shutil.rmtree(package)
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text('"""Staged for a cell: only the probe suite (torch_matrix.probes)."""\n')
-    shutil.copytree(probes_source(), package / "probes", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (package / "__init__.py").write_text(
+        '"""Staged for a cell: only the probe suite (torch_matrix.probes)."""\n'
+    )
+    shutil.copytree(
+        probes_source(), package / "probes", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     return stage
 
 
 # ---------------------------------------------------------------- facts
 
 
-def run_facts(python: str, args: Sequence[str], *, env: Mapping[str, str] | None = None,
-              timeout_s: float = 60.0, runner: proc.Runner = proc.run,
-              isolated: bool = True) -> tuple[Any, str]:
+def run_facts(
+    python: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+    runner: proc.Runner = proc.run,
+    isolated: bool = True,
+) -> tuple[Any, str]:
     """Run ``torch_matrix/probes/facts.py ARGS`` in ``python``: (its JSON, "") or (None, why not).
 
     ``isolated`` (``-I``): nothing of the caller's environment, no user site-packages. An
     existing environment (``torch-matrix check``) is read as its user runs it instead."""
     flags = ["-I"] if isolated else []
-    code, out, err = proc.run_text([str(python), *flags, str(facts_script()), *args], timeout=timeout_s,
-                                   env=env, runner=runner)
+    code, out, err = proc.run_text(
+        [str(python), *flags, str(facts_script()), *args], timeout=timeout_s, env=env, runner=runner
+    )
     if code != 0:
         return None, (err.strip() or f"exited with {code}")
     try:
@@ -118,8 +131,13 @@ def interpreter_facts(venv_python: str, env: Mapping[str, str]) -> dict[str, Any
 
 def host_platform() -> dict[str, Any]:
     libc = " ".join(platform.libc_ver()).strip()
-    return {"system": platform.system(), "machine": platform.machine(),
-            "release": platform.release(), "libc": libc, "host": platform.node()}
+    return {
+        "system": platform.system(),
+        "machine": platform.machine(),
+        "release": platform.release(),
+        "libc": libc,
+        "host": platform.node(),
+    }
 
 
 def host_gpu(timeout_s: float = 15.0) -> dict[str, Any]:
@@ -127,8 +145,10 @@ def host_gpu(timeout_s: float = 15.0) -> dict[str, Any]:
     smi = shutil.which("nvidia-smi")
     if not smi:
         return {}
-    code, out, _err = proc.run_text([smi, "--query-gpu=name,driver_version,memory.total",
-                                     "--format=csv,noheader"], timeout=timeout_s)
+    code, out, _err = proc.run_text(
+        [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        timeout=timeout_s,
+    )
     if code != 0:
         return {}
     devices = []
@@ -147,8 +167,10 @@ def host_gpu_targets(timeout_s: float = 15.0) -> tuple[Target, ...]:
     smi = shutil.which("nvidia-smi")
     if not smi:
         return ()
-    code, out, _err = proc.run_text([smi, "--query-gpu=name,compute_cap,driver_version",
-                                     "--format=csv,noheader"], timeout=timeout_s)
+    code, out, _err = proc.run_text(
+        [smi, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+        timeout=timeout_s,
+    )
     if code != 0:
         return ()
     return targets_from_smi(out)
@@ -187,8 +209,17 @@ def expected_versions(cell: Cell) -> dict[str, str]:
 
 
 def probe_command(cell: Cell, venv_python: str, out: Path, options: ProbeOptions) -> list[str]:
-    command = [str(venv_python), "-m", "torch_matrix.probes", "--out", str(out), "--variant", cell.variant,
-               "--timeout", f"{options.timeout_s:g}"]  # the spec's per-probe limit, both ways
+    command = [
+        str(venv_python),
+        "-m",
+        "torch_matrix.probes",
+        "--out",
+        str(out),
+        "--variant",
+        cell.variant,
+        "--timeout",
+        f"{options.timeout_s:g}",
+    ]  # the spec's per-probe limit, both ways
     if cell.probes:
         command += ["--select", ",".join(cell.probes)]
     for name, version in expected_versions(cell).items():
@@ -204,12 +235,22 @@ def probe_command(cell: Cell, venv_python: str, out: Path, options: ProbeOptions
 
 def runner_failure(message: str, output: str = "", duration_s: float = 0.0) -> ProbeResult:
     """The probe runner itself broke: recorded, but never evidence about the cell."""
-    return ProbeResult(name=PROBE_RUNNER, status=ERROR, message=message, duration_s=duration_s,
-                       output_tail=output[-OUTPUT_TAIL:])
+    return ProbeResult(
+        name=PROBE_RUNNER,
+        status=ERROR,
+        message=message,
+        duration_s=duration_s,
+        output_tail=output[-OUTPUT_TAIL:],
+    )
 
 
-def probe_env(venv_python: str, stage: Path, env: Mapping[str, str],
-              extra: Mapping[str, str], user_site: bool = False) -> dict[str, str]:
+def probe_env(
+    venv_python: str,
+    stage: Path,
+    env: Mapping[str, str],
+    extra: Mapping[str, str],
+    user_site: bool = False,
+) -> dict[str, str]:
     """The runner's environment: the staged probes alone on PYTHONPATH, the venv's tools first on PATH."""
     result = dict(env)
     venv_dir = Path(venv_python).parent.parent
@@ -225,8 +266,14 @@ def probe_env(venv_python: str, stage: Path, env: Mapping[str, str],
     return result
 
 
-def run_probes(cell: Cell, venv_python: str, work_dir: Path, options: ProbeOptions,
-               env: Mapping[str, str], echo: Callable[[str], None] | None = None) -> ProbeRun:
+def run_probes(
+    cell: Cell,
+    venv_python: str,
+    work_dir: Path,
+    options: ProbeOptions,
+    env: Mapping[str, str],
+    echo: Callable[[str], None] | None = None,
+) -> ProbeRun:
     """Stage the probes, run ``python -m torch_matrix.probes`` in the cell, read what it wrote."""
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -240,28 +287,56 @@ def run_probes(cell: Cell, venv_python: str, work_dir: Path, options: ProbeOptio
     runner_env = probe_env(venv_python, stage, env, options.env, options.user_site)
     runner_env[proc.MARKER] = proc.new_marker()  # how everything the runner starts is found again
     try:
-        done = proc.stream(command, cwd=work, env=runner_env,
-                           timeout_s=timeout, echo=echo, keep_chars=OUTPUT_TAIL * 4)
+        done = proc.stream(
+            command,
+            cwd=work,
+            env=runner_env,
+            timeout_s=timeout,
+            echo=echo,
+            keep_chars=OUTPUT_TAIL * 4,
+        )
     except OSError as error:
         return ProbeRun((runner_failure(f"cannot start the probe runner: {error}"),), {})
     if done.timed_out:
         kept = _partial_probes(out)
-        return ProbeRun(kept + (runner_failure(
-            f"probe runner ran past {timeout:g} s (the cell's watchdog: [probes] timeout x "
-            f"{count} probes + {options.grace_s:g} s); {len(kept)} finished probe(s) kept",
-            done.output),), {})
+        return ProbeRun(
+            kept
+            + (
+                runner_failure(
+                    f"probe runner ran past {timeout:g} s (the cell's watchdog: [probes] timeout x "
+                    f"{count} probes + {options.grace_s:g} s); {len(kept)} finished probe(s) kept",
+                    done.output,
+                ),
+            ),
+            {},
+        )
     try:
         data = json.loads(out.read_text(encoding="utf-8"))
         probes = _probe_results(data["results"])
     except FileNotFoundError:
-        return ProbeRun((runner_failure(
-            f"probe runner exited with {done.returncode} without writing {out.name}", done.output),), {})
+        return ProbeRun(
+            (
+                runner_failure(
+                    f"probe runner exited with {done.returncode} without writing {out.name}",
+                    done.output,
+                ),
+            ),
+            {},
+        )
     except (OSError, ValueError, KeyError, TypeError) as error:
         return ProbeRun((runner_failure(f"unreadable probe output: {error}", done.output),), {})
     if data.get("partial"):  # the runner died between two probes: keep what it finished
-        return ProbeRun(probes + (runner_failure(
-            f"probe runner exited with {done.returncode} before the suite finished; "
-            f"{len(probes)} finished probe(s) kept", done.output),), {})
+        return ProbeRun(
+            probes
+            + (
+                runner_failure(
+                    f"probe runner exited with {done.returncode} before the suite finished; "
+                    f"{len(probes)} finished probe(s) kept",
+                    done.output,
+                ),
+            ),
+            {},
+        )
     return ProbeRun(probes, data)
 
 
@@ -284,5 +359,9 @@ def _probe_results(items: Any) -> tuple[ProbeResult, ...]:
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             name = item.get("name") if isinstance(item, dict) else None
             shown = name if isinstance(name, str) and name else f"probe #{position + 1}"
-            probes.append(ProbeResult(name=shown, status=ERROR, message=f"unreadable probe result: {error!r}"[:300]))
+            probes.append(
+                ProbeResult(
+                    name=shown, status=ERROR, message=f"unreadable probe result: {error!r}"[:300]
+                )
+            )
     return tuple(probes)

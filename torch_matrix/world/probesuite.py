@@ -28,9 +28,11 @@ def check_dirs(spec) -> None:
     for i, directory in enumerate(spec.probes.dirs):
         if not os.path.isdir(directory):
             problem = "does not exist" if not os.path.exists(directory) else "is not a directory"
-            raise UserError(f"probe directory {directory} {problem}",
-                            where=f"{spec.path}: probes.dirs[{i}]",
-                            hint="create it, or fix the path (relative paths are relative to the spec file)")
+            raise UserError(
+                f"probe directory {directory} {problem}",
+                where=f"{spec.path}: probes.dirs[{i}]",
+                hint="create it, or fix the path (relative paths are relative to the spec file)",
+            )
 
 
 @functools.lru_cache(maxsize=16)
@@ -41,14 +43,21 @@ def known_probes(dirs: tuple[str, ...]) -> frozenset[str]:
         command += ["--probe-dir", directory]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(probes_package().parent.parent)
-    code, out, err = proc.run_text(command, timeout=120, env=env, cwd=probes_package().parent.parent)
+    code, out, err = proc.run_text(
+        command, timeout=120, env=env, cwd=probes_package().parent.parent
+    )
     if code != 0:
-        refused = " refused: " in err  # torch_matrix.probes.api.check_name: a probe file names a probe badly
-        raise UserError(f"cannot list the probes: {err.strip()[-300:]}",
-                        where="python -m torch_matrix.probes --list",
-                        hint="rename the probe in that file (@probe(\"name\")): a probe's name is a word, "
-                             "like a command probe's" if refused else
-                             "run `python -m torch_matrix.probes --list` to see why; check probes.dirs")
+        refused = (
+            " refused: " in err
+        )  # torch_matrix.probes.api.check_name: a probe file names a probe badly
+        raise UserError(
+            f"cannot list the probes: {err.strip()[-300:]}",
+            where="python -m torch_matrix.probes --list",
+            hint='rename the probe in that file (@probe("name")): a probe\'s name is a word, '
+            "like a command probe's"
+            if refused
+            else "run `python -m torch_matrix.probes --list` to see why; check probes.dirs",
+        )
     return frozenset(line.split()[0] for line in out.splitlines() if line.strip())
 
 
@@ -63,10 +72,13 @@ def check_names(spec) -> None:
     known = known_probes(tuple(spec.probes.dirs)) | names
     for key, i, name in needed:
         if name not in known:
-            raise UserError(f"unknown probe {name!r}", where=f"{spec.path}: {key}[{i}]",
-                            hint=f"{did_you_mean(name, known)}known probes: {', '.join(sorted(known))} "
-                                 "(`python -m torch_matrix.probes --list`; custom ones go in probes.dirs or "
-                                 "[probes.commands])")
+            raise UserError(
+                f"unknown probe {name!r}",
+                where=f"{spec.path}: {key}[{i}]",
+                hint=f"{did_you_mean(name, known)}known probes: {', '.join(sorted(known))} "
+                "(`python -m torch_matrix.probes --list`; custom ones go in probes.dirs or "
+                "[probes.commands])",
+            )
 
 
 def check(spec) -> None:

@@ -39,11 +39,15 @@ from torch_matrix.vocab.records import (
 from torch_matrix.judge.verdict import is_complete
 from torch_matrix.world.shardvalues import check_numbers, check_values, may_need_checking
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vocab" / "schema" / "cell-result.schema.json"
+SCHEMA_PATH = (
+    Path(__file__).resolve().parent.parent / "vocab" / "schema" / "cell-result.schema.json"
+)
 MERGED_SCHEMA_ID = "torch-matrix/results"
 MERGED_SCHEMA_VERSION = 1
-NO_RESULTS_HINT = ("run `nox -s matrix` first (it writes results/<run>/cells/), or pass the directory "
-                   "that holds the cell results")
+NO_RESULTS_HINT = (
+    "run `nox -s matrix` first (it writes results/<run>/cells/), or pass the directory "
+    "that holds the cell results"
+)
 
 if TYPE_CHECKING:
     import jsonschema
@@ -54,11 +58,14 @@ class LoadedResults:
     results: list[CellResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line each, naming the file
     skipped: list[str] = field(default_factory=list)  # files (or merged entries) not loaded at all
-    sources: dict[str, str] = field(default_factory=dict, repr=False)  # cell id -> file it came from
+    sources: dict[str, str] = field(
+        default_factory=dict, repr=False
+    )  # cell id -> file it came from
     # cell id -> (result, the validated dict it was read from, its compact JSON text if already made):
     # lets write_merged skip to_json() and json.dumps()
-    loaded_json: dict[str, tuple[CellResult, dict[str, Any], str | None]] = field(default_factory=dict,
-                                                                                   repr=False)
+    loaded_json: dict[str, tuple[CellResult, dict[str, Any], str | None]] = field(
+        default_factory=dict, repr=False
+    )
 
     def skip(self, where: str, why: str) -> None:
         self.problems.append(f"{where}: {why}")
@@ -106,6 +113,7 @@ def _validator() -> jsonschema.protocols.Validator:
 # code that only ever says "surely valid"; anything else goes to jsonschema, which has the
 # final word and writes the message.
 
+
 @lru_cache(maxsize=1)
 def _fast_check() -> Callable[[Any], bool] | None:
     """None when the schema uses a keyword the fast path does not know (jsonschema alone then)."""
@@ -124,14 +132,29 @@ def is_valid_cell_result(data: Any) -> bool:
 
 # ---------------------------------------------------------------------------- canonical form
 
+
 @lru_cache(maxsize=1)
-def _canonical_layout() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def _canonical_layout() -> tuple[
+    tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]
+]:
     """Key orders as ``to_json()`` writes them, taken from the records so they never drift:
     top level, cell, install, the probe keys always written, then the optional ones in order."""
-    full_probe = ProbeResult(name="p", status="pass", evidence={"k": 1}, observed=1, expected=1,
-                             traceback="t", repro="r", output_tail="o")
-    sample = CellResult(cell=Cell(id="c", axes={"python": "3", "torch": "2"}, requirements=()),
-                        fingerprint="f", install=InstallOutcome(status=INSTALLED), probes=(full_probe,))
+    full_probe = ProbeResult(
+        name="p",
+        status="pass",
+        evidence={"k": 1},
+        observed=1,
+        expected=1,
+        traceback="t",
+        repro="r",
+        output_tail="o",
+    )
+    sample = CellResult(
+        cell=Cell(id="c", axes={"python": "3", "torch": "2"}, requirements=()),
+        fingerprint="f",
+        install=InstallOutcome(status=INSTALLED),
+        probes=(full_probe,),
+    )
     data = sample.to_json()
     always = tuple(ProbeResult(name="p", status="pass").to_json())
     optional = tuple(key for key in data["probes"][0] if key not in always)
@@ -145,8 +168,8 @@ _KEPT_WHEN_FALSY = ("observed", "expected")  # ProbeResult.to_json drops these o
 def _probe_optional_keys(keys: tuple[str, ...]) -> tuple[str, ...] | None:
     """The optional keys of a probe whose keys are ``keys``, or None when to_json never writes that order."""
     _, _, _, always, optional = _canonical_layout()
-    rest = keys[len(always):]
-    if keys[:len(always)] != always or rest != tuple(key for key in optional if key in rest):
+    rest = keys[len(always) :]
+    if keys[: len(always)] != always or rest != tuple(key for key in optional if key in rest):
         return None
     return rest
 
@@ -165,7 +188,9 @@ def _canonical_probe(probe: Any) -> bool:
     return type(duration) is float and _kept_by_round(duration, 4)
 
 
-@lru_cache(maxsize=65_536)  # round(x, n) goes through text (0.5 us); a run's durations and timings repeat
+@lru_cache(
+    maxsize=65_536
+)  # round(x, n) goes through text (0.5 us); a run's durations and timings repeat
 def _kept_by_round(value: float, digits: int) -> bool:
     """``round(value, digits) == value``: what to_json's rounding leaves unchanged."""
     return round(value, digits) == value
@@ -189,7 +214,11 @@ def is_canonical_json(data: Any) -> bool:
     cell, install, probes, timings = data["cell"], data["install"], data["probes"], data["timings"]
     if type(cell) is not dict or tuple(cell) != cell_keys:
         return False
-    if type(install) is not dict or tuple(install) != install_keys or type(install.get("attempts")) is not int:
+    if (
+        type(install) is not dict
+        or tuple(install) != install_keys
+        or type(install.get("attempts")) is not int
+    ):
         return False
     if type(timings) is not dict or type(probes) is not list:
         return False
@@ -200,12 +229,15 @@ def is_canonical_json(data: Any) -> bool:
         if not _canonical_probe(probe):
             return False
     targets = data.get("targets")
-    if targets is not None and not (type(targets) is list and targets and all(type(t) is dict for t in targets)):
+    if targets is not None and not (
+        type(targets) is list and targets and all(type(t) is dict for t in targets)
+    ):
         return False
     return True
 
 
 # ---------------------------------------------------------------------------- writing
+
 
 def file_digest(path: str | os.PathLike[str]) -> str:
     """``sha256:<hex>`` of a file's bytes, "" when it cannot be read (the identity ``replaces`` names)."""
@@ -228,13 +260,15 @@ def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
     return path
 
 
-def write_merged(results: Iterable[CellResult], path: str | os.PathLike[str],
-                 loaded: LoadedResults | None = None) -> Path:
+def write_merged(
+    results: Iterable[CellResult], path: str | os.PathLike[str], loaded: LoadedResults | None = None
+) -> Path:
     """One ``results.json`` holding every cell, for artifacts and later merges.
 
     With ``loaded`` (where ``results`` came from), a result whose file already held exactly
     its ``to_json()`` is written from that dict: same bytes, no second conversion.
     """
+
     def line(result: CellResult) -> str:
         if loaded is not None:
             known = loaded.merged_line_of(result)
@@ -275,10 +309,11 @@ def _merged_head() -> str:
 def _cell_line_prefix() -> str:
     """How a line of write_merged starts, up to the cell id's opening quote."""
     text = _compact({"schema": SCHEMA_ID, "schema_version": SCHEMA_VERSION, "cell": {"id": ""}})
-    return text[:-len('""}}')]
+    return text[: -len('""}}')]
 
 
 # ---------------------------------------------------------------------------- reading
+
 
 def _describe_schema_error(data: Any) -> str | None:
     """None when ``data`` is a valid cell result of our version, else why not (one line)."""
@@ -317,7 +352,9 @@ def _read_json(path: Path) -> tuple[Any, str | None, str]:
     try:
         return json.loads(text), None, text
     except json.JSONDecodeError:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")  # place errors as an editor counts lines
+        text = text.replace("\r\n", "\n").replace(
+            "\r", "\n"
+        )  # place errors as an editor counts lines
     except RecursionError:
         return None, "not JSON (nested too deeply)", text
     try:
@@ -348,7 +385,9 @@ def _cell_id_of(item: Any) -> Any:
     return cell.get("id") if isinstance(cell, dict) else None
 
 
-def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[int, Any, str]] | None:
+def _merged_items_by_line(
+    path: Path, known: dict[str, _Entry]
+) -> list[tuple[int, Any, str]] | None:
     """The items of a merged file laid out as write_merged writes it, with their positions, leaving
     out each line that is byte for byte the compact JSON of a result already loaded (a report run in
     place reads its own results.json back: no need to parse 2,000 copies). None when the file is
@@ -358,9 +397,13 @@ def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[in
     except (OSError, UnicodeDecodeError):
         return None
     head, prefix = _merged_head(), _cell_line_prefix()
-    if not text.startswith(head) or not text.endswith(_MERGED_TAIL) or len(text) < len(head) + len(_MERGED_TAIL):
+    if (
+        not text.startswith(head)
+        or not text.endswith(_MERGED_TAIL)
+        or len(text) < len(head) + len(_MERGED_TAIL)
+    ):
         return None
-    middle = text[len(head):-len(_MERGED_TAIL)]
+    middle = text[len(head) : -len(_MERGED_TAIL)]
     if not middle:
         return []
     lines = middle.split("\n")  # json.dumps escapes newlines inside strings: one line, one cell
@@ -370,8 +413,8 @@ def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[in
             if not line.endswith(","):
                 return None
             line = line[:-1]
-        if line.startswith(prefix) and line[len(prefix):len(prefix) + 1] == '"':
-            entry = known.get(line[len(prefix) + 1:line.find('"', len(prefix) + 1)])
+        if line.startswith(prefix) and line[len(prefix) : len(prefix) + 1] == '"':
+            entry = known.get(line[len(prefix) + 1 : line.find('"', len(prefix) + 1)])
             if entry is not None and entry.compact() == line:
                 continue
         try:
@@ -381,14 +424,20 @@ def _merged_items_by_line(path: Path, known: dict[str, _Entry]) -> list[tuple[in
     return items
 
 
-def _entries_from_file(path: Path, shown: str, out: LoadedResults,
-                       known: dict[str, _Entry] | None = None) -> Iterator[_Entry]:
+def _entries_from_file(
+    path: Path, shown: str, out: LoadedResults, known: dict[str, _Entry] | None = None
+) -> Iterator[_Entry]:
     if known and path.name == MERGED_NAME:
         items = _merged_items_by_line(path, known)
         if items is not None:
             for position, item, line in items:
-                entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True,
-                                         suspicious=may_need_checking(line))
+                entry = _entry_from_data(
+                    item,
+                    f"{shown}[{position}]",
+                    out,
+                    merged=True,
+                    suspicious=may_need_checking(line),
+                )
                 if entry:
                     yield entry
             return
@@ -400,21 +449,32 @@ def _entries_from_file(path: Path, shown: str, out: LoadedResults,
     if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA_ID:
         version = data.get("schema_version")
         if isinstance(version, int) and version > MERGED_SCHEMA_VERSION:
-            out.skip(shown, f"schema_version {version} is newer than this tool "
-                            f"understands ({MERGED_SCHEMA_VERSION})")
+            out.skip(
+                shown,
+                f"schema_version {version} is newer than this tool "
+                f"understands ({MERGED_SCHEMA_VERSION})",
+            )
             return
         cells = data.get("cells")
         if version != MERGED_SCHEMA_VERSION or not isinstance(cells, list):
             out.skip(shown, "not a torch-matrix merged results file")
             return
         for position, item in enumerate(cells):
-            if known is not None and _cell_id_of(item) in known and known[_cell_id_of(item)].data == item:
+            if (
+                known is not None
+                and _cell_id_of(item) in known
+                and known[_cell_id_of(item)].data == item
+            ):
                 continue  # an exact copy of a result already loaded: nothing to validate
-            entry = _entry_from_data(item, f"{shown}[{position}]", out, merged=True, suspicious=suspicious)
+            entry = _entry_from_data(
+                item, f"{shown}[{position}]", out, merged=True, suspicious=suspicious
+            )
             if entry:
                 yield entry
         return
-    if path.name == MERGED_NAME and not (isinstance(data, dict) and data.get("schema") == SCHEMA_ID):
+    if path.name == MERGED_NAME and not (
+        isinstance(data, dict) and data.get("schema") == SCHEMA_ID
+    ):
         out.skip(shown, "not a torch-matrix results file")
         return
     entry = _entry_from_data(data, shown, out, merged=False, suspicious=suspicious)
@@ -423,8 +483,9 @@ def _entries_from_file(path: Path, shown: str, out: LoadedResults,
         yield entry
 
 
-def _entry_from_data(data: Any, shown: str, out: LoadedResults, merged: bool,
-                     suspicious: bool = True) -> _Entry | None:
+def _entry_from_data(
+    data: Any, shown: str, out: LoadedResults, merged: bool, suspicious: bool = True
+) -> _Entry | None:
     # Values first (shardvalues): a NaN duration or a lone surrogate costs that field, not the cell.
     notes = check_numbers(data) + (check_values(data) if suspicious else [])
     problem = _describe_schema_error(data)
@@ -457,10 +518,13 @@ def _candidate_files(root: Path) -> list[Path]:
     def derived(merged: Path) -> bool:
         folder = str(merged.parent)
         return (merged.parent / layout.CELLS_DIR).is_dir() or any(
-            holder == folder or holder.startswith(folder + os.sep) for holder in holders)
+            holder == folder or holder.startswith(folder + os.sep) for holder in holders
+        )
 
     found = cell_files | {path for path in root.rglob(MERGED_NAME) if not derived(path)}
-    return sorted((path for path in found if path.is_file()), key=lambda path: path.parts)  # Path's order, 3x faster
+    return sorted(
+        (path for path in found if path.is_file()), key=lambda path: path.parts
+    )  # Path's order, 3x faster
 
 
 def _choose(first: _Entry, second: _Entry) -> tuple[_Entry, _Entry, str]:
@@ -475,20 +539,44 @@ def _choose(first: _Entry, second: _Entry) -> tuple[_Entry, _Entry, str]:
         return cell, copy, "a cell file beats a merged copy, whatever their finish times"
     if not first.merged:
         for keep, drop in ((second, first), (first, second)):
-            if keep.result.replaces and drop.path is not None and keep.result.replaces == file_digest(drop.path):
-                return keep, drop, (f"it is the rerun (it replaced that result, finished "
-                                    f"{drop.result.finished_at or '?'}; the rerun's clock says "
-                                    f"{keep.result.finished_at or '?'})")
+            if (
+                keep.result.replaces
+                and drop.path is not None
+                and keep.result.replaces == file_digest(drop.path)
+            ):
+                return (
+                    keep,
+                    drop,
+                    (
+                        f"it is the rerun (it replaced that result, finished "
+                        f"{drop.result.finished_at or '?'}; the rerun's clock says "
+                        f"{keep.result.finished_at or '?'})"
+                    ),
+                )
     if _finished_key(first) == _finished_key(second):
-        return first, second, (f"same finish time ({first.result.finished_at or '?'}) but different content, "
-                               "and neither replaced the other; kept the one found first: rerun the cell to settle it")
-    keep, drop = (second, first) if _finished_key(second) > _finished_key(first) else (first, second)
+        return (
+            first,
+            second,
+            (
+                f"same finish time ({first.result.finished_at or '?'}) but different content, "
+                "and neither replaced the other; kept the one found first: rerun the cell to settle it"
+            ),
+        )
+    keep, drop = (
+        (second, first) if _finished_key(second) > _finished_key(first) else (first, second)
+    )
     if keep.merged:
         return keep, drop, ""
     hosts = {str(e.result.platform.get("host", "")) for e in (keep, drop)}
     clocks = "two machines' clocks" if len(hosts) > 1 else "its clock"
-    return keep, drop, (f"independent runs (neither replaced the other): kept the newer by {clocks} "
-                        f"(finished {keep.result.finished_at or '?'} vs {drop.result.finished_at or '?'})")
+    return (
+        keep,
+        drop,
+        (
+            f"independent runs (neither replaced the other): kept the newer by {clocks} "
+            f"(finished {keep.result.finished_at or '?'} vs {drop.result.finished_at or '?'})"
+        ),
+    )
 
 
 def _finished_key(entry: _Entry) -> tuple[int, Any]:
@@ -516,7 +604,9 @@ def load_results(root: str | os.PathLike[str]) -> LoadedResults:
     files = [base] if base.is_file() else _candidate_files(base)
     with cyclic_gc_paused():
         loaded = _load_files(files)
-    loaded.results[:] = in_run_context(loaded.results)  # a suite that collects nowhere is the suite's
+    loaded.results[:] = in_run_context(
+        loaded.results
+    )  # a suite that collects nowhere is the suite's
     return loaded
 
 
@@ -528,7 +618,9 @@ def _load_files(files: list[Path]) -> LoadedResults:
         for entry in _entries_from_file(path, shown, out, chosen):
             cell_id = entry.result.cell.id
             if not entry.merged and path.stem != cell_id:
-                out.problems.append(f"{shown}: holds cell {cell_id!r}; file name does not match (loaded anyway)")
+                out.problems.append(
+                    f"{shown}: holds cell {cell_id!r}; file name does not match (loaded anyway)"
+                )
             previous = chosen.get(cell_id)
             if previous is None:
                 chosen[cell_id] = entry
@@ -540,7 +632,9 @@ def _load_files(files: list[Path]) -> LoadedResults:
             keep, drop, why = _choose(previous, entry)
             chosen[cell_id] = keep
             if why:
-                out.problems.append(f"{drop.source}: duplicate result for cell {cell_id}; kept {keep.source}: {why}")
+                out.problems.append(
+                    f"{drop.source}: duplicate result for cell {cell_id}; kept {keep.source}: {why}"
+                )
     out.results = [chosen[key].result for key in sorted(chosen)]
     out.sources = {key: entry.source for key, entry in chosen.items()}
     out.loaded_json = {key: (entry.result, entry.data, entry.line) for key, entry in chosen.items()}

@@ -20,7 +20,9 @@ from typing import Any
 # adds to a message ("fails in 2 of 2 runs: "), to files our runner did not write.
 RUNNER_TEXT_CHARS = 16_000
 RUNNER_JSON_CHARS = 64_000
-TEXT_CHARS = RUNNER_TEXT_CHARS + 4_000  # one text field: message, traceback, repro, output tail, install message
+TEXT_CHARS = (
+    RUNNER_TEXT_CHARS + 4_000
+)  # one text field: message, traceback, repro, output tail, install message
 JSON_CHARS = RUNNER_JSON_CHARS + 4_000  # one structured field as JSON: evidence, observed, expected
 MAX_SECONDS = 1e7  # no phase and no probe runs for 115 days
 _SURROGATES = {code: "\ufffd" for code in range(0xD800, 0xE000)}
@@ -43,7 +45,9 @@ def may_need_checking(text: str) -> bool:
 
 
 def _cut(text: str, limit: int, what: str) -> str:
-    return text[:limit] + f"\n[... {len(text) - limit:,} more characters of {what} cut when loading]"
+    return (
+        text[:limit] + f"\n[... {len(text) - limit:,} more characters of {what} cut when loading]"
+    )
 
 
 def _clean_text(value: str) -> str:
@@ -70,8 +74,10 @@ def _clean_json(value: Any, found: list[str]) -> Any:
         found.append("a non-finite number")
         return repr(value)
     if isinstance(value, dict):
-        return {_clean_json(key, found) if isinstance(key, str) else key: _clean_json(item, found)
-                for key, item in value.items()}
+        return {
+            _clean_json(key, found) if isinstance(key, str) else key: _clean_json(item, found)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [_clean_json(item, found) for item in value]
     return value
@@ -140,8 +146,14 @@ def _check_json_field(owner: dict, key: str, where: str, notes: list[str]) -> No
     size = len(text)
     if size > JSON_CHARS:
         preview = text[:1000]
-        value = {"cut_when_loading": f"{size:,} characters of {key} as JSON, over {JSON_CHARS:,}",
-                 "start": preview} if key == "evidence" else _cut(preview, 1000, key)
+        value = (
+            {
+                "cut_when_loading": f"{size:,} characters of {key} as JSON, over {JSON_CHARS:,}",
+                "start": preview,
+            }
+            if key == "evidence"
+            else _cut(preview, 1000, key)
+        )
         changed.append(f"{size:,} characters of JSON cut")
     if changed:
         owner[key] = value

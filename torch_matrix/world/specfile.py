@@ -50,8 +50,11 @@ def _has_tool_table(pyproject: Path) -> bool:
     return isinstance(data.get("tool"), dict) and "torch-matrix" in data["tool"]
 
 
-def find_spec(path: str | os.PathLike[str] | None = None,
-              environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> SpecSource:
+def find_spec(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+    cwd: str | None = None,
+) -> SpecSource:
     """The lookup order: ``--spec``, then ``$TORCH_MATRIX_SPEC``, then ``./matrix.toml``, then
     ``[tool.torch-matrix]`` in ``./pyproject.toml``, then the built-in default.
 
@@ -69,33 +72,50 @@ def find_spec(path: str | os.PathLike[str] | None = None,
     return SpecSource(DEFAULT_SPEC_PATH, builtin=True)
 
 
-def spec_path(path: str | os.PathLike[str] | None = None,
-              environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> Path:
+def spec_path(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+    cwd: str | None = None,
+) -> Path:
     """The file ``find_spec`` picks (see there for the order)."""
     return find_spec(path, environ, cwd).path
 
 
-def load_spec(path: str | os.PathLike[str] | None = None,
-              environ: Mapping[str, str] = os.environ, cwd: str | None = None) -> Spec:
+def load_spec(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+    cwd: str | None = None,
+) -> Spec:
     source = find_spec(path, environ, cwd)
     chosen = source.path
     try:
         text = chosen.read_text(encoding="utf-8")
     except OSError as error:
-        raise UserError(f"cannot read spec: {error.strerror or error}", where=str(chosen),
-                        hint=f"pass an existing file (--spec or ${SPEC_ENV}); with neither, "
-                             "./matrix.toml, [tool.torch-matrix] in ./pyproject.toml or the "
-                             "built-in default matrix is used") from None
+        raise UserError(
+            f"cannot read spec: {error.strerror or error}",
+            where=str(chosen),
+            hint=f"pass an existing file (--spec or ${SPEC_ENV}); with neither, "
+            "./matrix.toml, [tool.torch-matrix] in ./pyproject.toml or the "
+            "built-in default matrix is used",
+        ) from None
     except UnicodeDecodeError as error:
-        line = chosen.read_bytes()[:error.start].count(b"\n") + 1
-        raise UserError(f"not valid UTF-8 (byte {error.object[error.start]:#04x} on line {line})",
-                        where=str(chosen), hint="TOML files are UTF-8: re-save the spec as UTF-8") from None
+        line = chosen.read_bytes()[: error.start].count(b"\n") + 1
+        raise UserError(
+            f"not valid UTF-8 (byte {error.object[error.start]:#04x} on line {line})",
+            where=str(chosen),
+            hint="TOML files are UTF-8: re-save the spec as UTF-8",
+        ) from None
     base_dir = str(chosen.resolve().parent)
     if source.pyproject:
         spec = parse_pyproject(text, str(chosen), environ=environ, base_dir=base_dir)
     else:
-        spec = parse_spec(text, str(chosen), environ=environ, base_dir=base_dir,
-                          default_name=None if source.builtin else derived_name(chosen))
+        spec = parse_spec(
+            text,
+            str(chosen),
+            environ=environ,
+            base_dir=base_dir,
+            default_name=None if source.builtin else derived_name(chosen),
+        )
     return _check_install_files(spec)
 
 
@@ -108,9 +128,12 @@ def _check_install_files(spec: Spec) -> Spec:
     if not spec.install:
         return spec
     for i, text, path in missing_paths(spec.install, spec.base_dir):
-        raise UserError(f"{text!r}: {path} does not exist", where=f"{spec.path}: install[{i}]",
-                        hint=f"paths are relative to the spec's directory {spec.base_dir}; "
-                             "fix the path or remove the entry")
+        raise UserError(
+            f"{text!r}: {path} does not exist",
+            where=f"{spec.path}: install[{i}]",
+            hint=f"paths are relative to the spec's directory {spec.base_dir}; "
+            "fix the path or remove the entry",
+        )
     return replace(spec, install_digest=install_digest(spec.install, spec.base_dir))
 
 
@@ -121,7 +144,9 @@ def project_dir(spec: Spec) -> str:
     return spec.base_dir
 
 
-def declared_ranges(spec: Spec, packages: tuple[str, ...] = ("torch", "torchvision")) -> dict[str, tuple[str, str]]:
+def declared_ranges(
+    spec: Spec, packages: tuple[str, ...] = ("torch", "torchvision")
+) -> dict[str, tuple[str, str]]:
     """What the project itself admits of ``packages``: package -> (specifier, where it is declared),
     read from the spec's ``install`` items (``-r requirements.txt`` lines, a project directory's
     ``[project] dependencies`` and the extras it installs, a plain requirement). Several declarations
@@ -129,7 +154,13 @@ def declared_ranges(spec: Spec, packages: tuple[str, ...] = ("torch", "torchvisi
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
-    from torch_matrix.spec.install_items import PATH, REQUIREMENT, REQUIREMENTS_FILE, InstallItemError, parse_item
+    from torch_matrix.spec.install_items import (
+        PATH,
+        REQUIREMENT,
+        REQUIREMENTS_FILE,
+        InstallItemError,
+        parse_item,
+    )
     from torch_matrix.spec.parse import tomllib
 
     wanted = {canonicalize_name(name): name for name in packages}
@@ -141,8 +172,11 @@ def declared_ranges(spec: Spec, packages: tuple[str, ...] = ("torch", "torchvisi
         except InvalidRequirement:
             return
         name = canonicalize_name(requirement.name)
-        if name in wanted and str(requirement.specifier) and (
-                requirement.marker is None or requirement.marker.evaluate({"extra": ""})):
+        if (
+            name in wanted
+            and str(requirement.specifier)
+            and (requirement.marker is None or requirement.marker.evaluate({"extra": ""}))
+        ):
             found.setdefault(wanted[name], []).append((str(requirement.specifier), where))
 
     def read_file(path: str, shown: str, depth: int = 0) -> None:
@@ -180,5 +214,7 @@ def declared_ranges(spec: Spec, packages: tuple[str, ...] = ("torch", "torchvisi
             for extra in extras:
                 for text_ in (project.get("optional-dependencies") or {}).get(extra) or ():
                     take(str(text_), f"{shown}: [project.optional-dependencies] {extra}")
-    return {name: (",".join(spec_ for spec_, _ in seen), "; ".join(where for _, where in seen))
-            for name, seen in found.items()}
+    return {
+        name: (",".join(spec_ for spec_, _ in seen), "; ".join(where for _, where in seen))
+        for name, seen in found.items()
+    }

@@ -19,22 +19,38 @@ def _import_optional(name, label):
     except ImportError as exc:
         if getattr(exc, "name", None) == name:  # the package itself, not one of its dependencies
             raise Skip("%s not installed" % label)
-        raise Fail("import %s failed: %s" % (name, first_line(exc)), observed=first_line(exc),
-                   expected="import %s succeeds" % name, repro="import torch, %s" % name)
+        raise Fail(
+            "import %s failed: %s" % (name, first_line(exc)),
+            observed=first_line(exc),
+            expected="import %s succeeds" % name,
+            repro="import torch, %s" % name,
+        )
     except Exception as exc:  # torchvision against the wrong torch raises RuntimeError here
-        raise Fail("import %s failed: %s" % (name, first_line(exc)), observed=first_line(exc),
-                   expected="import %s succeeds" % name, repro="import torch, %s" % name)
+        raise Fail(
+            "import %s failed: %s" % (name, first_line(exc)),
+            observed=first_line(exc),
+            expected="import %s succeeds" % name,
+            repro="import torch, %s" % name,
+        )
 
 
 def require_torchvision(ctx=None):
     """The torchvision module; Skip when absent, Fail when the runner's own import of it already failed."""
-    failed = ctx.import_error("torchvision") if ctx is not None and hasattr(ctx, "import_error") else None
+    failed = (
+        ctx.import_error("torchvision")
+        if ctx is not None and hasattr(ctx, "import_error")
+        else None
+    )
     if failed:
         message = str(failed.get("error") or failed.get("message") or "import failed")
         if "No module named 'torchvision'" in message:
             raise Skip("torchvision not installed")
-        raise Fail("import torchvision failed: %s" % message.strip().splitlines()[0][:300], observed=message[:500],
-                   expected="import torchvision succeeds", repro="import torch, torchvision")
+        raise Fail(
+            "import torchvision failed: %s" % message.strip().splitlines()[0][:300],
+            observed=message[:500],
+            expected="import torchvision succeeds",
+            repro="import torch, torchvision",
+        )
     return _import_optional("torchvision", "torchvision")
 
 
@@ -62,8 +78,15 @@ def caught_warnings():
         warnings.simplefilter("always")
         yield found
     for item in caught:
-        found.append("%s: %s" % (item.category.__name__, str(item.message).strip().splitlines()[0][:200]
-                                 if str(item.message).strip() else ""))
+        found.append(
+            "%s: %s"
+            % (
+                item.category.__name__,
+                str(item.message).strip().splitlines()[0][:200]
+                if str(item.message).strip()
+                else "",
+            )
+        )
 
 
 def scratch_dir(ctx):
@@ -93,11 +116,15 @@ def run_in_children(func, arg_lists, timeout, start_method=None):
     ("timeout", ...). A child that dies without reporting gives ("died", exitcode).
     ``func`` must be a module-level function (picklable for spawn/forkserver).
     """
-    method = start_method or ("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    method = start_method or (
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    )
     mp = multiprocessing.get_context(method)
     queues = [mp.Queue() for _ in arg_lists]
-    procs = [mp.Process(target=_child_main, args=(func, tuple(args), q), daemon=True)
-             for args, q in zip(arg_lists, queues)]
+    procs = [
+        mp.Process(target=_child_main, args=(func, tuple(args), q), daemon=True)
+        for args, q in zip(arg_lists, queues)
+    ]
     for proc in procs:
         proc.start()
     results = [None] * len(procs)
@@ -129,11 +156,11 @@ def run_in_children(func, arg_lists, timeout, start_method=None):
     return results
 
 
-
 # How dynamo says it refuses this interpreter ("Dynamo is not supported on Python 3.12+",
 # "Python 3.12+ not yet supported for torch.compile", "... not supported on Python 3.13").
-_PYTHON_REFUSAL = re.compile(r"(not (yet )?supported (on|for) Python|Python 3\.\d+\+? not (yet )?supported)",
-                             re.IGNORECASE)
+_PYTHON_REFUSAL = re.compile(
+    r"(not (yet )?supported (on|for) Python|Python 3\.\d+\+? not (yet )?supported)", re.IGNORECASE
+)
 
 
 def raise_if_python_refused(exc, facts=None):
@@ -145,6 +172,8 @@ def raise_if_python_refused(exc, facts=None):
 
     message = first_line(exc)
     if _PYTHON_REFUSAL.search(message):
-        raise Unsupported("dynamo (torch.compile, torch.export) does not support Python %d.%d in this "
-                          "torch version: %s" % (sys.version_info[0], sys.version_info[1], message),
-                          evidence=facts or {})
+        raise Unsupported(
+            "dynamo (torch.compile, torch.export) does not support Python %d.%d in this "
+            "torch version: %s" % (sys.version_info[0], sys.version_info[1], message),
+            evidence=facts or {},
+        )

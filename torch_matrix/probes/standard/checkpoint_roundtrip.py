@@ -28,7 +28,9 @@ print(ckpt["epoch"], ckpt["config"])
 
 
 def build(torch):
-    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3), torch.nn.Linear(3, 2))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3), torch.nn.Linear(3, 2)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
     return model, optimizer, scheduler
@@ -41,7 +43,9 @@ def load_with_safe_globals(torch, path, needed):
     serialization = torch.serialization
     if hasattr(serialization, "safe_globals"):
         api = "torch.serialization.safe_globals / add_safe_globals"
-    elif hasattr(serialization, "add_safe_globals"):  # global state: fine, the probe runs in its own child
+    elif hasattr(
+        serialization, "add_safe_globals"
+    ):  # global state: fine, the probe runs in its own child
         api = "torch.serialization.add_safe_globals"
     else:
         return None, [], "", "no safe-globals API in this version"
@@ -56,7 +60,9 @@ def load_with_safe_globals(torch, path, needed):
             return torch.load(path), qualified_names(needed), api, ""
         except Exception as exc:
             error = first_line(exc)
-            named = re.findall(r"got <class '([\w.]+)'>|Unsupported global: GLOBAL ([\w.]+)", str(exc))
+            named = re.findall(
+                r"got <class '([\w.]+)'>|Unsupported global: GLOBAL ([\w.]+)", str(exc)
+            )
             extra = resolve_globals([a or b for a, b in named])
             if not extra or any(item in needed for item in extra):
                 break
@@ -69,11 +75,19 @@ def advice_names(names):
     user's, so they are named as "your own classes", never by the probe's module path."""
     own = RunConfig.__module__ + "."
     theirs = [name for name in names if not name.startswith(own)]
-    return "%s%s" % (theirs, " + your own classes pickled in the checkpoint" if len(theirs) < len(names) else "")
+    return "%s%s" % (
+        theirs,
+        " + your own classes pickled in the checkpoint" if len(theirs) < len(names) else "",
+    )
 
 
 def qualified_names(objects):
-    return sorted(set("%s.%s" % (getattr(o, "__module__", "?"), getattr(o, "__qualname__", repr(o))) for o in objects))
+    return sorted(
+        set(
+            "%s.%s" % (getattr(o, "__module__", "?"), getattr(o, "__qualname__", repr(o)))
+            for o in objects
+        )
+    )
 
 
 def unsafe_globals(torch, path):
@@ -95,8 +109,11 @@ def resolve_globals(names):
     return found
 
 
-@probe("checkpoint_roundtrip", doc="model+optimizer+scheduler state, epoch, best metric, config object, numpy "
-                                   "values survive torch.save/torch.load(path); records weights_only needs")
+@probe(
+    "checkpoint_roundtrip",
+    doc="model+optimizer+scheduler state, epoch, best metric, config object, numpy "
+    "values survive torch.save/torch.load(path); records weights_only needs",
+)
 def checkpoint_roundtrip(ctx):
     import torch
 
@@ -110,9 +127,13 @@ def checkpoint_roundtrip(ctx):
     optimizer.step()
     scheduler.step()
     checkpoint = {
-        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-        "epoch": 3, "best_metric": 0.91,
-        "config": argparse.Namespace(lr=0.1, arch="tiny"), "run_config": RunConfig(),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "epoch": 3,
+        "best_metric": 0.91,
+        "config": argparse.Namespace(lr=0.1, arch="tiny"),
+        "run_config": RunConfig(),
     }
     if np is not None:
         checkpoint["best_metric"] = np.float64(0.91)
@@ -129,8 +150,13 @@ def checkpoint_roundtrip(ctx):
             loaded = torch.load(path)
         except Exception as exc:
             default_error = first_line(exc)
-            detail = [line.strip() for line in str(exc).splitlines()
-                      if "Unsupported global" in line or "but got <class" in line or "weights_only" in line]
+            detail = [
+                line.strip()
+                for line in str(exc).splitlines()
+                if "Unsupported global" in line
+                or "but got <class" in line
+                or "weights_only" in line
+            ]
             if detail:
                 facts["default_load_detail"] = detail[0][:300]
     facts["default_load"] = "ok" if default_error is None else default_error
@@ -144,7 +170,8 @@ def checkpoint_roundtrip(ctx):
         facts["unsafe_globals"] = needed_names
         requirements = []
         safe_loaded, allowlist, api, safe_error = load_with_safe_globals(
-            torch, path, resolve_globals(needed_names) + [argparse.Namespace, RunConfig])
+            torch, path, resolve_globals(needed_names) + [argparse.Namespace, RunConfig]
+        )
         if safe_loaded is not None:
             loaded = safe_loaded
             requirements.append("%s(%s)" % (api, advice_names(allowlist)))
@@ -157,50 +184,83 @@ def checkpoint_roundtrip(ctx):
         except Exception as exc:
             facts["weights_only_false_load"] = first_line(exc)
         if loaded is None:
-            raise Fail("the checkpoint cannot be loaded at all", observed=facts, expected="some way to load it",
-                       repro=REPRO)
+            raise Fail(
+                "the checkpoint cannot be loaded at all",
+                observed=facts,
+                expected="some way to load it",
+                repro=REPRO,
+            )
         facts["requires"] = requirements
 
     # 3. map_location the ways training code passes it.
     locations = {}
-    for label, location in (("'cpu'", "cpu"), ("lambda storage, loc: storage", lambda storage, loc: storage),
-                            ("{'cuda:0': 'cpu'}", {"cuda:0": "cpu"}), ("torch.device('cpu')", torch.device("cpu"))):
+    for label, location in (
+        ("'cpu'", "cpu"),
+        ("lambda storage, loc: storage", lambda storage, loc: storage),
+        ("{'cuda:0': 'cpu'}", {"cuda:0": "cpu"}),
+        ("torch.device('cpu')", torch.device("cpu")),
+    ):
         try:
-            mapped = torch.load(path, map_location=location, weights_only=False) if facts["default_load"] != "ok" \
+            mapped = (
+                torch.load(path, map_location=location, weights_only=False)
+                if facts["default_load"] != "ok"
                 else torch.load(path, map_location=location)
+            )
             locations[label] = str(mapped["model"]["0.weight"].device)
         except Exception as exc:
             locations[label] = first_line(exc)
     facts["map_location"] = locations
     if any(value != "cpu" for value in locations.values()):
-        raise Fail("map_location did not put tensors on the CPU", observed=locations, expected="cpu for each",
-                   repro=REPRO)
+        raise Fail(
+            "map_location did not put tensors on the CPU",
+            observed=locations,
+            expected="cpu for each",
+            repro=REPRO,
+        )
     if ctx.cuda_available():
         cuda_path = os.path.join(workdir, "cuda.pt")
         torch.save({"w": torch.ones(2, device="cuda")}, cuda_path)
-        facts["cuda_saved_map_location_cpu"] = str(torch.load(cuda_path, map_location="cpu")["w"].device)
+        facts["cuda_saved_map_location_cpu"] = str(
+            torch.load(cuda_path, map_location="cpu")["w"].device
+        )
 
     # 4. Restore into fresh objects, as resuming does, and compare.
     fresh_model, fresh_optimizer, fresh_scheduler = build(torch)
     fresh_model.load_state_dict(loaded["model"])
     fresh_optimizer.load_state_dict(loaded["optimizer"])
     fresh_scheduler.load_state_dict(loaded["scheduler"])
-    mismatches = [name for name, value in model.state_dict().items()
-                  if not torch.equal(value, fresh_model.state_dict()[name])]
+    mismatches = [
+        name
+        for name, value in model.state_dict().items()
+        if not torch.equal(value, fresh_model.state_dict()[name])
+    ]
     momentum_old = [s["momentum_buffer"] for s in optimizer.state.values()]
     momentum_new = [s["momentum_buffer"] for s in fresh_optimizer.state.values()]
-    if len(momentum_old) != len(momentum_new) or not all(torch.equal(a, b) for a, b in zip(momentum_old,
-                                                                                       momentum_new)):
+    if len(momentum_old) != len(momentum_new) or not all(
+        torch.equal(a, b) for a, b in zip(momentum_old, momentum_new)
+    ):
         mismatches.append("optimizer momentum buffers")
-    if fresh_scheduler.last_epoch != scheduler.last_epoch or fresh_scheduler.get_last_lr() != scheduler.get_last_lr():
+    if (
+        fresh_scheduler.last_epoch != scheduler.last_epoch
+        or fresh_scheduler.get_last_lr() != scheduler.get_last_lr()
+    ):
         mismatches.append("scheduler state")
-    if (loaded["epoch"], float(loaded["best_metric"]), loaded["config"].lr, loaded["run_config"]) != \
-            (3, 0.91, 0.1, RunConfig()):
+    if (
+        loaded["epoch"],
+        float(loaded["best_metric"]),
+        loaded["config"].lr,
+        loaded["run_config"],
+    ) != (3, 0.91, 0.1, RunConfig()):
         mismatches.append("epoch/best_metric/config")
     if np is not None and loaded["val_curve"].tolist() != [0.5, 0.8, 0.91]:
         mismatches.append("numpy array")
     if mismatches:
-        raise Fail("checkpoint did not round-trip", observed=mismatches, expected="identical state", repro=REPRO)
+        raise Fail(
+            "checkpoint did not round-trip",
+            observed=mismatches,
+            expected="identical state",
+            repro=REPRO,
+        )
     import inspect
 
     facts["weights_only_parameter"] = "weights_only" in inspect.signature(torch.load).parameters
@@ -210,7 +270,12 @@ def checkpoint_roundtrip(ctx):
         # breaks, so this is a finding: a fail, with the workaround as its advice.
         workaround = " or ".join(facts["requires"])
         facts["advice"] = "load with %s (torch.load's default changed)" % workaround
-        raise Fail("changed default: torch.load(path) refuses this checkpoint (%s); it loads with %s"
-                   % (facts["default_load"], workaround), observed=facts["default_load"],
-                   expected="torch.load(path) with the default arguments loads it", repro=REPRO, evidence=facts)
+        raise Fail(
+            "changed default: torch.load(path) refuses this checkpoint (%s); it loads with %s"
+            % (facts["default_load"], workaround),
+            observed=facts["default_load"],
+            expected="torch.load(path) with the default arguments loads it",
+            repro=REPRO,
+            evidence=facts,
+        )
     return facts

@@ -33,8 +33,8 @@ ArchVerdict = collections.namedtuple("ArchVerdict", "kernels reason")
 def _arch_number(arch):
     """``sm_90a`` -> (90, "a"), ``compute_120`` -> (120, ""); None for anything else."""
     digits = arch.split("_", 1)[1] if "_" in arch else ""
-    suffix = digits[len(digits.rstrip("af")):]
-    digits = digits[:len(digits) - len(suffix)]
+    suffix = digits[len(digits.rstrip("af")) :]
+    digits = digits[: len(digits) - len(suffix)]
     return (int(digits), suffix) if digits.isdigit() else None
 
 
@@ -87,27 +87,45 @@ def arch_verdict(capability, arch_list):
     for (number, suffix), arch in cubins:
         if number == card:
             return ArchVerdict(arch, "%s is in the build" % arch)
-    same_major = sorted((number, arch) for (number, suffix), arch in cubins if _cubin_fits(number, suffix, card))
+    same_major = sorted(
+        (number, arch) for (number, suffix), arch in cubins if _cubin_fits(number, suffix, card)
+    )
     if same_major:
         arch = same_major[-1][1]
-        return ArchVerdict(arch + " (binary compatible)",
-                           "no sm_%d; %s cubins run on compute capability %d.%d" % (card, arch, major, minor))
-    jit = sorted((number, arch) for (number, suffix), arch in ptx
-                 if number // 10 == major and number <= card and (suffix != "a" or number == card))
+        return ArchVerdict(
+            arch + " (binary compatible)",
+            "no sm_%d; %s cubins run on compute capability %d.%d" % (card, arch, major, minor),
+        )
+    jit = sorted(
+        (number, arch)
+        for (number, suffix), arch in ptx
+        if number // 10 == major and number <= card and (suffix != "a" or number == card)
+    )
     if jit:
         arch = jit[-1][1]
-        return ArchVerdict(arch + " (PTX JIT)", "no sm_%d cubin; the driver JIT-compiles %s PTX" % (card, arch))
-    older = sorted((number, arch) for (number, suffix), arch in ptx if number < card and suffix != "a"
-                   and (suffix != "f" or number // 10 == major))
+        return ArchVerdict(
+            arch + " (PTX JIT)", "no sm_%d cubin; the driver JIT-compiles %s PTX" % (card, arch)
+        )
+    older = sorted(
+        (number, arch)
+        for (number, suffix), arch in ptx
+        if number < card and suffix != "a" and (suffix != "f" or number // 10 == major)
+    )
     if older:
         # PTX is forward compatible (NVIDIA): the driver can JIT older-generation PTX for this card, so
         # the kernel is tried and the device decides. PyTorch's own check still warns "not compatible"
         # (it counts a card's own major only); torch_matrix.judge.hardware says ptx-jit here too.
         arch = older[-1][1]
-        return ArchVerdict(arch + " (PTX JIT, older generation)",
-                           "no sm_%dx cubin; the driver JIT-compiles %s PTX of an older generation, which PyTorch "
-                           "itself calls not compatible with this card" % (major, arch))
-    reason = "no sm_%d (or other sm_%dx cubin) in the build's arch list [%s]" % (card, major, ", ".join(arch_list))
+        return ArchVerdict(
+            arch + " (PTX JIT, older generation)",
+            "no sm_%dx cubin; the driver JIT-compiles %s PTX of an older generation, which PyTorch "
+            "itself calls not compatible with this card" % (major, arch),
+        )
+    reason = "no sm_%d (or other sm_%dx cubin) in the build's arch list [%s]" % (
+        card,
+        major,
+        ", ".join(arch_list),
+    )
     return ArchVerdict(None, reason)
 
 
@@ -117,40 +135,81 @@ def arch_supported(capability, arch_list):
     return arch_verdict(capability, arch_list).kernels
 
 
-@probe("cuda_devices", doc="CUDA device count, the card's arch in get_arch_list(), a small kernel, driver vs "
-                           "runtime, cuDNN and NCCL versions (skip without CUDA)")
+@probe(
+    "cuda_devices",
+    doc="CUDA device count, the card's arch in get_arch_list(), a small kernel, driver vs "
+    "runtime, cuDNN and NCCL versions (skip without CUDA)",
+)
 def cuda_devices(ctx):
     import torch
 
     ctx.require_cuda()
     arch_list = list(torch.cuda.get_arch_list())
-    facts = {"count": torch.cuda.device_count(), "runtime": torch.version.cuda, "driver": driver_version(),
-             "arch_list": arch_list, "devices": []}
+    facts = {
+        "count": torch.cuda.device_count(),
+        "runtime": torch.version.cuda,
+        "driver": driver_version(),
+        "arch_list": arch_list,
+        "devices": [],
+    }
     runtime, driver = facts["runtime"], facts["driver"]
     if runtime and driver and int(driver.split(".")[0]) < int(runtime.split(".")[0]):
-        raise Fail("CUDA driver %s is older than the runtime %s torch was built with" % (driver, runtime),
-                   observed=driver, expected=">= %s" % runtime, repro=REPRO, evidence=facts)
+        raise Fail(
+            "CUDA driver %s is older than the runtime %s torch was built with" % (driver, runtime),
+            observed=driver,
+            expected=">= %s" % runtime,
+            repro=REPRO,
+            evidence=facts,
+        )
     for index in range(facts["count"]):
         capability = tuple(torch.cuda.get_device_capability(index))
         name = torch.cuda.get_device_name(index)
         verdict = arch_verdict(capability, arch_list)
-        facts["devices"].append({"index": index, "name": name, "capability": "%d.%d" % capability,
-                                 "kernels": verdict.kernels, "arch_reason": verdict.reason})
+        facts["devices"].append(
+            {
+                "index": index,
+                "name": name,
+                "capability": "%d.%d" % capability,
+                "kernels": verdict.kernels,
+                "arch_reason": verdict.reason,
+            }
+        )
         if verdict.kernels is None:
-            raise Fail("%s (sm_%d%d) has no kernels in this build; is_available() says True anyway: %s"
-                       % ((name,) + capability + (verdict.reason,)), observed=arch_list,
-                       expected="sm_%d%d" % capability, repro=REPRO, evidence=facts)
+            raise Fail(
+                "%s (sm_%d%d) has no kernels in this build; is_available() says True anyway: %s"
+                % ((name,) + capability + (verdict.reason,)),
+                observed=arch_list,
+                expected="sm_%d%d" % capability,
+                repro=REPRO,
+                evidence=facts,
+            )
         try:
-            total = (torch.arange(1024, device="cuda:%d" % index, dtype=torch.float32) ** 2).sum().item()
+            total = (
+                (torch.arange(1024, device="cuda:%d" % index, dtype=torch.float32) ** 2)
+                .sum()
+                .item()
+            )
             torch.cuda.synchronize(index)
         except Exception as exc:  # "no kernel image is available for execution on the device"
-            raise Fail("a small kernel failed on %s: %s" % (name, first_line(exc)), observed=first_line(exc),
-                       expected="357389824.0", repro=REPRO, evidence=facts)
+            raise Fail(
+                "a small kernel failed on %s: %s" % (name, first_line(exc)),
+                observed=first_line(exc),
+                expected="357389824.0",
+                repro=REPRO,
+                evidence=facts,
+            )
         if total != 357389824.0:
-            raise Fail("a small kernel computed the wrong sum on %s" % name, observed=total, expected=357389824.0,
-                       repro=REPRO, evidence=facts)
+            raise Fail(
+                "a small kernel computed the wrong sum on %s" % name,
+                observed=total,
+                expected=357389824.0,
+                repro=REPRO,
+                evidence=facts,
+            )
     try:
-        facts["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        facts["cudnn"] = (
+            torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        )
     except Exception as exc:
         facts["cudnn"] = first_line(exc)
     try:

@@ -49,39 +49,68 @@ def pad_collate(batch):
     seqs, labels, workers, draws = zip(*batch)
     out = torch.zeros(len(seqs), max(len(s) for s in seqs))
     for row, seq in enumerate(seqs):
-        out[row, :len(seq)] = seq
+        out[row, : len(seq)] = seq
     return out, torch.tensor(labels), list(workers), list(draws)
 
 
-@probe("dataloader_workers", doc="DataLoader num_workers=2 with a custom Dataset and padding collate_fn "
-                                 "yields every item once; pin_memory on CUDA", timeout=120)
+@probe(
+    "dataloader_workers",
+    doc="DataLoader num_workers=2 with a custom Dataset and padding collate_fn "
+    "yields every item once; pin_memory on CUDA",
+    timeout=120,
+)
 def dataloader_workers(ctx):
     import torch
     from torch.utils.data import DataLoader
 
     cuda = ctx.cuda_available()
-    facts = {"start_method": multiprocessing.get_start_method(allow_none=True) or "default",
-             "pin_memory": cuda}
-    loader = DataLoader(VariableLengthSequences(), batch_size=3, num_workers=2, collate_fn=pad_collate,
-                        timeout=60, pin_memory=cuda)
+    facts = {
+        "start_method": multiprocessing.get_start_method(allow_none=True) or "default",
+        "pin_memory": cuda,
+    }
+    loader = DataLoader(
+        VariableLengthSequences(),
+        batch_size=3,
+        num_workers=2,
+        collate_fn=pad_collate,
+        timeout=60,
+        pin_memory=cuda,
+    )
     try:
         batches = list(loader)
     except Exception as exc:
-        raise Fail("iterating a DataLoader with num_workers=2 failed: %s" % first_line(exc),
-                   observed=first_line(exc), expected="4 batches", repro=REPRO)
+        raise Fail(
+            "iterating a DataLoader with num_workers=2 failed: %s" % first_line(exc),
+            observed=first_line(exc),
+            expected="4 batches",
+            repro=REPRO,
+        )
     labels = sorted(label for batch in batches for label in batch[1].tolist())
     workers = sorted({worker for batch in batches for worker in batch[2]})
     if labels != list(range(10)):
-        raise Fail("items lost or duplicated across workers", observed=labels, expected=list(range(10)), repro=REPRO)
+        raise Fail(
+            "items lost or duplicated across workers",
+            observed=labels,
+            expected=list(range(10)),
+            repro=REPRO,
+        )
     if workers != [0, 1]:
-        raise Fail("batches did not come from both workers", observed=workers, expected=[0, 1], repro=REPRO)
+        raise Fail(
+            "batches did not come from both workers", observed=workers, expected=[0, 1], repro=REPRO
+        )
     if [tuple(batch[0].shape) for batch in batches][0] != (3, 3):
-        raise Fail("collate_fn output has the wrong shape", observed=tuple(batches[0][0].shape), expected=(3, 3),
-                   repro=REPRO)
+        raise Fail(
+            "collate_fn output has the wrong shape",
+            observed=tuple(batches[0][0].shape),
+            expected=(3, 3),
+            repro=REPRO,
+        )
     if cuda:
         facts["pinned"] = all(bool(batch[0].is_pinned()) for batch in batches)
         if not facts["pinned"]:
-            raise Fail("pin_memory=True gave unpinned batches", observed=False, expected=True, repro=REPRO)
+            raise Fail(
+                "pin_memory=True gave unpinned batches", observed=False, expected=True, repro=REPRO
+            )
         facts["non_blocking_copy"] = str(batches[0][0].to("cuda", non_blocking=True).device)
     draws = [draw for batch in batches for draw in batch[3]]
     if None not in draws:
@@ -90,8 +119,12 @@ def dataloader_workers(ctx):
         for batch in batches:
             for worker, draw in zip(batch[2], batch[3]):
                 per_worker.setdefault(worker, []).append(draw)
-        facts["numpy_random_differs_across_workers"] = per_worker.get(0, [None])[0] != per_worker.get(1, [None])[0]
+        facts["numpy_random_differs_across_workers"] = (
+            per_worker.get(0, [None])[0] != per_worker.get(1, [None])[0]
+        )
     facts["batches"] = len(batches)
     if hasattr(torch.utils.data, "get_worker_info"):
-        facts["persistent_workers_param"] = "persistent_workers" in DataLoader.__init__.__code__.co_varnames
+        facts["persistent_workers_param"] = (
+            "persistent_workers" in DataLoader.__init__.__code__.co_varnames
+        )
     return facts

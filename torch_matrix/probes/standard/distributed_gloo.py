@@ -27,20 +27,30 @@ def worker(backend, rank, world_size, port):
     if backend == "nccl":
         torch.cuda.set_device(rank)
         device = "cuda:%d" % rank
-    dist.init_process_group(backend, init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=30))
+    dist.init_process_group(
+        backend,
+        init_method="tcp://127.0.0.1:%d" % port,
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=30),
+    )
     try:
         value = torch.tensor([rank + 1.0], device=device)
         dist.all_reduce(value)
         torch.manual_seed(0)
         layer = torch.nn.Linear(4, 2).to(device)
-        model = torch.nn.parallel.DistributedDataParallel(layer, device_ids=[rank] if backend == "nccl" else None)
+        model = torch.nn.parallel.DistributedDataParallel(
+            layer, device_ids=[rank] if backend == "nccl" else None
+        )
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         torch.manual_seed(100 + rank)  # different data on each rank: DDP must average the gradients
         model(torch.randn(3, 4, device=device)).pow(2).sum().backward()
         optimizer.step()
         dist.barrier()
-        return {"all_reduce": float(value.item()), "weight": model.module.weight.detach().cpu().flatten().tolist()}
+        return {
+            "all_reduce": float(value.item()),
+            "weight": model.module.weight.detach().cpu().flatten().tolist(),
+        }
     finally:
         dist.destroy_process_group()
 
@@ -50,8 +60,12 @@ def run_backend(backend, world_size, start_method):
     results = None
     for _ in range(2):
         port = free_port()
-        results = run_in_children(worker, [[backend, rank, world_size, port] for rank in range(world_size)],
-                                  timeout=150 if start_method == "spawn" else 45, start_method=start_method)
+        results = run_in_children(
+            worker,
+            [[backend, rank, world_size, port] for rank in range(world_size)],
+            timeout=150 if start_method == "spawn" else 45,
+            start_method=start_method,
+        )
         if all(kind == "ok" for kind, _ in results):
             return results, port
         if not any("address already in use" in str(detail).lower() for _, detail in results):
@@ -60,23 +74,44 @@ def run_backend(backend, world_size, start_method):
 
 
 def check(backend, world_size, results):
-    problems = [("rank %d" % rank, kind, str(detail)[:600]) for rank, (kind, detail) in enumerate(results)
-                if kind != "ok"]
+    problems = [
+        ("rank %d" % rank, kind, str(detail)[:600])
+        for rank, (kind, detail) in enumerate(results)
+        if kind != "ok"
+    ]
     if problems:
-        raise Fail("%s process group failed" % backend, observed=problems, expected="every rank reports", repro=REPRO)
+        raise Fail(
+            "%s process group failed" % backend,
+            observed=problems,
+            expected="every rank reports",
+            repro=REPRO,
+        )
     expected_sum = float(sum(range(1, world_size + 1)))
     reduced = [detail["all_reduce"] for _, detail in results]
     if any(value != expected_sum for value in reduced):
-        raise Fail("%s all_reduce gave the wrong sum" % backend, observed=reduced, expected=expected_sum, repro=REPRO)
+        raise Fail(
+            "%s all_reduce gave the wrong sum" % backend,
+            observed=reduced,
+            expected=expected_sum,
+            repro=REPRO,
+        )
     weights = [detail["weight"] for _, detail in results]
     if any(max(abs(a - b) for a, b in zip(weights[0], other)) > 1e-6 for other in weights[1:]):
-        raise Fail("%s DDP step left ranks with different weights" % backend, observed=weights,
-                   expected="identical weights on every rank", repro=REPRO)
+        raise Fail(
+            "%s DDP step left ranks with different weights" % backend,
+            observed=weights,
+            expected="identical weights on every rank",
+            repro=REPRO,
+        )
     return {"world_size": world_size, "all_reduce": reduced[0]}
 
 
-@probe("distributed_gloo", doc="init_process_group(gloo) world size 2 on loopback: all_reduce and one DDP step "
-                               "agree; NCCL too where GPUs are present", timeout=330)
+@probe(
+    "distributed_gloo",
+    doc="init_process_group(gloo) world size 2 on loopback: all_reduce and one DDP step "
+    "agree; NCCL too where GPUs are present",
+    timeout=330,
+)
 def distributed_gloo(ctx):
     import torch
     import torch.distributed as dist
@@ -92,8 +127,11 @@ def distributed_gloo(ctx):
         # Ranks forked from this already-initialised interpreter can hang where a user's own
         # ranks (mp.spawn, torchrun: fresh interpreters) do not; seen with pip's 2.13.0+cpu build.
         # That is our process model, not the release: judge gloo on freshly spawned ranks.
-        facts["forked_ranks"] = [("rank %d" % rank, kind, str(detail)[:200]) for rank, (kind, detail)
-                                 in enumerate(results) if kind != "ok"]
+        facts["forked_ranks"] = [
+            ("rank %d" % rank, kind, str(detail)[:200])
+            for rank, (kind, detail) in enumerate(results)
+            if kind != "ok"
+        ]
         results, port = run_backend("gloo", 2, "spawn")
         facts.update(start_method="spawn", gloo_port=port)
     facts["gloo"] = check("gloo", 2, results)
@@ -102,8 +140,11 @@ def distributed_gloo(ctx):
             world = min(2, torch.cuda.device_count())
             results, _ = run_backend("nccl", world, "spawn")
             facts["nccl"] = check("nccl", world, results)
-            facts["nccl_version"] = ".".join(str(v) for v in torch.cuda.nccl.version()) \
-                if isinstance(torch.cuda.nccl.version(), tuple) else str(torch.cuda.nccl.version())
+            facts["nccl_version"] = (
+                ".".join(str(v) for v in torch.cuda.nccl.version())
+                if isinstance(torch.cuda.nccl.version(), tuple)
+                else str(torch.cuda.nccl.version())
+            )
         else:
             facts["nccl"] = "not available in this build"
     return facts

@@ -70,8 +70,11 @@ def _nms_check(torch, torchvision):
     return [int(i) for i in keep.tolist()]
 
 
-@probe("install_sanity", doc="installed versions are the ones asked for, the CUDA build matches the variant, "
-                             "torchvision's compiled ops (nms) load and run")
+@probe(
+    "install_sanity",
+    doc="installed versions are the ones asked for, the CUDA build matches the variant, "
+    "torchvision's compiled ops (nms) load and run",
+)
 def install_sanity(ctx):
     problems = []  # (check, message, observed, expected)
     evidence = {"variant": ctx.variant}
@@ -79,17 +82,30 @@ def install_sanity(ctx):
     import_failure = ctx.import_error("torch")
     if import_failure is None and _installed_version("torch") is None:
         expected_torch = ctx.expected.get("torch")
-        raise Fail("torch is not installed%s" % (" (expected %s)" % expected_torch if expected_torch else ""),
-                   observed=None, expected=expected_torch, repro="import torch")
+        raise Fail(
+            "torch is not installed%s"
+            % (" (expected %s)" % expected_torch if expected_torch else ""),
+            observed=None,
+            expected=expected_torch,
+            repro="import torch",
+        )
     if import_failure is not None:
-        raise Fail("import torch failed: %s" % import_failure.get("error"), observed=import_failure.get("error"),
-                   expected="import torch succeeds", repro="import torch",
-                   traceback=import_failure.get("traceback", ""))
+        raise Fail(
+            "import torch failed: %s" % import_failure.get("error"),
+            observed=import_failure.get("error"),
+            expected="import torch succeeds",
+            repro="import torch",
+            traceback=import_failure.get("traceback", ""),
+        )
     import torch
 
     cuda_build = getattr(torch.version, "cuda", None)
-    evidence.update(torch=str(torch.__version__), torch_cuda=cuda_build,
-                    torch_hip=getattr(torch.version, "hip", None), torch_file=getattr(torch, "__file__", None))
+    evidence.update(
+        torch=str(torch.__version__),
+        torch_cuda=cuda_build,
+        torch_hip=getattr(torch.version, "hip", None),
+        torch_file=getattr(torch, "__file__", None),
+    )
     ctx.note("torch", evidence["torch"])
 
     # 1. versions
@@ -104,17 +120,26 @@ def install_sanity(ctx):
         try:
             import torchvision
         except Exception as exc:
-            torchvision_error = "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0])
+            torchvision_error = "%s: %s" % (
+                type(exc).__name__,
+                (str(exc).strip().splitlines() or [""])[0],
+            )
             cause_traceback = _frames(exc)
         else:
             modules["torchvision"] = torchvision
             evidence["torchvision"] = str(torchvision.__version__)
     for name, wanted in sorted(ctx.expected.items()):
         module = modules.get(name)
-        found = str(getattr(module, "__version__", "")) if module is not None else _installed_version(name)
+        found = (
+            str(getattr(module, "__version__", ""))
+            if module is not None
+            else _installed_version(name)
+        )
         evidence.setdefault("versions", {})[name] = found
         if found is None:
-            problems.append((name, "%s is not installed (expected %s)" % (name, wanted), None, wanted))
+            problems.append(
+                (name, "%s is not installed (expected %s)" % (name, wanted), None, wanted)
+            )
         elif not versions_match(found, wanted):
             problems.append((name, "%s is %s, expected %s" % (name, found, wanted), found, wanted))
 
@@ -123,41 +148,85 @@ def install_sanity(ctx):
     if known:
         evidence["expected_cuda"] = wanted_cuda
         if wanted_cuda is None and cuda_build is not None:
-            problems.append(("cuda_build", "variant cpu but torch is a CUDA %s build" % cuda_build,
-                             cuda_build, None))
-        elif wanted_cuda is not None and (cuda_build is None or _cuda_major_minor(cuda_build) != wanted_cuda):
-            problems.append(("cuda_build", "variant %s expects CUDA %s, torch.version.cuda is %s"
-                             % (ctx.variant, wanted_cuda, cuda_build), cuda_build, wanted_cuda))
+            problems.append(
+                (
+                    "cuda_build",
+                    "variant cpu but torch is a CUDA %s build" % cuda_build,
+                    cuda_build,
+                    None,
+                )
+            )
+        elif wanted_cuda is not None and (
+            cuda_build is None or _cuda_major_minor(cuda_build) != wanted_cuda
+        ):
+            problems.append(
+                (
+                    "cuda_build",
+                    "variant %s expects CUDA %s, torch.version.cuda is %s"
+                    % (ctx.variant, wanted_cuda, cuda_build),
+                    cuda_build,
+                    wanted_cuda,
+                )
+            )
     elif ctx.variant.startswith("rocm"):
         hip = evidence["torch_hip"]
         if not hip or not str(hip).startswith(ctx.variant[4:]):
-            problems.append(("cuda_build", "variant %s but torch.version.hip is %s" % (ctx.variant, hip),
-                             hip, ctx.variant[4:]))
+            problems.append(
+                (
+                    "cuda_build",
+                    "variant %s but torch.version.hip is %s" % (ctx.variant, hip),
+                    hip,
+                    ctx.variant[4:],
+                )
+            )
 
     # 3. torchvision's compiled ops
     if torchvision_error is not None:
-        problems.append(("torchvision_ops", "import torchvision failed: %s" % torchvision_error,
-                         torchvision_error, "import torchvision succeeds"))
+        problems.append(
+            (
+                "torchvision_ops",
+                "import torchvision failed: %s" % torchvision_error,
+                torchvision_error,
+                "import torchvision succeeds",
+            )
+        )
     elif "torchvision" in modules:
         try:
             keep = _nms_check(torch, modules["torchvision"])
         except Exception as exc:
             message = (str(exc).strip().splitlines() or [""])[0]
             cause_traceback = _frames(exc)
-            problems.append(("torchvision_ops", "torchvision.ops.nms failed: %s: %s" % (type(exc).__name__, message),
-                             "%s: %s" % (type(exc).__name__, message), [0, 2]))
+            problems.append(
+                (
+                    "torchvision_ops",
+                    "torchvision.ops.nms failed: %s: %s" % (type(exc).__name__, message),
+                    "%s: %s" % (type(exc).__name__, message),
+                    [0, 2],
+                )
+            )
         else:
             evidence["nms_keep"] = keep
             if keep != [0, 2]:
-                problems.append(("torchvision_ops", "torchvision.ops.nms returned %s, expected [0, 2]" % keep,
-                                 keep, [0, 2]))
+                problems.append(
+                    (
+                        "torchvision_ops",
+                        "torchvision.ops.nms returned %s, expected [0, 2]" % keep,
+                        keep,
+                        [0, 2],
+                    )
+                )
     else:
         evidence["torchvision"] = None
 
     if problems:
-        raise Fail("; ".join(p[1] for p in problems),
-                   observed={p[0]: p[2] for p in problems}, expected={p[0]: p[3] for p in problems},
-                   repro=REPRO, evidence=evidence, traceback=cause_traceback)
+        raise Fail(
+            "; ".join(p[1] for p in problems),
+            observed={p[0]: p[2] for p in problems},
+            expected={p[0]: p[3] for p in problems},
+            repro=REPRO,
+            evidence=evidence,
+            traceback=cause_traceback,
+        )
     return evidence
 
 

@@ -49,8 +49,12 @@ def _observation(ctx):
     if observed is not None:
         return observed, "runner"
     if "torch" in sys.modules:
-        raise Fail("torch was imported before this probe could observe the import", observed="torch in sys.modules",
-                   expected="a fresh interpreter", repro="python -m torch_matrix.probes --select lazy_cuda_init")
+        raise Fail(
+            "torch was imported before this probe could observe the import",
+            observed="torch in sys.modules",
+            expected="a fresh interpreter",
+            repro="python -m torch_matrix.probes --select lazy_cuda_init",
+        )
     from torch_matrix.probes.facts import installed_version
     from torch_matrix.probes.importwatch import observe_import
 
@@ -58,7 +62,10 @@ def _observation(ctx):
         raise Skip("torch is not installed")
     observed, error = observe_import("torch")
     if error is not None:
-        observed["import_error"] = "%s: %s" % (type(error).__name__, (str(error).strip().splitlines() or [""])[0])
+        observed["import_error"] = "%s: %s" % (
+            type(error).__name__,
+            (str(error).strip().splitlines() or [""])[0],
+        )
     return observed, "probe"
 
 
@@ -70,7 +77,11 @@ def _behaviour(ctx):
     if physical == 0:
         return {"behaviour": "skipped: %s" % "no CUDA device (no NVIDIA driver)"}
     current = os.environ.get("CUDA_VISIBLE_DEVICES")
-    visible = [d for d in current.split(",") if d.strip()] if current is not None else [str(i) for i in range(physical)]
+    visible = (
+        [d for d in current.split(",") if d.strip()]
+        if current is not None
+        else [str(i) for i in range(physical)]
+    )
     if len(visible) >= 2:
         restricted, wanted = visible[0], 1
     else:
@@ -79,22 +90,38 @@ def _behaviour(ctx):
 
     os.environ["CUDA_VISIBLE_DEVICES"] = restricted
     count = torch.cuda.device_count()
-    result = {"behaviour": "checked", "physical_gpus": physical, "visible_before": visible,
-              "restricted_to": restricted, "device_count_after": count}
+    result = {
+        "behaviour": "checked",
+        "physical_gpus": physical,
+        "visible_before": visible,
+        "restricted_to": restricted,
+        "device_count_after": count,
+    }
     if count != wanted:
-        raise Fail("CUDA_VISIBLE_DEVICES=%r set after `import torch` was ignored: device_count() is %d, expected %d"
-                   % (restricted, count, wanted), observed=count, expected=wanted,
-                   repro=BEHAVIOUR_REPRO % (restricted, wanted), evidence=result)
+        raise Fail(
+            "CUDA_VISIBLE_DEVICES=%r set after `import torch` was ignored: device_count() is %d, expected %d"
+            % (restricted, count, wanted),
+            observed=count,
+            expected=wanted,
+            repro=BEHAVIOUR_REPRO % (restricted, wanted),
+            evidence=result,
+        )
     return result
 
 
-@probe("lazy_cuda_init", doc="`import torch` neither initialises nor queries CUDA; CUDA_VISIBLE_DEVICES set "
-                             "after it still applies")
+@probe(
+    "lazy_cuda_init",
+    doc="`import torch` neither initialises nor queries CUDA; CUDA_VISIBLE_DEVICES set "
+    "after it still applies",
+)
 def lazy_cuda_init(ctx):
     observed, source = _observation(ctx)
-    evidence = {"observed_by": source, "functions_called": observed.get("functions", []),
-                "call_count": observed.get("call_count", 0),
-                "native_libraries_loaded": observed.get("native_libraries_loaded", [])}
+    evidence = {
+        "observed_by": source,
+        "functions_called": observed.get("functions", []),
+        "call_count": observed.get("call_count", 0),
+        "native_libraries_loaded": observed.get("native_libraries_loaded", []),
+    }
     if observed.get("preloaded"):
         evidence["preloaded"] = observed["preloaded"]
     calls = observed.get("calls", [])
@@ -103,15 +130,28 @@ def lazy_cuda_init(ctx):
         names = sorted(set(c["function"] for c in calls)) or ["torch._C._cuda_getDeviceCount"]
         first = calls[0] if calls else None
         where = " (first: %s from %s)" % (first["function"], first["caller"]) if first else ""
-        message = ("`import torch` queried CUDA: %d call(s) to %s%s" % (observed.get("call_count", len(calls)),
-                                                                        ", ".join(evidence["functions_called"]), where)
-                   if calls else "`import torch` loaded NVML: %s" % ", ".join(nvml))
+        message = (
+            "`import torch` queried CUDA: %d call(s) to %s%s"
+            % (
+                observed.get("call_count", len(calls)),
+                ", ".join(evidence["functions_called"]),
+                where,
+            )
+            if calls
+            else "`import torch` loaded NVML: %s" % ", ".join(nvml)
+        )
         evidence["calls"] = calls[:5]
-        raise Fail(message, observed={"functions": evidence["functions_called"], "nvml_loaded": nvml},
-                   expected="no CUDA query or initialisation during import torch",
-                   repro=REPRO_TEMPLATE % (tuple(names),), evidence=evidence)
+        raise Fail(
+            message,
+            observed={"functions": evidence["functions_called"], "nvml_loaded": nvml},
+            expected="no CUDA query or initialisation during import torch",
+            repro=REPRO_TEMPLATE % (tuple(names),),
+            evidence=evidence,
+        )
     failure = ctx.import_error("torch")
     if observed.get("import_error") or failure:
-        raise RuntimeError("import torch failed: %s" % (observed.get("import_error") or failure.get("error")))
+        raise RuntimeError(
+            "import torch failed: %s" % (observed.get("import_error") or failure.get("error"))
+        )
     evidence.update(_behaviour(ctx))
     return evidence

@@ -16,7 +16,11 @@ def autocast_context(torch, device, dtype):
     """(context manager, API name) for autocast on ``device``; None where this version has none."""
     if hasattr(torch, "autocast"):
         return torch.autocast(device, dtype=dtype), "torch.autocast(%r)" % device
-    if device == "cpu" and hasattr(torch, "cpu") and hasattr(getattr(torch.cpu, "amp", None), "autocast"):
+    if (
+        device == "cpu"
+        and hasattr(torch, "cpu")
+        and hasattr(getattr(torch.cpu, "amp", None), "autocast")
+    ):
         return torch.cpu.amp.autocast(dtype=dtype), "torch.cpu.amp.autocast"
     if device == "cuda" and hasattr(torch.cuda, "amp") and hasattr(torch.cuda.amp, "autocast"):
         return torch.cuda.amp.autocast(), "torch.cuda.amp.autocast"
@@ -28,17 +32,27 @@ def autocast_step(torch, device, dtype):
     context, api = autocast_context(torch, device, dtype)
     if context is None:
         return None, None
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).to(device)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).to(
+        device
+    )
     with context:
         out = model(torch.randn(2, 8, device=device))
         loss = out.float().pow(2).mean()
     loss.backward()
     if out.dtype != dtype:
-        raise Fail("autocast on %s produced %s" % (device, out.dtype), observed=str(out.dtype), expected=str(dtype),
-                   repro=REPRO)
+        raise Fail(
+            "autocast on %s produced %s" % (device, out.dtype),
+            observed=str(out.dtype),
+            expected=str(dtype),
+            repro=REPRO,
+        )
     if not all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()):
-        raise Fail("non-finite gradients after autocast on %s" % device, observed="inf/nan grads",
-                   expected="finite", repro=REPRO)
+        raise Fail(
+            "non-finite gradients after autocast on %s" % device,
+            observed="inf/nan grads",
+            expected="finite",
+            repro=REPRO,
+        )
     return api, str(out.dtype)
 
 
@@ -60,8 +74,11 @@ def grad_scaler_locations(torch):
     return found
 
 
-@probe("mixed_precision", doc="autocast CPU bfloat16 and CUDA float16 forward/backward with GradScaler; records "
-                              "where GradScaler lives (torch.amp vs torch.cuda.amp)")
+@probe(
+    "mixed_precision",
+    doc="autocast CPU bfloat16 and CUDA float16 forward/backward with GradScaler; records "
+    "where GradScaler lives (torch.amp vs torch.cuda.amp)",
+)
 def mixed_precision(ctx):
     import torch
 
@@ -77,8 +94,11 @@ def mixed_precision(ctx):
     if ctx.cuda_available():
         cuda_api, cuda_dtype = autocast_step(torch, "cuda", torch.float16)
         facts.update(cuda_autocast=cuda_api, cuda_output_dtype=cuda_dtype)
-        scaler = torch.amp.GradScaler("cuda") if "torch.amp.GradScaler" in facts["grad_scaler"] \
+        scaler = (
+            torch.amp.GradScaler("cuda")
+            if "torch.amp.GradScaler" in facts["grad_scaler"]
             else torch.cuda.amp.GradScaler()
+        )
         model = torch.nn.Linear(8, 4).cuda()
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         with autocast_context(torch, "cuda", torch.float16)[0]:
@@ -88,8 +108,9 @@ def mixed_precision(ctx):
         scaler.update()
         facts["grad_scaler_scale_after_step"] = float(scaler.get_scale())
     elif cpu_api is None:
-        raise Unsupported("no CPU autocast in this version and no CUDA device for the CUDA one",
-                          evidence=facts)
+        raise Unsupported(
+            "no CPU autocast in this version and no CUDA device for the CUDA one", evidence=facts
+        )
     if not facts["grad_scaler"]:
         raise Unsupported("no GradScaler in this version", evidence=facts)
     return facts

@@ -16,8 +16,12 @@ def export(torch, model, x, path, **extra):
     torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["output"], **extra)
 
 
-@probe("onnx_export", doc="torch.onnx.export of a small conv model gives a file onnx.checker accepts "
-                          "(skip without onnx)", timeout=180)
+@probe(
+    "onnx_export",
+    doc="torch.onnx.export of a small conv model gives a file onnx.checker accepts "
+    "(skip without onnx)",
+    timeout=180,
+)
 def onnx_export(ctx):
     try:
         import onnx
@@ -41,23 +45,37 @@ def onnx_export(ctx):
             export(torch, model, x, path, dynamo=False)
             facts["exporter"] = "dynamo=False (default exporter failed)"
             if "onnxscript" in facts["default_export"]:
-                facts["requires"] = "onnxscript installed for the default (dynamo) exporter, or dynamo=False"
+                facts["requires"] = (
+                    "onnxscript installed for the default (dynamo) exporter, or dynamo=False"
+                )
         except Exception:
-            raise Fail("torch.onnx.export failed: %s" % facts["default_export"], observed=facts["default_export"],
-                       expected="an .onnx file", repro=REPRO, evidence=facts)
+            raise Fail(
+                "torch.onnx.export failed: %s" % facts["default_export"],
+                observed=facts["default_export"],
+                expected="an .onnx file",
+                repro=REPRO,
+                evidence=facts,
+            )
     try:
         proto = onnx.load(path)
         onnx.checker.check_model(proto)
     except Exception as exc:
-        raise Fail("exported model rejected by onnx: %s" % first_line(exc), observed=first_line(exc),
-                   expected="a valid ONNX model", repro=REPRO, evidence=facts)
+        raise Fail(
+            "exported model rejected by onnx: %s" % first_line(exc),
+            observed=first_line(exc),
+            expected="a valid ONNX model",
+            repro=REPRO,
+            evidence=facts,
+        )
     facts["opset"] = [op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")][:1]
     try:
         import onnxruntime
 
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
         got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
-        facts["onnxruntime_max_abs_err"] = float(abs(torch.from_numpy(got) - model(x).detach()).max())
+        facts["onnxruntime_max_abs_err"] = float(
+            abs(torch.from_numpy(got) - model(x).detach()).max()
+        )
     except ImportError:
         facts["onnxruntime"] = "not installed"
     return facts

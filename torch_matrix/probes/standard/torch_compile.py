@@ -20,8 +20,12 @@ def small(x):
     return torch.sin(x) + torch.cos(x) * 2
 
 
-@probe("torch_compile", doc="torch.compile (default inductor backend) on a small function matches eager; "
-                            "records the backend and Python support", timeout=300)
+@probe(
+    "torch_compile",
+    doc="torch.compile (default inductor backend) on a small function matches eager; "
+    "records the backend and Python support",
+    timeout=300,
+)
 def torch_compile(ctx):
     import torch
 
@@ -50,9 +54,19 @@ def torch_compile(ctx):
             facts["eager_backend"] = "ok"
         except Exception as inner:
             facts["eager_backend"] = first_line(inner)
-        raise Fail("torch.compile failed: %s" % message, observed=message, expected="a compiled function",
-                   repro=REPRO, evidence=facts)
+        raise Fail(
+            "torch.compile failed: %s" % message,
+            observed=message,
+            expected="a compiled function",
+            repro=REPRO,
+            evidence=facts,
+        )
     if not torch.allclose(out, small(x), atol=1e-5):
-        raise Fail("compiled function differs from eager", observed=out.tolist(), expected=small(x).tolist(),
-                   repro=REPRO, evidence=facts)
+        raise Fail(
+            "compiled function differs from eager",
+            observed=out.tolist(),
+            expected=small(x).tolist(),
+            repro=REPRO,
+            evidence=facts,
+        )
     return facts

@@ -15,7 +15,11 @@ print(torch.allclose(ep.module()(x), m(x)))
 """
 
 
-@probe("torch_export", doc="torch.export.export a small module and run the exported program", timeout=180)
+@probe(
+    "torch_export",
+    doc="torch.export.export a small module and run the exported program",
+    timeout=180,
+)
 def torch_export(ctx):
     import torch
 
@@ -44,10 +48,20 @@ def torch_export(ctx):
         out = runnable(x)
     except Exception as exc:
         raise_if_python_refused(exc)
-        raise Fail("torch.export failed: %s" % first_line(exc), observed=first_line(exc),
-                   expected="an ExportedProgram that runs", repro=REPRO)
+        raise Fail(
+            "torch.export failed: %s" % first_line(exc),
+            observed=first_line(exc),
+            expected="an ExportedProgram that runs",
+            repro=REPRO,
+        )
     if not torch.allclose(out, model(x), atol=1e-6):
-        raise Fail("the exported program computes something else", observed=out.tolist(),
-                   expected=model(x).tolist(), repro=REPRO)
-    graph_ops = sorted({str(node.target) for node in exported.graph.nodes if node.op == "call_function"})
+        raise Fail(
+            "the exported program computes something else",
+            observed=out.tolist(),
+            expected=model(x).tolist(),
+            repro=REPRO,
+        )
+    graph_ops = sorted(
+        {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
+    )
     return {"graph_ops": graph_ops[:10], "dynamic_shapes_dim": hasattr(export_module, "Dim")}

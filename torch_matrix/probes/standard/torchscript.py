@@ -39,18 +39,30 @@ def torchscript(ctx):
                 loaded = torch.jit.load(path)
                 same = torch.allclose(loaded(x), model(x), atol=1e-6)
         except Exception as exc:
-            raise Fail("trace/save/load failed: %s" % first_line(exc), observed=first_line(exc),
-                       expected="a loadable traced module", repro=REPRO)
+            raise Fail(
+                "trace/save/load failed: %s" % first_line(exc),
+                observed=first_line(exc),
+                expected="a loadable traced module",
+                repro=REPRO,
+            )
         try:
             scripted = torch.jit.script(clipped)
             script_ok = scripted(-2.0) == 2.0
         except Exception as exc:
             script_ok = first_line(exc)
     if not same:
-        raise Fail("the loaded traced module computes something else", observed="outputs differ",
-                   expected="allclose to eager", repro=REPRO)
+        raise Fail(
+            "the loaded traced module computes something else",
+            observed="outputs differ",
+            expected="allclose to eager",
+            repro=REPRO,
+        )
     if script_ok is not True:
-        raise Fail("torch.jit.script of a small function failed", observed=script_ok, expected=True,
-                   repro="import torch\n@torch.jit.script\ndef f(x: float) -> float:\n    return x if x > 0.0 else -x\n"
-                         "print(f(-2.0))")
+        raise Fail(
+            "torch.jit.script of a small function failed",
+            observed=script_ok,
+            expected=True,
+            repro="import torch\n@torch.jit.script\ndef f(x: float) -> float:\n    return x if x > 0.0 else -x\n"
+            "print(f(-2.0))",
+        )
     return {"file_bytes": os.path.getsize(path), "warnings": sorted(set(warned))[:3]}

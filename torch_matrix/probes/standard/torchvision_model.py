@@ -11,8 +11,11 @@ print(m(torch.randn(1, 3, 32, 32)).shape)                             # torch.Si
 """
 
 
-@probe("torchvision_model", doc="torchvision resnet18 without weights (weights=None vs pretrained=False) "
-                                "forwards to the right shape")
+@probe(
+    "torchvision_model",
+    doc="torchvision resnet18 without weights (weights=None vs pretrained=False) "
+    "forwards to the right shape",
+)
 def torchvision_model(ctx):
     torchvision = require_torchvision(ctx)
     import torch
@@ -29,8 +32,12 @@ def torchvision_model(ctx):
                 model = builder(pretrained=False, num_classes=10)
                 facts["no_weights_argument"] = "pretrained=False"
         except Exception as exc:
-            raise Fail("building resnet18 without weights failed: %s" % first_line(exc), observed=first_line(exc),
-                       expected="a model", repro=REPRO)
+            raise Fail(
+                "building resnet18 without weights failed: %s" % first_line(exc),
+                observed=first_line(exc),
+                expected="a model",
+                repro=REPRO,
+            )
     if warned:
         facts["build_warnings"] = warned[:2]
     if "weights" in parameters:  # does the old spelling still work (it warns, then was removed)?
@@ -47,6 +54,10 @@ def torchvision_model(ctx):
     with torch.no_grad():
         out = model(torch.randn(2, 3, 32, 32))
     if tuple(out.shape) != (2, 10) or not bool(torch.isfinite(out).all()):
-        raise Fail("resnet18 forward gave a wrong or non-finite output", observed=tuple(out.shape),
-                   expected=(2, 10), repro=REPRO)
+        raise Fail(
+            "resnet18 forward gave a wrong or non-finite output",
+            observed=tuple(out.shape),
+            expected=(2, 10),
+            repro=REPRO,
+        )
     return facts

@@ -11,7 +11,10 @@ print(torchvision.ops.roi_align(x, [torch.tensor([[0.0, 0.0, 3.0, 3.0]])], outpu
 """
 
 
-@probe("torchvision_ops", doc="torchvision.ops nms, batched_nms and roi_align run and give known answers")
+@probe(
+    "torchvision_ops",
+    doc="torchvision.ops nms, batched_nms and roi_align run and give known answers",
+)
 def torchvision_ops(ctx):
     torchvision = require_torchvision(ctx)
     import torch
@@ -24,17 +27,45 @@ def torchvision_ops(ctx):
     for device in devices:
         try:
             kept = ops.nms(boxes.to(device), scores.to(device), 0.5).cpu().tolist()
-            batched = ops.batched_nms(boxes.to(device), scores.to(device), torch.tensor([0, 1, 0], device=device),
-                                      0.5).cpu().tolist()
+            batched = (
+                ops.batched_nms(
+                    boxes.to(device), scores.to(device), torch.tensor([0, 1, 0], device=device), 0.5
+                )
+                .cpu()
+                .tolist()
+            )
             x = torch.arange(16.0, device=device).reshape(1, 1, 4, 4)
-            pooled = ops.roi_align(x, [torch.tensor([[0.0, 0.0, 3.0, 3.0]], device=device)], output_size=1,
-                                   aligned=True).flatten().cpu().tolist()
-        except Exception as exc:  # "operator torchvision::nms does not exist": a mismatched torch/torchvision pair
-            raise Fail("torchvision ops failed on %s: %s" % (device, first_line(exc)), observed=first_line(exc),
-                       expected="nms/roi_align run", repro=REPRO)
-        observed = {"nms": kept, "batched_nms": sorted(batched), "roi_align": [round(v, 4) for v in pooled]}
+            pooled = (
+                ops.roi_align(
+                    x,
+                    [torch.tensor([[0.0, 0.0, 3.0, 3.0]], device=device)],
+                    output_size=1,
+                    aligned=True,
+                )
+                .flatten()
+                .cpu()
+                .tolist()
+            )
+        except (
+            Exception
+        ) as exc:  # "operator torchvision::nms does not exist": a mismatched torch/torchvision pair
+            raise Fail(
+                "torchvision ops failed on %s: %s" % (device, first_line(exc)),
+                observed=first_line(exc),
+                expected="nms/roi_align run",
+                repro=REPRO,
+            )
+        observed = {
+            "nms": kept,
+            "batched_nms": sorted(batched),
+            "roi_align": [round(v, 4) for v in pooled],
+        }
         expected = {"nms": [0, 2], "batched_nms": [0, 1, 2], "roi_align": [5.0]}
         if observed != expected:
-            raise Fail("torchvision ops gave wrong answers on %s" % device, observed=observed, expected=expected,
-                       repro=REPRO)
+            raise Fail(
+                "torchvision ops gave wrong answers on %s" % device,
+                observed=observed,
+                expected=expected,
+                repro=REPRO,
+            )
     return facts

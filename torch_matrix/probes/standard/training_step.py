@@ -38,8 +38,11 @@ def build_model(torch):
     return model, api
 
 
-@probe("training_step", doc="conv(replicate pad)+batchnorm+weight-norm linear+layernorm: forward, backward, "
-                            "SGD steps; loss falls, grads finite")
+@probe(
+    "training_step",
+    doc="conv(replicate pad)+batchnorm+weight-norm linear+layernorm: forward, backward, "
+    "SGD steps; loss falls, grads finite",
+)
 def training_step(ctx):
     import torch
 
@@ -53,15 +56,27 @@ def training_step(ctx):
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
-        bad = [name for name, p in model.named_parameters()
-               if p.grad is None or not bool(torch.isfinite(p.grad).all())]
+        bad = [
+            name
+            for name, p in model.named_parameters()
+            if p.grad is None or not bool(torch.isfinite(p.grad).all())
+        ]
         if bad:
-            raise Fail("gradients missing or not finite", observed=bad, expected="finite grads for every parameter",
-                       repro=REPRO)
+            raise Fail(
+                "gradients missing or not finite",
+                observed=bad,
+                expected="finite grads for every parameter",
+                repro=REPRO,
+            )
         optimizer.step()
         losses.append(float(loss.item()))
     if not losses[-1] < losses[0]:
-        raise Fail("loss did not go down over 5 SGD steps", observed=losses, expected="last < first", repro=REPRO)
+        raise Fail(
+            "loss did not go down over 5 SGD steps",
+            observed=losses,
+            expected="last < first",
+            repro=REPRO,
+        )
 
     # The legacy weight_norm still works where parametrizations exist (and may warn: API churn worth recording).
     with caught_warnings() as legacy_warnings:
@@ -70,5 +85,9 @@ def training_step(ctx):
     # optimizer.zero_grad() leaves None (set_to_none default, torch >= 2.0) or zeros: code reading .grad cares.
     optimizer.zero_grad()
     grad_after_zero = "None" if model[-1].weight.grad is None else "zeros"
-    return {"losses": [round(v, 5) for v in losses], "weight_norm_api": weight_norm_api,
-            "legacy_weight_norm_warnings": legacy_warnings, "grad_after_zero_grad": grad_after_zero}
+    return {
+        "losses": [round(v, 5) for v in losses],
+        "weight_norm_api": weight_norm_api,
+        "legacy_weight_norm_warnings": legacy_warnings,
+        "grad_after_zero_grad": grad_after_zero,
+    }

@@ -336,15 +336,15 @@ def test_hardware_targets_are_judged_from_the_build_and_printed_as_json(
         "--gpu",
         "RTX 5090",
         "--driver",
-        "580.65",
+        "580.82.07",
         "--json",
     )
     assert status == 1, out + err  # it runs on the V100, not on the RTX 5090
     data = json.loads(out)
     assert data["verdict"] == "compatible" and data["targets_from"] == "--gpu/--driver"
     assert [(t["target"], t["verdict"]) for t in data["targets"]] == [
-        ("V100 (sm_70), driver 580.65", "native"),
-        ("RTX 5090 (sm_120), driver 580.65", "no-kernel-image"),
+        ("V100 (sm_70), driver 580.82.07", "native"),
+        ("RTX 5090 (sm_120), driver 580.82.07", "no-kernel-image"),
     ]
     assert (
         SEVEN in data["targets"][1]["reason"]

@@ -100,7 +100,7 @@ def test_an_rtx_4090_runs_sm_86_cubins_and_an_h100_its_own():
 
 
 def test_a_cpu_build_says_so_for_every_target():
-    for target in targets_of(["V100", "RTX 5090"], ["580.65"]) + targets_of([], ["470.57"]):
+    for target in targets_of(["V100", "RTX 5090"], ["580.82.07"]) + targets_of([], ["470.57"]):
         found = judge(build("2.13.0+cpu"), target)
         assert (
             found is not None
@@ -114,8 +114,17 @@ def test_the_driver_floor_of_each_cuda_major():
         verdict("2.13.0", "RTX 4090", "535.104").verdict == Hardware.DRIVER_TOO_OLD
     )  # CUDA 13.0 needs 580
     assert (
-        verdict("2.13.0", "RTX 4090", "580.65").verdict == Hardware.NATIVE
-    )  # 580.65 meets 580.65.06
+        verdict("2.13.0", "RTX 4090", "580.82.07").verdict == Hardware.NATIVE
+    )  # 580.82.07 meets 580.65.06
+
+
+def test_a_driver_is_compared_as_written_never_padded_to_the_floor():
+    # '580' is the branch, i.e. 580.0.0: below CUDA 13.0's 580.65.06 floor, as is '580.65'.
+    for written in ("580", "580.65", "580.65.05"):
+        found = verdict("2.13.0", "RTX 4090", written)
+        assert found.verdict == Hardware.DRIVER_TOO_OLD and ">= 580.65.06" in found.reason, written
+    for written in ("580.65.06", "580.82.07", "581"):
+        assert verdict("2.13.0", "RTX 4090", written).verdict == Hardware.NATIVE, written
     assert (
         verdict("2.4.1", "RTX 4090", "470.57").verdict == Hardware.DRIVER_TOO_OLD
     )  # CUDA 12.1 needs 525.60.13
@@ -191,19 +200,19 @@ def test_gpu_names_and_capabilities_parse_with_hints():
 
 
 def test_targets_cross_gpus_with_drivers_and_have_stable_names():
-    targets = targets_of(["V100", "sm_89"], ["535.104", "580.65"])
+    targets = targets_of(["V100", "sm_89"], ["535.104", "580.82.07"])
     assert [t.label for t in targets] == [
         "V100 (sm_70), driver 535.104",
-        "V100 (sm_70), driver 580.65",
+        "V100 (sm_70), driver 580.82.07",
         "sm_89, driver 535.104",
-        "sm_89, driver 580.65",
+        "sm_89, driver 580.82.07",
     ]
     assert [t.slug for t in targets][:3] == [
         "v100-sm_70-driver-535.104",
-        "v100-sm_70-driver-580.65",
+        "v100-sm_70-driver-580.82.07",
         "sm_89-driver-535.104",
     ]
-    assert [t.label for t in targets_of([], ["580.65"])] == ["driver 580.65"]
+    assert [t.label for t in targets_of([], ["580.82.07"])] == ["driver 580.82.07"]
 
 
 def test_verdicts_round_trip_and_unreadable_facts_judge_nothing():
@@ -402,6 +411,6 @@ def test_the_variant_that_runs_on_a_card_and_driver_is_the_one_pins_advise():
     facts = recorded("2.13.0")
     assert variant_cuda_for(facts, 70, "535.104") == "12.6"  # V100 on R535: cu126
     assert (
-        variant_cuda_for(facts, 120, "580.65") == "13.2"
+        variant_cuda_for(facts, 120, "580.82.07") == "13.2"
     )  # RTX 5090 on R580: the newest that runs
     assert variant_cuda_for(facts, 61, "470.57") == ""  # R470 runs no CUDA 12 or 13 build

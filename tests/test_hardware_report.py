@@ -18,7 +18,7 @@ from torch_matrix.world.results import write_result
 from tests.factories import make_result
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"
-TARGETS = targets_of(["GTX 1080", "V100", "RTX 4090", "RTX 5090"], ["535.104", "580.65"])
+TARGETS = targets_of(["GTX 1080", "V100", "RTX 4090", "RTX 5090"], ["535.104", "580.82.07"])
 
 
 def judged_result(version: str):
@@ -37,19 +37,19 @@ def test_the_terminal_table_is_cells_by_targets_with_each_builds_arch_list():
     assert headers[:4] == ["cell", "torch", "CUDA", "arch list"] and len(headers) == 4 + 8
     assert (
         headers[4] == "GTX 1080 (sm_61), driver 535.104"
-        and headers[-1] == "RTX 5090 (sm_120), driver 580.65"
+        and headers[-1] == "RTX 5090 (sm_120), driver 580.82.07"
     )
     by_torch = {row[1]: dict(zip(headers, row)) for row in rows}
     assert by_torch["2.13.0"]["arch list"] == "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
-    assert by_torch["2.13.0"]["V100 (sm_70), driver 580.65"] == "✗ no kernel image"
+    assert by_torch["2.13.0"]["V100 (sm_70), driver 580.82.07"] == "✗ no kernel image"
     assert by_torch["2.13.0"]["V100 (sm_70), driver 535.104"] == "✗ driver too old"
-    assert by_torch["2.13.0"]["RTX 5090 (sm_120), driver 580.65"] == "native"
-    assert by_torch["2.7.1"]["RTX 5090 (sm_120), driver 580.65"] == "✗ no kernel image"
+    assert by_torch["2.13.0"]["RTX 5090 (sm_120), driver 580.82.07"] == "native"
+    assert by_torch["2.7.1"]["RTX 5090 (sm_120), driver 580.82.07"] == "✗ no kernel image"
     assert by_torch["2.4.1"]["GTX 1080 (sm_61), driver 535.104"] == "native"
     text = render_text(results(), width=400)
     assert "Hardware targets (cells × targets" in text and "Why it does not run there:" in text
     assert re.search(
-        r"t2\.13\.0-py3\.11 on V100 \(sm_70\), driver 580\.65: no-kernel-image: no sm_70", text
+        r"t2\.13\.0-py3\.11 on V100 \(sm_70\), driver 580\.82\.07: no-kernel-image: no sm_70", text
     )
 
 
@@ -59,7 +59,7 @@ def test_summary_md_and_the_html_page_carry_the_same_table():
     html = render_html(results())
     assert (
         '<table class="hardware" id="hardware">' in html
-        and "RTX 5090 (sm_120), driver 580.65" in html
+        and "RTX 5090 (sm_120), driver 580.82.07" in html
     )
     assert "no kernel image is available for execution on the device" in html
     assert "Hardware targets" not in render_text([make_result()])  # nothing judged: no section
@@ -73,7 +73,7 @@ def test_the_repro_bundle_names_the_target(tmp_path, capsys):
     )  # and no sm_120
     assert (
         "torch._C._cuda_getArchFlags()" in bundle
-        and "| `RTX 4090 (sm_89), driver 580.65` | native |" in bundle
+        and "| `RTX 4090 (sm_89), driver 580.82.07` | native |" in bundle
     )
     write_result(result, tmp_path / "cells")
     assert (

@@ -19,7 +19,7 @@ from tests.factories import make_cell, make_result
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"
 RELEASES = ("2.4.1", "2.7.1", "2.8.0", "2.9.1", "2.13.0")
-TARGETS = targets_of(["GTX 1080", "V100", "RTX 5090"], ["580.65"])
+TARGETS = targets_of(["GTX 1080", "V100", "RTX 5090"], ["580.82.07"])
 
 
 def result_for(version: str, targets=TARGETS):
@@ -57,27 +57,29 @@ def test_each_target_gets_the_bound_its_card_needs_and_the_main_pins_none():
         specifier = SpecifierSet(torch_line[len("torch") :].split(";")[0])
         return [v for v in RELEASES if specifier.contains(v)]
 
-    assert admitted("GTX 1080 (sm_61), driver 580.65") == ["2.4.1", "2.7.1"]  # 2.8 dropped sm_6x
-    assert admitted("V100 (sm_70), driver 580.65") == [
+    assert admitted("GTX 1080 (sm_61), driver 580.82.07") == ["2.4.1", "2.7.1"]  # 2.8 dropped sm_6x
+    assert admitted("V100 (sm_70), driver 580.82.07") == [
         "2.4.1",
         "2.7.1",
         "2.8.0",
         "2.9.1",
     ]  # 2.13 dropped sm_70
-    assert admitted("RTX 5090 (sm_120), driver 580.65") == [
+    assert admitted("RTX 5090 (sm_120), driver 580.82.07") == [
         "2.8.0",
         "2.9.1",
         "2.13.0",
     ]  # 2.8 added sm_120
-    assert by_target["RTX 5090 (sm_120), driver 580.65"].slug == "rtx-5090-sm_120-driver-580.65"
+    assert (
+        by_target["RTX 5090 (sm_120), driver 580.82.07"].slug == "rtx-5090-sm_120-driver-580.82.07"
+    )
     (v100_advice,) = by_target[
-        "V100 (sm_70), driver 580.65"
+        "V100 (sm_70), driver 580.82.07"
     ].advice  # from 2.13.0's own table of its builds
     assert (
         "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
         in v100_advice
     )
-    advice = by_target["RTX 5090 (sm_120), driver 580.65"].advice
+    advice = by_target["RTX 5090 (sm_120), driver 580.82.07"].advice
     assert (
         advice[0].startswith("torch 2.4.1 (t2.4.1-py3.11): no-kernel-image")
         and "the default build of torch 2.8.0 runs there" in advice[0]
@@ -86,11 +88,11 @@ def test_each_target_gets_the_bound_its_card_needs_and_the_main_pins_none():
 
 def test_a_cell_that_runs_on_the_target_is_unchanged_and_one_that_does_not_fails_hardware():
     good, bad = result_for("2.7.1"), result_for("2.13.0")
-    assert as_seen_by(good, "V100 (sm_70), driver 580.65") == good
-    seen = as_seen_by(bad, "V100 (sm_70), driver 580.65")
+    assert as_seen_by(good, "V100 (sm_70), driver 580.82.07") == good
+    seen = as_seen_by(bad, "V100 (sm_70), driver 580.82.07")
     (probe,) = [p for p in seen.probes if p.name == "hardware"]
     assert probe.status == "fail" and probe.message.startswith(
-        "no-kernel-image on V100 (sm_70), driver 580.65: no sm_70"
+        "no-kernel-image on V100 (sm_70), driver 580.82.07: no sm_70"
     )
 
 
@@ -104,10 +106,10 @@ def test_pins_writes_one_constraints_file_per_target(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Per hardware target (pins/targets/<target>/constraints.txt):" in out
     text = (
-        tmp_path / "pins" / "targets" / "gtx-1080-sm_61-driver-580.65" / "constraints.txt"
+        tmp_path / "pins" / "targets" / "gtx-1080-sm_61-driver-580.82.07" / "constraints.txt"
     ).read_text()
     assert (
-        "# Hardware target: GTX 1080 (sm_61), driver 580.65" in text
+        "# Hardware target: GTX 1080 (sm_61), driver 580.82.07" in text
         and "torch" in text.split("\n", 3)[-1]
     )
     main = (tmp_path / "pins" / "constraints.txt").read_text()
@@ -142,5 +144,5 @@ def test_the_report_writes_the_per_target_pins_with_the_main_ones(tmp_path, caps
     assert cli.main(["report", str(tmp_path / "run"), "--pins"]) == 0
     assert "pins per hardware target: 3 file(s)" in capsys.readouterr().err
     assert (
-        tmp_path / "run" / "pins" / "targets" / "v100-sm_70-driver-580.65" / "constraints.txt"
+        tmp_path / "run" / "pins" / "targets" / "v100-sm_70-driver-580.82.07" / "constraints.txt"
     ).is_file()

@@ -123,7 +123,7 @@ def test_installed_versions_carry_the_builds_local_labels_everywhere():
         gpu={"build": {"torch": "2.14.1", "torch_cuda": "13.0"}},
         targets=(
             {
-                "target": "V100 (sm_70), driver 580.65",
+                "target": "V100 (sm_70), driver 580.82.07",
                 "verdict": "native",
                 "reason": "sm_70 in the build",
             },

@@ -199,13 +199,13 @@ BAD = [
 
 def test_targets_cross_gpus_with_drivers_and_a_bad_name_gets_a_did_you_mean():
     spec = parse(
-        "[targets]\ngpus = ['GTX 1080', 'sm_70', 'RTX 4090', 'RTX 5090']\ndrivers = ['535.104', '580.65']"
+        "[targets]\ngpus = ['GTX 1080', 'sm_70', 'RTX 4090', 'RTX 5090']\ndrivers = ['535.104', '580.82.07']"
     )
     assert len(spec.targets) == 8 and spec.targets[0].label == "GTX 1080 (sm_61), driver 535.104"
     assert [t.gpu.capability for t in spec.targets[::2] if t.gpu] == [61, 70, 89, 120]
     assert parse("").targets == () and [
-        t.label for t in parse("[targets]\ndrivers = ['580.65']").targets
-    ] == ["driver 580.65"]
+        t.label for t in parse("[targets]\ndrivers = ['580.82.07']").targets
+    ] == ["driver 580.82.07"]
     with pytest.raises(UserError) as caught:
         parse("[targets]\ngpus = ['RTX 409']")
     assert (

@@ -147,7 +147,7 @@ def hardware_targets(
 
 
 def target_lines(result: CellResult) -> list[str]:
-    """``  V100 (sm_70), driver 580.65  no-kernel-image  no sm_70 ...``, one per target."""
+    """``  V100 (sm_70), driver 580.82.07  no-kernel-image  no sm_70 ...``, one per target."""
     if not result.targets:
         return [
             "  nothing judged"

@@ -261,9 +261,13 @@ def parse_driver(text: str) -> str:
 
 
 def _at_least(driver: str, minimum: str) -> bool:
-    """``driver >= minimum``, compared on the parts the driver names: '580.65' meets 580.65.06."""
-    have = _numbers(driver)
-    return have >= _numbers(minimum)[: len(have)]
+    """``driver >= minimum``, each compared as the version it is: a part not written is 0, so a
+    branch alone (``580``, i.e. 580.0.0) does not meet a ``580.65.06`` floor, and ``580.65`` does
+    not either; ``580.82.07`` does. Padding the driver to the floor's length would pass any driver
+    of the floor's branch, however old."""
+    have, need = _numbers(driver), _numbers(minimum)
+    width = max(len(have), len(need))
+    return have + (0,) * (width - len(have)) >= need + (0,) * (width - len(need))
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ class Target:
 
     @property
     def slug(self) -> str:
-        """A directory name: ``rtx-4090-sm_89``, ``sm_70-driver-535.104``, ``driver-580.65``."""
+        """A directory name: ``rtx-4090-sm_89``, ``sm_70-driver-535.104``, ``driver-580.82.07``."""
         return slug_of_label(self.label)
 
 

@@ -388,13 +388,13 @@ def test_the_index_view_moves_torchvision_with_torch_unless_the_spec_has_none():
     paired = IndexView(SimpleNamespace(torchvision="paired"), {})
     assert paired.paired and not paired.torchvision_axis
     assert not IndexView(SimpleNamespace(torchvision="none"), {}).paired
-    explicit = IndexView(SimpleNamespace(torchvision=("0.19.1",)), {})
+    explicit = IndexView(SimpleNamespace(torchvision=("0.19.1",), python=("3.11",)), {})
     assert explicit.paired and explicit.torchvision_axis
 
     class Index:  # what read_torch_of asks of the index
         asked: list[list[str]] = []
 
-        def requires_dist_many(self, project, versions):
+        def requires_dist_many(self, project, versions, pythons=()):
             self.asked.append(list(versions))
             table = {
                 "0.17.0": ["numpy", "torch==2.2.0"],

@@ -259,3 +259,109 @@ def test_cache_dir_and_ttl_from_environment(tmp_path):
     assert caught.value.one_line() == (
         "torch-matrix: error: TORCH_MATRIX_INDEX_TTL: expected seconds, got 'soon'"
     )
+
+
+# ---------------------------------------------------------------- the wheel a cell installs
+
+
+def test_pairing_reads_the_wheel_for_the_cells_platform_not_the_first_by_name(tmp_path):
+    """torchvision 0.11.3 on PyPI: its aarch64 wheel (first by name) declares a bare ``torch``,
+    its x86_64 wheels ``torch==1.10.2``. The x86_64 cell pairs by the x86_64 wheel."""
+    flat = tmp_path / "flat"
+    make_wheel(flat, "torchvision", "0.11.3", ("torch",), tag="cp39-cp39-manylinux2014_aarch64")
+    make_wheel(flat, "torchvision", "0.11.3", ("torch==1.10.2",), tag="cp39-cp39-manylinux1_x86_64")
+    make_wheel(flat, "torchvision", "0.11.3", ("torch==9.9.9",), tag="cp38-cp38-manylinux1_x86_64")
+    cache = DiskCache(tmp_path / "cache", 3600)
+    sources = [Source(str(flat), "find-links")]
+    x86 = PackageIndex(sources, cache, target=index_mod.WheelTarget("linux", "x86_64"))
+    arm = PackageIndex(sources, cache, target=index_mod.WheelTarget("linux", "aarch64"))
+    mac = PackageIndex(sources, cache, target=index_mod.WheelTarget("darwin", "arm64"))
+    assert [str(r) for r in x86.requires_dist("torchvision", "0.11.3", pythons=["3.9"])] == [
+        "torch==1.10.2"
+    ]
+    # The first of the cell's Pythons that has a wheel decides; another Python its own wheel.
+    assert [
+        str(r) for r in x86.requires_dist("torchvision", "0.11.3", pythons=["3.12", "3.8"])
+    ] == ["torch==9.9.9"]
+    assert [str(r) for r in arm.requires_dist("torchvision", "0.11.3")] == ["torch"]
+    assert mac.requires_dist("torchvision", "0.11.3") == []  # no wheel it could install
+
+
+def test_planning_pairs_by_the_x86_64_wheel(tmp_path):
+    from torch_matrix.plan.grid import _pair
+    from packaging.version import Version
+
+    flat = tmp_path / "flat"
+    make_wheel(flat, "torchvision", "0.11.3", ("torch",), tag="cp39-cp39-manylinux2014_aarch64")
+    make_wheel(flat, "torchvision", "0.11.3", ("torch==1.10.2",), tag="cp39-cp39-manylinux1_x86_64")
+    index = PackageIndex(
+        [Source(str(flat), "find-links")],
+        DiskCache(tmp_path / "cache", 3600),
+        target=index_mod.WheelTarget("linux", "x86_64"),
+    )
+    assert _pair(index, [Version("0.11.3")], {"1.10.2"}, 8, ("3.9",)) == {"1.10.2": "0.11.3"}
+
+
+def _wheel_bytes(tmp_path: Path, requires: tuple[str, ...]) -> tuple[str, bytes]:
+    path = make_wheel(tmp_path / "w", "torchvision", "0.11.3", requires, "cp39-cp39-linux_x86_64")
+    # Padding after METADATA, as a real wheel's shared libraries are: the read must not need it.
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("torchvision/_C.so", bytes(300_000), zipfile.ZIP_STORED)
+    return path.name, path.read_bytes()
+
+
+def test_metadata_by_range_requests_when_the_index_serves_no_metadata_file(tmp_path):
+    name, blob = _wheel_bytes(tmp_path, ("torch==1.10.2", "numpy"))
+    url = f"https://files.example/{name}"
+    ranges: list[tuple[int, int]] = []
+
+    def fetch(wanted: str, accept: str):
+        if wanted.endswith("/torchvision/"):
+            listing = {"files": [{"filename": name, "url": url}]}
+            return "application/vnd.pypi.simple.v1+json", json.dumps(listing).encode()
+        assert wanted == url + ".metadata", f"the whole wheel was fetched: {wanted}"
+        return None
+
+    def fetch_range(wanted: str, start: int, length: int):
+        assert wanted == url
+        ranges.append((start, length))
+        if start < 0:
+            return len(blob), blob[start:]
+        return len(blob), blob[start : start + length]
+
+    index = PackageIndex(
+        [Source("https://pypi.example/simple", "simple")],
+        DiskCache(tmp_path / "cache", 3600),
+        fetch=fetch,
+        fetch_range=fetch_range,
+        target=index_mod.WheelTarget("linux", "x86_64"),
+    )
+    assert [str(r) for r in index.requires_dist("torchvision", "0.11.3")] == [
+        "torch==1.10.2",
+        "numpy",
+    ]
+    read = sum(min(length, len(blob)) for _start, length in ranges)
+    assert len(ranges) <= 3 and read < len(blob) / 2, ranges
+
+
+def test_whole_wheel_only_where_the_server_has_no_ranges(tmp_path):
+    name, blob = _wheel_bytes(tmp_path, ("torch==1.10.2",))
+    url = f"https://files.example/{name}"
+    asked: list[str] = []
+
+    def fetch(wanted: str, accept: str):
+        asked.append(wanted)
+        if wanted.endswith("/torchvision/"):
+            listing = {"files": [{"filename": name, "url": url}]}
+            return "application/vnd.pypi.simple.v1+json", json.dumps(listing).encode()
+        return ("application/octet-stream", blob) if wanted == url else None
+
+    index = PackageIndex(
+        [Source("https://pypi.example/simple", "simple")],
+        DiskCache(tmp_path / "cache", 3600),
+        fetch=fetch,
+        fetch_range=lambda _url, _start, _length: None,
+        target=index_mod.WheelTarget("linux", "x86_64"),
+    )
+    assert [str(r) for r in index.requires_dist("torchvision", "0.11.3")] == ["torch==1.10.2"]
+    assert asked[-2:] == [url + ".metadata", url]

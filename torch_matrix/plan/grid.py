@@ -160,7 +160,7 @@ def gather_facts(
         listed = index.versions("torchvision")
         torchvision_versions = tuple(str(v) for v in listed)
         if wants_pairing and needed:
-            pairing = _pair(index, listed, set(needed), batch)
+            pairing = _pair(index, listed, set(needed), batch, spec_pythons(spec))
     extras_versions = {
         axis.name: tuple(str(v) for v in index.versions(axis.name)) for axis in spec.extras
     }
@@ -220,10 +220,21 @@ def _tag_serves(interpreter: str, abi: str, minor: str) -> bool:
     return False
 
 
+def spec_pythons(spec: Spec) -> tuple[str, ...]:
+    """The spec's Python X.Y values, in its order (interpreter paths name none): whose wheel's
+    metadata a pairing reads first."""
+    return tuple(p for p in spec.python if p in _PY_MINORS)
+
+
 def _pair(
-    index: IndexLike, torchvision_versions: Sequence[Version], needed: set[str], batch: int
+    index: IndexLike,
+    torchvision_versions: Sequence[Version],
+    needed: set[str],
+    batch: int,
+    pythons: Sequence[str] = (),
 ) -> dict[str, str]:
-    """torch version -> its torchvision, read from torchvision's Requires-Dist on torch.
+    """torch version -> its torchvision, read from torchvision's Requires-Dist on torch, as the
+    wheel a cell installs declares it (the index's platform, the first of ``pythons`` served).
 
     A release that pins ``torch==X`` exactly is X's pair. Newer torchvision releases built
     on torch's stable ABI declare a range (``torch>=2.14.0``): failing an exact pin, the
@@ -237,7 +248,7 @@ def _pair(
     for start in range(0, len(newest_first), batch):
         chunk = [str(v) for v in newest_first[start : start + batch]]
         if many is not None:
-            metadata = many("torchvision", chunk)
+            metadata = many("torchvision", chunk, pythons=pythons)
         else:
             metadata = {v: index.requires_dist("torchvision", v) for v in chunk}
         lowest: Version | None = None

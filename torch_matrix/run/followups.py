@@ -21,7 +21,13 @@ from packaging.version import Version
 from torch_matrix.edges import proc
 from torch_matrix.plan import followups
 from torch_matrix.plan import bisection
-from torch_matrix.plan.grid import IndexFacts, _torch_specifiers, _wheel_pythons, gather_facts
+from torch_matrix.plan.grid import (
+    IndexFacts,
+    _torch_specifiers,
+    _wheel_pythons,
+    gather_facts,
+    spec_pythons,
+)
 from torch_matrix.spec.model import DEFAULT_VARIANT, TorchSelection
 from torch_matrix.vocab import layout
 from torch_matrix.vocab.errors import UserError
@@ -163,7 +169,7 @@ class IndexView:
         if not wanted or not self.torchvision_axis:
             return
         index = self.index(DEFAULT_VARIANT)
-        metadata = index.requires_dist_many("torchvision", wanted)
+        metadata = index.requires_dist_many("torchvision", wanted, pythons=spec_pythons(self.spec))
         torches: list[Version] | None = None
         for vision in wanted:
             for specifiers in _torch_specifiers(metadata[vision]):

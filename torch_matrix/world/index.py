@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import (
@@ -52,6 +52,10 @@ SDIST_SUFFIXES = (".tar.gz", ".zip")
 
 # (url, accept) -> (content_type, body). Raises IndexUnavailable or returns None for 404.
 Fetch = Callable[[str, str], "tuple[str, bytes] | None"]
+# (url, start, length) -> (the file's size, the bytes). A negative start reads the last -start
+# bytes. None: the server answers no range requests (or 404). Raises IndexUnavailable.
+RangeFetch = Callable[[str, int, int], "tuple[int, bytes] | None"]
+RANGE_BLOCK = 64 * 1024  # a wheel's central directory and METADATA are a few KB each
 
 
 class IndexUnavailable(Exception):
@@ -143,6 +147,154 @@ def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         raise IndexUnavailable(f"cannot reach {url}: {reason}") from None
+
+
+def http_range_fetch(
+    url: str, start: int, length: int, timeout: float = HTTP_TIMEOUT_S
+) -> tuple[int, bytes] | None:
+    """One HTTP range request (``bytes=start-end``, or ``bytes=-length`` for a negative start).
+    None when the server answers the whole file or 404: the caller reads another way."""
+    import urllib.error
+    import urllib.request
+
+    wanted = f"bytes=-{-start}" if start < 0 else f"bytes={start}-{start + length - 1}"
+    headers = {"Range": wanted, "User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            content_range = response.headers.get("Content-Range", "")
+            if response.status != 206 or "/" not in content_range:
+                return None  # no range support: never read a whole wheel here
+            total = content_range.rsplit("/", 1)[1].strip()
+            if not total.isdigit():
+                return None
+            return int(total), response.read()
+    except urllib.error.HTTPError as error:
+        if error.code in (404, 410, 416):
+            return None
+        raise IndexUnavailable(f"HTTP {error.code} from {url}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        raise IndexUnavailable(f"cannot reach {url}: {reason}") from None
+
+
+class _RangeFile(io.RawIOBase):
+    """A remote file read by range requests, seekable, for ``zipfile``: it reads the central
+    directory at the end, then one member, so a wheel's METADATA costs two or three requests."""
+
+    def __init__(self, url: str, fetch_range: RangeFetch) -> None:
+        super().__init__()
+        self.url = url
+        self.fetch_range = fetch_range
+        answer = fetch_range(url, -RANGE_BLOCK, RANGE_BLOCK)
+        if answer is None:
+            raise _NoRanges(url)
+        self.size, tail = answer
+        self.blocks: dict[int, bytes] = {self.size - len(tail): tail}
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        wanted = min(len(view), self.size - self.position)
+        if wanted <= 0:
+            return 0
+        data = self._read(self.position, wanted)
+        view[: len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+    def _read(self, start: int, length: int) -> bytes:
+        for block_start, block in self.blocks.items():
+            if block_start <= start and start + length <= block_start + len(block):
+                return block[start - block_start : start - block_start + length]
+        size = max(length, RANGE_BLOCK)
+        answer = self.fetch_range(self.url, start, min(size, self.size - start))
+        if answer is None:
+            raise _NoRanges(self.url)
+        block = answer[1]
+        self.blocks[start] = block
+        return block[:length]
+
+
+class _NoRanges(Exception):
+    """The server stopped answering range requests: read the wheel another way."""
+
+
+def _range_metadata(url: str, filename: str, fetch_range: RangeFetch) -> str | None:
+    """A remote wheel's METADATA by range requests; None where the server has no ranges."""
+    try:
+        with _RangeFile(url, fetch_range) as remote:
+            return _wheel_metadata(remote, filename)
+    except _NoRanges:
+        return None
+
+
+@dataclass(frozen=True)
+class WheelTarget:
+    """The platform a cell installs on (``linux``/``x86_64``): which wheel of a release it gets,
+    and so whose metadata planning must read (torchvision 0.11.3's aarch64 wheel declares a
+    bare ``torch`` where its x86_64 ones declare ``torch==1.10.2``)."""
+
+    system: str  # "linux", "darwin", "windows"
+    machine: str  # "x86_64", "aarch64", "arm64", "amd64"
+
+    @classmethod
+    def host(cls) -> WheelTarget:
+        import platform
+
+        return cls(platform.system().lower(), platform.machine().lower())
+
+    def serves(self, platform_tag: str) -> bool:
+        """Whether a wheel tagged for ``platform_tag`` installs here."""
+        if platform_tag == "any":
+            return True
+        machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(self.machine, self.machine)
+        aliases = {
+            "x86_64": ("x86_64", "amd64", "universal2", "intel"),
+            "aarch64": ("aarch64", "arm64", "universal2"),
+        }.get(machine, (machine,))
+        prefixes = {
+            "linux": ("linux", "manylinux", "musllinux"),
+            "darwin": ("macosx",),
+            "windows": ("win",),
+        }.get(self.system, (self.system,))
+        return platform_tag.startswith(prefixes) and platform_tag.endswith(aliases)
+
+
+def wheel_fits(item: DistFile, target: WheelTarget, python: str | None = None) -> bool:
+    """Whether a cell on ``target`` (and Python ``python`` X.Y, when given) can install ``item``."""
+    from packaging.tags import parse_tag
+
+    for text in item.tags:
+        for tag in parse_tag(text):
+            if not target.serves(tag.platform):
+                continue
+            if python is None or _tag_serves_python(tag.interpreter, tag.abi, python):
+                return True
+    return False
+
+
+def _tag_serves_python(interpreter: str, abi: str, python: str) -> bool:
+    digits = python.replace(".", "")
+    if interpreter in (f"cp{digits}", f"py{digits}", "py3", f"py{digits[:1]}"):
+        return True
+    if abi == "abi3" and interpreter.startswith("cp3") and interpreter[3:].isdigit():
+        return int(digits[1:] or 0) >= int(interpreter[3:])
+    return False
 
 
 def _local_path(location: str) -> Path | None:
@@ -333,11 +485,16 @@ class PackageIndex:
         *,
         fetch: Fetch = http_fetch,
         prereleases: bool = False,
+        fetch_range: RangeFetch | None = None,
+        target: WheelTarget | None = None,
     ) -> None:
         self.sources = tuple(sources)
         self.cache = cache
         self.fetch = fetch
         self.prereleases = prereleases
+        # Range requests go where ``fetch`` goes: a test's fake HTTP gets none unless it asks.
+        self.fetch_range = fetch_range or (http_range_fetch if fetch is http_fetch else None)
+        self.target = target or WheelTarget.host()
         self._listings: dict[tuple[Source, str], list[DistFile]] = {}
         self._grouped: dict[str, dict[str, list[DistFile]]] = {}
         self._lock = threading.Lock()
@@ -479,20 +636,28 @@ class PackageIndex:
         return grouped
 
     def requires_dist(
-        self, project: str, version: str | Version, cache_only: bool = False
+        self,
+        project: str,
+        version: str | Version,
+        cache_only: bool = False,
+        pythons: Sequence[str] = (),
     ) -> list[Requirement]:
-        """Requires-Dist of a release. ``cache_only`` raises ``NotCached`` instead of fetching."""
-        candidates = [f for f in self.files(project, version) if f.is_wheel]
-        if not candidates:
+        """Requires-Dist of a release, read from the wheel a cell installs: one for this index's
+        ``target`` platform, for the first of ``pythons`` (X.Y) that has one. Wheels of one release
+        can declare different requirements per platform, so never from an arbitrary file; a
+        release with no wheel for the platform declares nothing here (``[]``). ``cache_only``
+        raises ``NotCached`` instead of fetching."""
+        wheels = [f for f in self.files(project, version) if f.is_wheel]
+        if not wheels:
             raise UserError(
                 f"no wheel of {project} {version} to read metadata from",
                 where="index " + ", ".join(s.location for s in self.sources),
                 hint=f"the index lists {project} {version} without wheels: pin another "
                 "version, or add an index that has its wheels",
             )
-        # Advertised .metadata first, then local wheels, then the rest (PyPI serves .metadata
-        # even where a mirror does not advertise it); pure wheels are as good as any.
-        candidates.sort(key=lambda f: (not f.has_metadata, not f.is_local, f.filename))
+        candidates = self.installable_wheels(wheels, pythons)
+        if not candidates:
+            return []
         problems = []
         for item in candidates[:3]:
             try:
@@ -513,16 +678,37 @@ class PackageIndex:
             hint="check the network and rerun; metadata read once is cached for good",
         )
 
+    def installable_wheels(
+        self, wheels: Sequence[DistFile], pythons: Sequence[str] = ()
+    ) -> list[DistFile]:
+        """The wheels a cell on this index's target installs, best first: for the first of
+        ``pythons`` that has one, then any Python; within that, advertised .metadata first, then
+        local wheels (PyPI serves .metadata even where a mirror does not advertise it)."""
+        ranked = []
+        for item in wheels:
+            if not wheel_fits(item, self.target):
+                continue
+            rank = next(
+                (i for i, python in enumerate(pythons) if wheel_fits(item, self.target, python)),
+                len(pythons),
+            )
+            ranked.append(((rank, not item.has_metadata, not item.is_local, item.filename), item))
+        return [item for _key, item in sorted(ranked, key=lambda pair: pair[0])]
+
     def requires_dist_many(
-        self, project: str, versions: Iterable[str | Version], workers: int = 8
+        self,
+        project: str,
+        versions: Iterable[str | Version],
+        workers: int = 8,
+        pythons: Sequence[str] = (),
     ) -> dict[str, list[Requirement]]:
-        """Metadata of many releases; cold fetches run in parallel."""
+        """Metadata of many releases (see ``requires_dist``); cold fetches run in parallel."""
         versions = [str(v) for v in versions]
         found: dict[str, list[Requirement]] = {}
         missing = []
         for version in versions:  # warm: all from the cache, no threads
             try:
-                found[version] = self.requires_dist(project, version, cache_only=True)
+                found[version] = self.requires_dist(project, version, True, pythons)
             except NotCached:
                 missing.append(version)
         if missing:
@@ -530,29 +716,37 @@ class PackageIndex:
 
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(missing)))) as pool:
                 found.update(
-                    zip(missing, pool.map(lambda v: self.requires_dist(project, v), missing))
+                    zip(
+                        missing,
+                        pool.map(lambda v: self.requires_dist(project, v, False, pythons), missing),
+                    )
                 )
         return {v: found[v] for v in versions}
 
     def _metadata(self, item: DistFile, cache_only: bool = False) -> list[str]:
         path = _local_path(item.url)
         if path is not None:  # local wheels are cheap to read and can be rebuilt: no cache
-            return parse_metadata(_wheel_metadata(path.read_bytes(), item.filename))[0]
+            with path.open("rb") as wheel:
+                return parse_metadata(_wheel_metadata(wheel, item.filename))[0]
         cache_key = f"metadata {item.url}"
         cached = self.cache.read("metadata", cache_key)
         if cached is not None:
             return list(cached["requires_dist"])
         if cache_only:
             raise NotCached(item.url)
+        # PEP 658 .metadata where the index serves it, else METADATA by range requests (a few
+        # KB of the wheel), else the whole wheel.
         text = None
         response = self.fetch(item.url + ".metadata", "*/*")
         if response is not None:
             text = response[1].decode("utf-8", errors="replace")
-        else:
+        if text is None and self.fetch_range is not None:
+            text = _range_metadata(item.url, item.filename, self.fetch_range)
+        if text is None:
             response = self.fetch(item.url, "*/*")
             if response is None:
                 raise IndexUnavailable(f"{item.url}: not found")
-            text = _wheel_metadata(response[1], item.filename)
+            text = _wheel_metadata(io.BytesIO(response[1]), item.filename)
         requires, requires_python = parse_metadata(text)
         self.cache.write(
             "metadata", cache_key, {"requires_dist": requires, "requires_python": requires_python}
@@ -560,11 +754,11 @@ class PackageIndex:
         return requires
 
 
-def _wheel_metadata(blob: bytes, filename: str) -> str:
+def _wheel_metadata(wheel: IO[bytes], filename: str) -> str:
     import zipfile
 
     try:
-        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+        with zipfile.ZipFile(wheel) as archive:
             names = [
                 n
                 for n in archive.namelist()
@@ -669,4 +863,6 @@ def open_variant_index(
         index.cache,
         fetch=index.fetch,
         prereleases=index.prereleases,
+        fetch_range=index.fetch_range,
+        target=index.target,
     )

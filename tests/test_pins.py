@@ -561,3 +561,32 @@ def test_real_counterfactual_text_for_the_yolo_run():
         "1.12.0 fails lazy_cuda_init [t1.12.0-py3.10-nplt2]; 1.12.1, all else "
         "equal, passes [t1.12.1-py3.10-nplt2]"
     )
+
+
+def test_a_run_whose_cells_after_the_evidence_are_all_unsatisfiable_never_says_none_needed():
+    """The false all-clear of issue 33: the only grid cell after the working one (torch 1.10.2)
+    was unsatisfiable; the pins must say torch is untested beyond 1.8.1, not "none needed"."""
+    from torch_matrix.pins.render import render_text, suggestion_to_json
+
+    results = [
+        make_result(torch="1.8.1", torchvision="0.9.1", python="3.9"),
+        make_result(
+            torch="1.10.2",
+            torchvision="",
+            python="3.9",
+            status="unsatisfiable",
+            message="no torchvision paired with torch 1.10.2",
+        ),
+        make_result(torch="1.11.0", torchvision="", python="3.9", status="error", message="killed"),
+    ]
+    suggestion = suggest_pins(results)
+    (line,) = suggestion.untested
+    assert line.startswith("torch after 1.8.1 untested (py3.9)")
+    assert "1.10.2 unsatisfiable: no torchvision paired" in line and "1.11.0 error" in line
+    text = render_text(suggestion)
+    assert "Untested beyond the evidence" in text and line in text
+    assert suggestion_to_json(suggestion)["untested_beyond"] == [line]
+    # A newest cell with evidence leaves nothing untested.
+    assert suggest_pins(results[:1]).untested == ()
+    failing_last = [*results, make_result(torch="1.12.0", torchvision="", python="3.9")]
+    assert suggest_pins(failing_last).untested == ()

@@ -188,6 +188,8 @@ def _write_pins(
         ", ".join(pins)
         if pins
         else "none needed"
+        if not open_breaks and not suggestion.untested
+        else "none proven needed so far"
         if not open_breaks
         else "none that keeps every working version"
     )
@@ -200,6 +202,8 @@ def _write_pins(
         "`torch-matrix pins --apply FILE` updates a requirements file)",
         file=sys.stderr,
     )
+    for line in suggestion.untested:  # never a bare "none needed" past the evidence
+        print(f"  {line}", file=sys.stderr)
     for (
         tradeoff
     ) in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed

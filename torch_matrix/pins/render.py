@@ -239,6 +239,9 @@ def render_text(suggestion: Suggestion) -> str:
             if not recommended.unresolved
             else "Suggested pins: none (every exclusion would exclude a version seen working)."
         )
+    if suggestion.untested:
+        out.append("Untested beyond the evidence (a break there would go unseen; no pin says so):")
+        out.extend("  " + line for line in suggestion.untested)
     else:
         out.append(f"Suggested pins ({_keeps(recommended)}):")
         for line in lines:
@@ -464,6 +467,8 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
             for tradeoff in suggestion.tradeoffs
         ]
         data["safe"] = suggestion.safe.to_json()
+    if suggestion.untested:  # only when there are some: earlier pins.json files stay the same
+        data["untested_beyond"] = list(suggestion.untested)
     if (
         suggestion.not_pinned
     ):  # only when there are some: earlier pins.json files stay byte-identical

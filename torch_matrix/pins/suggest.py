@@ -26,6 +26,7 @@ from .evidence import (
 from .model import Answer, Tradeoff
 from .search import find_pins
 from .specifiers import PinPolicy
+from .untested import untested_beyond
 from .windows import admitted_releases, python_of
 
 
@@ -48,6 +49,9 @@ class Suggestion:
     ] = ()  # per interaction of an extras axis: ranked one-pin answers
     traded: Answer | None = None  # the safe answer plus the first trade-off of each interaction
     pin_tradeoffs: bool = False  # `pins --tradeoffs pin-first`: the files pin ``traded``
+    # torch releases after the newest with evidence, every cell unsatisfiable or errored
+    # (``pins.untested``): "no pin needed" holds only up to there.
+    untested: tuple[str, ...] = ()
 
     def pinned(self, tradeoff: Tradeoff) -> bool:
         """Whether the files pin this trade-off: only its interaction's first, and only when asked."""
@@ -127,6 +131,7 @@ def suggest_pins(
         tradeoffs=tuple(tradeoffs),
         traded=traded,
         pin_tradeoffs=pin_tradeoffs,
+        untested=untested_beyond(results),
     )
     # Coverage is of what the files pin: the one rule for that is ``Suggestion.recommended``.
     return dataclasses.replace(

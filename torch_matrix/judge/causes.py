@@ -18,6 +18,10 @@ Recognised environment causes:
   symbol). The fix: install both from the same index and variant.
 - ``mismatched-pair``: a cell the spec deliberately installed as a mismatched pair
   (``[[include]]`` with ``install = "override"``): pairing advice scoped to that pair.
+- ``numpy-abi``: numpy 2 under a torch built against numpy 1 (torch < 2.3: ``_ARRAY_API not
+  found``, ``Numpy is not available``, ``numpy.core.multiarray failed to import``). The fix and
+  the counterfactual: ``numpy<2``. Upstream: pytorch/pytorch#107302 (NumPy 2.0 support, first in
+  torch 2.3.0; "PyTorch 2.3.0 is the first version that supports NumPy 2.0", pytorch/pytorch#132179).
 - ``broken-install``: a shared library of an installed package cannot be loaded.
 - ``tests-did-not-run``: a pytest command probe whose tests never ran: a collection error, a
   usage error, an internal error or no tests collected (pytest exit 2-5, as
@@ -82,6 +86,7 @@ class EnvironmentKind(StrEnum):
     MISSING_DEPENDENCY = "missing-dependency"
     MISMATCHED_BUILD = "mismatched-build"
     MISMATCHED_PAIR = "mismatched-pair"  # an [[include]] with install = "override"
+    NUMPY_ABI = "numpy-abi"  # numpy 2 under a torch built against numpy 1
     BROKEN_INSTALL = "broken-install"
     TESTS_DID_NOT_RUN = "tests-did-not-run"
 
@@ -127,6 +132,16 @@ _BUILD_MISMATCH = (
     "torchvision::nms",
 )
 _BROKEN = ("cannot open shared object file", "ELF load command", "invalid ELF header")
+# numpy 2 under a torch compiled against numpy 1's C API (every torch before 2.3.0): the import
+# warns, then each torch <-> numpy bridge fails with one of these.
+_NUMPY_ABI = (
+    "_ARRAY_API not found",
+    "Numpy is not available",
+    "numpy.core.multiarray failed to import",
+    "numpy.core._multiarray_umath failed to import",
+    "compiled using NumPy 1.x cannot be run in",
+)
+NUMPY_FIX = "numpy<2"
 _FAILING = (FAIL, ERROR, TIMEOUT, CRASH, UNSUPPORTED)
 _PYTEST_NOT_RUN = (2, 3, 4, 5)  # interrupted (collection error), internal, usage, no tests
 
@@ -417,6 +432,74 @@ def _satisfied(resolved: Mapping[str, str], requirement: str) -> bool:
     return False
 
 
+def numpy_abi(resolved: Mapping[str, str], text: str) -> Attribution | None:
+    """numpy 2 installed under a torch built against numpy 1, when ``text`` shows the bridge
+    failing: an environment finding whose fix is ``numpy<2``."""
+    numpy = resolved.get("numpy", "")
+    if not numpy or not any(marker in text for marker in _NUMPY_ABI):
+        return None
+    major = re.match(r"\d+", numpy)
+    if major is None or int(major.group(0)) < 2:
+        return None
+    torch = public_torch(resolved.get("torch", "")) or "this torch"
+    return Attribution(
+        Cause.ENVIRONMENT,
+        EnvironmentKind.NUMPY_ABI,
+        f"torch {torch} was built against numpy 1 and numpy {numpy} is installed (numpy 2 "
+        f"support starts with torch 2.3.0): add `{NUMPY_FIX}` to your requirements",
+        requirement=NUMPY_FIX,
+        detail=f"numpy {numpy}",
+    )
+
+
+def install_attribution(result: CellResult) -> Attribution | None:
+    """The environment finding an install whose check failed shows (``import torch`` raised while
+    its version was read: numpy 2 under an old torch, a module its wheel does not declare), or
+    None: the install step's own failures are no finding."""
+    if result.install.status != ERROR:
+        return None
+    text = result.install.message
+    found = numpy_abi(result.install.resolved, text)
+    if found is not None:
+        return found
+    missing = _MISSING_MODULE.search(text)
+    if missing:
+        module = missing.group(1).split(".")[0]
+        if module in _DISTRIBUTION_OF and not _satisfied(
+            result.install.resolved, _DISTRIBUTION_OF[module]
+        ):
+            return _missing_dependency("import torch", module)
+    return None
+
+
+def _missing_dependency(who: str, module: str) -> Attribution:
+    distribution = _DISTRIBUTION_OF.get(module, module)
+    needs = f"`{module}`" + (f" (from {distribution})" if distribution != module else "")
+    return Attribution(
+        Cause.ENVIRONMENT,
+        EnvironmentKind.MISSING_DEPENDENCY,
+        f"{who} needs {needs} in the environment, which these wheels do not "
+        f"declare (uv venvs contain no {module}): add `{distribution}` to your requirements",
+        requirement=distribution,
+        detail=module,
+    )
+
+
+def _environment_before_collection(result: CellResult, probe: ProbeResult) -> Attribution | None:
+    """A collection error the environment explains (the tests could not import torch: numpy 2 under
+    a torch built for numpy 1, ``pkg_resources`` gone from setuptools): the finding, not "fix the
+    test suite". Only modules of a known distribution, or raised from inside torch: a module of
+    the project's own is the suite's to fix."""
+    text = _text(probe)
+    found = numpy_abi(result.install.resolved, text)
+    if found is not None:
+        return found
+    module = missing_module(result, probe)
+    if module and (module in _DISTRIBUTION_OF or "/site-packages/torch/" in text):
+        return _missing_dependency(probe.name, module)
+    return None
+
+
 def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     """The cause of ``probe``'s outcome in ``result`` (``version`` for a pass or skip too)."""
     if probe.status in (PASS, SKIP):
@@ -428,6 +511,27 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
         return Attribution(Cause.VERSION, VersionKind.CHANGED_DEFAULT, advice, detail=probe.name)
     if probe.name == PROBE_RUNNER:
         return Attribution(Cause.INFRASTRUCTURE, advice="the probe runner died; rerun the cell")
+    # Seen across the run (in_run_context): a version finding, wherever the module was missed.
+    dropped = probe.evidence.get(MODULE_PROVIDER)
+    if isinstance(dropped, dict):
+        return Attribution(
+            Cause.VERSION,
+            VersionKind.DROPPED_MODULE,
+            dropped_advice(dropped),
+            detail=str(dropped.get("module", "")),
+        )
+    refuted = probe.evidence.get(REFUTED_BY)
+    if isinstance(refuted, dict):
+        return Attribution(
+            Cause.VERSION,
+            VersionKind.REFUTED_ADVICE,
+            refuted_advice(refuted),
+            detail=str(refuted.get("module", "")),
+        )
+    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
+        environment = _environment_before_collection(result, probe)
+        if environment is not None:
+            return environment
     if (
         probe.status == ERROR
         and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN
@@ -452,22 +556,9 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
         )
     text = _text(probe)
     resolved = result.install.resolved
-    dropped = probe.evidence.get(MODULE_PROVIDER)
-    if isinstance(dropped, dict):
-        return Attribution(
-            Cause.VERSION,
-            VersionKind.DROPPED_MODULE,
-            dropped_advice(dropped),
-            detail=str(dropped.get("module", "")),
-        )
-    refuted = probe.evidence.get(REFUTED_BY)
-    if isinstance(refuted, dict):
-        return Attribution(
-            Cause.VERSION,
-            VersionKind.REFUTED_ADVICE,
-            refuted_advice(refuted),
-            detail=str(refuted.get("module", "")),
-        )
+    numpy = numpy_abi(resolved, text)
+    if numpy is not None:
+        return numpy
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]
@@ -477,15 +568,7 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
             and not _satisfied(resolved, distribution)
             and not probe.name.startswith(module)
         ):
-            needs = f"`{module}`" + (f" (from {distribution})" if distribution != module else "")
-            return Attribution(
-                Cause.ENVIRONMENT,
-                EnvironmentKind.MISSING_DEPENDENCY,
-                f"{probe.name} needs {needs} in the environment, which these wheels do not "
-                f"declare (uv venvs contain no {module}): add `{distribution}` to your requirements",
-                requirement=distribution,
-                detail=module,
-            )
+            return _missing_dependency(probe.name, module)
     torch = resolved.get("torch", "")
     vision = resolved.get("torchvision", "")
     if "install-override" in result.cell.tags and vision:

@@ -15,6 +15,7 @@ from torch_matrix.judge.causes import (
     EnvironmentKind,
     changed_defaults,
     environment_failures,
+    install_attribution,
 )
 
 from torch_matrix.vocab.records import (
@@ -123,6 +124,13 @@ def _verdict_of(result: CellResult) -> Verdict:
     if result.install.status == UNSATISFIABLE:
         return Verdict(NOT_INSTALLABLE, reason=result.install.message)
     if result.install.status == INSTALL_ERROR or result.install.status != INSTALLED:
+        found = install_attribution(result)
+        if found is not None:  # ``import torch`` failed for a reason the environment explains
+            return Verdict(
+                ENVIRONMENT,
+                environment={"install": found},
+                reason="environment, not the versions: " + found.advice,
+            )
         return Verdict(NO_EVIDENCE, reason=result.install.message or "install did not finish")
     runner = result.probe(PROBE_RUNNER)
     if runner is not None and runner.status != PASS:

@@ -281,12 +281,12 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
     vision_of: dict[str, Any] = {}
     good_with_vision: dict[Any, list[str]] = {}
     for result in results:
-        if result.install.status != INSTALLED:
-            continue
+        verdict = verdict_of(result)
+        if result.install.status != INSTALLED and not verdict.environment:
+            continue  # (an install whose ``import torch`` the environment broke carries advice)
         python = _public(result.cell.axes.get(PYTHON, ""))
         if python is not None:
             installed_pythons.add(python)
-        verdict = verdict_of(result)
         vision = _public(result.install.resolved.get("torchvision", ""))
         vision_of[result.cell.id] = vision
         if (
@@ -330,8 +330,12 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
                 Condition(PYTHON, pythons, tested).marker() if pythons and len(tested) > 1 else ""
             )
             line = f"{requirement}; {marker}" if marker else requirement
+            failed = ", ".join(sorted({p for _, p, _ in seen}))
             text = (
-                f"{', '.join(sorted({p for _, p, _ in seen}))} failed for want of `{requirement}`, "
+                f"{failed} failed: numpy 2 under a torch built against numpy 1 (numpy 2 support "
+                f"starts with torch 2.3.0): add `{line}`"
+                if kind == "numpy-abi"
+                else f"{failed} failed for want of `{requirement}`, "
                 f"an undeclared runtime dependency: add `{line}`"
             )
         cells = tuple(sorted({c for c, _, _ in seen}))

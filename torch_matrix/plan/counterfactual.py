@@ -59,14 +59,18 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
         tuple[str, str], list[str]
     ] = {}  # (id suffix, requirement) -> the probes it concerns
     for name, attribution in verdict.environment.items():
-        if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:
+        if (
+            attribution.kind in (EnvironmentKind.MISSING_DEPENDENCY, EnvironmentKind.NUMPY_ABI)
+            and attribution.requirement
+        ):
             step = (f"with-{_token(attribution.requirement)}", attribution.requirement)
         elif attribution.kind == EnvironmentKind.MISMATCHED_BUILD:
             step = _matched_build(result.install.resolved)
         else:
             continue
         if step is not None:
-            added.setdefault(step, []).append(name)
+            # "install": ``import torch`` itself failed, so every probe of the cell is concerned.
+            added.setdefault(step, []).extend([name] if name != "install" else cell.probes)
     cells = []
     for (suffix, requirement), concerned in added.items():
         cells.append(

@@ -37,20 +37,31 @@ def real_result(name: str) -> tuple[CellResult, dict[str, Any]]:
     return make_result(cell, probes=[probe], resolved=resolved), record
 
 
-def test_numpy_2_under_torch_1_12_is_an_environment_finding_with_numpy_lt_2():
-    """torch 1.12.0 (built against numpy 1) with numpy 2.0.2: ``Numpy is not available``."""
-    result, record = real_result("torch1.12-numpy2_from_numpy")
+def test_numpy_2_under_torch_1_12_at_collection_is_an_environment_finding_with_numpy_lt_2():
+    """torch 1.12.0 (built against numpy 1) with numpy 2.0.2: a test module that converts an
+    array at import cannot be collected (``Numpy is not available``). Nothing ran: the finding is
+    the environment's, its fix and counterfactual ``numpy<2``, never "fix the test suite"."""
+    result, record = real_result("torch1.12-numpy2_collection")
     assert record["resolved"]["numpy"].startswith("2.")
-    assert "Numpy is not available" in result.probes[0].message
+    assert record["probe"]["evidence"]["pytest_exit"] == 2
     attribution = attribute(result, result.probes[0])
     assert (attribution.cause, attribution.kind) == (Cause.ENVIRONMENT, EnvironmentKind.NUMPY_ABI)
     assert attribution.requirement == "numpy<2"
     verdict = verdict_of(result)
     assert verdict.kind == ENVIRONMENT and "`numpy<2`" in verdict.reason
+    assert "fix the test suite" not in verdict.reason
     (counterfactual,) = plan_counterfactuals(result)
     assert counterfactual.requirements[-1] == "numpy<2"
     text = render_text(suggest_pins([result]))
     assert "add `numpy<2`" in text and "torch!=" not in text
+
+
+def test_a_test_that_ran_and_failed_on_numpy_2_stays_evidence_for_the_interaction():
+    """The same torch and numpy, a test that ran and failed (``torch.from_numpy``): evidence about
+    the pair (the pins close the interaction with ``numpy<2``), not an environment finding."""
+    result, _record = real_result("torch1.12-numpy2_from_numpy")
+    assert "Numpy is not available" in result.probes[0].message
+    assert attribute(result, result.probes[0]).cause == Cause.VERSION
 
 
 def test_the_same_tests_with_numpy_1_are_evidence_about_the_versions():

@@ -19,8 +19,10 @@ Recognised environment causes:
 - ``mismatched-pair``: a cell the spec deliberately installed as a mismatched pair
   (``[[include]]`` with ``install = "override"``): pairing advice scoped to that pair.
 - ``numpy-abi``: numpy 2 under a torch built against numpy 1 (torch < 2.3: ``_ARRAY_API not
-  found``, ``Numpy is not available``, ``numpy.core.multiarray failed to import``). The fix and
-  the counterfactual: ``numpy<2``. Upstream: pytorch/pytorch#107302 (NumPy 2.0 support, first in
+  found``, ``Numpy is not available``, ``numpy.core.multiarray failed to import``) where it left
+  nothing to judge: the tests could not be collected, or ``import torch`` failed at the install
+  check. The fix and the counterfactual: ``numpy<2``. A probe or test that ran and failed on it
+  stays evidence (an interaction of torch and numpy, which the pins close with ``numpy<2``). Upstream: pytorch/pytorch#107302 (NumPy 2.0 support, first in
   torch 2.3.0; "PyTorch 2.3.0 is the first version that supports NumPy 2.0", pytorch/pytorch#132179).
 - ``broken-install``: a shared library of an installed package cannot be loaded.
 - ``tests-did-not-run``: a pytest command probe whose tests never ran: a collection error, a
@@ -488,14 +490,14 @@ def _missing_dependency(who: str, module: str) -> Attribution:
 def _environment_before_collection(result: CellResult, probe: ProbeResult) -> Attribution | None:
     """A collection error the environment explains (the tests could not import torch: numpy 2 under
     a torch built for numpy 1, ``pkg_resources`` gone from setuptools): the finding, not "fix the
-    test suite". Only modules of a known distribution, or raised from inside torch: a module of
-    the project's own is the suite's to fix."""
+    test suite". Only ``pkg_resources`` (torch <= 2.1 imports it) or a module torch's own code
+    missed: any other module is the suite's to fix (its own, a plugin, a test dependency)."""
     text = _text(probe)
     found = numpy_abi(result.install.resolved, text)
     if found is not None:
         return found
     module = missing_module(result, probe)
-    if module and (module in _DISTRIBUTION_OF or "/site-packages/torch/" in text):
+    if module and (module == "pkg_resources" or "/site-packages/torch/" in text):
         return _missing_dependency(probe.name, module)
     return None
 
@@ -556,9 +558,6 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
         )
     text = _text(probe)
     resolved = result.install.resolved
-    numpy = numpy_abi(resolved, text)
-    if numpy is not None:
-        return numpy
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]

@@ -239,9 +239,6 @@ def render_text(suggestion: Suggestion) -> str:
             if not recommended.unresolved
             else "Suggested pins: none (every exclusion would exclude a version seen working)."
         )
-    if suggestion.untested:
-        out.append("Untested beyond the evidence (a break there would go unseen; no pin says so):")
-        out.extend("  " + line for line in suggestion.untested)
     else:
         out.append(f"Suggested pins ({_keeps(recommended)}):")
         for line in lines:
@@ -253,6 +250,9 @@ def render_text(suggestion: Suggestion) -> str:
             out.append(f"  Requires-Python advice: {advice}")
             for pin in recommended.pins_for(PYTHON):
                 out.extend(_comment_lines(pin.exclusions, "      # "))
+    if suggestion.untested:
+        out.append("Untested beyond the evidence (a break there would go unseen; no pin says so):")
+        out.extend("  " + line for line in suggestion.untested)
     if recommended.unresolved:
         out += [
             "",

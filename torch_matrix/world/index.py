@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
@@ -91,7 +91,11 @@ class DistFile:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DistFile:
-        return cls(**{**data, "tags": tuple(data.get("tags", ()))})
+        # Keys a newer torch-matrix wrote into the shared cache are left out, not an error.
+        known = {f.name for f in fields(cls)} - {"tags"}
+        return cls(
+            **{k: v for k, v in data.items() if k in known}, tags=tuple(data.get("tags", ()))
+        )
 
 
 # ---------------------------------------------------------------- helpers

@@ -1,0 +1,267 @@
+"""One project's class in an ecosystem run: its baseline side against its candidate side, test by
+test, and the retry of the regressed tests. Pure: a function of ``SideRun`` records.
+
+The rule, crater's with pytest's granularity:
+
+- a skip reason in the projects file: ``skipped``;
+- ``new`` = tests that fail on the candidate and passed on the baseline (a candidate whose tests
+  did not run at all, where the baseline's did, counts as all of them); ``gone`` = the reverse;
+- ``new`` non-empty: ``regressed``; else ``gone`` non-empty: ``fixed`` (tests that failed with
+  the baseline pass with the candidate, none the other way); else both pass: ``same-pass``; else
+  ``same-fail``;
+- ``spurious`` instead, when a side timed out, or every failure that decided the class matches
+  a spurious pattern (network, out of memory, full disk, a harness fault such as a bare
+  ``python`` or missing test data): the class says nothing about torch, the evidence says why;
+- ``flaky`` instead of ``regressed``, when the retry of the regressed tests (only those, on both
+  sides) flips: a regressed test passes on the candidate's retry, or fails on the baseline's.
+
+Swapping the sides swaps ``regressed`` and ``fixed`` (a tested property), except where tests
+both broke and got fixed (``regressed`` wins: a human must look).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch_matrix.vocab.ecosystem import EcoClass, SideRun, SideStatus, SpuriousKind
+
+# The whole command, when the command is not pytest (no per-test outcomes).
+WHOLE = "(the test command)"
+
+# Each spurious kind and the text that proves it (in a failure message or the log's tail).
+SPURIOUS_PATTERNS: tuple[tuple[SpuriousKind, re.Pattern[str]], ...] = (
+    (
+        SpuriousKind.DISK,
+        re.compile(r"No space left on device|ENOSPC|Disk quota exceeded"),
+    ),
+    (
+        SpuriousKind.OOM,
+        re.compile(
+            r"\bMemoryError\b|std::bad_alloc|DefaultCPUAllocator: (?:can't|not enough memory)"
+            r"|Cannot allocate memory|out of memory|OutOfMemoryError"
+        ),
+    ),
+    (
+        SpuriousKind.NETWORK,
+        re.compile(
+            r"Temporary failure in name resolution|Name or service not known|Network is unreachable"
+            r"|Connection refused|ConnectionError|URLError|getaddrinfo failed|nodename nor servname"
+            r"|Failed to establish a new connection|HTTPSConnectionPool|MaxRetryError"
+            r"|We couldn't connect to|LocalEntryNotFoundError|OfflineModeIsEnabled"
+        ),
+    ),
+    (
+        SpuriousKind.HARNESS,
+        re.compile(
+            r"No such file or directory: '(?:python|python3|pip)'|(?:^|\s)python3?: (?:command )?not found"
+            r"|fixture '[^']+' not found|No such file or directory: '[^']*(?:data|fixtures?|assets)/"
+            r"|FileNotFoundError: [^\n]*(?:data|fixtures?|assets)/"
+        ),
+    ),
+)
+# A side killed by the kernel's OOM killer or our RLIMIT_AS: SIGKILL (-9, 137) with no other word.
+_KILLED_CODES = (-9, 137)
+
+
+def spurious_kind(text: str) -> SpuriousKind | None:
+    for kind, pattern in SPURIOUS_PATTERNS:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def _evidence_line(text: str, kind: SpuriousKind) -> str:
+    pattern = dict(SPURIOUS_PATTERNS)[kind]
+    for line in text.splitlines():
+        if pattern.search(line):
+            return " ".join(line.split())[:300]
+    return " ".join(text.split())[:300]
+
+
+@dataclass(frozen=True)
+class Classified:
+    """A project's class and the evidence for it (the report shows ``evidence`` verbatim)."""
+
+    project: str
+    eco_class: EcoClass
+    evidence: str
+    new_failures: tuple[str, ...] = ()  # regressed tests (sorted)
+    fixed_tests: tuple[str, ...] = ()
+    spurious: SpuriousKind | None = None
+    flipped: tuple[str, ...] = ()  # flaky: the tests whose retry flipped
+    messages: dict[str, str] = field(default_factory=dict)  # new failure -> candidate message
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "class": str(self.eco_class),
+            "evidence": self.evidence,
+            "new_failures": list(self.new_failures),
+            "fixed_tests": list(self.fixed_tests),
+            "spurious": str(self.spurious) if self.spurious else None,
+            "flipped": list(self.flipped),
+            "messages": dict(sorted(self.messages.items())),
+        }
+
+
+def _ran(side: SideRun) -> bool:
+    return side.status in (SideStatus.PASSED, SideStatus.FAILED)
+
+
+def _outcomes(side: SideRun) -> dict[str, str]:
+    """Per-test outcomes; a non-pytest command is one test, ``WHOLE``."""
+    if side.tests:
+        return dict(side.tests)
+    if side.status == SideStatus.PASSED:
+        return {WHOLE: "passed"}
+    if side.status == SideStatus.FAILED:
+        return {WHOLE: "failed"}
+    return {}
+
+
+def newly_failing(before: SideRun, after: SideRun) -> set[str]:
+    """Tests that pass on ``before`` and fail (or did not run at all) on ``after``."""
+    was = _outcomes(before)
+    now = _outcomes(after)
+    passed = {t for t, o in was.items() if o in ("passed", "xpassed")}
+    if not _ran(after):
+        return passed or ({WHOLE} if _ran(before) else set())
+    failed = {t for t, o in now.items() if o in ("failed", "error")}
+    return passed & failed
+
+
+def _message(side: SideRun, test: str) -> str:
+    if test == WHOLE or test not in side.messages:
+        return side.detail or side.summary or side.output_tail[-300:]
+    return side.messages[test]
+
+
+def _failure_texts(side: SideRun, tests: set[str]) -> list[str]:
+    if not _ran(side):
+        return [f"{side.detail}\n{side.output_tail}"]
+    return [_message(side, t) for t in sorted(tests)] or [side.output_tail]
+
+
+def _spurious(side: SideRun, texts: list[str]) -> tuple[SpuriousKind, str] | None:
+    if side.status == SideStatus.TIMEOUT:
+        return SpuriousKind.TIMEOUT, f"{side.role}: {side.detail or 'past its time budget'}"
+    if side.exit_code in _KILLED_CODES and not side.tests:
+        return SpuriousKind.OOM, f"{side.role}: killed (exit {side.exit_code}), {side.memory_limit}"
+    kinds = [spurious_kind(text) for text in texts]
+    if texts and all(kinds):
+        kind = kinds[0]
+        assert kind is not None
+        return kind, f"{side.role}: {_evidence_line(texts[0], kind)}"
+    return None
+
+
+def classify(
+    baseline: SideRun,
+    candidate: SideRun,
+    *,
+    skip_reason: str = "",
+    retry_baseline: SideRun | None = None,
+    retry_candidate: SideRun | None = None,
+) -> Classified:
+    """The class of one project (module docstring)."""
+    project = candidate.project or baseline.project
+    if (
+        skip_reason
+        or baseline.status == SideStatus.SKIPPED
+        or candidate.status == SideStatus.SKIPPED
+    ):
+        reason = skip_reason or candidate.detail or baseline.detail or "skipped"
+        return Classified(project, EcoClass.SKIPPED, reason)
+    for side in (baseline, candidate):
+        if side.status == SideStatus.TIMEOUT:
+            found = _spurious(side, [])
+            assert found is not None
+            return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    new = newly_failing(baseline, candidate)
+    gone = newly_failing(candidate, baseline)
+    messages = {t: _message(candidate, t) for t in sorted(new)}
+    if new:
+        found = _spurious(candidate, _failure_texts(candidate, new))
+        if found:
+            return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+        flipped = _flips(new, retry_baseline, retry_candidate)
+        if flipped:
+            return Classified(
+                project,
+                EcoClass.FLAKY,
+                f"{len(flipped)} of {len(new)} regressed test(s) flipped on retry: "
+                + ", ".join(flipped[:3]),
+                new_failures=tuple(sorted(new)),
+                fixed_tests=tuple(sorted(gone)),
+                flipped=tuple(flipped),
+                messages=messages,
+            )
+        first = sorted(new)[0]
+        return Classified(
+            project,
+            EcoClass.REGRESSED,
+            f"{len(new)} test(s) fail only with torch {candidate.torch}: "
+            f"{first} -- {messages[first]}"[:600],
+            new_failures=tuple(sorted(new)),
+            fixed_tests=tuple(sorted(gone)),
+            messages=messages,
+        )
+    candidate_passes = candidate.status == SideStatus.PASSED
+    if gone:
+        found = _spurious(baseline, _failure_texts(baseline, gone))
+        if found:
+            return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+        first = sorted(gone)[0]
+        return Classified(
+            project,
+            EcoClass.FIXED,
+            f"{len(gone)} test(s) fail only with torch {baseline.torch}: "
+            f"{first} -- {_message(baseline, first)}"[:600],
+            fixed_tests=tuple(sorted(gone)),
+        )
+    if baseline.status == SideStatus.PASSED and candidate_passes:
+        return Classified(
+            project, EcoClass.SAME_PASS, f"{candidate.summary or 'passed'} on both sides"
+        )
+    texts = _failure_texts(baseline, baseline.failing()) + _failure_texts(
+        candidate, candidate.failing()
+    )
+    for side in (candidate, baseline):
+        found = _spurious(side, texts)
+        if found:
+            return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    worst = candidate if not candidate_passes else baseline
+    return Classified(
+        project,
+        EcoClass.SAME_FAIL,
+        f"fails on both sides: {worst.summary or worst.detail or 'exit %s' % worst.exit_code}"[
+            :600
+        ],
+    )
+
+
+def _flips(
+    new: set[str], retry_baseline: SideRun | None, retry_candidate: SideRun | None
+) -> list[str]:
+    """The regressed tests whose retry says otherwise: passed on the candidate's retry, or failed
+    on the baseline's. No retry: nothing flipped."""
+    flipped: set[str] = set()
+    if retry_candidate is not None:
+        again = _outcomes(retry_candidate)
+        if not _ran(retry_candidate):
+            pass  # a retry that could not run proves nothing either way
+        else:
+            flipped |= {t for t in new if again.get(t) in ("passed", "xpassed")}
+    if retry_baseline is not None and _ran(retry_baseline):
+        again = _outcomes(retry_baseline)
+        flipped |= {t for t in new if again.get(t) in ("failed", "error")}
+    return sorted(flipped)
+
+
+def to_retry(classified: Classified) -> tuple[str, ...]:
+    """What the runner reruns: only a regressed project's regressed tests."""
+    if classified.eco_class != EcoClass.REGRESSED:
+        return ()
+    return classified.new_failures

@@ -1,0 +1,160 @@
+"""The records of an ecosystem run (issue 34): one project's tests on one side (baseline or
+candidate torch), the retry of its regressed tests, and the classes a project ends in.
+
+Pure and stdlib only. ``SideRun`` is what the runner writes, one JSON file per project per side
+(``ecosystem/<run>/<project>/<side>.json``); ``ECOSYSTEM_SCHEMA`` is its version: a file of an
+older version still loads (missing keys take their defaults), a newer one is refused by the
+loader with a hint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from torch_matrix.vocab.records import StrEnum
+
+ECOSYSTEM_SCHEMA = 1
+
+
+class Role(StrEnum):
+    """Which side of the comparison a run is on."""
+
+    BASELINE = "baseline"
+    CANDIDATE = "candidate"
+
+
+class SideStatus(StrEnum):
+    """How one side's tests ended, before the two sides are compared."""
+
+    PASSED = "passed"  # the tests ran, none failed
+    FAILED = "failed"  # the tests ran, some failed
+    BROKEN = "broken"  # the tests did not run: install failed, collection error, no tests
+    TIMEOUT = "timeout"  # past the project's time budget
+    SKIPPED = "skipped"  # not run (the projects file's skip reason)
+
+
+class EcoClass(StrEnum):
+    """A project's class in an ecosystem run (crater's classes, and ours)."""
+
+    REGRESSED = "regressed"  # fails with the candidate where it passed with the baseline
+    FIXED = "fixed"  # the reverse
+    SAME_PASS = "same-pass"
+    SAME_FAIL = "same-fail"  # broken on both sides, the same way
+    SPURIOUS = "spurious"  # network, timeout, out of memory, full disk, a harness fault
+    FLAKY = "flaky"  # regressed, but the retry of the regressed tests flipped
+    SKIPPED = "skipped"  # the projects file says why
+
+
+# Report order: what needs a human first.
+CLASS_ORDER = (
+    EcoClass.REGRESSED,
+    EcoClass.FLAKY,
+    EcoClass.SPURIOUS,
+    EcoClass.FIXED,
+    EcoClass.SAME_FAIL,
+    EcoClass.SAME_PASS,
+    EcoClass.SKIPPED,
+)
+
+
+class SpuriousKind(StrEnum):
+    NETWORK = "network"
+    TIMEOUT = "timeout"
+    OOM = "out-of-memory"
+    DISK = "full-disk"
+    HARNESS = "harness-fault"
+
+
+@dataclass(frozen=True)
+class SideRun:
+    """One project's tests on one side: what the runner saw, nothing judged across sides.
+
+    ``tests`` maps each pytest node id to its outcome (``passed``, ``failed``, ``error``,
+    ``skipped``, ...; ``torch_matrix.probes.pytest_outcomes.per_test``); ``messages`` the failure
+    message of each failed test. A command that is not pytest has no ``tests``: its exit code
+    decides. ``output_tail`` is the end of the log, for the evidence of a spurious failure.
+    """
+
+    project: str
+    role: Role
+    torch: str
+    status: SideStatus
+    torchvision: str = ""
+    exit_code: int | None = None
+    tests: Mapping[str, str] = field(default_factory=dict)
+    messages: Mapping[str, str] = field(default_factory=dict)
+    summary: str = ""
+    detail: str = ""  # why BROKEN / TIMEOUT / SKIPPED, one line
+    output_tail: str = ""
+    seconds: float = 0.0
+    install_seconds: float = 0.0
+    log: str = ""  # the side's log, relative to the run directory
+    network: str = ""  # "off (unshare -n)" or why it stayed on
+    memory_limit: str = ""  # "8 GiB (RLIMIT_AS)" or why none
+    resolved: Mapping[str, str] = field(default_factory=dict)  # distribution -> version
+    retry_of: tuple[str, ...] = ()  # a retry: the node ids it reran
+
+    def failing(self) -> set[str]:
+        return {node for node, outcome in self.tests.items() if outcome in ("failed", "error")}
+
+    def passing(self) -> set[str]:
+        return {node for node, outcome in self.tests.items() if outcome in ("passed", "xpassed")}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": ECOSYSTEM_SCHEMA,
+            "project": self.project,
+            "role": str(self.role),
+            "torch": self.torch,
+            "torchvision": self.torchvision,
+            "status": str(self.status),
+            "exit_code": self.exit_code,
+            "tests": dict(sorted(self.tests.items())),
+            "messages": dict(sorted(self.messages.items())),
+            "summary": self.summary,
+            "detail": self.detail,
+            "output_tail": self.output_tail,
+            "seconds": round(self.seconds, 3),
+            "install_seconds": round(self.install_seconds, 3),
+            "log": self.log,
+            "network": self.network,
+            "memory_limit": self.memory_limit,
+            "resolved": dict(sorted(self.resolved.items())),
+            "retry_of": list(self.retry_of),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SideRun:
+        """Raises ``ValueError`` (with the key) for a file that is not a side run."""
+        schema = data.get("schema", 1)
+        if not isinstance(schema, int) or schema > ECOSYSTEM_SCHEMA:
+            raise ValueError(
+                f"schema {schema!r} is newer than this torch-matrix reads ({ECOSYSTEM_SCHEMA})"
+            )
+        try:
+            exit_code = data.get("exit_code")
+            return cls(
+                project=str(data["project"]),
+                role=Role(data["role"]),
+                torch=str(data["torch"]),
+                torchvision=str(data.get("torchvision") or ""),
+                status=SideStatus(data["status"]),
+                exit_code=int(exit_code) if exit_code is not None else None,
+                tests={str(k): str(v) for k, v in dict(data.get("tests") or {}).items()},
+                messages={str(k): str(v) for k, v in dict(data.get("messages") or {}).items()},
+                summary=str(data.get("summary") or ""),
+                detail=str(data.get("detail") or ""),
+                output_tail=str(data.get("output_tail") or ""),
+                seconds=float(data.get("seconds") or 0.0),
+                install_seconds=float(data.get("install_seconds") or 0.0),
+                log=str(data.get("log") or ""),
+                network=str(data.get("network") or ""),
+                memory_limit=str(data.get("memory_limit") or ""),
+                resolved={str(k): str(v) for k, v in dict(data.get("resolved") or {}).items()},
+                retry_of=tuple(str(x) for x in data.get("retry_of") or ()),
+            )
+        except KeyError as error:
+            raise ValueError(f"missing key {error.args[0]!r}") from None
+        except (TypeError, ValueError) as error:
+            raise ValueError(str(error)) from None

@@ -299,6 +299,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     bisect_parser(sub)
 
+    from torch_matrix.cli.ecosystem import add_parser as ecosystem_parser
+
+    ecosystem_parser(sub)
+
     run = sub.add_parser(
         "run",
         allow_abbrev=False,

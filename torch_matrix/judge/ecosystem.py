@@ -265,3 +265,60 @@ def to_retry(classified: Classified) -> tuple[str, ...]:
     if classified.eco_class != EcoClass.REGRESSED:
         return ()
     return classified.new_failures
+
+
+# ------------------------------------------------------------------ the cause of a regression
+
+_MISSING_MODULE = re.compile(r"No module named '((?:torch|torchvision)(?:\.[A-Za-z0-9_]+)+)'")
+_CANNOT_IMPORT = re.compile(
+    r"cannot import name '([A-Za-z0-9_]+)' from '((?:torch|torchvision)[A-Za-z0-9_.]*)'"
+)
+_NO_ATTRIBUTE = re.compile(
+    r"module '((?:torch|torchvision)[A-Za-z0-9_.]*)' has no attribute '([A-Za-z0-9_]+)'"
+)
+_WEIGHTS_ONLY = re.compile(r"Weights only load failed|weights_only")
+_UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([A-Za-z0-9_.]+)")
+
+
+@dataclass(frozen=True)
+class RegressionCause:
+    """What changed in torch, in the cause catalogue's words (``judge.causes.VersionKind``)."""
+
+    kind: str  # "changed-default" | "import-break" | "removed-api" | "unknown"
+    what: str  # one line: what torch changed
+    fix: str  # one line: what the project changes
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "what": self.what, "fix": self.fix}
+
+
+def cause_of(message: str) -> RegressionCause:
+    """The cause of one failure message (a group of failing tests shares it)."""
+    from torch_matrix.judge.causes import VersionKind
+
+    if _WEIGHTS_ONLY.search(message):
+        found = _UNSUPPORTED_GLOBAL.search(message)
+        named = found.group(1) if found else "the classes in the checkpoint"
+        return RegressionCause(
+            str(VersionKind.CHANGED_DEFAULT),
+            "torch.load defaults to weights_only=True (torch 2.6)",
+            f"load trusted files with torch.load(..., weights_only=False), or allow {named} with "
+            f"torch.serialization.add_safe_globals([{named}])",
+        )
+    missing = _MISSING_MODULE.search(message)
+    if missing:
+        return RegressionCause(
+            str(VersionKind.IMPORT_BREAK),
+            f"torch no longer ships the module {missing.group(1)}",
+            f"stop importing {missing.group(1)} (a private module): use its public replacement",
+        )
+    gone = _CANNOT_IMPORT.search(message) or _NO_ATTRIBUTE.search(message)
+    if gone:
+        first, second = gone.group(1), gone.group(2)
+        name, module = (first, second) if gone.re is _CANNOT_IMPORT else (second, first)
+        return RegressionCause(
+            "removed-api",
+            f"{module}.{name} is gone",
+            f"replace {module}.{name} (see the release notes), or pin torch below the candidate",
+        )
+    return RegressionCause("unknown", "not in the catalogue", "read the failing tests' output")

@@ -1,0 +1,193 @@
+"""Issue 34, the reports: JSON, the Markdown summary within GitHub's issue limit, the HTML page (in a
+real browser), the diff of two runs, the cause of each regression group."""
+
+from __future__ import annotations
+
+import os
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser import dump_dom, find_browser, png_size, screenshot
+from torch_matrix.judge.ecosystem import cause_of
+from torch_matrix.report.ecosystem import GITHUB_ISSUE_CHARS, build, diff, html_page, markdown
+from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+
+META: dict[str, Any] = {
+    "baseline": {"torch": "2.5.1", "label": "2.5.1"},
+    "candidate": {"torch": "2.6.0", "label": "2.6.0"},
+    "projects": [],
+}
+
+
+def _side(name: str, role: Role, status: SideStatus, tests: dict[str, str], **kw: Any) -> SideRun:
+    return SideRun(
+        project=name,
+        role=role,
+        torch="2.5.1" if role == Role.BASELINE else "2.6.0",
+        status=status,
+        tests=tests,
+        summary=f"{len(tests)} tests",
+        log=f"projects/{name}/{role}.log",
+        **kw,
+    )
+
+
+def _world(projects: int, failing: int = 3) -> tuple[dict[str, Any], dict[str, dict[str, SideRun]]]:
+    """``projects`` projects: every third regressed (``failing`` tests each, two messages), every
+    third fixed, the rest same-pass; one skipped."""
+    sides: dict[str, dict[str, SideRun]] = {}
+    meta = dict(META, projects=[{"name": f"p{i:04d}"} for i in range(projects)])
+    meta["projects"].append({"name": "gpu", "skip": "needs a GPU"})
+    for i in range(projects):
+        name = f"p{i:04d}"
+        ids = [f"tests/test_{name}.py::test_{j}" for j in range(failing)]
+        good = {t: "passed" for t in ids}
+        bad = {t: "failed" for t in ids}
+        messages = {
+            t: (
+                "_pickle.UnpicklingError: Weights only load failed. Unsupported global: "
+                "GLOBAL argparse.Namespace was not an allowed global by default."
+                if j % 2
+                else "ModuleNotFoundError: No module named 'torch._six'"
+            )
+            for j, t in enumerate(ids)
+        }
+        if i % 3 == 0:
+            b = _side(name, Role.BASELINE, SideStatus.PASSED, good)
+            c = _side(name, Role.CANDIDATE, SideStatus.FAILED, bad, messages=messages)
+        elif i % 3 == 1:
+            b = _side(name, Role.BASELINE, SideStatus.FAILED, bad, messages=messages)
+            c = _side(name, Role.CANDIDATE, SideStatus.PASSED, good)
+        else:
+            b = _side(name, Role.BASELINE, SideStatus.PASSED, good)
+            c = _side(name, Role.CANDIDATE, SideStatus.PASSED, good)
+        sides[name] = {"baseline": b, "candidate": c}
+    sides["gpu"] = {
+        "baseline": _side("gpu", Role.BASELINE, SideStatus.SKIPPED, {}, detail="needs a GPU"),
+        "candidate": _side("gpu", Role.CANDIDATE, SideStatus.SKIPPED, {}, detail="needs a GPU"),
+    }
+    return meta, sides
+
+
+def test_the_report_counts_classes_groups_failures_and_names_their_cause() -> None:
+    meta, sides = _world(6, failing=4)
+    report = build(meta, sides)
+    assert report.counts() == {
+        "regressed": 2,
+        "flaky": 0,
+        "spurious": 0,
+        "fixed": 2,
+        "same-fail": 0,
+        "same-pass": 2,
+        "skipped": 1,
+    }
+    first = report.rows[0]
+    assert first.eco_class == "regressed"
+    assert [len(g.tests) for g in first.groups] == [2, 2]
+    kinds = {g.cause.kind for g in first.groups}
+    assert kinds == {"changed-default", "import-break"}
+    data = report.to_json()
+    assert data["projects"]["p0000"]["groups"][0]["cause"]["fix"]
+    assert data["projects"]["p0000"]["sides"]["candidate"]["log"] == "projects/p0000/candidate.log"
+
+
+def test_a_project_without_results_is_named_missing() -> None:
+    meta, sides = _world(3)
+    del sides["p0001"]
+    report = build(meta, sides)
+    assert report.missing == ("p0001",)
+    assert "p0001" in markdown(report)
+
+
+def test_the_markdown_summary_fits_a_github_issue_and_links_the_rest() -> None:
+    meta, sides = _world(3000, failing=8)
+    report = build(meta, sides)
+    text = markdown(report, link="https://example.org/run/report.html")
+    assert len(text) <= GITHUB_ISSUE_CHARS
+    assert "more row(s) left out" in text and "https://example.org/run/report.html" in text
+    assert text.startswith("# Ecosystem run: torch 2.5.1 -> 2.6.0")
+    assert "| regressed | 1000 |" in text
+    small = markdown(build(*_world(3)))
+    assert "left out" not in small
+
+
+@pytest.mark.parametrize(
+    "message, kind",
+    [
+        ("Weights only load failed ... Unsupported global: GLOBAL foo.Bar", "changed-default"),
+        ("ModuleNotFoundError: No module named 'torch._six'", "import-break"),
+        ("ImportError: cannot import name 'container_abcs' from 'torch._six'", "removed-api"),
+        ("AttributeError: module 'torch.nn.utils' has no attribute 'weight_norm'", "removed-api"),
+        ("assert 1 == 2", "unknown"),
+    ],
+)
+def test_the_cause_catalogue(message: str, kind: str) -> None:
+    cause = cause_of(message)
+    assert cause.kind == kind and cause.fix
+    if kind == "changed-default":
+        assert "add_safe_globals([foo.Bar])" in cause.fix
+
+
+def test_diff_names_each_project_that_changed_class() -> None:
+    meta, sides = _world(6)
+    old = build(meta, sides).to_json()
+    sides["p0002"]["candidate"] = _side(
+        "p0002", Role.CANDIDATE, SideStatus.FAILED, {"tests/test_p0002.py::test_0": "failed"}
+    )
+    del sides["p0005"]
+    new = build(meta, sides).to_json()
+    changes = {c["project"]: (c["old"], c["new"]) for c in diff(old, new)}
+    assert changes == {"p0002": ("same-pass", "regressed"), "p0005": ("same-pass", "absent")}
+    assert diff(old, old) == []
+
+
+class _Rows(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, str] = {}
+        self.counts: dict[str, str] = {}
+        self.links: list[str] = []
+        self._count: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {k: v or "" for k, v in attrs}
+        if tag == "tr" and "data-project" in values:
+            self.rows[values["data-project"]] = values.get("class", "")
+        if tag == "td" and "data-class" in values:
+            self._count = values["data-class"]
+        if tag == "a" and values.get("class") == "log":
+            self.links.append(values["href"])
+
+    def handle_data(self, data: str) -> None:
+        if self._count is not None and data.strip():
+            self.counts[self._count] = data.strip()
+            self._count = None
+
+
+def test_the_html_page_in_a_real_browser(tmp_path: Path) -> None:
+    browser = find_browser()
+    if browser is None:
+        message = "no Chromium found: run `bash tests/install-browser.sh`; the page was not opened"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    meta, sides = _world(9)
+    sides["p0003"]["baseline"] = _side(
+        "p0003", Role.BASELINE, SideStatus.PASSED, {"t<script>alert(1)</script>": "passed"}
+    )
+    page = tmp_path / "report.html"
+    page.write_text(html_page(build(meta, sides)), encoding="utf-8")
+    dom = dump_dom(browser, page.as_uri())
+    parsed = _Rows()
+    parsed.feed(dom)
+    assert parsed.counts["regressed"] == "3" and parsed.counts["skipped"] == "1"
+    assert len(parsed.rows) == 10 and parsed.rows["p0000"] == "regressed"
+    assert parsed.rows["gpu"] == "skipped"
+    assert "projects/p0000/candidate.log" in parsed.links
+    assert "<script>alert" not in dom, "a test id is text, never markup"
+    shot = tmp_path / "report.png"
+    screenshot(browser, page.as_uri(), shot, 1280, 900)
+    assert png_size(shot) == (1280, 900)

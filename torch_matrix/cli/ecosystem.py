@@ -1,0 +1,179 @@
+"""``torch-matrix ecosystem run | report | diff`` (issue 34): a torch release against many downstream
+projects' own tests, like Rust's crater.
+
+``run PROJECTS.toml --baseline 2.5.1 --candidate 2.6.0 [--shard K/N]`` runs each project's tests
+on both sides into ``--out`` (default ``ecosystem/<baseline>-vs-<candidate>``); ``report DIR...``
+merges one run's shards and writes report.html, summary.md and ecosystem.json; ``diff OLD NEW``
+compares two runs' classes. See docs/ecosystem.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from torch_matrix.vocab.errors import UserError
+
+
+def add_parser(sub: Any) -> None:
+    eco = sub.add_parser(
+        "ecosystem",
+        help="a torch release against many downstream projects' own tests (like Rust's crater)",
+        description="Run downstream projects' own tests with a baseline and a candidate torch, "
+        "class each project (regressed, fixed, same-pass, same-fail, spurious, flaky, skipped) "
+        "and report. See docs/ecosystem.md.",
+    )
+    verbs = eco.add_subparsers(dest="verb", required=True)
+    run = verbs.add_parser("run", help="run the projects file's projects on both sides")
+    run.add_argument(
+        "projects", help="the projects file (TOML), e.g. examples/ecosystem/projects.toml"
+    )
+    run.add_argument(
+        "--baseline", required=True, help="torch: 2.5.1, 2.7.0rc3, nightly-2025-03-01:2.7.0"
+    )
+    run.add_argument("--candidate", required=True, help="torch, as --baseline")
+    run.add_argument("--baseline-torchvision", default="", help="default: the paired release")
+    run.add_argument("--candidate-torchvision", default="", help="default: the paired release")
+    run.add_argument("--baseline-index", default="", help="an extra index for this side's torch")
+    run.add_argument(
+        "--candidate-index",
+        default="",
+        help="an extra index for this side's torch (a pre-release: https://download.pytorch.org/whl/test/cpu)",
+    )
+    run.add_argument(
+        "--index", default="", help="the default index (default: $UV_DEFAULT_INDEX or PyPI)"
+    )
+    run.add_argument("--find-links", action="append", default=[], metavar="DIR", help="repeatable")
+    run.add_argument("--out", help="the run directory (default: ecosystem/BASELINE-vs-CANDIDATE)")
+    run.add_argument("--shard", default="1/1", help="run shard K of N (by project)")
+    run.add_argument(
+        "--only", action="append", default=[], metavar="NAME", help="only these projects"
+    )
+    run.add_argument("--python", default=sys.executable, help="the interpreter of the venvs")
+    run.add_argument("--redo", action="store_true", help="run projects that already have results")
+    run.add_argument("--network", action="store_true", help="leave the tests' network on")
+    run.add_argument("--keep-venvs", action="store_true", help="keep work/ (venvs, source copies)")
+    run.add_argument("--quiet", action="store_true", help="do not echo the tests' output")
+    run.add_argument("--estimate", action="store_true", help="print the estimate and stop")
+    run.add_argument(
+        "--bisect",
+        action="store_true",
+        help="for each regressed project: the first bad torch release between the sides "
+        "(running only its regressed tests) and the proven pin",
+    )
+    run.set_defaults(handler=run_main)
+
+    report = verbs.add_parser("report", help="merge a run's shards and write its reports")
+    report.add_argument(
+        "dirs", nargs="+", metavar="DIR", help="run directories (shards of one run)"
+    )
+    report.add_argument(
+        "--out", help="where report.html, summary.md, ecosystem.json go (default: the first DIR)"
+    )
+    report.add_argument(
+        "--link", default="", help="the full report's URL, for a cut Markdown summary"
+    )
+    report.add_argument(
+        "--max-summary-chars", type=int, default=65_536, help="GitHub's issue body limit (65,536)"
+    )
+    report.set_defaults(handler=report_main)
+
+    diff = verbs.add_parser("diff", help="what changed between two ecosystem runs")
+    diff.add_argument("old", help="a run directory or its ecosystem.json")
+    diff.add_argument("new", help="a run directory or its ecosystem.json")
+    diff.add_argument("--json", action="store_true", help="machine-readable output")
+    diff.set_defaults(handler=diff_main)
+
+
+def _load_projects(path: str) -> list:
+    from torch_matrix.spec.projects import parse_projects
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(
+            f"cannot read the projects file: {getattr(error, 'strerror', None) or error}",
+            where=path,
+            hint="give the path of a projects file, e.g. examples/ecosystem/projects.toml",
+        ) from None
+    return parse_projects(text, path, base_dir=str(Path(path).resolve().parent))
+
+
+def run_main(args: argparse.Namespace) -> int:
+    from torch_matrix.edges import console
+    from torch_matrix.plan.shards import parse_shard
+    from torch_matrix.run.ecosystem import EcosystemRun, plan_run, run_all
+    from torch_matrix.spec.model import IndexConfig
+    from torch_matrix.spec.projects import parse_side
+    from torch_matrix.world.index import open_index
+
+    projects = _load_projects(args.projects)
+    if args.only:
+        known = {p.name for p in projects}
+        for name in args.only:
+            if name not in known:
+                raise UserError(
+                    f"no project {name!r} in {args.projects}",
+                    where="--only",
+                    hint="one of: " + ", ".join(sorted(known)),
+                )
+        projects = [p for p in projects if p.name in args.only]
+    baseline = parse_side(
+        args.baseline, "baseline", index=args.baseline_index, torchvision=args.baseline_torchvision
+    )
+    candidate = parse_side(
+        args.candidate,
+        "candidate",
+        index=args.candidate_index,
+        torchvision=args.candidate_torchvision,
+    )
+    if baseline.torch == candidate.torch and baseline.index == candidate.index:
+        raise UserError(
+            f"baseline and candidate are both torch {baseline.torch}",
+            where="--candidate",
+            hint="compare two different torch releases, e.g. --baseline 2.5.1 --candidate 2.6.0",
+        )
+    k, n = parse_shard(args.shard)
+    default = args.index or os.environ.get("UV_DEFAULT_INDEX", "")
+    config = IndexConfig(
+        default=default,
+        extra=tuple(i for i in {candidate.index, baseline.index} if i),
+        find_links=tuple(str(Path(p).resolve()) for p in args.find_links),
+    )
+    index = open_index(config, prereleases=True)
+    out = Path(args.out or f"ecosystem/{baseline.torch}-vs-{candidate.torch}")
+    run = EcosystemRun(
+        projects=projects,
+        baseline=baseline,
+        candidate=candidate,
+        out=out,
+        index=IndexConfig(default=default, find_links=config.find_links),
+        python=args.python,
+        shard=(k, n),
+        network_off=not args.network,
+        redo=args.redo,
+        keep_venvs=args.keep_venvs,
+        bisect=args.bisect,
+        echo=None if args.quiet else (lambda line: print(line, flush=True)),
+    )
+    if args.estimate:
+        plan_run(run, index)
+        return 0
+    code = run_all(run, index)
+    console.note(f"results in {out}; the report: torch-matrix ecosystem report {out}")
+    return code
+
+
+def report_main(args: argparse.Namespace) -> int:
+    from torch_matrix.cli.ecosystem_report import write_reports
+
+    return write_reports(args)
+
+
+def diff_main(args: argparse.Namespace) -> int:
+    from torch_matrix.cli.ecosystem_report import print_diff
+
+    return print_diff(args)

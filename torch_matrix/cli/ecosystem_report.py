@@ -1,0 +1,50 @@
+"""``torch-matrix ecosystem report | diff``: an ecosystem run's reports, and two runs compared."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from torch_matrix.edges import console
+from torch_matrix.edges.fileio import atomic_write
+
+
+def write_reports(args: argparse.Namespace) -> int:
+    from torch_matrix.report.ecosystem import build, html_page, markdown
+    from torch_matrix.world.ecosystem_results import load
+
+    directories = [Path(d) for d in args.dirs]
+    loaded = load(directories)
+    for problem in loaded.problems:
+        console.warn(problem)
+    report = build(loaded.meta, loaded.sides, loaded.bisections)
+    out = Path(args.out) if args.out else directories[0]
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "ecosystem.json", json.dumps(report.to_json(), indent=1) + "\n")
+    summary = markdown(report, limit=args.max_summary_chars, link=args.link)
+    atomic_write(out / "summary.md", summary)
+    atomic_write(out / "report.html", html_page(report))
+    counts = ", ".join(f"{count} {name}" for name, count in report.counts().items() if count)
+    print(f"{len(report.rows)} project(s): {counts or 'none'}")
+    for row in report.rows:
+        print(f"  {row.name}: {row.eco_class}: {row.classified.evidence[:160]}")
+    if report.missing:
+        print(f"  no result: {', '.join(report.missing)}")
+    console.note(
+        f"wrote {out / 'report.html'}, {out / 'summary.md'} ({len(summary):,} characters), "
+        f"{out / 'ecosystem.json'}"
+    )
+    return 0
+
+
+def print_diff(args: argparse.Namespace) -> int:
+    from torch_matrix.report.ecosystem import diff, diff_text
+    from torch_matrix.world.ecosystem_results import load_report_json
+
+    old, new = load_report_json(Path(args.old)), load_report_json(Path(args.new))
+    if args.json:
+        print(json.dumps(diff(old, new), indent=1))
+    else:
+        print(diff_text(old, new), end="")
+    return 0

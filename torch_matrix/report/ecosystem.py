@@ -1,0 +1,312 @@
+"""An ecosystem run's reports (issue 34): the JSON, a Markdown summary that fits a GitHub issue, the
+HTML page, and the difference between two runs. Pure: functions of the run's side results.
+
+The report is built from the side results alone (``build``), so the shards of one run, merged,
+give the same report as the run unsharded: every project's class, evidence and tests come from
+its own two result files. Only the measured seconds differ between two runs of the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from torch_matrix.judge.ecosystem import Classified, RegressionCause, cause_of, classify
+from torch_matrix.vocab.ecosystem import CLASS_ORDER, EcoClass, Role, SideRun
+from torch_matrix.vocab.escaping import md_code, md_text
+
+GITHUB_ISSUE_CHARS = 65_536
+REPORT_SCHEMA = 1
+SHOWN_IDS = 5
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    message: str
+    tests: tuple[str, ...]
+    cause: RegressionCause
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message": self.message, "tests": list(self.tests), "cause": self.cause.to_json()}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One project in the report."""
+
+    name: str
+    classified: Classified
+    sides: Mapping[str, SideRun]  # "baseline", "candidate", "baseline-retry", "candidate-retry"
+    groups: tuple[FailureGroup, ...] = ()
+    bisect: Mapping[str, Any] = field(default_factory=dict)  # first bad, pin, proof
+
+    @property
+    def eco_class(self) -> EcoClass:
+        return self.classified.eco_class
+
+    def seconds(self) -> float:
+        return sum(s.seconds + s.install_seconds for s in self.sides.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.classified.to_json(),
+            "groups": [g.to_json() for g in self.groups],
+            "sides": {
+                key: {
+                    "torch": side.torch,
+                    "status": str(side.status),
+                    "summary": side.summary,
+                    "detail": side.detail,
+                    "log": side.log,
+                    "seconds": round(side.seconds + side.install_seconds, 1),
+                    "network": side.network,
+                    "memory_limit": side.memory_limit,
+                }
+                for key, side in sorted(self.sides.items())
+            },
+            "bisect": dict(self.bisect),
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    baseline: Mapping[str, Any]
+    candidate: Mapping[str, Any]
+    rows: tuple[Row, ...]
+    missing: tuple[str, ...] = ()  # listed in the projects file, no result in any shard
+
+    def counts(self) -> dict[str, int]:
+        counts = {str(c): 0 for c in CLASS_ORDER}
+        for row in self.rows:
+            counts[str(row.eco_class)] += 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "baseline": dict(self.baseline),
+            "candidate": dict(self.candidate),
+            "counts": self.counts(),
+            "missing": list(self.missing),
+            "projects": {row.name: row.to_json() for row in self.rows},
+        }
+
+
+def groups_of(classified: Classified) -> tuple[FailureGroup, ...]:
+    """A regression's failing tests grouped by their message, largest group first, each with its
+    cause from the catalogue."""
+    by_message: dict[str, list[str]] = {}
+    for test in classified.new_failures:
+        message = classified.messages.get(test, "") or "(no message)"
+        by_message.setdefault(message, []).append(test)
+    ranked = sorted(by_message.items(), key=lambda item: (-len(item[1]), item[0]))
+    return tuple(FailureGroup(m, tuple(sorted(t)), cause_of(m)) for m, t in ranked)
+
+
+def build(
+    meta: Mapping[str, Any],
+    sides: Mapping[str, Mapping[str, SideRun]],
+    bisections: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Report:
+    """The report of one run: ``meta`` is run.json, ``sides`` each project's side results."""
+    skip = {p["name"]: p.get("skip", "") for p in meta.get("projects", ())}
+    rows = []
+    for name in sorted(sides, key=str.lower):
+        found = sides[name]
+        baseline, candidate = found.get(str(Role.BASELINE)), found.get(str(Role.CANDIDATE))
+        if baseline is None or candidate is None:
+            continue
+        classified = classify(
+            baseline,
+            candidate,
+            skip_reason=skip.get(name, ""),
+            retry_baseline=found.get("baseline-retry"),
+            retry_candidate=found.get("candidate-retry"),
+        )
+        groups = groups_of(classified) if classified.eco_class == EcoClass.REGRESSED else ()
+        rows.append(Row(name, classified, dict(found), groups, (bisections or {}).get(name, {})))
+    done = {row.name for row in rows}
+    missing = tuple(sorted(n for n in skip if n not in done))
+    rows.sort(key=lambda r: (CLASS_ORDER.index(r.eco_class), r.name.lower()))
+    return Report(meta.get("baseline", {}), meta.get("candidate", {}), tuple(rows), missing)
+
+
+# ------------------------------------------------------------------ Markdown
+
+
+def _torch(side: Mapping[str, Any]) -> str:
+    return str(side.get("label") or side.get("torch") or "?")
+
+
+def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "") -> str:
+    """The summary for a GitHub issue: counts, then each project needing a human (regressed,
+    flaky, spurious, fixed) with its evidence, then the rest in one line each. Cut to ``limit``
+    characters at a row's end, with the number of rows left out and ``link`` to the full report."""
+    head = [
+        f"# Ecosystem run: torch {_torch(report.baseline)} -> {_torch(report.candidate)}",
+        "",
+        "| class | projects |",
+        "| --- | ---: |",
+        *[f"| {name} | {count} |" for name, count in report.counts().items()],
+        "",
+    ]
+    if report.missing:
+        head += [
+            f"**No result** (not run yet, or a shard is missing): {', '.join(report.missing)}",
+            "",
+        ]
+    blocks: list[str] = []
+    for row in report.rows:
+        c = row.classified
+        lines = [f"### {row.name}: {c.eco_class}", "", md_text(c.evidence), ""]
+        for group in row.groups:
+            shown = ", ".join(md_code(t) for t in group.tests[:SHOWN_IDS])
+            more = f" +{len(group.tests) - SHOWN_IDS} more" if len(group.tests) > SHOWN_IDS else ""
+            lines += [
+                f"- **{len(group.tests)} test(s)**: {shown}{more}",
+                f"  - message: {md_text(group.message[:300])}",
+                f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
+                f"fix: {md_text(group.cause.fix)}",
+            ]
+        if row.bisect:
+            lines += [f"- bisection: {md_text(str(row.bisect.get('sentence', '')))}"]
+            if row.bisect.get("pin"):
+                lines += [
+                    f"- proven pin: {md_code(row.bisect['pin'])} "
+                    f"({md_text(row.bisect.get('proof', ''))})"
+                ]
+        blocks.append("\n".join(lines) + "\n")
+    table = [
+        "## All projects",
+        "",
+        "| project | class | baseline | candidate |",
+        "| --- | --- | --- | --- |",
+    ]
+    for row in report.rows:
+        before, after = row.sides.get("baseline"), row.sides.get("candidate")
+        table.append(
+            f"| {md_text(row.name)} | {row.eco_class} | "
+            f"{md_text(_side_text(before))} | {md_text(_side_text(after))} |"
+        )
+    needs_human = [
+        b
+        for b, row in zip(blocks, report.rows)
+        if row.eco_class not in (EcoClass.SAME_PASS, EcoClass.SKIPPED)
+    ]
+    parts = ["\n".join(head), "## Needs a look", "", *needs_human, "\n".join(table) + "\n"]
+    text = "\n".join(parts)
+    if len(text) <= limit:
+        return text
+    return _cut(head, needs_human, table, limit, link)
+
+
+def _cut(head: list[str], blocks: list[str], table: list[str], limit: int, link: str) -> str:
+    where = f"the full report: {link}" if link else "the full report: report.html next to this file"
+    kept: list[str] = ["\n".join(head), "## Needs a look", ""]
+
+    def note(left: int) -> str:
+        return f"\n**{left} more row(s) left out to fit GitHub's {limit:,} characters**; {where}\n"
+
+    reserve = len(note(10**6)) + 2
+    size = sum(len(k) + 1 for k in kept)
+    rows = [*blocks, *table]
+    left = len(rows)
+    for piece in rows:
+        if size + len(piece) + 1 + reserve > limit:
+            break
+        kept.append(piece)
+        size += len(piece) + 1
+        left -= 1
+    return "\n".join(kept) + note(left)
+
+
+def _side_text(side: SideRun | None) -> str:
+    if side is None:
+        return "no result"
+    text = side.summary or side.detail or str(side.status)
+    return f"{side.status}: {text}"[:200]
+
+
+# ------------------------------------------------------------------ HTML
+
+
+def html_page(report: Report) -> str:
+    """One self-contained page: counts per class, one row per project with its evidence, each
+    side's result and a link to each side's log."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("torch_matrix.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    template = env.get_template("ecosystem.html.j2")
+    rows = []
+    for row in report.rows:
+        rows.append(
+            {
+                "name": row.name,
+                "cls": str(row.eco_class),
+                "evidence": row.classified.evidence,
+                "groups": [
+                    {
+                        "count": len(g.tests),
+                        "tests": list(g.tests[:SHOWN_IDS]),
+                        "more": max(0, len(g.tests) - SHOWN_IDS),
+                        "message": g.message,
+                        "cause": g.cause,
+                    }
+                    for g in row.groups
+                ],
+                "sides": [
+                    {
+                        "key": key,
+                        "text": _side_text(side),
+                        "log": side.log,
+                        "seconds": f"{side.seconds + side.install_seconds:.0f}",
+                    }
+                    for key, side in sorted(row.sides.items())
+                ],
+                "bisect": dict(row.bisect),
+                "seconds": f"{row.seconds():.0f}",
+            }
+        )
+    return template.render(
+        baseline=_torch(report.baseline),
+        candidate=_torch(report.candidate),
+        counts=report.counts(),
+        rows=rows,
+        missing=list(report.missing),
+    )
+
+
+# ------------------------------------------------------------------ two runs
+
+
+def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each project whose class changed between two runs' ecosystem.json (added and removed too)."""
+    before = {n: p["class"] for n, p in old.get("projects", {}).items()}
+    after = {n: p["class"] for n, p in new.get("projects", {}).items()}
+    changes = []
+    for name in sorted(set(before) | set(after), key=str.lower):
+        was, now = before.get(name, "absent"), after.get(name, "absent")
+        if was != now:
+            evidence = new.get("projects", {}).get(name, {}).get("evidence", "")
+            changes.append({"project": name, "old": was, "new": now, "evidence": evidence})
+    return changes
+
+
+def diff_text(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    changes = diff(old, new)
+    title = (
+        f"torch {_torch(old.get('baseline', {}))} -> {_torch(old.get('candidate', {}))} vs "
+        f"torch {_torch(new.get('baseline', {}))} -> {_torch(new.get('candidate', {}))}"
+    )
+    if not changes:
+        return f"{title}: no project changed class\n"
+    lines = [f"{title}: {len(changes)} project(s) changed class"]
+    for change in changes:
+        lines.append(f"  {change['project']}: {change['old']} -> {change['new']}")
+        if change["evidence"]:
+            lines.append(f"    {change['evidence'][:200]}")
+    return "\n".join(lines) + "\n"

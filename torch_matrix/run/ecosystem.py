@@ -1,0 +1,283 @@
+"""An ecosystem run (issue 34): each project of a projects file (or of one shard of it) on the
+baseline and the candidate torch, its regressed tests retried once on both sides, one JSON result
+per project per side.
+
+The run directory::
+
+    run.json                          the sides, the projects file's projects, the shard, the estimate
+    projects/<name>/baseline.json     a SideRun (vocab/ecosystem.py)
+    projects/<name>/candidate.json
+    projects/<name>/<side>-retry.json only for a regressed project: its regressed tests, rerun
+    projects/<name>/<side>.log        uv's install output and the test command's output
+    projects/<name>/bisect.json       with --bisect, a regressed project: its first bad torch, its pin
+
+A project whose two results exist is not run again (resume after an interruption); ``redo`` runs
+it again. Venvs and source copies live under ``work/`` and are deleted when a project's results
+are written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from torch_matrix.edges import console
+from torch_matrix.edges.fileio import atomic_write
+from packaging.version import Version
+
+from torch_matrix.judge.ecosystem import classify, to_retry
+from torch_matrix.plan.bisection import BAD, GOOD, SKIP, conclude, next_version, release_candidates
+from torch_matrix.plan.ecosystem import estimate, shard_projects
+from torch_matrix.spec.model import IndexConfig
+from torch_matrix.spec.projects import Project, Side, SideKind
+from torch_matrix.vocab.ecosystem import EcoClass, Role, SideRun, SideStatus
+from torch_matrix.world import ecosystem_side as sides
+from torch_matrix.world.ecosystem_source import SourceError, fetch, torch_download_bytes
+from torch_matrix.world.index import PackageIndex
+
+RUN_FILE = "run.json"
+BISECT_FILE = "bisect.json"
+
+
+@dataclass
+class EcosystemRun:
+    projects: Sequence[Project]  # the whole file's (a shard runs its part)
+    baseline: Side
+    candidate: Side
+    out: Path
+    index: IndexConfig = field(default_factory=IndexConfig)
+    python: str = sys.executable
+    shard: tuple[int, int] = (1, 1)
+    network_off: bool = True
+    redo: bool = False
+    keep_venvs: bool = False
+    bisect: bool = False  # a regressed project: its first bad torch between the sides, and its pin
+    echo: Callable[[str], None] | None = None  # each test output line (None: quiet)
+
+
+def result_path(out: Path, project: str, role: str, retry: bool = False) -> Path:
+    return out / "projects" / project / f"{role}{'-retry' if retry else ''}.json"
+
+
+def _side_for(run: EcosystemRun, role: Role) -> Side:
+    return run.baseline if role == Role.BASELINE else run.candidate
+
+
+def _write(path: Path, result: SideRun) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+
+
+def _skipped(project: Project, side: Side) -> SideRun:
+    return SideRun(
+        project=project.name,
+        role=Role(side.role),
+        torch=side.torch,
+        status=SideStatus.SKIPPED,
+        detail=project.skip,
+    )
+
+
+def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
+    """The shard's projects, and run.json with the estimate (printed before anything starts)."""
+    mine = shard_projects(run.projects, *run.shard)
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    sizes = {
+        side.torch: (torch_download_bytes(index, side.torch, tag) if index is not None else None)
+        for side in (run.baseline, run.candidate)
+    }
+    cost = estimate(mine, sizes)
+    for line in cost.lines():
+        console.note(line)
+    run.out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "schema": 1,
+        "baseline": run.baseline.to_json(),
+        "candidate": run.candidate.to_json(),
+        "projects": [p.to_json() for p in run.projects],
+        "shard": list(run.shard),
+        "estimate": cost.to_json(),
+    }
+    atomic_write(run.out / RUN_FILE, json.dumps(meta, indent=1) + "\n")
+    return mine
+
+
+def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None) -> str:
+    """One project, both sides (and the retry): the class it ends in, for the progress line."""
+    out = run.out.resolve()  # the tests run elsewhere: every path they are given is absolute
+    paths = {role: result_path(out, project.name, str(role)) for role in Role}
+    if not run.redo and all(p.exists() for p in paths.values()):
+        return "done before"
+    for stale in (out / "projects" / project.name).glob("*.json"):
+        stale.unlink()
+    if project.skip:
+        for role in Role:
+            _write(paths[role], _skipped(project, _side_for(run, role)))
+        return "skipped"
+    work = out / "work" / project.name
+    if work.exists():
+        shutil.rmtree(work)
+    logs = out / "projects" / project.name
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        try:
+            tree = fetch(project, work / "source", index)
+        except (SourceError, OSError) as error:
+            for role in Role:
+                side = _side_for(run, role)
+                _write(
+                    paths[role],
+                    SideRun(
+                        project=project.name,
+                        role=role,
+                        torch=side.torch,
+                        status=SideStatus.BROKEN,
+                        detail=f"source: {error}",
+                    ),
+                )
+            return "no source"
+        isolation = sides.isolation(run.network_off)
+        results: dict[Role, SideRun] = {}
+        pythons: dict[Role, str] = {}
+        works: dict[Role, sides.SideWork] = {}
+        for role in Role:
+            side = _side_for(run, role)
+            log = logs / f"{role}.log"
+            log.write_text(f"# {project.name} with torch {side.torch}\n", encoding="utf-8")
+            works[role] = sides.SideWork(
+                project=project,
+                side=side,
+                tree=tree,
+                folder=work / str(role),
+                log=log,
+                log_name=str(log.relative_to(out)),
+                python=run.python,
+                index=run.index,
+                isolation=isolation,
+            )
+            started = time.monotonic()
+            broken, venv_python = sides.prepare(works[role])
+            if broken is not None:
+                results[role] = broken
+            else:
+                results[role] = sides.run_tests(
+                    works[role],
+                    venv_python,
+                    install_seconds=time.monotonic() - started,
+                    echo=run.echo,
+                )
+                pythons[role] = venv_python
+            _write(paths[role], results[role])
+        first = classify(results[Role.BASELINE], results[Role.CANDIDATE])
+        again = to_retry(first)
+        if again and len(pythons) == 2:
+            retried: dict[Role, SideRun] = {}
+            for role in Role:
+                retried[role] = sides.run_tests(
+                    works[role], pythons[role], only=again, echo=run.echo
+                )
+                _write(result_path(out, project.name, str(role), retry=True), retried[role])
+            final = classify(
+                results[Role.BASELINE],
+                results[Role.CANDIDATE],
+                retry_baseline=retried[Role.BASELINE],
+                retry_candidate=retried[Role.CANDIDATE],
+            )
+            if run.bisect and final.eco_class == EcoClass.REGRESSED and index is not None:
+                found = bisect_project(run, project, tree, isolation, final.new_failures, index)
+                atomic_write(
+                    out / "projects" / project.name / BISECT_FILE,
+                    json.dumps(found, indent=1) + "\n",
+                )
+            return str(final.eco_class)
+        return str(first.eco_class)
+    finally:
+        if not run.keep_venvs:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _torch_versions(index: PackageIndex) -> list[str]:
+    return [str(v) for v in index.versions("torch")]
+
+
+def bisect_project(
+    run: EcosystemRun,
+    project: Project,
+    tree: Path,
+    isolation: sides.Isolation,
+    tests: Sequence[str],
+    index: PackageIndex,
+) -> dict[str, object]:
+    """The first torch release between the sides on which the regressed tests fail (each tested
+    release a venv running only those tests), and the pin that follows, with its proof."""
+    good, bad = run.baseline.torch, run.candidate.torch
+    versions = sorted(
+        set(release_candidates(_torch_versions(index), good, bad)) | {good, bad}, key=Version
+    )
+    outcomes: dict[str, str] = {good: GOOD, bad: BAD}  # the run itself tested the ends
+    evidence: dict[str, str] = {good: "passed (the baseline)", bad: "failed (the candidate)"}
+    work = run.out.resolve() / "work" / project.name / "bisect"
+    log_dir = run.out.resolve() / "projects" / project.name
+    while (version := next_version(versions, outcomes)) is not None:
+        side = Side("bisect", version, SideKind.RELEASE, "", run.candidate.index, version)
+        item = sides.SideWork(
+            project=project,
+            side=side,
+            tree=tree,
+            folder=work / version,
+            log=log_dir / f"bisect-{version}.log",
+            log_name=f"projects/{project.name}/bisect-{version}.log",
+            python=run.python,
+            index=run.index,
+            isolation=isolation,
+        )
+        broken, venv_python = sides.prepare(item)
+        if broken is not None:
+            outcomes[version], evidence[version] = SKIP, broken.detail
+        else:
+            result = sides.run_tests(item, venv_python, only=tests)
+            failing = result.failing() & set(tests)
+            if result.status in (SideStatus.PASSED, SideStatus.FAILED):
+                outcomes[version] = BAD if failing else GOOD
+                evidence[version] = result.summary
+            else:
+                outcomes[version], evidence[version] = SKIP, result.detail
+        shutil.rmtree(work / version, ignore_errors=True)
+    conclusion = conclude(versions, outcomes)
+    found: dict[str, object] = {
+        "versions": versions,
+        "outcomes": outcomes,
+        "evidence": evidence,
+        "sentence": conclusion.sentence(),
+        "last_good": conclusion.last_good,
+        "first_bad": conclusion.first_bad,
+    }
+    if conclusion.exact and conclusion.first_bad and not conclusion.non_monotone:
+        found["pin"] = f"torch<{conclusion.first_bad}"
+        found["proof"] = (
+            f"{len(tests)} regressed test(s) pass on torch {conclusion.last_good} and fail on "
+            f"{conclusion.first_bad}; no release lies between them"
+        )
+    return found
+
+
+def run_all(run: EcosystemRun, index: PackageIndex | None) -> int:
+    """Every project of the shard; a progress line each, with its class and wall time."""
+    mine = plan_run(run, index)
+    started = time.monotonic()
+    for number, project in enumerate(mine, 1):
+        began = time.monotonic()
+        console.note(f"[{number}/{len(mine)}] {project.name}: running")
+        outcome = run_project(run, project, index)
+        console.note(
+            f"[{number}/{len(mine)}] {project.name}: {outcome} ({time.monotonic() - began:.0f} s)"
+        )
+    console.note(f"ecosystem: {len(mine)} project(s) in {time.monotonic() - started:.0f} s")
+    if not run.keep_venvs:
+        shutil.rmtree(run.out / "work", ignore_errors=True)
+    return 0

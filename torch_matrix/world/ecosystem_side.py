@@ -1,0 +1,315 @@
+"""One project on one side of an ecosystem run (issue 34): a uv venv, the install (the side's torch
+forced by an override, so a project's own cap on torch cannot pick another one; torch itself comes
+from uv's shared cache, fetched once), then the project's own test command with no network where
+the machine allows it, a memory limit, and its time budget. Returns a ``SideRun``; never raises
+for what the project does.
+
+The tests' outcomes come from the probe suite's pytest plugin (``pytest_outcomes``) and a retry
+keeps only the regressed tests (``pytest_select``): both are copied into the side's folder and
+loaded through ``PYTEST_ADDOPTS``, so nothing of ours is importable in the project's venv.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from torch_matrix.edges import proc
+from torch_matrix.probes import pytest_outcomes, pytest_select
+from torch_matrix.spec.model import IndexConfig
+from torch_matrix.spec.projects import Project, Side
+from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+from torch_matrix.world.environment import base_env, parse_freeze, uv_executable
+
+INSTALL_TIMEOUT_S = 1800.0
+TAIL_CHARS = 4000
+GIB = 1 << 30
+PLUGINS = {
+    "torch_matrix_pytest_outcomes": pytest_outcomes,
+    "torch_matrix_pytest_select": pytest_select,
+}
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What the machine allows around a test command: the prefix, and the two notes a result keeps."""
+
+    network_prefix: tuple[str, ...]
+    network: str
+    prlimit: str  # the prlimit executable, "" = none
+
+    def prefix(self, memory_gib: float) -> list[str]:
+        memory = [self.prlimit, f"--as={int(memory_gib * GIB)}", "--"] if self.prlimit else []
+        return [*self.network_prefix, *memory]
+
+    def memory_note(self, memory_gib: float) -> str:
+        if not self.prlimit:
+            return "none: prlimit not found"
+        return f"{memory_gib:g} GiB address space (prlimit --as)"
+
+
+def isolation(network_off: bool = True) -> Isolation:
+    """``unshare -n`` (a network namespace with only loopback) when we are root and it works;
+    else the network stays on and the note says why."""
+    prlimit = shutil.which("prlimit") or ""
+    if not network_off:
+        return Isolation((), "on (asked for)", prlimit)
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return Isolation((), "on: unshare not found", prlimit)
+    if os.geteuid() != 0:
+        return Isolation((), "on: unshare -n needs root", prlimit)
+    code, _, err = proc.run_text([unshare, "-n", "true"], timeout=30)
+    if code != 0:
+        return Isolation((), f"on: unshare -n failed ({err.strip()[:120]})", prlimit)
+    return Isolation((unshare, "-n"), "off (unshare -n)", prlimit)
+
+
+def install_args(project: Project, side: Side, tree: Path) -> list[str]:
+    """The requirements of one side's install: the side's torch (and paired torchvision), the
+    project from its tree with its extras, its extra requirements, and pytest when it runs pytest."""
+    wanted = [f"torch=={side.torch}"]
+    if project.torchvision:
+        wanted.append(f"torchvision=={side.torchvision_version()}")
+    extras = f"[{','.join(project.extras)}]" if project.extras else ""
+    wanted.append(f"{tree}{extras}" if not extras else f"{project.name}{extras} @ {tree.as_uri()}")
+    wanted += list(project.requires)
+    if pytest_outcomes.runs_pytest(project.command) and not any(
+        r.split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower() == "pytest"
+        for r in project.requires
+    ):
+        wanted.append("pytest")
+    return wanted
+
+
+def overrides(project: Project, side: Side) -> str:
+    lines = [f"torch=={side.torch}"]
+    if project.torchvision:
+        lines.append(f"torchvision=={side.torchvision_version()}")
+    return "\n".join(lines) + "\n"
+
+
+def index_args(index: IndexConfig, side: Side) -> list[str]:
+    args: list[str] = []
+    if index.default:
+        args += ["--default-index", index.default]
+    for url in (*index.extra, *([side.index] if side.index else [])):
+        args += ["--index", url]
+    for path in index.find_links:
+        args += ["--find-links", path]
+    if side.index:
+        args += ["--index-strategy", "unsafe-best-match"]
+    return args
+
+
+@dataclass
+class SideWork:
+    """Where one side works: ``folder`` (venv, source copy, plugins) is deleted after the run."""
+
+    project: Project
+    side: Side
+    tree: Path  # the project's unpacked source (shared by both sides, copied per side)
+    folder: Path
+    log: Path
+    log_name: str  # the log's path as the result records it
+    python: str
+    index: IndexConfig
+    isolation: Isolation
+
+
+def _write(log: Path, text: str) -> None:
+    with open(log, "a", encoding="utf-8", errors="replace") as handle:
+        handle.write(text)
+
+
+def prepare(
+    work: SideWork, echo: Callable[[str], None] | None = None
+) -> tuple[SideRun | None, str]:
+    """The venv with everything installed: (None, venv python) or (a BROKEN SideRun, "")."""
+    uv = uv_executable()
+    env = base_env()
+    work.folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    venv = work.folder / "venv"
+    code, out, err = proc.run_text(
+        [uv, "venv", "-q", "--python", work.python, str(venv)], timeout=300, env=env
+    )
+    _write(work.log, f"$ uv venv --python {work.python} {venv}\n{out}{err}")
+    venv_python = str(venv / "bin" / "python")
+    if code != 0:
+        return _broken(work, f"uv venv failed: {(err or out).strip()[-300:]}", started), ""
+    over = work.folder / "overrides.txt"
+    over.write_text(overrides(work.project, work.side), encoding="utf-8")
+    command = [
+        uv,
+        "pip",
+        "install",
+        "--python",
+        venv_python,
+        "--overrides",
+        str(over),
+        *index_args(work.index, work.side),
+        *install_args(work.project, work.side, work.tree),
+    ]
+    _write(work.log, "$ " + " ".join(command) + "\n")
+    code, out, err = proc.run_text(command, timeout=INSTALL_TIMEOUT_S, env=env)
+    _write(work.log, out + err + f"[install exit {code}]\n")
+    if code != 0:
+        lines = [line for line in (err or out).splitlines() if line.strip()]
+        wanted = [line for line in lines if "error" in line.lower() or "×" in line]
+        why = " ".join((wanted or lines or [f"exit {code}"])[0].split())[:300]
+        return _broken(work, f"install failed: {why}", started, tail=(out + err)[-TAIL_CHARS:]), ""
+    return None, venv_python
+
+
+def _broken(work: SideWork, detail: str, started: float, tail: str = "") -> SideRun:
+    return SideRun(
+        project=work.project.name,
+        role=Role(work.side.role),
+        torch=work.side.torch,
+        torchvision=work.side.torchvision_version() if work.project.torchvision else "",
+        status=SideStatus.BROKEN,
+        detail=detail,
+        output_tail=tail,
+        install_seconds=time.monotonic() - started,
+        log=work.log_name,
+        network=work.isolation.network,
+        memory_limit=work.isolation.memory_note(work.project.memory_gib),
+    )
+
+
+def freeze(venv_python: str) -> dict[str, str]:
+    code, out, _ = proc.run_text(
+        [uv_executable(), "pip", "freeze", "--python", venv_python], timeout=120
+    )
+    return parse_freeze(out) if code == 0 else {}
+
+
+def run_tests(
+    work: SideWork,
+    venv_python: str,
+    *,
+    only: Sequence[str] = (),
+    install_seconds: float = 0.0,
+    echo: Callable[[str], None] | None = None,
+) -> SideRun:
+    """The project's command in a fresh copy of its tree; ``only``: the node ids a retry keeps."""
+    suffix = "-retry" if only else ""
+    tree = work.folder / f"src{suffix}"
+    if tree.exists():
+        shutil.rmtree(tree)
+    shutil.copytree(work.tree, tree, symlinks=True)
+    plugins = work.folder / "plugins"
+    plugins.mkdir(exist_ok=True)
+    for name, module in PLUGINS.items():
+        shutil.copyfile(str(module.__file__), plugins / f"{name}.py")
+    records = work.folder / f"outcomes{suffix}.jsonl"
+    records.unlink(missing_ok=True)
+    bin_dir = str(Path(venv_python).parent)
+    env = base_env(
+        {
+            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+            "VIRTUAL_ENV": str(Path(bin_dir).parent),
+            "PYTHONPATH": str(plugins),
+            "PYTEST_ADDOPTS": "-p torch_matrix_pytest_outcomes -p torch_matrix_pytest_select",
+            pytest_outcomes.OUT_ENV: str(records),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+            proc.MARKER: proc.new_marker(),
+        }
+    )
+    if only:
+        selected = work.folder / "retry-ids.txt"
+        selected.write_text("\n".join(only) + "\n", encoding="utf-8")
+        env[pytest_select.ONLY_ENV] = str(selected)
+    command = [
+        *work.isolation.prefix(work.project.memory_gib),
+        "bash",
+        "-c",
+        work.project.command,
+    ]
+    _write(
+        work.log,
+        f"\n$ {work.project.command}{'  # retry of ' + str(len(only)) + ' test(s)' if only else ''}\n",
+    )
+    started = time.monotonic()
+    with open(work.log, "a", encoding="utf-8", errors="replace") as log:
+
+        def echo_line(line: str) -> None:
+            log.write(line + "\n")
+            if echo is not None:
+                echo(line)
+
+        try:
+            done = proc.stream(
+                command,
+                cwd=tree,
+                env=env,
+                timeout_s=work.project.budget_s,
+                echo=echo_line,
+                keep_chars=TAIL_CHARS,
+            )
+        except OSError as error:
+            return _broken(work, f"cannot start the test command: {error}", started)
+    seconds = time.monotonic() - started
+    found = pytest_outcomes.read_records(str(records))
+    outcomes = pytest_outcomes.per_test(found)
+    messages = {
+        r["nodeid"]: r.get("message", "")
+        for r in found
+        if "nodeid" in r and r.get("outcome") in ("failed", "error")
+    }
+    summary = pytest_outcomes.counts_text(outcomes) if found else f"exit {done.returncode}"
+    code = done.returncode
+    detail = ""
+    if done.timed_out:
+        status = SideStatus.TIMEOUT
+        detail = f"past its time budget of {work.project.budget_s:g} s ({summary})"
+    elif found and pytest_outcomes.runs_pytest(work.project.command):
+        state, message, _ = pytest_outcomes.judge(code, found, done.output)
+        status = {
+            "pass": SideStatus.PASSED,
+            "fail": SideStatus.FAILED,
+            "skip": SideStatus.BROKEN,
+        }.get(state, SideStatus.BROKEN)
+        if status == SideStatus.BROKEN:
+            detail = message
+    elif code == 0:
+        status = SideStatus.PASSED
+    elif pytest_outcomes.runs_pytest(work.project.command) and code in (2, 3, 4, 5):
+        status = SideStatus.BROKEN
+        detail = f"the tests did not run (pytest exit {code})"
+    elif code < 0 or code in (137,):
+        status = SideStatus.BROKEN
+        detail = f"killed (exit {code})"
+    else:
+        status = SideStatus.FAILED
+    collect = [r for r in found if r.get("when") == "collect"]
+    if collect and not detail and status == SideStatus.BROKEN:
+        detail = f"collection error in {collect[0]['nodeid']}: {collect[0].get('message', '')}"
+    return SideRun(
+        project=work.project.name,
+        role=Role(work.side.role),
+        torch=work.side.torch,
+        torchvision=work.side.torchvision_version() if work.project.torchvision else "",
+        status=status,
+        exit_code=code,
+        tests=outcomes,
+        messages=messages,
+        summary=summary,
+        detail=detail,
+        output_tail=done.output[-TAIL_CHARS:],
+        seconds=seconds,
+        install_seconds=install_seconds,
+        log=work.log_name,
+        network=work.isolation.network,
+        memory_limit=work.isolation.memory_note(work.project.memory_gib),
+        resolved=freeze(venv_python),
+        retry_of=tuple(only),
+    )

@@ -1,0 +1,151 @@
+"""An ecosystem project's source on disk (issue 34): a PyPI sdist at its pinned version (found through
+the index, as the installer would), a git URL at its ref, or a local path, unpacked into one
+directory that both sides copy. Each failure is a ``SourceError`` with one line saying why.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from torch_matrix.edges import proc
+from torch_matrix.spec.projects import Project, SourceKind
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.index import DistFile, IndexUnavailable, PackageIndex, http_fetch
+
+IGNORED = shutil.ignore_patterns(".git", ".venv", ".nox", "__pycache__", "*.pyc", ".tox")
+GIT_TIMEOUT_S = 600.0
+
+
+class SourceError(Exception):
+    """The project's source could not be had; the message says why, in one line."""
+
+
+def fetch(project: Project, dest: Path, index: PackageIndex | None) -> Path:
+    """The project's source tree under ``dest`` (created; must not exist). Returns the tree's root:
+    the directory holding its pyproject.toml / setup.py (an sdist's single top folder)."""
+    source = project.source
+    dest.mkdir(parents=True)
+    if source.kind == SourceKind.PATH:
+        if not Path(source.location).is_dir():
+            raise SourceError(f"{source.location} is not a directory")
+        tree = dest / "tree"
+        shutil.copytree(source.location, tree, ignore=IGNORED, symlinks=True)
+        return tree
+    if source.kind == SourceKind.GIT:
+        return _git(source.location, source.ref, dest / "tree")
+    return _sdist(source.location, dest, index)
+
+
+def _git(url: str, ref: str, tree: Path) -> Path:
+    steps = (
+        ["git", "init", "-q", str(tree)],
+        ["git", "-C", str(tree), "fetch", "-q", "--depth", "1", url, ref],
+        ["git", "-C", str(tree), "checkout", "-q", "FETCH_HEAD"],
+    )
+    for step in steps:
+        code, out, err = proc.run_text(step, timeout=GIT_TIMEOUT_S)
+        if code != 0:
+            last = (err or out).strip().splitlines()[-1:] or [f"exit {code}"]
+            raise SourceError(f"git {step[3] if step[1] == '-C' else step[1]}: {last[0]}")
+    return tree
+
+
+def _sdist(requirement_text: str, dest: Path, index: PackageIndex | None) -> Path:
+    if index is None:
+        raise SourceError("no package index to find the sdist on")
+    requirement = Requirement(requirement_text)
+    version = next(iter(requirement.specifier)).version
+    try:
+        files = index.files(requirement.name, version)
+    except IndexUnavailable as error:
+        raise SourceError(f"the index cannot be read: {error}") from None
+    sdists = [f for f in files if f.filename.endswith((".tar.gz", ".zip")) and not f.yanked]
+    if not sdists:
+        found = ", ".join(sorted(f.filename for f in files)[:3]) or "no files"
+        raise SourceError(f"{requirement_text}: the index has no sdist ({found})")
+    item = sdists[0]
+    archive = dest / item.filename
+    if item.is_local:
+        shutil.copyfile(item.url[len("file://") :], archive)
+    else:
+        try:
+            got = http_fetch(item.url, "*/*")
+        except IndexUnavailable as error:
+            raise SourceError(str(error)) from None
+        if got is None:
+            raise SourceError(f"{item.url}: not found")
+        archive.write_bytes(got[1])
+    unpacked = dest / "tree"
+    try:
+        if item.filename.endswith(".zip"):
+            with zipfile.ZipFile(archive) as handle:
+                handle.extractall(unpacked)
+        else:
+            with tarfile.open(archive) as handle:
+                handle.extractall(unpacked, filter="data")
+    except (OSError, tarfile.TarError, zipfile.BadZipFile) as error:
+        raise SourceError(f"cannot unpack {item.filename}: {error}") from None
+    tops = [p for p in unpacked.iterdir()]
+    return tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
+
+
+def _wheel_for(files: list[DistFile], python_tag: str) -> DistFile | None:
+    wheels = [f for f in files if f.is_wheel and not f.yanked]
+    fitting = [
+        f
+        for f in wheels
+        if any(
+            (python_tag in tag or "py3" in tag) and ("x86_64" in tag or tag.endswith("-any"))
+            for tag in f.tags
+        )
+    ]
+    found = fitting or wheels
+    return found[0] if found else None
+
+
+def _bytes_of(item: DistFile) -> int | None:
+    import urllib.request
+
+    url = item.url
+    if item.is_local:
+        try:
+            return Path(url[len("file://") :]).stat().st_size
+        except OSError:
+            return None
+    try:
+        request = urllib.request.Request(url, method="HEAD")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            length = response.headers.get("Content-Length")
+            return int(length) if length else None
+    except (OSError, ValueError):
+        return None
+
+
+def torch_download_bytes(index: PackageIndex, version: str, python_tag: str) -> int | None:
+    """Bytes of torch ``version``'s wheel for this machine and of the pinned wheels it requires
+    (nvidia-*, triton: 3-4 GB per CUDA line on PyPI's Linux builds). None when the index
+    cannot say."""
+    try:
+        item = _wheel_for(index.files("torch", version), python_tag)
+        if item is None:
+            return None
+        total = _bytes_of(item)
+        if total is None:
+            return None
+        for requirement in index.requires_dist("torch", version):
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            pins = [s.version for s in requirement.specifier if s.operator == "=="]
+            if not pins:
+                continue
+            dependency = _wheel_for(index.files(requirement.name, pins[0]), python_tag)
+            size = _bytes_of(dependency) if dependency is not None else None
+            total += size or 0
+        return total
+    except (IndexUnavailable, UserError, OSError, ValueError):  # an estimate never stops a run
+        return None

@@ -7,7 +7,7 @@ The projects, one per class:
 - tinytrain (examples/tinytrain, a path): resuming a checkpoint breaks on 2.6.0: regressed, its
   failing test grouped with the catalogue's cause (changed default) and fix;
 - steady (a git repository at a tag): passes on both sides: same-pass;
-- netty: its test needs the network, which the run takes away: spurious (network), evidence quoted;
+- netty (an sdist on the index): its test needs the network, which the run takes away: spurious (network), evidence quoted;
 - slow: its test runs past the project's budget: spurious (timeout);
 - wobbly: fails on 2.6.0's first run only: regressed, retried, flipped: flaky;
 - gpuonly: the file says skip, with a reason: skipped, never installed.
@@ -63,6 +63,20 @@ def _project(root: Path, name: str) -> Path:
     return tree
 
 
+def _sdist_on_index(index_root: Path, tree: Path, name: str) -> None:
+    """``tree`` as ``name``-1.0.tar.gz on the local index (a PEP 503 page of its own)."""
+    import tarfile
+
+    archive = index_root / "files" / f"{name}-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as handle:
+        handle.add(tree, arcname=f"{name}-1.0")
+    page = index_root / "simple" / name / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(
+        f'<html><body><a href="../../files/{archive.name}">{archive.name}</a></body></html>'
+    )
+
+
 def _git_repo(tree: Path) -> None:
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True)
@@ -83,6 +97,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for name in TEST_FILES:
         _project(sources, name)
     _git_repo(sources / "steady")
+    _sdist_on_index(tmp / "index", sources / "netty", "netty")
     projects = tmp / "projects.toml"
     projects.write_text(
         f"""
@@ -100,7 +115,7 @@ ref = "v1.0"
 
 [[project]]
 name = "netty"
-path = "{sources / "netty"}"
+sdist = "netty==1.0"
 
 [[project]]
 name = "slow"

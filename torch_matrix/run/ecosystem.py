@@ -224,7 +224,7 @@ def bisect_project(
     work = run.out.resolve() / "work" / project.name / "bisect"
     log_dir = run.out.resolve() / "projects" / project.name
     while (version := next_version(versions, outcomes)) is not None:
-        side = Side("bisect", version, SideKind.RELEASE, "", run.candidate.index, version)
+        side = Side("candidate", version, SideKind.RELEASE, "", run.candidate.index, version)
         item = sides.SideWork(
             project=project,
             side=side,

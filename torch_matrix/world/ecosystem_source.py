@@ -64,6 +64,10 @@ def _sdist(requirement_text: str, dest: Path, index: PackageIndex | None) -> Pat
         files = index.files(requirement.name, version)
     except IndexUnavailable as error:
         raise SourceError(f"the index cannot be read: {error}") from None
+    if not files:
+        raise SourceError(
+            f"{requirement_text}: the index has no such release (pin a version it lists)"
+        )
     sdists = [f for f in files if f.filename.endswith((".tar.gz", ".zip")) and not f.yanked]
     if not sdists:
         found = ", ".join(sorted(f.filename for f in files)[:3]) or "no files"

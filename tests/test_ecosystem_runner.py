@@ -1,0 +1,103 @@
+"""Issue 34, the runner's pieces that need no venv: the install line of a side, the isolation, the
+shards and the estimate, and the command line's bad input (one line, a hint, exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torch_matrix.cli import main as cli
+from torch_matrix.plan.ecosystem import MAX_SHARDS, estimate, shard_projects
+from torch_matrix.spec.model import IndexConfig
+from torch_matrix.spec.projects import parse_projects, parse_side
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world import ecosystem_side as sides
+
+FILE = """
+[[project]]
+name = "a"
+sdist = "a==1.0"
+extras = ["test"]
+requires = ["scipy"]
+torchvision = true
+budget = 60
+
+[[project]]
+name = "b"
+path = "/src/b"
+command = "make check"
+
+[[project]]
+name = "c"
+path = "/src/c"
+skip = "needs a GPU"
+"""
+
+
+def test_a_side_installs_its_torch_its_paired_torchvision_the_project_and_pytest() -> None:
+    a, b, _ = parse_projects(FILE, "p.toml")
+    side = parse_side("2.6.0", "candidate")
+    wanted = sides.install_args(a, side, Path("/work/a/tree"))
+    assert wanted[:2] == ["torch==2.6.0", "torchvision==0.21.0"]
+    assert "a[test] @ file:///work/a/tree" in wanted and "scipy" in wanted and "pytest" in wanted
+    assert sides.overrides(a, side) == "torch==2.6.0\ntorchvision==0.21.0\n"
+    plain = sides.install_args(b, side, Path("/work/b/tree"))
+    assert plain == ["torch==2.6.0", "/work/b/tree"], "no pytest for a command that is not pytest"
+    pre = parse_side("2.7.0rc3", "candidate", index="https://example.org/whl/test/cpu")
+    args = sides.index_args(IndexConfig(default="https://mirror/simple"), pre)
+    assert args[:4] == ["--default-index", "https://mirror/simple", "--index", pre.index]
+    assert "unsafe-best-match" in args
+
+
+def test_the_isolation_says_what_it_could_not_do() -> None:
+    off = sides.isolation(network_off=False)
+    assert off.network == "on (asked for)" and off.network_prefix == ()
+    found = sides.isolation()
+    assert found.network.startswith(("off (unshare -n)", "on: "))
+    if found.prlimit:
+        assert found.prefix(2)[-3:] == [found.prlimit, f"--as={2 << 30}", "--"]
+        assert found.memory_note(2) == "2 GiB address space (prlimit --as)"
+
+
+def test_shards_cover_every_project_once_and_the_estimate_counts_before_the_run() -> None:
+    projects = parse_projects(FILE, "p.toml")
+    for n in (1, 2, 3, 5):
+        parts = [shard_projects(projects, k, n) for k in range(1, n + 1)]
+        assert sorted(p.name for part in parts for p in part) == ["a", "b", "c"]
+    with pytest.raises(UserError):
+        shard_projects(projects, 1, MAX_SHARDS + 1)
+    cost = estimate(projects, {"2.5.1": 3_000_000_000, "2.6.0": None})
+    assert (cost.projects, cost.skipped, cost.venvs) == (2, 1, 4)
+    assert cost.worst_seconds == (60 + 1200) * 4
+    lines = "\n".join(cost.lines())
+    assert "torch 2.5.1: 3.0 GB" in lines and "torch 2.6.0: size unknown" in lines
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--baseline", "2.5.1", "--candidate", "2.5.1"], "both torch 2.5.1"),
+        (["--baseline", "two", "--candidate", "2.6.0"], "not a torch version"),
+        (["--baseline", "2.5.1", "--candidate", "2.6.0", "--shard", "3/2"], "invalid shard"),
+        (["--baseline", "2.5.1", "--candidate", "2.6.0", "--only", "zz"], "no project 'zz'"),
+    ],
+)
+def test_bad_command_lines_are_one_line_with_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str
+) -> None:
+    projects = tmp_path / "projects.toml"
+    projects.write_text(FILE)
+    assert cli(["ecosystem", "run", str(projects), *args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "hint:" in err and "Traceback" not in err
+
+
+def test_a_missing_projects_file_and_a_missing_report_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "nope.toml")
+    assert cli(["ecosystem", "run", missing, "--baseline", "2.5.1", "--candidate", "2.6.0"]) == 2
+    assert "cannot read the projects file" in capsys.readouterr().err
+    assert cli(["ecosystem", "diff", str(tmp_path), str(tmp_path)]) == 2
+    assert "ecosystem report DIR" in capsys.readouterr().err

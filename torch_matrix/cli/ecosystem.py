@@ -24,13 +24,13 @@ def add_parser(sub: Any) -> None:
         help="a torch release against many downstream projects' own tests (like Rust's crater)",
         description="Run downstream projects' own tests with a baseline and a candidate torch, "
         "class each project (regressed, fixed, same-pass, same-fail, spurious, flaky, skipped) "
-        "and report. See docs/ecosystem.md.",
+        "and report. A projects file: [[project]] tables with name, sdist / git+ref / path, "
+        "command, budget, extras, requires, torchvision, skip.",
     )
+    eco.set_defaults(handler=lambda args: eco.print_help() or 2)  # each verb sets its own
     verbs = eco.add_subparsers(dest="verb", required=True)
     run = verbs.add_parser("run", help="run the projects file's projects on both sides")
-    run.add_argument(
-        "projects", help="the projects file (TOML), e.g. examples/ecosystem/projects.toml"
-    )
+    run.add_argument("projects", help="the projects file (TOML): [[project]] tables")
     run.add_argument(
         "--baseline", required=True, help="torch: 2.5.1, 2.7.0rc3, nightly-2025-03-01:2.7.0"
     )
@@ -57,6 +57,11 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--network", action="store_true", help="leave the tests' network on")
     run.add_argument("--keep-venvs", action="store_true", help="keep work/ (venvs, source copies)")
     run.add_argument("--quiet", action="store_true", help="do not echo the tests' output")
+    run.add_argument(
+        "--sides-in-turn",
+        action="store_true",
+        help="run a project's baseline and candidate one after the other (default: side by side)",
+    )
     run.add_argument("--estimate", action="store_true", help="print the estimate and stop")
     run.add_argument(
         "--bisect",
@@ -97,7 +102,7 @@ def _load_projects(path: str) -> list:
         raise UserError(
             f"cannot read the projects file: {getattr(error, 'strerror', None) or error}",
             where=path,
-            hint="give the path of a projects file, e.g. examples/ecosystem/projects.toml",
+            hint="give the path of a projects file (TOML with [[project]] tables)",
         ) from None
     return parse_projects(text, path, base_dir=str(Path(path).resolve().parent))
 
@@ -157,6 +162,7 @@ def run_main(args: argparse.Namespace) -> int:
         redo=args.redo,
         keep_venvs=args.keep_venvs,
         bisect=args.bisect,
+        parallel_sides=not args.sides_in_turn,
         echo=None if args.quiet else (lambda line: print(line, flush=True)),
     )
     if args.estimate:

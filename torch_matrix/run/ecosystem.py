@@ -22,11 +22,12 @@ import json
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
-from torch_matrix.edges import console
+from torch_matrix.edges import console, proc
 from torch_matrix.edges.fileio import atomic_write
 from packaging.version import Version
 
@@ -57,6 +58,7 @@ class EcosystemRun:
     redo: bool = False
     keep_venvs: bool = False
     bisect: bool = False  # a regressed project: its first bad torch between the sides, and its pin
+    parallel_sides: bool = True  # the two sides of a project at once
     echo: Callable[[str], None] | None = None  # each test output line (None: quiet)
 
 
@@ -160,27 +162,41 @@ def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None)
                 index=run.index,
                 isolation=isolation,
             )
+
+        def one_side(role: Role) -> tuple[SideRun, str]:
             started = time.monotonic()
             broken, venv_python = sides.prepare(works[role])
             if broken is not None:
-                results[role] = broken
-            else:
-                results[role] = sides.run_tests(
-                    works[role],
-                    venv_python,
-                    install_seconds=time.monotonic() - started,
-                    echo=run.echo,
-                )
+                return broken, ""
+            found = sides.run_tests(
+                works[role],
+                venv_python,
+                install_seconds=time.monotonic() - started,
+                echo=run.echo,
+            )
+            return found, venv_python
+
+        for role, (found, venv_python) in zip(Role, _both(run, works, one_side)):
+            results[role] = found
+            if venv_python:
                 pythons[role] = venv_python
-            _write(paths[role], results[role])
+            _write(paths[role], found)
         first = classify(results[Role.BASELINE], results[Role.CANDIDATE])
         again = to_retry(first)
         if again and len(pythons) == 2:
-            retried: dict[Role, SideRun] = {}
-            for role in Role:
-                retried[role] = sides.run_tests(
-                    works[role], pythons[role], only=again, echo=run.echo
+            retried = dict(
+                zip(
+                    Role,
+                    _both(
+                        run,
+                        works,
+                        lambda role: sides.run_tests(
+                            works[role], pythons[role], only=again, echo=run.echo
+                        ),
+                    ),
                 )
+            )
+            for role in Role:
                 _write(result_path(out, project.name, str(role), retry=True), retried[role])
             final = classify(
                 results[Role.BASELINE],
@@ -189,16 +205,38 @@ def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None)
                 retry_candidate=retried[Role.CANDIDATE],
             )
             if run.bisect and final.eco_class == EcoClass.REGRESSED and index is not None:
-                found = bisect_project(run, project, tree, isolation, final.new_failures, index)
+                bisected = bisect_project(run, project, tree, isolation, final.new_failures, index)
                 atomic_write(
                     out / "projects" / project.name / BISECT_FILE,
-                    json.dumps(found, indent=1) + "\n",
+                    json.dumps(bisected, indent=1) + "\n",
                 )
             return str(final.eco_class)
         return str(first.eco_class)
     finally:
         if not run.keep_venvs:
             shutil.rmtree(work, ignore_errors=True)
+
+
+T = TypeVar("T")
+
+
+def _both(
+    run: EcosystemRun, works: dict[Role, sides.SideWork], job: Callable[[Role], T]
+) -> list[T]:
+    """``job`` for the baseline and the candidate: side by side (``parallel_sides``: both under
+    the same load, in half the wall time), else one after the other. An interrupt stops both
+    sides' processes (each side's marker) before it goes on."""
+    if not run.parallel_sides:
+        return [job(role) for role in Role]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(job, role) for role in Role]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for work in works.values():
+                work.stopping.set()  # a side still installing starts no tests
+                proc.kill_marked(work.marker)
+            raise
 
 
 def _torch_versions(index: PackageIndex) -> list[str]:

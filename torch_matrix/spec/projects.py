@@ -53,7 +53,10 @@ PROJECT_KEYS = (
     "memory",
 )
 DEFAULT_KEYS = ("budget", "command", "requires", "torchvision", "memory")
-HINT = "see docs/ecosystem.md, 'Adding a project'"
+HINT = (
+    'a [[project]] table has name, one source (sdist = "name==X.Y", git + ref, or path), '
+    "and optionally command, budget, extras, requires, torchvision, memory, skip"
+)
 
 
 class SourceKind(StrEnum):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -119,6 +120,8 @@ class SideWork:
     python: str
     index: IndexConfig
     isolation: Isolation
+    marker: str = field(default_factory=proc.new_marker)  # marks every process of this side
+    stopping: threading.Event = field(default_factory=threading.Event)  # interrupted: start nothing
 
 
 def _write(log: Path, text: str) -> None:
@@ -198,6 +201,8 @@ def run_tests(
     echo: Callable[[str], None] | None = None,
 ) -> SideRun:
     """The project's command in a fresh copy of its tree; ``only``: the node ids a retry keeps."""
+    if work.stopping.is_set():
+        return _broken(work, "interrupted before its tests ran", time.monotonic())
     suffix = "-retry" if only else ""
     tree = work.folder / f"src{suffix}"
     if tree.exists():
@@ -221,7 +226,7 @@ def run_tests(
             "HF_HUB_OFFLINE": "1",
             "MPLBACKEND": "Agg",
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
-            proc.MARKER: proc.new_marker(),
+            proc.MARKER: work.marker,
         }
     )
     if only:

@@ -26,9 +26,13 @@ def write_reports(args: argparse.Namespace) -> int:
     atomic_write(out / "summary.md", summary)
     atomic_write(out / "report.html", html_page(report))
     counts = ", ".join(f"{count} {name}" for name, count in report.counts().items() if count)
-    print(f"{len(report.rows)} project(s): {counts or 'none'}")
+    total = sum(row.seconds() for row in report.rows)
+    print(f"{len(report.rows)} project(s): {counts or 'none'}; {total:.0f} s of side time in all")
     for row in report.rows:
-        print(f"  {row.name}: {row.eco_class}: {row.classified.evidence[:160]}")
+        print(
+            f"  {row.name}: {row.eco_class} ({row.seconds():.0f} s): "
+            f"{row.classified.evidence[:160]}"
+        )
     if report.missing:
         print(f"  no result: {', '.join(report.missing)}")
     console.note(

@@ -14,8 +14,8 @@ from torch_matrix.run.sessions import (
     is_complete,
     redo_requested,
     run_matrix_cell,
-    wants_matrix,
 )
+from torch_matrix.run.selection import wants_matrix
 from torch_matrix.vocab.records import ERROR, PROBE_RUNNER
 from torch_matrix.world.results import write_result
 from torch_matrix.world.specfile import parse_spec

@@ -14,6 +14,7 @@ import nox
 
 from torch_matrix.vocab import layout
 from torch_matrix.run import sessions
+from torch_matrix.run.selection import wants_matrix
 from torch_matrix.edges.proc import python_module
 from torch_matrix.vocab.errors import UserError
 
@@ -22,7 +23,7 @@ nox.options.sessions = ["matrix"]
 # Plan only when matrix cells may be selected: `nox -s tests` must not need a valid spec,
 # and `nox -s report` (a CI merge job) reads only the spec's name, not the indexes.
 PLAN = sessions.MatrixPlan()
-if sessions.wants_matrix(sys.argv[1:]):
+if wants_matrix(sys.argv[1:]):
     try:
         PLAN = sessions.load_plan()
         sessions.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir

@@ -53,6 +53,7 @@ from torch_matrix.vocab.layout import (
     results_root,
 )
 from torch_matrix.vocab.records import Cell
+from torch_matrix.run.selection import Candidate, read_selection, selected
 
 if TYPE_CHECKING:
     from torch_matrix.run.cellrun import CellSettings
@@ -94,33 +95,6 @@ class MatrixPlan:
 
     def has_interpreter(self, cell: Cell) -> bool:
         return cell.python in self.interpreters
-
-
-def wants_matrix(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
-    """False only when the command line clearly selects sessions other than the matrix.
-
-    ``nox -s report`` (a CI merge job, say) should not need the index just to be listed.
-    Anything we cannot read for sure (``-l``, ``-k``, ``-t``, no ``-s``) plans.
-    """
-    names: list[str] = []
-    collecting = False
-    for arg in argv:
-        if arg == "--":
-            break
-        if arg in ("-s", "-e", "--session", "--sessions"):
-            collecting = True  # nox allows ``-s a b``: every following non-option token
-        elif arg.startswith(("--session=", "--sessions=")):
-            names.append(arg.split("=", 1)[1])
-            collecting = False
-        elif arg.startswith("-"):
-            collecting = False
-        elif collecting:
-            names.append(arg)
-    if not names and environ.get("NOXSESSION"):
-        names = environ["NOXSESSION"].split(",")
-    if not names:
-        return True
-    return any(n.strip().startswith(MATRIX_SESSION) for name in names for n in name.split(","))
 
 
 LISTING_FLAGS = ("-l", "--list", "--list-sessions", "--usage", "-h", "--help", "--version")
@@ -482,25 +456,35 @@ _PREFETCHER: list[
 
 
 def queued_cells(
-    session: Any, plan: MatrixPlan, environ: Mapping[str, str] = os.environ
+    plan: MatrixPlan,
+    running: str,
+    posargs: Sequence[str],
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] = os.environ,
 ) -> list[Cell] | None:
-    """The matrix cells nox will still run after this session, in order (those with a complete
-    result are skipped unless redone); None when nox's queue cannot be read (then nothing is fetched)."""
-    try:
-        queue = session._runner.manifest._queue  # noqa: SLF001 - nox has no public view of what is left
-        ids = [
-            runner.func.call_spec.get("cell")
-            for runner in queue
-            if hasattr(runner.func, "call_spec")
-        ]
-    except AttributeError:
+    """The matrix cells nox runs after the session named ``running``, in its order (those with a complete result are
+    skipped unless redone): the plan's cells as nox's command line (``argv``, default this
+    process's) selects them (``torch_matrix.run.selection``). None when that selection is not
+    one this tool can follow, or ``running`` is not in it (then nothing is fetched ahead)."""
+    import nox
+
+    default = tuple(nox.options.sessions or (MATRIX_SESSION,))  # the noxfile's default
+    candidates = [
+        Candidate(MATRIX_SESSION, layout.cell_session(c.id), plan.interpreter_for(c), tuple(c.tags))
+        for c in plan.cells
+    ]
+    chosen = selected(
+        read_selection(sys.argv[1:] if argv is None else argv, environ), candidates, default
+    )
+    names = [candidate.signature for candidate in chosen or ()]
+    if running not in names:
         return None
-    redo = redo_requested(session.posargs, environ)
-    by_id = {cell.id: cell for cell in plan.cells}
-    wanted = [by_id[cell_id] for cell_id in ids if cell_id in by_id]
+    after = names[names.index(running) + 1 :]
+    by_name = {layout.cell_session(cell.id): cell for cell in plan.cells}
+    redo = redo_requested(posargs, environ)
     return [
         cell
-        for cell in wanted
+        for cell in (by_name[name] for name in after)
         if not cell.plan_note
         and plan.has_interpreter(cell)
         and (redo or not is_complete(plan, cell))
@@ -557,7 +541,7 @@ def prefetch_steps(
         prefetcher.claim(cell.id)
 
         def starting(_running: Cell) -> None:
-            upcoming = queued_cells(session, plan, environ)
+            upcoming = queued_cells(plan, session.name, session.posargs, environ=environ)
             if upcoming is not None:
                 prefetcher.ahead([*first, *upcoming])
 

@@ -92,6 +92,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if not shutil.which("git"):
         pytest.fail("git is needed for the git source of this test: install git")
     tmp = tmp_path_factory.mktemp("eco")
+    # A checkout's pytest config above the run directory: pytest must not climb to it from a
+    # project's tree that has none (its node ids would differ between the sides).
+    (tmp / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-x"\n')
     index = build_index(tmp / "index", downstream_wheels())
     sources = tmp / "sources"
     for name in TEST_FILES:

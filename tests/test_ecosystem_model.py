@@ -184,6 +184,18 @@ def test_spurious_failures_carry_their_kind_and_evidence(message: str, kind: Spu
     assert message[:40] in got.evidence
 
 
+def test_a_test_dependency_missing_on_both_sides_is_a_harness_fault() -> None:
+    why = "collection error in tests/t.py: ModuleNotFoundError: No module named 'numpy'"
+    got = classify(side(B, SideStatus.BROKEN, detail=why), side(C, SideStatus.BROKEN, detail=why))
+    assert got.eco_class == EcoClass.SPURIOUS and got.spurious == SpuriousKind.HARNESS
+    assert "No module named 'numpy'" in got.evidence
+    torch_gone = "No module named 'torch._six'"
+    same = classify(
+        side(B, SideStatus.BROKEN, detail=torch_gone), side(C, SideStatus.BROKEN, detail=torch_gone)
+    )
+    assert same.eco_class == EcoClass.SAME_FAIL
+
+
 def test_a_timeout_or_a_kill_is_spurious() -> None:
     timed = classify(
         side(B, OK, {"a": "passed"}), side(C, SideStatus.TIMEOUT, detail="past its 600 s budget")

@@ -61,6 +61,9 @@ SPURIOUS_PATTERNS: tuple[tuple[SpuriousKind, re.Pattern[str]], ...] = (
         ),
     ),
 )
+# Broken the same way on both sides for want of a module torch does not provide: the projects
+# file's requires lack a test dependency (a harness fault, never a finding about torch).
+_MISSING_TEST_DEPENDENCY = re.compile(r"No module named '(?!torch\b|torchvision\b)[A-Za-z0-9_.]+'")
 # A side killed by the kernel's OOM killer or our RLIMIT_AS: SIGKILL (-9, 137) with no other word.
 _KILLED_CODES = (-9, 137)
 
@@ -232,6 +235,17 @@ def classify(
         found = _spurious(side, texts)
         if found:
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    missing = [_MISSING_TEST_DEPENDENCY.search(text) for text in texts]
+    if texts and all(missing):
+        first = missing[0]
+        assert first is not None
+        return Classified(
+            project,
+            EcoClass.SPURIOUS,
+            f"both sides: a test dependency is missing ({first.group(0)}): add it to the "
+            "project's requires",
+            spurious=SpuriousKind.HARNESS,
+        )
     worst = candidate if not candidate_passes else baseline
     return Classified(
         project,

@@ -208,6 +208,10 @@ def run_tests(
     if tree.exists():
         shutil.rmtree(tree)
     shutil.copytree(work.tree, tree, symlinks=True)
+    # pytest climbs from the tests to the first ini file it finds: with none in the project's tree
+    # it would take one above the run directory (a checkout's pyproject.toml), its options and its
+    # rootdir. This empty one stops the climb; the project's own ini, nearer, still wins.
+    (work.folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     plugins = work.folder / "plugins"
     plugins.mkdir(exist_ok=True)
     for name, module in PLUGINS.items():
@@ -220,7 +224,10 @@ def run_tests(
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
             "VIRTUAL_ENV": str(Path(bin_dir).parent),
             "PYTHONPATH": str(plugins),
-            "PYTEST_ADDOPTS": "-p torch_matrix_pytest_outcomes -p torch_matrix_pytest_select",
+            # --rootdir: node ids relative to the project's own tree on both sides, even where
+            # the tree has no ini file and pytest would climb to one above it
+            "PYTEST_ADDOPTS": f"-p torch_matrix_pytest_outcomes -p torch_matrix_pytest_select "
+            f"--rootdir={tree}",
             pytest_outcomes.OUT_ENV: str(records),
             "PYTHONDONTWRITEBYTECODE": "1",
             "HF_HUB_OFFLINE": "1",

@@ -150,14 +150,17 @@ def _versions(
     if args.nightly:
         url = args.nightly_index or environ.get(NIGHTLY_ENV) or DEFAULT_NIGHTLY_INDEX
         index_config = dataclasses.replace(spec.index, default=url)
-        good, bad = bisect_logic.parse_day(args.good), bisect_logic.parse_day(args.bad)
-        for name, text, day in (("--good", args.good, good), ("--bad", args.bad, bad)):
+        days = []
+        for name, text in (("--good", args.good), ("--bad", args.bad)):
+            day = bisect_logic.parse_day(text)
             if day is None:
                 raise UserError(
                     f"not a date: {text!r}",
                     name,
                     hint="give YYYY-MM-DD or a nightly version such as 2.6.0.dev20241001",
                 )
+            days.append(day)
+        good, bad = days
         if good >= bad:
             raise UserError(
                 f"--good {args.good} is not before --bad {args.bad}",

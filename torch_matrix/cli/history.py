@@ -190,6 +190,7 @@ def diff_main(args: argparse.Namespace) -> int:
             "`diff` (the last two runs)",
         )
     history = _open_if_present(args)
+    new_row: RunRow | None
     try:
         if not refs:
             if history is None:
@@ -221,7 +222,9 @@ def diff_main(args: argparse.Namespace) -> int:
                     refs[0],
                     hint="`torch-matrix diff OLD_RESULTS NEW_RESULTS`",
                 )
-            old = history.snapshot(previous) if previous is not None else None
+            old = (
+                history.snapshot(previous) if previous is not None and history is not None else None
+            )
             if old is None:
                 print(
                     f"torch-matrix: note: no earlier run of spec {new.run.spec!r} in the history; "

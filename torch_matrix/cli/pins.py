@@ -159,7 +159,8 @@ def _pins(args: argparse.Namespace) -> int:
         print(f"torch-matrix: warning: {problem}", file=sys.stderr)
     if not loaded.results:
         raise UserError("no cell results found", str(args.results_dir), hint=NO_RESULTS_HINT)
-    released, wheel_pythons = None, {}
+    released: Mapping[str, list[str]] | None = None
+    wheel_pythons: dict[str, dict[str, frozenset[str] | None]] = {}
     if not getattr(args, "no_coverage", False):
         released, wheel_pythons = index_facts(
             package_axes(loaded.results), getattr(args, "spec", None)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from torch_matrix.vocab.records import StrEnum
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from torch_matrix.vocab.records import (
     CRASH,
@@ -222,7 +222,7 @@ def import_broken(cell: Any, probe: ProbeResult) -> bool:
     )
 
 
-def in_run_context(results: list) -> list:
+def in_run_context(results: list[CellResult]) -> list[CellResult]:
     """The run's results, each command probe whose tests fail to import in every installed cell
     of the run marked ``collected_nowhere``: a suite that collects nowhere is the suite's to fix
     (``tests-did-not-run``), even when its error names torch. Pure: new records, same order."""
@@ -317,7 +317,7 @@ def _requirement_name(text: str) -> str:
     return re.split(r"[<>=!~;\[ ]", text, maxsplit=1)[0].strip().lower().replace("_", "-")
 
 
-def _providers_in_run(results: list) -> dict[str, dict[str, list[tuple[str, str]]]]:
+def _providers_in_run(results: list[CellResult]) -> dict[str, dict[str, list[tuple[str, str]]]]:
     """module -> distribution -> [(version, cell id)] where that distribution shipped the module
     (the cells' ``interpreter.providers``, recorded by the probe runner)."""
     found: dict[str, dict[str, list[tuple[str, str]]]] = {}
@@ -363,7 +363,7 @@ def public_torch(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-def _refuted_counterfactuals(results: list) -> dict[tuple[str, str], dict[str, str]]:
+def _refuted_counterfactuals(results: list[CellResult]) -> dict[tuple[str, str], dict[str, str]]:
     """(original cell id, module) -> the counterfactual cell that added the module as a requirement
     and was unsatisfiable (no such distribution on the index): the "add it" advice is refuted."""
     refuted: dict[tuple[str, str], dict[str, str]] = {}
@@ -407,7 +407,7 @@ def refuted_advice(found: Mapping[str, Any]) -> str:
     )
 
 
-def _version_key(text: str) -> tuple:
+def _version_key(text: str) -> tuple[tuple[int, int, str], ...]:
     parts = []
     for piece in re.split(r"[.+-]", text):
         parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
@@ -614,7 +614,9 @@ def changed_defaults(result: CellResult, names: tuple[str, ...]) -> dict[str, At
     return _failures_where(result, names, lambda a: a.kind == VersionKind.CHANGED_DEFAULT)
 
 
-def _failures_where(result: CellResult, names: tuple[str, ...], wanted) -> dict[str, Attribution]:
+def _failures_where(
+    result: CellResult, names: tuple[str, ...], wanted: Callable[[Attribution], bool]
+) -> dict[str, Attribution]:
     found = {}
     for name in names:
         probe = result.probe(name)

@@ -534,7 +534,7 @@ def judge(build: BuildFacts, target: Target) -> TargetVerdict | None:
         build, target.driver, arch is not None and arch[0] == Hardware.PTX_JIT
     )
     card_floor, since = card_driver_floor(target.gpu.capability) if target.gpu else ("", "")
-    if card_floor and not _at_least(target.driver, card_floor):
+    if card_floor and target.gpu and not _at_least(target.driver, card_floor):
         unknown = (
             f"driver {target.driver} predates the {target.gpu.label}: compute capability "
             f"{_capability_text(target.gpu.capability)} came with CUDA {since}, whose toolkit driver is "
@@ -612,7 +612,10 @@ def cell_verdicts(
         same = [
             i
             for i, t in enumerate(declared)
-            if t.gpu and t.gpu.capability == target.gpu.capability and t.driver == target.driver
+            if t.gpu
+            and target.gpu
+            and t.gpu.capability == target.gpu.capability
+            and t.driver == target.driver
         ]  # a declared target that is this device: annotate it
         entry: dict[str, Any] = (
             out[same[0]]

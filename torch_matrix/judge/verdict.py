@@ -106,7 +106,7 @@ def ran_no_test(probe: ProbeResult) -> bool:
 # result's id -> (a weak reference to it, its verdict). A verdict is a function of a frozen record,
 # asked for by the report, the pins (three times per cell) and the HTML: judged once per record.
 # Weak, so a record that goes away takes its entry with it; the identity check guards a reused id.
-_JUDGED: dict[int, tuple[weakref.ref, Verdict]] = {}
+_JUDGED: dict[int, tuple[weakref.ref[CellResult], Verdict]] = {}
 
 
 def verdict_of(result: CellResult) -> Verdict:
@@ -116,7 +116,11 @@ def verdict_of(result: CellResult) -> Verdict:
         return known[1]
     verdict = _verdict_of(result)
     key = id(result)
-    _JUDGED[key] = (weakref.ref(result, lambda _, key=key: _JUDGED.pop(key, None)), verdict)
+
+    def forget(_: weakref.ref[CellResult]) -> None:
+        _JUDGED.pop(key, None)
+
+    _JUDGED[key] = (weakref.ref(result, forget), verdict)
     return verdict
 
 
@@ -162,7 +166,7 @@ def _verdict_of(result: CellResult) -> Verdict:
             idle=idle,
         )
     if environment:
-        advice = sorted({a.advice for a in environment.values()})
+        fixes = sorted({a.advice for a in environment.values()})
         # A broken install or tests that never ran leave nothing to judge: no evidence, and the
         # run fails. A missing undeclared dependency or a mismatched build is a finding with advice.
         kind = (
@@ -174,7 +178,7 @@ def _verdict_of(result: CellResult) -> Verdict:
             kind,
             missing=missing,
             environment=environment,
-            reason="environment, not the versions: " + "; ".join(advice),
+            reason="environment, not the versions: " + "; ".join(fixes),
         )
     if missing:
         return Verdict(

@@ -40,14 +40,9 @@ The package, one job per module:
 
 from __future__ import annotations
 
-from .vocabulary import Condition
+from .vocabulary import PREFERRED_ORDER, PYTHON, VARIANT, CellNote, Condition, Observation
 from .coverage import Coverage, coverage
 from .evidence import (
-    PREFERRED_ORDER,
-    PYTHON,
-    VARIANT,
-    CellNote,
-    Observation,
     VersionEvidence,
     cell_values,
     effective_variant,

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from .evidence import Observation
 from .model import Answer, requirement_lines
 from .specifiers import _public, specifier_set
+from .vocabulary import Observation
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def coverage(
             result[package] = Coverage(package, False, tuple(map(str, tested)))
             continue
         specs = [specifier_set(line.specifiers) for line in lines if line.package == package]
-        admitted, excluded = set(), set()
+        admitted: set[Version] = set()
+        excluded: set[Version] = set()
         for raw in versions:
             version = _public(raw)
             if (
@@ -66,15 +68,21 @@ def coverage(
                 admitted.add(version)
             else:
                 excluded.add(version)
-        admitted = sorted(admitted)
-        low, high = (tested[0], tested[-1]) if tested else (None, None)
+        in_order = [str(v) for v in sorted(admitted)]
+        if tested:
+            low, high = tested[0], tested[-1]
+            untested = tuple(str(v) for v in sorted(admitted) if low < v < high)
+            newer = tuple(str(v) for v in sorted(admitted) if v > high)
+            older = tuple(str(v) for v in sorted(admitted) if v < low)
+        else:
+            untested, newer, older = (), tuple(in_order), ()
         result[package] = Coverage(
             package,
             True,
             tuple(map(str, tested)),
-            untested=tuple(str(v) for v in admitted if low is not None and low < v < high),
-            newer=tuple(str(v) for v in admitted if high is None or v > high),
-            older=tuple(str(v) for v in admitted if low is not None and v < low),
+            untested=untested,
+            newer=newer,
+            older=older,
             excluded_untested=tuple(str(v) for v in sorted(excluded)),
         )
     return result

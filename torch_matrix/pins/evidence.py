@@ -276,7 +276,7 @@ class EnvironmentAdvice:
 
 def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]:
     groups: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = {}
-    installed_pythons: set = set()
+    installed_pythons: set[Any] = set()
     # A mismatched pair is confirmed by the same torchvision passing with its own torch.
     vision_of: dict[str, Any] = {}
     good_with_vision: dict[Any, list[str]] = {}
@@ -315,8 +315,9 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
     for result in results:
         if is_counterfactual(result.cell.id) and result.install.status == INSTALLED:
             original = counterfactual_of(result.cell.id)
-            probes = [result.probe(name) for name in env_probes.get(original, ())]
-            if probes and all(p is not None for p in probes):
+            wanted = env_probes.get(original, ())
+            probes = [p for p in map(result.probe, wanted) if p is not None]
+            if wanted and len(probes) == len(wanted):
                 outcome_of_fix.setdefault(original, []).append(
                     (result.cell.id, all(p.status == "pass" for p in probes))
                 )

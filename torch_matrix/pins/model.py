@@ -10,8 +10,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .vocabulary import Condition, _marker_applies
-from .evidence import PYTHON, Observation, _axis_rank
+from .evidence import _axis_rank
 from .specifiers import _contains, _public, _value_key, merge_specifiers, specifier_set
+from .vocabulary import PYTHON, Observation
 from .windows import Window
 
 
@@ -63,7 +64,7 @@ class Exclusion:
         return f"{self.package} {self.version}: {self.summary} [{cells}]; {self.counterfactual()}"
 
     def to_json(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "package": self.package,
             "version": self.version,
             "probes": list(self.probes),
@@ -296,7 +297,7 @@ class _Admission:
             elif check.condition is not None:
                 axes.add(check.condition.axis)
         self.axes = tuple(sorted(axes))
-        self._seen: dict[tuple, bool] = {}
+        self._seen: dict[tuple[Any, ...], bool] = {}
 
     def admits(self, observation: Observation) -> bool:
         key = tuple(observation.value(axis) for axis in self.axes)
@@ -306,7 +307,7 @@ class _Admission:
         return verdict
 
 
-def _exclusion_key(exclusion: Exclusion) -> tuple:
+def _exclusion_key(exclusion: Exclusion) -> tuple[Any, ...]:
     return (_value_key(_public(exclusion.version)), exclusion.paired_with)
 
 
@@ -326,8 +327,8 @@ def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
     for package in packages:
         pins = answer.pins_for(package)
         base = [pin for pin in pins if pin.condition is None]
-        scoped = [pin for pin in pins if pin.condition is not None]
-        if any(not pin.expressible for pin in scoped):
+        scoped = [(pin, pin.condition) for pin in pins if pin.condition is not None]
+        if any(not pin.expressible for pin, _ in scoped):
             raise ValueError(f"{package}: pin scoped by a non-Python condition has no PEP 508 form")
         base_specs = base[0].specifiers if base else ()
         base_exclusions = base[0].exclusions if base else ()
@@ -338,17 +339,17 @@ def _requirement_lines(answer: Answer) -> tuple[RequirementLine, ...]:
                 RequirementLine(package, base_specs, "", base_exclusions, windows, gives_up)
             )
             continue
-        tested = scoped[0].condition.tested
-        covered = {value for pin in scoped for value in pin.condition.values}
+        tested = scoped[0][1].tested
+        covered = {value for _, condition in scoped for value in condition.values}
         rest = Condition(PYTHON, tuple(v for v in tested if v not in covered), tested)
         groups = [
             (
-                pin.condition,
+                condition,
                 merge_specifiers(base_specs, pin.specifiers),
                 tuple(sorted(base_exclusions + pin.exclusions, key=_exclusion_key)),
                 windows + pin.windows,
             )
-            for pin in scoped
+            for pin, condition in scoped
         ]
         if rest.values:
             groups.append((rest, base_specs, base_exclusions, windows))

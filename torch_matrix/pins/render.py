@@ -13,9 +13,9 @@ from typing import Any
 
 from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
 from torch_matrix.vocab.escaping import terminal
-from .evidence import PYTHON
 from .model import Answer, Exclusion, RequirementLine, requirement_lines
 from .suggest import Suggestion
+from .vocabulary import PYTHON
 
 PINS_SCHEMA_ID = "torch-matrix/pins"
 PINS_SCHEMA_VERSION = 1

@@ -9,11 +9,11 @@ from typing import Any, NamedTuple
 from packaging.version import Version
 
 from .vocabulary import Condition
-from .evidence import PYTHON, VARIANT, Observation, Value, _axis_rank
+from .evidence import _axis_rank
 from .model import Answer, Exclusion, Pin, RequirementLine, Tradeoff, _exclusion_key
 from .specifiers import PinPolicy, _contains, _value_key, build_specifiers, merge_specifiers
-from .windows import COMPANIONS, find_windows
-from .vocabulary import _marker_applies
+from .windows import COMPANIONS, Window, find_windows
+from .vocabulary import PYTHON, VARIANT, Observation, Value, _marker_applies
 
 
 # ----------------------------------------------------------------------------- search
@@ -32,7 +32,7 @@ class Atom(NamedTuple):
             return False
         return not self.cond_axis or observation.value(self.cond_axis) == self.cond_value
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         return (
             _axis_rank(self.axis),
             _value_key(self.value),
@@ -72,7 +72,7 @@ class _Grid:
         self._where: dict[str, dict[Value, int]] = {}
         self._masks: dict[Atom, int] = {}
         self._tested: dict[str, tuple[Value, ...]] = {}
-        self._counterfactuals: dict[str, dict[tuple, list[Observation]]] = {}
+        self._counterfactuals: dict[str, dict[tuple[Any, ...], list[Observation]]] = {}
         self._value_text: dict[
             Value, str
         ] = {}  # str(value), once per distinct value (counterfactual keys)
@@ -188,7 +188,7 @@ class _Grid:
         """Every atom that excludes one of the cells, once per distinct tuple of values."""
         axes = list(dict.fromkeys([*self.pinnable, *conditions]))
         atoms: set[Atom] = set()
-        seen: set[tuple] = set()
+        seen: set[tuple[Any, ...]] = set()
         for i in _indices(mask):
             key = tuple(self.observations[i].value(axis) for axis in axes)
             if key not in seen:
@@ -309,7 +309,7 @@ def _counterfactual(
             o = grid.observations[i]
             index.setdefault(_axes_key(o, free, grid._value_text), []).append(o)
         grid._counterfactuals[package] = index
-    best: tuple | None = None
+    best: tuple[int, int, str, str, Value] | None = None
     positions = {value: i for i, value in enumerate(grid.tested(package))}
     here = positions.get(version)
     for o in sorted(cells, key=lambda c: c.cell_id):
@@ -392,7 +392,7 @@ def _build_pins(
             specs = build_specifiers(
                 goods - excluded, excluded, python=package == PYTHON, policy=policy
             )
-            windows: tuple = ()
+            windows: tuple[Window, ...] = ()
             if (
                 policy == PinPolicy.PROVEN
                 and base_values
@@ -419,13 +419,13 @@ def _build_pins(
             )
         scoped = [a for a in mine if a.cond_axis]
         for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
-            per_cond: dict[Value, frozenset] = {}
+            per_cond: dict[Value, frozenset[Value]] = {}
             for atom in scoped:
                 if atom.cond_axis == cond_axis:
                     per_cond[atom.cond_value] = per_cond.get(atom.cond_value, frozenset()) | {
                         atom.value
                     }
-            groups: dict[frozenset, list[Value]] = {}
+            groups: dict[frozenset[Value], list[Value]] = {}
             for cond_value, values in per_cond.items():
                 groups.setdefault(values - excluded, []).append(cond_value)
             for values, cond_values in sorted(
@@ -475,7 +475,7 @@ def _answer(
     grid: _Grid,
     label: str,
     atoms: Sequence[Atom],
-    pairs: Mapping,
+    pairs: Mapping[Version, set[Version]],
     policy: PinPolicy = PinPolicy.PROVEN,
 ) -> tuple[Answer, int]:
     """The answer built from ``atoms``, and the mask of the cells it admits."""
@@ -487,7 +487,7 @@ def _answer(
     return Answer(label, pins, lost, len(grid.good), unresolved), admitted
 
 
-def _rank_key(answer: Answer) -> tuple:
+def _rank_key(answer: Answer) -> tuple[Any, ...]:
     scoped = sum(1 for pin in answer.pins if pin.condition is not None)
     first = min((_axis_rank(pin.package) for pin in answer.pins), default=(0, ""))
     return (
@@ -631,7 +631,7 @@ def _alternative(
     if not excluded:
         return None
     specs = build_specifiers(goods, excluded, policy=policy)
-    windows: tuple = ()
+    windows: tuple[Window, ...] = ()
     if policy == PinPolicy.PROVEN and grid.released.get(package):
         windows = tuple(
             find_windows(
@@ -654,21 +654,21 @@ def _alternative(
     draft = Answer("", _with_pin(safe.pins, pin), (), len(grid.good))
     admitted = grid.admitted(draft)
     lost = grid.good_mask & ~admitted
-    pairs: dict[tuple, list[str]] = {}
+    pairs: dict[tuple[Value, Value], list[str]] = {}
     for observation in grid.cells(lost):
         key = (observation.value(package), observation.value(other))
         pairs.setdefault(key, []).append(observation.cell_id)
     first, second = sorted((package, other), key=_axis_rank)
-    gives_up = []
+    given_up: list[str] = []
     for (p, o), ids in sorted(
         pairs.items(), key=lambda item: (_value_key(item[0][0]), _value_key(item[0][1]))
     ):
         values = {package: p, other: o}
-        gives_up.append(
+        given_up.append(
             f"{first} {values[first]} x {second} {values[second]} [{', '.join(sorted(ids)[:2])}"
             + (f", +{len(ids) - 2} more]" if len(ids) > 2 else "]")
         )
-    gives_up = tuple(gives_up)
+    gives_up = tuple(given_up)
     pin = Pin(package, specs, None, exclusions, windows, gives_up)
     if windows:
         given = [v for w in windows for v in (w.releases if w.proven else w.tested)]
@@ -710,7 +710,7 @@ def find_tradeoffs(
     found: list[Tradeoff] = []
     chosen = safe
     for interaction, package, other, cells in _interactions(grid, diagnosis, unresolved, packages):
-        options = [
+        scored = [
             option
             for option in (
                 _alternative(grid, chosen, package, other, cells, interaction, policy),
@@ -722,7 +722,7 @@ def find_tradeoffs(
         options = [
             t
             for _, t in sorted(
-                options,
+                scored,
                 key=lambda o: (
                     o[0],
                     o[1].pairs,
@@ -858,7 +858,7 @@ def find_pins(
         if atoms is not None:
             chosen = tuple(pure + sorted(set(atoms), key=Atom.sort_key))
             distinct[chosen] = min(label, distinct.get(chosen, label))
-    answers: dict[tuple, Answer] = {}
+    answers: dict[tuple[Any, ...], Answer] = {}
     for chosen, label in distinct.items():
         answer, admitted = _answer(grid, label, list(chosen), pairs, policy)
         if answer.lost:

@@ -177,7 +177,7 @@ def _contains(specifiers: tuple[str, ...], version: Version) -> bool:
     return _specifier_set(specifiers).contains(version, prereleases=True)
 
 
-def _value_key(value: Any) -> tuple:
+def _value_key(value: Any) -> tuple[Any, ...]:
     if isinstance(value, Version):
         return (0, value, "")
     return (1, Version("0"), "" if value is None else str(value))

@@ -14,8 +14,6 @@ from .coverage import Coverage, coverage
 from .evidence import (
     EnvironmentAdvice,
     environment_advice,
-    PYTHON,
-    CellNote,
     VersionEvidence,
     _CellValues,
     _observe,
@@ -27,6 +25,7 @@ from .model import Answer, Tradeoff
 from .search import find_pins
 from .specifiers import PinPolicy
 from .untested import untested_beyond
+from .vocabulary import PYTHON, CellNote
 from .windows import admitted_releases, python_of
 
 
@@ -120,7 +119,7 @@ def suggest_pins(
             for package, versions in released.items()
         }
     suggestion = Suggestion(
-        counts=dict(counts),
+        counts={str(kind): n for kind, n in counts.items()},
         evidence=version_evidence(observations, list(packages) + [PYTHON]),
         answers=tuple(answers),
         unsatisfiable=tuple(unsatisfiable),

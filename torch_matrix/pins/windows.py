@@ -201,7 +201,8 @@ def admitted_releases(
     wheels_elsewhere = any(
         served is not None and wanted & set(served) for served in wheel_pythons.values()
     )
-    admitted, left = [], []
+    admitted: list[str] = []
+    left: list[str] = []
     for version in finals:
         served = wheel_pythons.get(version, ())
         if served == ():  # not listed: nothing known
@@ -283,7 +284,7 @@ def _cells_by_value(
     return found
 
 
-def _held(observation: Observation, package: str) -> tuple:
+def _held(observation: Observation, package: str) -> tuple[Any, ...]:
     free = {package} | COMPANIONS.get(package, set())
     return tuple(
         sorted((axis, str(value)) for axis, value in observation.values.items() if axis not in free)

@@ -59,6 +59,7 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
         tuple[str, str], list[str]
     ] = {}  # (id suffix, requirement) -> the probes it concerns
     for name, attribution in verdict.environment.items():
+        step: tuple[str, str] | None
         if (
             attribution.kind in (EnvironmentKind.MISSING_DEPENDENCY, EnvironmentKind.NUMPY_ABI)
             and attribution.requirement

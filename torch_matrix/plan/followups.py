@@ -35,6 +35,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from packaging.version import Version
 
@@ -55,6 +56,18 @@ from torch_matrix.vocab.records import (
     Cell,
     CellResult,
 )
+
+Context = tuple[tuple[str, str], ...]  # the held axes of a break (``context_of``)
+
+
+class Outcome(TypedDict):
+    """One release's outcome in a context (``outcomes_by_context``)."""
+
+    kind: str  # bisection.GOOD | BAD | SKIP
+    origin: str  # the cell's origin (a counterfactual counts as the cell it follows up)
+    cell: Cell
+    result: CellResult
+
 
 FOLLOWUPS_ENV = "TORCH_MATRIX_FOLLOWUPS"
 LEGACY_ENV = "TORCH_MATRIX_COUNTERFACTUALS"  # the cap's name before edges were follow-ups too
@@ -158,11 +171,11 @@ def _exact(specifier: str) -> str:
 
 def outcomes_by_context(
     results: Iterable[CellResult], axis: str = TORCH
-) -> dict[tuple, dict[str, dict[str, object]]]:
+) -> dict[Context, dict[str, Outcome]]:
     """context -> release on ``axis`` -> {"kind": GOOD|BAD|SKIP, "origin": ..., "cell": Cell,
     "result": CellResult}; a release both good and bad somewhere in a context counts as good (no
     pin excludes a version seen working)."""
-    found: dict[tuple, dict[str, dict[str, object]]] = {}
+    found: dict[Context, dict[str, Outcome]] = {}
     for result in results:
         cell = result.cell
         if (
@@ -273,7 +286,7 @@ def _edges_on(
     found: list[Edge] = []
     for context, tested in outcomes_by_context(results, axis).items():
         any_cell = next(iter(tested.values()))["cell"]
-        if axis not in moving_axes(any_cell, torchvision_axis):  # type: ignore[arg-type]
+        if axis not in moving_axes(any_cell, torchvision_axis):
             continue
         releases = [
             str(v)
@@ -304,7 +317,7 @@ def _edges_on(
         for run in runs:
             closing = run[-1]
             bads = run[:-1]
-            if torchvision_axis and axis in (TORCH, TORCHVISION) and any_cell.torchvision:  # type: ignore[attr-defined]
+            if torchvision_axis and axis in (TORCH, TORCHVISION) and any_cell.torchvision:
                 goods = [tested[v] for v in grid if kinds[v] == bisection.GOOD]
                 if on_torchvision([tested[v] for v in bads], goods) != (axis == TORCHVISION):
                     continue  # the other of the pair's axes carries this break
@@ -330,7 +343,7 @@ def _edges_on(
                         base,
                         tested,
                         kinds,
-                        axis,  # type: ignore[arg-type]
+                        axis,
                         tuple(bads),
                     )
                 )
@@ -338,11 +351,11 @@ def _edges_on(
 
 
 def _edge(
-    context: tuple,
+    context: Context,
     side: str,
     span: tuple[str, ...],
     base: Cell,
-    tested: Mapping[str, Mapping[str, object]],
+    tested: Mapping[str, Outcome],
     kinds: Mapping[str, str],
     axis: str = TORCH,
     breaking: tuple[str, ...] = (),
@@ -354,7 +367,7 @@ def _edge(
         if v in tested
         and tested[v]["origin"] == ORIGIN_EDGE
         and OTHER_CONFIGURATION not in tested[v]["cell"].tags
-    )  # type: ignore[attr-defined]
+    )
     budget = bisection.max_cells(len(span))
     wanted = bisection.next_version(list(span), outcomes) if len(span) > 1 else None
     if spent >= budget:
@@ -384,7 +397,7 @@ def other_configuration(
     has not tested. The configuration chosen is the one that differs from the edge's context on the
     fewest axes (then by cell id)."""
     wanted: list[OtherConfiguration] = []
-    by_axis: dict[str, dict[tuple, dict[str, dict[str, object]]]] = {}
+    by_axis: dict[str, dict[Context, dict[str, Outcome]]] = {}
     for edge in found:
         tested = by_axis.setdefault(edge.axis, outcomes_by_context(results, edge.axis))
         here = tested.get(edge.context, {})
@@ -401,7 +414,7 @@ def other_configuration(
                 and entry["origin"] == ORIGIN_EDGE
                 and release not in there
             ):
-                wanted.append(OtherConfiguration(edge, release, good, entry["result"]))  # type: ignore[arg-type]
+                wanted.append(OtherConfiguration(edge, release, good, entry["result"]))
     return wanted
 
 
@@ -409,10 +422,10 @@ _JUDGING = ("probes", "required", "install")
 
 
 def _passing_configuration(
-    tested: Mapping[tuple, Mapping[str, Mapping[str, object]]], edge: Edge
-) -> tuple[tuple, CellResult] | None:
+    tested: Mapping[Context, Mapping[str, Outcome]], edge: Edge
+) -> tuple[Context, CellResult] | None:
     held = dict(edge.context)
-    best: tuple | None = None
+    best: tuple[int, str, Context, CellResult] | None = None
     for context, releases in tested.items():
         other = dict(context)
         if context == edge.context or any(other.get(key) != held.get(key) for key in _JUDGING):
@@ -421,7 +434,7 @@ def _passing_configuration(
             entry = releases.get(release)
             if entry is None or entry["kind"] != bisection.GOOD or entry["origin"] != ORIGIN_MATRIX:
                 continue
-            result: CellResult = entry["result"]  # type: ignore[assignment]
+            result = entry["result"]
             if result.cell.origin != ORIGIN_MATRIX:
                 continue  # a counterfactual's environment is not a configuration of the grid
             differ = sum(1 for key in set(held) | set(other) if held.get(key) != other.get(key))
@@ -694,10 +707,10 @@ def plan_followups(
 
 def _confirmed_fixes(
     results: Sequence[CellResult],
-) -> dict[tuple[str, tuple], tuple[tuple[str, str], ...]]:
+) -> dict[tuple[str, Context], tuple[tuple[str, str], ...]]:
     """(axis, context) -> (requirement, counterfactual id) of each environment fix a counterfactual in
     that context confirmed (it passed): ``setuptools<82`` once a release's edge cell needed it."""
-    found: dict[tuple[str, tuple], dict[str, str]] = {}
+    found: dict[tuple[str, Context], dict[str, str]] = {}
     for result in results:
         cell = result.cell
         if (
@@ -738,13 +751,13 @@ def _waiting_for_counterfactuals(
     edge is found there), so the edge picks no other release before it is in."""
     if not pending:
         return []
-    by_axis: dict[str, dict[tuple, dict[str, dict[str, object]]]] = {}
+    by_axis: dict[str, dict[Context, dict[str, Outcome]]] = {}
     waiting = []
     for edge in found:
         tested = by_axis.setdefault(edge.axis, outcomes_by_context(results, edge.axis)).get(
             edge.context, {}
         )
-        if any(tested[v]["cell"].id in pending for v in edge.span if v in tested):  # type: ignore[attr-defined]
+        if any(tested[v]["cell"].id in pending for v in edge.span if v in tested):
             waiting.append(edge)
     return waiting
 

@@ -256,9 +256,10 @@ def _pair(
             for specifiers in _torch_specifiers(metadata[tv]):
                 for spec in specifiers:
                     if spec.operator in ("==", "===") and "*" not in spec.version:
-                        exact.setdefault(public_version(spec.version), tv)
+                        exact.setdefault(public_version(spec.version) or spec.version, tv)
                     if spec.operator in ("==", "===", ">=", ">", "~="):
-                        bound = Version(public_version(spec.version.replace(".*", "")))
+                        floor = spec.version.replace(".*", "")
+                        bound = Version(public_version(floor) or floor)
                         lowest = bound if lowest is None else min(lowest, bound)
                 for torch in needed:
                     if torch not in ranged and specifiers.contains(
@@ -269,9 +270,9 @@ def _pair(
             break
     pairing = {}
     for torch in needed:
-        tv = exact.get(torch) or ranged.get(torch)
-        if tv:
-            pairing[torch] = tv
+        paired = exact.get(torch) or ranged.get(torch)
+        if paired:
+            pairing[torch] = paired
     return pairing
 
 
@@ -285,7 +286,7 @@ def _torch_specifiers(requirements: Iterable[Any]) -> list[SpecifierSet]:
             continue
         try:
             for spec in requirement.specifier:
-                Version(public_version(spec.version.replace(".*", "")))
+                Version(public_version(spec.version.replace(".*", "")) or "")
         except InvalidVersion:
             continue
         found.append(requirement.specifier)
@@ -299,12 +300,12 @@ def select_torch(spec: Spec, facts: IndexFacts, variant: str) -> list[str]:
     """The torch versions a variant's cells use: explicit ones as given, else newest first."""
     selection: TorchSelection = spec.torch
     if selection.explicit:
-        for i, version in enumerate(selection.explicit):
-            if not facts.known_anywhere(version):
+        for i, wanted in enumerate(selection.explicit):
+            if not facts.known_anywhere(wanted):
                 raise UserError(
-                    f"torch {version} does not exist on {facts.where}",
+                    f"torch {wanted} does not exist on {facts.where}",
                     where=f"{spec.path}: torch[{i}]",
-                    hint=nearest_hint(version, facts.all_torch_versions()),
+                    hint=nearest_hint(wanted, facts.all_torch_versions()),
                 )
         return list(selection.explicit)
     available = [Version(v) for v in facts.available(variant)]
@@ -396,7 +397,7 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
     for _key, variant, torch in combos:
         for python, interpreter in pythons:
             for tv in tv_values:
-                for extras in itertools.product(*extra_values):
+                for choice in itertools.product(*extra_values):
                     cell = _make_cell(
                         spec,
                         facts,
@@ -405,7 +406,7 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
                         torch,
                         variant,
                         tv,
-                        dict(zip((e.name for e in spec.extras), extras)),
+                        dict(zip((e.name for e in spec.extras), choice)),
                     )
                     if not any(_rule_matches(rule, cell.axes, spec) for rule in spec.exclude):
                         planned.append(cell)

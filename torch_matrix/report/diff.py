@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from torch_matrix.vocab.records import CRASH, ERROR, FAIL, PASS, TIMEOUT, CellResult
 from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, verdict_of
+from torch_matrix.pins.model import Exclusion
 
 # Probe statuses that are evidence either way; unsupported / skip are neither (not counted).
 BAD_STATUSES = (FAIL, ERROR, TIMEOUT, CRASH)
@@ -157,11 +158,11 @@ def diff_snapshots(
     changes: list[ProbeChange] = []
     for cell_id in sorted(set(old_cells) | set(new.cells)):
         before, now = old_cells.get(cell_id), new.cells.get(cell_id)
-        if before is None:
-            appeared.append(CellChange(cell_id, "", now.verdict, now.reason))
-            continue
-        if now is None:
-            vanished.append(CellChange(cell_id, before.verdict, "", before.reason))
+        if before is None or now is None:
+            if now is not None:
+                appeared.append(CellChange(cell_id, "", now.verdict, now.reason))
+            elif before is not None:
+                vanished.append(CellChange(cell_id, before.verdict, "", before.reason))
             continue
         if before.verdict != now.verdict:
             change = CellChange(cell_id, before.verdict, now.verdict, now.reason or before.reason)
@@ -275,7 +276,7 @@ def pass_rate(statuses: Sequence[str | None], last: int | None = None) -> PassRa
 
 
 def exclusion_confidence(
-    exclusions: Iterable, rates: Mapping[tuple[str, str], PassRate]
+    exclusions: Iterable[Exclusion], rates: Mapping[tuple[str, str], PassRate]
 ) -> list[tuple[str, str]]:
     """For each pin exclusion (``package``, ``version``, ``probes``, ``cells``), how steady its
     evidence was over the history: ``(label, text)`` such as ``("torch 1.12.0",

@@ -13,7 +13,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when the page is rendered: the report's other outputs need no jinja2
+    import jinja2
 
 from torch_matrix.judge.causes import Cause, attribute
 from torch_matrix.vocab.escaping import shell_line
@@ -138,7 +141,7 @@ class CellView:
 
 @dataclass(frozen=True)
 class Column:
-    key: tuple
+    key: tuple[Any, ...]
     label: str
     sub: str
 
@@ -328,11 +331,11 @@ def _missing_view(cell: Cell, spec: str | None = None, probe_names: Sequence[str
     )
 
 
-def _column_key(cell: Cell, extra_names: Sequence[str]) -> tuple:
+def _column_key(cell: Cell, extra_names: Sequence[str]) -> tuple[Any, ...]:
     return (cell.variant, cell.python, tuple(cell.axes.get(name, "") for name in extra_names))
 
 
-def _column_sort(key: tuple) -> tuple:
+def _column_sort(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return (_variant_key(key[0]), _version_key(key[1]), key[2])
 
 
@@ -396,7 +399,7 @@ def build_page(
             else:
                 groups.append((key[0], 1))
 
-    slots: dict[tuple[str, str], dict[tuple, list[CellView]]] = {}
+    slots: dict[tuple[str, str], dict[tuple[Any, ...], list[CellView]]] = {}
     for cell, view in views:
         if cell.is_followup:
             continue  # listed apart: the grid shows what the spec planned
@@ -415,7 +418,7 @@ def build_page(
         )
 
     counts = count_verdicts(judged)
-    count_list = [(kind, TEXT_SYMBOLS[kind], counts[kind]) for kind in VERDICTS]
+    count_list = [(str(kind), TEXT_SYMBOLS[kind], counts[kind]) for kind in VERDICTS]
     if missing:
         count_list.append((MISSING, TEXT_SYMBOLS[MISSING], len(missing)))
     legend = [
@@ -453,7 +456,7 @@ def build_page(
 
 
 @lru_cache(maxsize=1)
-def _template() -> Any:
+def _template() -> jinja2.Template:
     import jinja2
 
     env = jinja2.Environment(

@@ -89,7 +89,7 @@ def _add(parent: ET.Element, tag: str, message: str, kind: str, body: str = "") 
         element.text = _clean(body)
 
 
-def _suite(item: Judged, counts: dict[str, int]) -> ET.Element:
+def _suite(item: Judged, counts: dict[str, float]) -> ET.Element:
     result, cell = item.result, item.cell
     suite = ET.Element("testsuite", name=_clean(cell.id))
     tests = failures = errors = skipped = 0
@@ -179,7 +179,7 @@ def _suite(item: Judged, counts: dict[str, int]) -> ET.Element:
 
 def render_junit(results: Iterable[CellResult | Judged], name: str = "torch-matrix") -> str:
     judged = judge(results)
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+    counts: dict[str, float] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     suites = [_suite(item, counts) for item in judged]
     root = ET.Element(
         "testsuites",

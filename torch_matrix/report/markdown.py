@@ -65,7 +65,7 @@ def _md_details(judged: Sequence[Judged], spec: str | None = None) -> str:
     """The details table; a repro is never cut: a short one-liner stays in the table, any other is
     printed whole below it (a table cell cannot hold a multi-line snippet)."""
     rows = []
-    snippets = []
+    snippets: list[str] = []
     for row in detail_rows(judged, full_repro=True):
         repro = row[5].strip()
         if repro and ("\n" in repro or len(repro) > INLINE_REPRO_CHARS):
@@ -192,12 +192,14 @@ def render_markdown_summary(
         ),
         ("tables omitted; cells listed by verdict", [head, _md_verdict_lists(judged, missing)]),
     ]
-    limit = max_bytes if max_bytes is not None else None
+    if max_bytes is None:
+        return join(*levels[0][1])
+    limit = max_bytes
     for note, sections in levels:
-        if note and limit is not None:
+        if note:
             sections = [sections[0], _shortened_note(note, limit), *sections[1:]]
         text = join(*sections)
-        if limit is None or _byte_len(text) <= limit:
+        if _byte_len(text) <= limit:
             return text
     note = _shortened_note("cut to fit", limit)
     marker = "\n\n…\n"

@@ -66,7 +66,7 @@ def _passes(result: CellResult, probe: str | None) -> bool:
     return found is not None and found.status == PASS
 
 
-def _distance(a: str, b: str) -> tuple:
+def _distance(a: str, b: str) -> tuple[Any, ...]:
     """How far apart two versions are, release part first (1.12.1 is nearer 1.12.0 than 1.13.1 is)."""
     ka, kb = _version_key(a), _version_key(b)
     if ka[0] or kb[0]:
@@ -81,7 +81,7 @@ def nearest_passing(
     """The cell that differs least from ``result`` (fewest axes, then the nearest torch) where ``probe``
     passes (the whole cell is compatible when no probe is named)."""
     cell = result.cell
-    best: tuple[tuple, Nearest] | None = None
+    best: tuple[tuple[Any, ...], Nearest] | None = None
     for other in results:
         if other.cell.id == cell.id or not _passes(other, probe):
             continue
@@ -122,7 +122,7 @@ def _json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
 
 def environment_rows(result: CellResult) -> list[tuple[str, str]]:
     interpreter, platform, gpu = result.interpreter, result.platform, result.gpu
-    rows = [("cell", Code(result.cell.id))]
+    rows: list[tuple[str, str]] = [("cell", Code(result.cell.id))]
     python = interpreter.get("version") or result.cell.python
     implementation = interpreter.get("implementation")
     rows.append(("Python", f"{python}" + (f" ({implementation})" if implementation else "")))
@@ -367,7 +367,7 @@ def render_bundle(
     lines += ["", "#### Environment", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
     command_probe = probe is not None and probe.isolation == "command"
-    if command_probe:
+    if command_probe and probe is not None:
         # A project's own test command: shell steps (the project by git URL and commit, the cell's
         # install made portable, the failing tests by node id), not a Python snippet.
         steps, notes = command_probe_lines(result, probe, project or {})
@@ -444,9 +444,8 @@ def render_bundle(
             "",
         ]
     text = "\n".join(lines).rstrip() + "\n"
-    if (
-        command_probe
-    ):  # no machine-local paths: the project and the cell's venv by role, not by place
+    if command_probe and probe is not None:
+        # no machine-local paths: the project and the cell's venv by role, not by place
         venv = str(
             Path(str(result.interpreter.get("path") or "/nonexistent/bin/python")).parent.parent
         )

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -95,7 +96,7 @@ class Judged:
         return self.result.cell
 
     @cached_property
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         """Computed once: one report sorts the same items for every view it renders."""
         return cell_sort_key(self.result.cell)
 
@@ -114,7 +115,7 @@ class Judged:
 
 
 @lru_cache(maxsize=4096)
-def _version_key(text: str) -> tuple:
+def _version_key(text: str) -> tuple[Any, ...]:
     try:
         return (0, Version(text), text)
     except InvalidVersion:
@@ -122,7 +123,7 @@ def _version_key(text: str) -> tuple:
 
 
 @lru_cache(maxsize=1024)
-def _variant_key(variant: str) -> tuple:
+def _variant_key(variant: str) -> tuple[Any, ...]:
     """default, cpu, then CUDA by number (cu92 < cu118), then the rest by name."""
     if variant == "default":
         return (0, 0, variant)
@@ -137,7 +138,7 @@ def extras_of(cell: Cell) -> dict[str, str]:
     return {name: value for name, value in cell.axes.items() if name not in CORE_AXES}
 
 
-def cell_sort_key(cell: Cell) -> tuple:
+def cell_sort_key(cell: Cell) -> tuple[Any, ...]:
     return (
         _version_key(cell.torch),
         _version_key(cell.torchvision),
@@ -368,15 +369,15 @@ def pivot_table(
     def column_label(key: tuple[str, str]) -> str:
         return f"{key[0]} py{key[1]}" if len(variants) > 1 else f"py{key[1]}"
 
-    def row_key(cell: Cell) -> tuple:
+    def row_key(cell: Cell) -> tuple[Any, ...]:
         return (
             cell.torch,
             cell.torchvision if with_torchvision else "",
             tuple(cell.axes.get(name, "") for name in extra_names),
         )
 
-    slots: dict[tuple, dict[tuple[str, str], list[str]]] = {}
-    cells: dict[tuple, list[Cell]] = {}
+    slots: dict[tuple[Any, ...], dict[tuple[str, str], list[str]]] = {}
+    cells: dict[tuple[Any, ...], list[Cell]] = {}
     flagged = {item.cell.id for item in judged if item.verdict.advice}
     for cell, kind in entries:
         key = row_key(cell)

@@ -104,8 +104,8 @@ class CellSteps:
     # cell): the run's prefetch of the next cells' wheels (``torch_matrix.run.prefetch``). None: nothing.
     probes_starting: Callable[[Cell], Any] | None = None
 
-    def resolved(self) -> "CellSteps":
-        return CellSteps(
+    def resolved(self) -> "_Steps":
+        return _Steps(
             install=self.install or environment.install,
             verify=self.verify or environment.verify,
             probes=self.probes or probe_process.run_probes,
@@ -113,6 +113,18 @@ class CellSteps:
             gpu=self.gpu or probe_process.host_gpu,
             probes_starting=self.probes_starting,
         )
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """``CellSteps`` with every edge chosen: what ``run_cell`` calls."""
+
+    install: Callable[..., InstallOutcome]
+    verify: Callable[..., InstallOutcome]
+    probes: Callable[..., ProbeRun]
+    interpreter: Callable[[str, Mapping[str, str]], dict[str, Any]]
+    gpu: Callable[[], dict[str, Any]]
+    probes_starting: Callable[[Cell], Any] | None
 
 
 def _now() -> str:
@@ -401,8 +413,9 @@ def inherited(ran: Sequence[ProbeResult], base: CellResult) -> tuple[ProbeResult
     ``base``'s result, marked ``evidence.inherited_from``; in ``base``'s order, then the rest."""
     fresh = {p.name: p for p in ran}
     merged = [
-        fresh.pop(p.name, None)
-        or dataclasses.replace(p, evidence={**dict(p.evidence), "inherited_from": base.cell.id})
+        fresh.pop(p.name)
+        if p.name in fresh
+        else dataclasses.replace(p, evidence={**dict(p.evidence), "inherited_from": base.cell.id})
         for p in base.probes
         if p.name != PROBE_RUNNER
     ]
@@ -413,7 +426,7 @@ def _probe_and_finish(
     cell: Cell,
     venv_python: str,
     settings: CellSettings,
-    step: CellSteps,
+    step: _Steps,
     env: Mapping[str, str],
     progress: Progress,
     started: str,
@@ -431,7 +444,7 @@ def _probe_and_finish(
     with progress.phase("probes") as note:
         if step.probes_starting is not None:
             step.probes_starting(cell)
-        if subset:
+        if subset and base is not None:
             progress.line(
                 f"  | only the probe(s) the finding concerns: {', '.join(cell.probe_subset)}; "
                 f"the others are {base.cell.id}'s"
@@ -445,7 +458,7 @@ def _probe_and_finish(
             echo=lambda line: progress.line(f"  | {line}"),
         )
         run = rerun_failures(runs, venv_python, settings, env, run, progress, step.probes, install)
-        if subset and not any(p.name == PROBE_RUNNER for p in run.probes):
+        if subset and base is not None and not any(p.name == PROBE_RUNNER for p in run.probes):
             run = ProbeRun(inherited(run.probes, base), run.data)
         counts: dict[str, int] = {}
         for probe in run.probes:

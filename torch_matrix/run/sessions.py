@@ -79,9 +79,16 @@ class MatrixPlan:
     def cells_dir(self) -> Path:
         return layout.cells_dir(self.run_dir)
 
+    @property
+    def planned_spec(self) -> Spec:
+        """The spec, where a session runs cells (``load_plan`` read one for it)."""
+        if self.spec is None:
+            raise RuntimeError("this nox invocation planned no matrix: it read no spec")
+        return self.spec
+
     def fingerprint(self, cell: Cell) -> str:
         """Same as ``torch-matrix plan --json`` prints, so CI shards and resume agree."""
-        return cell.fingerprint(self.spec.index.to_json(), self.suite)
+        return cell.fingerprint(self.planned_spec.index.to_json(), self.suite)
 
     def interpreter_for(self, cell: Cell) -> str:
         """An absolute interpreter path; ours when the cell's Python is missing (see module doc)."""
@@ -242,7 +249,7 @@ def refresh_targets(plan: MatrixPlan, cell: Cell) -> bool:
     path = layout.cell_file(plan.cells_dir, cell.id)
     stored = read_result(path)
     again = (
-        rejudged(stored, tuple(plan.spec.targets))
+        rejudged(stored, tuple(plan.planned_spec.targets))
         if stored is not None and plan.spec is not None
         else None
     )
@@ -315,19 +322,19 @@ def run_matrix_cell(
     settings = CellSettings(
         cells_dir=plan.cells_dir,
         work_dir=venv / "torch-matrix",
-        index_config=plan.spec.index,
+        index_config=plan.planned_spec.index,
         fingerprint=plan.fingerprint(cell),
-        probe_dirs=tuple(plan.spec.probes.dirs),
-        probe_commands=dict(plan.spec.probes.commands),
-        probe_timeout_s=plan.spec.probes.timeout,
+        probe_dirs=tuple(plan.planned_spec.probes.dirs),
+        probe_commands=dict(plan.planned_spec.probes.commands),
+        probe_timeout_s=plan.planned_spec.probes.timeout,
         probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
         retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
         position=position,
         total=len(plan.cells),
-        project_dir=project_dir(plan.spec),
+        project_dir=project_dir(plan.planned_spec),
         probe_reruns=probe_reruns(environ),
         rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"),
-        targets=plan.spec.targets,
+        targets=plan.planned_spec.targets,
     )
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
@@ -533,7 +540,9 @@ def prefetch_steps(
 
     if getattr(session, "parallel", False):
         return lambda cell, first: None
-    prefetcher = run_prefetcher(session, plan.spec.index, plan.interpreter_for, venvs_dir, environ)
+    prefetcher = run_prefetcher(
+        session, plan.planned_spec.index, plan.interpreter_for, venvs_dir, environ
+    )
     if prefetcher is None:
         return lambda cell, first: None
 
@@ -572,7 +581,7 @@ def run_followups_session(
 
     try:
         plan = load_plan(environ, plan=False)
-        spec = plan.spec
+        spec = plan.planned_spec
         if not plan.cells_dir.is_dir():
             session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
         for cell_id in redo_cells(session.posargs):  # its result gone, the planner plans it again

@@ -142,7 +142,7 @@ def uv_args(items: Sequence[str], base_dir: str) -> list[str]:
 
 def requirement_names(items: Sequence[str]) -> set[str]:
     """Canonical names of the plain PEP 508 requirements among ``items``."""
-    names = set()
+    names: set[str] = set()
     for text in items:
         item = parse_item(text)
         if item.kind == REQUIREMENT:

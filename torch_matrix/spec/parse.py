@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,10 +45,10 @@ from torch_matrix.spec.model import (
     TorchSelection,
 )
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+if sys.version_info >= (3, 11):
+    import tomllib as tomllib  # re-exported: world/specfile reads TOML the same way
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 
 def derived_name(path: Path) -> str:
@@ -128,7 +129,7 @@ def parse_pyproject(
     project = data.get("project")
     project_name = project.get("name") if isinstance(project, dict) else None
     if isinstance(project_name, str) and NAME_RE.match(canonicalize_name(project_name)):
-        default_name = canonicalize_name(project_name)
+        default_name: str = canonicalize_name(project_name)
     else:
         default_name = derived_name(Path(where).parent / "matrix.toml")
     return _Parser(shown, environ or {}, base_dir or os.path.dirname(where), default_name).spec(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -29,12 +30,12 @@ SCHEMA_VERSION = 6
 # ``cell.reason`` (why a follow-up cell exists); a version-5 file is a version-6 file without them.
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 
-try:  # Python 3.11+
-    from enum import StrEnum
-except ImportError:  # pragma: no cover - Python 3.10
+if sys.version_info >= (3, 11):
+    from enum import StrEnum as StrEnum  # re-exported: the layers' status enums derive from it
+else:  # pragma: no cover - Python 3.10
     from enum import Enum
 
-    class StrEnum(str, Enum):  # type: ignore[no-redef]
+    class StrEnum(str, Enum):
         """Members are their string values (``str(m) == m.value``), as in Python 3.11."""
 
         def __str__(self) -> str:

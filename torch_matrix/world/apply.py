@@ -180,9 +180,9 @@ def update_requirement(
     out = []
     for specs, marker in replaced:
         combined = _join_markers(existing_marker, marker)
-        line = prefix.rstrip() + ",".join(specs) + (f"; {combined}" if combined else "")
-        Requirement(line)  # our own output must parse
-        out.append(line)
+        text = prefix.rstrip() + ",".join(specs) + (f"; {combined}" if combined else "")
+        Requirement(text)  # our own output must parse
+        out.append(text)
     return out
 
 

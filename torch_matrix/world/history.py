@@ -128,7 +128,7 @@ class History:
     def import_run(self, results: Sequence[CellResult], run: RunRef) -> bool:
         """Add ``run`` with its results; False (and nothing written) when it is already there."""
         snapshot = snapshot_of(results, run)
-        counts = {kind: 0 for kind in VERDICTS}
+        counts: dict[str, int] = {kind: 0 for kind in VERDICTS}
         for state in snapshot.cells.values():
             counts[state.verdict] = counts.get(state.verdict, 0) + 1
         with self.db:

@@ -707,10 +707,10 @@ class PackageIndex:
         pythons: Sequence[str] = (),
     ) -> dict[str, list[Requirement]]:
         """Metadata of many releases (see ``requires_dist``); cold fetches run in parallel."""
-        versions = [str(v) for v in versions]
+        wanted = [str(v) for v in versions]
         found: dict[str, list[Requirement]] = {}
         missing = []
-        for version in versions:  # warm: all from the cache, no threads
+        for version in wanted:  # warm: all from the cache, no threads
             try:
                 found[version] = self.requires_dist(project, version, True, pythons)
             except NotCached:
@@ -725,7 +725,7 @@ class PackageIndex:
                         pool.map(lambda v: self.requires_dist(project, v, False, pythons), missing),
                     )
                 )
-        return {v: found[v] for v in versions}
+        return {v: found[v] for v in wanted}
 
     def _metadata(self, item: DistFile, cache_only: bool = False) -> list[str]:
         path = _local_path(item.url)

@@ -19,7 +19,9 @@ def fft_roundtrip(ctx):
     error = float((x - y).abs().max())
     ctx.note("max_abs_err", error)
     if error > 1e-5:
-        raise Fail("roundtrip differs by %g" % error, observed=y.tolist(), expected=x.tolist(), repro=REPRO)
+        raise Fail(
+            "roundtrip differs by %g" % error, observed=y.tolist(), expected=x.tolist(), repro=REPRO
+        )
     return {"max_abs_err": error}
 
 
@@ -36,9 +38,13 @@ def channels_last_conv(ctx):
     observed = conv.to(memory_format=torch.channels_last)(x.to(memory_format=torch.channels_last))
     diff = float((expected - observed).abs().max())
     if diff > 1e-4:
-        raise Fail("channels_last conv differs by %g" % diff, observed=diff, expected="<= 1e-4",
-                   repro="import torch; torch.manual_seed(0); c = torch.nn.Conv2d(3, 4, 3); "
-                         "x = torch.randn(2, 3, 8, 8); "
-                         "print((c(x) - c.to(memory_format=torch.channels_last)"
-                         "(x.to(memory_format=torch.channels_last))).abs().max())")
+        raise Fail(
+            "channels_last conv differs by %g" % diff,
+            observed=diff,
+            expected="<= 1e-4",
+            repro="import torch; torch.manual_seed(0); c = torch.nn.Conv2d(3, 4, 3); "
+            "x = torch.randn(2, 3, 8, 8); "
+            "print((c(x) - c.to(memory_format=torch.channels_last)"
+            "(x.to(memory_format=torch.channels_last))).abs().max())",
+        )
     return {"max_abs_diff": diff}

@@ -5,10 +5,12 @@ import pytest
 
 # A fresh interpreter each time: the point is what `import torch` already did to CUDA.
 COUNT = "import torch; print(torch.cuda.device_count())"
-AFTER_IMPORT = ("import torch\n"
-                "from tinytrain.device import select_device\n"
-                "select_device('cpu')  # sets CUDA_VISIBLE_DEVICES after import torch\n"
-                "print(torch.cuda.device_count())\n")
+AFTER_IMPORT = (
+    "import torch\n"
+    "from tinytrain.device import select_device\n"
+    "select_device('cpu')  # sets CUDA_VISIBLE_DEVICES after import torch\n"
+    "print(torch.cuda.device_count())\n"
+)
 
 
 def _run(code):

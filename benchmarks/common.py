@@ -73,16 +73,16 @@ def run_command(
 
 
 def run_nox_matrix(
-    envdir: Path, env: Mapping[str, str], *args: str
+    envdir: Path, env: Mapping[str, str], *args: str, noxfile: Path | None = None
 ) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """``nox -s matrix`` through the project's noxfile as a user runs it (never raises on its exit
-    status: the caller reads the results); (wall seconds, the finished process)."""
+    """``nox -s matrix`` through the project's noxfile (or ``noxfile``) as a user runs it (never
+    raises on its exit status: the caller reads the results); (wall seconds, the finished process)."""
     command = [
         sys.executable,
         "-m",
         "nox",
         "-f",
-        str(REPO_ROOT / "noxfile.py"),
+        str(noxfile or REPO_ROOT / "noxfile.py"),
         "--envdir",
         str(envdir),
         "-s",

@@ -12,9 +12,10 @@
     run without prefetch pays on top of its probes; a minute instead of a whole prefetch-off
     matrix). Per run, the phases summed (install, verify, probes) and the load average.
 (b) **The README's default matrix, warm.** ``nox -s matrix`` with no spec (the built-in default
-    matrix), twice side by side: ``TORCH_MATRIX_RERUN_ALWAYS=1`` (the old rule: every failing
-    probe rerun twice) and the new rule (rerun only what can change the answer). Wall time of
-    each and the seconds each cell's probe phase saved.
+    matrix), twice side by side: through ``benchmarks/old_rule_noxfile.py`` (the old rule: every
+    failing probe rerun twice; ``benchmarks/old_rerun_rule.py``) and the shipped noxfile (the new
+    rule: rerun only what can change the answer). Wall time of each and the seconds each cell's
+    probe phase saved.
 
 Real wheels, several GB for (a): run it late, once, on a quiet machine. Both parts need real
 torch cells, so ``--quick`` skips them (NOT MEASURED).
@@ -31,9 +32,7 @@ from .stats import human_bytes, ratio, targets_for
 
 FIGURE = "8_speed"
 GOALS = {"cold / warm wall, 5 cells, full suite": ("<=", 1.25, "x")}
-RERUN_ALWAYS_ENV = (
-    "TORCH_MATRIX_RERUN_ALWAYS"  # torch_matrix.run.cellrun: the old rerun rule, for this figure
-)
+OLD_RULE_NOXFILE = Path(__file__).resolve().parent / "old_rule_noxfile.py"  # the old rerun rule
 BUDGET_ENV = (
     "TORCH_MATRIX_PREFETCH_FREE_GB"  # torch_matrix.run.prefetch: free space a fetch must leave
 )
@@ -52,12 +51,17 @@ def cold_spec() -> str:
     )
 
 
-def run_nox(ctx: Context, label: str, env: dict[str, str]) -> dict[str, Any]:
-    """``nox -s matrix`` through the project's noxfile, fresh results and venvs; wall time and per-cell timings."""
+def run_nox(
+    ctx: Context, label: str, env: dict[str, str], noxfile: Path | None = None
+) -> dict[str, Any]:
+    """``nox -s matrix`` through the project's noxfile (or ``noxfile``), fresh results and venvs;
+    wall time and per-cell timings."""
     results = ctx.dir(f"speed-results-{label}")
     envdir = ctx.dir(f"speed-envs-{label}")
     wall, proc = run_nox_matrix(
-        envdir, {"TORCH_MATRIX_RESULTS": str(results), "TORCH_MATRIX_REDO": "1", **env}
+        envdir,
+        {"TORCH_MATRIX_RESULTS": str(results), "TORCH_MATRIX_REDO": "1", **env},
+        noxfile=noxfile,
     )
     cells = cell_timings(results)
     if not cells:
@@ -214,18 +218,14 @@ def measure_default(ctx: Context, repeats: int) -> dict[str, Any]:
     walls: dict[str, list[float]] = {"old": [], "new": []}
     cells: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     for i in range(repeats):
-        for label, value in (("old", "1"), ("new", "")):
+        for label, noxfile in (("old", OLD_RULE_NOXFILE), ("new", None)):
             # No spec: the repository root has no matrix.toml, so nox plans the built-in default matrix.
             # Each run its own torch.compile cache: the second must not find the kernels the first compiled.
             inductor = ctx.dir(f"speed-inductor-default-{label}-{i}")
-            env = {
-                "TORCH_MATRIX_SPEC": "",
-                RERUN_ALWAYS_ENV: value,
-                "TORCHINDUCTOR_CACHE_DIR": str(inductor),
-            }
+            env = {"TORCH_MATRIX_SPEC": "", "TORCHINDUCTOR_CACHE_DIR": str(inductor)}
             settle()
             load = load_average()
-            run = run_nox(ctx, f"default-{label}-{i}", env)
+            run = run_nox(ctx, f"default-{label}-{i}", env, noxfile)
             remove_tree(inductor)
             remove_tree(ctx.work / f"speed-envs-default-{label}-{i}")
             walls[label].append(run["wall_s"])

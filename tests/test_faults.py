@@ -985,6 +985,43 @@ def test_non_utf8_spec_is_one_line(tmp_path, index):
         hint_of(done.stderr)
 
 
+# Issue 35: a bad TORCH_MATRIX_FOLLOWUPS was silently the default ('x') or 0 ('-1'), and
+# TORCH_MATRIX_PREFETCH_FREE_GB=1e300 was a traceback in every session. Each bad value is now one
+# line naming the variable and what it accepts, in the session that reads it, before any cell.
+@pytest.mark.parametrize(
+    "name, value, session, accepts",
+    [
+        ("TORCH_MATRIX_FOLLOWUPS", "x", "followups", "a whole number >= 0"),
+        ("TORCH_MATRIX_FOLLOWUPS", "-1", "followups", "a whole number >= 0"),
+        ("TORCH_MATRIX_FOLLOWUPS", "-1", "matrix", "a whole number >= 0"),
+        ("TORCH_MATRIX_PREFETCH_FREE_GB", "1e300", "matrix", "a number of GB from 0 to"),
+        ("TORCH_MATRIX_PREFETCH_FREE_GB", "1e300", "report", "a number of GB from 0 to"),
+        ("TORCH_MATRIX_PROBE_RERUNS", "-1", "matrix", "a whole number >= 0"),
+        ("TORCH_MATRIX_REDO", "maybe", "matrix", "1, true, yes, on, or 0, false, no, off"),
+    ],
+)
+def test_a_bad_variable_is_one_line_in_the_session_that_reads_it(
+    tmp_path, index, name, value, session, accepts
+):
+    spec = write_spec(tmp_path, index.url)
+    done = run_nox(tmp_path, env_for(tmp_path, spec, **{name: value}), "-s", session)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_error(done.stdout + done.stderr, name, repr(value), accepts)
+    assert line.startswith(f"torch-matrix: error: {name}: "), line
+    assert f"{name}=" in hint_of(done.stderr)
+    assert not cells_dir(tmp_path).exists() or not list(cells_dir(tmp_path).glob("*.json"))
+
+
+def test_a_bad_variable_is_one_line_from_every_command(tmp_path, index):
+    spec = write_spec(tmp_path, index.url)
+    env = env_for(tmp_path, spec, TORCH_MATRIX_PREFETCH_FREE_GB="1e300")
+    for done in (cli(tmp_path, env, "plan"), cli(tmp_path, env, "report", str(tmp_path))):
+        assert done.returncode == 2, done.stdout + done.stderr
+        one_error(done.stderr, "TORCH_MATRIX_PREFETCH_FREE_GB", "'1e300'")
+    listed = cli(tmp_path, env, "help", "env")  # the table of variables prints whatever they hold
+    assert listed.returncode == 0 and "TORCH_MATRIX_PREFETCH_FREE_GB" in listed.stdout
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, index):
     """One finished run of two cells (compatible, incompatible), copied by the tests that need one

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from torch_matrix.pins import requirement_lines, suggest_pins
 from torch_matrix.pins.specifiers import PinPolicy, specifier_set
 from torch_matrix.plan import bisection, followups
+from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import ORIGIN_EDGE, ORIGIN_MATRIX, UNSATISFIABLE, Cell, CellResult
 from packaging.version import Version
 from tests.factories import make_cell, make_probe, make_result
@@ -205,7 +206,13 @@ def test_cap_from_reads_the_follow_up_cap():
     assert (
         followups.cap_from({"TORCH_MATRIX_COUNTERFACTUALS": "3"}) == 3
     )  # the older name still works
-    assert followups.cap_from({"TORCH_MATRIX_FOLLOWUPS": "x"}) == followups.DEFAULT_CAP
+    for bad in ("x", "-1", "2.5"):  # issue 35: 'x' was silently 24, '-1' silently 0
+        with pytest.raises(UserError) as caught:
+            followups.cap_from({"TORCH_MATRIX_FOLLOWUPS": bad})
+        assert caught.value.one_line() == (
+            f"torch-matrix: error: TORCH_MATRIX_FOLLOWUPS: {bad!r} is not accepted: expected a "
+            "whole number >= 0 (0 switches follow-up cells off)"
+        )
     assert followups.within_cap(["a", "b"], 7, 8) == (["a"], 1)
 
 

@@ -257,7 +257,8 @@ def test_cache_dir_and_ttl_from_environment(tmp_path):
     with pytest.raises(UserError) as caught:
         index_mod.default_ttl({"TORCH_MATRIX_INDEX_TTL": "soon"})
     assert caught.value.one_line() == (
-        "torch-matrix: error: TORCH_MATRIX_INDEX_TTL: expected seconds, got 'soon'"
+        "torch-matrix: error: TORCH_MATRIX_INDEX_TTL: 'soon' is not accepted: expected a number "
+        "of seconds >= 0 (0 always refetches the listings)"
     )
 
 

@@ -22,6 +22,7 @@ nox.options.sessions = ["matrix"]
 
 # Plan only when matrix cells may be selected: `nox -s tests` must not need a valid spec,
 # and `nox -s report` (a CI merge job) reads only the spec's name, not the indexes.
+sessions.check_settings()  # every TORCH_MATRIX_* variable, for every session (nox -l included)
 PLAN = sessions.MatrixPlan()
 if wants_matrix(sys.argv[1:]):
     try:

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 from torch_matrix.edges import console
 from torch_matrix.edges.fileio import WriteFailed
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import EXIT_BAD_INPUT, UserError
 
 
@@ -347,6 +348,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command != "help":  # the table of variables must print whatever their values
+            settings.parse(os.environ)  # every TORCH_MATRIX_* variable, before any work
         handler: Callable[[argparse.Namespace], int] = args.handler
         return int(handler(args) or 0)
     except UserError as error:

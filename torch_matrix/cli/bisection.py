@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any
 from torch_matrix.vocab import layout
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import ORIGIN_BISECT
+from torch_matrix.vocab import settings as env_settings
 from torch_matrix.vocab.escaping import terminal
 
 if TYPE_CHECKING:  # imported when the command runs: other commands' start-up pays nothing
     from torch_matrix.plan import bisection as bisect_logic
     from torch_matrix.vocab.records import Cell, CellResult
 
-NIGHTLY_ENV = "TORCH_MATRIX_NIGHTLY_INDEX"
-DEFAULT_NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/cpu"
+NIGHTLY_ENV = env_settings.NIGHTLY_ENV
+DEFAULT_NIGHTLY_INDEX = env_settings.DEFAULT_NIGHTLY_INDEX
 TEST_PROBE = "test"
 BISECT_PREFIX = "bisect-"
 BISECT_RUN_SUFFIX = "-bisect"  # results/<spec name>-bisect/cells: never the run's own cells
@@ -148,7 +149,7 @@ def _versions(
     from torch_matrix.world.index import open_index
 
     if args.nightly:
-        url = args.nightly_index or environ.get(NIGHTLY_ENV) or DEFAULT_NIGHTLY_INDEX
+        url = args.nightly_index or env_settings.read(environ, NIGHTLY_ENV) or DEFAULT_NIGHTLY_INDEX
         index_config = dataclasses.replace(spec.index, default=url)
         days = []
         for name, text in (("--good", args.good), ("--bad", args.bad)):

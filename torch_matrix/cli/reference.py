@@ -14,6 +14,7 @@ import sys
 from importlib import resources
 from typing import TextIO
 
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 
 TOPICS_HINT = (
@@ -79,7 +80,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
         out.write("A key works as a topic too: torch-matrix help spec index\n")
         return 0
     if subject in ("env", "environment"):
-        subject, name = "spec", "environment"
+        out.write(settings.render_table())
+        return 0
     if subject != "spec":
         raise UserError(
             f"no help on {subject!r}",

@@ -26,6 +26,7 @@ from torch_matrix.report import markdown as report_markdown
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import Cell
 from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import MERGED_NAME, PINS_DIR, SPEC_ENV, SUMMARY_NAME
 from torch_matrix.world.results import load_results, write_merged
 from torch_matrix.judge.verdict import NO_EVIDENCE
@@ -345,7 +346,7 @@ def _report(args: argparse.Namespace) -> int:
     missing = missing_cells(planned, present)
 
     max_bytes = _arg(args, "max_summary_bytes")
-    spec = _arg(args, "spec") or os.environ.get(SPEC_ENV) or None  # for the rerun lines
+    spec = _arg(args, "spec") or settings.read(os.environ, SPEC_ENV)  # for the rerun lines
     judged = report.judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
         table = report_markdown.render_markdown_summary(

@@ -15,6 +15,7 @@ from pathlib import Path
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.escaping import terminal
 from torch_matrix.edges.fileio import atomic_write
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import SPEC_ENV
 from torch_matrix.report.repro import chosen_probe, chosen_target, render_bundle
 from torch_matrix.world.results import load_results
@@ -64,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
             str(results_dir),
             hint=f"its probes: {names}",
         )
-    spec = args.spec or os.environ.get(SPEC_ENV) or None
+    spec = args.spec or settings.read(os.environ, SPEC_ENV)
     if chosen_probe(result, args.probe) is None and not args.probe:
         print(
             f"torch-matrix: note: every probe of {args.cell} passed; the bundle describes the cell",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from torch_matrix.edges import proc
 from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import RESULTS_ENV, SPEC_ENV
 from torch_matrix.world.specfile import find_spec, load_spec
 
@@ -63,7 +64,7 @@ def run_environment(
             hint="pass an existing file with --spec (or $TORCH_MATRIX_SPEC)",
         )
     env[SPEC_ENV] = str(path)
-    root = Path(results or environ.get(RESULTS_ENV) or "results")
+    root = Path(results or settings.read(environ, RESULTS_ENV) or settings.DEFAULT_RESULTS)
     env[RESULTS_ENV] = str(root if root.is_absolute() else cwd / root)
     return env
 

@@ -18,8 +18,9 @@ from typing import IO
 
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.layout import LOCK_NAME
+from torch_matrix.vocab.settings import LOCK_OWNER_ENV
 
-OWNER_ENV = "TORCH_MATRIX_LOCK_OWNER"
+OWNER_ENV = LOCK_OWNER_ENV
 
 _held: dict[Path, IO[str]] = {}  # kept open for the life of the process
 

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from torch_matrix.vocab.settings import CELL_ENV
+
 PIPE = subprocess.PIPE
 STDOUT = subprocess.STDOUT
 CompletedProcess = subprocess.CompletedProcess
@@ -269,7 +271,7 @@ def kill_group(process: subprocess.Popen) -> None:
 # ``kill_marked`` finds them in ``/proc/<pid>/environ``. No cgroups, no root. Off Linux
 # (no ``/proc``) only the child's process group is killed.
 
-MARKER = "TORCH_MATRIX_CELL"
+MARKER = CELL_ENV
 
 
 def new_marker() -> str:

@@ -32,7 +32,6 @@ results and asks again, until it returns nothing or the per-run cap is spent.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
@@ -47,7 +46,9 @@ from torch_matrix.plan.counterfactual import (
     counterfactual_of,
     plan_counterfactuals,
 )
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import ID_UNSAFE
+from torch_matrix.vocab.settings import FOLLOWUPS_ENV as FOLLOWUPS_ENV
 from torch_matrix.vocab.records import (
     CORE_AXES,
     ORIGIN_COUNTERFACTUAL,
@@ -69,9 +70,7 @@ class Outcome(TypedDict):
     result: CellResult
 
 
-FOLLOWUPS_ENV = "TORCH_MATRIX_FOLLOWUPS"
-LEGACY_ENV = "TORCH_MATRIX_COUNTERFACTUALS"  # the cap's name before edges were follow-ups too
-DEFAULT_CAP = 24
+DEFAULT_CAP = settings.DEFAULT_FOLLOWUPS
 EDGE_SEPARATOR = "-edge"
 START, END = "start", "end"
 TORCH, TORCHVISION = "torch", "torchvision"
@@ -85,15 +84,11 @@ def is_followup_id(cell_id: str) -> bool:
     return _CF_SEPARATOR in cell_id or cell_id.endswith(EDGE_SEPARATOR)
 
 
-def cap_from(environ: Mapping[str, str] = os.environ) -> int:
-    """The most follow-up cells a run may add (``0``: off); a bad value is the default."""
-    raw = (environ.get(FOLLOWUPS_ENV) or environ.get(LEGACY_ENV) or "").strip()
-    if not raw:
-        return DEFAULT_CAP
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        return DEFAULT_CAP
+def cap_from(environ: Mapping[str, str]) -> int:
+    """The most follow-up cells a run may add (``0``: off): ``$TORCH_MATRIX_FOLLOWUPS`` (or its
+    older name) in ``environ``; a bad value is a ``UserError`` naming it (vocab/settings.py)."""
+    cap: int = settings.read(environ, FOLLOWUPS_ENV)
+    return cap
 
 
 # ---------------------------------------------------------------------------- edges

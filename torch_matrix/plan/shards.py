@@ -7,12 +7,12 @@ runner reuses the wheels of its groups.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from packaging.version import Version
 
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import Cell
 
@@ -22,17 +22,15 @@ SHARD_HINT = (
 
 
 def parse_shard(text: str, where: str = "--shard") -> tuple[int, int]:
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
-    if not match:
+    """``--shard K/N`` or ``TORCH_MATRIX_SHARD``: the one parser (vocab/settings.py), this error."""
+    try:
+        return settings.parse_shard(text or "")
+    except settings.BadValue:
         raise UserError(
-            f"invalid shard {text!r} (expected K/N such as 2/5)", where=where, hint=SHARD_HINT
-        )
-    k, n = int(match.group(1)), int(match.group(2))
-    if n < 1 or not 1 <= k <= n:
-        raise UserError(
-            f"invalid shard {text!r} (K must be between 1 and N)", where=where, hint=SHARD_HINT
-        )
-    return k, n
+            f"invalid shard {text!r} (expected K/N with 1 <= K <= N, such as 2/5)",
+            where=where,
+            hint=SHARD_HINT,
+        ) from None
 
 
 def shard_bounds(cells: Sequence[Cell], n: int) -> tuple[list[int], list[int]]:

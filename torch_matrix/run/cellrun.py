@@ -65,9 +65,6 @@ class CellSettings:
     probe_reruns: int = (
         2  # a failing or crashing probe runs at most this many more times (k of n recorded)
     )
-    rerun_always: bool = (
-        False  # the old rule: every failing probe rerun probe_reruns times (benchmark only)
-    )
     uv: str | None = None
     # The project under test (the spec's directory): install paths are relative to it, and
     # command probes (``pytest -q tests``) run from it. None: the current directory.
@@ -222,9 +219,7 @@ def rerun_failures(
     - a failure ``explained_failures`` explains (changed default, environment) is not rerun: its
       message stays as the first run wrote it.
 
-    ``settings.rerun_always`` (``TORCH_MATRIX_RERUN_ALWAYS=1``, for the benchmark's side-by-side
-    figure) restores the old rule: every failing probe rerun ``probe_reruns`` times. The probe
-    runner's own death is not rerun here: it is no evidence."""
+    The probe runner's own death is not rerun here: it is no evidence."""
     # Command probes (a project's own pytest run) are not rerun: a whole test suite three times
     # is the project's call (pytest's own rerun plugins), not the tool's.
     failing = [
@@ -234,9 +229,8 @@ def rerun_failures(
     ]
     if not failing or settings.probe_reruns <= 0 or any(p.name == PROBE_RUNNER for p in run.probes):
         return run
-    if not settings.rerun_always:
-        explained = explained_failures(cell, install, run.probes)
-        failing = [p for p in failing if p.name not in explained]
+    explained = explained_failures(cell, install, run.probes)
+    failing = [p for p in failing if p.name not in explained]
     first = {p.name: p for p in failing}
     reruns: dict[str, list[ProbeResult | None]] = {name: [] for name in first}
     open_names = tuple(first)
@@ -258,13 +252,12 @@ def rerun_failures(
         by_name = {p.name: p for p in again.probes}
         for name in open_names:
             reruns[name].append(by_name.get(name))
-        if not settings.rerun_always:
-            open_names = tuple(
-                name
-                for name in open_names
-                if first[name].status in _ALWAYS_RERUN
-                or not _same_failure(first[name], by_name.get(name))
-            )
+        open_names = tuple(
+            name
+            for name in open_names
+            if first[name].status in _ALWAYS_RERUN
+            or not _same_failure(first[name], by_name.get(name))
+        )
     merged = tuple(merge_reruns(p, reruns[p.name]) if reruns.get(p.name) else p for p in run.probes)
     return ProbeRun(merged, run.data)
 

@@ -28,7 +28,6 @@ installs a pair over its own requirement (``install = "override"``).
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import threading
@@ -39,14 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.edges import proc
-from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab import settings as env_settings
+from torch_matrix.vocab.settings import BUDGET_ENV as BUDGET_ENV, PREFETCH_ENV as PREFETCH_ENV
 from torch_matrix.vocab.records import Cell
 from torch_matrix.world import environment, probe_process
 
-PREFETCH_ENV = "TORCH_MATRIX_PREFETCH"
-BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"
-DEFAULT_AHEAD = 2
-DEFAULT_FREE_GB = 10.0
+DEFAULT_AHEAD = env_settings.DEFAULT_PREFETCH
+DEFAULT_FREE_GB = env_settings.DEFAULT_PREFETCH_FREE_GB
 POLL_S = 0.5
 
 
@@ -57,30 +55,9 @@ class PrefetchSettings:
 
 
 def settings_from(environ: Mapping[str, str] = os.environ) -> PrefetchSettings:
-    """The prefetch settings from the environment; a bad value is one error line with a hint."""
-    raw = environ.get(PREFETCH_ENV, "").strip()
-    try:
-        ahead = int(raw) if raw else DEFAULT_AHEAD
-        if ahead < 0:
-            raise ValueError
-    except ValueError:
-        raise UserError(
-            f"expected a number of cells >= 0, got {raw!r}",
-            where=PREFETCH_ENV,
-            hint=f"unset it for the default ({DEFAULT_AHEAD}), or {PREFETCH_ENV}=0 to switch "
-            f"prefetching off",
-        ) from None
-    raw = environ.get(BUDGET_ENV, "").strip()
-    try:
-        free_gb = float(raw) if raw else DEFAULT_FREE_GB
-        if not math.isfinite(free_gb) or free_gb < 0:
-            raise ValueError
-    except ValueError:
-        raise UserError(
-            f"expected a number of GB >= 0, got {raw!r}",
-            where=BUDGET_ENV,
-            hint=f"unset it for the default ({DEFAULT_FREE_GB:g} GB of free space kept)",
-        ) from None
+    """The prefetch settings from the environment; a bad value is one error line (vocab/settings.py)."""
+    ahead: int = env_settings.read(environ, PREFETCH_ENV)
+    free_gb: float = env_settings.read(environ, BUDGET_ENV)
     return PrefetchSettings(ahead=ahead, min_free_bytes=int(free_gb * 1e9))
 
 

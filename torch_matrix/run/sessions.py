@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch_matrix.edges import console
 from torch_matrix.vocab import layout
+from torch_matrix.vocab import settings as env_settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.escaping import terminal
 from torch_matrix.vocab.layout import (
@@ -136,6 +137,7 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
     """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard)."""
     from torch_matrix.world.specfile import load_spec
 
+    env_settings.parse(environ)  # every variable: a bad value stops here, before any cell runs
     spec = load_spec(None, environ)
     root = results_root(environ)
     if not plan:
@@ -157,8 +159,6 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
             missing.append(name)
         else:
             interpreters[interpreter.minor] = os.path.abspath(interpreter.path)
-    seconds_from_env(environ, GRACE_ENV, 60.0)  # bad values fail here, before any cell runs
-    seconds_from_env(environ, BACKOFF_ENV, 3.0)
     cells = shard_cells(planned.cells, environ.get(SHARD_ENV, ""), SHARD_ENV)
     from torch_matrix.world.probesuite import suite_digest
 
@@ -230,7 +230,7 @@ def _split_redo(posargs: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def redo_requested(posargs: Sequence[str], environ: Mapping[str, str] = os.environ) -> bool:
-    return environ.get(REDO_ENV, "") not in ("", "0") or "--redo" in posargs
+    return bool(env_settings.read(environ, REDO_ENV)) or "--redo" in posargs
 
 
 def is_complete(plan: MatrixPlan, cell: Cell) -> bool:
@@ -283,7 +283,7 @@ def claim_gpu(devices: Sequence[str], lock_dir: Path, position: int = 0) -> Iter
 
 
 def gpu_list(environ: Mapping[str, str] = os.environ) -> list[str]:
-    return [d.strip() for d in environ.get(GPUS_ENV, "").split(",") if d.strip()]
+    return list(env_settings.read(environ, GPUS_ENV))
 
 
 def run_matrix_cell(
@@ -327,13 +327,12 @@ def run_matrix_cell(
         probe_dirs=tuple(plan.planned_spec.probes.dirs),
         probe_commands=dict(plan.planned_spec.probes.commands),
         probe_timeout_s=plan.planned_spec.probes.timeout,
-        probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
-        retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
+        probe_grace_s=env_settings.read(environ, GRACE_ENV),
+        retry_backoff_s=env_settings.read(environ, BACKOFF_ENV),
         position=position,
         total=len(plan.cells),
         project_dir=project_dir(plan.planned_spec),
         probe_reruns=probe_reruns(environ),
-        rerun_always=environ.get(RERUN_ALWAYS_ENV, "") not in ("", "0"),
         targets=plan.planned_spec.targets,
     )
     venv_python = str(venv / "bin" / "python")
@@ -363,24 +362,6 @@ def run_matrix_cell(
         session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
 
 
-def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> float:
-    """A finite, non-negative number of seconds from ``name``, else ``default``."""
-    import math
-
-    text = environ.get(name, "")
-    try:
-        value = float(text) if text else default
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise UserError(
-            f"expected a number of seconds >= 0, got {text!r}",
-            where=name,
-            hint=f"unset it for the default ({default:g} s), or e.g. {name}={default:g}",
-        )
-    return value
-
-
 def stop_on_sigterm() -> None:
     """SIGTERM (``docker stop``, a cancelled CI job) unwinds like Ctrl-C, so a running cell kills
     its probe runner and everything it started instead of leaving them to init."""
@@ -392,23 +373,11 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-RERUNS_ENV = "TORCH_MATRIX_PROBE_RERUNS"
-DEFAULT_RERUNS = 2
-# The old rerun rule (every failing probe rerun TORCH_MATRIX_PROBE_RERUNS times, even a steady or
-# explained failure): kept only so the benchmark can measure old and new side by side.
-RERUN_ALWAYS_ENV = "TORCH_MATRIX_RERUN_ALWAYS"
-
-
 def probe_reruns(environ: Mapping[str, str] = os.environ) -> int:
     """At most how many more times a failing or crashing probe runs (``0``: never); default 2.
     ``torch_matrix.run.cellrun.rerun_failures`` decides which failures a rerun can change."""
-    raw = environ.get(RERUNS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_RERUNS
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        return DEFAULT_RERUNS
+    reruns: int = env_settings.read(environ, env_settings.RERUNS_ENV)
+    return reruns
 
 
 def run_counterfactuals(
@@ -610,8 +579,8 @@ def run_followups_session(
             probe_dirs=tuple(spec.probes.dirs),
             probe_commands=dict(spec.probes.commands),
             probe_timeout_s=spec.probes.timeout,
-            probe_grace_s=seconds_from_env(environ, GRACE_ENV, 60.0),
-            retry_backoff_s=seconds_from_env(environ, BACKOFF_ENV, 3.0),
+            probe_grace_s=env_settings.read(environ, GRACE_ENV),
+            retry_backoff_s=env_settings.read(environ, BACKOFF_ENV),
             total=cap,
             project_dir=project_dir(spec),
             probe_reruns=probe_reruns(environ),
@@ -692,6 +661,15 @@ def _with_env(settings: CellSettings, extra: Mapping[str, str]) -> CellSettings:
     import dataclasses
 
     return dataclasses.replace(settings, env={**settings.env, **extra})
+
+
+def check_settings(environ: Mapping[str, str] = os.environ) -> None:
+    """Parse every ``TORCH_MATRIX_*`` variable as the noxfile loads: a bad value is one error line
+    and exit 2 before any session runs, never a traceback inside one."""
+    try:
+        env_settings.parse(environ)
+    except UserError as error:
+        fail_cleanly(error)
 
 
 def fail_cleanly(error: UserError) -> None:

@@ -15,18 +15,22 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-RESULTS_ENV = "TORCH_MATRIX_RESULTS"
-SPEC_ENV = "TORCH_MATRIX_SPEC"
-SHARD_ENV = "TORCH_MATRIX_SHARD"
-REDO_ENV = "TORCH_MATRIX_REDO"
-GPUS_ENV = "TORCH_MATRIX_GPUS"
-GRACE_ENV = "TORCH_MATRIX_PROBE_GRACE"  # seconds the cell watchdog adds for start-up (default 60)
-BACKOFF_ENV = "TORCH_MATRIX_RETRY_BACKOFF"  # seconds before an install retry, times the attempt (3)
+from torch_matrix.vocab import settings
+from torch_matrix.vocab.settings import (  # the run's variables (vocab/settings.py declares them)
+    BACKOFF_ENV as BACKOFF_ENV,
+    GPUS_ENV as GPUS_ENV,
+    GRACE_ENV as GRACE_ENV,
+    REDO_ENV as REDO_ENV,
+    RESULTS_ENV as RESULTS_ENV,
+    SHARD_ENV as SHARD_ENV,
+    SPEC_ENV as SPEC_ENV,
+)
+
 LOCK_NAME = (
     ".torch-matrix.lock"  # in the run directory and the nox env dir (torch_matrix/edges/locks.py)
 )
 
-DEFAULT_RESULTS = "results"
+DEFAULT_RESULTS = settings.DEFAULT_RESULTS
 DEFAULT_RUN = "default"
 CELLS_DIR = "cells"
 MERGED_NAME = "results.json"
@@ -45,7 +49,7 @@ FOLLOWUPS_SESSION = (
 
 
 def results_root(environ: Mapping[str, str] = os.environ) -> Path:
-    return Path(environ.get(RESULTS_ENV) or DEFAULT_RESULTS).absolute()
+    return Path(settings.read(environ, RESULTS_ENV) or DEFAULT_RESULTS).absolute()
 
 
 def run_dir(root: str | os.PathLike[str], run_name: str | None = None) -> Path:

@@ -33,14 +33,14 @@ from torch_matrix.report.diff import (
     snapshot_of,
 )
 from torch_matrix.edges import proc
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.settings import HISTORY_ENV, RESULTS_ENV
 from torch_matrix.vocab.records import PASS, CellResult
 from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, VERDICTS
 
-HISTORY_ENV = "TORCH_MATRIX_HISTORY"
 # runs' per-verdict count columns, in table order (``environment`` came with migration 2)
 _COUNT_COLUMNS = ("compatible", "incompatible", "unsatisfiable", "error", "environment")
-RESULTS_ENV = "TORCH_MATRIX_RESULTS"
 DB_NAME = "history.sqlite"
 MESSAGE_LIMIT = 500  # characters of a probe message kept; the result files keep everything
 REPRO_LIMIT = 2000
@@ -90,9 +90,10 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def default_db_path(environ: Mapping[str, str] = os.environ) -> Path:
-    if environ.get(HISTORY_ENV):
-        return Path(environ[HISTORY_ENV])
-    return Path(environ.get(RESULTS_ENV) or "results") / DB_NAME
+    explicit = settings.read(environ, HISTORY_ENV)
+    if explicit:
+        return Path(explicit)
+    return Path(settings.read(environ, RESULTS_ENV) or settings.DEFAULT_RESULTS) / DB_NAME
 
 
 def db_path(explicit: str | None, environ: Mapping[str, str] = os.environ) -> Path:

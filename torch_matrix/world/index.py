@@ -36,11 +36,12 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from torch_matrix.edges.console import warn_once
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write
 from torch_matrix.world.specfile import PYPI_SIMPLE, IndexConfig
 
-DEFAULT_TTL_S = 6 * 3600
+DEFAULT_TTL_S = settings.DEFAULT_INDEX_TTL_S
 HTTP_TIMEOUT_S = 30.0
 MAX_WHEEL_BYTES = 64 * 1024 * 1024  # only to read METADATA when the index serves no .metadata
 ACCEPT = (
@@ -102,32 +103,18 @@ class DistFile:
 
 
 def default_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    if environ.get("TORCH_MATRIX_CACHE_DIR"):
-        return Path(environ["TORCH_MATRIX_CACHE_DIR"])
+    explicit = settings.read(environ, settings.CACHE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
     if environ.get("XDG_CACHE_HOME"):
         return Path(environ["XDG_CACHE_HOME"]) / "torch-matrix"
     return Path.home() / ".cache" / "torch-matrix"
 
 
 def default_ttl(environ: Mapping[str, str] = os.environ) -> float:
-    raw = environ.get("TORCH_MATRIX_INDEX_TTL", "")
-    if not raw:
-        return DEFAULT_TTL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UserError(
-            f"expected seconds, got {raw!r}",
-            where="TORCH_MATRIX_INDEX_TTL",
-            hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)",
-        ) from None
-    if value < 0:
-        raise UserError(
-            f"expected seconds >= 0, got {raw!r}",
-            where="TORCH_MATRIX_INDEX_TTL",
-            hint="seconds as a number, e.g. TORCH_MATRIX_INDEX_TTL=3600 (0 always refetches the listings)",
-        )
-    return value
+    """``$TORCH_MATRIX_INDEX_TTL`` seconds, else 6 h (vocab/settings.py parses it)."""
+    ttl: float = settings.read(environ, settings.TTL_ENV)
+    return ttl
 
 
 def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[str, bytes] | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import SPEC_ENV
 from torch_matrix.spec.model import *  # noqa: F403 - re-exported: torch_matrix.world.specfile is the public face
 from torch_matrix.spec.model import DEFAULT_SPEC_PATH, PYPROJECT, PYPROJECT_TABLE, Spec
@@ -60,7 +61,7 @@ def find_spec(
 
     An explicit file named ``pyproject.toml`` is read through its ``[tool.torch-matrix]`` table.
     """
-    explicit = path or environ.get(SPEC_ENV)
+    explicit = path or settings.read(environ, SPEC_ENV)
     if explicit:
         chosen = Path(explicit)
         return SpecSource(chosen, pyproject=chosen.name == PYPROJECT)

@@ -1,0 +1,165 @@
+"""The settings table (torch_matrix/vocab/settings.py): every ``TORCH_MATRIX_*`` variable declared
+once, parsed by one parser, a bad value one line naming the variable and what it accepts; the
+table, ``torch-matrix help env`` and the spec reference's environment section agree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from torch_matrix.cli import main
+from torch_matrix.cli.reference import reference_text, topic
+from torch_matrix.probes import pytest_outcomes
+from torch_matrix.vocab import settings
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.settings import BY_NAME, INTERNAL, USER, VARIABLES, Settings, parse, read
+
+PACKAGE = Path(__file__).resolve().parent.parent / "torch_matrix"
+NAME = re.compile(r"\bTORCH_MATRIX_[A-Z][A-Z_]*[A-Z]\b")
+PARSED = [v for v in VARIABLES if v.field and v.setter == USER]
+
+
+def test_every_variable_the_code_names_is_declared_once() -> None:
+    named = {
+        name: path.relative_to(PACKAGE)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name in NAME.findall(path.read_text(encoding="utf-8"))
+    }
+    assert sorted(set(named) - set(BY_NAME)) == []
+    assert len(BY_NAME) == len(VARIABLES) == 20  # 21 before: TORCH_MATRIX_RERUN_ALWAYS left
+    assert "TORCH_MATRIX_RERUN_ALWAYS" not in named  # a benchmark-only switch: not in the product
+
+
+def test_the_probe_suite_reads_the_declared_names() -> None:
+    """The probe suite imports nothing of ours (stdlib only): its own spelling must match."""
+    assert pytest_outcomes.OUT_ENV == settings.PYTEST_OUT_ENV
+    facts = (PACKAGE / "probes" / "facts.py").read_text(encoding="utf-8")
+    assert f'"{settings.VERIFIED_DB_ENV}"' in facts
+
+
+def test_unset_and_empty_are_the_defaults() -> None:
+    assert parse({}) == Settings()
+    assert parse({v.name: "" for v in VARIABLES}) == Settings()
+    assert parse({v.name: "  " for v in PARSED}) == Settings()
+
+
+@pytest.mark.parametrize(
+    "name, raw, value",
+    [
+        ("TORCH_MATRIX_FOLLOWUPS", "0", 0),
+        ("TORCH_MATRIX_FOLLOWUPS", "7", 7),
+        ("TORCH_MATRIX_COUNTERFACTUALS", "3", 3),
+        ("TORCH_MATRIX_PREFETCH", "0", 0),
+        ("TORCH_MATRIX_PREFETCH_FREE_GB", "2.5", 2.5),
+        ("TORCH_MATRIX_PREFETCH_FREE_GB", "1e9", 1e9),
+        ("TORCH_MATRIX_PROBE_GRACE", "0.5", 0.5),
+        ("TORCH_MATRIX_PROBE_RERUNS", "0", 0),
+        ("TORCH_MATRIX_RETRY_BACKOFF", "0", 0.0),
+        ("TORCH_MATRIX_INDEX_TTL", "0", 0.0),
+        ("TORCH_MATRIX_SHARD", "2/5", (2, 5)),
+        ("TORCH_MATRIX_REDO", "1", True),
+        ("TORCH_MATRIX_REDO", "yes", True),
+        ("TORCH_MATRIX_REDO", "0", False),
+        ("TORCH_MATRIX_GPUS", "0, 1", ("0", "1")),
+        ("TORCH_MATRIX_NIGHTLY_INDEX", "file:///srv/nightly", "file:///srv/nightly"),
+        ("TORCH_MATRIX_RESULTS", "/r", "/r"),
+    ],
+)
+def test_a_good_value_is_read(name: str, raw: str, value: object) -> None:
+    field = BY_NAME[name].field
+    assert getattr(parse({name: raw}), field) == value
+    target = BY_NAME[name].alias_of or name
+    assert read({name: raw}, target) == value
+
+
+@pytest.mark.parametrize(
+    "name, raw",
+    [
+        ("TORCH_MATRIX_FOLLOWUPS", "x"),  # issue 35: was silently the default (24)
+        ("TORCH_MATRIX_FOLLOWUPS", "-1"),  # issue 35: was silently 0
+        ("TORCH_MATRIX_FOLLOWUPS", "2.5"),
+        ("TORCH_MATRIX_COUNTERFACTUALS", "-1"),
+        ("TORCH_MATRIX_PREFETCH", "two"),
+        ("TORCH_MATRIX_PREFETCH", "-1"),
+        ("TORCH_MATRIX_PREFETCH_FREE_GB", "1e300"),  # issue 35: was an OverflowError traceback
+        ("TORCH_MATRIX_PREFETCH_FREE_GB", "nan"),
+        ("TORCH_MATRIX_PREFETCH_FREE_GB", "-1"),
+        ("TORCH_MATRIX_PROBE_GRACE", "inf"),
+        ("TORCH_MATRIX_PROBE_GRACE", "-3"),
+        ("TORCH_MATRIX_PROBE_RERUNS", "-1"),  # was silently 0
+        ("TORCH_MATRIX_PROBE_RERUNS", "many"),  # was silently 2
+        ("TORCH_MATRIX_RETRY_BACKOFF", "soon"),
+        ("TORCH_MATRIX_INDEX_TTL", "-1"),
+        ("TORCH_MATRIX_SHARD", "0/3"),
+        ("TORCH_MATRIX_SHARD", "3"),
+        ("TORCH_MATRIX_REDO", "maybe"),
+        ("TORCH_MATRIX_GPUS", "0,,1"),
+        ("TORCH_MATRIX_NIGHTLY_INDEX", "download.pytorch.org/whl/nightly"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_variable_and_what_it_accepts(
+    name: str, raw: str
+) -> None:
+    variable = BY_NAME[name]
+    with pytest.raises(UserError) as caught:
+        parse({name: raw})
+    assert caught.value.one_line() == (
+        f"torch-matrix: error: {name}: {raw!r} is not accepted: expected {variable.accepted}"
+    )
+    assert f"{name}={variable.example}" in caught.value.hint
+    with pytest.raises(UserError):
+        read({name: raw}, variable.alias_of or name)
+
+
+def test_the_current_name_wins_over_the_older_one() -> None:
+    both = {"TORCH_MATRIX_FOLLOWUPS": "5", "TORCH_MATRIX_COUNTERFACTUALS": "9"}
+    assert parse(both).followups == 5 == read(both, "TORCH_MATRIX_FOLLOWUPS")
+
+
+def test_variables_set_by_the_tool_or_read_in_the_cell_are_not_parsed_here() -> None:
+    assert parse({"TORCH_MATRIX_LOCK_OWNER": "x", "TORCH_MATRIX_VERIFIED_DB": ""}) == Settings()
+    with pytest.raises(KeyError):
+        read({}, "TORCH_MATRIX_CELL")
+
+
+def test_help_env_prints_every_variable_with_its_default_and_accepted_values(capsys) -> None:
+    assert main(["help", "env"]) == 0
+    out = capsys.readouterr().out
+    for variable in VARIABLES:
+        assert f"  {variable.name}  ({variable.type})" in out
+        assert variable.meaning in out
+        if variable.setter == USER:
+            assert f"default: {variable.default}" in out
+            assert f"accepts: {variable.accepted}" in out
+    assert out.index("TORCH_MATRIX_NIGHTLY_INDEX") < out.index("Set by torch-matrix")
+    assert out.index("Set by torch-matrix") < out.index("TORCH_MATRIX_LOCK_OWNER")
+
+
+def test_the_spec_reference_lists_what_the_table_declares() -> None:
+    section = topic(reference_text(), "environment")
+    assert section is not None
+    listed = set(NAME.findall(section))
+    assert listed == set(BY_NAME)
+    rows = {
+        match.group(1): match.group(2)
+        for match in re.finditer(r"^\| `(TORCH_MATRIX_[A-Z_]+)` \| (.*) \|$", section, re.M)
+    }
+    for variable in VARIABLES:
+        if variable.setter == INTERNAL:
+            assert variable.name not in rows  # listed among those torch-matrix sets itself
+            continue
+        assert variable.name in rows, variable.name
+        default = re.split(r"[ ,]", variable.default)[0]
+        assert default.strip("./") in rows[variable.name], (variable.name, default)
+
+
+def test_a_bad_value_stops_a_command_before_it_runs(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TORCH_MATRIX_FOLLOWUPS", "-1")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("torch-matrix: error: TORCH_MATRIX_FOLLOWUPS: '-1' is not accepted")
+    assert err[1].startswith("  hint: e.g. TORCH_MATRIX_FOLLOWUPS=24")
+    assert "Traceback" not in "\n".join(err)

@@ -14,6 +14,8 @@ DOCS = REPO / "docs"
 def _markdown_files() -> list[Path]:
     return [
         REPO / "README.md",
+        REPO / "CONTRIBUTING.md",
+        *sorted((REPO / "benchmarks").glob("*.md")),
         *sorted(DOCS.glob("*.md")),
         *sorted((REPO / "examples").rglob("README.md")),
     ]
@@ -70,3 +72,37 @@ def test_every_message_troubleshooting_quotes_is_printed_by_the_code() -> None:
             if len(piece) >= 8 and piece not in source:
                 missing.append(f"{message!r}: {piece!r}")
     assert missing == []
+
+
+def _prose(path: Path) -> str:
+    return re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_the_readme_is_for_users() -> None:
+    """At most 150 lines; each term defined (in bold) where it first appears; every verdict in
+    the table on one line; the contributor's material (the suite's parts, the fault suite, the
+    browser) in CONTRIBUTING.md, not in the user's path."""
+    from torch_matrix.judge.verdict import VERDICTS
+    from torch_matrix.report.terminal import MISSING, TEXT_SYMBOLS
+
+    readme = REPO / "README.md"
+    assert len(readme.read_text(encoding="utf-8").splitlines()) <= 150
+    prose = _prose(readme)
+    for term in ("variant", "cell", "probe", "evidence", "counterfactual"):
+        first = re.search(rf"\b{term}s?\b", prose, re.I)
+        assert first, term
+        assert prose[first.start() - 2 : first.start()] == "**", f"{term!r} used before defined"
+    for kind in [*VERDICTS, MISSING]:
+        row = f"| `{TEXT_SYMBOLS[kind]} {kind}` |"
+        assert row in prose, row
+    contributing = " ".join(_prose(REPO / "CONTRIBUTING.md").split())
+    for detail in ("unshare -m", "tmpfs", "Chromium", "jq", "REAL-WHEEL CHECKS DID NOT RUN"):
+        assert detail not in prose and detail in contributing, detail
+
+
+def test_the_benchmarks_readme_is_current_figures_and_no_machine_paths() -> None:
+    for page in sorted((REPO / "benchmarks").glob("*.md")):
+        assert not re.search(r"/work/|/root/", page.read_text(encoding="utf-8")), page.name
+    text = (REPO / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    assert "## Current figures" in text and "## Reproduce" in text
+    assert "TORCH_MATRIX_RERUN_ALWAYS" not in text

@@ -11,7 +11,7 @@ import pytest
 
 from torch_matrix.cli import main
 from torch_matrix.cli.reference import reference_text, topic
-from torch_matrix.probes import pytest_outcomes
+from torch_matrix.probes import pytest_outcomes, pytest_select
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.settings import BY_NAME, INTERNAL, USER, VARIABLES, Settings, parse, read
@@ -28,13 +28,16 @@ def test_every_variable_the_code_names_is_declared_once() -> None:
         for name in NAME.findall(path.read_text(encoding="utf-8"))
     }
     assert sorted(set(named) - set(BY_NAME)) == []
-    assert len(BY_NAME) == len(VARIABLES) == 20  # 21 before: TORCH_MATRIX_RERUN_ALWAYS left
+    assert (
+        len(BY_NAME) == len(VARIABLES) == 21
+    )  # RERUN_ALWAYS left, the ecosystem's PYTEST_ONLY came
     assert "TORCH_MATRIX_RERUN_ALWAYS" not in named  # a benchmark-only switch: not in the product
 
 
 def test_the_probe_suite_reads_the_declared_names() -> None:
     """The probe suite imports nothing of ours (stdlib only): its own spelling must match."""
     assert pytest_outcomes.OUT_ENV == settings.PYTEST_OUT_ENV
+    assert pytest_select.ONLY_ENV == settings.PYTEST_ONLY_ENV
     facts = (PACKAGE / "probes" / "facts.py").read_text(encoding="utf-8")
     assert f'"{settings.VERIFIED_DB_ENV}"' in facts
 

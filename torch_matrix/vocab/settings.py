@@ -44,6 +44,7 @@ VERIFIED_DB_ENV = "TORCH_MATRIX_VERIFIED_DB"
 LOCK_OWNER_ENV = "TORCH_MATRIX_LOCK_OWNER"
 CELL_ENV = "TORCH_MATRIX_CELL"
 PYTEST_OUT_ENV = "TORCH_MATRIX_PYTEST_OUT"
+PYTEST_ONLY_ENV = "TORCH_MATRIX_PYTEST_ONLY"
 
 # Who sets a variable: the user, or torch-matrix for its own children (documented, not parsed).
 USER, INTERNAL = "user", "internal"
@@ -352,6 +353,15 @@ VARIABLES: tuple[Variable, ...] = (
         "path",
         "",
         "where a command probe's pytest writes its outcomes",
+        "set by torch-matrix",
+        setter=INTERNAL,
+        parsed=IN_CELL,
+    ),
+    Variable(
+        PYTEST_ONLY_ENV,
+        "path",
+        "",
+        "the ecosystem run's retry: a file of the test node ids a project's pytest reruns",
         "set by torch-matrix",
         setter=INTERNAL,
         parsed=IN_CELL,

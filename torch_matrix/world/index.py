@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import (
@@ -229,7 +229,8 @@ def _range_metadata(url: str, filename: str, fetch_range: RangeFetch) -> str | N
     """A remote wheel's METADATA by range requests; None where the server has no ranges."""
     try:
         with _RangeFile(url, fetch_range) as remote:
-            return _wheel_metadata(remote, filename)
+            # zipfile reads any seekable binary file; typeshed's IO[bytes] has no RawIOBase.
+            return _wheel_metadata(cast(IO[bytes], remote), filename)
     except _NoRanges:
         return None
 

@@ -1,4 +1,5 @@
-"""Vocabulary: the records every layer speaks (Cell, CellResult, ProbeResult, the status StrEnums and the
-JSON round trip), `UserError` with its hint, and the run layout (paths, variable and session names).
+"""Vocabulary: the records every layer speaks (Cell, CellResult, ProbeResult, the status StrEnums
+and the JSON round trip), `UserError` with its hint, the run layout (paths, session names), and
+`settings`: every `TORCH_MATRIX_*` environment variable, declared once, with its one parser.
 Pure; may import the standard library only. The published result schema lives in `schema/`.
 """

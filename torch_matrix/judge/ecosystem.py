@@ -236,13 +236,12 @@ def classify(
         if found:
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
     missing = [_MISSING_TEST_DEPENDENCY.search(text) for text in texts]
-    if texts and all(missing):
-        first = missing[0]
-        assert first is not None
+    found_missing = [match for match in missing if match is not None]
+    if texts and len(found_missing) == len(missing):
         return Classified(
             project,
             EcoClass.SPURIOUS,
-            f"both sides: a test dependency is missing ({first.group(0)}): add it to the "
+            f"both sides: a test dependency is missing ({found_missing[0].group(0)}): add it to the "
             "project's requires",
             spurious=SpuriousKind.HARNESS,
         )

@@ -131,6 +131,23 @@ def test_the_cause_catalogue(message: str, kind: str) -> None:
         assert "add_safe_globals([foo.Bar])" in cause.fix
 
 
+def test_terminal_bold_is_dropped_and_the_log_names_the_global_a_cut_message_lost() -> None:
+    cut = "Weights only load failed. \x1b[1mdo those steps only if you trust\x1b[0m. (1) In"
+    meta, sides = _world(1)
+    ids = list(sides["p0000"]["candidate"].tests)
+    sides["p0000"]["candidate"] = _side(
+        "p0000",
+        Role.CANDIDATE,
+        SideStatus.FAILED,
+        dict.fromkeys(ids, "failed"),
+        messages=dict.fromkeys(ids, cut),
+        output_tail="E   WeightsUnpickler error: Unsupported global: GLOBAL tp.Model was not allowed",
+    )
+    (row,) = [r for r in build(meta, sides).rows if r.name == "p0000"]
+    assert "\x1b" not in row.classified.evidence and "\x1b" not in row.groups[0].message
+    assert "add_safe_globals([tp.Model])" in row.groups[0].cause.fix
+
+
 def test_diff_names_each_project_that_changed_class() -> None:
     meta, sides = _world(6)
     old = build(meta, sides).to_json()

@@ -135,10 +135,15 @@ def newly_failing(before: SideRun, after: SideRun) -> set[str]:
     return passed & failed
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # torch's own messages carry terminal bold
+
+
 def _message(side: SideRun, test: str) -> str:
     if test == WHOLE or test not in side.messages:
-        return side.detail or side.summary or side.output_tail[-300:]
-    return side.messages[test]
+        text = side.detail or side.summary or side.output_tail[-300:]
+    else:
+        text = side.messages[test]
+    return _ANSI.sub("", text)
 
 
 def _failure_texts(side: SideRun, tests: set[str]) -> list[str]:
@@ -305,18 +310,23 @@ class RegressionCause:
         return {"kind": self.kind, "what": self.what, "fix": self.fix}
 
 
-def cause_of(message: str) -> RegressionCause:
-    """The cause of one failure message (a group of failing tests shares it)."""
+def cause_of(message: str, context: str = "") -> RegressionCause:
+    """The cause of one failure message (a group of failing tests shares it); ``context`` (the
+    side's log tail) may name what the cut message does not (the global a checkpoint needs)."""
     from torch_matrix.judge.causes import VersionKind
 
     if _WEIGHTS_ONLY.search(message):
-        found = _UNSUPPORTED_GLOBAL.search(message)
-        named = found.group(1) if found else "the classes in the checkpoint"
+        found = _UNSUPPORTED_GLOBAL.search(message) or _UNSUPPORTED_GLOBAL.search(context)
+        allow = (
+            f"allow {found.group(1)} with torch.serialization.add_safe_globals([{found.group(1)}])"
+            if found
+            else "allow the classes the checkpoint holds with "
+            "torch.serialization.add_safe_globals([...])"
+        )
         return RegressionCause(
             str(VersionKind.CHANGED_DEFAULT),
             "torch.load defaults to weights_only=True (torch 2.6)",
-            f"load trusted files with torch.load(..., weights_only=False), or allow {named} with "
-            f"torch.serialization.add_safe_globals([{named}])",
+            f"load trusted files with torch.load(..., weights_only=False), or {allow}",
         )
     missing = _MISSING_MODULE.search(message)
     if missing:

@@ -92,15 +92,15 @@ class Report:
         }
 
 
-def groups_of(classified: Classified) -> tuple[FailureGroup, ...]:
+def groups_of(classified: Classified, context: str = "") -> tuple[FailureGroup, ...]:
     """A regression's failing tests grouped by their message, largest group first, each with its
-    cause from the catalogue."""
+    cause from the catalogue (``context``: the candidate's log tail)."""
     by_message: dict[str, list[str]] = {}
     for test in classified.new_failures:
         message = classified.messages.get(test, "") or "(no message)"
         by_message.setdefault(message, []).append(test)
     ranked = sorted(by_message.items(), key=lambda item: (-len(item[1]), item[0]))
-    return tuple(FailureGroup(m, tuple(sorted(t)), cause_of(m)) for m, t in ranked)
+    return tuple(FailureGroup(m, tuple(sorted(t)), cause_of(m, context)) for m, t in ranked)
 
 
 def build(
@@ -123,7 +123,11 @@ def build(
             retry_baseline=found.get("baseline-retry"),
             retry_candidate=found.get("candidate-retry"),
         )
-        groups = groups_of(classified) if classified.eco_class == EcoClass.REGRESSED else ()
+        groups = (
+            groups_of(classified, candidate.output_tail)
+            if classified.eco_class == EcoClass.REGRESSED
+            else ()
+        )
         rows.append(Row(name, classified, dict(found), groups, (bisections or {}).get(name, {})))
     done = {row.name for row in rows}
     missing = tuple(sorted(n for n in skip if n not in done))

@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from torch_matrix.judge.causes import Cause, EnvironmentKind, attribute
+from torch_matrix.judge.catalogue import (
+    CATALOGUE,
+    CUDA_AMP,
+    FUNCTIONAL_TENSOR,
+    SCHEDULER_VERBOSE,
+    TORCH_SIX,
+    WEIGHTS_ONLY,
+)
+from torch_matrix.judge.causes import Cause, EnvironmentKind, attribute, code_finding
 from torch_matrix.judge.verdict import ENVIRONMENT, verdict_of
 from torch_matrix.plan.counterfactual import plan_counterfactuals
 from torch_matrix.pins import suggest_pins
@@ -115,3 +123,124 @@ def test_an_import_torch_that_fails_at_the_install_check_carries_the_numpy_advic
     (counterfactual,) = plan_counterfactuals(broken)
     assert counterfactual.requirements[-1] == "numpy<2"
     assert counterfactual.probe_subset  # every probe of the cell: import torch itself failed
+
+
+# ---------------------------------------------------------------- the catalogue (judge.catalogue)
+
+
+def test_each_catalogue_entry_names_its_upstream_source_and_has_a_real_message_test():
+    tested = {change.key for change, _name in REAL_CASES}
+    for change in CATALOGUE:
+        assert change.source.startswith("https://github.com/pytorch/"), change.key
+        assert change.key in tested, f"{change.key}: no test on real output"
+
+
+def _real_finding(name: str):
+    result, record = real_result(name)
+    return result, record, code_finding(result.probes[0])
+
+
+def test_weights_only_on_torch_2_6_gives_the_code_fix_at_the_users_call_site_first():
+    """A downstream test doing a plain ``torch.load`` of a checkpoint holding an
+    ``argparse.Namespace``, on torch 2.6.0 (the release that flipped the default)."""
+    result, record, finding = _real_finding("torch2.6-weights_only")
+    assert record["resolved"]["torch"].startswith("2.6.0")
+    assert finding is not None and finding.change.key == "torch.load-weights_only"
+    assert (
+        finding.site is not None
+        and finding.site.text() == "src/pkg/io.py:9: return torch.load(path)"
+    )
+    assert "`return torch.load(path, weights_only=False)` if the file is trusted" in finding.fix
+    # the class by its import path, from "Unsupported global: GLOBAL argparse.Namespace"
+    assert "`torch.serialization.add_safe_globals([argparse.Namespace])`" in finding.fix
+    assert finding.tests == ("tests/test_case.py::test_checkpoint_roundtrip",)
+    verdict = verdict_of(result)
+    assert verdict.kind == "incompatible"  # the tests fail: the window stands, as the alternative
+    (fix,) = verdict.fixes.values()
+    assert fix.advice.startswith(
+        "torch 2.6.0: torch.load defaults to weights_only=True at src/pkg/io.py:9"
+    )
+    assert "pull/137602" in fix.advice
+
+
+def test_weights_only_on_torch_2_13_names_the_full_class_path():
+    _result, _record, finding = _real_finding("torch2.13-weights_only")
+    assert finding is not None
+    assert "add_safe_globals([argparse.Namespace])" in finding.fix
+
+
+def test_the_fix_comes_before_the_window_in_the_pins_and_the_pr_body():
+    from torch_matrix.pins.render import render_pr_body, render_requirements
+
+    broken, _record = real_result("torch2.6-weights_only")
+    working = make_result(
+        make_cell(torch="2.5.1", python="3.11", torchvision="", probes=("tests",)),
+        resolved={"torch": "2.5.1"},
+    )
+    suggestion = suggest_pins([working, broken], {"torch": ["2.5.1", "2.6.0"]})
+    text = render_text(suggestion)
+    assert text.index("Fix first") < text.index("Suggested pins") < text.index("torch<2.6")
+    assert "src/pkg/io.py:9: return torch.load(path)" in text.split("Suggested pins")[0]
+    requirements = render_requirements(suggestion)
+    assert requirements.index("# Fix first") < requirements.index("\ntorch<2.6")
+    body = render_pr_body(suggestion)
+    assert body.index("### Fix first") < body.index("### Pins (the alternative)")
+    assert "weights_only=False" in body
+
+
+REAL_CASES = [
+    (WEIGHTS_ONLY, "torch2.6-weights_only"),
+    (TORCH_SIX, "torch2.6-torch_six"),
+    (FUNCTIONAL_TENSOR, "torch2.6-tv0.21-functional_tensor"),
+    (SCHEDULER_VERBOSE, "torch2.13-scheduler_verbose"),  # removed in 2.7.0: 2.13 is the one here
+    (CUDA_AMP, "torch2.6-cuda_amp"),
+]
+
+
+@pytest.mark.parametrize("change, name", REAL_CASES, ids=[n for _c, n in REAL_CASES])
+def test_each_entry_recognises_its_real_failure_and_names_the_replacement(change, name):
+    result, _record, finding = _real_finding(name)
+    assert finding is not None and finding.change == change
+    assert finding.site is not None and not finding.site.path.startswith("/")  # the user's file
+    verdict = verdict_of(result)
+    assert verdict.kind == "incompatible"
+    (fix,) = verdict.fixes.values()
+    assert finding.fix in fix.advice and change.source in fix.advice
+
+
+def test_removed_api_sites_are_the_users_lines():
+    _r, _rec, six = _real_finding("torch2.6-torch_six")
+    assert six.site.text() == "tests/test_case.py:1: from torch._six import string_classes"
+    assert "`string_classes` -> `str`" in six.fix
+    _r, _rec, verbose = _real_finding("torch2.13-scheduler_verbose")
+    assert verbose.site.text().startswith("tests/test_case.py:5: return torch.optim.lr_scheduler")
+    _r, _rec, amp = _real_finding("torch2.6-cuda_amp")
+    assert "torch.amp.GradScaler('cuda', ...)" in amp.fix
+
+
+def test_the_releases_before_each_change_pass_the_same_tests():
+    """The same downstream tests on the release before the scheduler's verbose was removed pass."""
+    result, _record = real_result("torch2.6-scheduler_verbose")
+    assert result.probes[0].status == "pass"
+
+
+def test_the_report_summary_and_the_issue_body_carry_the_fix_first():
+    from torch_matrix.report.diff import NewFailure
+    from torch_matrix.report.diff_render import issue_body
+    from torch_matrix.report.markdown import render_markdown_summary
+    from torch_matrix.report.terminal import code_fix_notes, judge
+
+    broken, _record = real_result("torch2.6-weights_only")
+    judged = judge([broken])
+    (note,) = code_fix_notes(judged)
+    assert "src/pkg/io.py:9: return torch.load(path)" in note and "weights_only=False" in note
+    summary = render_markdown_summary(judged)
+    assert "### ✎ Fix first" in summary and "src/pkg/io.py:9" in summary
+    probe = broken.probes[0]
+    body = issue_body(
+        NewFailure(
+            broken.cell.id, probe.name, "fail", probe.message, "", ("torch==2.6.0",), "3.11", None
+        )
+    )
+    assert body.index("### Fix first") < body.index("### Reproduce")
+    assert "weights\\_only=False" in body or "weights_only=False" in body

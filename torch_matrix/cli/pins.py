@@ -9,6 +9,7 @@ index; offline or with ``--no-coverage`` the suggestion says coverage is unknown
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,8 @@ from torch_matrix.vocab.layout import PINS_DIR
 from torch_matrix.pins import PYTHON, PinPolicy, package_axes, requirement_lines, suggest_pins
 from torch_matrix.pins.targets import target_pins
 from torch_matrix.pins.render import (
+    PR_BODY_NAME,
+    render_pr_body,
     TARGETS_DIR,
     render_target_constraints,
     render_target_summary,
@@ -101,6 +104,7 @@ def write_outputs(suggestion, out_dir: Path) -> list[Path]:
         (CONSTRAINTS_NAME, render_constraints(suggestion)),
         (REQUIREMENTS_NAME, render_requirements(suggestion)),
         (JSON_NAME, render_json(suggestion)),
+        (PR_BODY_NAME, render_pr_body(suggestion, os.environ.get("TORCH_MATRIX_RUN_URL", ""))),
     ):
         path = out_dir / name
         atomic_write(path, text)

@@ -46,10 +46,13 @@ run (``in_run_context``):
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from torch_matrix.vocab.records import StrEnum
 from typing import Any, Callable, Mapping
+
+from torch_matrix.judge.catalogue import Finding, diagnose
 
 from torch_matrix.vocab.records import (
     CRASH,
@@ -82,6 +85,9 @@ class VersionKind(StrEnum):
     DROPPED_MODULE = "dropped-module"
     # the environment advice ("add X") was tried and refuted: its counterfactual cell was unsatisfiable
     REFUTED_ADVICE = "refuted-advice"
+    # the user's tests fail on an API change the catalogue knows (``judge.catalogue``): a finding
+    # about the versions (the window stands), whose first answer is the code fix
+    CODE_FIX = "code-fix"
 
 
 class EnvironmentKind(StrEnum):
@@ -102,10 +108,11 @@ class Attribution:
     advice: str = ""  # one line for the report, summary.md and pins.json
     requirement: str = ""  # a positive requirement that fixes it (``setuptools``), or ""
     detail: str = ""  # the module, or "torch 2.13.0+cpu / torchvision 0.28.0"
+    fix: str = ""  # a code fix the catalogue knows (``judge.catalogue``), with the call site
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"cause": str(self.cause)}
-        for key in ("kind", "advice", "requirement", "detail"):
+        for key in ("kind", "advice", "requirement", "detail", "fix"):
             if getattr(self, key):
                 data[key] = getattr(self, key)
         return data
@@ -502,6 +509,31 @@ def _environment_before_collection(result: CellResult, probe: ProbeResult) -> At
     return None
 
 
+def code_finding(probe: ProbeResult) -> Finding | None:
+    """The catalogue's finding for a failing probe: each failing test and collection error of a
+    command probe (its whole text, its frames), else the probe's own text."""
+    if probe.status not in _FAILING:
+        return None
+    failures = [
+        *(probe.evidence.get("collection_errors") or ()),
+        *(probe.evidence.get("failed") or ()),
+    ]
+    found: Finding | None = None
+    tests: list[str] = []
+    for failure in failures:
+        if not isinstance(failure, dict):
+            continue
+        text = str(failure.get("text") or failure.get("message") or "")
+        finding = diagnose(text, failure.get("frames") or ())
+        if finding is None or (found is not None and finding.change != found.change):
+            continue
+        found = found or finding
+        tests.append(str(failure.get("nodeid", "")))
+    if found is not None:
+        return dataclasses.replace(found, tests=tuple(t for t in tests if t))
+    return diagnose(_text(probe))
+
+
 def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     """The cause of ``probe``'s outcome in ``result`` (``version`` for a pass or skip too)."""
     if probe.status in (PASS, SKIP):
@@ -541,12 +573,17 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     ):
         module = axis_module_named(result.cell, probe)
         if module:
+            finding = code_finding(probe)
+            advice = (
+                f"{probe.name}: the tests cannot be imported with this {module.split('.')[0]} "
+                f"({module} in the error)"
+            )
             return Attribution(
                 Cause.VERSION,
                 VersionKind.IMPORT_BREAK,
                 detail=module,
-                advice=f"{probe.name}: the tests cannot be imported with this {module.split('.')[0]} "
-                f"({module} in the error)",
+                advice=f"{advice}; {finding.advice()}" if finding else advice,
+                fix=finding.fix if finding else "",
             )
     if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
         return Attribution(
@@ -558,6 +595,16 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
         )
     text = _text(probe)
     resolved = result.install.resolved
+    if probe.isolation == "command":  # the user's own tests: an API change the catalogue knows
+        finding = code_finding(probe)
+        if finding is not None:
+            return Attribution(
+                Cause.VERSION,
+                VersionKind.CODE_FIX,
+                finding.advice(),
+                detail=finding.change.key,
+                fix=finding.fix,
+            )
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]
@@ -602,6 +649,12 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
             detail=probe.message[:120],
         )
     return VERSION_CAUSE
+
+
+def code_fixes(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:
+    """The failing probes among ``names`` whose failure has a code fix the catalogue knows (they
+    stay failures: the fix comes first, the window second)."""
+    return _failures_where(result, names, lambda a: bool(a.fix))
 
 
 def environment_failures(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:

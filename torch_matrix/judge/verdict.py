@@ -14,6 +14,7 @@ from torch_matrix.judge.causes import (
     Attribution,
     EnvironmentKind,
     changed_defaults,
+    code_fixes,
     environment_failures,
     install_attribution,
 )
@@ -79,6 +80,9 @@ class Verdict:
     # Required command probes in which no test ran (every selected test skipped, or none was
     # collected): "0 passed, 4 skipped: no evidence". Never a pass, never a failure.
     idle: tuple[str, ...] = ()
+    # Failing required probes whose failure is an API change with a known code fix (the user's
+    # ``torch.load`` under the weights_only default): still failures, the fix comes first.
+    fixes: Mapping[str, Attribution] = field(default_factory=dict)
 
     @property
     def is_evidence(self) -> bool:
@@ -164,6 +168,7 @@ def _verdict_of(result: CellResult) -> Verdict:
             environment=environment,
             advice=advice,
             idle=idle,
+            fixes=code_fixes(result, failing),
         )
     if environment:
         fixes = sorted({a.advice for a in environment.values()})

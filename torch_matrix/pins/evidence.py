@@ -263,7 +263,9 @@ class EnvironmentAdvice:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "cause": "version" if self.kind == "changed-default" else "environment",
+            "cause": "version"
+            if self.kind in ("changed-default", "code-fix", "import-break")
+            else "environment",
             "kind": self.kind,
             "advice": self.advice,
             "requirement": self.requirement,
@@ -295,7 +297,11 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
             and "install-override" not in result.cell.tags
         ):
             good_with_vision.setdefault(vision, []).append(result.cell.id)
-        for probe, attribution in [*verdict.environment.items(), *verdict.advice.items()]:
+        for probe, attribution in [
+            *verdict.environment.items(),
+            *verdict.advice.items(),
+            *verdict.fixes.items(),
+        ]:
             key = (
                 str(attribution.kind),
                 attribution.requirement,

@@ -41,32 +41,77 @@ def _message(report):
     return text[:MESSAGE_CHARS]
 
 
+TEXT_CHARS = 2000  # the whole crash message where it is longer than the message: its advice
+FRAMES_KEPT = 12
+_LOCATION = re.compile(r"^([^\s:][^:]*):(\d+): (.*)$")
+
+
+def _frames(report):
+    """The traceback's frames as pytest printed them, innermost last: ``{"path", "line", "code"}``
+    (``src/pkg/io.py``, 42, ``torch.load(path)``). Read from pytest's text (long and short styles,
+    and a collection error's import traceback), so any pytest from 3.x on."""
+    text = str(getattr(report, "longrepr", "") or "")
+    frames = []
+    marked = ""
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith(">"):
+            marked = line[1:].strip()
+        found = _LOCATION.match(line)
+        if found:
+            path, number, rest = found.groups()
+            frame = {"path": path, "line": int(number), "code": marked}
+            if rest.startswith("in "):  # short style: the code follows
+                frame["function"] = rest[3:].strip()
+                frame["code"] = ""
+            frames.append(frame)
+            marked = ""
+        elif frames and not frames[-1]["code"] and line.startswith("    ") and previous:
+            frames[-1]["code"] = line.strip()
+        previous = line
+    return frames[-FRAMES_KEPT:]
+
+
+def _detail(report, record):
+    """Adds a failure's frames and, where the message was cut, its whole text."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    full = " ".join(str(getattr(crash, "message", "") or "").split())
+    if not full:
+        text = str(getattr(report, "longrepr", "") or "")
+        errors = [line[2:].strip() for line in text.splitlines() if line.startswith("E ")]
+        full = " ".join(" ".join(errors).split())
+    if len(full) > MESSAGE_CHARS:
+        record["text"] = full[:TEXT_CHARS]
+    frames = _frames(report)
+    if frames:
+        record["frames"] = frames
+    return record
+
+
 def pytest_runtest_logreport(report):
     if report.when == "call" or report.outcome != "passed":
         outcome = report.outcome
         if getattr(report, "wasxfail", None) is not None:
             outcome = "xfailed" if report.skipped else "xpassed"
-        _write(
-            {
-                "nodeid": report.nodeid,
-                "when": report.when,
-                "outcome": outcome,
-                "message": _message(report) if outcome not in ("passed", "xpassed") else "",
-                "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 4),
-            }
-        )
+        record = {
+            "nodeid": report.nodeid,
+            "when": report.when,
+            "outcome": outcome,
+            "message": _message(report) if outcome not in ("passed", "xpassed") else "",
+            "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 4),
+        }
+        _write(_detail(report, record) if outcome in ("failed", "error") else record)
 
 
 def pytest_collectreport(report):
     if report.outcome == "failed":
-        _write(
-            {
-                "nodeid": report.nodeid,
-                "when": "collect",
-                "outcome": "error",
-                "message": _message(report),
-            }
-        )
+        record = {
+            "nodeid": report.nodeid,
+            "when": "collect",
+            "outcome": "error",
+            "message": _message(report),
+        }
+        _write(_detail(report, record))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -215,6 +260,14 @@ def groups_text(groups, more_groups=0, more_failures=0, ids=SHOWN_IDS, shown=SHO
     return "; ".join(parts)
 
 
+def _kept(entry, record):
+    """A failure as the evidence keeps it: its frames and whole text too, where recorded."""
+    for key in ("text", "frames"):
+        if record.get(key):
+            entry[key] = record[key]
+    return entry
+
+
 def judge(code, records, output_tail=""):
     """(status, message, evidence) for a pytest command that exited with ``code``.
 
@@ -236,7 +289,7 @@ def judge(code, records, output_tail=""):
     evidence = {"pytest_exit": code, "tests": counts, "summary": summary}
     if failed:
         evidence["failed"] = [
-            {"nodeid": r["nodeid"], "when": r["when"], "message": r["message"]}
+            _kept({"nodeid": r["nodeid"], "when": r["when"], "message": r["message"]}, r)
             for r in failed[:KEPT_FAILURES]
         ]
         groups = failure_groups(records)
@@ -248,7 +301,8 @@ def judge(code, records, output_tail=""):
             }
     if collect_errors:
         evidence["collection_errors"] = [
-            {"nodeid": r["nodeid"], "message": r["message"]} for r in collect_errors[:KEPT_FAILURES]
+            _kept({"nodeid": r["nodeid"], "message": r["message"]}, r)
+            for r in collect_errors[:KEPT_FAILURES]
         ]
     ran = sum(
         1 for outcome in outcomes.values() if outcome in ("passed", "xpassed", "failed", "error")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from torch_matrix.judge.catalogue import diagnose
 from torch_matrix.report.diff import CellChange, Diff, NewFailure, PassRate, ProbeChange, RunRef
 from torch_matrix.report.markdown import md_table
 from torch_matrix.vocab.escaping import (
@@ -183,6 +184,16 @@ def issue_body(failure: NewFailure, run_url: str = "") -> str:
         lines += [f"Run: {md_text(run_url)}", ""]
     if failure.message:
         lines += ["> " + md_text(_short(failure.message, 1000)), ""]
+    finding = diagnose(failure.message)
+    if finding is not None:  # an API change with a known code fix: the answer to merge first
+        lines += [
+            "### Fix first",
+            "",
+            md_text(finding.advice()),
+            "",
+            "Excluding the release is the alternative for code that cannot change.",
+            "",
+        ]
     lines += [
         "### Reproduce",
         "",

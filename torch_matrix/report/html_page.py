@@ -31,6 +31,7 @@ from torch_matrix.report.terminal import (
     _version_key,
     cell_repro,
     changed_default_notes,
+    code_fix_notes,
     count_verdicts,
     extras_of,
     extras_text,
@@ -176,6 +177,7 @@ class Page:
     changed_default_notes: list[str] = field(
         default_factory=list
     )  # report.terminal.changed_default_notes
+    code_fix_notes: list[str] = field(default_factory=list)  # report.terminal.code_fix_notes
     followups: list[CellView] = field(default_factory=list)  # shown apart from the grid
     pins: list[tuple[str, tuple[str, ...]]] = field(
         default_factory=list
@@ -450,6 +452,7 @@ def build_page(
         hardware_rows=hardware_rows,
         hardware_reasons=hardware_reasons(judged, width=600),
         changed_default_notes=notes,
+        code_fix_notes=code_fix_notes(judged),
         followups=[view for view in cell_views if view.origin],
         pins=[(line, tuple(proof)) for line, proof in pins],
     )

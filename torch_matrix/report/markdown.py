@@ -13,6 +13,8 @@ from torch_matrix.report.terminal import (
     CELL_HEADERS,
     CHANGED_DEFAULT_HELP,
     CHANGED_DEFAULT_MARK,
+    CODE_FIX_HELP,
+    CODE_FIX_MARK,
     DETAIL_HEADERS,
     GRID_MAX_CELLS,
     MARKDOWN_SYMBOLS,
@@ -21,6 +23,7 @@ from torch_matrix.report.terminal import (
     Judged,
     cell_rows,
     changed_default_notes,
+    code_fix_notes,
     counts_line,
     detail_rows,
     hardware_reasons,
@@ -147,6 +150,13 @@ def render_markdown_summary(
             grid_section = "### Probe status per cell\n\n" + md_table(headers, rows)
     if any(item.verdict.kind != COMPATIBLE for item in judged):
         details_section = _md_details(judged, spec)
+    fixes = code_fix_notes(judged)
+    fixes_section = (
+        f"### {CODE_FIX_MARK} Fix first\n\n{CODE_FIX_HELP.capitalize()}:\n\n"
+        + "\n".join(f"- {md_cell(line)}" for line in fixes)
+        if fixes
+        else ""
+    )
     notes = changed_default_notes(judged)
     notes_section = (
         f"### {CHANGED_DEFAULT_MARK} Changed defaults\n\n{CHANGED_DEFAULT_HELP.capitalize()}:\n\n"
@@ -175,6 +185,7 @@ def render_markdown_summary(
                 head,
                 missing_section,
                 pivot_section,
+                fixes_section,
                 notes_section,
                 hardware_section,
                 cells_section,
@@ -184,13 +195,24 @@ def render_markdown_summary(
         ),
         (
             "per-probe details and the probe grid omitted",
-            [head, missing_section, pivot_section, notes_section, hardware_section, cells_section],
+            [
+                head,
+                missing_section,
+                pivot_section,
+                fixes_section,
+                notes_section,
+                hardware_section,
+                cells_section,
+            ],
         ),
         (
             "per-probe details, the probe grid and the per-cell table omitted",
-            [head, missing_section, pivot_section, notes_section, hardware_section],
+            [head, missing_section, pivot_section, fixes_section, notes_section, hardware_section],
         ),
-        ("tables omitted; cells listed by verdict", [head, _md_verdict_lists(judged, missing)]),
+        (
+            "tables omitted; cells listed by verdict",
+            [head, fixes_section, _md_verdict_lists(judged, missing)],
+        ),
     ]
     if max_bytes is None:
         return join(*levels[0][1])

@@ -57,6 +57,13 @@ CHANGED_DEFAULT_HELP = (
     "compatible, but the plain call fails and only the advice works (no pin follows)"
 )
 NOTE_CELLS = 4  # cells named per note line; the rest are counted
+# An incompatible cell whose tests failed on an API change with a known code fix (judge.catalogue):
+# the fix is the first answer, the pins' window the alternative for code that cannot change.
+CODE_FIX_MARK = "✎"
+CODE_FIX_HELP = (
+    "the tests fail on an API change with a known code fix: fix the code first; the pins' "
+    "window is the alternative for code that cannot change"
+)
 PROBE_MARKS = {
     PASS: "pass",
     "fail": "FAIL",
@@ -267,6 +274,23 @@ def changed_default_notes(judged: Iterable[Judged]) -> list[str]:
             f" and {len(cells) - NOTE_CELLS} more" if len(cells) > NOTE_CELLS else ""
         )
         lines.append(f"{CHANGED_DEFAULT_MARK} {probe} in {named}: {shorten(advice, 400)}")
+    return lines
+
+
+def code_fix_notes(judged: Iterable[Judged]) -> list[str]:
+    """One line per code fix found, with the cells it was found in: ``✎ tests in t2.6.0-py3.11:
+    torch 2.6.0: torch.load defaults to weights_only=True at src/pkg/io.py:9: ...``. The same lines
+    serve the terminal, summary.md and the HTML."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in judged:
+        for probe, attribution in sorted(item.verdict.fixes.items()):
+            groups.setdefault((probe, attribution.advice), []).append(item.cell.id)
+    lines = []
+    for (probe, advice), cells in groups.items():
+        named = ", ".join(cells[:NOTE_CELLS]) + (
+            f" and {len(cells) - NOTE_CELLS} more" if len(cells) > NOTE_CELLS else ""
+        )
+        lines.append(f"{CODE_FIX_MARK} {probe} in {named}: {shorten(advice, 600)}")
     return lines
 
 
@@ -744,6 +768,12 @@ def render_text(
         parts.append(
             f"{CHANGED_DEFAULT_MARK} changed default: {CHANGED_DEFAULT_HELP}:\n"
             + "\n".join(f"  {line}" for line in notes)
+        )
+    fixes = code_fix_notes(judged)
+    if fixes:
+        parts.append(
+            f"{CODE_FIX_MARK} fix first: {CODE_FIX_HELP}:\n"
+            + "\n".join(f"  {line}" for line in fixes)
         )
     details = detail_rows(judged)
     if details:

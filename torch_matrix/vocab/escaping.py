@@ -4,7 +4,8 @@ Text that reaches these sinks comes from shards, probes and result files: a prob
 anything (escape sequences, backticks, HTML, a lone surrogate). Every printer passes it through the
 function of its sink, and through no other:
 
-- ``terminal``: control characters made visible (``\\x1b``), so a message cannot clear the screen,
+- ``terminal``: colour/bold markers (SGR) dropped, other control characters made visible
+  (``\\x1b``), so a message cannot clear the screen,
   set the title, print a hyperlink or move the cursor. Used for everything the tool prints and for
   the comments of the files it writes for people (constraints.txt).
 - ``md_text``, ``md_code``, ``md_fence``, ``md_html``, ``md_title``: GitHub-flavoured Markdown (issues,
@@ -37,13 +38,21 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
+# Select Graphic Rendition (bold, colour, reset: ``\x1b[1m``, ``\x1b[0m``): styling a message carries
+# (torch's weights_only error is bold in places). Dropped, so the words read as they are; every
+# other escape sequence is made visible.
+_SGR = re.compile("\x1b\\[[0-9;]*m")
+
+
 def terminal(text: object, multiline: bool = True) -> str:
-    """``text`` safe to print: every control character shown as ``\\x1b`` / ``\\u202e``.
+    """``text`` safe to print: colour and bold markers dropped, every other control character
+    shown as ``\\x1b`` / ``\\u202e``.
 
     ``multiline``: newlines and tabs stay (a traceback, a bundle); otherwise they are shown too."""
     text = str(text)
     if text.isprintable():  # the common case, at C speed
         return text
+    text = _SGR.sub("", text)
     return (_TERMINAL_MULTILINE if multiline else _TERMINAL_ONE_LINE).sub(_visible, text)
 
 

@@ -1,0 +1,219 @@
+"""The catalogue of API changes a user's own tests meet: changed defaults and removed or renamed
+APIs of torch and torchvision, each with its code fix and its upstream source.
+
+``torch_matrix.judge.causes`` asks it about every failing test of a command probe (the message,
+the exception type, the frames ``torch_matrix.probes.pytest_outcomes`` records) and about the
+standard probes' failures. A match is still evidence about the versions (the tests fail with that
+release, so the window is proven), but the answer a maintainer merges is the code fix, with the
+user's own call site from the traceback; the window is the alternative for code that cannot change.
+Each entry has a test on the real output of the release that introduced it
+(tests/test_real_messages.py). Pure: functions of text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torch_matrix.vocab.records import StrEnum
+
+
+class ChangeKind(StrEnum):
+    CHANGED_DEFAULT = "changed-default"  # the plain call breaks; an explicit argument keeps it
+    REMOVED_API = "removed-api"  # a module, function or keyword argument is gone or renamed
+
+
+@dataclass(frozen=True)
+class Change:
+    """One upstream change: how its failure reads, and the fix."""
+
+    key: str
+    kind: ChangeKind
+    package: str  # the distribution that changed: torch, torchvision
+    since: str  # the first release with the change
+    summary: str  # what changed, one clause
+    patterns: tuple[str, ...]  # regexes: any one found in the failure's text is the change
+    call: str  # regex of the user's call in a frame's code (the call site); "" for imports
+    fix: str  # the code fix; ``{site}`` is the call site's code, ``{globals}`` the allowlist
+    source: str  # the upstream PR or release note
+
+
+WEIGHTS_ONLY = Change(
+    key="torch.load-weights_only",
+    kind=ChangeKind.CHANGED_DEFAULT,
+    package="torch",
+    since="2.6.0",
+    summary="torch.load defaults to weights_only=True",
+    patterns=(r"Weights only load failed", r"WeightsUnpickler error"),
+    call=r"\btorch\.load\(",
+    fix="{site} -> {site_fixed} if the file is trusted, or allow its types: "
+    "`torch.serialization.add_safe_globals([{globals}])`",
+    source="https://github.com/pytorch/pytorch/pull/137602 (release notes: "
+    "https://github.com/pytorch/pytorch/releases/tag/v2.6.0)",
+)
+TORCH_SIX = Change(
+    key="torch._six",
+    kind=ChangeKind.REMOVED_API,
+    package="torch",
+    since="2.0.0",
+    summary="torch._six was removed",
+    patterns=(r"No module named 'torch\._six'", r"module 'torch' has no attribute '_six'"),
+    call=r"torch\._six|from torch import _six",
+    fix="replace torch._six: `string_classes` -> `str`, `inf` -> `math.inf` (or `torch.inf`), "
+    "`container_abcs` -> `collections.abc`, `int_classes` -> `int`",
+    source="https://github.com/pytorch/pytorch/pull/94709",
+)
+FUNCTIONAL_TENSOR = Change(
+    key="torchvision.transforms.functional_tensor",
+    kind=ChangeKind.REMOVED_API,
+    package="torchvision",
+    since="0.17.0",
+    summary="torchvision.transforms.functional_tensor was made private (deprecated in 0.15)",
+    patterns=(r"No module named 'torchvision\.transforms\.functional_tensor'",),
+    call=r"functional_tensor",
+    fix="import from `torchvision.transforms.functional` (e.g. `rgb_to_grayscale`) or "
+    "`torchvision.transforms.v2.functional` instead of `torchvision.transforms.functional_tensor`",
+    source="https://github.com/pytorch/vision/pull/7269",
+)
+SCHEDULER_VERBOSE = Change(
+    key="lr_scheduler-verbose",
+    kind=ChangeKind.REMOVED_API,
+    package="torch",
+    since="2.7.0",
+    summary="the LR schedulers' verbose argument was removed (deprecated in 2.2)",
+    patterns=(
+        r"(?:LR|Scheduler|LR\w*|Plateau|Annealing\w*)\.__init__\(\) got an unexpected keyword "
+        r"argument 'verbose'",
+        r"__init__\(\) got an unexpected keyword argument 'verbose'.*lr_scheduler",
+    ),
+    call=r"verbose\s*=",
+    fix="drop `verbose=` from the scheduler's call ({site}); log `scheduler.get_last_lr()` instead",
+    source="https://github.com/pytorch/pytorch/pull/147301 (deprecated by "
+    "https://github.com/pytorch/pytorch/pull/111302)",
+)
+CUDA_AMP = Change(
+    key="torch.cuda.amp",
+    kind=ChangeKind.REMOVED_API,
+    package="torch",
+    since="2.4.0",
+    summary="torch.cuda.amp.autocast/GradScaler are deprecated for torch.amp",
+    patterns=(
+        r"torch\.cuda\.amp\.(?:autocast|GradScaler)\(args\.\.\.\)` is deprecated",
+        r"module 'torch\.cuda' has no attribute 'amp'",
+        r"No module named 'torch\.cuda\.amp'",
+    ),
+    call=r"torch\.cuda\.amp\.",
+    fix="`torch.cuda.amp.autocast(...)` -> `torch.amp.autocast('cuda', ...)`, "
+    "`torch.cuda.amp.GradScaler(...)` -> `torch.amp.GradScaler('cuda', ...)`",
+    source="https://github.com/pytorch/pytorch/pull/126062",
+)
+CATALOGUE: tuple[Change, ...] = (
+    WEIGHTS_ONLY,
+    TORCH_SIX,
+    FUNCTIONAL_TENSOR,
+    SCHEDULER_VERBOSE,
+    CUDA_AMP,
+)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """Where the user's code made the call: ``src/pkg/io.py:42: torch.load(path)``."""
+
+    path: str
+    line: int
+    code: str
+
+    def text(self) -> str:
+        return f"{self.path}:{self.line}: {self.code}" if self.code else f"{self.path}:{self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "code": self.code}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A failure the catalogue explains: the change, the fix with the user's call site."""
+
+    change: Change
+    fix: str
+    site: CallSite | None = None
+    tests: tuple[str, ...] = ()  # node ids of the failing tests it explains
+
+    def advice(self) -> str:
+        where = f" at {self.site.text()}" if self.site else ""
+        return (
+            f"{self.change.package} {self.change.since}: {self.change.summary}{where}: fix the "
+            f"code: {self.fix} (upstream: {self.change.source})"
+        )
+
+
+_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+_PROBE_PARTS = ("/site-packages/", "/dist-packages/", "<frozen ", "/lib/python")
+
+
+def user_frames(frames: Iterable[Mapping[str, Any]]) -> list[CallSite]:
+    """The frames in the user's own code (not site-packages, not the standard library)."""
+    sites = []
+    for frame in frames:
+        path = str(frame.get("path", ""))
+        if not path or any(part in path for part in _PROBE_PARTS):
+            continue
+        sites.append(CallSite(path, int(frame.get("line", 0) or 0), str(frame.get("code", ""))))
+    return sites
+
+
+def find_change(text: str) -> Change | None:
+    """The catalogue's change a failure's text shows, or None."""
+    for change in CATALOGUE:
+        if any(re.search(pattern, text, re.DOTALL) for pattern in change.patterns):
+            return change
+    return None
+
+
+def diagnose(
+    text: str, frames: Sequence[Mapping[str, Any]] = (), tests: Sequence[str] = ()
+) -> Finding | None:
+    """The finding for one failure (its message and text, its frames), or None."""
+    change = find_change(text)
+    if change is None:
+        return None
+    sites = user_frames(frames)
+    site = (
+        next((s for s in reversed(sites) if re.search(change.call, s.code)), None)
+        if (change.call)
+        else None
+    )
+    if site is None and sites:
+        site = sites[-1]
+    return Finding(change, _fix(change, text, site), site, tuple(tests))
+
+
+def _fix(change: Change, text: str, site: CallSite | None) -> str:
+    if change is WEIGHTS_ONLY:
+        names = list(dict.fromkeys(_GLOBAL.findall(text))) or ["<the class named in the error>"]
+        code = site.code if site and "torch.load(" in site.code else "torch.load(path)"
+        return change.fix.format(
+            site=f"`{code}`",
+            site_fixed=f"`{_with_weights_only_false(code)}`",
+            globals=", ".join(names),
+        )
+    return change.fix.format(site=f"`{site.code}`" if site and site.code else "the call")
+
+
+def _with_weights_only_false(code: str) -> str:
+    """``torch.load(path)`` -> ``torch.load(path, weights_only=False)`` (the call's last paren)."""
+    start = code.find("torch.load(")
+    depth = 0
+    for index in range(start + len("torch.load"), len(code)):
+        if code[index] == "(":
+            depth += 1
+        elif code[index] == ")":
+            depth -= 1
+            if depth == 0:
+                inside = code[start + len("torch.load(") : index].strip()
+                joiner = ", " if inside else ""
+                return f"{code[:index]}{joiner}weights_only=False{code[index:]}"
+    return code

@@ -937,3 +937,32 @@ def test_module_providers_lists_only_distributions_whose_modules_differ_from_the
         assert (
             "_distutils_hack" in providers["setuptools"]
         )  # and pkg_resources before setuptools 82
+
+
+def test_plan_and_run_with_no_spec_here_say_so_and_exit_2_unless_default(
+    tmp_path, capsys, monkeypatch
+):
+    """Outside a project, `plan` and `run` never take the built-in matrix (three CUDA torch
+    installs) silently: one line names what was looked for, exit 2; `--default` asks for it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
+    assert cli.main(["plan"]) == 2
+    err = capsys.readouterr().err
+    assert "no spec found here (looked for --spec, $TORCH_MATRIX_SPEC, ./matrix.toml" in err
+    assert "--default" in err and "Traceback" not in err
+    assert cli.main(["run"]) == 2
+    assert "no spec found here" in capsys.readouterr().err
+    env = run_cli.run_environment(None, None, tmp_path, {}, default=True)
+    assert env["TORCH_MATRIX_SPEC"].endswith("default_matrix.toml")
+    assert cli.parse_args(["plan", "--default"]).default
+
+
+def test_no_results_hints_name_the_command_the_user_has(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    assert cli.main(["pins", str(tmp_path / "results" / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "`torch-matrix run` first" in err and "nox -s matrix" not in err
+    (tmp_path / "noxfile.py").write_text("")
+    assert cli.main(["pins", str(tmp_path / "results" / "x")]) == 2
+    assert "`nox -s matrix` first" in capsys.readouterr().err

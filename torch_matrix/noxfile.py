@@ -1,9 +1,12 @@
-"""torch-matrix's nox sessions: one per cell (`nox -l` lists them), then `report`; `pins`.
-
-This file ships inside the package: ``torch-matrix run`` runs it for the spec found from the
-current directory (a downstream repository needs no noxfile of its own), and this
-repository's ``noxfile.py`` imports it. The logic lives in torch_matrix/run/sessions.py.
+"""The matrix of the spec found here: one `matrix(...)` session per cell. After the cells,
+`followups` (the cells that prove each pin) and `report` (table, report.html, pins) run too: the
+cells queue them, so nox lists them with `-` although they run. `pins` prints the pins again.
+Select cells with -s/-k/-t; `-- --redo` reruns cells that have a result.
 """
+
+# For contributors: this file ships inside the package; ``torch-matrix run`` runs it for the spec
+# found from the current directory (a downstream repository needs no noxfile of its own), and this
+# repository's ``noxfile.py`` imports it. The logic lives in torch_matrix/run/sessions.py.
 
 from __future__ import annotations
 

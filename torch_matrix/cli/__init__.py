@@ -103,6 +103,11 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)"
     )
+    plan.add_argument(
+        "--default",
+        action="store_true",
+        help="plan the built-in default matrix when no spec is found here",
+    )
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     plan.add_argument("--shard", help="only the cells of shard K/N (1-based)")
     plan.add_argument(
@@ -186,6 +191,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "--apply", metavar="FILE", help="update a requirements.txt or pyproject.toml in place"
     )
     pins.add_argument("--dry-run", action="store_true", help="with --apply: show the diff only")
+    pins.add_argument(
+        "--pr-body",
+        metavar="FILE",
+        help="also write a pull request body (Markdown): the code fixes first, then the pins "
+        "($TORCH_MATRIX_RUN_URL names the run)",
+    )
     pins.add_argument(
         "--no-coverage",
         action="store_true",
@@ -309,22 +320,28 @@ def _build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         help="run the matrix for the spec found here, with the noxfile that ships with torch-matrix",
         description="Run the matrix for the spec found from the current directory (--spec, "
-        "$TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in ./pyproject.toml, the "
-        "built-in default) with the noxfile that ships with torch-matrix. Any other option "
+        "$TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in ./pyproject.toml; with "
+        "--default the built-in one) with the noxfile that ships with torch-matrix. Any other option "
         "goes to nox unchanged: -s/-t/-k to select cells or sessions, -j N for parallel "
         "cells, -l to list, and `-- --redo` after a `--`. Results go to ./results, venvs to "
         "./.nox.",
-        usage="torch-matrix run [--spec FILE] [--results DIR] [nox options] [-- posargs]",
+        usage="torch-matrix run [--spec FILE | --default] [--results DIR] [nox options] [-- posargs]",
     )
     run.add_argument(
         "--spec",
         help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, "
-        "[tool.torch-matrix] in ./pyproject.toml, built-in)",
+        "[tool.torch-matrix] in ./pyproject.toml; none found: an error, unless --default)",
     )
     run.add_argument(
         "--results",
         metavar="DIR",
         help="results root (default: $TORCH_MATRIX_RESULTS or ./results)",
+    )
+    run.add_argument(
+        "--default",
+        action="store_true",
+        help="run the built-in default matrix when no spec is found here (three CUDA torch "
+        "installs: several GB)",
     )
     run.set_defaults(handler=_run, passes_through=True)
     return parser

@@ -26,7 +26,7 @@ DEFAULT_WINDOW = 30
 
 def _load_dir(path: Path, args: argparse.Namespace) -> tuple[list, RunRef]:
     from torch_matrix.world.history import run_ref_for
-    from torch_matrix.world.results import NO_RESULTS_HINT, load_results
+    from torch_matrix.world.results import load_results, no_results_hint
 
     loaded = load_results(path)
     for problem in loaded.problems:
@@ -35,7 +35,7 @@ def _load_dir(path: Path, args: argparse.Namespace) -> tuple[list, RunRef]:
         raise UserError(
             "no cell results found (expected <run>/cells/*.json or a merged results.json)",
             str(path),
-            hint=NO_RESULTS_HINT,
+            hint=no_results_hint(),
         )
     ref = run_ref_for(
         loaded.results,

@@ -20,7 +20,6 @@ from torch_matrix.vocab.layout import PINS_DIR
 from torch_matrix.pins import PYTHON, PinPolicy, package_axes, requirement_lines, suggest_pins
 from torch_matrix.pins.targets import target_pins
 from torch_matrix.pins.render import (
-    PR_BODY_NAME,
     render_pr_body,
     TARGETS_DIR,
     render_target_constraints,
@@ -33,7 +32,8 @@ from torch_matrix.pins.render import (
     render_requirements,
     render_text,
 )
-from torch_matrix.world.results import NO_RESULTS_HINT, load_results
+from torch_matrix.world.results import load_results, no_results_hint
+from torch_matrix.vocab.settings import RUN_URL_ENV
 
 
 def index_facts(
@@ -104,7 +104,6 @@ def write_outputs(suggestion, out_dir: Path) -> list[Path]:
         (CONSTRAINTS_NAME, render_constraints(suggestion)),
         (REQUIREMENTS_NAME, render_requirements(suggestion)),
         (JSON_NAME, render_json(suggestion)),
-        (PR_BODY_NAME, render_pr_body(suggestion, os.environ.get("TORCH_MATRIX_RUN_URL", ""))),
     ):
         path = out_dir / name
         atomic_write(path, text)
@@ -162,7 +161,7 @@ def _pins(args: argparse.Namespace) -> int:
     for problem in loaded.problems:
         print(f"torch-matrix: warning: {problem}", file=sys.stderr)
     if not loaded.results:
-        raise UserError("no cell results found", str(args.results_dir), hint=NO_RESULTS_HINT)
+        raise UserError("no cell results found", str(args.results_dir), hint=no_results_hint())
     released: Mapping[str, list[str]] | None = None
     wheel_pythons: dict[str, dict[str, frozenset[str] | None]] = {}
     if not getattr(args, "no_coverage", False):
@@ -193,6 +192,10 @@ def _pins(args: argparse.Namespace) -> int:
                 text.append(f"wrote {path}\n")
             for path in write_target_outputs(per_target, out_dir):
                 text.append(f"wrote {path}\n")
+            if getattr(args, "pr_body", None):  # the nightly's pull request body: fix first
+                body = Path(args.pr_body)
+                atomic_write(body, render_pr_body(suggestion, os.environ.get(RUN_URL_ENV, "")))
+                text.append(f"wrote {body}\n")
         except OSError as error:
             sys.stdout.write("".join(text))
             sys.stdout.flush()

@@ -17,7 +17,7 @@ from torch_matrix.vocab.layout import SHARD_ENV
 from torch_matrix.run.pipeline import plan_for_spec, shard_cells
 from torch_matrix.plan.shards import shards
 from torch_matrix.vocab.records import Cell
-from torch_matrix.world.specfile import Spec, declared_ranges, load_spec
+from torch_matrix.world.specfile import Spec, declared_ranges, load_spec, require_spec
 
 
 def cell_json(cell: Cell, spec: Spec, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
@@ -118,6 +118,7 @@ def render_table(
 def main(
     args: argparse.Namespace, out: TextIO = sys.stdout, environ: Mapping[str, str] = os.environ
 ) -> int:
+    require_spec(getattr(args, "spec", None), getattr(args, "default", False), environ)
     spec = load_spec(getattr(args, "spec", None), environ)
     cells = plan_for_spec(spec, environ)
     shard_text = getattr(args, "shard", None) or environ.get(SHARD_ENV, "")

@@ -2,7 +2,7 @@
 
 Runs the matrix for the spec found from the current directory (``--spec``,
 ``$TORCH_MATRIX_SPEC``, ``./matrix.toml``, ``[tool.torch-matrix]`` in ``./pyproject.toml``,
-the built-in default) with the noxfile that ships with the package (torch_matrix/noxfile.py),
+or, with ``--default``, the built-in default) with the noxfile that ships with the package (torch_matrix/noxfile.py),
 so a downstream repository needs no noxfile. nox's selection and parallel options
 (``-s``, ``-t``, ``-k``, ``-j``, ``-l``, ``-x``, ...) and ``--`` pass through unchanged.
 Results go to ``./results`` (or ``$TORCH_MATRIX_RESULTS`` / ``--results``), venvs to
@@ -22,7 +22,7 @@ from torch_matrix.edges import proc
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import RESULTS_ENV, SPEC_ENV
-from torch_matrix.world.specfile import find_spec, load_spec
+from torch_matrix.world.specfile import load_spec, require_spec
 
 NOXFILE = Path(__file__).resolve().parent.parent / "noxfile.py"
 OWN_NOXFILE_OPTIONS = ("-f", "--noxfile", "--noxfile=")
@@ -51,11 +51,15 @@ def nox_command(
 
 
 def run_environment(
-    spec: str | None, results: str | None, cwd: Path, environ: Mapping[str, str] = os.environ
+    spec: str | None,
+    results: str | None,
+    cwd: Path,
+    environ: Mapping[str, str] = os.environ,
+    default: bool = False,
 ) -> dict[str, str]:
     """nox runs from the noxfile's directory, so the spec and results are made absolute here."""
     env = dict(environ)
-    source = find_spec(spec, environ, str(cwd))
+    source = require_spec(spec, default, environ, str(cwd))
     path = source.path if source.path.is_absolute() else cwd / source.path
     if not path.is_file():
         raise UserError(
@@ -71,7 +75,7 @@ def run_environment(
 
 def main(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
-    env = run_environment(args.spec, args.results, cwd)
+    env = run_environment(args.spec, args.results, cwd, default=getattr(args, "default", False))
     command = nox_command(args.nox_args, args.posargs, cwd, load_spec(env[SPEC_ENV], env).name)
     print(
         f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr

@@ -19,7 +19,6 @@ from .suggest import Suggestion
 from .vocabulary import PYTHON
 
 PINS_SCHEMA_ID = "torch-matrix/pins"
-PR_BODY_NAME = "pr-body.md"  # the nightly constraints pull request's body (not committed)
 PINS_SCHEMA_VERSION = 1
 CONSTRAINTS_NAME = "constraints.txt"
 REQUIREMENTS_NAME = "requirements-pins.txt"

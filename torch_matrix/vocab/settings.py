@@ -45,6 +45,7 @@ LOCK_OWNER_ENV = "TORCH_MATRIX_LOCK_OWNER"
 CELL_ENV = "TORCH_MATRIX_CELL"
 PYTEST_OUT_ENV = "TORCH_MATRIX_PYTEST_OUT"
 PYTEST_ONLY_ENV = "TORCH_MATRIX_PYTEST_ONLY"
+RUN_URL_ENV = "TORCH_MATRIX_RUN_URL"
 
 # Who sets a variable: the user, or torch-matrix for its own children (documented, not parsed).
 USER, INTERNAL = "user", "internal"
@@ -331,6 +332,13 @@ VARIABLES: tuple[Variable, ...] = (
         "the memo of installed files already hashed and found whole (each is hashed once)",
         'a file path; "" switches the memo off (every file hashed in every cell)',
         parsed=IN_CELL,
+    ),
+    Variable(
+        RUN_URL_ENV,
+        "URL",
+        "",
+        "the CI run `pins --pr-body` links the pull request body to (the nightly sets it)",
+        "a URL",
     ),
     Variable(
         LOCK_OWNER_ENV,

@@ -49,6 +49,19 @@ NO_RESULTS_HINT = (
     "that holds the cell results"
 )
 
+
+def no_results_hint(cwd: str | os.PathLike[str] | None = None) -> str:
+    """The hint that names the command the user has: ``nox -s matrix`` where a noxfile.py is,
+    ``torch-matrix run`` in a project without one (a downstream repository)."""
+    here = Path(cwd or os.getcwd())
+    if (here / "noxfile.py").is_file():
+        return NO_RESULTS_HINT
+    return (
+        "run `torch-matrix run` first (it writes results/<run>/cells/), or pass the directory "
+        "that holds the cell results"
+    )
+
+
 if TYPE_CHECKING:
     import jsonschema
 
@@ -600,7 +613,7 @@ def load_results(root: str | os.PathLike[str]) -> LoadedResults:
     """
     base = Path(root)
     if not base.exists():
-        raise UserError("results directory does not exist", str(root), hint=NO_RESULTS_HINT)
+        raise UserError("results directory does not exist", str(root), hint=no_results_hint())
     files = [base] if base.is_file() else _candidate_files(base)
     with cyclic_gc_paused():
         loaded = _load_files(files)

@@ -73,6 +73,29 @@ def find_spec(
     return SpecSource(DEFAULT_SPEC_PATH, builtin=True)
 
 
+LOOKED_FOR = "--spec, $TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in ./pyproject.toml"
+
+
+def require_spec(
+    path: str | os.PathLike[str] | None = None,
+    default: bool = False,
+    environ: Mapping[str, str] = os.environ,
+    cwd: str | None = None,
+) -> SpecSource:
+    """``find_spec`` for ``plan`` and ``run``: where no spec is found here, a ``UserError`` unless
+    ``default`` (``--default``) asks for the built-in matrix (three CUDA torch installs, GBs)."""
+    source = find_spec(path, environ, cwd)
+    if source.builtin and not default:
+        raise UserError(
+            f"no spec found here (looked for {LOOKED_FOR})",
+            where=str(Path(cwd or os.getcwd())),
+            hint="write a matrix.toml or a [tool.torch-matrix] table in pyproject.toml "
+            "(`torch-matrix help spec`), pass --spec FILE, or --default for the built-in "
+            "default matrix (the newest three torch minors with CUDA builds: several GB)",
+        )
+    return source
+
+
 def spec_path(
     path: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] = os.environ,

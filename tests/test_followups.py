@@ -1069,3 +1069,121 @@ def test_a_traceback_through_torchvision_does_not_make_a_break_torchvisions():
         for line in requirement_lines(suggest_pins(results, {"torch": list(RELEASES)}).recommended)
     ]
     assert lines and lines[0].startswith("torch<"), lines
+
+
+# ------------------------------------------------------------------------- holes and replacements
+
+
+def test_a_counterfactual_on_an_axis_the_cell_pins_replaces_that_axis_value():
+    """The cell pins setuptools>=82 (its axis) and misses pkg_resources: the counterfactual installs
+    setuptools<82 instead of it, never both (unsatisfiable by construction); the follow-up planner
+    reads it back as the cell it follows up, its axis requirement put back."""
+    from torch_matrix.plan.counterfactual import plan_counterfactuals, replaced_by, with_requirement
+
+    cell = make_cell(
+        torch="2.1.2",
+        torchvision="",
+        extras={"setuptools": ">=82"},
+        probes=("p",),
+        required_probes=("p",),
+    )
+    failing = make_result(
+        cell,
+        probes=[
+            make_probe("p", FAIL, message="ModuleNotFoundError: No module named 'pkg_resources'")
+        ],
+        resolved={"torch": "2.1.2", "setuptools": "84.2.1"},
+    )
+    (counterfactual,) = plan_counterfactuals(failing)
+    assert counterfactual.requirements == ("torch==2.1.2", "setuptools<82")
+    assert counterfactual.axes["setuptools"] == ">=82"  # it counts where the cell it follows does
+    assert replaced_by(counterfactual) == "setuptools>=82"
+    # A requirement on another distribution stays; an exclusion of one build narrows, and stays.
+    assert with_requirement(("torch==2.1.2", "numpy<2"), "setuptools") == (
+        "torch==2.1.2",
+        "numpy<2",
+        "setuptools",
+    )
+    assert with_requirement(("torch==2.13.0", "torchvision==0.28.0"), "torch!=2.13.0+cpu") == (
+        "torch==2.13.0",
+        "torchvision==0.28.0",
+        "torch!=2.13.0+cpu",
+    )
+    assert with_requirement(("torch==2.1.2", "Setuptools>=82"), "setuptools<82") == (
+        "torch==2.1.2",
+        "setuptools<82",
+    )
+    passing = make_result(
+        counterfactual,
+        probes=[make_probe("p", PASS)],
+        resolved={"torch": "2.1.2", "setuptools": "81.0.0"},
+    )
+    entry = followups.outcomes_by_context([failing, passing], "torch")
+    (context,) = entry
+    (seen,) = entry[context].values()
+    assert seen["cell"].requirements == ("torch==2.1.2", "setuptools>=82")  # type: ignore[attr-defined]
+    assert seen["kind"] == bisection.GOOD
+
+
+def test_an_edge_in_a_context_that_pins_the_axis_installs_the_confirmed_fix_in_its_place():
+    base = make_cell(torch="2.1.0", torchvision="", extras={"setuptools": ">=82"}, id="x-edge")
+    fixed = followups.with_fixes(base, [("setuptools<82", "cf")])
+    assert fixed.requirements == ("torch==2.1.0", "setuptools<82")
+
+
+def test_a_start_edge_steps_over_releases_that_cannot_be_installed_to_the_next_one():
+    """The project's requirements exclude 1.13.x (every cell of it is unsatisfiable), so the start
+    edge of a break at 2.1.2 used to stop at 1.13.0 and never try 2.0.0..2.1.1. Now it steps over the
+    holes to the oldest installable release, tests there and bisects; the reason names what it
+    stepped over; the window's proof names the holes, and the pin is a floor over the admitted ones."""
+    truth = truth_of(set(RELEASES[2:9]), unsat={"1.13.0", "1.13.1"})  # 2.0.0 .. 2.2.1 fail
+    results = run(truth, ["2.1.2", "2.4.1"])
+    tested = sorted({r.cell.torch for r in results if r.installed}, key=Version)
+    assert "2.0.0" in tested and "2.2.2" in tested, tested
+    stepped = [r.cell.reason for r in results if "stepped over" in r.cell.reason]
+    assert stepped and "1.13.0 (" in stepped[0] and "stepped over the older" in stepped[0]
+    suggestion = suggest_pins(results, {"torch": list(RELEASES)})
+    (line,) = [
+        line for line in requirement_lines(suggestion.recommended) if line.package == "torch"
+    ]
+    assert line.text() == "torch>=2.2.2", line.text()
+    (window,) = line.windows
+    assert "oldest 2.0.0 fails" in window.proof()
+    assert "(stepped over 1.13.1 (unsatisfiable: no torch 1.13.1 wheel), 1.13.0 (" in window.proof()
+
+
+def test_an_end_edge_steps_over_a_newest_release_whose_install_errored():
+    """A break that lasts: the newest release's install errored. The end edge tries the nearer
+    releases instead of stopping there, and the window is an upper bound whose proof names the
+    release it stepped over."""
+    releases = RELEASES[:12]  # .. 2.3.1
+
+    def judge(cell: Cell) -> CellResult:
+        if cell.torch == "2.3.1":
+            return make_result(cell, status="error", message="uv: checksum mismatch")
+        return judged(cell, PASS if Version(cell.torch) < Version("2.1.0") else FAIL)
+
+    results = [judge(grid_cell(v)) for v in ("2.0.1", "2.1.2")]
+    for _ in range(50):
+        planned = followups.plan_followups(results, lambda cell, axis="torch": releases)
+        if not planned:
+            break
+        results += [judge(cell) for cell in planned]
+    tested = {r.cell.torch for r in results if r.installed}
+    assert "2.3.0" in tested, sorted(tested, key=Version)
+    suggestion = suggest_pins(results, {"torch": list(releases)})
+    (line,) = [
+        line for line in requirement_lines(suggestion.recommended) if line.package == "torch"
+    ]
+    assert line.text() == "torch<2.1", line.text()
+    assert (
+        "newest 2.3.0 fails [t2.3.0-py3.11-edge] (stepped over 2.3.1 (error: uv: checksum mismatch)"
+        in (line.windows[0].proof())
+    )
+
+
+def test_an_unproven_start_edge_says_before_and_claims_no_cap():
+    from torch_matrix.pins.windows import START, EdgeProof
+
+    text = EdgeProof(START, "1.12.0", "c", missing=("1.11.0", "1.10.2")).sentence()
+    assert "1.11.0, 1.10.2 before 1.12.0 not tested" in text and "cap reached" not in text

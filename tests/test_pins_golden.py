@@ -112,15 +112,15 @@ def test_bad_release_excludes_its_paired_torchvision_with_a_reason():
     assert "torchvision 0.13.0" in render_requirements(suggestion)
 
 
-def test_range_broken_only_with_numpy2_is_an_interaction_shown_as_ranked_trade_offs():
-    suggestion = _suggest("numpy2_range")
+def test_range_broken_only_with_numpy2_is_an_interaction_pinned_by_the_rule():
+    suggestion = _suggest("numpy2_range", pin_tradeoffs=False)  # `pins --tradeoffs show`
     # numpy<2 would exclude numpy 2 where torch 2.3.1 works with it, torch>=2.3 would exclude
-    # 2.1.2/2.2.2 where they work with numpy 1: the safe answer says neither, and the files pin it;
-    # the trade-offs are ranked (1 working pair given up against 2), each saying which.
+    # 2.1.2/2.2.2 where they work with numpy 1: the safe answer says neither; the rule pins the
+    # incidental dependency (numpy), the other trade-off is shown, each saying what it gives up.
     assert suggestion.safe.lost == () and len(suggestion.safe.unresolved) == 2
     assert _constraint_lines(render_constraints(suggestion)) == []
     assert suggestion.recommended is suggestion.safe
-    pinned = _suggest("numpy2_range", pin_tradeoffs=True)  # `pins --tradeoffs pin-first`
+    pinned = _suggest("numpy2_range")  # the default
     assert _constraint_lines(render_constraints(pinned)) == ["numpy!=2.0.2"]
     assert (
         pinned.recommended.lost == ("t2.3.1-py3.11-numpyge2",)
@@ -246,15 +246,15 @@ def test_real_lazy_run_is_still_exactly_the_hand_written_pins():
 def test_real_numpy_run_ranks_the_trade_offs_and_confirms_the_setuptools_advice():
     """torch 2.2.2/2.3.1 x numpy <2/>=2, Python 3.11, full suite (issue 11, case d): 2.2.2 breaks with
     numpy 2 only; torch!=2.2.2 and numpy!=2.4.6 each give up one working pair and one release: on
-    the tie the dependency ranks first (pinned only with ``--tradeoffs pin-first``)."""
-    suggestion = _suggest("real_numpy_run")
+    the rule the dependency ranks first, and is pinned (not with ``--tradeoffs show``)."""
+    suggestion = _suggest("real_numpy_run", pin_tradeoffs=False)
     assert suggestion.safe.unresolved == (
         "t2.2.2-py3.11-npge2",
         "t2.2.2-py3.11-npge2-cf-with-setuptools",
     )
     assert [t.line() for t in suggestion.tradeoffs] == ["numpy!=2.4.6", "torch!=2.2.2"]
     assert _constraint_lines(render_constraints(suggestion)) == []
-    pinned = _suggest("real_numpy_run", pin_tradeoffs=True)
+    pinned = _suggest("real_numpy_run")
     assert _constraint_lines(render_constraints(pinned)) == ["numpy!=2.4.6"]
     assert pinned.recommended.unresolved == ()
     assert suggestion.diagnosis.describe() == "torch!=2.2.2 (only where numpy>=2)"

@@ -110,25 +110,26 @@ def the_numpy_run() -> list[CellResult]:
     return grid + torch_edges + numpy_edges
 
 
-def test_a_numpy_window_that_holds_only_for_older_torch_is_shown_as_ranked_trade_offs():
+def test_a_numpy_window_that_holds_only_for_older_torch_pins_numpy_by_the_rule():
     suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS)
     assert suggestion.safe.lost == () and suggestion.safe.unresolved  # no safe pin closes it
     first, second = suggestion.tradeoffs
-    # torch>=2.3 gives up 2 working pairs (2.0.0 and 2.2.2 with numpy 1.26.4), numpy<2 gives up 4.
-    assert (first.rank, first.line(), first.pairs) == (1, "torch>=2.3", 2)
-    assert (second.rank, second.line(), second.pairs) == (2, "numpy<2", 4)
-    assert first.pin.gives_up == (
+    # The rule keeps torch (the axis under test) whole and constrains numpy, the incidental
+    # dependency, although numpy<2 gives up 4 working pairs and torch>=2.3 only 2.
+    assert (first.rank, first.line(), first.pairs) == (1, "numpy<2", 4)
+    assert (second.rank, second.line(), second.pairs) == (2, "torch>=2.3", 2)
+    assert second.pin.gives_up == (
         "torch 2.0.0 x numpy 1.26.4 [t2.0.0-py3.11-np1.26.4-edge]",
         "torch 2.2.2 x numpy 1.26.4 [t2.2.2-py3.11-np1.26.4]",
     )
-    (floor,) = first.pin.windows
+    (floor,) = second.pin.windows
     assert (floor.kind, floor.first_bad, floor.last_bad) == ("floor", "2.0.0", "2.2.2")
     assert floor.proof().startswith(
         "last bad 2.2.2, found by bisect between 2.2.2 (fails) [t2.2.2-py3.11-np2.0.2] and 2.3.0 (passes) "
         "[t2.3.0-py3.11-np2.0.2-edge]; oldest 2.0.0 fails [t2.0.0-py3.11-np2.0.2-edge] (the 2 older releases "
         "have no wheel for Python 3.11: not admitted); 2 of 8 releases in the window tested"
     )
-    (upper,) = second.pin.windows
+    (upper,) = first.pin.windows
     assert (upper.kind, upper.first_bad, upper.last_bad, upper.specifiers) == (
         "upper-bound",
         "2.0.0",
@@ -136,20 +137,25 @@ def test_a_numpy_window_that_holds_only_for_older_torch_is_shown_as_ranked_trade
         ("<2",),
     )
     assert "newest 2.3.5 fails [t2.2.2-py3.11-np2.3.5-edge]" in upper.proof()
-    # The files pin the safe answer: the first rule holds, and the break stays open (unresolved)
-    # until the maintainer picks a trade-off.
-    assert suggestion.recommended is suggestion.safe and suggestion.recommended.unresolved
-    assert not any(suggestion.pinned(t) for t in suggestion.tradeoffs)
-    # Asked to (`pins --tradeoffs pin-first`), the first trade-off is added; it closes the break.
-    suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
+    # The files pin it: applied, they admit no tested failing pair.
     pinned = suggestion.recommended
     assert pinned is suggestion.traded and pinned.unresolved == ()
-    assert set(pinned.lost) == {"t2.0.0-py3.11-np1.26.4-edge", "t2.2.2-py3.11-np1.26.4"}
-    assert [line.text() for line in requirement_lines(pinned) if line.specifiers] == ["torch>=2.3"]
+    assert suggestion.pinned(first) and not suggestion.pinned(second)
+    assert [line.text() for line in requirement_lines(pinned) if line.specifiers] == ["numpy<2"]
+    assert set(pinned.lost) == {
+        "t2.4.1-py3.11-np2.0.0-edge",
+        "t2.4.1-py3.11-np2.0.2",
+        "t2.4.1-py3.11-np2.3.5-edge",
+        "t2.3.0-py3.11-np2.0.2-edge",
+    }
+    # `pins --tradeoffs show`: the safe answer alone, the first rule whole, the break left open.
+    shown = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=False)
+    assert shown.recommended is shown.safe and shown.recommended.unresolved
+    assert not any(shown.pinned(t) for t in shown.tradeoffs)
 
 
-def test_by_default_every_output_shows_the_trade_offs_and_pins_none_of_them():
-    suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS)
+def test_shown_only_every_output_shows_the_trade_offs_and_pins_none_of_them():
+    suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=False)
     constraints = render_constraints(suggestion)
     assert [line for line in constraints.splitlines() if line and not line.startswith("#")] == []
     assert "choose one trade-off, uncomment its line" in constraints
@@ -158,65 +164,62 @@ def test_by_default_every_output_shows_the_trade_offs_and_pins_none_of_them():
         for line in constraints.splitlines()
         if line.startswith("# torch>=2.3") or line.startswith("# numpy<2")
     ]
-    assert [line.split("  #")[0] for line in commented] == ["torch>=2.3", "numpy<2"]
+    assert [line.split("  #")[0] for line in commented] == ["numpy<2", "torch>=2.3"]
     assert Requirement(commented[0].split("  #")[0])  # uncommented, it is a requirement line
     requirements = render_requirements(suggestion)
     assert [line for line in requirements.splitlines() if not line.startswith("#")] == []
-    assert "#   1. (not pinned) torch>=2.3: gives up 2 working pairs" in requirements
+    assert "#   1. (not pinned) numpy<2: gives up 4 working pairs" in requirements
     assert "choose one and add its line" in requirements
     text = render_text(suggestion)
-    assert "1. (not pinned) torch>=2.3" in text and "2. (not pinned) numpy<2" in text
+    assert "1. (not pinned) numpy<2" in text and "2. (not pinned) torch>=2.3" in text
     assert "leave it open; choose one of the trade-offs below" in text
     import json
 
     data = json.loads(render_json(suggestion))
     assert data["constraints"] == [] and not any(t["pinned"] for t in data["tradeoffs"])
     assert [line for line, _ in pinned_with_proof(suggestion)] == [
-        "trade-off 1 (not pinned: choose one): torch>=2.3",
-        "trade-off 2 (not pinned: choose one): numpy<2",
+        "trade-off 1 (not pinned: choose one): numpy<2",
+        "trade-off 2 (not pinned: choose one): torch>=2.3",
     ]
 
 
-def test_asked_to_pin_the_first_every_output_carries_the_trade_offs_with_their_proof():
-    suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
+def test_by_default_every_output_pins_the_rules_trade_off_with_its_proof():
+    suggestion = suggest_pins(the_numpy_run(), RELEASED, wheel_pythons=WHEELS)
     constraints = render_constraints(suggestion)
     active = [line for line in constraints.splitlines() if line and not line.startswith("#")]
     assert len(active) == 1 and active[0].startswith(
-        "torch>=2.3  # trade-off, gives up 2 working pairs: "
+        "numpy<2  # trade-off, gives up 4 working pairs: "
     )
-    assert "# numpy<2  # trade-off 2 (not pinned) for " in constraints
-    assert "numpy<2: gives up 4 working pairs" in constraints
+    assert "# torch>=2.3  # trade-off 2 (not pinned) for " in constraints
+    assert "torch>=2.3: gives up 2 working pairs" in constraints
+    assert "pinned by the rule" in constraints and "keep the axis under test" in constraints
     requirements = render_requirements(suggestion)
-    assert "#   2. (not pinned) numpy<2: gives up 4 working pairs" in requirements
-    assert "#        window numpy 2.0.0..2.3.5 (upper-bound: <2): first bad 2.0.0" in requirements
-    assert [line for line in requirements.splitlines() if not line.startswith("#")] == [
-        "torch>=2.3"
-    ]
+    assert "#   2. (not pinned) torch>=2.3: gives up 2 working pairs" in requirements
+    assert "#        window torch 2.0.0..2.2.2 (floor: >=2.3): last bad 2.2.2" in requirements
+    assert [line for line in requirements.splitlines() if not line.startswith("#")] == ["numpy<2"]
     text = render_text(suggestion)
     assert "Trade-offs (PEP 508 cannot condition a pin on another package's version" in text
-    assert "1. (pinned) torch>=2.3: gives up 2 working pairs" in text
+    assert "1. (pinned) numpy<2: gives up 4 working pairs" in text
+    assert "ranked by the rule: keep the axis under test (torch, torchvision) whole" in text
     import json
 
     data = json.loads(render_json(suggestion))
-    assert [t["requirement"] for t in data["tradeoffs"]] == ["torch>=2.3", "numpy<2"]
-    assert (
-        data["tradeoffs"][0]["pinned"]
-        and data["tradeoffs"][1]["windows"][0]["kind"] == "upper-bound"
-    )
-    assert data["constraints"] == ["torch>=2.3"] and data["safe"]["lost_good"] == []
+    assert [t["requirement"] for t in data["tradeoffs"]] == ["numpy<2", "torch>=2.3"]
+    assert data["tradeoffs"][0]["pinned"] and data["tradeoffs"][1]["windows"][0]["kind"] == "floor"
+    assert data["constraints"] == ["numpy<2"] and data["safe"]["lost_good"] == []
     (pinned, proof), (alternative, why) = pinned_with_proof(suggestion)  # the report page's list
-    assert pinned == "torch>=2.3" and proof[0].startswith("trade-off: gives up 2 working pairs")
-    assert alternative == "trade-off 2 (not pinned: choose one): numpy<2" and why[1].startswith(
-        "window numpy 2.0.0..2.3.5"
+    assert pinned == "numpy<2" and proof[0].startswith("trade-off: gives up 4 working pairs")
+    assert alternative == "trade-off 2 (not pinned: choose one): torch>=2.3" and why[1].startswith(
+        "window torch 2.0.0..2.2.2"
     )
     from torch_matrix.report.html_page import render_html
 
     html = render_html(the_numpy_run(), pins=pinned_with_proof(suggestion))
     assert (
-        "<code>torch&gt;=2.3</code>" in html
-        and "trade-off 2 (not pinned: choose one): numpy&lt;2" in html
+        "<code>numpy&lt;2</code>" in html
+        and "trade-off 2 (not pinned: choose one): torch&gt;=2.3" in html
     )
-    assert "trade-off: gives up 2 working pairs" in html
+    assert "trade-off: gives up 4 working pairs" in html
 
 
 def test_without_the_other_configuration_the_window_is_not_widened_past_the_evidence():
@@ -232,15 +235,23 @@ def test_without_the_other_configuration_the_window_is_not_widened_past_the_evid
             "t2.4.1-py3.11-np2.3.5-edge",
         )
     ]
-    suggestion = suggest_pins(results, RELEASED, wheel_pythons=WHEELS)
-    good = [o for o in observe(results)[0] if o.good]
+    shown = suggest_pins(results, RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=False)
+    observations = observe(results)[0]
+    good = [o for o in observations if o.good]
     for o in good:
-        assert suggestion.recommended.admits(o)
-    traded = suggest_pins(results, RELEASED, wheel_pythons=WHEELS, pin_tradeoffs=True)
+        assert shown.recommended.admits(o)
+    # Without the numpy pin, 2.0.0 (never seen working) is excluded on its own evidence.
+    assert "torch!=2.0.0" in [line.text() for line in requirement_lines(shown.safe)]
+    traded = suggest_pins(results, RELEASED, wheel_pythons=WHEELS)
     for o in good:
         assert traded.recommended.admits(o) or o.cell_id in " ".join(
             pair for t in traded.tradeoffs if t.rank == 1 for pair in t.pin.gives_up
         )
+    # With it, numpy explains 2.0.0's failure (it was tested only with numpy 2): no torch release is
+    # excluded for what only the incidental dependency explains, and no tested failing pair is admitted.
+    lines = [line.text() for line in requirement_lines(traded.recommended) if line.specifiers]
+    assert lines == ["numpy!=2.0.0,!=2.0.2,!=2.3.5"], lines
+    assert not any(traded.recommended.admits(o) for o in observations if not o.good)
 
 
 def test_a_numpy_window_on_one_python_is_pinned_under_a_python_marker():
@@ -378,10 +389,9 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(
         assert SpecifierSet(",".join(pin.specifiers))  # a valid requirement
 
 
-def test_the_report_session_says_the_break_is_open_and_prints_each_trade_off(
-    tmp_path, capsys, monkeypatch
-):
-    """The run's one pins line must not say "none needed" while a break is open."""
+def test_the_report_session_pins_the_rules_trade_off_and_prints_each(tmp_path, capsys, monkeypatch):
+    """The run's one pins line names the trade-off the rule pinned, and each trade-off under it; with
+    none pinned it must not say "none needed" while a break is open."""
     import torch_matrix.cli.pins
     from torch_matrix.cli.report import _write_pins
 
@@ -390,21 +400,20 @@ def test_the_report_session_says_the_break_is_open_and_prints_each_trade_off(
     )
     listed = _write_pins(the_numpy_run(), tmp_path, None)
     err = capsys.readouterr().err
-    assert (
-        "pins: none that keeps every working version; 1 break left open, choose a trade-off below: "
-        in err
-    )
-    assert "none needed" not in err
-    assert "  trade-off 1 (not pinned): torch>=2.3: gives up 2 working pairs" in err
-    assert "  trade-off 2 (not pinned): numpy<2: gives up 4 working pairs" in err
+    assert "pins: numpy<2: " in err and "none needed" not in err
+    assert "  trade-off 1 (pinned by the rule): numpy<2: gives up 4 working pairs" in err
+    assert "  trade-off 2 (not pinned): torch>=2.3: gives up 2 working pairs" in err
     assert [line for line, _ in listed] == [
-        "trade-off 1 (not pinned: choose one): torch>=2.3",
-        "trade-off 2 (not pinned: choose one): numpy<2",
+        "numpy<2",
+        "trade-off 2 (not pinned: choose one): torch>=2.3",
     ]
-    assert "\n# torch>=2.3  # trade-off 1" in (tmp_path / "pins" / "constraints.txt").read_text()
+    constraints = (tmp_path / "pins" / "constraints.txt").read_text()
+    assert (
+        "\nnumpy<2  # trade-off" in constraints and "\n# torch>=2.3  # trade-off 2" in constraints
+    )
 
 
-def test_pins_tradeoffs_pin_first_from_the_command_line(tmp_path, capsys, monkeypatch):
+def test_pins_tradeoffs_show_from_the_command_line(tmp_path, capsys, monkeypatch):
     import torch_matrix.cli.pins
     from torch_matrix.cli import main
     from torch_matrix.world.results import write_result
@@ -414,7 +423,13 @@ def test_pins_tradeoffs_pin_first_from_the_command_line(tmp_path, capsys, monkey
     )
     for result in the_numpy_run():
         write_result(result, tmp_path / "run" / "cells")
-    assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "shown")]) == 0
+    assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "pinned")]) == 0
+    assert (
+        main(
+            ["pins", str(tmp_path / "run"), "--tradeoffs", "show", "--out", str(tmp_path / "shown")]
+        )
+        == 0
+    )
     assert (
         main(
             [
@@ -423,7 +438,7 @@ def test_pins_tradeoffs_pin_first_from_the_command_line(tmp_path, capsys, monkey
                 "--tradeoffs",
                 "pin-first",
                 "--out",
-                str(tmp_path / "pinned"),
+                str(tmp_path / "first"),
             ]
         )
         == 0
@@ -433,4 +448,63 @@ def test_pins_tradeoffs_pin_first_from_the_command_line(tmp_path, capsys, monkey
     assert [line for line in shown.splitlines() if line and not line.startswith("#")] == []
     assert [
         line.split("  #")[0] for line in pinned.splitlines() if line and not line.startswith("#")
-    ] == ["torch>=2.3"]
+    ] == ["numpy<2"]
+    assert (tmp_path / "first" / "constraints.txt").read_text() == pinned
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(rectangles, min_size=1, max_size=2),
+    st.sets(
+        st.tuples(st.integers(0, len(TORCH) - 1), st.integers(0, len(NUMPY) - 1)),
+        min_size=2,
+        max_size=30,
+    ),
+    st.sampled_from([PinPolicy.PROVEN, PinPolicy.ADMIT_UNTESTED, PinPolicy.TESTED_ONLY]),
+)
+def test_the_pinned_files_admit_no_tested_failing_pair_and_keep_torch_whole(boxes, tested, policy):
+    """Random torch x numpy interaction evidence (boxes of bad pairs, any subset tested): the files
+    as written by default admit no tested failing pair that a trade-off could close; they never
+    exclude a torch release seen working (the axis under test stays whole); a numpy release seen
+    working is excluded only as a pair the pinned trade-off names; and a torch release is excluded
+    only when some cell shows it failing where the numpy pin does not already exclude that cell."""
+
+    def fails(torch: str, numpy: str, python: str = "3.11") -> bool:
+        t, n = TORCH.index(torch), NUMPY.index(numpy)
+        return any(
+            min(a, b) <= t <= max(a, b) and min(c, d) <= n <= max(c, d) for a, b, c, d in boxes
+        )
+
+    results = [cell_result(TORCH[t], NUMPY[n], fails=fails) for t, n in sorted(tested)]
+    suggestion = suggest_pins(results, RELEASED, policy, WHEELS)
+    observations = observe(results)[0]
+    pinned = suggestion.recommended
+    lines = [line for line in requirement_lines(pinned) if line.specifiers]
+    named = _pairs_named(pair for line in lines for pair in line.gives_up)
+    for o in observations:
+        admitted = all(line.admits(o) for line in lines)
+        if o.good:
+            torch_ok = all(line.admits(o) for line in lines if line.package == "torch")
+            assert torch_ok, (o.cell_id, [line.text() for line in lines])
+            if not admitted:
+                assert (str(o.value("torch")), str(o.value("numpy"))) in named, o.cell_id
+        elif admitted:
+            assert o.cell_id in pinned.unresolved
+    if any(suggestion.pinned(t) for t in suggestion.tradeoffs):
+        assert pinned.unresolved == (), pinned.unresolved
+    for tradeoff in suggestion.tradeoffs:
+        if suggestion.pinned(tradeoff) and any(
+            t.pin.package == "numpy" for t in suggestion.tradeoffs
+        ):
+            assert tradeoff.pin.package == "numpy" or any(
+                t.pin.package == "numpy" and t.answer.unresolved for t in suggestion.tradeoffs
+            )
+    numpy_lines = [line for line in lines if line.package == "numpy"]
+    for line in lines:
+        if line.package != "torch":
+            continue
+        for exclusion in line.exclusions:
+            cells = [o for o in observations if o.cell_id in exclusion.cells]
+            assert any(all(n.admits(o) for n in numpy_lines) for o in cells) or not any(
+                t.pin.package == "numpy" and suggestion.pinned(t) for t in suggestion.tradeoffs
+            ), (exclusion.version, [n.text() for n in numpy_lines])

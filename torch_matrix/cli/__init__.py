@@ -214,12 +214,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     pins.add_argument(
         "--tradeoffs",
-        choices=["show", "pin-first"],
-        default="show",
+        choices=["pin", "pin-first", "show"],
+        default="pin",
         help="a break no pin closes without excluding a version seen working (numpy 2 with "
-        "older torch): show (default): rank the one-pin answers and leave the choice to "
-        "you; pin-first: pin each interaction's first-ranked answer (its line names the "
-        "working pairs it gives up)",
+        "older torch): pin (default; pin-first is the same): pin one answer by the rule, "
+        "keep torch and torchvision whole and constrain the incidental dependency (numpy<2, "
+        "setuptools<82); its line names the working pairs it gives up, the others are shown; "
+        "show: pin none, leave the break open and the choice to you",
     )
     pins.add_argument(
         "--history",

@@ -174,7 +174,7 @@ def _pins(args: argparse.Namespace) -> int:
         released,
         policy,
         wheel_pythons,
-        pin_tradeoffs=getattr(args, "tradeoffs", "show") == "pin-first",
+        pin_tradeoffs=getattr(args, "tradeoffs", "pin") != "show",
     )
     # Everything is written (pins files, the applied requirements file) before anything is printed:
     # a reader that stops early (`| head`) must not cost a file.

@@ -184,7 +184,10 @@ def _write_pins(
     suggestion = suggest_pins(results, released, wheel_pythons=wheel_pythons)
     paths = write_outputs(suggestion, out_dir / PINS_DIR)
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
-    open_breaks = len({t.interaction for t in suggestion.tradeoffs if not suggestion.pinned(t)})
+    open_breaks = len(
+        {t.interaction for t in suggestion.tradeoffs}
+        - {t.interaction for t in suggestion.tradeoffs if suggestion.pinned(t)}
+    )
     summary = (
         ", ".join(pins)
         if pins
@@ -208,7 +211,7 @@ def _write_pins(
     for (
         tradeoff
     ) in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed
-        state = "pinned" if suggestion.pinned(tradeoff) else "not pinned"
+        state = "pinned by the rule" if suggestion.pinned(tradeoff) else "not pinned"
         print(f"  trade-off {tradeoff.rank} ({state}): {tradeoff.describe()}", file=sys.stderr)
     per_target = write_target_outputs(
         target_pins(results, released, wheel_pythons=wheel_pythons), out_dir / PINS_DIR

@@ -374,8 +374,18 @@ def _refuted_counterfactuals(results: list[CellResult]) -> dict[tuple[str, str],
     """(original cell id, module) -> the counterfactual cell that added the module as a requirement
     and was unsatisfiable (no such distribution on the index): the "add it" advice is refuted."""
     refuted: dict[tuple[str, str], dict[str, str]] = {}
+    # A distribution some cell installed is on the index: a counterfactual adding it that could not
+    # be installed (a contradiction, a Python without its wheel) refutes nothing, and the advice stays.
+    on_index = {
+        _requirement_name(name)
+        for result in results
+        if result.install.status == "installed"
+        for name in result.install.resolved
+    }
     for result in results:
         if result.install.status != "unsatisfiable" or not result.cell.requirements:
+            continue
+        if _requirement_name(result.cell.requirements[-1]) in on_index:
             continue
         originals = [
             t[len(_COUNTERFACTUAL_OF) :]

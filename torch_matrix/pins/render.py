@@ -15,6 +15,7 @@ from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NO
 from torch_matrix.vocab.escaping import terminal
 from .evidence import EnvironmentAdvice
 from .model import Answer, Exclusion, RequirementLine, requirement_lines
+from .search import TRADEOFF_RULE
 from .suggest import Suggestion
 from .vocabulary import PYTHON
 
@@ -146,7 +147,7 @@ def _tradeoff_lines(suggestion: Suggestion, prefix: str) -> list[str]:
             seen.append(tradeoff.interaction)
             out.append(
                 f"{prefix}interaction: {tradeoff.interaction}: no pin closes it without giving up a "
-                "working pair; ranked by working pairs given up, then releases given up:"
+                f"working pair; ranked by the rule: {TRADEOFF_RULE}:"
             )
         state = "pinned" if suggestion.pinned(tradeoff) else "not pinned"
         out.append(f"{prefix}  {tradeoff.rank}. ({state}) {tradeoff.describe()}")
@@ -404,7 +405,13 @@ def render_constraints(suggestion: Suggestion) -> str:
     if suggestion.tradeoffs and not suggestion.pin_tradeoffs:
         out.append(
             "# A break these pins leave open (no pin closes it without excluding a version seen working):"
-            " choose one trade-off, uncomment its line (`torch-matrix pins --tradeoffs pin-first` pins the first)"
+            " choose one trade-off, uncomment its line (`torch-matrix pins` without `--tradeoffs show`"
+            " pins the first by the rule)"
+        )
+    elif any(suggestion.pinned(t) for t in suggestion.tradeoffs):
+        out.append(
+            "# A trade-off above is pinned by the rule (no pin closes its break without excluding a"
+            f" version seen working): {TRADEOFF_RULE}; to choose another, replace its line"
         )
     for tradeoff in suggestion.tradeoffs:
         if not suggestion.pinned(tradeoff):
@@ -433,8 +440,8 @@ def render_requirements(suggestion: Suggestion) -> str:
             out.append(line.text())
     if suggestion.tradeoffs:
         out.append(
-            "# Trade-offs (the first of each interaction is pinned above; to choose another, replace "
-            "its line with the alternative's):"
+            "# Trade-offs (the first of each interaction is pinned above by the rule; to choose another, "
+            "replace its line with the alternative's):"
             if suggestion.pin_tradeoffs
             else "# Trade-offs (a break the pins above leave open: no pin closes it without excluding a version "
             "seen working; choose one and add its line):"

@@ -82,6 +82,8 @@ class _Grid:
         self.wheel_pythons: Mapping[
             str, Mapping[str, Any]
         ] = {}  # package -> release -> its wheels' Pythons
+        # package -> release -> why no cell gave evidence for it (unsatisfiable, install error)
+        self.holes: Mapping[str, Mapping[str, str]] = {}
 
     def where(self, axis: str) -> dict[Value, int]:
         """Value -> mask of the cells with that value on ``axis`` (None: the axis is missing)."""
@@ -408,6 +410,7 @@ def _build_pins(
                         grid.released[package],
                         grid.origins,
                         grid.wheel_pythons.get(package),
+                        grid.holes.get(package),
                     )
                 )
                 paired_specs = build_specifiers(goods - excluded, set(paired))
@@ -460,6 +463,7 @@ def _build_pins(
                             grid.released[package],
                             grid.origins,
                             grid.wheel_pythons.get(package),
+                            grid.holes.get(package),
                         )
                     )
                     specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
@@ -642,6 +646,7 @@ def _alternative(
                 grid.released[package],
                 grid.origins,
                 grid.wheel_pythons.get(package),
+                grid.holes.get(package),
             )
         )
         specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
@@ -690,6 +695,28 @@ def _alternative(
     return still_open, Tradeoff(interaction, 0, pin, other, tuple(given), answer)
 
 
+TRADEOFF_RULE = (
+    "keep the axis under test (torch, torchvision) whole and constrain the incidental dependency "
+    "(numpy<2, setuptools<82), as maintainers do; then fewest working pairs, then fewest releases "
+    "given up"
+)
+
+
+def _tradeoff_rank(option: tuple[int, Tradeoff]) -> tuple:
+    """The rule that picks the one trade-off the files pin (``TRADEOFF_RULE``, docs/pins.md): first
+    the one that closes the most of the interaction's tested failing pairs, then the one on the
+    incidental dependency (users pick torch for their hardware and project; numpy or setuptools
+    follows), then fewest working pairs, then fewest releases given up."""
+    still_open, tradeoff = option
+    return (
+        still_open,
+        tradeoff.pin.package in CORE_PACKAGES,
+        tradeoff.pairs,
+        len(tradeoff.releases),
+        _axis_rank(tradeoff.pin.package),
+    )
+
+
 def find_tradeoffs(
     grid: _Grid,
     safe: Answer,
@@ -718,21 +745,8 @@ def find_tradeoffs(
             )
             if option is not None
         ]
-        # On a tie, pin the dependency (numpy) before torch: users pick torch for their hardware.
-        options = [
-            t
-            for _, t in sorted(
-                scored,
-                key=lambda o: (
-                    o[0],
-                    o[1].pairs,
-                    len(o[1].releases),
-                    o[1].pin.package in CORE_PACKAGES,
-                    _axis_rank(o[1].pin.package),
-                ),
-            )
-        ]
-        for rank, option in enumerate(options, 1):
+        ranked = [t for _, t in sorted(scored, key=_tradeoff_rank)]
+        for rank, option in enumerate(ranked, 1):
             found.append(
                 Tradeoff(
                     option.interaction,
@@ -743,8 +757,8 @@ def find_tradeoffs(
                     option.answer,
                 )
             )
-        if options:
-            chosen = options[0].answer
+        if ranked:
+            chosen = ranked[0].answer
     if chosen is safe:
         return found, None
     label = "trade-off: " + "; ".join(t.line() for t in found if t.rank == 1)
@@ -759,9 +773,12 @@ def find_answers(
     released: Mapping[str, Sequence[Any]] | None = None,
     origins: Mapping[str, str] | None = None,
     wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None,
+    holes: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Answer]:
     """Ranked answers (best first); ``find_pins`` without the trade-offs."""
-    return find_pins(observations, packages, pairs, policy, released, origins, wheel_pythons)[0]
+    return find_pins(
+        observations, packages, pairs, policy, released, origins, wheel_pythons, holes
+    )[0]
 
 
 def find_pins(
@@ -772,6 +789,7 @@ def find_pins(
     released: Mapping[str, Sequence[Any]] | None = None,
     origins: Mapping[str, str] | None = None,
     wheel_pythons: Mapping[str, Mapping[str, Any]] | None = None,
+    holes: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[Answer], list[Tradeoff], Answer | None]:
     """Ranked answers (best first), the trade-offs (``find_tradeoffs``) and the answer with the first
     trade-off of each interaction (None: none). No answer excludes a good cell: a bad cell that cannot be
@@ -779,7 +797,9 @@ def find_pins(
 
     ``released`` (package -> the index's releases) and ``origins`` (cell id -> origin) let
     ``PinPolicy.PROVEN`` exclude each break's window whole (``pins.windows``); ``wheel_pythons``
-    (package -> release -> the Pythons its wheels serve) tells which releases a cell could install."""
+    (package -> release -> the Pythons its wheels serve) tells which releases a cell could install;
+    ``holes`` (package -> release -> why) the releases no cell could give evidence for, which an edge
+    steps over."""
     every = [*packages, PYTHON]
     pinnable = varied_axes(observations, every) or every
     conditions = varied_axes(observations, every + [VARIANT])
@@ -787,6 +807,7 @@ def find_pins(
     grid.released = released or {}
     grid.origins = origins or {}
     grid.wheel_pythons = wheel_pythons or {}
+    grid.holes = holes or {}
     pairs = pairs or {}
     if grid.bad and not grid.good:  # nothing works: exclude what failed, blame the first package
         for axis in pinnable:
@@ -859,8 +880,10 @@ def find_pins(
             chosen = tuple(pure + sorted(set(atoms), key=Atom.sort_key))
             distinct[chosen] = min(label, distinct.get(chosen, label))
     answers: dict[tuple[Any, ...], Answer] = {}
+    atoms_of: dict[int, tuple[Atom, ...]] = {}  # id(answer) -> its atoms
     for chosen, label in distinct.items():
         answer, admitted = _answer(grid, label, list(chosen), pairs, policy)
+        atoms_of[id(answer)] = chosen
         if answer.lost:
             continue  # it would exclude a version seen working there: never offer it
         if admitted & grid.bad_mask and not label.startswith("exclude only"):
@@ -869,9 +892,56 @@ def find_pins(
         if key not in answers or _rank_key(answer) < _rank_key(answers[key]):
             answers[key] = answer
     if not any(a.expressible for a in answers.values()):  # always one: the pure failures alone
-        answers[((), True)] = _answer(grid, "exclude failing versions", pure, pairs, policy)[0]
+        fallback = _answer(grid, "exclude failing versions", pure, pairs, policy)[0]
+        answers[((), True)] = fallback
+        atoms_of[id(fallback)] = tuple(pure)
     ranked = sorted(answers.values(), key=_rank_key)
     safe = next(answer for answer in ranked if answer.expressible)
     diagnosis = None if ranked[0].expressible else ranked[0]
     tradeoffs, traded = find_tradeoffs(grid, safe, diagnosis, packages, policy)
+    redundant = _explained_by_tradeoff(grid, atoms_of.get(id(safe), ()), tradeoffs, traded)
+    if redundant:
+        # A release of the axis under test seen only in failing pairs that the pinned trade-off on the
+        # incidental dependency already excludes (torch 1.13.0 tested only with numpy 2, next to
+        # numpy<2): the dependency explains its failure, so it is not excluded again.
+        kept = [atom for atom in atoms_of[id(safe)] if atom not in redundant]
+        lean = _answer(grid, safe.label, kept, pairs, policy)[0]
+        lean_tradeoffs, lean_traded = find_tradeoffs(grid, lean, diagnosis, packages, policy)
+        if (
+            lean_traded is not None
+            and set(lean_traded.unresolved) <= set(traded.unresolved if traded else ())
+            and not _explained_by_tradeoff(grid, kept, lean_tradeoffs, lean_traded)
+            and {t.line() for t in lean_tradeoffs if t.rank == 1}
+            == {t.line() for t in tradeoffs if t.rank == 1}
+        ):
+            tradeoffs, traded = lean_tradeoffs, lean_traded
     return ranked, tradeoffs, traded
+
+
+def _explained_by_tradeoff(
+    grid: _Grid, atoms: Sequence[Atom], tradeoffs: Sequence[Tradeoff], traded: Answer | None
+) -> set[Atom]:
+    """The unconditional exclusions on torch or torchvision whose every failing cell the pinned pin
+    of an incidental dependency (numpy, setuptools: a first-ranked trade-off's package, as ``traded``
+    writes it) already excludes, each for probes that pin's exclusions name: the dependency explains
+    them (torch 1.13.0 tested only with numpy 2, next to ``numpy<2``)."""
+    if traded is None:
+        return set()
+    incidental = [
+        pin
+        for pin in traded.pins
+        if pin.condition is None
+        and pin.package not in CORE_PACKAGES
+        and any(t.rank == 1 and t.pin.package == pin.package for t in tradeoffs)
+    ]
+    found: set[Atom] = set()
+    for atom in atoms:
+        if atom.axis not in CORE_PACKAGES or atom.cond_axis:
+            continue
+        cells = grid.cells(grid.mask(atom) & grid.bad_mask)
+        for pin in incidental:
+            probes = {probe for e in pin.exclusions for probe in e.probes}
+            if cells and all(not pin.admits(o) and set(o.failing) <= probes for o in cells):
+                found.add(atom)
+                break
+    return found

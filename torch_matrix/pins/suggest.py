@@ -8,8 +8,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
-from torch_matrix.vocab.records import ORIGIN_BISECT, CellResult
-from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
+from torch_matrix.vocab.records import INSTALLED, ORIGIN_BISECT, CellResult, public_version
+from torch_matrix.judge.verdict import (
+    COMPATIBLE,
+    INCOMPATIBLE,
+    NO_EVIDENCE,
+    NOT_INSTALLABLE,
+    verdict_of,
+)
 from .coverage import Coverage, coverage
 from .evidence import (
     EnvironmentAdvice,
@@ -47,13 +53,14 @@ class Suggestion:
         Tradeoff, ...
     ] = ()  # per interaction of an extras axis: ranked one-pin answers
     traded: Answer | None = None  # the safe answer plus the first trade-off of each interaction
-    pin_tradeoffs: bool = False  # `pins --tradeoffs pin-first`: the files pin ``traded``
+    pin_tradeoffs: bool = True  # the files pin ``traded`` (`pins --tradeoffs show`: they do not)
     # torch releases after the newest with evidence, every cell unsatisfiable or errored
     # (``pins.untested``): "no pin needed" holds only up to there.
     untested: tuple[str, ...] = ()
 
     def pinned(self, tradeoff: Tradeoff) -> bool:
-        """Whether the files pin this trade-off: only its interaction's first, and only when asked."""
+        """Whether the files pin this trade-off: its interaction's first by the rule
+        (``search.TRADEOFF_RULE``), unless ``pins --tradeoffs show``."""
         return self.pin_tradeoffs and self.traded is not None and tradeoff.rank == 1
 
     @property
@@ -64,10 +71,12 @@ class Suggestion:
 
     @property
     def recommended(self) -> Answer:
-        """What the files pin: the safe answer (no pin excludes a version seen working). A trade-off
-        (an interaction of an extras axis no pin closes without giving up a working pair) is shown,
-        ranked, for the maintainer to choose; only ``pins --tradeoffs pin-first`` adds the
-        first-ranked one (its lines name what they give up)."""
+        """What the files pin: the safe answer (no pin excludes a version seen working) plus, for
+        each interaction of an extras axis no pin closes without giving up a working pair, the one
+        trade-off the rule ranks first (``search.TRADEOFF_RULE``: constrain the incidental
+        dependency, keep torch whole), so that applying the files installs no tested failing pair;
+        its lines name what they give up, the others are shown. ``pins --tradeoffs show`` pins the
+        safe answer alone and leaves the break open."""
         return self.traded if self.pin_tradeoffs and self.traded is not None else self.safe
 
     @property
@@ -77,19 +86,50 @@ class Suggestion:
         return None if best.expressible else best
 
 
+def holes(results: Sequence[CellResult], packages: Sequence[str]) -> dict[str, dict[str, str]]:
+    """package -> release -> why, for each release whose every cell could not be installed
+    (unsatisfiable: no wheel for the cell's Python, excluded by the project's requirements; or an
+    install error) and that no evidence cell tested: an edge of a window steps over it."""
+    found: dict[str, dict[str, str]] = {}
+    tested: dict[str, set[str]] = {}
+    for result in results:
+        installed = result.install.status == INSTALLED
+        for package in packages:
+            if package == "torch":
+                planned = result.cell.torch
+            elif package == "torchvision":
+                planned = result.cell.torchvision
+            else:
+                value = result.cell.axes.get(package, "")
+                planned = value[2:] if value.startswith("==") and "*" not in value else ""
+            release = public_version(result.install.resolved.get(package, "") or planned or "")
+            if not release:
+                continue
+            if installed:
+                tested.setdefault(package, set()).add(release)
+                continue
+            verdict = verdict_of(result)
+            reason = " ".join(f"{verdict.kind}: {verdict.reason}".split())
+            found.setdefault(package, {}).setdefault(release, reason[:100])
+    return {
+        package: {v: why for v, why in releases.items() if v not in tested.get(package, set())}
+        for package, releases in found.items()
+    }
+
+
 def suggest_pins(
     results: Sequence[CellResult],
     released: Mapping[str, Sequence[str]] | None = None,
     policy: PinPolicy = PinPolicy.PROVEN,
     wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
-    pin_tradeoffs: bool = False,
+    pin_tradeoffs: bool = True,
 ) -> Suggestion:
     """Derive the suggestion from cell results; ``released`` maps package -> released versions,
     ``wheel_pythons`` package -> release -> the Python X.Y values its wheels serve (a release with
     no wheel for any tested Python was never a candidate: windows and coverage leave it out).
 
     ``policy`` says whether bounds may reach untested releases (``PinPolicy``); ``pin_tradeoffs``
-    whether the files pin each interaction's first-ranked trade-off (else they are shown). Cells of
+    whether the files pin each interaction's first-ranked trade-off (else they are only shown). Cells of
     ``torch-matrix bisect`` (judged by one probe or test) are never evidence for the pins."""
     results = [result for result in results if result.cell.origin != ORIGIN_BISECT]
     packages = package_axes(results)
@@ -108,7 +148,14 @@ def suggest_pins(
         result.cell.id: str(result.cell.origin) for result in results if result.cell.is_followup
     }
     answers, tradeoffs, traded = find_pins(
-        observations, packages, _pairs(results, values_of), policy, released, origins, wheel_pythons
+        observations,
+        packages,
+        _pairs(results, values_of),
+        policy,
+        released,
+        origins,
+        wheel_pythons,
+        holes(results, packages),
     )
     if released and wheel_pythons:
         pythons = {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from torch_matrix.plan.bisection import final_releases
 from torch_matrix.plan.counterfactual import counterfactual_of
@@ -58,12 +58,22 @@ class EdgeProof:
     missing: tuple[str, ...] = ()  # releases between the window and the next passing one, untested
     beyond: int = 0  # at an end of the index: releases past it with no wheel for the tested Pythons
     pythons: tuple[str, ...] = ()  # the tested Pythons (the words of ``beyond``)
+    # Releases between the bad one and the next release outside that no cell could give evidence
+    # for (unsatisfiable, excluded by the project's requirements, install error), each with why:
+    # stepped over, not admitted.
+    skipped: tuple[str, ...] = ()
 
     @property
     def proven(self) -> bool:
         return not self.missing and bool(self.good or self.index_end)
 
     def sentence(self) -> str:
+        text = self._sentence()
+        if self.skipped:
+            text += f" (stepped over {_few(self.skipped, 3)}: no evidence, not admitted)"
+        return text
+
+    def _sentence(self) -> str:
         word = "first bad" if self.side == START else "last bad"
         if self.index_end:
             text = f"{self.index_end} {self.bad} fails [{self.bad_cell}]"
@@ -81,12 +91,15 @@ class EdgeProof:
                 else (
                     f"between {self.bad} and {self.good} (passes)"
                     if self.good
+                    else f"before {self.bad}"
+                    if self.side == START
                     else f"after {self.bad}"
                 )
             )
             return (
                 f"{word} not found: {_few(self.missing)} {where} not tested "
-                f"(follow-up cap reached, or no evidence: see the cells without evidence)"
+                f"(no follow-up cell reached {'it' if len(self.missing) == 1 else 'them'}: "
+                "see the run's follow-up line for its cap)"
             )
         pair = (
             f"{self.good} (passes) [{self.good_cell}] and {self.bad} (fails) [{self.bad_cell}]"
@@ -107,6 +120,7 @@ class EdgeProof:
             "missing": list(self.missing),
             "proven": self.proven,
             **({"not_admitted_beyond": self.beyond} if self.beyond else {}),
+            **({"skipped": list(self.skipped)} if self.skipped else {}),
         }
 
 
@@ -223,20 +237,26 @@ def find_windows(
     released: Iterable[Any],
     origins: Mapping[str, str] | None = None,
     wheel_pythons: Mapping[str, Any] | None = None,
+    holes: Mapping[str, str] | None = None,
 ) -> list[Window]:
     """The windows of ``package``: ``excluded`` are the tested values the pin excludes,
     ``admitted`` the tested values it admits (the window never covers one), ``released`` the
     index's releases of the package, ``origins`` cell id -> origin (which cells were follow-ups),
     ``wheel_pythons`` release -> the Pythons its wheels serve (``admitted_releases``: only the
-    releases the observations' Pythons could install count)."""
+    releases the observations' Pythons could install count), ``holes`` release -> why for the
+    releases whose every cell gave no evidence (unsatisfiable, install error): an edge steps over
+    them to the next release, and its proof names them."""
     excluded = {Version(str(v)) for v in excluded}
     admitted = {Version(str(v)) for v in admitted} - excluded
+    why_hole = {Version(v): why for v, why in (holes or {}).items() if _is_release(v)}
+    for version in excluded | admitted:
+        why_hole.pop(version, None)
     pythons = sorted(
         {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None},
         key=Version,
     )
     installable, left_out = admitted_releases(released, wheel_pythons, pythons)
-    releases = sorted({Version(v) for v in installable} | excluded | admitted)
+    releases = sorted(({Version(v) for v in installable} - set(why_hole)) | excluded | admitted)
     if not excluded or not releases:
         return []
     origins = origins or {}
@@ -258,6 +278,8 @@ def find_windows(
         first_index, last_index = releases.index(bad[0]), releases.index(bad[-1])
         start = _edge(START, package, releases, first_index, -1, admitted, cells, origins)
         end = _edge(END, package, releases, last_index, +1, admitted, cells, origins)
+        start = _stepped(start, why_hole, releases, first_index, -1)
+        end = _stepped(end, why_hole, releases, last_index, +1)
         if start.index_end or end.index_end:
             outside = [Version(v) for v in left_out]
             start = _beyond(start, sum(1 for v in outside if v < releases[0]), pythons)
@@ -265,6 +287,35 @@ def find_windows(
         inside = releases[first_index : last_index + 1]
         windows.append(_window(package, inside, bad, start, end, releases))
     return windows
+
+
+def _is_release(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _stepped(
+    edge: EdgeProof,
+    why_hole: Mapping[Version, str],
+    releases: Sequence[Version],
+    index: int,
+    step: int,
+) -> EdgeProof:
+    """``edge`` naming the holes between its bad release and the next release on its side."""
+    bad = releases[index]
+    other = index + step
+    neighbour = releases[other] if 0 <= other < len(releases) else None
+    if step < 0:  # older than the first bad release, newer than the release before it
+        between = [v for v in why_hole if v < bad and (neighbour is None or v > neighbour)]
+    else:  # newer than the last bad release, older than the release after it
+        between = [v for v in why_hole if v > bad and (neighbour is None or v < neighbour)]
+    found = sorted(between, reverse=step < 0)
+    if not found:
+        return edge
+    return replace(edge, skipped=tuple(f"{v} ({why_hole[v]})" for v in found))
 
 
 def _beyond(edge: EdgeProof, count: int, pythons: Sequence[str]) -> EdgeProof:

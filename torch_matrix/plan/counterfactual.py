@@ -25,7 +25,13 @@ import re
 from collections.abc import Mapping, Sequence
 
 from torch_matrix.judge.causes import EnvironmentKind
-from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL, Cell, CellResult, local_label
+from torch_matrix.vocab.records import (
+    CORE_AXES,
+    ORIGIN_COUNTERFACTUAL,
+    Cell,
+    CellResult,
+    local_label,
+)
 from torch_matrix.judge.verdict import verdict_of
 
 TAG = "counterfactual"
@@ -78,7 +84,7 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
             Cell(
                 id=f"{cell.id}{_SEPARATOR}{suffix}",
                 axes=dict(cell.axes),
-                requirements=(*cell.requirements, requirement),
+                requirements=with_requirement(cell.requirements, requirement),
                 probes=cell.probes,
                 required_probes=cell.required_probes,
                 tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
@@ -91,6 +97,42 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
             )
         )
     return cells
+
+
+def requirement_name(requirement: str) -> str:
+    """The distribution a requirement names, normalized (``Setuptools>=82`` -> ``setuptools``)."""
+    name = re.split(r"[<>=!~;\[ @(]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def with_requirement(requirements: Sequence[str], fix: str) -> tuple[str, ...]:
+    """``requirements`` with ``fix`` last, replacing every requirement on the same distribution: a fix
+    on an axis the cell pins replaces that axis value (``setuptools>=82`` becomes ``setuptools<82``,
+    never both, which no installer can satisfy). A requirement on another distribution, or a
+    mismatched-build exclusion of torch's own build (``torch!=2.13.0+cpu`` next to ``torch==2.13.0``),
+    which narrows rather than contradicts, is kept."""
+    name = requirement_name(fix)
+    narrows = fix.lstrip().startswith(name) and "!=" in fix and "<" not in fix and ">" not in fix
+    kept = tuple(
+        requirement
+        for requirement in requirements
+        if narrows or requirement_name(requirement) != name
+    )
+    return (*kept, fix)
+
+
+def replaced_by(cell: Cell) -> str:
+    """The requirement of the cell a counterfactual follows up that its fix replaced (``""``: the
+    fix was added): the axis requirement on the fix's distribution (``setuptools>=82``)."""
+    if not is_counterfactual(cell.id) or not cell.requirements:
+        return ""
+    name = requirement_name(cell.requirements[-1])
+    if any(requirement_name(r) == name for r in cell.requirements[:-1]):
+        return ""
+    for axis, value in cell.axes.items():  # an extras axis' requirement is ``f"{axis}{value}"``
+        if value and axis not in CORE_AXES and requirement_name(axis) == name:
+            return f"{axis}{value}"
+    return ""
 
 
 def probe_subset(cell: Cell, concerned: Sequence[str]) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ results and asks again, until it returns nothing or the per-run cap is spent.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
@@ -45,6 +46,8 @@ from torch_matrix.plan.counterfactual import (
     _SEPARATOR as _CF_SEPARATOR,
     counterfactual_of,
     plan_counterfactuals,
+    replaced_by,
+    with_requirement,
 )
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import ID_UNSAFE
@@ -114,13 +117,27 @@ class Edge:
     breaking: tuple[
         str, ...
     ] = ()  # the break's grid releases that fail (where an interaction shows)
+    # The releases at the open end of the span stepped over, each with why: a cell there gave no
+    # evidence (unsatisfiable for the cell, excluded by the project's requirements, install error).
+    skipped: tuple[tuple[str, str], ...] = ()
 
     @property
     def why(self) -> str:
         good, bad = self.span[0], self.span[-1]
         if self.side == START:
-            return f"start of the break at {self.axis} {bad}: bisect {good} .. {bad}"
-        return f"end of the break at {self.axis} {bad}: bisect {bad} .. {good}"
+            text = f"start of the break at {self.axis} {bad}: bisect {good} .. {bad}"
+        else:
+            text = f"end of the break at {self.axis} {bad}: bisect {bad} .. {good}"
+        if self.skipped:
+            where = "older" if self.side == START else "newer"
+            text += f" (stepped over the {where} {_listed(self.skipped)})"
+        return text
+
+
+def _listed(skipped: Sequence[tuple[str, str]]) -> str:
+    """``1.13.0 (unsatisfiable: ...), 1.12.1 (...)``, the first three."""
+    shown = ", ".join(f"{release} ({why})" for release, why in skipped[:3])
+    return shown + (f", +{len(skipped) - 3} more" if len(skipped) > 3 else "")
 
 
 def moving_axes(cell: Cell, torchvision_axis: bool = False) -> list[str]:
@@ -183,10 +200,11 @@ def outcomes_by_context(
             # The release with the environment fixed: its verdict is the release's, and the cell
             # counts where the cell it follows up does (the grid, or an edge).
             base = counterfactual_of(cell.id)
+            replaced = replaced_by(cell)  # the axis requirement its fix replaced, put back
             cell = dataclasses.replace(
                 cell,
                 id=base,
-                requirements=cell.requirements[:-1],
+                requirements=(*cell.requirements[:-1], *([replaced] if replaced else [])),
                 probe_subset=(),
                 origin=ORIGIN_EDGE if base.endswith(EDGE_SEPARATOR) else ORIGIN_MATRIX,
                 tags=tuple(t for t in cell.tags if not t.startswith(ORIGIN_COUNTERFACTUAL)),
@@ -355,6 +373,16 @@ def _edge(
     axis: str = TORCH,
     breaking: tuple[str, ...] = (),
 ) -> Edge:
+    # Step over holes at the open end (no edge on that side yet: the oldest or newest release, or
+    # the farthest one tried): a release whose cell gave no evidence says nothing of the break, so
+    # the search moves to the next one inward, at most as many times as the edge's own budget.
+    skipped: list[tuple[str, str]] = []
+    limit = bisection.max_cells(len(span))
+    while len(span) > 2 and kinds.get(span[0]) == bisection.SKIP and len(skipped) < limit:
+        entry = tested[span[0]]
+        why = bisection.outcome_of(entry["result"]).evidence  # type: ignore[arg-type]
+        skipped.append((span[0], " ".join(why.split())[:120]))
+        span = span[1:]
     outcomes = {v: kinds[v] for v in span if v in kinds}
     spent = sum(
         1
@@ -367,7 +395,7 @@ def _edge(
     wanted = bisection.next_version(list(span), outcomes) if len(span) > 1 else None
     if spent >= budget:
         wanted = None
-    return Edge(context, side, span, base, spent, budget, wanted, axis, breaking)
+    return Edge(context, side, span, base, spent, budget, wanted, axis, breaking, tuple(skipped))
 
 
 # ---------------------------------------------------------------------------- interactions
@@ -733,7 +761,9 @@ def with_fixes(cell: Cell, fixes: Sequence[tuple[str, str]]) -> Cell:
     return dataclasses.replace(
         cell,
         id=cell.id[: -len(EDGE_SEPARATOR)] + tokens + EDGE_SEPARATOR,
-        requirements=(*cell.requirements, *(fix for fix, _ in wanted)),
+        requirements=functools.reduce(
+            with_requirement, (fix for fix, _ in wanted), cell.requirements
+        ),
         reason=f"{cell.reason} (with {told})" if cell.reason else f"with {told}",
     )
 

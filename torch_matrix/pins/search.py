@@ -702,7 +702,7 @@ TRADEOFF_RULE = (
 )
 
 
-def _tradeoff_rank(option: tuple[int, Tradeoff]) -> tuple:
+def _tradeoff_rank(option: tuple[int, Tradeoff]) -> tuple[int, bool, int, int, tuple[int, str]]:
     """The rule that picks the one trade-off the files pin (``TRADEOFF_RULE``, docs/pins.md): first
     the one that closes the most of the interaction's tested failing pairs, then the one on the
     incidental dependency (users pick torch for their hardware and project; numpy or setuptools

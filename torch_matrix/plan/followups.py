@@ -380,7 +380,7 @@ def _edge(
     limit = bisection.max_cells(len(span))
     while len(span) > 2 and kinds.get(span[0]) == bisection.SKIP and len(skipped) < limit:
         entry = tested[span[0]]
-        why = bisection.outcome_of(entry["result"]).evidence  # type: ignore[arg-type]
+        why = bisection.outcome_of(entry["result"]).evidence
         skipped.append((span[0], " ".join(why.split())[:120]))
         span = span[1:]
     outcomes = {v: kinds[v] for v in span if v in kinds}

@@ -196,6 +196,21 @@ def test_a_test_dependency_missing_on_both_sides_is_a_harness_fault() -> None:
     assert same.eco_class == EcoClass.SAME_FAIL
 
 
+def test_tests_that_broke_before_the_budget_ran_out_still_regress() -> None:
+    base = side(B, SideStatus.TIMEOUT, {"f[a]": "passed", "f[b]": "passed"}, detail="budget")
+    cand = side(
+        C,
+        SideStatus.TIMEOUT,
+        {"f[a]": "failed", "f[b]": "passed"},
+        messages={"f[a]": "_pickle.UnpicklingError: Weights only load failed"},
+    )
+    got = classify(base, cand)
+    assert got.eco_class == EcoClass.REGRESSED and got.new_failures == ("f[a]",)
+    assert "before the budget ran out" in got.evidence
+    same = classify(base, side(C, SideStatus.TIMEOUT, {"f[a]": "passed"}, detail="budget"))
+    assert same.eco_class == EcoClass.SPURIOUS and same.spurious == SpuriousKind.TIMEOUT
+
+
 def test_a_timeout_or_a_kill_is_spurious() -> None:
     timed = classify(
         side(B, OK, {"a": "passed"}), side(C, SideStatus.TIMEOUT, detail="past its 600 s budget")

@@ -9,7 +9,9 @@ The rule, crater's with pytest's granularity:
 - ``new`` non-empty: ``regressed``; else ``gone`` non-empty: ``fixed`` (tests that failed with
   the baseline pass with the candidate, none the other way); else both pass: ``same-pass``; else
   ``same-fail``;
-- ``spurious`` instead, when a side timed out, or every failure that decided the class matches
+- ``spurious`` instead, when a side timed out with nothing changed in the tests it reached (a
+  test that passed on the baseline and failed on the candidate before the budget ran out still
+  makes it ``regressed``), or every failure that decided the class matches
   a spurious pattern (network, out of memory, full disk, a harness fault such as a bare
   ``python`` or missing test data): the class says nothing about torch, the evidence says why;
 - ``flaky`` instead of ``regressed``, when the retry of the regressed tests (only those, on both
@@ -110,7 +112,8 @@ class Classified:
 
 
 def _ran(side: SideRun) -> bool:
-    return side.status in (SideStatus.PASSED, SideStatus.FAILED)
+    """Its tests ran (a side stopped at its budget ran those it reached)."""
+    return side.status in (SideStatus.PASSED, SideStatus.FAILED, SideStatus.TIMEOUT)
 
 
 def _outcomes(side: SideRun) -> dict[str, str]:
@@ -152,8 +155,10 @@ def _failure_texts(side: SideRun, tests: set[str]) -> list[str]:
     return [_message(side, t) for t in sorted(tests)] or [side.output_tail]
 
 
-def _spurious(side: SideRun, texts: list[str]) -> tuple[SpuriousKind, str] | None:
-    if side.status == SideStatus.TIMEOUT:
+def _spurious(
+    side: SideRun, texts: list[str], timeout: bool = True
+) -> tuple[SpuriousKind, str] | None:
+    if timeout and side.status == SideStatus.TIMEOUT:
         return SpuriousKind.TIMEOUT, f"{side.role}: {side.detail or 'past its time budget'}"
     if side.exit_code in _KILLED_CODES and not side.tests:
         return SpuriousKind.OOM, f"{side.role}: killed (exit {side.exit_code}), {side.memory_limit}"
@@ -182,16 +187,13 @@ def classify(
     ):
         reason = skip_reason or candidate.detail or baseline.detail or "skipped"
         return Classified(project, EcoClass.SKIPPED, reason)
-    for side in (baseline, candidate):
-        if side.status == SideStatus.TIMEOUT:
-            found = _spurious(side, [])
-            assert found is not None
-            return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    timed_out = [side for side in (baseline, candidate) if side.status == SideStatus.TIMEOUT]
+    budget = " (in the tests that ran before the budget ran out)" if timed_out else ""
     new = newly_failing(baseline, candidate)
     gone = newly_failing(candidate, baseline)
     messages = {t: _message(candidate, t) for t in sorted(new)}
     if new:
-        found = _spurious(candidate, _failure_texts(candidate, new))
+        found = _spurious(candidate, _failure_texts(candidate, new), timeout=False)
         if found:
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
         flipped = _flips(new, retry_baseline, retry_candidate)
@@ -210,7 +212,7 @@ def classify(
         return Classified(
             project,
             EcoClass.REGRESSED,
-            f"{len(new)} test(s) fail only with torch {candidate.torch}: "
+            f"{len(new)} test(s) fail only with torch {candidate.torch}{budget}: "
             f"{first} -- {messages[first]}"[:600],
             new_failures=tuple(sorted(new)),
             fixed_tests=tuple(sorted(gone)),
@@ -218,17 +220,21 @@ def classify(
         )
     candidate_passes = candidate.status == SideStatus.PASSED
     if gone:
-        found = _spurious(baseline, _failure_texts(baseline, gone))
+        found = _spurious(baseline, _failure_texts(baseline, gone), timeout=False)
         if found:
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
         first = sorted(gone)[0]
         return Classified(
             project,
             EcoClass.FIXED,
-            f"{len(gone)} test(s) fail only with torch {baseline.torch}: "
+            f"{len(gone)} test(s) fail only with torch {baseline.torch}{budget}: "
             f"{first} -- {_message(baseline, first)}"[:600],
             fixed_tests=tuple(sorted(gone)),
         )
+    if timed_out:  # nothing changed in what ran: the budget, not torch, ended it
+        found = _spurious(timed_out[0], [])
+        assert found is not None
+        return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
     if baseline.status == SideStatus.PASSED and candidate_passes:
         return Classified(
             project, EcoClass.SAME_PASS, f"{candidate.summary or 'passed'} on both sides"

@@ -852,6 +852,29 @@ numpy = { values = ["<2", ">=2"], label = "np" }
             "2.0.0"
         ), line.text()
     assert "t2.0.0-py3.11-nplt2-edge".replace("py3.11", f"py{PY}") in pins.stdout
+    # The files as written pin one trade-off by the rule (keep torch whole, constrain numpy): applied
+    # as they are, they admit no tested failing pair, and they keep every torch release.
+    from packaging.requirements import Requirement
+
+    constraints = (run_dir / "pins" / "constraints.txt").read_text()
+    active = [
+        Requirement(line.split("  #")[0])
+        for line in constraints.splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert [str(r) for r in active] == ["numpy<2"], constraints
+    assert "trade-off 1 (pinned by the rule): numpy<2" in pins.stdout + pins.stderr or (
+        "1. (pinned) numpy<2" in pins.stdout
+    )
+    for result in results:
+        if verdict_of(result).kind != INCOMPATIBLE:
+            continue
+        installed = result.install.resolved
+        assert any(
+            not r.specifier.contains(installed[r.name], prereleases=True)
+            for r in active
+            if r.name in installed
+        ), (result.cell.id, installed)
 
 
 def test_two_local_runs_feed_the_local_history(tmp_path):

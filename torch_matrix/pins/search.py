@@ -696,9 +696,9 @@ def _alternative(
 
 
 TRADEOFF_RULE = (
-    "keep the axis under test (torch, torchvision) whole and constrain the incidental dependency "
-    "(numpy<2, setuptools<82), as maintainers do; then fewest working pairs, then fewest releases "
-    "given up"
+    "the answer that closes the most tested failing pairs; then keep the axis under test (torch, "
+    "torchvision) whole and constrain the incidental dependency (numpy<2, setuptools<82), as "
+    "maintainers do; then fewest working pairs, then fewest releases given up"
 )
 
 

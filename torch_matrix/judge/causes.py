@@ -596,11 +596,16 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
                 fix=finding.fix if finding else "",
             )
     if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
+        finding = code_finding(probe)  # collected nowhere, on an API every tested release lacks
         return Attribution(
             Cause.ENVIRONMENT,
             EnvironmentKind.TESTS_DID_NOT_RUN,
             f"{probe.name}: the tests did not run (pytest exit {probe.evidence['pytest_exit']}): "
-            f"fix the test suite; {probe.message.split(' (exit ')[0][:160]}",
+            + (
+                f"fix the test suite: {finding.advice()}"
+                if finding
+                else f"fix the test suite; {probe.message.split(' (exit ')[0][:160]}"
+            ),
             detail=probe.message[:120],
         )
     text = _text(probe)

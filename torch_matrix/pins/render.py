@@ -316,7 +316,7 @@ def render_text(suggestion: Suggestion) -> str:
         for rank, answer in enumerate(suggestion.answers, 1):
             marker = "" if answer.expressible else " [not expressible in PEP 508]"
             out.append(f"  {rank}. {answer.describe()}  ({_keeps(answer)}){marker}")
-    if suggestion.environment:
+    if any(item.kind not in CODE_FIX_KINDS for item in suggestion.environment):
         out += [
             "",
             "Advice (failures an environment or a changed default explains; no pin is derived "

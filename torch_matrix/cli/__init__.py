@@ -109,6 +109,11 @@ def _build_parser() -> argparse.ArgumentParser:
         help="plan the built-in default matrix when no spec is found here",
     )
     plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.add_argument(
+        "--no-cost",
+        action="store_true",
+        help="skip the cost (bytes to download, disk at the peak): no index reads beyond the cells'",
+    )
     plan.add_argument("--shard", help="only the cells of shard K/N (1-based)")
     plan.add_argument(
         "--shards", type=int, help="print the N shards (with --json: a list for a CI matrix)"

@@ -12,7 +12,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from torch_matrix.plan.cost import PlanCost, cell_note, summary_lines
+from torch_matrix.run.budget import plan_cost, refuse_unless_fits
 from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.sizes import format_size
 from torch_matrix.vocab.layout import SHARD_ENV
 from torch_matrix.run.pipeline import plan_for_spec, shard_cells
 from torch_matrix.plan.shards import shards
@@ -91,33 +94,42 @@ def outside_declared(cell: Cell, declared: Mapping[str, tuple[str, str]]) -> str
 
 
 def render_table(
-    cells: list[Cell], spec: Spec, declared: Mapping[str, tuple[str, str]] | None = None
+    cells: list[Cell],
+    spec: Spec,
+    declared: Mapping[str, tuple[str, str]] | None = None,
+    cost: PlanCost | None = None,
 ) -> str:
     from tabulate import tabulate  # only the human output needs it
 
     extras = [axis.name for axis in spec.extras]
     rows = []
+    by_id = {c.cell_id: c for c in cost.cells} if cost is not None else {}
     for cell in cells:
         note = cell.plan_note or outside_declared(cell, declared or {})
-        rows.append(
-            [
-                cell.id,
-                cell.python,
-                cell.torch,
-                cell.torchvision or "-",
-                cell.variant,
-                " ".join(f"{n}{cell.axes[n]}" for n in extras if cell.axes.get(n)) or "-",
-                " ".join(cell.requirements),
-                note,
-            ]
-        )
-    headers = ["id", "python", "torch", "torchvision", "variant", "extras", "install pins", "note"]
+        row = [
+            cell.id,
+            cell.python,
+            cell.torch,
+            cell.torchvision or "-",
+            cell.variant,
+            " ".join(f"{n}{cell.axes[n]}" for n in extras if cell.axes.get(n)) or "-",
+            " ".join(cell.requirements),
+        ]
+        if cost is not None:
+            own = by_id.get(cell.id)
+            row += [cell_note(own) if own else "-", format_size(own.disk) if own else "-"]
+        rows.append([*row, note])
+    headers = ["id", "python", "torch", "torchvision", "variant", "extras", "install pins"]
+    if cost is not None:
+        headers += ["download", "disk"]
+    headers.append("note")
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
 def main(
-    args: argparse.Namespace, out: TextIO = sys.stdout, environ: Mapping[str, str] = os.environ
+    args: argparse.Namespace, out: TextIO | None = None, environ: Mapping[str, str] = os.environ
 ) -> int:
+    out = out or sys.stdout  # looked up now: a test (or a caller) may have replaced it
     require_spec(getattr(args, "spec", None), getattr(args, "default", False), environ)
     spec = load_spec(getattr(args, "spec", None), environ)
     cells = plan_for_spec(spec, environ)
@@ -144,12 +156,22 @@ def main(
                 )
                 out.writelines(f"  {cell_id}\n" for cell_id in entry["cells"])
         return 0
+    cost = None if getattr(args, "no_cost", False) else plan_cost(spec, cells, environ)
     if getattr(args, "json", False):
-        out.write(json.dumps([cell_json(c, spec, environ) for c in cells], indent=2) + "\n")
+        by_id = {c.cell_id: c for c in cost.cells} if cost is not None else {}
+        entries = []
+        for cell in cells:
+            entry = cell_json(cell, spec, environ)
+            if cell.id in by_id:
+                entry["cost"] = by_id[cell.id].to_json()
+            entries.append(entry)
+        out.write(json.dumps(entries, indent=2) + "\n")
+        if cost is not None:
+            refuse_unless_fits(cost)
         return 0
     out.write(f"spec {spec.path} (run {spec.name!r}): {len(cells)} cells\n")
     declared = declared_ranges(spec)
-    out.write(render_table(cells, spec, declared) + "\n")
+    out.write(render_table(cells, spec, declared, cost) + "\n")
     if spec.targets:
         out.write(
             f"hardware targets ({len(spec.targets)}, judged in each cell from its build, no GPU needed): "
@@ -169,4 +191,9 @@ def main(
             f"{len(outside)} cell(s) lie outside the project's own declared range: "
             f"{', '.join(outside)} (widen the requirement, or drop them from the spec)\n"
         )
+    if cost is not None:
+        out.write("cost (download: wheels not in uv's cache; disk: the cell's wheels unpacked):\n")
+        out.writelines(f"  {line}\n" for line in summary_lines(cost))
+        out.flush()
+        refuse_unless_fits(cost)
     return 0

@@ -402,7 +402,7 @@ def run_counterfactuals(
     planned = plan_counterfactuals(result)
     if not planned:
         return []
-    cap = cap_from(environ)
+    cap = cap_from(environ, plan.spec.followups)
     mine = {c.id for c in planned}
     already = sum(
         1
@@ -571,7 +571,7 @@ def run_followups_session(
         interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
         suite = suite_digest(spec)
         envdir = envdir_of(argv)
-        cap = cap_from(environ)
+        cap = cap_from(environ, spec.followups)
         base = CellSettings(
             cells_dir=plan.cells_dir,
             work_dir=envdir,

@@ -147,6 +147,12 @@ class Spec:
     # a Python no interpreter is found for: false (default) stops planning (exit 2); true plans
     # its cells as unsatisfiable
     allow_missing_interpreters: bool = False
+    # The most follow-up cells (counterfactual, edge) a run adds; None: $TORCH_MATRIX_FOLLOWUPS or
+    # the default cap (the variable wins over the spec, as for every setting).
+    followups: int | None = None
+    # The disk the run may fill (venvs + the uv cache growth it causes), in bytes; None: the free
+    # space of the disk less a margin (torch_matrix.plan.cost).
+    disk_budget: int | None = None
 
     def extra(self, name: str) -> ExtraAxis | None:
         for axis in self.extras:

@@ -182,6 +182,8 @@ class _Parser:
         "install",
         "targets",
         "allow_missing_interpreters",
+        "followups",
+        "disk_budget",
     )
 
     def __init__(
@@ -329,7 +331,40 @@ class _Parser:
             allow_missing_interpreters=self.boolean(
                 data.get("allow_missing_interpreters", False), "allow_missing_interpreters"
             ),
+            followups=self.followups(data.get("followups")),
+            disk_budget=self.disk_budget(data.get("disk_budget")),
         )
+
+    def followups(self, value: Any) -> int | None:
+        """``followups = N``: the most follow-up cells a run adds (0: none)."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.error(
+                "followups",
+                f"expected a number of cells >= 0, got {_show(value)}",
+                hint="`followups = 6` bounds the follow-up cells to 6; `followups = 0` runs none; "
+                + spec_hint("followups"),
+            )
+        return value
+
+    def disk_budget(self, value: Any) -> int | None:
+        """``disk_budget = "15GB"``: the disk the run may fill."""
+        from torch_matrix.vocab.sizes import EXAMPLES, parse_size
+
+        if value is None:
+            return None
+        try:
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                raise ValueError(f"expected a size such as {EXAMPLES}, got {_show(value)}")
+            return parse_size(value)
+        except ValueError as error:
+            raise self.error(
+                "disk_budget",
+                str(error),
+                hint='`disk_budget = "15GB"`; leave it out for the free space less a margin; '
+                + spec_hint("disk_budget"),
+            ) from None
 
     def targets(self, value: Any) -> tuple[Target, ...]:
         """``[targets]``: ``gpus`` (product names or capabilities) and ``drivers`` (NVIDIA versions)."""

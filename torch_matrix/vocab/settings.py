@@ -36,6 +36,8 @@ FOLLOWUPS_ENV = "TORCH_MATRIX_FOLLOWUPS"
 LEGACY_FOLLOWUPS_ENV = "TORCH_MATRIX_COUNTERFACTUALS"
 PREFETCH_ENV = "TORCH_MATRIX_PREFETCH"
 BUDGET_ENV = "TORCH_MATRIX_PREFETCH_FREE_GB"
+DISK_BUDGET_ENV = "TORCH_MATRIX_DISK_BUDGET"
+KEEP_VENVS_ENV = "TORCH_MATRIX_KEEP_VENVS"
 CACHE_DIR_ENV = "TORCH_MATRIX_CACHE_DIR"
 TTL_ENV = "TORCH_MATRIX_INDEX_TTL"
 HISTORY_ENV = "TORCH_MATRIX_HISTORY"
@@ -107,6 +109,17 @@ def _gigabytes(raw: str) -> float:
     if not 0 <= value <= MAX_PREFETCH_FREE_GB:
         raise BadValue(raw)
     return value
+
+
+def _size(raw: str) -> int | None:
+    from torch_matrix.vocab.sizes import parse_size
+
+    if not raw:
+        return None
+    try:
+        return parse_size(raw)
+    except ValueError:
+        raise BadValue(raw) from None
 
 
 def _flag(raw: str) -> bool:
@@ -286,6 +299,26 @@ VARIABLES: tuple[Variable, ...] = (
         example="10",
     ),
     Variable(
+        DISK_BUDGET_ENV,
+        "size",
+        "the spec's disk_budget, else the free disk less 5 GB (a tenth of it below 50 GB free)",
+        "the disk a run may fill: what it adds to uv's cache, and its venvs",
+        "a size such as 15GB, 500MB, 12GiB or a number of bytes",
+        _size,
+        "disk_budget",
+        example="15GB",
+    ),
+    Variable(
+        KEEP_VENVS_ENV,
+        "flag",
+        "0",
+        "keep each cell's venv after its result is written (else removed, for the disk budget)",
+        "1, true, yes, on / 0, false, no, off",
+        _flag,
+        "keep_venvs",
+        example="1",
+    ),
+    Variable(
         CACHE_DIR_ENV,
         "path",
         "$XDG_CACHE_HOME/torch-matrix, else ~/.cache/torch-matrix",
@@ -394,6 +427,8 @@ class Settings:
     followups: int = DEFAULT_FOLLOWUPS
     prefetch: int = DEFAULT_PREFETCH
     prefetch_free_gb: float = DEFAULT_PREFETCH_FREE_GB
+    disk_budget: int | None = None
+    keep_venvs: bool = False
     cache_dir: str | None = None
     index_ttl_s: float = DEFAULT_INDEX_TTL_S
     history: str | None = None

@@ -50,6 +50,7 @@ ACCEPT = (
 )
 USER_AGENT = "torch-matrix (planning; +https://github.com/)"
 SDIST_SUFFIXES = (".tar.gz", ".zip")
+SIZES_KEY = "sizes"  # a cached listing whose files carry the index's sizes
 
 # (url, accept) -> (content_type, body). Raises IndexUnavailable or returns None for 404.
 Fetch = Callable[[str, str], "tuple[str, bytes] | None"]
@@ -76,6 +77,7 @@ class DistFile:
     tags: tuple[str, ...] = ()  # "cp311-cp311-manylinux_2_28_x86_64"; empty for sdists
     yanked: bool = False
     has_metadata: bool = False  # PEP 658 .metadata advertised
+    size: int | None = None  # bytes, where the index says (PEP 700 JSON ``size``, a local file)
 
     @property
     def is_wheel(self) -> bool:
@@ -308,6 +310,7 @@ def dist_file(
     requires_python: str = "",
     yanked: bool = False,
     has_metadata: bool = False,
+    size: int | None = None,
 ) -> DistFile | None:
     """Describe one link, or None when it is not a distribution of ``project``."""
     try:
@@ -331,6 +334,7 @@ def dist_file(
         tags=tag_strings,
         yanked=yanked,
         has_metadata=has_metadata,
+        size=size,
     )
 
 
@@ -391,6 +395,7 @@ def parse_html_listing(text: str, base_url: str, project: str) -> list[DistFile]
 def parse_json_listing(data: Mapping[str, Any], base_url: str, project: str) -> list[DistFile]:
     files = []
     for entry in data.get("files", ()):
+        size = entry.get("size")
         metadata = entry.get(
             "core-metadata",
             entry.get("data-dist-info-metadata", entry.get("dist-info-metadata", False)),
@@ -402,6 +407,7 @@ def parse_json_listing(data: Mapping[str, Any], base_url: str, project: str) -> 
             entry.get("requires-python") or "",
             yanked=bool(entry.get("yanked", False)),
             has_metadata=bool(metadata),
+            size=size if isinstance(size, int) and not isinstance(size, bool) else None,
         )
         if found:
             files.append(found)
@@ -532,7 +538,12 @@ class PackageIndex:
         files = []
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if entry.is_file():
-                found = dist_file(entry.name, Path(entry.path).resolve().as_uri(), project)
+                found = dist_file(
+                    entry.name,
+                    Path(entry.path).resolve().as_uri(),
+                    project,
+                    size=entry.stat().st_size,
+                )
                 if found:
                     files.append(found)
         return files
@@ -541,7 +552,12 @@ class PackageIndex:
         url = source.project_url(project) if source.kind == "simple" else source.location
         cache_key = f"listing {url} {canonicalize_name(project)}"
         cached = self.cache.read("listings", cache_key)
-        if cached is not None and self.cache.fresh(cached):
+        # A listing cached before files carried their sizes is read again (once) for them.
+        if (
+            cached is not None
+            and self.cache.fresh(cached)
+            and cached.get(SIZES_KEY, "error" in cached)
+        ):
             if "error" in cached:
                 raise IndexUnavailable(cached["error"])
             return [DistFile.from_json(f) for f in cached["files"]]
@@ -567,7 +583,9 @@ class PackageIndex:
                     raise IndexUnavailable(f"{url}: invalid JSON") from None
             else:
                 files = parse_html_listing(text, url, project)
-        self.cache.write("listings", cache_key, {"files": [f.to_json() for f in files]})
+        self.cache.write(
+            "listings", cache_key, {"files": [f.to_json() for f in files], SIZES_KEY: True}
+        )
         return files
 
     def all_files(self, project: str) -> list[DistFile]:

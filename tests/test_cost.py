@@ -1,0 +1,341 @@
+"""What a run costs, said before it starts (issue #32): sizes as people write them, the wheels a
+cell installs resolved from the index with their download and unpacked sizes, what uv's cache
+holds already, the plan's totals and peak, the follow-up budget, the disk budget's refusal."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torch_matrix import cli
+from torch_matrix.plan.cost import (
+    UNPACK_BOUND,
+    VENV_OVERHEAD,
+    PlanCost,
+    Wheel,
+    WheelSet,
+    cell_cost,
+    does_not_fit,
+    order_by_line,
+    summary_lines,
+)
+from torch_matrix.plan.followups import DEFAULT_CAP, cap_from
+from torch_matrix.run.budget import BUDGET_ENV, budget_of, refuse_unless_fits
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.sizes import format_size, parse_size
+from torch_matrix.world.index import DiskCache, PackageIndex, Source
+from torch_matrix.world.specfile import parse_spec
+from torch_matrix.world.wheelset import (
+    cached_wheels,
+    cell_wheels,
+    central_directory,
+    member_text,
+    unpacked_size,
+)
+from tests.factories import make_cell
+from tests.synthetic_wheels import WheelSpec, build_index, torch_wheel
+
+GB = 1000**3
+
+
+# ---------------------------------------------------------------- sizes
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("15GB", 15 * GB),
+        ("15 gb", 15 * GB),
+        ("1.5GiB", int(1.5 * 1024**3)),
+        ("500MB", 500 * 1000**2),
+        ("2000000", 2_000_000),
+        (12, 12),
+        ("0", 0),
+    ],
+)
+def test_sizes_are_read_as_people_write_them(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "GB", "15 parsecs", "-3GB", "nan", "1e400GB", True, "1e30"])
+def test_a_bad_size_names_what_is_wrong(text):
+    with pytest.raises(ValueError) as caught:
+        parse_size(text)
+    assert str(caught.value)
+
+
+@given(st.integers(min_value=0, max_value=10**15))
+def test_a_formatted_size_reads_back_within_its_rounding(count):
+    text = format_size(count)
+    back = parse_size(text.replace(" ", ""))
+    assert abs(back - count) <= max(count * 0.05, 1)  # one decimal of two or three digits
+
+
+def test_sizes_are_printed_short():
+    assert format_size(4_100_000_000) == "4.1 GB"
+    assert format_size(730_000_000) == "730 MB"
+    assert format_size(512) == "512 B"
+
+
+# ---------------------------------------------------------------- zip reading
+
+
+def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED])
+def test_the_unpacked_size_and_a_member_come_from_the_directory_alone(compression):
+    members = {
+        "pkg/a.so": b"\0" * 300_000,
+        "pkg/b.py": b"x = 1\n" * 5000,
+        "pkg-1.0.dist-info/METADATA": b"Name: pkg\nRequires-Dist: numpy>=1\n",
+    }
+    blob = _zip(members, compression)
+    reads: list[tuple[int, int]] = []
+
+    def read(first: int, last: int) -> bytes:
+        reads.append((first, last))
+        return blob[first : last + 1]
+
+    assert unpacked_size(len(blob), read) == sum(len(v) for v in members.values())
+    found = central_directory(len(blob), read)
+    assert member_text(found, "pkg-1.0.dist-info/METADATA", read).endswith("numpy>=1\n")
+    with pytest.raises(ValueError):
+        member_text(found, "nothing", read)
+    with pytest.raises(ValueError):
+        unpacked_size(10, lambda a, b: b"not a zip!"[a : b + 1])
+
+
+# ---------------------------------------------------------------- resolution
+
+
+def _index(tmp_path: Path, specs: list[WheelSpec]) -> PackageIndex:
+    built = build_index(tmp_path / "index", specs)
+    return PackageIndex([Source(built.url, "simple")], DiskCache(tmp_path / "cache", 3600))
+
+
+def _wheels() -> list[WheelSpec]:
+    big = torch_wheel(
+        "2.1.0",
+        requires_dist=(
+            "numpy>=1.20",
+            'nvidia-fake-cu12==1.0; platform_system == "Linux"',
+            'pywin-only; sys_platform == "win32"',
+            "optional-thing; extra == 'opt'",
+        ),
+    )
+    return [
+        big,
+        WheelSpec("numpy", "1.26.0", {"numpy/__init__.py": "x" * 1000}),
+        WheelSpec("numpy", "2.0.0", {"numpy/__init__.py": "y" * 2000}),
+        WheelSpec("nvidia-fake-cu12", "1.0", {"nvidia/lib.so": "\0" * 50_000}),
+        WheelSpec("nvidia-fake-cu12", "2.0", {"nvidia/lib.so": "\0" * 90_000}),
+    ]
+
+
+def test_a_cell_takes_the_newest_matching_wheels_with_their_dependencies(tmp_path):
+    index = _index(tmp_path, _wheels())
+    found = cell_wheels(["torch==2.1.0"], lambda _name: index, "3.11")
+    names = {w.project: w for w in found.wheels}
+    assert sorted(names) == ["numpy", "nvidia-fake-cu12", "torch"]  # markers evaluated here
+    assert names["numpy"].version == "2.0.0"
+    assert names["nvidia-fake-cu12"].version == "1.0"  # its pin, not the newest
+    files = {p.name: p for p in (tmp_path / "index" / "files").glob("*.whl")}
+    for wheel in found.wheels:
+        assert wheel.size == files[wheel.filename].stat().st_size
+        with zipfile.ZipFile(files[wheel.filename]) as archive:
+            assert wheel.unpacked == sum(i.file_size for i in archive.infolist())
+    assert found.unknown == ()
+
+
+def test_what_cannot_be_resolved_is_named_not_guessed(tmp_path):
+    specs = [w for w in _wheels() if w.name != "numpy"]
+    index = _index(tmp_path, specs)
+    found = cell_wheels(["torch==2.1.0"], lambda _name: index, "3.11")
+    assert any(line.startswith("numpy>=1.20: no wheel") for line in found.unknown)
+    cost = cell_cost("c", "default", found, ())
+    assert not cost.exact and "+?" in __import__("torch_matrix.plan.cost").plan.cost.cell_note(cost)
+
+
+def test_uvs_cache_entries_are_recognised_whichever_index_they_came_from(tmp_path):
+    cache = tmp_path / "uv"
+    (cache / "wheels-v8" / "pypi" / "numpy").mkdir(parents=True)
+    (cache / "archive-v0" / "AB12").mkdir(parents=True)
+    (cache / "wheels-v8" / "pypi" / "numpy" / "2.0.0-py3-none-any").symlink_to(
+        "../../../archive-v0/AB12"
+    )
+    (cache / "wheels-v8" / "pypi" / "numpy" / "1.26.0-py3-none-any").symlink_to("../../gone")
+    (cache / "wheels-v8" / "index" / "abc" / "nvidia-fake-cu12" / "1.0-py3-none-any").mkdir(
+        parents=True
+    )
+    names = [
+        "numpy-2.0.0-py3-none-any.whl",
+        "numpy-1.26.0-py3-none-any.whl",
+        "nvidia_fake_cu12-1.0-py3-none-any.whl",
+    ]
+    assert cached_wheels(cache, names) == {names[0], names[2]}  # a dangling link is not a wheel
+    assert cached_wheels("", names) == set()
+    assert cached_wheels(tmp_path / "nothing", names) == set()
+
+
+# ---------------------------------------------------------------- the plan's cost
+
+
+def _cost(budget: int = 100 * GB, cached: tuple[str, ...] = ()) -> PlanCost:
+    shared = Wheel("numpy", "2.0", "numpy.whl", 10 * 1000**2, 30 * 1000**2)
+    a = WheelSet((Wheel("torch", "2.3", "torch-a.whl", GB, 2 * GB), shared))
+    b = WheelSet((Wheel("torch", "2.4", "torch-b.whl", 2 * GB, None), shared))
+    return PlanCost(
+        cells=(cell_cost("a", "default", a, cached), cell_cost("b", "default", b, cached)),
+        followup_cap=3,
+        budget=budget,
+        budget_origin="the spec's disk_budget",
+    )
+
+
+def test_a_wheel_two_cells_share_is_downloaded_once_and_the_cache_is_subtracted():
+    cost = _cost()
+    assert cost.download == GB + 2 * GB + 10 * 1000**2
+    assert _cost(cached=("torch-a.whl",)).download == 2 * GB + 10 * 1000**2
+    assert cost.cells[0].download == GB + 10 * 1000**2
+    # an unreadable directory is bounded, and the plan says it is a bound
+    assert cost.cells[1].disk == int(2 * GB * UNPACK_BOUND) + 30 * 1000**2 + VENV_OVERHEAD
+    assert not cost.exact
+    assert "upper bound" in summary_lines(cost)[0]
+    assert cost.peak == cost.cache_growth + VENV_OVERHEAD
+    assert cost.peak_in_budget == cost.cells[1].new_disk
+    assert cost.followup_bytes == 3 * cost.cells[1].size
+    data = json.loads(json.dumps(cost.to_json()))
+    assert data["download_bytes"] == cost.download and data["followups"]["cap"] == 3
+
+
+def test_a_budget_smaller_than_the_largest_cell_refuses_with_the_figure_and_the_fix():
+    refuse_unless_fits(_cost())
+    with pytest.raises(UserError) as caught:
+        refuse_unless_fits(_cost(budget=3 * GB))
+    line = caught.value.one_line()
+    assert "the largest cell, b, needs 6.1 GB of disk; the budget is 3.0 GB" in line
+    assert 'disk_budget = "7.0 GB"' in caught.value.hint
+
+
+def test_a_cell_that_cannot_fit_says_how_much_it_needs_and_what_is_left():
+    assert does_not_fit("c1", 4_100_000_000, 2_300_000_000).startswith(
+        "c1: not run: needs 4.1 GB of disk, budget 2.3 GB left"
+    )
+
+
+def test_cells_sharing_a_cuda_line_run_together():
+    cells = [make_cell(torch=v, variant=x) for v, x in [("2.1.0", "cu121"), ("2.2.0", "cu118")]]
+    cells.append(make_cell(torch="2.3.0", variant="cu121"))
+    line = {c.id: c.variant for c in cells}
+    assert [c.variant for c in order_by_line(cells, line)] == ["cu121", "cu121", "cu118"]
+
+
+# ---------------------------------------------------------------- settings
+
+
+def test_followups_and_disk_budget_are_spec_keys_and_the_variables_win(tmp_path):
+    spec = parse_spec('followups = 4\ndisk_budget = "15GB"\n')
+    assert spec.followups == 4 and spec.disk_budget == 15 * GB
+    assert cap_from({}, spec.followups) == 4
+    assert cap_from({"TORCH_MATRIX_FOLLOWUPS": "7"}, spec.followups) == 7
+    assert cap_from({}, None) == DEFAULT_CAP
+    assert budget_of(spec, {}, tmp_path) == (15 * GB, "the spec's disk_budget")
+    assert budget_of(spec, {BUDGET_ENV: "2GB"}, tmp_path)[0] == 2 * GB
+    free = budget_of(parse_spec(""), {}, tmp_path, free=lambda _p: 30 * GB)
+    assert free[0] == 25 * GB and "less 5.0 GB" in free[1]
+    with pytest.raises(UserError) as caught:
+        budget_of(spec, {BUDGET_ENV: "lots"}, tmp_path)
+    assert caught.value.where == BUDGET_ENV
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("followups = -1", "followups"),
+        ('followups = "4"', "followups"),
+        ("followups = true", "followups"),
+        ('disk_budget = "15 parsecs"', "disk_budget"),
+        ("disk_budget = [1]", "disk_budget"),
+    ],
+)
+def test_a_bad_followups_or_disk_budget_is_one_line_naming_the_key(text, key):
+    with pytest.raises(UserError) as caught:
+        parse_spec(text)
+    assert key in caught.value.one_line()
+    assert f"torch-matrix help spec {key}" in caught.value.hint
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _project(tmp_path: Path, extra: str = "") -> Path:
+    index = build_index(tmp_path / "index", _wheels())
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "matrix.toml").write_text(
+        f'torch = ["2.1.0"]\ntorchvision = "none"\nfollowups = 2\n{extra}\n'
+        f'[index]\ndefault = "{index.url}"\nextra = []\nfind_links = []\n'
+    )
+    return project
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "TORCH_MATRIX_CACHE_DIR": str(tmp_path / "tmcache"),
+        "UV_CACHE_DIR": str(tmp_path / "uvcache"),
+        "HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+    }
+
+
+def test_plan_prints_each_cells_bytes_the_total_the_peak_and_the_followup_budget(
+    tmp_path, monkeypatch, capsys
+):
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    for name, value in _env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCH_MATRIX_FOLLOWUPS", raising=False)
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    assert cli.main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert "download" in out.splitlines()[1]
+    assert "  download: " in out and "for 1 cell(s), each wheel once" in out
+    assert "disk at the peak: " in out
+    assert "follow-up cells: at most 2 " in out
+    assert cli.main(["plan", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    files = sorted((tmp_path / "index" / "files").glob("*.whl"))
+    wanted = {"torch", "numpy", "nvidia-fake-cu12"}
+    sizes = {p.name: p.stat().st_size for p in files}
+    assert entry["cost"]["download_bytes"] == sum(
+        sizes[w["filename"]] for w in entry["cost"]["wheels"]
+    )
+    assert {w["project"] for w in entry["cost"]["wheels"]} == wanted
+    assert entry["cost"]["exact"] is True
+
+
+def test_plan_refuses_a_budget_that_cannot_hold_the_largest_cell(tmp_path, monkeypatch, capsys):
+    project = _project(tmp_path, 'disk_budget = "1kB"')
+    monkeypatch.chdir(project)
+    for name, value in _env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    assert cli.main(["plan"]) == 2
+    captured = capsys.readouterr()
+    assert "disk budget: 1.0 kB (the spec's disk_budget)" in captured.out
+    assert "the disk budget cannot hold this run: the largest cell" in captured.err
+    assert "hint:" in captured.err and "Traceback" not in captured.err
+    assert cli.main(["plan", "--no-cost"]) == 0

@@ -1,0 +1,382 @@
+"""Which wheels a cell installs, how large they are, and which uv's cache already holds.
+
+Resolved the way uv resolves a cell with no other constraints: for each requirement, the newest
+release the index lists that matches it and has a wheel for the cell's Python on this machine's
+platform (the best-ranked tag, as uv picks); then that release's ``Requires-Dist`` (read from the
+index's metadata, cached forever), markers evaluated for the cell's Python on this machine,
+recursively. No backtracking: where uv would have to, the sizes are of the newest releases (close,
+said as an estimate where a requirement cannot be matched). The project's own install items are not
+counted (their size is the project's).
+
+A wheel's unpacked size is the sum of its zip's central directory (a range request of its last
+bytes: a few KB to 1.3 MB for torch, cached forever per URL); where the host refuses ranges it
+is left unknown and ``plan.cost`` bounds it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import struct
+import sys
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag, compatible_tags, cpython_tags, parse_tag, platform_tags
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torch_matrix.plan.cost import Wheel, WheelSet
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.index import (
+    DistFile,
+    IndexUnavailable,
+    PackageIndex,
+    _local_path,
+    parse_metadata,
+)
+
+MAX_PROJECTS = 200  # a resolution that grows past this is not a torch stack: stop, say so
+TAIL_BYTES = 65536  # the end of a zip: its end-of-directory record (and a small directory)
+
+# (url, first byte, last byte) -> bytes; raises IndexUnavailable when ranges are refused.
+RangeFetch = Callable[[str, int, int], bytes]
+
+
+def tags_for(python: str) -> list[Tag]:
+    """The wheel tags the cell's CPython X.Y accepts on this machine, best first."""
+    major, minor = (int(part) for part in python.split(".")[:2])
+    platforms = list(platform_tags())
+    return list(cpython_tags((major, minor), platforms=platforms)) + list(
+        compatible_tags((major, minor), f"cp{major}{minor}", platforms=platforms)
+    )
+
+
+def marker_environment(python: str) -> dict[str, str]:
+    """The marker variables of the cell's Python on this machine (the release's full version unknown:
+    ``X.Y.0`` is the lowest, the one a ``python_full_version`` bound is written against)."""
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "implementation_version": f"{python}.0",
+        "platform_python_implementation": "CPython",
+        "os_name": os.name,
+        "sys_platform": sys.platform,
+        "platform_system": platform.system(),
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_version": platform.version(),
+        "extra": "",
+    }
+
+
+def best_wheel(files: Iterable[DistFile], rank: Mapping[Tag, int]) -> DistFile | None:
+    """The wheel uv would take among one release's files: its best tag ranks first."""
+    best: tuple[int, DistFile] | None = None
+    for item in files:
+        if not item.is_wheel:
+            continue
+        score = min(
+            (rank[tag] for text in item.tags for tag in parse_tag(text) if tag in rank),
+            default=None,
+        )
+        if score is not None and (best is None or score < best[0]):
+            best = (score, item)
+    return best[1] if best else None
+
+
+# ---------------------------------------------------------------- unpacked sizes
+
+
+def http_range(url: str, first: int, last: int) -> bytes:
+    """Bytes ``first..last`` of ``url``; IndexUnavailable when the host answers without a range."""
+    import urllib.error
+    import urllib.request
+
+    from torch_matrix.world.index import HTTP_TIMEOUT_S, USER_AGENT
+
+    request = urllib.request.Request(
+        url, headers={"Range": f"bytes={first}-{last}", "User-Agent": USER_AGENT}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            if response.status != 206:
+                raise IndexUnavailable(f"{url}: no range requests (HTTP {response.status})")
+            return bytes(response.read(last - first + 1))
+    except urllib.error.HTTPError as error:
+        raise IndexUnavailable(f"HTTP {error.code} from {url}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise IndexUnavailable(f"cannot reach {url}: {getattr(error, 'reason', error)}") from None
+
+
+def local_range(path: Path) -> RangeFetch:
+    def read(_url: str, first: int, last: int) -> bytes:
+        with open(path, "rb") as handle:
+            handle.seek(first)
+            return handle.read(last - first + 1)
+
+    return read
+
+
+def central_directory(
+    size: int, read: Callable[[int, int], bytes]
+) -> list[tuple[str, int, int, int, int]]:
+    """A zip's members from its central directory (``read(first, last)`` gives bytes of the file):
+    (name, compression method, compressed size, unpacked size, local header offset) each."""
+    tail_start = max(0, size - TAIL_BYTES)
+    tail = read(tail_start, size - 1)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0:
+        raise ValueError("no end of central directory")
+    count, cd_size, cd_offset = struct.unpack("<10xHII", tail[at : at + 20])
+    if cd_offset == 0xFFFFFFFF or count == 0xFFFF:
+        at64 = tail.rfind(b"PK\x06\x06")
+        if at64 < 0:
+            raise ValueError("no zip64 end of central directory")
+        count, cd_size, cd_offset = struct.unpack("<QQQ", tail[at64 + 32 : at64 + 56])
+    if cd_offset >= tail_start:
+        directory = tail[cd_offset - tail_start : cd_offset - tail_start + cd_size]
+    else:
+        directory = read(cd_offset, cd_offset + cd_size - 1)
+    members, pos = [], 0
+    while directory[pos : pos + 4] == b"PK\x01\x02":
+        method, _time, _date, _crc, packed, unpacked = struct.unpack(
+            "<HHHIII", directory[pos + 10 : pos + 28]
+        )
+        name_len, extra_len, comment_len = struct.unpack("<HHH", directory[pos + 28 : pos + 34])
+        (offset,) = struct.unpack("<I", directory[pos + 42 : pos + 46])
+        name = directory[pos + 46 : pos + 46 + name_len].decode("utf-8", "replace")
+        extra = directory[pos + 46 + name_len : pos + 46 + name_len + extra_len]
+        wide = [v for v in (unpacked, packed, offset) if v == 0xFFFFFFFF]
+        if wide:  # zip64: the real values are in the extra field, in this order
+            cursor = 0
+            while cursor + 4 <= len(extra):
+                header, length = struct.unpack("<HH", extra[cursor : cursor + 4])
+                if header == 1:
+                    values = list(
+                        struct.unpack(
+                            f"<{length // 8}Q", extra[cursor + 4 : cursor + 4 + length // 8 * 8]
+                        )
+                    )
+                    if unpacked == 0xFFFFFFFF and values:
+                        unpacked = values.pop(0)
+                    if packed == 0xFFFFFFFF and values:
+                        packed = values.pop(0)
+                    if offset == 0xFFFFFFFF and values:
+                        offset = values.pop(0)
+                    break
+                cursor += 4 + length
+        members.append((name, method, packed, unpacked, offset))
+        pos += 46 + name_len + extra_len + comment_len
+    return members
+
+
+def unpacked_size(size: int, read: Callable[[int, int], bytes]) -> int:
+    """The sum of the uncompressed sizes in a zip's central directory."""
+    return sum(member[3] for member in central_directory(size, read))
+
+
+def member_text(
+    members: list[tuple[str, int, int, int, int]], name: str, read: Callable[[int, int], bytes]
+) -> str:
+    """One member of the zip, read by itself (its local header, then its bytes), as text."""
+    import zlib
+
+    for member, method, packed, _unpacked, offset in members:
+        if member != name:
+            continue
+        header = read(offset, offset + 29)
+        name_len, extra_len = struct.unpack("<HH", header[26:30])
+        start = offset + 30 + name_len + extra_len
+        data = read(start, start + packed - 1) if packed else b""
+        if method == 8:
+            data = zlib.decompress(data, -15)
+        elif method != 0:
+            raise ValueError(f"{name}: compression method {method}")
+        return data.decode("utf-8", "replace")
+    raise ValueError(f"no {name} in the wheel")
+
+
+def wheel_facts(
+    item: DistFile, index: PackageIndex, fetch_range: RangeFetch = http_range
+) -> tuple[int | None, list[str] | None]:
+    """(unpacked size, Requires-Dist) of one wheel from its own zip (ranges), cached for good; None
+    for what cannot be read."""
+    size = item.size
+    local = _local_path(item.url)
+    if local is not None and size is None:
+        try:
+            size = local.stat().st_size
+        except OSError:
+            return None, None
+    if not size:
+        return None, None
+    key = f"wheel {item.url} {size}"
+    cached = index.cache.read("wheels", key)
+    if cached is not None:
+        return cached.get("unpacked"), cached.get("requires_dist")
+    reader = local_range(local) if local is not None else fetch_range
+
+    def read(first: int, last: int) -> bytes:
+        return reader(item.url, first, last)
+
+    try:
+        members = central_directory(size, read)
+    except (IndexUnavailable, OSError, ValueError, struct.error):
+        return None, None
+    unpacked = sum(member[3] for member in members)
+    requires: list[str] | None = None
+    names = [m[0] for m in members if m[0].count("/") == 1 and m[0].endswith(".dist-info/METADATA")]
+    if names:
+        try:
+            requires = parse_metadata(member_text(members, names[0], read))[0]
+        except (IndexUnavailable, OSError, ValueError, struct.error):
+            requires = None
+    if local is None:
+        index.cache.write("wheels", key, {"unpacked": unpacked, "requires_dist": requires})
+    return unpacked, requires
+
+
+def wheel_of(item: DistFile, unpacked: int | None) -> Wheel:
+    """``item`` as a ``Wheel``."""
+    name = canonicalize_name(item.filename.split("-")[0])
+    size = item.size
+    local = _local_path(item.url)
+    if local is not None and size is None:
+        try:
+            size = local.stat().st_size
+        except OSError:
+            size = None
+    return Wheel(name, item.version, item.filename, size, unpacked)
+
+
+def resolve(
+    requirements: Iterable[str],
+    index_for: Callable[[str], PackageIndex],
+    python: str,
+    fetch_range: RangeFetch = http_range,
+) -> tuple[list[Wheel], list[str]]:
+    """The files a set of requirements installs (see the module's docstring), and what could not be
+    matched (``name: why``). ``index_for(project)``: the index a project is installed from."""
+    rank = {tag: i for i, tag in enumerate(tags_for(python))}
+    environment = marker_environment(python)
+    queue: list[Requirement] = []
+    for text in requirements:
+        try:
+            queue.append(Requirement(text))
+        except InvalidRequirement:
+            continue
+    chosen: dict[str, Wheel] = {}
+    unknown: list[str] = []
+    seen: set[str] = set()
+    while queue and len(seen) < MAX_PROJECTS:
+        req = queue.pop(0)
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        index = index_for(name)
+        try:
+            releases = sorted(_releases(index, name), key=lambda pair: pair[0], reverse=True)
+        except UserError as error:
+            unknown.append(f"{name}: {error.message}")
+            continue
+        found = None
+        for version, files in releases:
+            if req.specifier and not req.specifier.contains(version, prereleases=True):
+                continue
+            wheel = best_wheel(files, rank)
+            if wheel is not None:
+                found = (version, wheel)
+                break
+        if found is None:
+            unknown.append(f"{name}{req.specifier}: no wheel for Python {python} on this platform")
+            continue
+        version, wheel = found
+        unpacked, requires = wheel_facts(wheel, index, fetch_range)
+        chosen[name] = wheel_of(wheel, unpacked)
+        dependencies = []
+        if requires is None:  # the zip could not be read: the index's metadata
+            try:
+                dependencies = index.requires_dist(name, str(version))
+            except UserError as error:
+                unknown.append(f"{name} {version}'s dependencies: {error.message}")
+                continue
+        else:
+            for line in requires:
+                try:
+                    dependencies.append(Requirement(line))
+                except InvalidRequirement:
+                    continue
+        for dependency in dependencies:
+            marker = dependency.marker
+            if marker is not None and not _holds(marker, environment):
+                continue
+            queue.append(dependency)
+    return list(chosen.values()), unknown
+
+
+def _holds(marker: Marker, environment: Mapping[str, str]) -> bool:
+    try:
+        return marker.evaluate(dict(environment))
+    except Exception:  # noqa: BLE001 - an odd marker: count the dependency (an upper bound)
+        return True
+
+
+def _releases(index: PackageIndex, name: str) -> list[tuple[Version, list[DistFile]]]:
+    grouped: dict[str, list[DistFile]] = {}
+    for item in index.all_files(name):
+        grouped.setdefault(item.version, []).append(item)
+    releases = []
+    for text, files in grouped.items():
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if version.is_prerelease and not index.prereleases:
+            continue
+        releases.append((version, files))
+    return releases
+
+
+def cell_wheels(
+    requirements: Iterable[str],
+    index_for: Callable[[str], PackageIndex],
+    python: str,
+    fetch_range: RangeFetch = http_range,
+) -> WheelSet:
+    """The wheels a cell's requirements install, with their sizes (see the module's docstring)."""
+    wheels, unknown = resolve(requirements, index_for, python, fetch_range)
+    unknown += [f"{w.filename}: the index gives no size" for w in wheels if w.size is None]
+    return WheelSet(tuple(wheels), tuple(unknown))
+
+
+# ---------------------------------------------------------------- uv's cache
+
+
+def cache_entries(uv_cache: str | os.PathLike[str], filename: str) -> list[Path]:
+    """uv's entries for one wheel file (``wheels-v*/<index>/<name>/<version>-<tags>``, the index
+    ``pypi``, ``index/<hash>`` or ``url/<hash>``): the link to its unpacked archive, which must resolve."""
+    stem = filename[: -len(".whl")] if filename.endswith(".whl") else filename
+    name, _sep, rest = stem.partition("-")
+    project = canonicalize_name(urllib.parse.unquote(name))
+    found = []
+    for bucket in Path(uv_cache).glob("wheels-v*"):
+        for kind in bucket.iterdir() if bucket.is_dir() else ():
+            for parent in (kind, *(p for p in kind.iterdir() if p.is_dir())):
+                entry = parent / project / rest
+                if entry.exists():
+                    found.append(entry)
+    return found
+
+
+def cached_wheels(uv_cache: str | os.PathLike[str] | None, filenames: Iterable[str]) -> set[str]:
+    """The wheel files among ``filenames`` that uv's cache holds unpacked, whichever index they
+    came from."""
+    if not uv_cache or not Path(uv_cache).is_dir():
+        return set()
+    return {filename for filename in filenames if cache_entries(uv_cache, filename)}

@@ -253,8 +253,10 @@ def test_followups_and_disk_budget_are_spec_keys_and_the_variables_win(tmp_path)
     assert cap_from({}, None) == DEFAULT_CAP
     assert budget_of(spec, {}, tmp_path) == (15 * GB, "the spec's disk_budget")
     assert budget_of(spec, {BUDGET_ENV: "2GB"}, tmp_path)[0] == 2 * GB
-    free = budget_of(parse_spec(""), {}, tmp_path, free=lambda _p: 30 * GB)
-    assert free[0] == 25 * GB and "less 5.0 GB" in free[1]
+    free = budget_of(parse_spec(""), {}, tmp_path, free=lambda _p: 80 * GB)
+    assert free[0] == 75 * GB and "less 5.0 GB" in free[1]
+    small = budget_of(parse_spec(""), {}, tmp_path, free=lambda _p: 14 * GB)
+    assert small[0] == 14 * GB - 14 * GB // 10  # a small disk keeps a tenth free
     with pytest.raises(UserError) as caught:
         budget_of(spec, {BUDGET_ENV: "lots"}, tmp_path)
     assert caught.value.where == BUDGET_ENV
@@ -339,3 +341,166 @@ def test_plan_refuses_a_budget_that_cannot_hold_the_largest_cell(tmp_path, monke
     assert "the disk budget cannot hold this run: the largest cell" in captured.err
     assert "hint:" in captured.err and "Traceback" not in captured.err
     assert cli.main(["plan", "--no-cost"]) == 0
+
+
+# ---------------------------------------------------------------- keeping the budget
+
+
+def _uv_cache(root: Path, filenames: list[str], size: int = 1000) -> None:
+    """A uv cache holding ``filenames`` the way uv lays them out (link -> unpacked archive)."""
+    for number, filename in enumerate(filenames):
+        name, _sep, rest = filename[: -len(".whl")].partition("-")
+        archive = root / "archive-v0" / f"A{number}"
+        archive.mkdir(parents=True)
+        (archive / "payload.so").write_bytes(b"\0" * size)
+        entry = root / "wheels-v8" / "pypi" / name.replace("_", "-") / rest
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.symlink_to(archive)
+        entry.with_name(rest + ".msgpack").write_bytes(b"m")
+
+
+def _keeper(tmp_path: Path, budget: int, free: int = 100 * GB):
+    from torch_matrix.run.budget import Keeper, Ledger
+
+    lines: list[str] = []
+    keeper = Keeper(
+        budget,
+        "the spec's disk_budget",
+        str(tmp_path / "uv"),
+        Ledger(tmp_path / "results" / "ledger.json"),
+        log=lines.append,
+        free=lambda _p: free,
+    )
+    return keeper, lines
+
+
+def _cell_cost(cell_id: str, *names: str, disk: int = 2 * GB):
+    wheels = tuple(Wheel(n.split("-")[0], "1", n, disk // 2, disk) for n in names)
+    return cell_cost(cell_id, "default", WheelSet(wheels), ())
+
+
+def test_the_run_evicts_only_what_it_fetched_and_no_later_cell_needs(tmp_path):
+    user = "userpkg-1.0-py3-none-any.whl"
+    _uv_cache(tmp_path / "uv", [user])
+    keeper, lines = _keeper(tmp_path, budget=5 * GB)
+    keeper.start([user, "a-1-py3-none-any.whl", "b-1-py3-none-any.whl", "c-1-py3-none-any.whl"])
+    first = _cell_cost("one", "a-1-py3-none-any.whl", "shared-1-py3-none-any.whl")
+    assert keeper.room(first, {"shared-1-py3-none-any.whl"}) == ""
+    # the install fetches its wheels:
+    for number, name in enumerate(["a-1-py3-none-any.whl", "shared-1-py3-none-any.whl"]):
+        archive = tmp_path / "uv" / "archive-v0" / f"N{number}"
+        archive.mkdir(parents=True)
+        entry = tmp_path / "uv" / "wheels-v8" / "pypi" / name.split("-")[0] / "1-py3-none-any"
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.symlink_to(archive)
+    keeper.record(first)
+    assert keeper.used() == 4 * GB
+    second = _cell_cost("two", "b-1-py3-none-any.whl", "shared-1-py3-none-any.whl")
+    # b needs 2 GB more: 4 + 2 > 5, so a (fetched by the run, needed by no later cell) goes
+    assert keeper.room(second, set()) == ""
+    assert "evicted 2.0 GB" in lines[-1]
+    assert list((tmp_path / "uv" / "wheels-v8" / "pypi" / "a").iterdir()) == []
+    assert not (tmp_path / "uv" / "archive-v0" / "N0").exists()
+    assert (tmp_path / "uv" / "archive-v0" / "N1").exists()  # shared: this cell needs it
+    assert (tmp_path / "uv" / "archive-v0" / "A0" / "payload.so").exists()  # the user's
+    assert keeper.used() == 2 * GB
+
+
+def test_a_cell_that_cannot_fit_is_named_with_its_need_and_what_is_left(tmp_path):
+    keeper, _lines = _keeper(tmp_path, budget=3 * GB)
+    big = _cell_cost("big", "a-1-py3-none-any.whl", "b-1-py3-none-any.whl")
+    why = keeper.room(big, set())
+    assert why.startswith("big: not run: needs 4.0 GB of disk, budget 3.0 GB left (no evidence")
+    full, _ = _keeper(tmp_path, budget=50 * GB, free=3 * GB)
+    assert "needs 4.0 GB of disk, the disk has 2.0 GB left" in full.room(big, set())
+    assert _keeper(tmp_path, budget=50 * GB)[0].room(big, set()) == ""
+
+
+def test_a_cells_venv_is_removed_once_written_unless_asked_to_keep(tmp_path):
+    from torch_matrix.run.budget import KEEP_ENV, remove_venv
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr\n")
+    lines: list[str] = []
+    remove_venv(venv, {KEEP_ENV: "1"}, lines.append)
+    assert venv.is_dir() and lines == []
+    remove_venv(venv, {}, lines.append)
+    assert not venv.exists() and "KEEP_VENVS=1 keeps it" in lines[0]
+    other = tmp_path / "not-a-venv"
+    other.mkdir()
+    remove_venv(other, {}, lines.append)
+    assert other.is_dir()  # never a directory that is not a venv
+
+
+# ---------------------------------------------------------------- the cause first
+
+ENOSPC_OUTPUT = """\
+Resolved 24 packages in 1.20s
+   Building toyproj @ file:///home/me/toyproj
+Downloading nvidia-cusolver-cu12 (191.6MiB)
+Downloading torch (750.1MiB)
+      Built toyproj @ file:///home/me/toyproj
+error: Failed to install: nvidia_cusolver_cu12-11.4.5.107-py3-none-manylinux1_x86_64.whl
+  Caused by: failed to write to file `/venv/lib/python3.11/site-packages/nvidia/libcusolver.so.11`: No space left on device (os error 28)
+"""
+
+
+def test_an_install_error_is_summarised_by_the_cause_not_by_uvs_first_lines():
+    from torch_matrix.run.cellrun import headline
+    from torch_matrix.world.environment import cause_summary, classify_install_failure
+
+    verdict = classify_install_failure(2, ENOSPC_OUTPUT)
+    first = verdict.message.splitlines()[0]
+    assert first.startswith("No space left on device: error: Failed to install: nvidia_cusolver")
+    assert "cause: failed to write to file" in first and first.endswith("(os error 28)")
+    assert headline(verdict.message).startswith("No space left on device")
+    assert "Building toyproj" in verdict.message  # uv's whole output is kept below it
+    assert cause_summary(
+        "error: Request failed after 3 retries\n  Caused by: tcp connect error"
+    ) == ("error: Request failed after 3 retries; cause: tcp connect error")
+    assert cause_summary("nothing useful") == ""
+    killed = classify_install_failure(-9, "Downloading torch\nKilled")
+    assert killed.message.startswith("installer killed (exit -9)")
+
+
+def test_each_install_retry_is_said_with_its_reason():
+    from types import SimpleNamespace
+
+    from torch_matrix.world.environment import install
+
+    outputs = iter([(2, ENOSPC_OUTPUT), (2, ENOSPC_OUTPUT), (0, "Installed 3 packages in 1s")])
+
+    def runner(command, **_kwargs):
+        code, out = next(outputs)
+        return SimpleNamespace(returncode=code, stdout=out)
+
+    lines: list[str] = []
+    outcome = install(
+        make_cell(),
+        None,
+        "/v/bin/python",
+        uv="uv",
+        runner=runner,
+        sleep=lambda s: None,
+        log=lines.append,
+    )
+    assert outcome.attempts == 3 and len(lines) == 2
+    assert lines[0].startswith("install attempt 1 of 3 failed (No space left on device: error:")
+    assert lines[1].startswith("install attempt 2 of 3 failed") and "--reinstall" in lines[1]
+
+
+def test_the_install_heartbeat_says_the_bytes_fetched_and_what_is_being_fetched(tmp_path):
+    from torch_matrix.run.budget import install_watch
+
+    wheels = (
+        Wheel("torch", "2.3.1", "torch-2.3.1-py3-none-any.whl", 800 * 1000**2, GB),
+        Wheel("nvidia-x", "1", "nvidia_x-1-py3-none-any.whl", 400 * 1000**2, GB),
+        Wheel("numpy", "2", "numpy-2-py3-none-any.whl", 20 * 1000**2, GB),
+    )
+    cost = cell_cost("c", "default", WheelSet(wheels), ("numpy-2-py3-none-any.whl",))
+    detail = install_watch(cost, str(tmp_path / "uv"))
+    (tmp_path / "uv" / "wheels-v8").mkdir(parents=True)
+    assert detail() == "fetched 0 B of 1.2 GB; fetching torch, nvidia-x"
+    _uv_cache(tmp_path / "uv", ["nvidia_x-1-py3-none-any.whl"])
+    assert detail() == "fetched 400 MB of 1.2 GB; fetching torch"

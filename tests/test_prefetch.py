@@ -154,18 +154,23 @@ def test_close_stops_a_running_fetch_and_removes_its_scratch(tmp_path):
     assert prefetcher.ahead([make_cell(torch="2.6.0")]) == []  # nothing starts after close
 
 
-def test_a_cell_about_to_install_waits_for_its_own_fetch_or_leaves_the_queue(tmp_path):
+def test_a_cell_about_to_install_takes_its_own_fetch_over_or_leaves_the_queue(tmp_path):
+    """A cell never waits behind its own low-priority fetch (issue #32: a cell waited 6-7 minutes,
+    silent, on its prefetch): the fetch is stopped, said, and the cell's install fetches the rest."""
     uv = FakeUv(hold=True)
+    lines: list[str] = []
     prefetcher = _prefetcher(tmp_path, uv)
+    prefetcher.log = lines.append
     first, second = make_cell(torch="2.4.1"), make_cell(torch="2.5.1")
     prefetcher.ahead([first, second])
     while not uv.commands:
         threading.Event().wait(0.01)
     prefetcher.claim(second.id)  # queued, not started: it is dropped, its own install fetches it
-    threading.Timer(0.3, uv.release.set).start()
-    prefetcher.claim(first.id)  # under way: wait for it
-    assert uv.release.is_set()  # claim returned only once the fetch had ended
+    prefetcher.claim(first.id)  # under way: stopped, the cell takes it over
+    assert uv.stopped == 1  # stopped, not waited for
     prefetcher.wait(10)
+    assert prefetcher.done[first.id] == "handed over to the cell's own install"
+    assert any("takes the fetch over at normal priority" in line for line in lines)
     assert second.id not in prefetcher.done and len(uv.fetches()) == 1
 
 

@@ -64,6 +64,9 @@ class PhaseNote:
 
     outcome: str = ""
     elapsed_s: float = 0.0
+    # What the heartbeat adds to "... 30s so far" (bytes fetched, the package being fetched);
+    # called from the heartbeat's thread, so it must only read.
+    detail: Callable[[], str] | None = None
 
 
 @dataclass
@@ -95,7 +98,7 @@ class Progress:
         return bool(isatty and isatty())
 
     @contextlib.contextmanager
-    def _heartbeat(self, name: str, start: float) -> Iterator[None]:
+    def _heartbeat(self, name: str, start: float, note: PhaseNote | None = None) -> Iterator[None]:
         """A thread that says the phase is still running until the ``with`` block ends."""
         if not self.heartbeat_s:
             yield
@@ -113,16 +116,26 @@ class Progress:
                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
             while not done.wait(interval):
                 elapsed = self.clock() - start
+                extra = ""
+                if note is not None and note.detail is not None:
+                    try:
+                        extra = note.detail()
+                    except Exception:  # noqa: BLE001 - progress must never stop the phase
+                        extra = ""
                 with lock:
                     if done.is_set():
                         return
                     if live:
-                        text = f"\r{self.prefix} {name} ... {elapsed:.0f}s"
+                        text = f"\r{self.prefix} {name} ... {elapsed:.0f}s" + (
+                            f": {extra}" if extra else ""
+                        )
                         self._stream().write(text)
                         self._stream().flush()
                         shown[0] = len(text)
                     else:
-                        self.line(f"{name} ... {elapsed:.0f}s so far")
+                        self.line(
+                            f"{name} ... {elapsed:.0f}s so far" + (f": {extra}" if extra else "")
+                        )
 
         thread = threading.Thread(target=beat, name=f"progress-{name}", daemon=True)
         thread.start()
@@ -143,7 +156,7 @@ class Progress:
         self.line(f"{name} ...")
         start = self.clock()
         try:
-            with self._heartbeat(name, start):
+            with self._heartbeat(name, start, note):
                 yield note
         except BaseException:
             note.outcome = note.outcome or "interrupted"

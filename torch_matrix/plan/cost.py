@@ -125,6 +125,14 @@ class PlanCost:
     def _unique(self) -> dict[str, Wheel]:
         return {w.filename: w for c in self.cells for w in c.wheels}
 
+    def cell(self, cell_id: str) -> CellCost | None:
+        return next((c for c in self.cells if c.cell_id == cell_id), None)
+
+    def wheels_of(self, cell_ids: Iterable[str]) -> set[str]:
+        """The wheel files these cells install."""
+        wanted = set(cell_ids)
+        return {w.filename for c in self.cells if c.cell_id in wanted for w in c.wheels}
+
     @property
     def download(self) -> int:
         """Bytes the run downloads: each wheel not in uv's cache once, however many cells share it."""

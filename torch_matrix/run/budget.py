@@ -1,7 +1,8 @@
 """The run's cost and its disk budget, wired: the spec + the index + uv's cache -> ``plan.cost``.
 
 - ``budget_of``: ``$TORCH_MATRIX_DISK_BUDGET``, else the spec's ``disk_budget``, else the free space
-  of the disk that holds uv's cache and the venvs less a margin (``plan.cost.DEFAULT_MARGIN``).
+  of the disk that holds uv's cache and the venvs less a margin (``plan.cost.DEFAULT_MARGIN``, or a
+  tenth of the free space where that is less).
 - ``plan_cost``: each cell's wheels (``world.wheelset``), what uv's cache holds, the follow-up cap.
 - ``refuse_unless_fits``: the plan-time check, one error line with the figure and the fix.
 - ``room_for``: before a cell installs, whether it fits what is left of the budget.
@@ -9,13 +10,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from torch_matrix.plan.cost import DEFAULT_MARGIN, CellCost, PlanCost, WheelSet, cell_cost
+from torch_matrix.plan.cost import (
+    DEFAULT_MARGIN,
+    VENV_OVERHEAD,
+    CellCost,
+    PlanCost,
+    WheelSet,
+    cell_cost,
+)
 from torch_matrix.plan.followups import cap_from
 from torch_matrix.spec.model import DEFAULT_VARIANT, Spec
 from torch_matrix.vocab.errors import UserError
@@ -47,8 +57,9 @@ def budget_of(
     if spec.disk_budget is not None:
         return spec.disk_budget, "the spec's disk_budget"
     left = free(disk_path)
-    return max(0, left - DEFAULT_MARGIN), (
-        f"the free disk at {disk_path}, {format_size(left)}, less {format_size(DEFAULT_MARGIN)}"
+    margin = min(DEFAULT_MARGIN, left // 10)  # a small disk keeps a tenth free
+    return max(0, left - margin), (
+        f"the free disk at {disk_path}, {format_size(left)}, less {format_size(margin)}"
     )
 
 
@@ -144,3 +155,165 @@ def room_for(cell_cost: CellCost, budget_left: int) -> str:
     if cell_cost.new_disk <= budget_left:
         return ""
     return does_not_fit(cell_cost.cell_id, cell_cost.new_disk, budget_left)
+
+
+# ---------------------------------------------------------------- keeping the budget while running
+
+LEDGER_NAME = ".torch-matrix-fetched.json"  # in the run's results directory
+FREE_FLOOR = 1000**3  # never fill the disk: a cell needs this much free beyond its own need
+
+
+class Ledger:
+    """What uv's cache held before the run (the user's: never evicted) and what the run fetched
+    (wheel file -> unpacked bytes), in the run's results directory, so every session of the run
+    (matrix cells, follow-ups) and a resumed run keep one account."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {"before": [], "fetched": {}}
+        if not isinstance(data, dict):
+            return {"before": [], "fetched": {}}
+        return {"before": list(data.get("before", [])), "fetched": dict(data.get("fetched", {}))}
+
+    def write(self, data: Mapping[str, Any]) -> None:
+        from torch_matrix.edges.fileio import atomic_write
+
+        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True), durable=False)
+
+
+class Keeper:
+    """The run's disk budget, kept cell by cell: before a cell installs, what the run fetched and
+    the rest of the plan no longer needs is evicted from uv's cache until the cell fits; a cell that
+    still cannot fit is not run (``room`` says why). After a cell, its new wheels go in the ledger."""
+
+    def __init__(
+        self,
+        budget: int,
+        origin: str,
+        uv_cache: str,
+        ledger: Ledger,
+        *,
+        log: Callable[[str], None] = lambda line: None,
+        free: Callable[[str | os.PathLike[str]], int] = free_bytes,
+    ) -> None:
+        self.budget = budget
+        self.origin = origin
+        self.uv_cache = uv_cache
+        self.ledger = ledger
+        self.log = log
+        self.free = free
+
+    def start(self, every: Iterable[str]) -> None:
+        """The first session of a run: what uv's cache holds of the plan's wheels now is the user's."""
+        from torch_matrix.world.wheelset import cached_wheels
+
+        data = self.ledger.read()
+        before = set(data["before"])
+        unseen = [name for name in every if name not in before and name not in data["fetched"]]
+        if unseen:
+            data["before"] = sorted(before | cached_wheels(self.uv_cache, unseen))
+            self.ledger.write(data)
+
+    def used(self) -> int:
+        """Bytes the run's own wheels take in uv's cache now."""
+        from torch_matrix.world.wheelset import cache_entries
+
+        fetched = self.ledger.read()["fetched"]
+        return sum(
+            int(size) for name, size in fetched.items() if cache_entries(self.uv_cache, name)
+        )
+
+    def room(self, cost: CellCost, still_needed: Iterable[str]) -> str:
+        """Make room for ``cost``'s cell; "" when it fits, else why it is not run."""
+        from torch_matrix.plan.cost import does_not_fit
+        from torch_matrix.world.wheelset import cached_wheels
+
+        self.start(w.filename for w in cost.wheels)
+        names = [w.filename for w in cost.wheels]
+        held = cached_wheels(self.uv_cache, names)
+        need = sum(w.disk for w in cost.wheels if w.filename not in held) + VENV_OVERHEAD
+        used = self.used()
+        if used + need > self.budget:
+            keep = set(names) | set(still_needed)
+            freed = self.evict(keep)
+            used = self.used()
+            if freed:
+                self.log(
+                    f"{cost.cell_id}: evicted {format_size(freed)} of wheels this run fetched and "
+                    f"no later cell needs (uv's cache; the user's own entries are never touched)"
+                )
+        left = self.budget - used
+        if need > left:
+            return does_not_fit(cost.cell_id, need, left)
+        free_now = self.free(self.uv_cache or ".")
+        if need + FREE_FLOOR > free_now:
+            return does_not_fit(cost.cell_id, need, free_now - FREE_FLOOR).replace(
+                "budget", "the disk has"
+            )
+        return ""
+
+    def record(self, cost: CellCost) -> None:
+        """After a cell: its wheels uv's cache holds now and did not hold before the run are ours."""
+        from torch_matrix.world.wheelset import cached_wheels
+
+        data = self.ledger.read()
+        before = set(data["before"])
+        held = cached_wheels(self.uv_cache, [w.filename for w in cost.wheels])
+        for wheel in cost.wheels:
+            if wheel.filename in held and wheel.filename not in before:
+                data["fetched"][wheel.filename] = wheel.disk
+        self.ledger.write(data)
+
+    def evict(self, keep: set[str]) -> int:
+        """Remove from uv's cache the wheels the run fetched that are not in ``keep``; bytes freed."""
+        from torch_matrix.world.wheelset import evict
+
+        data = self.ledger.read()
+        freed = 0
+        for name, size in sorted(data["fetched"].items()):
+            if name in keep:
+                continue
+            if evict(self.uv_cache, name):
+                freed += int(size)
+            del data["fetched"][name]
+        self.ledger.write(data)
+        return freed
+
+
+def remove_venv(venv: Path, environ: Mapping[str, str], log: Callable[[str], None]) -> None:
+    """A cell's venv once its result is written (unless ``$TORCH_MATRIX_KEEP_VENVS=1``)."""
+    if keep_venvs(environ) or not (venv / "pyvenv.cfg").is_file():
+        return
+    shutil.rmtree(venv, ignore_errors=True)
+    log(f"removed its venv {venv} ({KEEP_ENV}=1 keeps it)")
+
+
+def install_watch(cost: CellCost, uv_cache: str) -> Callable[[], str]:
+    """What the install heartbeat adds: ``fetched 1.2 GB of 2.8 GB; fetching torch, nvidia-cudnn-cu12
+    (+3 more)``, from the wheels uv's cache holds now (a wheel counts once it is unpacked there)."""
+    from torch_matrix.world.wheelset import cached_wheels
+
+    pending = [w for w in cost.wheels if w.filename not in cost.cached]
+    total = sum(w.size or 0 for w in pending)
+
+    def detail() -> str:
+        if not pending or not uv_cache:
+            return ""
+        held = cached_wheels(uv_cache, [w.filename for w in pending])
+        done = sum(w.size or 0 for w in pending if w.filename in held)
+        left = sorted((w for w in pending if w.filename not in held), key=lambda w: -(w.size or 0))
+        text = f"fetched {format_size(done)} of {format_size(total)}"
+        if left:
+            names = ", ".join(w.project for w in left[:2])
+            more = f" (+{len(left) - 2} more)" if len(left) > 2 else ""
+            text += f"; fetching {names}{more}"
+        else:
+            text += "; linking into the venv"
+        return text
+
+    return detail

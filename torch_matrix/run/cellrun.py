@@ -100,6 +100,9 @@ class CellSteps:
     # Called as the cell's probes start (its downloads are over, the network idle until the next
     # cell): the run's prefetch of the next cells' wheels (``torch_matrix.run.prefetch``). None: nothing.
     probes_starting: Callable[[Cell], Any] | None = None
+    # While the install runs: what the heartbeat adds (bytes fetched of bytes to fetch, the
+    # packages still being fetched: ``run.budget.install_watch``). None: the time alone.
+    install_progress: Callable[[], str] | None = None
 
     def resolved(self) -> "_Steps":
         return _Steps(
@@ -109,6 +112,7 @@ class CellSteps:
             interpreter=self.interpreter or probe_process.interpreter_facts,
             gpu=self.gpu or probe_process.host_gpu,
             probes_starting=self.probes_starting,
+            install_progress=self.install_progress,
         )
 
 
@@ -365,8 +369,14 @@ def run_cell(
     # One uv call resolves and installs: uv refuses before downloading anything when the
     # resolver says no, so a separate dry-run would only pay for a second resolution.
     with progress.phase("resolve+install") as note:
+        note.detail = step.install_progress
         outcome = step.install(
-            cell, settings.index_config, venv_python, project_dir=settings.project_dir, **common
+            cell,
+            settings.index_config,
+            venv_python,
+            project_dir=settings.project_dir,
+            log=lambda line: progress.line(f"  | {line}"),
+            **common,
         )
         steps_s = environment.uv_step_seconds(outcome.message)
         progress.timings.update(steps_s)

@@ -113,6 +113,7 @@ class Prefetcher:
         self.done: dict[str, str] = {}  # cell id -> "fetched" / why not
         self._lock = threading.Condition()
         self._current = ""  # the cell being fetched now
+        self._handed = ""  # a cell whose fetch its own install took over
         self._thread: threading.Thread | None = None
         self._process: Any = None  # the running fetch (a Popen)
         self._closed = False
@@ -136,12 +137,24 @@ class Prefetcher:
             )
         return new
 
-    def claim(self, cell_id: str, timeout_s: float = 3600.0) -> None:
-        """``cell_id`` is about to install: drop it from the queue, or, when it is being fetched,
-        wait for that fetch to end (it downloads what the install needs; two uv processes would
-        download it twice)."""
+    def claim(self, cell_id: str, timeout_s: float = 60.0) -> None:
+        """``cell_id`` is about to install: drop it from the queue; when it is being fetched, the
+        cell takes the fetch over: the background uv (at the lowest priority, behind everything
+        else) is stopped and the cell's own install fetches the rest at normal priority (what the
+        fetch finished is in uv's cache already; never two uv processes on the same downloads)."""
         with self._lock:
             self.queued = [cell for cell in self.queued if cell.id != cell_id]
+            if self._current != cell_id:
+                return
+            self._handed = cell_id
+            process = self._process
+        self.log(
+            f"prefetch: {cell_id}: its wheels were still being fetched in the background: the "
+            "cell's install takes the fetch over at normal priority (what is fetched is kept)"
+        )
+        if process is not None:
+            proc.stop(process)
+        with self._lock:
             self._lock.wait_for(lambda: self._current != cell_id, timeout_s)
 
     def wait(self, timeout_s: float | None = None) -> None:
@@ -196,6 +209,8 @@ class Prefetcher:
             returncode, why = self._run(command, budget)
             if why:
                 return why
+            if self._handed == cell.id:
+                return "handed over to the cell's own install"
             if returncode != 0:
                 return f"failed (uv exited {returncode})"
             # The cell's install check hashes every file of its venv against RECORD once per inode

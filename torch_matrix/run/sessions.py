@@ -342,8 +342,22 @@ def run_matrix_cell(
             session.log(f"{cell.id}: using GPU {device}")
         try:
             steps = prefetch_steps(session, plan, venv.parent, environ)
-            result = run_cell(cell, venv_python, settings, steps(cell, ()))
-            run_counterfactuals(session, plan, result, venv_python, settings, environ, steps)
+            keeper, cost = disk_keeper(session, plan, venv.parent, environ)
+            own = cost.cell(cell.id)
+            later = queued_cells(session, plan, environ) or []
+            why = keeper.room(own, cost.wheels_of(c.id for c in later)) if own else ""
+            cell_steps = steps(cell, ())
+            if why:
+                session.warn(why)
+                cell_steps = not_run(cell_steps, why)
+            elif own is not None:
+                cell_steps = watched(cell_steps, own, keeper.uv_cache)
+            result = run_cell(cell, venv_python, settings, cell_steps)
+            if not why:
+                run_counterfactuals(session, plan, result, venv_python, settings, environ, steps)
+            if own is not None:
+                keeper.record(own)
+            remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
         except UserError as error:
             session.error(error.render())
     verdict = verdict_of(result)
@@ -429,6 +443,65 @@ def run_counterfactuals(
 _PREFETCHER: list[
     Any
 ] = []  # one torch_matrix.run.prefetch.Prefetcher per nox process (closed at exit)
+_KEEPER: list[Any] = []  # (run.budget.Keeper, plan.cost.PlanCost): one per nox process
+
+
+def disk_keeper(
+    session: Any, plan: MatrixPlan, venvs_dir: Path, environ: Mapping[str, str] = os.environ
+) -> tuple[Any, Any]:
+    """The run's disk budget (``torch_matrix.run.budget``), set up by its first cell: the plan's cost
+    printed, a budget that cannot hold the largest cell refused (``UserError``), what uv's cache
+    holds of the plan's wheels now recorded as the user's (never evicted)."""
+    from torch_matrix.plan.cost import summary_lines
+    from torch_matrix.run.budget import LEDGER_NAME, Keeper, Ledger, plan_cost, refuse_unless_fits
+    from torch_matrix.world.environment import uv_cache_dir
+
+    if not _KEEPER:
+        uv_cache = uv_cache_dir(environ)
+        cost = plan_cost(plan.spec, plan.cells, environ, uv_cache=uv_cache, venvs_dir=venvs_dir)
+        for line in summary_lines(cost):
+            session.log(f"cost: {line}")
+        refuse_unless_fits(cost)
+        keeper = Keeper(
+            cost.budget,
+            cost.budget_origin,
+            uv_cache,
+            Ledger(plan.run_dir / LEDGER_NAME),
+            log=session.log,
+        )
+        keeper.start(cost.wheels_of(c.cell_id for c in cost.cells))
+        _KEEPER.append((keeper, cost))
+    return _KEEPER[0]
+
+
+def not_run(steps: Any, why: str) -> Any:
+    """``steps`` whose install does not run: the cell is recorded as not run, with ``why`` (an
+    install error, no evidence: never a finding)."""
+    import dataclasses
+
+    from torch_matrix.run.cellrun import CellSteps
+    from torch_matrix.vocab.records import INSTALL_ERROR, InstallOutcome
+
+    def refuse(*_args: Any, **_kwargs: Any) -> InstallOutcome:
+        return InstallOutcome(INSTALL_ERROR, (), why, 0)
+
+    return dataclasses.replace(steps or CellSteps(), install=refuse)
+
+
+def watched(steps: Any, cost: Any, uv_cache: str) -> Any:
+    """``steps`` whose install heartbeat says the bytes fetched and what is being fetched."""
+    import dataclasses
+
+    from torch_matrix.run.budget import install_watch
+    from torch_matrix.run.cellrun import CellSteps
+
+    return dataclasses.replace(steps or CellSteps(), install_progress=install_watch(cost, uv_cache))
+
+
+def remove_venv(venv: Path, environ: Mapping[str, str], log: Callable[[str], None]) -> None:
+    from torch_matrix.run.budget import remove_venv as remove
+
+    remove(venv, environ, log)
 
 
 def queued_cells(
@@ -545,7 +618,7 @@ def run_followups_session(
     from torch_matrix.world.probesuite import suite_digest
     from torch_matrix.plan.counterfactual import counterfactual_of
     from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL
-    from torch_matrix.world.results import load_results, read_result
+    from torch_matrix.world.results import has_complete_result, load_results, read_result
     from torch_matrix.world.specfile import project_dir
 
     try:
@@ -592,6 +665,7 @@ def run_followups_session(
 
         # While a follow-up cell runs its probes, the wheels of those planned after it are fetched.
         prefetcher = run_prefetcher(session, spec.index, python_for, envdir, environ)
+        keeper = followup_keeper(session, plan, envdir, environ)
         following: list[Cell] = []
 
         def run(cell: Cell, position: int) -> None:
@@ -608,14 +682,25 @@ def run_followups_session(
                 prefetcher.claim(cell.id)
                 after = list(following)
                 steps = CellSteps(probes_starting=lambda _running: prefetcher.ahead(after))
+            own = followup_cost(spec, cell, environ)
+            why = ""
+            if own is not None and not has_complete_result(
+                plan.cells_dir, cell, settings.fingerprint
+            ):
+                session.log(f"{cell.id}: {cell.origin} cell: {cost_line(own)}")
+                why = keeper.room(own, ())
+                if why:
+                    session.warn(why)
+                    steps = not_run(steps, why)
+                else:
+                    steps = watched(steps, own, keeper.uv_cache)
+            venv = envdir / f"followup-{cell.id}"
             result, resumed = run_in_own_venv(
-                cell,
-                settings,
-                python_for(cell),
-                envdir / f"followup-{cell.id}",
-                base=followed,
-                steps=steps,
+                cell, settings, python_for(cell), venv, base=followed, steps=steps
             )
+            if own is not None:
+                keeper.record(own)
+            remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
             session.log(
                 f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}"
                 + (" [resumed]" if resumed else "")
@@ -637,6 +722,45 @@ def run_followups_session(
         return run_followups(load, IndexView(spec, environ), run, cap, session.log, upcoming)
     except UserError as error:
         session.error(error.render())
+
+
+def followup_keeper(
+    session: Any, plan: MatrixPlan, envdir: Path, environ: Mapping[str, str] = os.environ
+) -> Any:
+    """The follow-up session's side of the run's disk budget (the same ledger as its matrix cells)."""
+    from torch_matrix.run.budget import LEDGER_NAME, Keeper, Ledger, budget_of
+    from torch_matrix.world.environment import uv_cache_dir
+
+    uv_cache = uv_cache_dir(environ)
+    budget, origin = budget_of(plan.spec, environ, uv_cache or envdir)
+    return Keeper(budget, origin, uv_cache, Ledger(plan.run_dir / LEDGER_NAME), log=session.log)
+
+
+def followup_cost(spec: Any, cell: Cell, environ: Mapping[str, str] = os.environ) -> Any:
+    """A follow-up cell's cost (``plan.cost.CellCost``), or None when it installs nothing."""
+    from torch_matrix.plan.cost import cell_cost
+    from torch_matrix.run.budget import cell_wheel_sets
+    from torch_matrix.world.environment import uv_cache_dir
+    from torch_matrix.world.wheelset import cached_wheels
+
+    if cell.plan_note:
+        return None
+    wheels = cell_wheel_sets(spec, [cell], environ)[cell.id]
+    held = cached_wheels(uv_cache_dir(environ), [w.filename for w in wheels.wheels])
+    return cell_cost(cell.id, cell.variant, wheels, held)
+
+
+def cost_line(cost: Any) -> str:
+    """``downloads 2.1 GB (of 2.9 GB; the rest is in uv's cache), needs 4.4 GB of disk``."""
+    from torch_matrix.vocab.sizes import format_size
+
+    cached = cost.size - cost.download
+    return (
+        f"downloads {format_size(cost.download)}"
+        + (f" (of {format_size(cost.size)}; the rest is in uv's cache)" if cached else "")
+        + f", needs {format_size(cost.new_disk)} of disk"
+        + (" (some sizes estimated)" if not cost.exact else "")
+    )
 
 
 _LINK_CHECKED: list[bool] = []

@@ -303,19 +303,57 @@ def _trim(output: str, keep_summary: bool = False) -> str:
     return text if len(text) <= MESSAGE_LIMIT else "..." + text[-MESSAGE_LIMIT:]
 
 
+# uv's own account of a failure: ``error: ...`` then ``  Caused by: ...`` lines (older uv and our
+# messages: ``cause: ...``); the lines before them are its progress (``Building toyproj @ ...``,
+# ``Downloading nvidia-cusolver (191.6MiB)``), which read as if they were the problem.
+_UV_CAUSE = re.compile(
+    r"^\s*(error|caused by|cause)\s*:\s*(\S.*?)\s*$", re.IGNORECASE | re.MULTILINE
+)
+# Reasons the machine gives, said first wherever they appear in the output.
+_MACHINE_REASONS = (
+    (re.compile(r"No space left on device|os error 28", re.IGNORECASE), "No space left on device"),
+    (re.compile(r"Disk quota exceeded|os error 122", re.IGNORECASE), "Disk quota exceeded"),
+    (re.compile(r"Too many open files", re.IGNORECASE), "Too many open files"),
+)
+
+
+def cause_summary(output: str) -> str:
+    """One line that says why an install failed, the cause first: uv's ``error:`` and its
+    ``Caused by:`` lines joined (``error: Failed to install torch; cause: ... (os error 28)``), led by
+    the machine's own reason when there is one (``No space left on device: ...``); "" if none."""
+    found = [(kind.lower(), text) for kind, text in _UV_CAUSE.findall(output or "")]
+    parts = [("error: " if kind == "error" else "cause: ") + text for kind, text in found if text][
+        :4
+    ]
+    summary = "; ".join(dict.fromkeys(parts))
+    for pattern, reason in _MACHINE_REASONS:
+        if pattern.search(output or ""):
+            return f"{reason}: {summary}" if summary else reason
+    return summary
+
+
+def _cause_first(output: str, message: str) -> str:
+    summary = cause_summary(output)
+    if not summary or message.startswith(summary):
+        return message
+    return f"{summary}\n{message}"
+
+
 def classify_install_failure(returncode: int, output: str) -> Classification:
     """Decide whether a failed install is a fact about the cell or trouble with the machine."""
     message = _trim(output)
     if returncode < 0 or returncode in (137, 143):
         return Classification(
-            INSTALL_ERROR, f"installer killed (exit {returncode}): {message}".strip()
+            INSTALL_ERROR,
+            _cause_first(output, f"installer killed (exit {returncode}): {message}".strip()),
         )
     if any(p.search(output) for p in _ERROR_PATTERNS):
-        return Classification(INSTALL_ERROR, message)
+        return Classification(INSTALL_ERROR, _cause_first(output, message))
     if any(p.search(output) for p in _UNSATISFIABLE_PATTERNS):
         return Classification(UNSATISFIABLE, message)
     return Classification(
-        INSTALL_ERROR, message or f"installer exited with {returncode} and no output"
+        INSTALL_ERROR,
+        _cause_first(output, message) or f"installer exited with {returncode} and no output",
     )
 
 
@@ -332,6 +370,7 @@ def install(
     runner: Runner = proc.run,
     sleep: Callable[[float], None] = time.sleep,
     project_dir: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> InstallOutcome:
     """Install the cell's requirements; retry only ``error`` outcomes, at most ``retries`` times.
 
@@ -383,6 +422,12 @@ def install(
             return InstallOutcome(UNSATISFIABLE, tuple(command), message, attempt)
         if verdict.status == UNSATISFIABLE or attempt > retries:
             return InstallOutcome(verdict.status, tuple(command), verdict.message, attempt)
+        if log is not None:  # a retry is said, with its reason: it costs a whole install again
+            reason = verdict.message.splitlines()[0] if verdict.message else f"exit {returncode}"
+            log(
+                f"install attempt {attempt} of {retries + 1} failed ({reason[:200]}); retrying "
+                f"with --reinstall in {backoff_s * attempt:g}s"
+            )
         sleep(backoff_s * attempt)
 
 

@@ -380,3 +380,25 @@ def cached_wheels(uv_cache: str | os.PathLike[str] | None, filenames: Iterable[s
     if not uv_cache or not Path(uv_cache).is_dir():
         return set()
     return {filename for filename in filenames if cache_entries(uv_cache, filename)}
+
+
+def evict(uv_cache: str | os.PathLike[str], filename: str) -> bool:
+    """Remove one wheel from uv's cache: its entries (the link, ``.http``, ``.msgpack``, ``.lock``)
+    and the unpacked archive the link points to (only inside the cache's ``archive-v*``). True when
+    something was removed. uv fetches it again if a later install needs it."""
+    import shutil
+
+    root = Path(uv_cache).resolve()
+    removed = False
+    for entry in cache_entries(uv_cache, filename):
+        target = entry.resolve()
+        if target.parent.name.startswith("archive-v") and target.parent.parent == root:
+            shutil.rmtree(target, ignore_errors=True)
+        for sibling in (entry, *(entry.with_name(entry.name + s) for s in (".http", ".msgpack"))):
+            if sibling.is_symlink() or sibling.is_file():
+                sibling.unlink(missing_ok=True)
+                removed = True
+            elif sibling.is_dir():
+                shutil.rmtree(sibling, ignore_errors=True)
+                removed = True
+    return removed

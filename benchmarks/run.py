@@ -36,6 +36,7 @@ FIGURES = (
     ("8_speed", "benchmarks.speed"),
     ("9_proof", "benchmarks.proof"),
     ("10_verify_memo", "benchmarks.verify_memo"),
+    ("11_budget", "benchmarks.budget"),
 )
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 RESULTS_SCHEMA = "torch-matrix/bench"

@@ -68,6 +68,24 @@ def keep_venvs(environ: Mapping[str, str]) -> bool:
     return keep
 
 
+def named_requirements(items: Sequence[str]) -> list[str]:
+    """The install items that name a package on the index (``pytest>=8``), not a path or a file
+    (``.[test]``, ``-r requirements.txt``: the project's own, not counted)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found = []
+    for item in items:
+        text = item.strip()
+        if text.startswith(("-", ".", "/", "~")) or "@" in text:
+            continue
+        try:
+            Requirement(text)
+        except InvalidRequirement:
+            continue
+        found.append(text)
+    return found
+
+
 def cell_wheel_sets(
     spec: Spec, cells: Sequence[Cell], environ: Mapping[str, str], workers: int = 8
 ) -> dict[str, WheelSet]:
@@ -86,7 +104,11 @@ def cell_wheel_sets(
             return WheelSet()
         index = indexes[cell.variant]
         try:
-            return cell_wheels(cell.requirements, lambda _name: index, cell.python)
+            return cell_wheels(
+                [*cell.requirements, *named_requirements(cell.install)],
+                lambda _name: index,
+                cell.python,
+            )
         except (UserError, OSError, ValueError) as error:
             return WheelSet(unknown=(f"cannot size the cell: {error}",))
 

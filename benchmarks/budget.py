@@ -1,0 +1,307 @@
+"""Figure 11: a matrix that fits the machine (issue #32) -- a real 6-release matrix with its
+follow-ups, cold, under ``disk_budget = "15GB"`` against no budget, and on a filesystem smaller
+than the matrix.
+
+The matrix: torch 2.3.1, 2.5.1, 2.7.1, 2.9.1, 2.13.0, 2.15.0 on Python 3.11 from PyPI (each with
+its CUDA wheels), no torchvision, and a small downstream suite (one pytest test that saves an
+object in a checkpoint and loads it back: torch 2.6 made ``weights_only=True`` the default, so the
+suite breaks between 2.5.1 and 2.7.1 and the run's follow-up cells look for the edge;
+``followups = 3``). Only the suite runs in each cell (``[probes] run = ["tests"]``).
+
+Each run starts from an empty uv cache of its own (``UV_CACHE_DIR``), so everything in it is what
+the run caused. Measured, side by side in one bench run:
+
+- ``budget`` (``disk_budget = "15GB"``) and ``unbounded`` (no budget): wall time; the peak of
+  uv's cache + the venvs (``du`` of both together every few seconds); every cell's verdict and the
+  pins (``torch-matrix pins``), which must be the same; the peak must be <= 15 GB;
+- ``plan`` against the cold run: the bytes ``torch-matrix plan --json`` says the run downloads,
+  against the bytes of the wheels the unbounded run's cache holds at its end (each wheel file's
+  size from the index), and the receive counters of the machine's interfaces (machine-wide: other
+  traffic inflates them);
+- ``small_fs``: the same matrix with uv's cache and the venvs on a 12 GB ext4 loop device (no
+  budget given: the default, the free space less a margin): every cell judged or named as not
+  fitting, and "No space left on device" nowhere in the results or the run's output.
+
+Needs root (the loop device), network access to PyPI and ~30 GB of free disk. ``--quick``: not
+measured (it is the real wheels or nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import REPO_ROOT, BenchError, Context, du_bytes, net_rx_bytes, remove_tree, run_command
+from .stats import human_bytes, ratio, targets_for
+
+FIGURE = "11_budget"
+RELEASES = ("2.3.1", "2.5.1", "2.7.1", "2.9.1", "2.13.0", "2.15.0")
+BUDGET = "15GB"
+BUDGET_BYTES = 15 * 1000**3
+SMALL_FS_BYTES = 12 * 1000**3
+GOALS = {
+    "budget run peak / budget": ("<=", 1.0, "x"),
+    "same verdicts and pins (1 = yes)": (">=", 1.0, ""),
+    "plan bytes / downloaded bytes": ("<=", 1.1, "x"),
+    "downloaded bytes / plan bytes": ("<=", 1.1, "x"),
+    "small fs: cells neither judged nor named as not fitting": ("<=", 0.0, ""),
+    "small fs: 'No space left on device' anywhere": ("<=", 0.0, ""),
+}
+TEST = """\
+import io
+
+import torch
+
+
+class Box:
+    def __init__(self):
+        self.x = 1
+
+
+def test_a_checkpoint_holding_an_object_loads_back():
+    buffer = io.BytesIO()
+    torch.save({"box": Box(), "w": torch.zeros(2)}, buffer)
+    buffer.seek(0)
+    assert torch.load(buffer)["box"].x == 1
+"""
+
+
+def _project(root: Path, budget: str | None) -> Path:
+    project = root / "toyproj"
+    (project / "tests").mkdir(parents=True, exist_ok=True)
+    (project / "tests" / "test_checkpoint.py").write_text(TEST)
+    lines = [
+        'name = "toyproj"',
+        'python = ["3.11"]',
+        f"torch = {json.dumps(list(RELEASES))}",
+        'torchvision = "none"',
+        'install = ["pytest"]',
+        "followups = 3",
+    ]
+    if budget:
+        lines.append(f'disk_budget = "{budget}"')
+    lines += ["[probes]", 'run = ["tests"]', 'commands = { tests = "pytest -q tests" }']
+    (project / "matrix.toml").write_text("\n".join(lines) + "\n")
+    return project
+
+
+class Sampler:
+    """``du`` of uv's cache and the venvs together, every ``every`` seconds, in a thread."""
+
+    def __init__(self, paths: list[Path], every: float = 5.0) -> None:
+        self.paths = paths
+        self.every = every
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            present = [p for p in self.paths if p.exists()]
+            if present:
+                try:
+                    self.peak = max(self.peak, du_bytes(present))
+                    self.samples += 1
+                except BenchError:
+                    pass
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def _torch_matrix(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_command([sys.executable, "-m", "torch_matrix", *args], env=env, cwd=cwd, check=False)
+
+
+def _env(
+    project: Path, cache: Path, results: Path, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    env = {
+        "TORCH_MATRIX_SPEC": str(project / "matrix.toml"),
+        "TORCH_MATRIX_RESULTS": str(results),
+        "UV_CACHE_DIR": str(cache),
+        "UV_NO_PROGRESS": "1",
+        "TORCH_MATRIX_DISK_BUDGET": "",
+    }
+    env.update(extra or {})
+    return env
+
+
+def _run(
+    ctx: Context, label: str, project: Path, where: Path, extra: dict[str, str] | None = None
+) -> dict[str, Any]:
+    cache, envdir, results = where / "uv-cache", where / "venvs", ctx.work / f"{label}-results"
+    for path in (cache, envdir, results):
+        remove_tree(path)
+    env = _env(project, cache, results, extra)
+    planned = _torch_matrix("plan", "--json", env=env, cwd=project)
+    plan: list[dict[str, Any]] = json.loads(planned.stdout) if planned.returncode == 0 else []
+    plan_wheels = {
+        w["filename"]: w["size"] or 0 for c in plan for w in c.get("cost", {}).get("wheels", [])
+    }
+    rx = net_rx_bytes()
+    with Sampler([cache, envdir]) as sampler:
+        started = time.perf_counter()
+        done = run_command(
+            [sys.executable, "-m", "torch_matrix", "run", "--envdir", str(envdir), "-s", "matrix"],
+            env=env,
+            cwd=project,
+            check=False,
+        )
+        wall = time.perf_counter() - started
+    rx = net_rx_bytes() - rx
+    held, entries = _cached_filenames(cache, list(plan_wheels))
+    verdicts = _verdicts(results / "toyproj" / "cells")
+    pins = _torch_matrix("pins", str(results / "toyproj"), env=env, cwd=project)
+    output = done.stdout
+    enospc = output.count("No space left on device") + sum(
+        path.read_text(errors="replace").count("No space left on device")
+        for path in (results / "toyproj").rglob("*")
+        if path.is_file() and path.suffix in (".json", ".md", ".html", ".txt")
+    )
+    result = {
+        "wall_s": round(wall, 1),
+        "exit": done.returncode,
+        "peak_bytes": sampler.peak,
+        "du_samples": sampler.samples,
+        "plan_download_bytes": sum(plan_wheels.values()),
+        "plan_exit": planned.returncode,
+        "cache_wheels_at_end": sorted(held),
+        "cache_wheel_bytes_at_end": sum(plan_wheels.get(name, 0) for name in held),
+        "wheel_entries_in_cache": entries,  # more than cache_wheels_at_end: uv took unplanned files
+        "rx_bytes": rx,
+        "verdicts": verdicts,
+        "pins": _pins_lines(pins.stdout),
+        "no_space_mentions": enospc,
+        "output_tail": output[-3000:],
+    }
+    ctx.log(
+        f"  {label}: {wall:.0f} s, exit {done.returncode}, peak {human_bytes(sampler.peak)} "
+        f"({sampler.samples} samples), plan says {human_bytes(result['plan_download_bytes'])}, "
+        f"received {human_bytes(rx)}; {len(verdicts)} cells: "
+        + ", ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
+    )
+    for path in (cache, envdir):
+        remove_tree(path)
+    return result
+
+
+def _cached_filenames(cache: Path, planned: list[str]) -> tuple[set[str], int]:
+    """The planned wheel files uv's cache holds, and how many wheel entries it holds in all."""
+    from torch_matrix.world.wheelset import cached_wheels
+
+    entries = sum(
+        1
+        for bucket in cache.glob("wheels-v*")
+        for entry in bucket.glob("**/*")
+        if entry.is_symlink()
+    )
+    return cached_wheels(cache, planned), entries
+
+
+def _verdicts(cells: Path) -> dict[str, str]:
+    from torch_matrix.judge.verdict import verdict_of
+    from torch_matrix.world.results import read_result
+
+    found = {}
+    for path in sorted(cells.glob("*.json")):
+        result = read_result(path)
+        if result is not None:
+            found[result.cell.id] = str(verdict_of(result).kind)
+    return found
+
+
+def _pins_lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines() if line.strip() and "results/" not in line]
+
+
+def _loop_device(ctx: Context, size: int) -> tuple[Path, Any]:
+    image = ctx.work / "small-fs.img"
+    mount = ctx.dir("small-fs")
+    with open(image, "wb") as handle:
+        handle.truncate(size)
+    run_command(["mkfs.ext4", "-q", "-F", str(image)])
+    run_command(["mount", "-o", "loop", str(image), str(mount)])
+
+    def undo() -> None:
+        subprocess.run(["umount", str(mount)], check=False)
+        image.unlink(missing_ok=True)
+
+    return mount, undo
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    if ctx.quick:
+        raise BenchError("real wheels only: run without --quick")
+    if shutil.disk_usage(ctx.work).free < 40 * 1000**3:
+        raise BenchError("needs 40 GB free (two cold 6-release matrices, one after the other)")
+    runs: dict[str, Any] = {}
+    budget_project = _project(ctx.dir("budget-project"), BUDGET)
+    plain_project = _project(ctx.dir("plain-project"), None)
+    runs["budget"] = _run(ctx, "budget", budget_project, ctx.dir("budget-disk"))
+    runs["unbounded"] = _run(ctx, "unbounded", plain_project, ctx.dir("plain-disk"))
+    try:
+        mount, undo = _loop_device(ctx, SMALL_FS_BYTES)
+    except (BenchError, OSError) as error:
+        runs["small_fs"] = {"error": str(error)}
+    else:
+        try:
+            runs["small_fs"] = _run(ctx, "small_fs", plain_project, mount)
+        finally:
+            undo()
+    budget, plain, small = runs["budget"], runs["unbounded"], runs.get("small_fs", {})
+    same = budget["verdicts"] == plain["verdicts"] and budget["pins"] == plain["pins"]
+    downloaded = plain["cache_wheel_bytes_at_end"]
+    planned = plain["plan_download_bytes"]
+    unjudged = None
+    if "verdicts" in small:
+        planned_ids = {c for c in plain["verdicts"] if "edge" not in c and "-cf-" not in c}
+        unjudged = len([c for c in planned_ids if c not in small["verdicts"]])
+    runs["wall_ratio_budget_over_unbounded"] = ratio(budget["wall_s"], plain["wall_s"])
+    ctx.log(
+        f"  peak: budget {human_bytes(budget['peak_bytes'])} (limit {BUDGET}), unbounded "
+        f"{human_bytes(plain['peak_bytes'])}; wall {budget['wall_s']} s vs {plain['wall_s']} s; "
+        f"same verdicts and pins: {same}; plan {human_bytes(planned)} vs cache {human_bytes(downloaded)}"
+    )
+    values = {
+        "budget run peak / budget": ratio(budget["peak_bytes"], BUDGET_BYTES),
+        "same verdicts and pins (1 = yes)": 1.0 if same else 0.0,
+        "plan bytes / downloaded bytes": ratio(planned, downloaded),
+        "downloaded bytes / plan bytes": ratio(downloaded, planned),
+        "small fs: cells neither judged nor named as not fitting": unjudged,
+        "small fs: 'No space left on device' anywhere": small.get("no_space_mentions"),
+    }
+    return {
+        "releases": list(RELEASES),
+        "runs": runs,
+        "targets": targets_for(
+            FIGURE,
+            GOALS,
+            values,
+            {
+                "plan bytes / downloaded bytes": "downloaded = the wheel files the unbounded run's "
+                "fresh cache holds at its end, sized by the index (rx counters in the JSON)",
+            },
+        ),
+    }
+
+
+if __name__ == "__main__":  # one figure by hand: python -m benchmarks.budget WORK
+    work = Path(sys.argv[1] if len(sys.argv) > 1 else REPO_ROOT / ".bench-budget").resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    print(json.dumps(measure(Context(work=work, quick=False)), indent=1, default=str))
+    os._exit(0)

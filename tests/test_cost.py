@@ -504,3 +504,38 @@ def test_the_install_heartbeat_says_the_bytes_fetched_and_what_is_being_fetched(
     assert detail() == "fetched 0 B of 1.2 GB; fetching torch, nvidia-x"
     _uv_cache(tmp_path / "uv", ["nvidia_x-1-py3-none-any.whl"])
     assert detail() == "fetched 400 MB of 1.2 GB; fetching torch"
+
+
+# ---------------------------------------------------------------- variant = "auto"
+
+
+def test_variant_auto_is_the_default_build_with_a_gpu_and_the_cpu_build_without(tmp_path):
+    from torch_matrix.run.pipeline import resolve_auto
+    from tests.synthetic_wheels import build_index as build
+
+    plain = build(tmp_path / "plain", [torch_wheel("2.1.0")])
+    cpu = build(tmp_path / "cpu-build", [torch_wheel("2.1.0+cpu")])
+    (tmp_path / "pytorch").mkdir()
+    (tmp_path / "pytorch" / "cpu").symlink_to(cpu.simple_dir)  # <pytorch>/cpu/torch/index.html
+    links = tmp_path / "links"
+    links.mkdir()
+    spec_text = (
+        'variant = ["auto", "cu121"]\n[index]\n'
+        f'default = "{plain.url}"\npytorch = "{(tmp_path / "nowhere").as_uri()}"\nextra = []\n'
+        f'find_links = ["{links}"]\n'
+    )
+    spec = parse_spec(spec_text)
+    env = {"TORCH_MATRIX_CACHE_DIR": str(tmp_path / "c")}
+    with_gpu, note = resolve_auto(spec, env, gpu="1 NVIDIA GPU(s)")
+    assert with_gpu.variants == ("default", "cu121") and "the default builds" in note
+    without, note = resolve_auto(spec, env, gpu="")
+    assert without.variants == ("default", "cu121")
+    assert "cannot be read" in note and "find-links" not in note
+    (links / "torch-2.1.0+cpu-py3-none-any.whl").write_bytes(b"")
+    assert "(torch 2.1.0+cpu)" in resolve_auto(spec, env, gpu="")[1]
+    readable = parse_spec(
+        spec_text.replace((tmp_path / "nowhere").as_uri(), (tmp_path / "pytorch").as_uri())
+    )
+    chosen, note = resolve_auto(readable, env, gpu="")
+    assert chosen.variants == ("cpu", "cu121") and "no CUDA wheels downloaded" in note
+    assert resolve_auto(parse_spec(""), env, gpu="")[1] == ""

@@ -17,7 +17,7 @@ from torch_matrix.run.budget import plan_cost, refuse_unless_fits
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size
 from torch_matrix.vocab.layout import SHARD_ENV
-from torch_matrix.run.pipeline import plan_for_spec, shard_cells
+from torch_matrix.run.pipeline import plan_spec, shard_cells
 from torch_matrix.plan.shards import shards
 from torch_matrix.vocab.records import Cell
 from torch_matrix.world.specfile import Spec, declared_ranges, load_spec, require_spec
@@ -132,7 +132,8 @@ def main(
     out = out or sys.stdout  # looked up now: a test (or a caller) may have replaced it
     require_spec(getattr(args, "spec", None), getattr(args, "default", False), environ)
     spec = load_spec(getattr(args, "spec", None), environ)
-    cells = plan_for_spec(spec, environ)
+    planned = plan_spec(spec, environ)
+    cells = planned.cells
     shard_text = getattr(args, "shard", None) or environ.get(SHARD_ENV, "")
     where = "--shard" if getattr(args, "shard", None) else SHARD_ENV
     n_shards = getattr(args, "shards", None)
@@ -170,6 +171,7 @@ def main(
             refuse_unless_fits(cost)
         return 0
     out.write(f"spec {spec.path} (run {spec.name!r}): {len(cells)} cells\n")
+    out.writelines(f"{note}\n" for note in planned.notes)
     declared = declared_ranges(spec)
     out.write(render_table(cells, spec, declared, cost) + "\n")
     if spec.targets:

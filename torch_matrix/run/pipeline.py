@@ -25,6 +25,77 @@ from torch_matrix.world.specfile import DEFAULT_VARIANT, INTERPRETER_SEARCH, Spe
 class Planned:
     cells: list[Cell]
     interpreters: Mapping[str, Interpreter | None]  # requested ("3.11", "current") -> found or None
+    notes: tuple[str, ...] = ()  # what planning decided for the user (variant = "auto")
+
+
+def has_gpu(environ: Mapping[str, str] = os.environ) -> str:
+    """The GPU this machine has as the NVIDIA driver lists it ("" when none): ``/proc/driver/nvidia
+    /gpus`` (no process started), else ``nvidia-smi -L``."""
+    import glob
+    import shutil
+
+    listed = glob.glob("/proc/driver/nvidia/gpus/*")
+    if listed:
+        return f"{len(listed)} NVIDIA GPU(s)"
+    smi = shutil.which("nvidia-smi", path=environ.get("PATH"))
+    if smi:
+        from torch_matrix.edges import proc
+
+        code, out, _err = proc.run_text([smi, "-L"], timeout=30)
+        if code == 0 and out.strip():
+            return out.strip().splitlines()[0]
+    return ""
+
+
+def resolve_auto(
+    spec: Spec, environ: Mapping[str, str] = os.environ, gpu: str | None = None
+) -> tuple[Spec, str]:
+    """``variant = "auto"`` made concrete, and the line that says what it became: with a GPU here,
+    the default builds (as without it); without one, ``cpu`` where PyTorch's CPU index (or its
+    mirror) answers, else the default builds, which take a find-links CPU build of a release where
+    the configured find-links have one (``torch 2.13.0+cpu``)."""
+    import dataclasses
+
+    from torch_matrix.spec.model import AUTO_VARIANT
+
+    if AUTO_VARIANT not in spec.variants:
+        return spec, ""
+    gpu = has_gpu(environ) if gpu is None else gpu
+    if gpu:
+        chosen = DEFAULT_VARIANT
+        note = f'variant "auto": {gpu} here: the default builds'
+    else:
+        cpu_index = open_variant_index(spec.index, "cpu", environ=environ, optional=False)
+        try:
+            readable = bool(cpu_index.versions("torch"))
+        except UserError:
+            readable = False
+        if readable:
+            chosen = "cpu"
+            note = (
+                f'variant "auto": no GPU here: the CPU builds from {spec.index.variant_url("cpu")} '
+                "(no CUDA wheels downloaded)"
+            )
+        else:
+            chosen = DEFAULT_VARIANT
+            local = sorted(
+                {
+                    f"torch {f.version}"
+                    for f in open_index(spec.index, environ=environ).all_files("torch")
+                    if f.is_local and "+cpu" in f.version
+                }
+            )
+            note = (
+                f'variant "auto": no GPU here, but the CPU index {spec.index.variant_url("cpu")} '
+                "cannot be read: the default builds (with their CUDA wheels)"
+                + (
+                    f"; the find-links CPU build is taken where it has the release ({', '.join(local)})"
+                    if local
+                    else ""
+                )
+            )
+    variants = tuple(dict.fromkeys(chosen if v == AUTO_VARIANT else v for v in spec.variants))
+    return dataclasses.replace(spec, variants=variants), note
 
 
 def wanted_pythons(spec: Spec) -> list[str]:
@@ -40,6 +111,7 @@ def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
     interpreter) is a ``UserError`` here, naming the spec file, with a hint.
     """
     probesuite.check(spec)
+    spec, auto_note = resolve_auto(spec, environ)
     index = open_index(spec.index, environ=environ)
     variant_indexes = {
         variant: open_variant_index(spec.index, variant, environ=environ, optional=False)
@@ -71,7 +143,9 @@ def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
         ) from None
     if not spec.allow_missing_interpreters:
         check_interpreters(spec, interpreters, environ)
-    return Planned(plan_cells(spec, facts, interpreters), interpreters)
+    return Planned(
+        plan_cells(spec, facts, interpreters), interpreters, (auto_note,) if auto_note else ()
+    )
 
 
 def check_interpreters(

@@ -145,6 +145,8 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
     from torch_matrix.run.pipeline import plan_spec, shard_cells
 
     planned = plan_spec(spec, environ)
+    for note in planned.notes:
+        console.note(note)
     if not planned.cells:
         raise UserError(
             "the spec plans no cells: nothing would be tested",

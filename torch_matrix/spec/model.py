@@ -20,7 +20,10 @@ from torch_matrix.vocab.records import default_policy
 DEFAULT_SPEC_PATH = Path(__file__).with_name("default_matrix.toml")
 CURRENT_PYTHON = "current"  # the interpreter running torch-matrix
 DEFAULT_VARIANT = "default"
-VARIANT_RE = re.compile(r"^(default|cpu|cu\d{2,3}|rocm\d+(\.\d+)*|xpu)$")
+VARIANT_RE = re.compile(r"^(default|auto|cpu|cu\d{2,3}|rocm\d+(\.\d+)*|xpu)$")
+# ``variant = "auto"``: the CPU build on a machine with no GPU where the indexes serve one, else the
+# default (run.pipeline.resolve_auto, before planning).
+AUTO_VARIANT = "auto"
 PYTHON_RE = re.compile(r"^\d+\.\d+$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PROBE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")

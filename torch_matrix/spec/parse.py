@@ -456,7 +456,7 @@ class _Parser:
             if not VARIANT_RE.match(item):
                 raise self.error(
                     f"variant[{i}]",
-                    f"invalid variant {item!r} (expected default, cpu, "
+                    f"invalid variant {item!r} (expected default, auto, cpu, "
                     "cuXYZ such as cu124, rocmX.Y or xpu)",
                 )
         return items

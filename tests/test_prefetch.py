@@ -7,6 +7,7 @@ checks that the second cell found its wheels already cached."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -172,6 +173,25 @@ def test_a_cell_about_to_install_takes_its_own_fetch_over_or_leaves_the_queue(tm
     assert prefetcher.done[first.id] == "handed over to the cell's own install"
     assert any("takes the fetch over at normal priority" in line for line in lines)
     assert second.id not in prefetcher.done and len(uv.fetches()) == 1
+
+
+def test_a_cell_waits_for_its_own_fetch_only_once_it_runs_at_normal_priority(tmp_path):
+    uv = FakeUv(hold=True)
+    lines: list[str] = []
+    raised: list[object] = []
+    prefetcher = _prefetcher(tmp_path, uv)
+    prefetcher.log = lines.append
+    prefetcher.boost = lambda process: raised.append(process) or True
+    first = make_cell(torch="2.4.1")
+    prefetcher.ahead([first])
+    while not uv.commands:
+        threading.Event().wait(0.01)
+    threading.Timer(0.3, uv.release.set).start()
+    prefetcher.claim(first.id)  # raised to normal priority, then waited for
+    assert raised and uv.release.is_set() and uv.stopped == 0
+    assert any("the fetch goes on at normal priority" in line for line in lines)
+    prefetcher.wait(10)
+    assert prefetcher.done[first.id] == "fetched"
 
 
 def test_settings_come_from_the_environment_and_bad_values_are_one_error():
@@ -390,3 +410,20 @@ def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, 
         signame != "SIGKILL"
     ):  # killed outright, the run cannot tidy up: the next run's scratch is its own
         assert not (tmp_path / "scratch").exists()
+
+
+def test_a_background_fetch_can_be_raised_to_normal_priority_or_says_it_cannot():
+    from torch_matrix.edges import proc
+
+    process = proc.background(["sleep", "30"], low=True)
+    try:
+        deadline = time.monotonic() + 10
+        while os.getpriority(os.PRIO_PROCESS, process.pid) != 19 and time.monotonic() < deadline:
+            time.sleep(0.05)  # nice execs sleep: its nice value is set once it has
+        assert os.getpriority(os.PRIO_PROCESS, process.pid) == 19
+        if proc.normal_priority(process):
+            assert os.getpriority(os.PRIO_PROCESS, process.pid) == 0
+        else:  # unprivileged: lowering a nice value is refused, and the caller stops it instead
+            assert os.geteuid() != 0
+    finally:
+        proc.stop(process)

@@ -203,6 +203,47 @@ def lower_session(pid: int, tries: int = 3) -> bool:
     return False
 
 
+def normal_priority(process: subprocess.Popen) -> bool:
+    """A ``background(low=True)`` process, and every process and thread of its group, back at
+    normal priority: nice 0 (a thread's nice value is its own: each is set), best-effort I/O,
+    its session's CPU weight at 0. False where that is not allowed (lowering a nice value needs
+    privilege) or the process cannot be found: the caller then stops it instead."""
+    if process.poll() is not None:
+        return True
+    try:
+        group = os.getpgid(process.pid)
+        members = [process.pid]
+        if group == process.pid:
+            for entry in os.listdir("/proc"):
+                if entry.isdigit() and int(entry) != process.pid:
+                    try:
+                        if os.getpgid(int(entry)) == group:
+                            members.append(int(entry))
+                    except OSError:
+                        continue
+        for pid in members:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.setpriority(os.PRIO_PROCESS, int(tid), 0)
+    except (OSError, AttributeError, ValueError):
+        return False
+    try:
+        with open(f"/proc/{process.pid}/autogroup", "w") as handle:
+            handle.write("0")
+    except OSError:
+        pass
+    ionice = shutil.which("ionice")
+    if ionice:
+        for pid in members:
+            subprocess.run(
+                [ionice, "-c", "2", "-n", "4", "-p", str(pid)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
+    return True
+
+
 def background(
     command: Sequence[str], *, env: Mapping[str, str] | None = None, low: bool = False
 ) -> subprocess.Popen:

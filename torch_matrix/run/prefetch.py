@@ -97,6 +97,7 @@ class Prefetcher:
         log: Callable[[str], None] = lambda line: None,
         free: Callable[[str], int] = free_bytes,
         start: Callable[..., Any] = proc.background,
+        boost: Callable[[Any], bool] = proc.normal_priority,
     ) -> None:
         self.settings = settings
         self.cache_dir = cache_dir
@@ -108,6 +109,7 @@ class Prefetcher:
         self.log = log
         self.free = free
         self.start = start
+        self.boost = boost
         self.queued: list[Cell] = []
         self.seen: set[str] = set()  # cell ids queued once this run (fetched, failed or skipped)
         self.done: dict[str, str] = {}  # cell id -> "fetched" / why not
@@ -137,25 +139,37 @@ class Prefetcher:
             )
         return new
 
-    def claim(self, cell_id: str, timeout_s: float = 60.0) -> None:
-        """``cell_id`` is about to install: drop it from the queue; when it is being fetched, the
-        cell takes the fetch over: the background uv (at the lowest priority, behind everything
-        else) is stopped and the cell's own install fetches the rest at normal priority (what the
-        fetch finished is in uv's cache already; never two uv processes on the same downloads)."""
+    def claim(self, cell_id: str, timeout_s: float = 3600.0) -> None:
+        """``cell_id`` is about to install: drop it from the queue. When it is being fetched, the
+        cell never waits behind a fetch at the lowest priority: the fetch is raised to normal
+        priority and waited for (it downloads what the install needs; two uv processes would
+        download it twice), said; where its priority cannot be raised (no privilege), it is
+        stopped and the cell's own install fetches the rest (what it finished stays in uv's cache)."""
         with self._lock:
             self.queued = [cell for cell in self.queued if cell.id != cell_id]
             if self._current != cell_id:
                 return
-            self._handed = cell_id
             process = self._process
-        self.log(
-            f"prefetch: {cell_id}: its wheels were still being fetched in the background: the "
-            "cell's install takes the fetch over at normal priority (what is fetched is kept)"
-        )
-        if process is not None:
-            proc.stop(process)
+            raised = process is not None and self.boost(process)
+            if not raised:
+                self._handed = cell_id
+        started = time.monotonic()
+        if raised:
+            self.log(
+                f"prefetch: {cell_id}: its wheels are still being fetched: the fetch goes on at "
+                "normal priority and the cell installs once it ends"
+            )
+        else:
+            self.log(
+                f"prefetch: {cell_id}: its wheels were still being fetched in the background: the "
+                "cell's install takes the fetch over at normal priority (what is fetched is kept)"
+            )
+            if process is not None:
+                proc.stop(process)
         with self._lock:
             self._lock.wait_for(lambda: self._current != cell_id, timeout_s)
+        if raised:
+            self.log(f"prefetch: {cell_id}: waited {time.monotonic() - started:.1f}s for its fetch")
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Until the queue is empty (tests; the run itself never waits for a fetch)."""

@@ -138,7 +138,7 @@ def plan_cost(
     held = cached_wheels(uv_cache, every)
     costs = tuple(cell_cost(c.id, c.variant, sets[c.id], held) for c in cells)
     budget, origin = budget_of(spec, environ, uv_cache or venvs_dir, free)
-    copies = bool(uv_cache) and link_mode_warning(uv_cache, venvs_dir, environ) is not None
+    copies = bool(uv_cache) and link_mode_warning(uv_cache, Path(venvs_dir), environ) is not None
     notes = []
     if not uv_cache:
         notes.append("uv's cache directory is unknown: nothing counted as cached")

@@ -383,7 +383,7 @@ def test_the_run_evicts_only_what_it_fetched_and_no_later_cell_needs(tmp_path):
     user = "userpkg-1.0-py3-none-any.whl"
     _uv_cache(tmp_path / "uv", [user])
     keeper, lines = _keeper(tmp_path, budget=5 * GB)
-    keeper.start([user, "a-1-py3-none-any.whl", "b-1-py3-none-any.whl", "c-1-py3-none-any.whl"])
+    keeper.start({n: 2 * GB for n in [user, "a-1-py3-none-any.whl", "b-1-py3-none-any.whl"]})
     first = _cell_cost("one", "a-1-py3-none-any.whl", "shared-1-py3-none-any.whl")
     assert keeper.room(first, {"shared-1-py3-none-any.whl"}) == ""
     # the install fetches its wheels:
@@ -404,6 +404,11 @@ def test_the_run_evicts_only_what_it_fetched_and_no_later_cell_needs(tmp_path):
     assert (tmp_path / "uv" / "archive-v0" / "N1").exists()  # shared: this cell needs it
     assert (tmp_path / "uv" / "archive-v0" / "A0" / "payload.so").exists()  # the user's
     assert keeper.used() == 2 * GB
+    # the prefetch fetches a cell ahead only where the budget holds it
+    assert keeper.ahead(_cell_cost("three", "b-1-py3-none-any.whl")) == ""
+    assert keeper.ahead(_cell_cost("four", "d-1-py3-none-any.whl", "e-1-py3-none-any.whl")) == (
+        "not ahead of its turn: needs 4.0 GB, the disk budget has 3.0 GB left"
+    )
 
 
 def test_a_cell_that_cannot_fit_is_named_with_its_need_and_what_is_left(tmp_path):

@@ -186,9 +186,10 @@ FREE_FLOOR = 1000**3  # never fill the disk: a cell needs this much free beyond 
 
 
 class Ledger:
-    """What uv's cache held before the run (the user's: never evicted) and what the run fetched
-    (wheel file -> unpacked bytes), in the run's results directory, so every session of the run
-    (matrix cells, follow-ups) and a resumed run keep one account."""
+    """The run's account of uv's cache, in its results directory (every session of the run, matrix
+    cells and follow-ups, and a resumed run keep one): ``before``, the wheels the cache held when
+    the run first met them (the user's: never evicted); ``fetched``, the wheels it met that the
+    cache did not hold (wheel file -> unpacked bytes): once in the cache, the run put them there."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -208,10 +209,15 @@ class Ledger:
         atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True), durable=False)
 
 
+def _disk_of(cost: CellCost) -> dict[str, int]:
+    return {w.filename: w.disk for w in cost.wheels}
+
+
 class Keeper:
     """The run's disk budget, kept cell by cell: before a cell installs, what the run fetched and
     the rest of the plan no longer needs is evicted from uv's cache until the cell fits; a cell that
-    still cannot fit is not run (``room`` says why). After a cell, its new wheels go in the ledger."""
+    still cannot fit is not run (``room`` says why); the prefetch fetches a cell ahead only where
+    the budget holds it (``ahead``). What the run put in the cache counts, fetched ahead or not."""
 
     def __init__(
         self,
@@ -230,16 +236,22 @@ class Keeper:
         self.log = log
         self.free = free
 
-    def start(self, every: Iterable[str]) -> None:
-        """The first session of a run: what uv's cache holds of the plan's wheels now is the user's."""
+    def start(self, every: Mapping[str, int]) -> None:
+        """Meet wheels (file -> unpacked bytes): those uv's cache holds now are the user's, the
+        others the run's. A wheel met before keeps its side."""
         from torch_matrix.world.wheelset import cached_wheels
 
         data = self.ledger.read()
         before = set(data["before"])
         unseen = [name for name in every if name not in before and name not in data["fetched"]]
-        if unseen:
-            data["before"] = sorted(before | cached_wheels(self.uv_cache, unseen))
-            self.ledger.write(data)
+        if not unseen:
+            return
+        held = cached_wheels(self.uv_cache, unseen)
+        data["before"] = sorted(before | held)
+        for name in unseen:
+            if name not in held:
+                data["fetched"][name] = int(every[name])
+        self.ledger.write(data)
 
     def used(self) -> int:
         """Bytes the run's own wheels take in uv's cache now."""
@@ -250,19 +262,21 @@ class Keeper:
             int(size) for name, size in fetched.items() if cache_entries(self.uv_cache, name)
         )
 
+    def _need(self, cost: CellCost) -> int:
+        from torch_matrix.world.wheelset import cached_wheels
+
+        held = cached_wheels(self.uv_cache, [w.filename for w in cost.wheels])
+        return sum(w.disk for w in cost.wheels if w.filename not in held) + VENV_OVERHEAD
+
     def room(self, cost: CellCost, still_needed: Iterable[str]) -> str:
         """Make room for ``cost``'s cell; "" when it fits, else why it is not run."""
         from torch_matrix.plan.cost import does_not_fit
-        from torch_matrix.world.wheelset import cached_wheels
 
-        self.start(w.filename for w in cost.wheels)
-        names = [w.filename for w in cost.wheels]
-        held = cached_wheels(self.uv_cache, names)
-        need = sum(w.disk for w in cost.wheels if w.filename not in held) + VENV_OVERHEAD
+        self.start(_disk_of(cost))
+        need = self._need(cost)
         used = self.used()
         if used + need > self.budget:
-            keep = set(names) | set(still_needed)
-            freed = self.evict(keep)
+            freed = self.evict({w.filename for w in cost.wheels} | set(still_needed))
             used = self.used()
             if freed:
                 self.log(
@@ -279,31 +293,34 @@ class Keeper:
             )
         return ""
 
-    def record(self, cost: CellCost) -> None:
-        """After a cell: its wheels uv's cache holds now and did not hold before the run are ours."""
-        from torch_matrix.world.wheelset import cached_wheels
+    def ahead(self, cost: CellCost) -> str:
+        """Whether the prefetch may fetch ``cost``'s cell now: "" or why not (the budget)."""
+        self.start(_disk_of(cost))
+        need = self._need(cost)
+        left = self.budget - self.used()
+        if need > left:
+            return (
+                f"not ahead of its turn: needs {format_size(need)}, the disk budget has "
+                f"{format_size(max(left, 0))} left"
+            )
+        return ""
 
-        data = self.ledger.read()
-        before = set(data["before"])
-        held = cached_wheels(self.uv_cache, [w.filename for w in cost.wheels])
-        for wheel in cost.wheels:
-            if wheel.filename in held and wheel.filename not in before:
-                data["fetched"][wheel.filename] = wheel.disk
-        self.ledger.write(data)
+    def record(self, cost: CellCost) -> None:
+        """After a cell: its wheels are met (a follow-up cell's, first seen now)."""
+        self.start(_disk_of(cost))
 
     def evict(self, keep: set[str]) -> int:
         """Remove from uv's cache the wheels the run fetched that are not in ``keep``; bytes freed."""
-        from torch_matrix.world.wheelset import evict
+        from torch_matrix.world.wheelset import cache_entries, evict
 
-        data = self.ledger.read()
         freed = 0
-        for name, size in sorted(data["fetched"].items()):
-            if name in keep:
-                continue
-            if evict(self.uv_cache, name):
+        for name, size in sorted(self.ledger.read()["fetched"].items()):
+            if (
+                name not in keep
+                and cache_entries(self.uv_cache, name)
+                and evict(self.uv_cache, name)
+            ):
                 freed += int(size)
-            del data["fetched"][name]
-        self.ledger.write(data)
         return freed
 
 

@@ -110,6 +110,9 @@ class Prefetcher:
         self.free = free
         self.start = start
         self.boost = boost
+        # Whether a cell may be fetched ahead now ("" or why not): the run's disk budget
+        # (``run.budget.Keeper.ahead``), set once the run has one.
+        self.fits: Callable[[Cell], str] | None = None
         self.queued: list[Cell] = []
         self.seen: set[str] = set()  # cell ids queued once this run (fetched, failed or skipped)
         self.done: dict[str, str] = {}  # cell id -> "fetched" / why not
@@ -215,6 +218,10 @@ class Prefetcher:
         budget = self.settings.min_free_bytes
         if self.free(self.cache_dir) < budget:
             return f"skipped: less than {budget / 1e9:g} GB free ({BUDGET_ENV})"
+        if self.fits is not None:
+            why = self.fits(cell)
+            if why:
+                return f"skipped: {why}"
         target = self.scratch / cell.id
         command = fetch_command(cell, self.index_config, self.python_for(cell), target, self.uv)
         if command is None:

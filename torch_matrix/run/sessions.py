@@ -471,9 +471,18 @@ def disk_keeper(
             Ledger(plan.run_dir / LEDGER_NAME),
             log=session.log,
         )
-        keeper.start(cost.wheels_of(c.cell_id for c in cost.cells))
+        keeper.start({w.filename: w.disk for c in cost.cells for w in c.wheels})
         _KEEPER.append((keeper, cost))
+        if _PREFETCHER:  # the prefetch fetches a cell ahead only where the budget holds it
+            _PREFETCHER[0].fits = lambda cell: keeper_ahead(keeper, cost, plan, cell, environ)
     return _KEEPER[0]
+
+
+def keeper_ahead(keeper: Any, cost: Any, plan: MatrixPlan, cell: Cell, environ: Any) -> str:
+    own = cost.cell(cell.id)
+    if own is None and plan.spec is not None:
+        own = followup_cost(plan.spec, cell, environ)
+    return keeper.ahead(own) if own is not None else ""
 
 
 def not_run(steps: Any, why: str) -> Any:
@@ -668,6 +677,13 @@ def run_followups_session(
         # While a follow-up cell runs its probes, the wheels of those planned after it are fetched.
         prefetcher = run_prefetcher(session, spec.index, python_for, envdir, environ)
         keeper = followup_keeper(session, plan, envdir, environ)
+        if prefetcher is not None:
+
+            def fits(cell: Cell) -> str:
+                own = followup_cost(spec, cell, environ)
+                return keeper.ahead(own) if own is not None else ""
+
+            prefetcher.fits = fits
         following: list[Cell] = []
 
         def run(cell: Cell, position: int) -> None:

@@ -126,6 +126,7 @@ class _Steps:
     interpreter: Callable[[str, Mapping[str, str]], dict[str, Any]]
     gpu: Callable[[], dict[str, Any]]
     probes_starting: Callable[[Cell], Any] | None
+    install_progress: Callable[[], str] | None = None
 
 
 def _now() -> str:

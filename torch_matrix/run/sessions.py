@@ -418,7 +418,7 @@ def run_counterfactuals(
     planned = plan_counterfactuals(result)
     if not planned:
         return []
-    cap = cap_from(environ, plan.spec.followups)
+    cap = cap_from(environ, plan.spec.followups if plan.spec is not None else None)
     mine = {c.id for c in planned}
     already = sum(
         1
@@ -459,6 +459,7 @@ def disk_keeper(
     from torch_matrix.world.environment import uv_cache_dir
 
     if not _KEEPER:
+        assert plan.spec is not None  # a matrix cell's plan always has its spec
         uv_cache = uv_cache_dir(environ)
         cost = plan_cost(plan.spec, plan.cells, environ, uv_cache=uv_cache, venvs_dir=venvs_dir)
         for line in summary_lines(cost):
@@ -749,6 +750,7 @@ def followup_keeper(
     from torch_matrix.run.budget import LEDGER_NAME, Keeper, Ledger, budget_of
     from torch_matrix.world.environment import uv_cache_dir
 
+    assert plan.spec is not None  # load_plan always sets it
     uv_cache = uv_cache_dir(environ)
     budget, origin = budget_of(plan.spec, environ, uv_cache or envdir)
     return Keeper(budget, origin, uv_cache, Ledger(plan.run_dir / LEDGER_NAME), log=session.log)

@@ -346,7 +346,8 @@ def run_matrix_cell(
             steps = prefetch_steps(session, plan, venv.parent, environ)
             keeper, cost = disk_keeper(session, plan, venv.parent, environ)
             own = cost.cell(cell.id)
-            later = queued_cells(plan, session.name, session.posargs, environ=environ) or []
+            running = getattr(session, "name", "")  # the cells nox runs after this one
+            later = queued_cells(plan, running, session.posargs, environ=environ) or []
             why = keeper.room(own, cost.wheels_of(c.id for c in later)) if own else ""
             cell_steps = steps(cell, ())
             if why:

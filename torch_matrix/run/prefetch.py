@@ -119,6 +119,8 @@ class Prefetcher:
         self._lock = threading.Condition()
         self._current = ""  # the cell being fetched now
         self._handed = ""  # a cell whose fetch its own install took over
+        self._claimed = ""  # a cell whose install waits for its fetch
+        self._step = ""  # what the running process does: "fetch" or "hash"
         self._thread: threading.Thread | None = None
         self._process: Any = None  # the running fetch (a Popen)
         self._closed = False
@@ -152,7 +154,11 @@ class Prefetcher:
             self.queued = [cell for cell in self.queued if cell.id != cell_id]
             if self._current != cell_id:
                 return
+            self._claimed = cell_id  # its install starts once the fetch ends: nothing after it
             process = self._process
+            if self._step == "hash" and process is not None:  # hashing ahead is only a head start
+                proc.stop(process)
+                process = None
             raised = process is not None and self.boost(process)
             if not raised:
                 self._handed = cell_id
@@ -227,6 +233,7 @@ class Prefetcher:
         if command is None:
             return "skipped: not fetchable"
         try:
+            self._step = "fetch"
             returncode, why = self._run(command, budget)
             if why:
                 return why
@@ -234,9 +241,12 @@ class Prefetcher:
                 return "handed over to the cell's own install"
             if returncode != 0:
                 return f"failed (uv exited {returncode})"
+            if self._claimed == cell.id:  # never keep a waiting cell behind the hashing
+                return "fetched (not hashed ahead: its cell is installing)"
             # The cell's install check hashes every file of its venv against RECORD once per inode
             # (torch_matrix/probes/facts.py's memo); the venv's files are hardlinks of the cache files that the
             # scratch target holds now: hash them here, so that cell's check finds them hashed.
+            self._step = "hash"
             returncode, why = self._run(hash_command(self.python_for(cell), target), None)
             if why:
                 return why

@@ -139,6 +139,8 @@ def _wheels() -> list[WheelSpec]:
         big,
         WheelSpec("numpy", "1.26.0", {"numpy/__init__.py": "x" * 1000}),
         WheelSpec("numpy", "2.0.0", {"numpy/__init__.py": "y" * 2000}),
+        # newer, but not for Python 3.11: uv takes 2.0.0 (networkx 3.7 vs 3.6.1 on a real run)
+        WheelSpec("numpy", "2.1.0", {"numpy/__init__.py": "z"}, requires_python=">=3.12"),
         WheelSpec("nvidia-fake-cu12", "1.0", {"nvidia/lib.so": "\0" * 50_000}),
         WheelSpec("nvidia-fake-cu12", "2.0", {"nvidia/lib.so": "\0" * 90_000}),
     ]

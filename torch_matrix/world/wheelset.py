@@ -74,11 +74,29 @@ def marker_environment(python: str) -> dict[str, str]:
     }
 
 
-def best_wheel(files: Iterable[DistFile], rank: Mapping[Tag, int]) -> DistFile | None:
-    """The wheel uv would take among one release's files: its best tag ranks first."""
+def serves(requires_python: str, python: str) -> bool:
+    """Whether a file's Requires-Python admits the cell's Python X.Y (some patch release of it)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if not requires_python:
+        return True
+    try:
+        wanted = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return True  # uv ignores what it cannot read
+    return wanted.contains(f"{python}.0", prereleases=True) or wanted.contains(
+        f"{python}.99", prereleases=True
+    )
+
+
+def best_wheel(
+    files: Iterable[DistFile], rank: Mapping[Tag, int], python: str = ""
+) -> DistFile | None:
+    """The wheel uv would take among one release's files: one whose Requires-Python admits the
+    cell's Python, its best tag ranking first."""
     best: tuple[int, DistFile] | None = None
     for item in files:
-        if not item.is_wheel:
+        if not item.is_wheel or (python and not serves(item.requires_python, python)):
             continue
         score = min(
             (rank[tag] for text in item.tags for tag in parse_tag(text) if tag in rank),
@@ -289,7 +307,7 @@ def resolve(
         for version, files in releases:
             if req.specifier and not req.specifier.contains(version, prereleases=True):
                 continue
-            wheel = best_wheel(files, rank)
+            wheel = best_wheel(files, rank, python)
             if wheel is not None:
                 found = (version, wheel)
                 break

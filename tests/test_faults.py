@@ -2510,3 +2510,160 @@ def test_the_probe_runner_run_by_hand_shows_control_characters(tmp_path):
     from torch_matrix.probes.runner import visible
 
     assert [c for c in range(0x110000) if visible(chr(c)) != terminal(chr(c))] == []
+
+
+# ---------------------------------------------------------------- round 3 (issue 35)
+
+EVIL_LABEL = "RTX 4090 (sm_89)\ntorch==6.6.6\n--index-url http://127.0.0.1:9/evil"
+
+
+def _add_targets(cell_file: Path, targets: list[dict[str, str]]) -> None:
+    data = json.loads(cell_file.read_text())
+    data["targets"] = targets
+    cell_file.write_text(json.dumps(data, indent=2))
+
+
+def _no_kernel(label: str) -> dict[str, str]:
+    return {"target": label, "verdict": "no-kernel-image", "reason": "no sm_89 code"}
+
+
+def test_a_target_label_from_a_shard_never_becomes_a_live_constraint_line(tmp_path, finished_run):
+    """A shard's target label with newlines: left out when read (one warning naming the file), so
+    no folder and no line of it; a `..` label gives no empty or parent folder; two spellings of one
+    GPU get two folders; the terminal shows a label's escapes, never runs them."""
+    run_dir = copy_run(finished_run, tmp_path)
+    cells = run_dir / "cells"
+    escape = "RTX 3090 (sm_86)\x1b]0;pwned\x07"
+    _add_targets(
+        cells / f"{BROKEN}.json",
+        [
+            _no_kernel(EVIL_LABEL),
+            _no_kernel(".."),
+            _no_kernel("RTX 4090 (sm_89)"),
+            _no_kernel("rtx-4090 (SM_89)"),
+            _no_kernel(escape),
+        ],
+    )
+    _add_targets(cells / f"{GOOD}.json", [_no_kernel("RTX 4090 (sm_89)")])
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    done = cli(tmp_path, env, "pins", str(run_dir), "--no-coverage")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "targets/" in line]
+    assert any("targets/0/target" in w and f"{BROKEN}.json" in w for w in warnings), done.stderr
+    assert any("targets/1/target" in w and "'..'" in w for w in warnings), done.stderr
+    assert any("targets/4/target" in w for w in warnings), done.stderr  # an escape is not a name
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
+    folders = sorted(p.name for p in (run_dir / "pins" / "targets").iterdir())
+    assert len(folders) == 2 and all(f.startswith("rtx-4090-sm_89-") for f in folders), folders
+    for folder in folders:
+        text = (run_dir / "pins" / "targets" / folder / "constraints.txt").read_text()
+        live = [line for line in text.splitlines() if line and not line.startswith("#")]
+        assert all(line.startswith("torch") and "6.6.6" not in line for line in live), text
+        assert "--index-url" not in text and "evil" not in text, text
+    # The renderer holds the line too, for a label that reached it some other way.
+    from torch_matrix.pins.render import render_target_constraints
+    from torch_matrix.pins.targets import target_pins
+
+    loaded = load_results(run_dir)
+    pins = target_pins(loaded.results)[0]
+    import dataclasses
+
+    text = render_target_constraints(dataclasses.replace(pins, target=EVIL_LABEL))
+    assert [line for line in text.splitlines() if not line.startswith("#")] == [
+        line for line in render_target_constraints(pins).splitlines() if not line.startswith("#")
+    ], text
+
+
+def _edge_result(run_dir: Path, edge_id: str) -> Path:
+    """A follow-up (edge) result, as the follow-up session writes one, made from a grid cell's."""
+    data = json.loads((run_dir / "cells" / f"{GOOD}.json").read_text())
+    data["cell"]["id"] = edge_id
+    data["cell"]["origin"] = "edge"
+    data["cell"]["reason"] = "bisect: the edge of a break"
+    path = run_dir / "cells" / f"{edge_id}.json"
+    path.write_text(json.dumps(data, indent=2))
+    assert read_result(path) is not None, "the edge result must load"
+    return path
+
+
+def test_redo_checks_every_id_before_it_touches_a_result(tmp_path, index, finished_run):
+    """`-s followups -- --redo EDGE MATRIX`: refused for MATRIX before EDGE's result is touched; a
+    valid `--redo EDGE` the planner does not plan again (follow-ups off here) keeps the result and
+    says so (a result is deleted only by its replacement)."""
+    run_dir = copy_run(finished_run, tmp_path)
+    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"))
+    edge_id = f"t2.0.0-py{PY}-edge"
+    edge = _edge_result(run_dir, edge_id)
+    before = edge.read_bytes()
+    env = env_for(tmp_path, spec)
+    done = run_nox(tmp_path, env, "-s", "followups", "--", "--redo", edge_id, GOOD)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert f"--redo {GOOD} is a matrix cell" in done.stdout + done.stderr
+    assert edge.read_bytes() == before
+    done = run_nox(
+        tmp_path,
+        env_for(tmp_path, spec, TORCH_MATRIX_FOLLOWUPS="0"),
+        "-s",
+        "followups",
+        "--",
+        "--redo",
+        edge_id,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert edge.read_bytes() == before
+    assert f"--redo {edge_id}: the follow-up planner did not plan this cell again" in (
+        done.stdout + done.stderr
+    )
+
+
+def test_a_half_made_venv_never_blocks_a_cell_and_a_blocked_cell_is_never_dropped(tmp_path, index):
+    """A run killed while uv made a cell's venv left a directory `uv venv --clear` refuses: the next
+    run removes it (only uv's and torch-matrix's entries in it) and the cell runs. A directory at a
+    cell's venv path holding someone else's file is kept, and that cell appears as missing, with
+    the reason, in the table, summary.md and the pins (also from `report DIR` run alone)."""
+    from torch_matrix.run.sessions import nox_venv_of
+
+    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"))
+    envdir = tmp_path / "nox"
+    half = nox_venv_of(envdir, GOOD)
+    (half / "bin").mkdir(parents=True)
+    (half / "lib" / f"python{PY}" / "site-packages").mkdir(parents=True)
+    (half / ".gitignore").write_text("*\n")
+    foreign = nox_venv_of(envdir, BROKEN)
+    foreign.mkdir(parents=True)
+    (foreign / "notes.txt").write_text("mine\n")
+    env = env_for(tmp_path, spec, TORCH_MATRIX_FOLLOWUPS="0")
+    done = run_nox(tmp_path, env, "-s", "matrix")
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output
+    run_dir = tmp_path / "results" / "faults"
+    assert read_result(cells_dir(tmp_path) / f"{GOOD}.json") is not None, output[-3000:]
+    assert (foreign / "notes.txt").read_text() == "mine\n"
+    assert f"{BROKEN}: cannot create its venv" in output and "notes.txt" in output, output[-3000:]
+    summary = (run_dir / "summary.md").read_text()
+    assert "Planned but missing (1)" in summary and BROKEN in summary, summary
+    assert "notes.txt" in summary
+    pins = json.loads((run_dir / "pins" / "pins.json").read_text())
+    assert [m["cell"] for m in pins["missing"]] == [BROKEN], pins.get("missing")
+    assert BROKEN in (run_dir / "pins" / "constraints.txt").read_text()
+    alone = cli(tmp_path, env_for(tmp_path, tmp_path / "none.toml"), "report", str(run_dir))
+    assert alone.returncode == 0, alone.stderr
+    assert "Planned but missing (1)" in alone.stdout and "notes.txt" in alone.stdout, alone.stdout
+    pinned = cli(tmp_path, env, "pins", str(run_dir), "--no-coverage")
+    assert "Planned but missing (1" in pinned.stdout and BROKEN in pinned.stdout, pinned.stdout
+
+
+def test_report_dir_run_alone_keeps_the_spec_in_its_rerun_lines(tmp_path, finished_run):
+    """`torch-matrix report DIR` on its own (no --spec, no $TORCH_MATRIX_SPEC, another directory)
+    rewrote summary.md with rerun lines that lack `--spec`: the run's planned-cells.json names the spec."""
+    run_dir = copy_run(finished_run, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    del env["TORCH_MATRIX_SPEC"]
+    done = cli(elsewhere, env, "report", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    summary = (run_dir / "summary.md").read_text()
+    reruns = [line for line in summary.splitlines() if "torch-matrix run" in line]
+    assert reruns and all("--spec" in line for line in reruns), reruns

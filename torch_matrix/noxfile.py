@@ -31,6 +31,7 @@ if wants_matrix(sys.argv[1:]):
     try:
         PLAN = sessions.load_plan()
         sessions.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir
+        sessions.prepare_cells(PLAN, sys.argv[1:])  # half-made venvs cleared; planned-cells.json
     except UserError as error:
         sessions.fail_cleanly(error)
     sessions.announce_missing(PLAN)

@@ -9,10 +9,12 @@ index; offline or with ``--no-coverage`` the suggestion says coverage is unknown
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
@@ -34,6 +36,8 @@ from torch_matrix.pins.render import (
 )
 from torch_matrix.world.results import load_results, no_results_hint
 from torch_matrix.vocab.settings import RUN_URL_ENV
+from torch_matrix.vocab.escaping import terminal
+from torch_matrix.vocab.records import CellResult
 
 
 def index_facts(
@@ -97,13 +101,51 @@ def admitted_releases(
     return out
 
 
-def write_outputs(suggestion, out_dir: Path) -> list[Path]:
+def missing_of(results_dir: Path, results: Sequence[CellResult]) -> dict[str, str]:
+    """Planned cells of the run (its planned-cells.json) without a result: cell id -> why. Their
+    evidence is absent from the pins, which say so."""
+    from torch_matrix.world.runplan import missing_reason, planned_ids, read_plan
+
+    plan, _problem = read_plan(results_dir) if results_dir.is_dir() else (None, "")
+    if plan is None:
+        return {}
+    present = {result.cell.id for result in results}
+    return {
+        cell_id: missing_reason(plan, cell_id)
+        for cell_id in planned_ids(plan.cells)
+        if cell_id not in present
+    }
+
+
+def _with_missing(text: str, missing: Mapping[str, str]) -> str:
+    """A constraints or requirements file with one comment line per missing planned cell."""
+    if not missing:
+        return text
+    lines = [
+        f"# planned but missing (no evidence from it in these pins): {cell_id}: {why}"
+        for cell_id, why in sorted(missing.items())
+    ]
+    return text + "".join(terminal(line, multiline=False) + "\n" for line in lines)
+
+
+def write_outputs(
+    suggestion: Any, out_dir: Path, missing: Mapping[str, str] | None = None
+) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
+    missing = missing or {}
+    data = json.loads(render_json(suggestion))
+    if missing:  # only when there are some: earlier pins.json files stay byte-identical
+        data["missing"] = [{"cell": c, "reason": why} for c, why in sorted(missing.items())]
     for name, text in (
-        (CONSTRAINTS_NAME, render_constraints(suggestion)),
-        (REQUIREMENTS_NAME, render_requirements(suggestion)),
-        (JSON_NAME, render_json(suggestion)),
+        (CONSTRAINTS_NAME, _with_missing(render_constraints(suggestion), missing)),
+        (REQUIREMENTS_NAME, _with_missing(render_requirements(suggestion), missing)),
+        (
+            JSON_NAME,
+            render_json(suggestion)
+            if not missing
+            else json.dumps(data, indent=2, sort_keys=True) + "\n",
+        ),
     ):
         path = out_dir / name
         atomic_write(path, text)
@@ -179,6 +221,15 @@ def _pins(args: argparse.Namespace) -> int:
     # Everything is written (pins files, the applied requirements file) before anything is printed:
     # a reader that stops early (`| head`) must not cost a file.
     text = [render_text(suggestion)]
+    missing = missing_of(Path(args.results_dir), loaded.results)
+    if missing:
+        text.append(
+            f"\nPlanned but missing ({len(missing)}; no evidence from them in these pins):\n"
+            + "".join(
+                f"  {cell_id}: {terminal(why, multiline=False)}\n"
+                for cell_id, why in sorted(missing.items())
+            )
+        )
     per_target = target_pins(loaded.results, released, policy, wheel_pythons)
     if per_target:
         text.append("\n" + render_target_summary(per_target))
@@ -188,7 +239,7 @@ def _pins(args: argparse.Namespace) -> int:
     if not (args.apply and args.dry_run):
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            for path in write_outputs(suggestion, out_dir):
+            for path in write_outputs(suggestion, out_dir, missing):
                 text.append(f"wrote {path}\n")
             for path in write_target_outputs(per_target, out_dir):
                 text.append(f"wrote {path}\n")

@@ -29,6 +29,7 @@ from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import MERGED_NAME, PINS_DIR, SPEC_ENV, SUMMARY_NAME
 from torch_matrix.world.results import load_results, write_merged
+from torch_matrix.world.runplan import missing_reason, planned_ids, read_plan
 from torch_matrix.judge.verdict import NO_EVIDENCE
 
 EXIT_OK = 0
@@ -167,7 +168,7 @@ def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
 
 
 def _write_pins(
-    results: list, out_dir: Path, spec: str | None
+    results: list, out_dir: Path, spec: str | None, missing_reasons: Mapping[str, str] | None = None
 ) -> list[tuple[str, tuple[str, ...]]]:
     """What ``torch-matrix pins`` writes, from the results already loaded (one load for both);
     returns each requirement line with its proof, for the HTML report."""
@@ -182,7 +183,7 @@ def _write_pins(
         return []
     released, wheel_pythons = index_facts(package_axes(results), spec)
     suggestion = suggest_pins(results, released, wheel_pythons=wheel_pythons)
-    paths = write_outputs(suggestion, out_dir / PINS_DIR)
+    paths = write_outputs(suggestion, out_dir / PINS_DIR, missing_reasons)
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
     open_breaks = len(
         {t.interaction for t in suggestion.tradeoffs}
@@ -293,6 +294,7 @@ def _write_files(
     results_dir: Path,
     spec: Any,
     max_bytes: Any,
+    reasons: Mapping[str, str] | None = None,
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
@@ -306,7 +308,7 @@ def _write_files(
     print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)
     pins: list[tuple[str, tuple[str, ...]]] = []
     if _arg(args, "pins"):
-        pins = _write_pins([item.result for item in judged], out_dir, spec)
+        pins = _write_pins([item.result for item in judged], out_dir, spec, reasons)
     if _arg(args, "html"):
         path = _write_html(
             Path(args.html),
@@ -340,20 +342,33 @@ def _report(args: argparse.Namespace) -> int:
         )
         return EXIT_STRICT
 
+    # The run's own plan (results/<run>/planned-cells.json, written when its cells started): every planned
+    # cell is listed, a missing one with why; and the spec it ran, for the rerun lines.
+    run_plan, plan_problem = read_plan(results_dir) if results_dir.is_dir() else (None, "")
+    if plan_problem:
+        print(f"torch-matrix: warning: {plan_problem}", file=sys.stderr)
     planned: list[Cell | str] = []
     if _arg(args, "plan"):
         planned = _planned_from_file(_arg(args, "plan"))
     elif _arg(args, "spec"):
         planned = _planned_from_spec(_arg(args, "spec"))
+    elif run_plan is not None:
+        planned = list(run_plan.cells)
     present = {result.cell.id for result in loaded.results}
     missing = missing_cells(planned, present)
+    reasons = {cell_id: missing_reason(run_plan, cell_id) for cell_id in planned_ids(missing)}
 
     max_bytes = _arg(args, "max_summary_bytes")
-    spec = _arg(args, "spec") or settings.read(os.environ, SPEC_ENV)  # for the rerun lines
+    spec = (  # for the rerun lines
+        _arg(args, "spec")
+        or settings.read(os.environ, SPEC_ENV)
+        or (run_plan.spec if run_plan is not None else None)
+        or None
+    )
     judged = report.judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
         table = report_markdown.render_markdown_summary(
-            judged, max_bytes=max_bytes, missing=missing, spec=spec
+            judged, max_bytes=max_bytes, missing=missing, spec=spec, missing_reasons=reasons
         )
     else:
         table = report.render_text(
@@ -363,13 +378,14 @@ def _report(args: argparse.Namespace) -> int:
             missing=missing,
             width=terminal_width(),
             spec=spec,
+            missing_reasons=reasons,
         )
 
     out_dir = Path(
         _arg(args, "out") or (results_dir.parent if results_dir.is_file() else results_dir)
     )
     summary = report_markdown.render_markdown_summary(
-        judged, max_bytes=max_bytes, missing=missing, spec=spec
+        judged, max_bytes=max_bytes, missing=missing, spec=spec, missing_reasons=reasons
     )
     # Files first, then the table: a reader that stops early (`| head`) closes the pipe, and what
     # was asked for (summary.md, results.json, the HTML, pins) must be written by then. What the
@@ -378,7 +394,16 @@ def _report(args: argparse.Namespace) -> int:
     try:
         with contextlib.redirect_stderr(said):
             _write_files(
-                args, judged, missing, loaded, out_dir, summary, results_dir, spec, max_bytes
+                args,
+                judged,
+                missing,
+                loaded,
+                out_dir,
+                summary,
+                results_dir,
+                spec,
+                max_bytes,
+                reasons,
             )
     except OSError as error:
         sys.stdout.write(table)  # the table comes out even when the files cannot be written

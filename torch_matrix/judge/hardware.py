@@ -28,6 +28,7 @@ judged ``driver-too-old``.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -289,8 +290,49 @@ class Target:
 
 
 def slug_of_label(label: str) -> str:
-    """``RTX 4090 (sm_89), driver 535.104`` -> ``rtx-4090-sm_89-driver-535.104`` (a directory name)."""
-    return re.sub(r"[^a-z0-9_.]+", "-", label.lower()).strip("-.")
+    """``RTX 4090 (sm_89), driver 535.104`` -> ``rtx-4090-sm_89-driver-535.104`` (a directory name:
+    never empty, never ``.`` or ``..``; ``unique_slugs`` keeps two labels apart)."""
+    slug = re.sub(r"[^a-z0-9_.]+", "-", label.lower()).strip("-.")
+    slug = re.sub(r"\.{2,}", ".", slug)
+    return slug or "target"
+
+
+LABEL_CHARS = 200
+# What a target label is made of: a GPU name as the table or nvidia-smi writes it ("NVIDIA H100
+# 80GB HBM3", "Tesla V100-SXM2-16GB"), "(sm_89)", ", driver 535.104", " (this machine)".
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.,:;()+#@-]*")
+
+
+def label_problem(label: object) -> str:
+    """Why ``label`` (a target label read from a result file) is not a target's name; "" when it is.
+    A name, one line, not a path: letters, digits and ``_ .,:;()+#@-``, starting with a letter or
+    digit, no ``..``, at most 200 characters."""
+    if not isinstance(label, str):
+        return "not text"
+    if len(label) > LABEL_CHARS:
+        return f"{len(label):,} characters (at most {LABEL_CHARS})"
+    if not _LABEL.fullmatch(label):
+        return "not a name (letters, digits and ' _.,:;()+#@-' only, one line, no path)"
+    if ".." in label:
+        return "not a name ('..' is a path)"
+    return ""
+
+
+def unique_slugs(labels: Iterable[str]) -> dict[str, str]:
+    """label -> its directory name, one per label: labels whose slugs would collide (two spellings
+    of one GPU, "RTX 4090" and "rtx-4090") each get a short digest of the label appended, so
+    neither overwrites the other and the name does not depend on the order they were met."""
+    labels = list(dict.fromkeys(labels))
+    slugs = {label: slug_of_label(label) for label in labels}
+    count: dict[str, int] = {}
+    for slug in slugs.values():
+        count[slug] = count.get(slug, 0) + 1
+    return {
+        label: slug
+        if count[slug] == 1
+        else f"{slug}-{hashlib.sha256(label.encode('utf-8')).hexdigest()[:8]}"
+        for label, slug in slugs.items()
+    }
 
 
 def targets_of(gpus: Iterable[str], drivers: Iterable[str]) -> tuple[Target, ...]:

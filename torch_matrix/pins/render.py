@@ -567,7 +567,7 @@ def render_target_constraints(pins: Any) -> str:
         "that machine). The main constraints.txt never excludes a release for a target.",
     ]
     head += [f"# Advice: {line}" for line in pins.advice]
-    return "\n".join(head + lines[1:]) + "\n"
+    return _file_text(head + lines[1:])  # each line one line: a label cannot start a requirement
 
 
 def render_target_summary(per_target: Sequence[Any]) -> str:
@@ -580,7 +580,8 @@ def render_target_summary(per_target: Sequence[Any]) -> str:
             if line.specifiers
         ]
         out.append(
-            f"  {pins.target} -> {pins.slug}: " + ("; ".join(lines) if lines else "no bound needed")
+            f"  {terminal(pins.target, multiline=False)} -> {pins.slug}: "
+            + ("; ".join(lines) if lines else "no bound needed")
         )
-        out += [f"    advice: {line}" for line in pins.advice]
+        out += [f"    advice: {terminal(line, multiline=False)}" for line in pins.advice]
     return "\n".join(out) + "\n"

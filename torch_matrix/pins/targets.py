@@ -26,7 +26,7 @@ from torch_matrix.judge.hardware import (
     driver_needed,
     judge,
     parse_gpu,
-    slug_of_label,
+    unique_slugs,
     variant_cuda_for,
 )
 from torch_matrix.pins.specifiers import PinPolicy
@@ -159,12 +159,14 @@ def target_pins(
 ) -> list[TargetPins]:
     """One ``TargetPins`` per declared target the results were judged for."""
     out = []
-    for target in targets_in(results):
+    labels = targets_in(results)
+    slugs = unique_slugs(labels)  # one folder per target: two spellings never share one
+    for target in labels:
         seen = [as_seen_by(result, target) for result in results]
         out.append(
             TargetPins(
                 target=target,
-                slug=slug_of_label(target),
+                slug=slugs[target],
                 suggestion=suggest_pins(seen, released, policy, wheel_pythons),
                 advice=advice_for(results, target),
             )

@@ -6,7 +6,7 @@ what was cut. The rows are ``torch_matrix.report.terminal``'s, so the terminal a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from torch_matrix.vocab.records import Cell, CellResult
 from torch_matrix.report.terminal import (
@@ -122,6 +122,7 @@ def render_markdown_summary(
     missing: Sequence[Cell | str] = (),
     title: str = "torch-matrix results",
     spec: str | None = None,
+    missing_reasons: Mapping[str, str] | None = None,
 ) -> str:
     """GitHub-flavoured Markdown for summary.md and $GITHUB_STEP_SUMMARY.
 
@@ -135,7 +136,7 @@ def render_markdown_summary(
     if missing:
         missing_section = (
             f"### {MARKDOWN_SYMBOLS[MISSING]} Planned but missing ({len(missing)})\n\n"
-            + md_table(MISSING_HEADERS, missing_rows(missing))
+            + md_table(MISSING_HEADERS, missing_rows(missing, missing_reasons))
         )
     pivot_section = cells_section = details_section = grid_section = ""
     if judged or missing:

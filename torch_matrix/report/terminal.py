@@ -87,7 +87,7 @@ CELL_HEADERS = (
     "time",
 )
 DETAIL_HEADERS = ("cell", "probe", "status", "message", "observed vs expected", "probe repro")
-MISSING_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras")
+MISSING_HEADERS = ("cell", "python", "torch", "torchvision", "variant", "extras", "why")
 FOLLOWUP_HEADERS = ("follow-up cell", "origin", "torch", "installed", "verdict", "why it ran")
 
 
@@ -499,11 +499,15 @@ def probe_grid(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def missing_rows(missing: Iterable[Cell | str]) -> list[list[str]]:
+def missing_rows(
+    missing: Iterable[Cell | str], reasons: Mapping[str, str] | None = None
+) -> list[list[str]]:
+    """One row per planned cell without a result; ``reasons``: cell id -> why (the run's plan)."""
     rows = []
+    why = reasons or {}
     for cell in missing:
         if isinstance(cell, str):
-            rows.append([cell, "", "", "", "", ""])
+            rows.append([cell, "", "", "", "", "", why.get(cell, "")])
         else:
             rows.append(
                 [
@@ -513,6 +517,7 @@ def missing_rows(missing: Iterable[Cell | str]) -> list[list[str]]:
                     cell.torchvision,
                     cell.variant,
                     extras_text(cell),
+                    why.get(cell.id, ""),
                 ]
             )
     return rows
@@ -743,6 +748,7 @@ def render_text(
     tablefmt: str = "simple",
     width: int | None = None,
     spec: str | None = None,
+    missing_reasons: Mapping[str, str] | None = None,
 ) -> str:
     """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass.
 
@@ -786,7 +792,7 @@ def render_text(
     if missing:
         parts.append(
             f"Planned but missing ({len(missing)}):\n"
-            + _table(missing_rows(missing), MISSING_HEADERS, tablefmt, width, cuts)
+            + _table(missing_rows(missing, missing_reasons), MISSING_HEADERS, tablefmt, width, cuts)
         )
     if grid and judged:
         headers, rows = probe_grid(judged)

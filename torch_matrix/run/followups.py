@@ -71,6 +71,8 @@ def run_in_own_venv(
     run in ``venv`` (created with uv). ``base``: the result a counterfactual follows up (its probe
     subset inherits the rest from it). ``steps``: ``run_cell``'s (the prefetch hook). Returns (result, resumed)."""
     from torch_matrix.run.cellrun import run_cell
+    from torch_matrix.world.envdirs import clear_leftover
+    from torch_matrix.world.environment import uv_executable
     from torch_matrix.world.results import has_complete_result, read_result
 
     if not redo and has_complete_result(settings.cells_dir, cell, settings.fingerprint):
@@ -78,14 +80,23 @@ def run_in_own_venv(
         if stored is not None:
             return stored, True
     if not cell.plan_note:
+        blocked = clear_leftover(venv)  # a half-made venv of an earlier run: uv would refuse it
+        if blocked:
+            raise UserError(
+                f"cannot create the cell's venv: {blocked}",
+                str(venv),
+                hint="move that directory away (torch-matrix removes only a half-made venv it made)",
+            )
+        uv = uv_executable()
         code, _out, err = proc.run_text(
-            ["uv", "venv", "--clear", "--quiet", "--python", interpreter, str(venv)], timeout=None
+            [uv, "venv", "--clear", "--quiet", "--python", interpreter, str(venv)], timeout=None
         )
         if code != 0:
             raise UserError(
-                f"cannot create the cell's venv: {err.strip()[-300:]}",
+                f"cannot create the cell's venv: {err.strip()[-300:] or f'{uv} exited {code}'}",
                 str(venv),
-                hint=f"check that {interpreter} runs and that the env dir is writable",
+                hint=f"`{uv} venv --python {interpreter} DIR` must work: check that uv runs, "
+                f"that {interpreter} runs and that the env dir is writable",
             )
     settings = dataclasses.replace(settings, work_dir=venv / "torch-matrix")
     return run_cell(cell, str(venv / "bin" / "python"), settings, steps, base=base), False

@@ -121,6 +121,53 @@ def lock_run(
     locks.hold(envdir_of(argv), "nox env dir (--envdir)", environ)
 
 
+def nox_venv_of(envdir: Path, cell_id: str) -> Path:
+    """Where nox puts the venv of ``matrix(<cell id>)`` (its own rule: long names are hashed)."""
+    name = f"{layout.MATRIX_SESSION}({cell_id})"
+    try:
+        from nox.sessions import _normalize_path
+
+        return Path(_normalize_path(str(envdir), name))
+    except (ImportError, AttributeError, TypeError):  # another nox: its documented simple rule
+        import re
+
+        return envdir / re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "-", name).lower()).strip("-")
+
+
+def prepare_cells(
+    plan: MatrixPlan, argv: Sequence[str], environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """Under the run's locks, before nox creates any cell's venv: a half-made venv left at a planned
+    cell's venv path is removed (``world.envdirs``: only one uv and torch-matrix made); one that is
+    not ours blocks its cell, said here and in the report. ``results/<run>/planned-cells.json`` records the
+    plan (every planned cell appears in the report, with a result or as missing with its reason)
+    and the spec. Returns the blocked cells' reasons."""
+    from torch_matrix.world.envdirs import clear_leftover
+    from torch_matrix.world.runplan import RunPlan, write_plan
+    from torch_matrix.world.specfile import DEFAULT_SPEC_PATH
+
+    args = list(argv[: argv.index("--")] if "--" in argv else argv)
+    if any(arg in LISTING_FLAGS for arg in args) or plan.spec is None:
+        return {}
+    envdir = envdir_of(argv)
+    blocked: dict[str, str] = {}
+    for cell in plan.cells:
+        problem = clear_leftover(nox_venv_of(envdir, cell.id))
+        if problem:
+            blocked[cell.id] = f"its venv directory blocks it: {problem}"
+            console.warn(
+                f"{cell.id}: cannot create its venv: {problem}; move it away (torch-matrix removes "
+                "only a half-made venv it made)"
+            )
+    spec_path = Path(plan.spec.path)
+    spec = None if spec_path.resolve() == DEFAULT_SPEC_PATH.resolve() else str(spec_path.absolute())
+    try:
+        write_plan(plan.run_dir, RunPlan(cells=tuple(plan.cells), spec=spec, blocked=blocked))
+    except OSError as error:  # the cells still run; the report then knows only their results
+        console.warn(f"cannot write the run's plan: {error.strerror or error} ({plan.run_dir})")
+    return blocked
+
+
 def envdir_of(argv: Sequence[str]) -> Path:
     """nox's env dir (``--envdir``, default ``.nox``), absolute."""
     args = list(argv[: argv.index("--")] if "--" in argv else argv)
@@ -639,21 +686,24 @@ def run_followups_session(
         spec = plan.planned_spec
         if not plan.cells_dir.is_dir():
             session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
-        for cell_id in redo_cells(session.posargs):  # its result gone, the planner plans it again
+        # Every --redo id is checked before anything is touched; a redone result is never deleted:
+        # the planner is shown the results without it (so it plans that cell again), and the rerun
+        # overwrites the file. One the planner does not plan again keeps its result, and says so.
+        redo_ids = redo_cells(session.posargs)
+        for cell_id in redo_ids:
             if not is_followup_id(cell_id):  # a matrix cell: the planner would never plan it again
                 raise UserError(
                     f"--redo {cell_id} is a matrix cell, not a follow-up cell",
                     "posargs",
                     hint=f"rerun it with `{layout.repro_command(cell_id)}`",
                 )
-            cell_path = layout.cell_file(plan.cells_dir, cell_id)
-            if not cell_path.is_file():
+            if not layout.cell_file(plan.cells_dir, cell_id).is_file():
                 raise UserError(
                     f"no result of the cell {cell_id} to redo",
                     str(plan.cells_dir),
                     hint="pass a follow-up cell's id as the report's rerun line prints it",
                 )
-            cell_path.unlink()
+        pending_redo = set(redo_ids)
         interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
         suite = suite_digest(spec)
         envdir = envdir_of(argv)
@@ -716,8 +766,15 @@ def run_followups_session(
                     steps = watched(steps, own, keeper.uv_cache)
             venv = envdir / f"followup-{cell.id}"
             result, resumed = run_in_own_venv(
-                cell, settings, python_for(cell), venv, base=followed, steps=steps
+                cell,
+                settings,
+                python_for(cell),
+                venv,
+                redo=cell.id in pending_redo,
+                base=followed,
+                steps=steps,
             )
+            pending_redo.discard(cell.id)
             if own is not None:
                 keeper.record(own)
             remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
@@ -732,14 +789,24 @@ def run_followups_session(
             return [
                 r
                 for r in load_results(plan.run_dir).results
-                if not r.cell.is_followup
-                or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)
+                if r.cell.id not in pending_redo
+                and (
+                    not r.cell.is_followup
+                    or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)
+                )
             ]
 
         def upcoming(cells: Sequence[Cell]) -> None:
             following[:] = cells
 
-        return run_followups(load, IndexView(spec, environ), run, cap, session.log, upcoming)
+        spent = run_followups(load, IndexView(spec, environ), run, cap, session.log, upcoming)
+        for cell_id in sorted(pending_redo):
+            session.warn(
+                f"torch-matrix: warning: --redo {cell_id}: the follow-up planner did not plan this "
+                "cell again (the results no longer call for it, or the cap is spent); "
+                "its result is kept as it was"
+            )
+        return spent
     except UserError as error:
         session.error(error.render())
 

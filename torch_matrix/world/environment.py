@@ -117,14 +117,22 @@ class Verification:
 Runner = proc.Runner
 
 
-def uv_executable() -> str:
-    """The uv that came with this package (the ``uv`` wheel), else the one on PATH."""
+def find_uv(environ: Mapping[str, str] | None = None) -> str | None:
+    """The uv that came with this package (the ``uv`` wheel), else the one on ``environ``'s PATH;
+    None when there is neither. Every session finds uv here, so a follow-up cell uses the same uv
+    as a matrix cell (a pipx-style install has no venv ``bin`` on PATH)."""
     try:
         from uv import find_uv_bin
 
-        return find_uv_bin()
+        return str(find_uv_bin())
     except Exception:  # noqa: BLE001 - not installed as a package, or no binary in it
-        return shutil.which("uv") or "uv"
+        path = (os.environ if environ is None else environ).get("PATH")
+        return shutil.which("uv", path=path)
+
+
+def uv_executable(environ: Mapping[str, str] | None = None) -> str:
+    """``find_uv``, else plain ``uv`` (its "not found" then names the tool)."""
+    return find_uv(environ) or "uv"
 
 
 def uv_cache_dir(environ: Mapping[str, str] | None = None, uv: str | None = None) -> str:

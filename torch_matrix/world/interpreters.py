@@ -20,6 +20,7 @@ from pathlib import Path
 
 from torch_matrix.edges import proc
 from torch_matrix.vocab.errors import UserError
+from torch_matrix.world.environment import find_uv
 from torch_matrix.world.probe_process import run_facts
 from torch_matrix.world.specfile import CURRENT_PYTHON as CURRENT
 
@@ -73,7 +74,7 @@ def _pyenv_candidates(version: str, environ: Mapping[str, str]) -> list[str]:
 
 
 def _uv_candidates(version: str, environ: Mapping[str, str]) -> list[str]:
-    uv = shutil.which("uv", path=environ.get("PATH"))
+    uv = find_uv(environ)
     if not uv:
         return []
     code, out, _err = proc.run_text(
@@ -155,7 +156,7 @@ def installed_pythons(environ: Mapping[str, str] = os.environ) -> list[str]:
         on_path = shutil.which(f"python3.{minor}", path=environ.get("PATH"))
         if on_path and os.sep + "shims" + os.sep not in on_path:
             found.add(f"3.{minor}")
-    uv = shutil.which("uv", path=environ.get("PATH"))
+    uv = find_uv(environ)
     if uv:
         code, out, _err = proc.run_text(
             [uv, "python", "list", "--only-installed", "--output-format", "json"], timeout=30

@@ -37,7 +37,12 @@ from torch_matrix.vocab.records import (
     ProbeResult,
 )
 from torch_matrix.judge.verdict import is_complete
-from torch_matrix.world.shardvalues import check_numbers, check_values, may_need_checking
+from torch_matrix.world.shardvalues import (
+    check_numbers,
+    check_targets,
+    check_values,
+    may_need_checking,
+)
 
 SCHEMA_PATH = (
     Path(__file__).resolve().parent.parent / "vocab" / "schema" / "cell-result.schema.json"
@@ -500,7 +505,7 @@ def _entry_from_data(
     data: Any, shown: str, out: LoadedResults, merged: bool, suspicious: bool = True
 ) -> _Entry | None:
     # Values first (shardvalues): a NaN duration or a lone surrogate costs that field, not the cell.
-    notes = check_numbers(data) + (check_values(data) if suspicious else [])
+    notes = check_numbers(data) + check_targets(data) + (check_values(data) if suspicious else [])
     problem = _describe_schema_error(data)
     if problem:
         out.skip(shown, problem)

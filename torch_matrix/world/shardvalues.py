@@ -15,6 +15,9 @@ import json
 import math
 from typing import Any
 
+from torch_matrix.judge.hardware import label_problem
+from torch_matrix.vocab.escaping import terminal
+
 # The runner caps what it records at write time (torch_matrix/probes/execute.py: TEXT_CHARS, JSON_CHARS; a
 # test keeps these in step); the loader applies the same limits, plus room for what the cell
 # adds to a message ("fails in 2 of 2 runs: "), to files our runner did not write.
@@ -192,4 +195,28 @@ def check_values(data: Any) -> list[str]:
         if found:
             data[key] = cleaned
             notes.append(f"{key}: {', '.join(f'{kind} replaced' for kind in dict.fromkeys(found))}")
+    return notes
+
+
+def check_targets(data: Any) -> list[str]:
+    """Hardware target entries whose label is not a target's name left out, in place (run on every
+    file: the label becomes a folder under pins/targets/ and a comment in its constraints.txt);
+    what changed. The cell itself stays: its other evidence is not the label's fault."""
+    if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
+        return []
+    notes: list[str] = []
+    kept = []
+    for number, entry in enumerate(data["targets"]):
+        label = entry.get("target") if isinstance(entry, dict) else None
+        why = label_problem(label) if isinstance(entry, dict) else ""
+        if why:
+            shown = terminal(repr(label)[:80], multiline=False)
+            notes.append(f"targets/{number}/target {shown}: {why}; that target left out")
+        else:
+            kept.append(entry)
+    if notes:
+        if kept:
+            data["targets"] = kept
+        else:
+            del data["targets"]
     return notes

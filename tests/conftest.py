@@ -14,6 +14,7 @@ Tests deselected with ``-m "not realwheels"`` were not asked for and are not rep
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from hypothesis import settings
@@ -52,6 +53,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if not _SKIPPED:
         return
+    try:
+        _summary(terminalreporter)
+    except OSError as error:
+        # stdout on a full disk (ENOSPC): the run must still end with pytest's own last line, so
+        # the hook never raises; the banner goes to stderr if that can be written at all.
+        try:
+            sys.stderr.write(
+                f"REAL-WHEEL CHECKS DID NOT RUN: {len(_SKIPPED)} real-wheel test(s) skipped "
+                f"(the summary could not be written to stdout: {error})\n"
+            )
+            sys.stderr.flush()
+        except OSError:
+            pass
+
+
+def _summary(terminalreporter) -> None:
     write = terminalreporter.write_line
     terminalreporter.section("REAL-WHEEL CHECKS DID NOT RUN", sep="!", red=True, bold=True)
     for nodeid, reason in _SKIPPED:

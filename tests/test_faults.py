@@ -2667,3 +2667,277 @@ def test_report_dir_run_alone_keeps_the_spec_in_its_rerun_lines(tmp_path, finish
     summary = (run_dir / "summary.md").read_text()
     reruns = [line for line in summary.splitlines() if "torch-matrix run" in line]
     assert reruns and all("--spec" in line for line in reruns), reruns
+
+
+def test_the_real_wheel_summary_survives_a_full_disk(capsys):
+    """tests/conftest.py's summary hook, its stdout on a full disk (write: ENOSPC): it crashed with
+    OSError 28 and the run ended with no final line. Now it says it on stderr and returns."""
+    import errno
+
+    from tests import conftest
+
+    class FullDisk:
+        def section(self, *args: object, **kwargs: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        write_line = section
+
+    conftest._SKIPPED.append(("tests/x.py::test_real", "no wheel"))
+    try:
+        conftest.pytest_terminal_summary(FullDisk(), 0, None)
+    finally:
+        conftest._SKIPPED.pop()
+    err = capsys.readouterr().err
+    assert "REAL-WHEEL CHECKS DID NOT RUN" in err and "No space left" in err, err
+
+
+def test_a_followups_session_takes_the_results_directory_lock(tmp_path, index, finished_run):
+    """`nox -s followups` alone held no lock: two of them on one results directory both ran every
+    follow-up cell. Now the second is refused with one line naming the holder's pid."""
+    run_dir = copy_run(finished_run, tmp_path)
+    spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\nfrom torch_matrix.edges import locks\n"
+            "locks.hold(Path(sys.argv[1]), 'results directory')\nprint('held', flush=True)\n"
+            "time.sleep(120)\n",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        done = run_nox(
+            tmp_path, env_for(tmp_path, spec, TORCH_MATRIX_FOLLOWUPS="0"), "-s", "followups"
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode != 0, output
+        assert f"another torch-matrix run (pid {holder.pid}) is using this results directory" in (
+            output
+        ), output
+        assert "follow-up cells: off" not in output
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_follow_up_cell_finds_uv_like_a_matrix_cell_without_the_venv_on_path(
+    tmp_path, monkeypatch
+):
+    """A pipx-style install (`<venv>/bin/torch-matrix run`, the venv's bin not on PATH): matrix cells
+    used the uv installed with the package, the follow-up cells plain `uv` from PATH, so every
+    follow-up aborted. Now both find it the same way; a half-made venv there is cleared first."""
+    import dataclasses
+
+    from torch_matrix.run import cellrun, followups
+    from torch_matrix.vocab.records import Cell
+
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    ran: list[str] = []
+    monkeypatch.setattr(
+        cellrun, "run_cell", lambda cell, python, settings, steps, base=None: ran.append(python)
+    )
+    venv = tmp_path / "nox" / "followup-t2.1.0-edge"
+    (venv / "bin").mkdir(parents=True)  # what a killed `uv venv` leaves: no pyvenv.cfg
+    settings = cellrun.CellSettings(cells_dir=tmp_path / "cells", work_dir=tmp_path / "work")
+    cell = Cell(id="t2.1.0-edge", axes={"torch": "2.1.0"}, requirements=("torch==2.1.0",))
+    followups.run_in_own_venv(cell, dataclasses.replace(settings), sys.executable, venv, redo=True)
+    assert (venv / "pyvenv.cfg").is_file() and ran == [str(venv / "bin" / "python")]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'[tool.torch-matrix]\nname = "p"\ntorch = ["2.1.0"\n',  # not TOML
+        b'[tool.torch-matrix]\nname = "caf\xe9"\n',  # not UTF-8
+    ],
+    ids=["not-toml", "not-utf8"],
+)
+def test_a_broken_pyproject_spec_is_one_error_line_not_the_builtin_default(tmp_path, raw):
+    """`torch-matrix plan` (as `run` finds its spec) in a project whose pyproject.toml holds a
+    [tool.torch-matrix] table but is not TOML or not UTF-8: it silently planned the built-in
+    30-cell default. Now one error line naming the file, and exit 2."""
+    (tmp_path / "pyproject.toml").write_bytes(raw)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TORCH_MATRIX_", "VIRTUAL_ENV"))
+    }
+    env["PYTHONPATH"] = str(REPO)
+    done = run([sys.executable, "-m", "torch_matrix.cli", "plan"], tmp_path, env)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+    one_error(done.stderr, "pyproject.toml")
+
+
+def test_the_nightly_issue_reruns_a_follow_up_cell_through_the_follow_up_session():
+    """The nightly issue's rerun line for a follow-up (edge) cell named `-s 'matrix(<edge id>)'`,
+    a session that does not exist. It names the follow-up session and the cell's id."""
+    from torch_matrix.report.diff import NewFailure
+    from torch_matrix.report.diff_render import issue_body
+
+    edge = f"t2.3.0-py{PY}-edge"
+    failure = NewFailure(edge, "training_step", "fail", "boom", "", ("torch==2.3.0",), PY, None)
+    body = issue_body(failure)
+    assert f"-s followups -- --redo {edge}" in body, body
+    assert f"matrix({edge})" not in body, body
+    grid = issue_body(dataclasses_replace(failure, cell=f"t2.3.0-py{PY}"))
+    assert f"-s 'matrix(t2.3.0-py{PY})' -- --redo" in grid, grid
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_a_four_digit_driver_is_a_driver():
+    """Driver `1000.x` (NVIDIA's numbering past 999) was rejected as malformed; it is newer than
+    every three-digit one. A CUDA version given as a driver is still refused."""
+    from torch_matrix.judge.hardware import TargetError, _at_least, parse_driver
+
+    assert parse_driver("1000.12") == "1000.12" and parse_driver("1000.12.01") == "1000.12.01"
+    assert _at_least("1000.12", "580.65.06") and not _at_least("580.65", "1000.12")
+    with pytest.raises(TargetError):
+        parse_driver("12.4")
+
+
+def test_a_window_edge_that_failed_in_one_of_three_runs_is_not_proven():
+    """The first bad release of a window found by bisection failed in 1 of 3 runs (it passed on
+    both reruns): written up as a proven edge (`torch!=2.0.*`, assuming every release in between
+    bad). A flaky failure marks no edge: the window is not proven, only the tested releases are
+    excluded, and the proof says why."""
+    import dataclasses
+
+    from tests.factories import make_probe
+    from tests.test_followups import run, torch_line, truth_of
+    from torch_matrix.pins import requirement_lines, suggest_pins
+    from tests.test_followups import RELEASES
+
+    results = run(truth_of({"2.0.0", "2.0.1"}), ["1.13.1", "2.0.1", "2.4.1"])
+    assert torch_line(results) == "torch!=2.0.*"  # the bisected edge, every run failing
+    flaky = make_probe(
+        "p",
+        "fail",
+        message="fails in 1 of 3 runs (flaky): it broke",
+        evidence={"runs": 3, "failed_runs": 1, "run_statuses": ["fail", "pass", "pass"]},
+    )
+    edited = [
+        dataclasses.replace(r, probes=(flaky,)) if r.cell.id.startswith("t2.0.0-") else r
+        for r in results
+    ]
+    assert any(r.cell.id.startswith("t2.0.0-") for r in edited)
+    window = requirement_lines(suggest_pins(edited, {"torch": list(RELEASES)}).recommended)[
+        0
+    ].windows[0]
+    assert not window.proven and window.kind == "not-proven", window.proof()
+    assert "first bad 2.0.0 not proven" in window.proof() and "1 of 3 runs" in window.proof()
+    assert torch_line(edited) != "torch!=2.0.*"
+
+
+def test_pins_apply_on_a_wheel_url_of_an_excluded_release_says_so(tmp_path, finished_run):
+    """`torch @ <wheel URL>` installing a release the pins exclude: `pins --apply` said "no change
+    needed". The URL is still not rewritten (not ours), but a note names the release and the pin,
+    and the summary line does not say all is well."""
+    run_dir, env = _pins_to_apply(tmp_path, finished_run)
+    requirements = tmp_path / "requirements.txt"
+    original = "torch @ https://files.example/whl/torch-2.2.0%2Bcpu-cp311-cp311-linux_x86_64.whl\n"
+    requirements.write_text(original)
+    done = cli(tmp_path, env, "pins", str(run_dir), "--no-coverage", "--apply", str(requirements))
+    assert done.returncode == 0, done.stderr
+    assert "no change needed" not in done.stdout, done.stdout
+    assert "installs torch 2.2.0+cpu, a release the evidence excludes" in done.stdout, done.stdout
+    assert requirements.read_text() == original
+
+
+def test_a_hang_on_the_only_tested_release_is_no_pin():
+    """The project's test hangs (a probe timeout) on torch 2.0.0, the only release tested: the
+    pins said `torch!=2.0.0`, excluding the one release tried on the strength of a hang no release
+    was seen without. Now it is listed as not pinned, with why; a hang that another release
+    passes is still evidence."""
+    from tests.factories import make_cell, make_probe, make_result
+    from torch_matrix.pins import requirement_lines, suggest_pins
+
+    def cell(version: str, status: str):
+        made = make_cell(
+            torch=version,
+            python="3.11",
+            torchvision="",
+            probes=("tests",),
+            required_probes=("tests",),
+        )
+        return make_result(
+            made, probes=[make_probe("tests", status, message="timed out after 300 s")]
+        )
+
+    def torch_lines(results) -> list[str]:
+        suggestion = suggest_pins(results, {"torch": ["2.0.0", "2.1.0"]})
+        return [
+            line.text()
+            for line in requirement_lines(suggestion.recommended)
+            if line.package == "torch" and line.specifiers
+        ], suggestion
+
+    lines, suggestion = torch_lines([cell("2.0.0", "timeout")])
+    assert lines == [], lines
+    assert [n.cell_id for n in suggestion.not_pinned] == ["t2.0.0-py3.11"]
+    assert "no cell passed this probe" in suggestion.not_pinned[0].reason
+    lines, _ = torch_lines([cell("2.0.0", "timeout"), cell("2.1.0", "pass")])
+    assert lines and not specifier_set_of(lines[0]).contains("2.0.0"), lines
+
+
+def specifier_set_of(line: str):
+    from packaging.requirements import Requirement
+
+    return Requirement(line).specifier
+
+
+UV_PLATFORM_REFUSAL = (
+    "  \\u00d7 No solution found when resolving dependencies:\n"
+    "  \\u2570\\u2500\\u25b6 Because torch==2.1.2 has no wheels with a matching platform tag (e.g.,\n"
+    "      `manylinux_2_36_x86_64`) and you require torch==2.1.2, we can conclude that your\n"
+    "      requirements are unsatisfiable.\n"
+)
+
+
+def test_a_cell_refused_for_want_of_its_pythons_wheel_says_so_not_the_platform():
+    """uv refused torch 2.1.2 on Python 3.10 with "no wheels with a matching platform tag (e.g.,
+    `manylinux_2_36_x86_64`)": the missing wheel was the Python's. The cell says it as the planner
+    does: "no torch 2.1.2 wheel for Python 3.10 on the index (wheels for: ...)"."""
+    from types import SimpleNamespace
+
+    from tests.factories import make_cell
+    from torch_matrix.vocab.records import UNSATISFIABLE
+    from torch_matrix.world import environment
+
+    cell = make_cell(torch="2.1.2", python="3.10", torchvision="")
+    served = frozenset({"3.8", "3.9", "3.11"})
+    message = environment.missing_wheel_message(cell, UV_PLATFORM_REFUSAL, lambda p, v: served)
+    assert (
+        message == "no torch 2.1.2 wheel for Python 3.10 on the index (wheels for: 3.8, 3.9, 3.11)"
+    )
+    # Through the install itself: uv's own hint names the ABI tags it found.
+    hinted = UV_PLATFORM_REFUSAL + (
+        "      hint: You require CPython 3.10 (`cp310`), but we only found wheels for `torch`\n"
+        "      (v2.1.2) with the following Python ABI tags: `cp38`, `cp39`, `cp311`\n"
+    )
+    outcome = environment.install(
+        cell,
+        {"default": "https://example.invalid/simple", "extra": [], "find_links": []},
+        "/nonexistent/python",
+        runner=lambda *a, **k: SimpleNamespace(returncode=1, stdout=hinted),
+        sleep=lambda s: None,
+        uv="uv",
+    )
+    assert outcome.status == UNSATISFIABLE
+    assert outcome.message == message, outcome.message
+    assert "manylinux" not in outcome.message
+    # Where the Python is served, the platform really is what is missing: uv's words stay.
+    assert (
+        environment.missing_wheel_message(cell, UV_PLATFORM_REFUSAL, lambda p, v: served | {"3.10"})
+        == ""
+    )

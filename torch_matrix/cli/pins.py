@@ -257,7 +257,10 @@ def _pins(args: argparse.Namespace) -> int:
                 "with --out DIR",
             ) from None
     if args.apply:
-        from torch_matrix.world.apply import apply_pins  # tomlkit: only --apply edits a file
+        from torch_matrix.world.apply import (  # tomlkit: only --apply edits a file
+            EXCLUDED_NOTE,
+            apply_pins,
+        )
 
         result = apply_pins(
             args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run
@@ -269,6 +272,9 @@ def _pins(args: argparse.Namespace) -> int:
             + (
                 "not edited"
                 if not result.edited
+                else "not changed, but a requirement installs a release the evidence excludes "
+                "(see the notes)"
+                if not result.changed and any(EXCLUDED_NOTE in note for note in result.notes)
                 else "no change needed"
                 if not result.changed
                 else "would change (dry run, nothing written)"

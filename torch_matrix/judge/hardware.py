@@ -252,7 +252,7 @@ def _numbers(text: str) -> tuple[int, ...]:
 
 def parse_driver(text: str) -> str:
     raw = text.strip()
-    if not re.fullmatch(r"\d{3}(\.\d{1,3}){0,2}", raw):
+    if not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", raw):  # 535.104, 580.65.06, 1000.12
         raise TargetError(
             f"invalid NVIDIA driver version {raw!r}",
             "give the driver version nvidia-smi prints, such as '535.104' or '580.65.06' "

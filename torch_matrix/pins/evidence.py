@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -144,8 +144,10 @@ def _observe(
     unsatisfiable: list[CellNote] = []
     no_evidence: list[CellNote] = []
     not_pinned: list[CellNote] = []
+    passed = _passed_somewhere(results)
     for result in sorted(results, key=lambda r: r.cell.id):
         verdict = verdict_of(result)
+        hangs = _hangs_only(result, verdict.failing)
         if verdict.kind == NOT_INSTALLABLE:
             unsatisfiable.append(CellNote(result.cell.id, verdict.kind, _one_line(verdict.reason)))
         elif verdict.kind == NO_EVIDENCE or not verdict.is_evidence:
@@ -154,6 +156,13 @@ def _observe(
             summary = "; ".join(probe_summary(result, name) for name in verdict.failing)
             not_pinned.append(
                 CellNote(result.cell.id, NOT_PINNED, f"{_one_line(summary)} ({EXISTING_ENV_NOTE})")
+            )
+        elif verdict.kind == INCOMPATIBLE and hangs and not set(verdict.failing) & passed:
+            # A hang in a probe no cell ever passed: the test's or the machine's as likely as the
+            # release's, and with nothing seen working a pin would only exclude what was tested.
+            summary = "; ".join(probe_summary(result, name) for name in verdict.failing)
+            not_pinned.append(
+                CellNote(result.cell.id, NOT_PINNED, f"{_one_line(summary)} ({HANG_NOTE})")
             )
         else:
             evidence.append(
@@ -164,9 +173,42 @@ def _observe(
                     failing=verdict.failing,
                     summaries={name: probe_summary(result, name) for name in verdict.failing},
                     named=_named_packages(result, verdict.failing),
+                    flaky=tuple(n for n in verdict.failing if _flaky(result.probe(n))),
                 )
             )
     return evidence, unsatisfiable, no_evidence, not_pinned
+
+
+HANG_NOTE = (
+    "timed out, and no cell passed this probe with any release: a hang no release is seen "
+    "without is no evidence against this one"
+)
+
+
+def _passed_somewhere(results: Sequence[CellResult]) -> set[str]:
+    """The probes some installed cell passed."""
+    return {
+        probe.name
+        for result in results
+        if result.install.status == INSTALLED
+        for probe in result.probes
+        if probe.status == "pass"
+    }
+
+
+def _hangs_only(result: CellResult, failing: Sequence[str]) -> bool:
+    """Every failing probe of ``result`` timed out (it hung: no verdict of its own)."""
+    probes = [result.probe(name) for name in failing]
+    return bool(probes) and all(p is not None and p.status == "timeout" for p in probes)
+
+
+def _flaky(probe: Any) -> bool:
+    """Failed in some of its runs, passed in others (``run.cellrun.merge_reruns``: k of n)."""
+    evidence = getattr(probe, "evidence", None)
+    if not isinstance(evidence, Mapping):
+        return False
+    runs, failed = evidence.get("runs"), evidence.get("failed_runs")
+    return type(runs) is int and type(failed) is int and 0 < failed < runs
 
 
 def _named_packages(result: CellResult, failing: Sequence[str]) -> dict[str, str]:

@@ -39,6 +39,9 @@ class Observation:
     # failing probe -> the package of an axis its error names (``torchvision`` for "No module named
     # 'torchvision.transforms.functional_tensor'"): which axis the failure is about
     named: Mapping[str, str] = field(default_factory=dict)
+    # failing probes that failed in only some of their runs ("fails in 1 of 3 runs (flaky)"):
+    # evidence of a break, but no proof of where it starts (``pins.windows``)
+    flaky: tuple[str, ...] = ()
 
     def value(self, axis: str) -> Value:
         return self.values.get(axis)

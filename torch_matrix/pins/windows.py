@@ -62,10 +62,11 @@ class EdgeProof:
     # for (unsatisfiable, excluded by the project's requirements, install error), each with why:
     # stepped over, not admitted.
     skipped: tuple[str, ...] = ()
+    flaky: str = ""  # the bad cell failed only in some runs (its probes' k of n): no proof
 
     @property
     def proven(self) -> bool:
-        return not self.missing and bool(self.good or self.index_end)
+        return not self.missing and not self.flaky and bool(self.good or self.index_end)
 
     def sentence(self) -> str:
         text = self._sentence()
@@ -75,6 +76,11 @@ class EdgeProof:
 
     def _sentence(self) -> str:
         word = "first bad" if self.side == START else "last bad"
+        if self.flaky:
+            return (
+                f"{word} {self.bad} not proven: [{self.bad_cell}] {self.flaky}; a failure that "
+                "passes on a rerun does not mark where a break starts"
+            )
         if self.index_end:
             text = f"{self.index_end} {self.bad} fails [{self.bad_cell}]"
             if self.beyond:
@@ -121,6 +127,7 @@ class EdgeProof:
             "proven": self.proven,
             **({"not_admitted_beyond": self.beyond} if self.beyond else {}),
             **({"skipped": list(self.skipped)} if self.skipped else {}),
+            **({"flaky": self.flaky} if self.flaky else {}),
         }
 
 
@@ -353,7 +360,37 @@ def _edge(
     origins: Mapping[str, str],
 ) -> EdgeProof:
     bad = releases[index]
-    bad_cells = sorted((o for o in cells.get(bad, ()) if not o.good), key=lambda o: o.cell_id)
+    # A bad cell whose failures all passed on a rerun (k of n) proves no edge: the others first.
+    bad_cells = sorted(
+        (o for o in cells.get(bad, ()) if not o.good),
+        key=lambda o: (_only_flaky(o), o.cell_id),
+    )
+    bad_cell = bad_cells[0] if bad_cells else None
+    edge = _edge_of(side, package, releases, index, step, admitted, cells, origins, bad_cells)
+    if bad_cell is not None and edge.bad_cell:
+        chosen = next((o for o in bad_cells if o.cell_id == edge.bad_cell), bad_cell)
+        if _only_flaky(chosen):
+            summary = "; ".join(chosen.summaries.get(name, name) for name in chosen.failing)
+            return replace(edge, flaky=summary or "its failures passed on a rerun")
+    return edge
+
+
+def _only_flaky(observation: Observation) -> bool:
+    return bool(observation.failing) and set(observation.failing) <= set(observation.flaky)
+
+
+def _edge_of(
+    side: str,
+    package: str,
+    releases: Sequence[Version],
+    index: int,
+    step: int,
+    admitted: set[Version],
+    cells: Mapping[Version, list[Observation]],
+    origins: Mapping[str, str],
+    bad_cells: list[Observation],
+) -> EdgeProof:
+    bad = releases[index]
     bad_cell = bad_cells[0] if bad_cells else None
     missing: list[str] = []
     position = index + step

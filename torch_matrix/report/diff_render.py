@@ -20,7 +20,8 @@ from torch_matrix.vocab.escaping import (
     shell_line,
     terminal,
 )
-from torch_matrix.vocab.layout import repro_command
+from torch_matrix.plan.followups import is_followup_id
+from torch_matrix.vocab.layout import followup_repro_command, repro_command
 
 ISSUE_LABEL = "torch-matrix-break"
 
@@ -199,7 +200,13 @@ def issue_body(failure: NewFailure, run_url: str = "") -> str:
         "",
         "From this repository, rerun just this cell:",
         "",
-        md_fence(repro_command(failure.cell), "bash"),
+        md_fence(
+            # a follow-up cell has no session of its own: the follow-up session reruns it
+            followup_repro_command(failure.cell)
+            if is_followup_id(failure.cell)
+            else repro_command(failure.cell),
+            "bash",
+        ),
         "",
         "Or by hand, in a fresh environment:",
         "",

@@ -686,6 +686,13 @@ def run_followups_session(
         spec = plan.planned_spec
         if not plan.cells_dir.is_dir():
             session.skip(f"no results in {plan.cells_dir}: nothing to follow up")
+        # One run per results directory and env dir, this session too (a matrix run in this
+        # process holds them already; `nox -s followups` alone takes them here).
+        from torch_matrix.edges import locks
+
+        held_env = environ if isinstance(environ, MutableMapping) else dict(environ)
+        locks.hold(plan.run_dir, "results directory", held_env)
+        locks.hold(envdir_of(argv), "nox env dir (--envdir)", held_env)
         # Every --redo id is checked before anything is touched; a redone result is never deleted:
         # the planner is shown the results without it (so it plans that cell again), and the rerun
         # overwrites the file. One the planner does not plan again keeps its result, and says so.
@@ -890,10 +897,15 @@ def fail_cleanly(error: UserError) -> None:
     raise SystemExit(2)
 
 
-def run_dir_for_session(environ: Mapping[str, str] = os.environ) -> Path:
-    """``results/<run>`` for the report and pins sessions: needs only the spec's name."""
+def run_dir_for_session(environ: MutableMapping[str, str] = os.environ) -> Path:
+    """``results/<run>`` for the report and pins sessions (needs only the spec's name), held for
+    this run (they write there: one run per results directory, ``edges.locks``)."""
+    from torch_matrix.edges import locks
+
     try:
-        return load_plan(environ, plan=False).run_dir
+        run_dir = load_plan(environ, plan=False).run_dir
+        locks.hold(run_dir, "results directory", environ)
+        return run_dir
     except UserError as error:
         fail_cleanly(error)
         raise  # unreachable

@@ -119,6 +119,35 @@ def _python_overlap(existing: Marker | None, added: str) -> str:
     return "implied" if len(inside) == len(here) and existing is not None else "some"
 
 
+EXCLUDED_NOTE = "the evidence excludes"  # in a note: a requirement left as written installs that
+
+
+def _note_excluded_url(
+    requirement: Requirement, mine: Sequence[RequirementLine], notes: list[str], where: str
+) -> None:
+    """``torch @ https://.../torch-2.0.0%2Bcu118-cp311-...whl``: the wheel's file name says which
+    release it installs; one the pins exclude gets a note (the line is left as written)."""
+    from urllib.parse import unquote, urlsplit
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    filename = unquote(urlsplit(requirement.url or "").path.rsplit("/", 1)[-1])
+    try:
+        version = parse_wheel_filename(filename)[1]
+    except (InvalidWheelFilename, ValueError):
+        return  # an sdist, a VCS URL, a directory: the release is not in the name
+    for line in mine:
+        if line.specifiers and not specifier_set(line.specifiers).contains(
+            version.public, prereleases=True
+        ):
+            notes.append(
+                f"{where}: {requirement.name} @ {filename} installs {requirement.name} "
+                f"{version}, a release {EXCLUDED_NOTE} ({line.text()}); left as written: "
+                "point it at a wheel of an admitted release"
+            )
+            return
+
+
 def update_requirement(
     text: str,
     pins: Sequence[RequirementLine],
@@ -135,7 +164,10 @@ def update_requirement(
     if seen is not None:
         seen.add(name)
     mine = [line for line in pins if canonicalize_name(line.package) == name]
-    if requirement.url or not mine or all(not line.specifiers for line in mine):
+    if not mine or all(not line.specifiers for line in mine):
+        return None
+    if requirement.url:  # not ours to rewrite; but a wheel URL names its release: check it
+        _note_excluded_url(requirement, mine, notes, where)
         return None
     head, _, marker_text = text.partition(";")
     match = _NAME_AND_EXTRAS.match(head)
@@ -155,8 +187,8 @@ def update_requirement(
                 Specifier(exact[0]).version.rstrip(".*") or "0", prereleases=True
             ):
                 notes.append(
-                    f"{where}: {requirement.name}{exact[0]} is an exact pin the evidence "
-                    f"excludes ({line.text()}); left as written"
+                    f"{where}: {requirement.name}{exact[0]} is an exact pin {EXCLUDED_NOTE} "
+                    f"({line.text()}); left as written"
                 )
                 break
         return None

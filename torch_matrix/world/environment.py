@@ -416,6 +416,11 @@ def install(
                 INSTALLED, tuple(command), _trim(output, keep_summary=True), attempt
             )
         verdict = classify_install_failure(returncode, output)
+        if verdict.status == UNSATISFIABLE:
+            plain = missing_wheel_message(
+                cell, output, lambda p, v: _served_pythons(index_config, p, v, env)
+            )
+            verdict = replace(verdict, message=plain) if plain else verdict
         if verdict.status == UNSATISFIABLE and cell.install:
             message = blame_project(
                 cell,
@@ -437,6 +442,62 @@ def install(
                 f"with --reinstall in {backoff_s * attempt:g}s"
             )
         sleep(backoff_s * attempt)
+
+
+# uv's words when a release has wheels, none of them for this interpreter: it names whichever
+# tag it checked first (often the platform's, "manylinux_2_36_x86_64"), which misleads when the
+# wheel missing is the Python's (no cp310 wheel). Said here as the planner says it.
+_NO_MATCHING_WHEEL = re.compile(
+    r"\b([A-Za-z0-9][\w.-]*)==([\w.+!-]+?) has no wheels with a matching "
+    r"(?:platform|Python ABI|Python implementation) tag"
+)
+_ABI_HINT = re.compile(
+    r"only found wheels for\s+`([^`]+)`\s+\(v([^)\s]+)\)\s+with\s+the\s+following\s+Python\s+"
+    r"(?:ABI|implementation)\s+tags?:((?:[\s,]*`[^`]+`)+)"
+)
+
+
+def missing_wheel_message(
+    cell: Cell, output: str, served_of: Callable[[str, str], frozenset[str] | None]
+) -> str:
+    """ "no torch 2.1.2 wheel for Python 3.10 on the index (wheels for: 3.8, 3.9, 3.11)" when uv
+    refused a release of the cell's for want of a wheel this Python can use ("" otherwise).
+    ``served_of(package, version)``: the Pythons the index's wheels of it serve (None: unknown)."""
+    match = _NO_MATCHING_WHEEL.search(output)
+    if match is None or not cell.python:
+        return ""
+    package, version = match.group(1), match.group(2)
+    served: frozenset[str] | None = None
+    for hint in _ABI_HINT.finditer(output):
+        if hint.group(1).lower() == package.lower() and hint.group(2) == version:
+            tags = re.findall(r"`cp(\d)(\d+)", hint.group(3))
+            served = frozenset(f"{major}.{minor}" for major, minor in tags)
+            break
+    if served is None:
+        try:
+            served = served_of(package, version)
+        except Exception:  # noqa: BLE001 - the index is a help here, never a new failure
+            served = None
+    if served is not None and cell.python in served:
+        return ""  # the Python is served: the platform really is what is missing
+    listing = ", ".join(sorted(served, key=Version)) if served else ""
+    return f"no {package} {version} wheel for Python {cell.python} on the index" + (
+        f" (wheels for: {listing})" if listing else ""
+    )
+
+
+def _served_pythons(
+    index_config: IndexLike, package: str, version: str, env: Mapping[str, str] | None
+) -> frozenset[str] | None:
+    """The Pythons the index's wheels of ``package==version`` serve (None when it cannot tell)."""
+    from torch_matrix.plan.grid import _wheel_pythons
+    from torch_matrix.spec.model import IndexConfig
+    from torch_matrix.world.index import open_index
+
+    if not isinstance(index_config, IndexConfig):
+        return None
+    index = open_index(index_config, environ=dict(env) if env is not None else os.environ)
+    return _wheel_pythons(index.files(package, version))
 
 
 _UV_STEP = re.compile(

@@ -44,10 +44,17 @@ class SpecSource:
 
 
 def _has_tool_table(pyproject: Path) -> bool:
+    """True when ``pyproject`` holds ``[tool.torch-matrix]``, or may and cannot be read: a file
+    that is not UTF-8 or not TOML but names torch-matrix is taken as the spec, so loading it says
+    what is wrong (one line, exit 2) instead of silently running the built-in default."""
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False  # not ours to judge here: without our table it is not a spec
+        raw = pyproject.read_bytes()
+    except OSError:
+        return False
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return b"torch-matrix" in raw  # without that name it cannot hold our table
     return isinstance(data.get("tool"), dict) and "torch-matrix" in data["tool"]
 
 

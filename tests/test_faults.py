@@ -2622,7 +2622,10 @@ def test_a_half_made_venv_never_blocks_a_cell_and_a_blocked_cell_is_never_droppe
     run removes it (only uv's and torch-matrix's entries in it) and the cell runs. A directory at a
     cell's venv path holding someone else's file is kept, and that cell appears as missing, with
     the reason, in the table, summary.md and the pins (also from `report DIR` run alone)."""
-    from torch_matrix.run.sessions import nox_venv_of
+    from nox.sessions import _normalize_path  # where nox puts `matrix(<cell id>)`'s venv
+
+    def nox_venv_of(envdir: Path, cell_id: str) -> Path:
+        return Path(_normalize_path(str(envdir), f"matrix({cell_id})"))
 
     spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"))
     envdir = tmp_path / "nox"

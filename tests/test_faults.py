@@ -2622,15 +2622,13 @@ def test_a_half_made_venv_never_blocks_a_cell_and_a_blocked_cell_is_never_droppe
     run removes it (only uv's and torch-matrix's entries in it) and the cell runs. A directory at a
     cell's venv path holding someone else's file is kept, and that cell appears as missing, with
     the reason, in the table, summary.md and the pins (also from `report DIR` run alone)."""
-    from nox.sessions import _normalize_path  # where nox puts `matrix(<cell id>)`'s venv
-
-    def nox_venv_of(envdir: Path, cell_id: str) -> Path:
-        return Path(_normalize_path(str(envdir), f"matrix({cell_id})"))
+    from torch_matrix.run.sessions import nox_venv_of
 
     spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"))
     envdir = tmp_path / "nox"
     half = nox_venv_of(envdir, GOOD)
     (half / "bin").mkdir(parents=True)
+    (half / "bin" / "half-made").write_text("")  # gone once the cell's venv is made there
     (half / "lib" / f"python{PY}" / "site-packages").mkdir(parents=True)
     (half / ".gitignore").write_text("*\n")
     foreign = nox_venv_of(envdir, BROKEN)
@@ -2642,6 +2640,7 @@ def test_a_half_made_venv_never_blocks_a_cell_and_a_blocked_cell_is_never_droppe
     assert "Traceback" not in output
     run_dir = tmp_path / "results" / "faults"
     assert read_result(cells_dir(tmp_path) / f"{GOOD}.json") is not None, output[-3000:]
+    assert not (half / "bin" / "half-made").exists()  # nox_venv_of named nox's own directory
     assert (foreign / "notes.txt").read_text() == "mine\n"
     assert f"{BROKEN}: cannot create its venv" in output and "notes.txt" in output, output[-3000:]
     summary = (run_dir / "summary.md").read_text()

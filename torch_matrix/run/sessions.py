@@ -122,16 +122,23 @@ def lock_run(
 
 
 def nox_venv_of(envdir: Path, cell_id: str) -> Path:
-    """Where nox puts the venv of ``matrix(<cell id>)`` (its own rule: long names are hashed)."""
-    name = f"{layout.MATRIX_SESSION}({cell_id})"
-    try:
-        from nox.sessions import _normalize_path
+    """Where nox puts the venv of ``matrix(<cell id>)``: nox's rule for a session's env dir
+    (nox.sessions: the name made ASCII, anything but letters, digits, ``_`` and ``-`` made ``-``,
+    lower case; an 8-digit SHA-1 of it where the full path would pass 100 - len("bin/pythonX.Y")
+    characters). tests/test_faults.py checks it against the directory a real nox run makes."""
+    import hashlib
+    import re
+    import unicodedata
 
-        return Path(_normalize_path(str(envdir), name))
-    except (ImportError, AttributeError, TypeError):  # another nox: its documented simple rule
-        import re
-
-        return envdir / re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "-", name).lower()).strip("-")
+    original = f"{layout.MATRIX_SESSION}({cell_id})"
+    name = unicodedata.normalize("NFKD", original).encode("ascii", "ignore").decode("ascii")
+    name = re.sub(r"[^\w\s-]", "-", name).strip().lower()
+    name = re.sub(r"[-\s]+", "-", name).strip("-")
+    if not name:
+        name = hashlib.sha1(original.encode("utf-8")).hexdigest()[:8]  # noqa: S324 - nox's own
+    if len(os.path.join(str(envdir), name)) > 100 - len("bin/pythonX.Y") and len(str(envdir)) < 91:
+        name = hashlib.sha1(name.encode("ascii")).hexdigest()[:8]  # noqa: S324 - nox's own
+    return envdir / name
 
 
 def prepare_cells(

@@ -387,7 +387,10 @@ def test_a_signal_to_the_run_stops_a_fetch_running_in_its_own_session(tmp_path, 
             "no /proc or no `setpriv` on this machine: the fetch stays in the run's own group here"
         )
     uv = tmp_path / "uv"
-    uv.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'uv.pid'}\nexec sleep 300\n")
+    # the pid file appears whole (written aside, then renamed): under load the test once read it
+    # between the shell's open and its write, an empty file
+    pid, part = tmp_path / "uv.pid", tmp_path / "uv.pid.part"
+    uv.write_text(f"#!/bin/sh\necho $$ > {part} && mv {part} {pid}\nexec sleep 300\n")
     uv.chmod(0o755)
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, str(tmp_path)],

@@ -350,6 +350,16 @@ def build_wheel(spec: WheelSpec, dest: Path) -> Path:
     return path
 
 
+def cuda_config_h(arch_flags: str) -> str:
+    """``CUDAConfig.h`` as a real CUDA wheel writes it: a ``-gencode`` pair per cubin (``sm_XY``)
+    and ``code=compute_XY`` for PTX."""
+    flags = ";".join(
+        f"-gencode;arch=compute_{entry.split('_', 1)[1]},code={entry}"
+        for entry in arch_flags.split()
+    )
+    return f'#pragma once\n#define AT_CUDNN_ENABLED() 1\n#define NVCC_FLAGS_EXTRA "{flags}"\n'
+
+
 def torch_wheel(
     version: str,
     python_tag: str = "py3",
@@ -377,6 +387,8 @@ def torch_wheel(
         "torch/utils/__init__.py": TORCH_UTILS_INIT,
         "torch/utils/data.py": TORCH_UTILS_DATA,
     }
+    if arch_flags:  # where a real CUDA wheel records its -gencode flags (judge/wheelbuild.py)
+        files["torch/include/ATen/cuda/CUDAConfig.h"] = cuda_config_h(arch_flags)
     return WheelSpec(
         "torch", version, files, requires_dist=requires_dist, python_tag=python_tag, abi_tag=abi_tag
     )

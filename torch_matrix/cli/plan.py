@@ -17,7 +17,9 @@ from torch_matrix.run.budget import plan_cost, refuse_unless_fits
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size
 from torch_matrix.vocab.layout import SHARD_ENV
+from torch_matrix.plan import hardware
 from torch_matrix.run.pipeline import plan_spec, shard_cells
+from torch_matrix.run.targetplan import TargetPlan, read_builds
 from torch_matrix.plan.shards import shards
 from torch_matrix.vocab.records import Cell
 from torch_matrix.world.specfile import Spec, declared_ranges, load_spec, require_spec
@@ -126,6 +128,31 @@ def render_table(
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
+def render_targets(found: TargetPlan, spec: Spec) -> str:
+    """The cells × targets table read from each cell's wheels, what the reading cost, and the cells
+    whose wheel could not be read (judged from their installed build instead)."""
+    from tabulate import tabulate
+
+    targets = list(spec.targets)
+    headers, rows = hardware.table(found.builds, targets)
+    lines = [f"hardware targets ({len(targets)}): " + "; ".join(t.label for t in targets)]
+    if rows:
+        read = [r for r in found.reads if r.how != "cache"]
+        lines.append(
+            f"verdicts read from the wheels before installing ({len(read)} wheel(s) read, "
+            f"{found.bytes_fetched / 1e6:.1f} MB fetched; "
+            f"{len(found.reads) - len(read)} from the cache):"
+        )
+        lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    missing = hardware.unread(found.builds)
+    if missing:
+        lines.append(
+            "judged from the installed build instead (the wheel could not be read before installing):"
+        )
+        lines += [f"  {line}" for line in missing]
+    return "\n".join(lines)
+
+
 def main(
     args: argparse.Namespace, out: TextIO | None = None, environ: Mapping[str, str] = os.environ
 ) -> int:
@@ -160,11 +187,16 @@ def main(
     cost = None if getattr(args, "no_cost", False) else plan_cost(spec, cells, environ)
     if getattr(args, "json", False):
         by_id = {c.cell_id: c for c in cost.cells} if cost is not None else {}
+        builds = (
+            {b.cell_id: b for b in read_builds(spec, cells, environ).builds} if spec.targets else {}
+        )
         entries = []
         for cell in cells:
             entry = cell_json(cell, spec, environ)
             if cell.id in by_id:
                 entry["cost"] = by_id[cell.id].to_json()
+            if cell.id in builds:
+                entry["hardware"] = hardware.to_json(builds[cell.id], spec.targets)
             entries.append(entry)
         out.write(json.dumps(entries, indent=2) + "\n")
         if cost is not None:
@@ -175,11 +207,7 @@ def main(
     declared = declared_ranges(spec)
     out.write(render_table(cells, spec, declared, cost) + "\n")
     if spec.targets:
-        out.write(
-            f"hardware targets ({len(spec.targets)}, judged in each cell from its build, no GPU needed): "
-            + "; ".join(t.label for t in spec.targets)
-            + "\n"
-        )
+        out.write(render_targets(read_builds(spec, cells, environ), spec) + "\n")
     out.write(render_sources(cells, spec, environ) + "\n")
     blocked = sum(1 for c in cells if c.plan_note)
     if blocked:

@@ -1,1 +1,2 @@
-"""Judgement: why a probe failed (`causes`) and what a cell's results mean (`verdict`). Pure; may import `vocab`."""
+"""Judgement: why a probe failed (`causes`) and what a cell's results mean (`verdict`), a build on a GPU
+(`hardware`), a build's facts from its wheel's files (`wheelbuild`). Pure; may import `vocab`."""

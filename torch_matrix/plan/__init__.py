@@ -1,4 +1,4 @@
 """Planning: spec + index facts + interpreters -> cells (`grid`), cells -> CI shards (`shards`), the cell that
-isolates a failure's blame (`counterfactual`), the next version to try (`bisection`). Pure; may import
+isolates a failure's blame (`counterfactual`), the next version to try (`bisection`), the cells × targets verdicts before installing (`hardware`). Pure; may import
 `vocab`, `judge`, `spec`.
 """

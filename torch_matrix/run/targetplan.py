@@ -1,0 +1,78 @@
+"""Plan-time hardware facts: each cell's wheels read (range requests, in parallel) before installing.
+
+Wiring: the spec's indexes (one per variant, as the cells install from them), this machine's
+platform tags, and ``torch_matrix.world.wheelfacts`` for each distinct build; the table itself is
+``torch_matrix.plan.hardware``'s (pure).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from torch_matrix.edges.ranges import RangeFetch, http_range
+from torch_matrix.plan.hardware import CellBuild
+from torch_matrix.vocab.errors import UserError
+from torch_matrix.vocab.records import Cell
+from torch_matrix.world.index import PackageIndex, open_index
+from torch_matrix.world.specfile import DEFAULT_VARIANT, Spec
+from torch_matrix.world.wheelfacts import WheelRead, build_of
+
+WORKERS = 8
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    builds: tuple[CellBuild, ...]
+    reads: tuple[WheelRead, ...]  # every wheel read (one per distinct wheel), with its cost
+
+    @property
+    def bytes_fetched(self) -> int:
+        return sum(r.bytes_fetched for r in self.reads)
+
+
+def host_platforms() -> list[str]:
+    from packaging.tags import platform_tags
+
+    return list(platform_tags())
+
+
+def read_builds(
+    spec: Spec,
+    cells: Sequence[Cell],
+    environ: Mapping[str, str] = os.environ,
+    fetch: RangeFetch = http_range,
+    platforms: Sequence[str] | None = None,
+) -> TargetPlan:
+    """Each installable cell's build facts from its wheels (cells planned unsatisfiable are left out)."""
+    platforms = list(platforms) if platforms is not None else host_platforms()
+    indexes: dict[str, PackageIndex] = {}
+    keys: dict[str, tuple[str, str, str, str]] = {}
+    for cell in cells:
+        if cell.plan_note or not cell.torch:
+            continue
+        if cell.variant not in indexes:
+            indexes[cell.variant] = open_index(spec.index, variant=cell.variant, environ=environ)
+        keys[cell.id] = (cell.torch, cell.python, cell.torchvision, cell.variant)
+
+    def one(key: tuple[str, str, str, str]) -> tuple[dict[str, object], list[WheelRead], str]:
+        torch, python, torchvision, variant = key
+        local = "" if variant == DEFAULT_VARIANT else variant
+        try:
+            return build_of(indexes[variant], torch, python, platforms, torchvision, local, fetch)
+        except UserError as error:  # the index could not be listed: the run will say so too
+            return {}, [], f"cannot list the index: {error.message}"
+
+    distinct = list(dict.fromkeys(keys.values()))
+    with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(distinct)))) as pool:
+        found = dict(zip(distinct, pool.map(one, distinct)))
+    builds = []
+    for cell in cells:
+        if cell.id not in keys:
+            continue
+        facts, _reads, why = found[keys[cell.id]]
+        builds.append(CellBuild(cell.id, cell.torch, facts, why))
+    reads = {r.url: r for _f, rs, _w in found.values() for r in rs}
+    return TargetPlan(tuple(builds), tuple(reads.values()))

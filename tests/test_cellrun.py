@@ -612,3 +612,34 @@ def test_a_counterfactual_runs_only_the_probes_its_finding_concerns_and_keeps_th
         CellSteps(install=installed_as_asked, verify=verified, probes=whole, **NO_GPU),
     )
     assert calls == [suite]
+
+
+def test_an_edge_cell_runs_only_the_probes_that_decide_its_break_and_claims_no_other(tmp_path):
+    """An edge follow-up asks one question: do the probes that fail in its break fail at this
+    release? It runs those (with install_sanity) and nothing else; the unrun probes are absent from
+    its result, never passes, and its verdict is the subset's."""
+    import dataclasses
+
+    from torch_matrix.plan.followups import asking_only
+    from torch_matrix.vocab.records import ORIGIN_EDGE
+
+    suite = ("install_sanity", "training_step", "torch_compile", "determinism")
+    grid = make_cell(torch="2.3.1", torchvision="", probes=suite, required_probes=suite)
+    edge = asking_only(
+        dataclasses.replace(grid, id="t2.2.0-py3.11-edge", origin=ORIGIN_EDGE), ("torch_compile",)
+    )
+    assert edge.probe_subset == ("install_sanity", "torch_compile")
+    assert (edge.probes, edge.required_probes) == (suite, suite)  # judged in the grid's context
+    for outcome, kind in ((PASS, COMPATIBLE), (FAIL, INCOMPATIBLE)):
+        calls: list[tuple[str, ...]] = []
+        probes = _scripted_probes(
+            {"install_sanity": [(PASS, "")], "torch_compile": [(outcome, "it broke")] * 2}, calls
+        )
+        steps = CellSteps(install=installed_as_asked, verify=verified, probes=probes, **NO_GPU)
+        where = tmp_path / outcome
+        result = run_cell(edge, "/v/bin/python", settings_for(where), steps)
+        assert calls[0] == ("install_sanity", "torch_compile")
+        assert {p.name for p in result.probes} == {"install_sanity", "torch_compile"}
+        assert result.probe("training_step") is None and result.probe("determinism") is None
+        assert verdict_of(result).kind == kind and not verdict_of(result).missing
+        assert read_result(where / "cells" / f"{edge.id}.json") == result

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from torch_matrix.pins import requirement_lines, suggest_pins
 from torch_matrix.pins.specifiers import PinPolicy, specifier_set
+from torch_matrix.judge.verdict import verdict_of
 from torch_matrix.plan import bisection, followups
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import ORIGIN_EDGE, ORIGIN_MATRIX, UNSATISFIABLE, Cell, CellResult
@@ -1187,3 +1188,43 @@ def test_an_unproven_start_edge_says_before_and_claims_no_cap():
 
     text = EdgeProof(START, "1.12.0", "c", missing=("1.11.0", "1.10.2")).sentence()
     assert "1.11.0, 1.10.2 before 1.12.0 not tested" in text and "cap reached" not in text
+
+
+def test_edge_cells_ask_only_the_probes_that_fail_in_their_break():
+    """The grid runs three probes; the break fails only q. Each edge cell runs install_sanity and
+    q (its question), is judged on them alone, and the edges and pins come out as with the whole
+    suite; no edge result holds p, so nothing claims p passes at an edge release."""
+    suite = ("install_sanity", "p", "q")
+
+    def cell_of(version: str) -> Cell:
+        return make_cell(
+            torch=version, python="3.11", torchvision="", probes=suite, required_probes=suite
+        )
+
+    def judge(cell: Cell, bad: bool) -> CellResult:
+        names = cell.probe_subset or suite
+        return make_result(
+            cell,
+            probes=[
+                make_probe(
+                    n, FAIL if (bad and n == "q") else PASS, message="q broke" if bad else ""
+                )
+                for n in names
+            ],
+        )
+
+    bad = {"2.1.0", "2.1.1", "2.1.2", "2.2.0"}
+    results = [judge(cell_of(v), v in bad) for v in ("1.13.1", "2.2.0", "2.6.0")]
+    asked: list[tuple[str, ...]] = []
+    for _ in range(50):
+        planned = followups.plan_followups(results, lambda cell, axis="torch": RELEASES)
+        if not planned:
+            break
+        for cell in planned:
+            asked.append(cell.probe_subset)
+            results.append(judge(cell, cell.torch in bad))
+    assert asked and set(asked) == {("install_sanity", "q")}
+    edges = [r for r in results if r.cell.origin == ORIGIN_EDGE]
+    assert all(r.probe("p") is None for r in edges)
+    assert all(verdict_of(r).kind in ("compatible", "incompatible") for r in edges)
+    assert torch_line(results) == "torch!=2.1.*,!=2.2.0"

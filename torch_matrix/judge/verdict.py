@@ -7,7 +7,7 @@ on which stored results a rerun may keep. Pure: functions of records.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torch_matrix.judge.causes import (
@@ -26,6 +26,7 @@ from torch_matrix.vocab.records import (
     FAIL,
     INSTALL_ERROR,
     INSTALLED,
+    ORIGIN_EDGE,
     PASS,
     PROBE_RUNNER,
     SKIP,
@@ -113,6 +114,20 @@ def ran_no_test(probe: ProbeResult) -> bool:
 _JUDGED: dict[int, tuple[weakref.ref[CellResult], Verdict]] = {}
 
 
+def asks_only_its_subset(cell: Cell) -> bool:
+    """An edge cell with a ``probe_subset`` runs only those probes and claims nothing else (a
+    counterfactual's subset is different: it inherits the rest from the cell it follows up)."""
+    return bool(cell.probe_subset) and cell.origin == ORIGIN_EDGE
+
+
+def asked(cell: Cell, names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` as far as the cell asks them: all, or for a subset edge cell those in its subset
+    (its subset itself when the grid required none)."""
+    if not asks_only_its_subset(cell):
+        return tuple(names)
+    return tuple(n for n in names if n in cell.probe_subset) or tuple(cell.probe_subset)
+
+
 def verdict_of(result: CellResult) -> Verdict:
     """The cell's verdict (computed once per record: ``_JUDGED``)."""
     known = _JUDGED.get(id(result))
@@ -143,7 +158,9 @@ def _verdict_of(result: CellResult) -> Verdict:
     runner = result.probe(PROBE_RUNNER)
     if runner is not None and runner.status != PASS:
         return Verdict(NO_EVIDENCE, reason=f"probe runner: {runner.message}")
-    required = result.cell.required_probes or tuple(p.name for p in result.probes)
+    required = asked(result.cell, result.cell.required_probes) or tuple(
+        p.name for p in result.probes
+    )
     by_name = {p.name: p for p in result.probes}
     missing = tuple(name for name in required if name not in by_name)
     idle = tuple(name for name in required if name in by_name and ran_no_test(by_name[name]))
@@ -224,7 +241,7 @@ def is_complete(stored: CellResult | None, cell: Cell, fingerprint: str) -> bool
     if stored.install.status != INSTALLED or stored.probe(PROBE_RUNNER) is not None:
         return False
     have = {probe.name for probe in stored.probes}
-    wanted = set(cell.probes) | set(cell.required_probes)
+    wanted = set(asked(cell, cell.probes)) | set(asked(cell, cell.required_probes))
     if not wanted:
         return bool(have)
     return wanted <= have

@@ -48,6 +48,7 @@ from torch_matrix.plan.counterfactual import (
     plan_counterfactuals,
     replaced_by,
     with_requirement,
+    probe_subset,
 )
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import ID_UNSAFE
@@ -124,6 +125,7 @@ class Edge:
     # The releases at the open end of the span stepped over, each with why: a cell there gave no
     # evidence (unsatisfiable for the cell, excluded by the project's requirements, install error).
     skipped: tuple[tuple[str, str], ...] = ()
+    deciding: tuple[str, ...] = ()  # the probes that fail there: an edge cell runs only these
 
     @property
     def why(self) -> str:
@@ -351,6 +353,7 @@ def _edges_on(
                 )
             )
             base = tested[first]["cell"]
+            deciding = deciding_probes([tested[v]["result"] for v in bads])  # type: ignore[misc]
             for side, span in ((START, start_span), (END, end_span)):
                 found.append(
                     _edge(
@@ -362,9 +365,32 @@ def _edges_on(
                         kinds,
                         axis,
                         tuple(bads),
+                        deciding,
                     )
                 )
     return found
+
+
+def deciding_probes(bad: Sequence[CellResult]) -> tuple[str, ...]:
+    """The probes that decide a break: those that fail in its failing grid cells (in the suite's
+    order), the question each of its edge cells asks. Empty when a failing cell names none."""
+    found: dict[str, None] = {}
+    for result in bad:
+        failing = verdict_of(result).failing
+        if not failing:
+            return ()
+        found.update(dict.fromkeys(failing))
+    return tuple(found)
+
+
+def asking_only(cell: Cell, deciding: Sequence[str]) -> Cell:
+    """An edge cell that runs only the probes ``deciding`` its break (and the install check they
+    rest on, ``install_sanity``, where its suite has it): ``probe_subset``. Its probes and required
+    probes stay the grid's, so it is judged in the grid's context; its verdict is the subset's and
+    its other results are neither run nor claimed (``judge.verdict``, ``run.cellrun``)."""
+    if not deciding or cell.probe_subset:
+        return cell
+    return dataclasses.replace(cell, probe_subset=probe_subset(cell, deciding))
 
 
 def _edge(
@@ -376,6 +402,7 @@ def _edge(
     kinds: Mapping[str, str],
     axis: str = TORCH,
     breaking: tuple[str, ...] = (),
+    deciding: tuple[str, ...] = (),
 ) -> Edge:
     # Step over holes at the open end (no edge on that side yet: the oldest or newest release, or
     # the farthest one tried): a release whose cell gave no evidence says nothing of the break, so
@@ -399,7 +426,9 @@ def _edge(
     wanted = bisection.next_version(list(span), outcomes) if len(span) > 1 else None
     if spent >= budget:
         wanted = None
-    return Edge(context, side, span, base, spent, budget, wanted, axis, breaking, tuple(skipped))
+    return Edge(
+        context, side, span, base, spent, budget, wanted, axis, breaking, tuple(skipped), deciding
+    )
 
 
 # ---------------------------------------------------------------------------- interactions
@@ -726,6 +755,7 @@ def plan_followups(
             pythons=pythons(edge.base, edge.axis, edge.next),
             reason=edge.why,
         )
+        cell = asking_only(cell, edge.deciding)
         cell = with_fixes(cell, fixes.get((edge.axis, edge.context), ()))
         if cell.id not in have:
             planned.setdefault(cell.id, cell)

@@ -36,7 +36,7 @@ from torch_matrix.vocab.records import (
 )
 from torch_matrix.world.results import write_result
 from torch_matrix.judge.causes import Cause, VersionKind, attribute, axis_module_named
-from torch_matrix.judge.verdict import verdict_of
+from torch_matrix.judge.verdict import asked, asks_only_its_subset, verdict_of
 from torch_matrix.judge.hardware import DEVICE_PROBE, Target, cell_verdicts, disagreements
 from torch_matrix.edges.console import warn
 
@@ -442,8 +442,17 @@ def _probe_and_finish(
 ) -> CellResult:
     """The ``probes`` phase, then the result: the same for a planned cell and an existing environment."""
     subset = bool(cell.probe_subset) and base is not None and base.installed and bool(base.probes)
+    only = asks_only_its_subset(cell)  # an edge cell: its question's probes, nothing claimed else
     runs = (
-        dataclasses.replace(cell, probes=cell.probe_subset, required_probes=()) if subset else cell
+        dataclasses.replace(cell, probes=cell.probe_subset, required_probes=())
+        if subset
+        else dataclasses.replace(
+            cell,
+            probes=cell.probe_subset,
+            required_probes=asked(cell, cell.required_probes),
+        )
+        if only
+        else cell
     )
     with progress.phase("probes") as note:
         if step.probes_starting is not None:
@@ -452,6 +461,11 @@ def _probe_and_finish(
             progress.line(
                 f"  | only the probe(s) the finding concerns: {', '.join(cell.probe_subset)}; "
                 f"the others are {base.cell.id}'s"
+            )
+        elif only:
+            progress.line(
+                f"  | only the probe(s) that decide its break: {', '.join(cell.probe_subset)}; "
+                "its other results are not run and not claimed"
             )
         run = step.probes(
             runs,

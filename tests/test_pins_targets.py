@@ -36,6 +36,15 @@ def result_for(version: str, targets=TARGETS):
     return dataclasses.replace(result, gpu=gpu, targets=cell_verdicts(gpu, targets))
 
 
+# What 2.13.0's cu126 build would say read from its wheel (its table: 12.6 -> sm_50 .. sm_90).
+CU126_2_13 = {
+    "torch": "2.13.0+cu126",
+    "torch_cuda": "12.6",
+    "arch_flags": "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90",
+    "arch_list": "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90".split(),
+}
+
+
 def lines(suggestion) -> list[str]:
     return [line.text() for line in requirement_lines(suggestion.recommended) if line.specifiers]
 
@@ -72,13 +81,25 @@ def test_each_target_gets_the_bound_its_card_needs_and_the_main_pins_none():
     assert (
         by_target["RTX 5090 (sm_120), driver 580.82.07"].slug == "rtx-5090-sm_120-driver-580.82.07"
     )
-    (v100_advice,) = by_target[
-        "V100 (sm_70), driver 580.82.07"
-    ].advice  # from 2.13.0's own table of its builds
+    (v100_advice,) = by_target["V100 (sm_70), driver 580.82.07"].advice
+    # 2.13.0's own table lists a cu126 build with sm_70 code; no wheel of it was read: not advised
     assert (
-        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
+        "index-url" not in v100_advice
+        and (
+            "torch's own table lists a CUDA 12.6 build with code for this card, but no cu126 wheel "
+            "of it was read to show so: not advised"
+        )
         in v100_advice
     )
+    read = {"2.13.0": {"cu126": CU126_2_13}}
+    (v100_read,) = {p.target: p for p in target_pins(results, builds=read)}[
+        "V100 (sm_70), driver 580.82.07"
+    ].advice
+    assert (
+        "its cu126 build runs there (read from its wheel: CUDA 12.6, arch list sm_50 sm_60 sm_70 "
+        "sm_75 sm_80 sm_86 sm_90): pip install torch==2.13.0 --index-url "
+        "https://download.pytorch.org/whl/cu126"
+    ) in v100_read
     advice = by_target["RTX 5090 (sm_120), driver 580.82.07"].advice
     assert (
         advice[0].startswith("torch 2.4.1 (t2.4.1-py3.11): no-kernel-image")
@@ -119,7 +140,9 @@ def test_pins_writes_one_constraints_file_per_target(tmp_path, capsys):
 def test_a_driver_that_does_not_know_the_card_is_advised_not_a_variant():
     targets = targets_of(["RTX 5090", "V100"], ["535.104"])
     results = [result_for(v, targets) for v in ("2.8.0", "2.13.0")]
-    by_target = {pins.target: pins for pins in target_pins(results)}
+    by_target = {
+        pins.target: pins for pins in target_pins(results, builds={"2.13.0": {"cu126": CU126_2_13}})
+    }
     advice = by_target["RTX 5090 (sm_120), driver 535.104"].advice
     assert all(
         "a driver >= 580.65.06 runs this build" in line
@@ -146,3 +169,22 @@ def test_the_report_writes_the_per_target_pins_with_the_main_ones(tmp_path, caps
     assert (
         tmp_path / "run" / "pins" / "targets" / "v100-sm_70-driver-580.82.07" / "constraints.txt"
     ).is_file()
+
+
+def test_a_build_the_table_lists_is_advised_only_where_its_own_wheel_shows_it_runs():
+    """2.11.0's table lists a cu128 build with sm_70 code, but that wheel dropped Volta; 2.15.0's
+    lists a cu126 build that does not exist. Neither is advised on the table's word."""
+    (result,) = [result_for("2.11.0", targets_of(["V100"], ["580.82.07"]))]
+    table = result.gpu["build"]["release_variants_code_cc"]
+    assert 70 in table["12.8"]["any"]  # what the table claims
+    cu128_as_read = {
+        "torch": "2.11.0+cu128",
+        "torch_cuda": "12.8",
+        "arch_flags": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
+        "arch_list": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120".split(),
+    }
+    (pins,) = target_pins([result], builds={"2.11.0": {"cu128": cu128_as_read}})
+    (line,) = pins.advice
+    assert "index-url" not in line and "its cu128 wheel has no code for it" in line
+    (unread,) = target_pins([result], builds={}).pop().advice
+    assert "index-url" not in unread and "no cu" in unread and "not advised" in unread

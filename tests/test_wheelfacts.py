@@ -314,3 +314,37 @@ def test_a_file_index_reads_the_member_directly(tmp_path, hw_index):
     assert "3 wheel(s) read, 0.0 MB fetched" in out and "native" in out
     local = LocalZip(hw_index.wheels[0])
     assert local.read("torch/version.py") is not None and local.bytes_fetched == 0
+
+
+def test_the_other_builds_of_a_release_are_read_from_their_own_wheels_for_the_advice(tmp_path):
+    """The pins' advice reads each CUDA build torch's table names from the variant index: the one
+    that exists is read (its arch list from its wheel), the one that does not is left out."""
+    import dataclasses
+
+    from tests.factories import make_cell, make_result
+    from torch_matrix.run.targetplan import sibling_builds
+    from torch_matrix.world.specfile import IndexConfig
+
+    index = build_index(
+        tmp_path / "pytorch",
+        [torch_wheel("2.13.0+cu126", cuda="12.6", arch_flags=SEVEN)],
+    )
+    (index.root / "cu126").symlink_to(index.simple_dir)  # <pytorch>/cu126/torch/ -> the listing
+    result = make_result(make_cell(torch="2.13.0", torchvision="", python="3.11"))
+    build = {
+        "torch": "2.13.0+cu130",
+        "torch_cuda": "13.0",
+        "arch_flags": "sm_75 sm_80",
+        "release_variants_code_cc": {"12.6": {"any": [50, 60, 70]}, "12.8": {"any": [70, 80]}},
+    }
+    target = {"target": "V100 (sm_70)", "verdict": "no-kernel-image", "reason": "no sm_70"}
+    result = dataclasses.replace(result, gpu={"build": build}, targets=(target,))
+    with serve(index.root) as served:
+        config = IndexConfig(pytorch=served.url)
+        environ = {"TORCH_MATRIX_CACHE_DIR": str(tmp_path / "cache")}
+        found = sibling_builds([result], config, environ, platforms=["any"])
+        assert [p for p, r, _n in served.log if p.endswith(".whl") and not r] == []
+    assert list(found) == ["2.13.0"] and list(found["2.13.0"]) == ["cu126"]  # no cu128 build
+    assert found["2.13.0"]["cu126"]["arch_flags"] == SEVEN
+    fine = dataclasses.replace(result, targets=({**target, "verdict": "native"},))
+    assert sibling_builds([fine], IndexConfig(pytorch="http://127.0.0.1:9"), {}) == {}

@@ -76,6 +76,25 @@ def index_facts(
     return released, pythons
 
 
+def other_builds(results: Sequence[Any], spec_path: str | None = None) -> Any:
+    """The other CUDA builds of each release that does not run on a target, read from their own
+    wheels (``run.targetplan.sibling_builds``): the only builds the per-target advice names."""
+    if not any(result.targets for result in results):
+        return None
+    try:
+        from torch_matrix.run.targetplan import sibling_builds
+        from torch_matrix.world.specfile import load_spec
+
+        return sibling_builds(results, load_spec(spec_path).index)
+    except Exception as error:  # noqa: BLE001 - offline or a bad spec: advise no other build
+        print(
+            "torch-matrix pins: the other CUDA builds of each release were not read, so none is "
+            f"advised ({' '.join(str(error).split())[:160]})",
+            file=sys.stderr,
+        )
+        return None
+
+
 def admitted_releases(
     released: Mapping[str, list[str]], declared: Mapping[str, tuple[str, str]]
 ) -> dict[str, list[str]]:
@@ -230,7 +249,12 @@ def _pins(args: argparse.Namespace) -> int:
                 for cell_id, why in sorted(missing.items())
             )
         )
-    per_target = target_pins(loaded.results, released, policy, wheel_pythons)
+    builds = (
+        None
+        if getattr(args, "no_coverage", False)
+        else other_builds(loaded.results, getattr(args, "spec", None))
+    )
+    per_target = target_pins(loaded.results, released, policy, wheel_pythons, builds)
     if per_target:
         text.append("\n" + render_target_summary(per_target))
     if getattr(args, "history", None) is not None:

@@ -27,6 +27,7 @@ from torch_matrix.judge.hardware import (
     judge,
     parse_gpu,
     unique_slugs,
+    variant_cuda,
     variant_cuda_for,
 )
 from torch_matrix.pins.specifiers import PinPolicy
@@ -78,11 +79,55 @@ def _release(result: CellResult) -> Version | None:
         return None
 
 
-def advice_for(results: Sequence[CellResult], target: str) -> tuple[str, ...]:
+# release -> variant tag ("cu126") -> the build facts read from that build's own wheel
+# (``torch_matrix.run.targetplan.sibling_builds``); a build not read is absent.
+SiblingBuilds = Mapping[str, Mapping[str, Mapping[str, Any]]]
+
+
+def _sibling_that_runs(
+    release: str, target: Target, builds: SiblingBuilds
+) -> tuple[str, Mapping[str, Any]] | None:
+    """The newest CUDA build of ``release`` whose own wheel shows it runs on ``target``."""
+    found = []
+    for tag, facts in (builds.get(release) or {}).items():
+        verdict = judge(BuildFacts.from_facts(facts), target)
+        if verdict is not None and verdict.runs and variant_cuda(tag):
+            found.append((tuple(int(p) for p in variant_cuda(tag).split(".")), tag, facts))
+    if not found:
+        return None
+    _key, tag, facts = max(found, key=lambda item: item[0])
+    return tag, facts
+
+
+def _table_says(listed: str, release: str, builds: SiblingBuilds) -> str:
+    """Why torch's own table's CUDA ``listed`` build is not advised: its wheel says otherwise, or
+    no wheel of it was read (none exists on the index, or the index could not be read)."""
+    tag = "cu" + listed.replace(".", "")
+    facts = (builds.get(release) or {}).get(tag)
+    where = (
+        f"its {tag} wheel has no code for it (arch list {facts.get('arch_flags') or '-'})"
+        if facts
+        else f"no {tag} wheel of it was read to show so"
+    )
+    return f"; torch's own table lists a CUDA {listed} build with code for this card, but {where}: not advised"
+
+
+def _target_of(label: str) -> Target:
+    capability = _gpu_of(label)
+    gpu = Gpu(f"sm_{capability}", capability) if capability is not None else None
+    return Target(gpu, _driver_of(label))
+
+
+def advice_for(
+    results: Sequence[CellResult], target: str, builds: SiblingBuilds | None = None
+) -> tuple[str, ...]:
     """The builds that do run on ``target`` where a default build does not: a newer (or older)
-    release whose build runs, and, from torch's own table of its release variants
-    (``torch.cuda.PYTORCH_RELEASES_CODE_CC`` read from the installed wheel), the variant index of
-    the same release that has code for the card."""
+    release whose build runs, and another CUDA build of the same release whose own wheel (read
+    by ``torch_matrix.run.targetplan.sibling_builds``: ``builds``) shows code for the card. torch's
+    table of its release variants (``torch.cuda.PYTORCH_RELEASES_CODE_CC``) only says which
+    builds to read: a build it lists is never advised on its word alone (2.11.0's lists a cu128
+    build with sm_70 code that has none; 2.15.0's a cu126 build that does not exist)."""
+    builds = builds or {}
     runs: list[tuple[Version, CellResult]] = []
     fails: list[tuple[Version, CellResult, Mapping[str, Any]]] = []
     for result in results:
@@ -114,18 +159,22 @@ def advice_for(results: Sequence[CellResult], target: str) -> tuple[str, ...]:
             )
             if again is not None and again.runs:  # the driver alone stands in the way
                 line += f"; a driver >= {needed} runs this build"
-        cuda = variant_cuda_for(
+        sibling = _sibling_that_runs(release.public, _target_of(target), builds)
+        listed = variant_cuda_for(
             build,
             _gpu_of(target),
             _driver_of(target),
             str(result.platform.get("machine") or "x86_64"),
         )
-        if cuda:
-            tag = "cu" + cuda.replace(".", "")
+        if sibling is not None:
+            tag, facts = sibling
             line += (
-                f"; torch's own table of its release builds lists CUDA {cuda} with code for this card: "
+                f"; its {tag} build runs there (read from its wheel: CUDA {facts.get('torch_cuda')}, "
+                f"arch list {facts.get('arch_flags')}): "
                 f"pip install torch=={release.public} --index-url {PYTORCH_WHL}/{tag}"
             )
+        elif listed:
+            line += _table_says(listed, release.public, builds)
         newer = [v for v in good if Version(v) > release]
         older = [v for v in good if Version(v) < release]
         if newer:
@@ -156,6 +205,7 @@ def target_pins(
     released: Mapping[str, Sequence[str]] | None = None,
     policy: PinPolicy = PinPolicy.ADMIT_UNTESTED,
     wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
+    builds: SiblingBuilds | None = None,
 ) -> list[TargetPins]:
     """One ``TargetPins`` per declared target the results were judged for."""
     out = []
@@ -168,7 +218,7 @@ def target_pins(
                 target=target,
                 slug=slugs[target],
                 suggestion=suggest_pins(seen, released, policy, wheel_pythons),
-                advice=advice_for(results, target),
+                advice=advice_for(results, target, builds),
             )
         )
     return out

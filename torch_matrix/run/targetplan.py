@@ -11,16 +11,19 @@ import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from torch_matrix.edges.ranges import RangeFetch, http_range
+from torch_matrix.judge.hardware import RUNS, variant_cuda
 from torch_matrix.plan.hardware import CellBuild
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.vocab.records import Cell
-from torch_matrix.world.index import PackageIndex, open_index
-from torch_matrix.world.specfile import DEFAULT_VARIANT, Spec
+from torch_matrix.vocab.records import Cell, CellResult
+from torch_matrix.world.index import PackageIndex, open_index, open_variant_index
+from torch_matrix.world.specfile import DEFAULT_VARIANT, IndexConfig, Spec
 from torch_matrix.world.wheelfacts import WheelRead, build_of
 
 WORKERS = 8
+RUNS_VERDICTS = {str(v) for v in RUNS}
 
 
 @dataclass(frozen=True)
@@ -76,3 +79,62 @@ def read_builds(
         builds.append(CellBuild(cell.id, cell.torch, facts, why))
     reads = {r.url: r for _f, rs, _w in found.values() for r in rs}
     return TargetPlan(tuple(builds), tuple(reads.values()))
+
+
+def listed_variants(result: CellResult) -> list[str]:
+    """The CUDA builds of a cell's release that torch's own table names (``cu126``, ...): the
+    builds worth reading, never advice on their own."""
+    table = (result.gpu.get("build") or {}).get("release_variants_code_cc")
+    if not isinstance(table, Mapping):
+        return []
+    return [
+        "cu" + str(cuda).replace(".", "")
+        for cuda in table
+        if variant_cuda(f"cu{str(cuda).replace('.', '')}")
+    ]
+
+
+def sibling_builds(
+    results: Sequence[CellResult],
+    index_config: IndexConfig,
+    environ: Mapping[str, str] = os.environ,
+    fetch: RangeFetch = http_range,
+    platforms: Sequence[str] | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """release -> variant tag -> build facts read from that build's wheel on the PyTorch index, for
+    every cell whose build does not run on one of its targets (``pins.targets.advice_for``). A
+    build whose wheel is not on the index, or cannot be read, is left out (and so not advised)."""
+    platforms = list(platforms) if platforms is not None else host_platforms()
+    wanted: dict[tuple[str, str, str], None] = {}
+    for result in results:
+        if not any(str(t.get("verdict")) not in RUNS_VERDICTS for t in result.targets):
+            continue
+        release = result.cell.torch
+        for tag in listed_variants(result):
+            wanted[(release, tag, result.cell.python)] = None
+    if not wanted:
+        return {}
+    indexes = {
+        tag: open_variant_index(index_config, tag, environ=environ)
+        for tag in {tag for _r, tag, _p in wanted}
+    }
+
+    def one(key: tuple[str, str, str]) -> dict[str, Any] | None:
+        release, tag, python = key
+        try:
+            facts, _reads, why = build_of(indexes[tag], release, python, platforms, "", tag, fetch)
+        except UserError:
+            return None
+        if why or facts.get("torch_cuda") is None:
+            return None
+        version = str(facts.get("torch") or "")
+        return facts if version.endswith(f"+{tag}") else None  # that build, not another
+
+    keys = list(wanted)
+    with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(keys)))) as pool:
+        read = dict(zip(keys, pool.map(one, keys)))
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for (release, tag, _python), facts in read.items():
+        if facts is not None:
+            found.setdefault(release, {})[tag] = facts
+    return found

@@ -126,7 +126,13 @@ def _install(ctx: Context, release: str) -> dict[str, Any]:
             timeout=3600,
         )
         seconds = time.perf_counter() - started
-        sizes = wheel_sizes(unique_installed([venv]))
+        sizes: dict[str, int] = {}
+        unsized: list[str] = []
+        for wheel in unique_installed([venv]):  # one at a time: a wheel PyPI cannot size is named
+            try:
+                sizes.update(wheel_sizes([wheel]))
+            except (LookupError, OSError) as error:
+                unsized.append(f"{wheel.name} {wheel.version}: {error}")
         proc = run_command(
             [
                 str(venv / "bin" / "python"),
@@ -143,6 +149,7 @@ def _install(ctx: Context, release: str) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "download_bytes": sum(sizes.values()),
+        "unsized_wheels": unsized,
         "disk_bytes": disk,
         "facts": facts,
     }

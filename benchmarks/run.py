@@ -37,7 +37,7 @@ FIGURES = (
     ("9_proof", "benchmarks.proof"),
     ("10_verify_memo", "benchmarks.verify_memo"),
     ("11_budget", "benchmarks.budget"),
-    ("11_wheel_facts", "benchmarks.wheel_facts"),
+    ("12_wheel_facts", "benchmarks.wheel_facts"),
 )
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 RESULTS_SCHEMA = "torch-matrix/bench"

@@ -1,4 +1,4 @@
-"""Figure 11: hardware verdicts read from the wheels at plan time, against installing the builds.
+"""Figure 12: hardware verdicts read from the wheels at plan time, against installing the builds.
 
 Releases: PyPI's torch 2.7.1, 2.8.0 and 2.13.0 (cp311, manylinux x86_64: CUDA 12.6, 12.8 and 13.0
 builds). Targets: 4 GPUs of 4 architecture generations (GTX 1080 sm_61, V100 sm_70, RTX 4090 sm_89,
@@ -42,7 +42,7 @@ from .common import (
 )
 from .stats import ratio, summarize, targets_for
 
-FIGURE = "11_wheel_facts"
+FIGURE = "12_wheel_facts"
 RELEASES = ("2.7.1", "2.8.0", "2.13.0")
 PYTHON = "3.11"
 GPUS = ("GTX 1080", "V100", "RTX 4090", "RTX 5090")

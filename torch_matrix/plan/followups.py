@@ -353,7 +353,7 @@ def _edges_on(
                 )
             )
             base = tested[first]["cell"]
-            deciding = deciding_probes([tested[v]["result"] for v in bads])  # type: ignore[misc]
+            deciding = deciding_probes([tested[v]["result"] for v in bads])
             for side, span in ((START, start_span), (END, end_span)):
                 found.append(
                     _edge(

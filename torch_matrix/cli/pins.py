@@ -132,7 +132,7 @@ def missing_of(results_dir: Path, results: Sequence[CellResult]) -> dict[str, st
     return {
         cell_id: missing_reason(plan, cell_id)
         for cell_id in planned_ids(plan.cells)
-        if cell_id not in present
+        if cell_id not in present and cell_id in plan.blocked  # a deleted result stays deleted
     }
 
 

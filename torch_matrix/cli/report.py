@@ -353,7 +353,9 @@ def _report(args: argparse.Namespace) -> int:
     elif _arg(args, "spec"):
         planned = _planned_from_spec(_arg(args, "spec"))
     elif run_plan is not None:
-        planned = list(run_plan.cells)
+        # Without --plan/--spec, only the cells the run could not start (their venv directory
+        # blocked them): a result deleted on purpose does not come back as "missing".
+        planned = [c for c in run_plan.cells if planned_ids([c])[0] in run_plan.blocked]
     present = {result.cell.id for result in loaded.results}
     missing = missing_cells(planned, present)
     reasons = {cell_id: missing_reason(run_plan, cell_id) for cell_id in planned_ids(missing)}

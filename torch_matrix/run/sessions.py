@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torch_matrix.edges import console
+from torch_matrix.edges.fileio import WriteFailed
 from torch_matrix.vocab import layout
 from torch_matrix.vocab import settings as env_settings
 from torch_matrix.vocab.errors import UserError
@@ -417,6 +418,8 @@ def run_matrix_cell(
             remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
         except UserError as error:
             session.error(error.render())
+        except WriteFailed as error:  # the budget's ledger on a full results disk: one line
+            session.error(error.user_error().render())
     verdict = verdict_of(result)
     reason = terminal(
         verdict.reason.strip()
@@ -823,6 +826,8 @@ def run_followups_session(
         return spent
     except UserError as error:
         session.error(error.render())
+    except WriteFailed as error:  # the budget's ledger on a full results disk: one line
+        session.error(error.user_error().render())
 
 
 def followup_keeper(

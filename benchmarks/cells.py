@@ -77,7 +77,7 @@ def matrix_cells(quick: bool) -> list[Cell]:
 
 def index_config() -> Any:
     """The index options the tool would use here (pip's find-links etc. honoured), via torch_matrix.world.specfile."""
-    from torch_matrix.world.specfile import parse_spec
+    from torch_matrix.spec.parse import parse_spec
 
     text = f'name = "bench"\npython = ["{PYTHON}"]\ntorch = {{ versions = "==2.5.1" }}\n'
     return parse_spec(text, "benchmarks/cells.py", environ=os.environ).index

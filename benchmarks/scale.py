@@ -75,7 +75,7 @@ STANDARD_PROBES = (
 def released_torch(count: int) -> list[str]:
     """The newest ``count`` public torch releases >= 2.0, from the tool's (cached) index."""
     from torch_matrix.world.index import open_index
-    from torch_matrix.world.specfile import parse_spec
+    from torch_matrix.spec.parse import parse_spec
 
     spec = parse_spec(
         'name = "x"\npython = ["3.11"]\ntorch = { versions = ">=2.0" }\n',

@@ -201,3 +201,26 @@ def test_the_map_lists_the_layers_in_order():
     listed = re.findall(r"^\| `(\w+)/` \|", text, re.M)
     assert tuple(listed) == LAYERS, "docs/ARCHITECTURE.md: one row per layer, bottom first"
     assert len(text.splitlines()) <= 40
+
+
+def test_every_warning_goes_through_the_console():
+    """``torch-matrix: warning:`` is written in one place, edges/console.py (``warn``,
+    ``warning_line`` for nox's ``session.warn``), which also escapes what it prints; seven were once
+    printed by hand. The probe suite, which runs inside a cell's interpreter, has its own voice."""
+    wrong = []
+    for name, path in modules().items():
+        if name == "edges.console" or layer_of(name) == "probes":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if "warning: " in node.value and "torch-matrix" in node.value:
+                    wrong.append(f"{name}:{node.lineno}")
+            elif isinstance(node, ast.JoinedStr):
+                text = "".join(
+                    part.value
+                    for part in node.values
+                    if isinstance(part, ast.Constant) and isinstance(part.value, str)
+                )
+                if "torch-matrix: warning: " in text:
+                    wrong.append(f"{name}:{node.lineno}")
+    assert wrong == [], "print warnings with torch_matrix.edges.console.warn (or warning_line)"

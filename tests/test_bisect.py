@@ -361,7 +361,7 @@ def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
 
     from torch_matrix.cli.bisection import TEST_PROBE, _held_spec
     from torch_matrix.vocab.errors import UserError
-    from torch_matrix.world.specfile import parse_spec
+    from torch_matrix.spec.parse import parse_spec
 
     spec = parse_spec(
         'name = "x"\npython = ["3.11", "3.12"]\ntorch = ["2.5.1"]\nvariant = ["cpu", "cu124"]\n'

@@ -278,3 +278,37 @@ def test_a_missing_module_from_another_distribution_asks_for_that_distribution()
         failing.cell, probes=failing.probes, resolved={"torch": "2.1.0", "setuptools": "81.0.0"}
     )
     assert verdict_of(older).kind == INCOMPATIBLE
+
+
+def test_the_release_advised_as_a_cap_is_the_newest_by_pep_440_not_by_text():
+    """A pre-release is older than its release (2.0.0rc1 < 2.0.0) and 10.0 is newer than 9.0: the
+    advice caps at the newest release seen shipping the module, and names the cell that showed it
+    (the text-split ordering this replaced advised `<=2.0.0rc1`, excluding 2.0.0 that ships it)."""
+    from torch_matrix.judge.causes import dropped_advice
+
+    found = {
+        "module": "pkg_resources",
+        "distribution": "setuptools",
+        "installed": "82.0.0",
+        "torch": "2.5.1",
+        "provided_in": [
+            {"version": "2.0.0rc1", "cell": "rc"},
+            {"version": "2.0.0", "cell": "final"},
+            {"version": "1.9", "cell": "old"},
+        ],
+    }
+    advice = dropped_advice(found)
+    assert "cap setuptools<=2.0.0 " in advice and "(cell final)" in advice, advice
+    found["provided_in"] = [{"version": "9.0", "cell": "nine"}, {"version": "10.0", "cell": "ten"}]
+    advice = dropped_advice(found)
+    assert "cap setuptools<=10.0 " in advice and "(cell ten)" in advice, advice
+
+
+def test_a_dropped_module_keeps_the_newest_providers_when_more_than_five_shipped_it():
+    from torch_matrix.judge.causes import _dropped_provider
+
+    here = make_result(make_cell(id="here"), resolved={"torch": "2.5.1", "setuptools": "82.0.0"})
+    seen = [(f"{v}.0", f"c{v}") for v in (3, 4, 5, 6, 7, 8, 9, 10, 11)]
+    found = _dropped_provider(here, "pkg_resources", {"pkg_resources": {"setuptools": seen}})
+    assert found is not None
+    assert [p["version"] for p in found["provided_in"]] == ["11.0", "10.0", "9.0", "8.0", "7.0"]

@@ -39,7 +39,7 @@ from torch_matrix.vocab.records import (
     ProbeResult,
 )
 from torch_matrix.world.results import read_result
-from torch_matrix.world.specfile import IndexConfig
+from torch_matrix.spec.model import IndexConfig
 from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, verdict_of
 from tests.factories import make_cell
 from tests.synthetic_wheels import build_index

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from torch_matrix import cli  # noqa: F401
 from torch_matrix.run import check  # noqa: F401 - check: the module under test
 from torch_matrix.cli import check as check_cli
-from torch_matrix.report import terminal as report
+from torch_matrix.report import rows
 from torch_matrix.run.check import (
     EnvironmentFacts,
     existing_cell,
@@ -193,7 +193,7 @@ def test_the_report_reruns_an_existing_environment_with_check_not_nox():
         ),
         interpreter={"path": "/srv/my env/bin/python"},
     )
-    lines = dict(report.repro_lines(report.judge([bad, env])))
+    lines = dict(rows.repro_lines(rows.judge([bad, env])))
     assert lines[env.cell.id] == "torch-matrix check --python '/srv/my env/bin/python'"
     assert lines[bad.cell.id] == "torch-matrix run -s 'matrix(t2.13.0-py3.11)' -- --redo"
 

@@ -83,7 +83,7 @@ def test_the_readme_is_for_users() -> None:
     the table on one line; the contributor's material (the suite's parts, the fault suite, the
     browser) in CONTRIBUTING.md, not in the user's path."""
     from torch_matrix.judge.verdict import VERDICTS
-    from torch_matrix.report.terminal import MISSING, TEXT_SYMBOLS
+    from torch_matrix.report.rows import MISSING, TEXT_SYMBOLS
 
     readme = REPO / "README.md"
     assert len(readme.read_text(encoding="utf-8").splitlines()) <= 150

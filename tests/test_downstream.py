@@ -21,7 +21,9 @@ from torch_matrix.cli import run as run_cli
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.plan.grid import cell_install
 from torch_matrix.vocab.records import Cell
-from torch_matrix.world.specfile import DEFAULT_SPEC_PATH, find_spec, load_spec, parse_spec
+from torch_matrix.spec.model import DEFAULT_SPEC_PATH
+from torch_matrix.world.specfile import find_spec, load_spec
+from torch_matrix.spec.parse import parse_spec
 from torch_matrix.probes import pytest_outcomes
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from torch_matrix.world.environment import (
     verify,
 )
 from torch_matrix.vocab.records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, InstallOutcome
-from torch_matrix.world.specfile import IndexConfig
+from torch_matrix.spec.model import IndexConfig
 from tests.factories import make_cell
 
 # Real uv 0.13.8 output, produced on this machine.

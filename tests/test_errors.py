@@ -14,7 +14,7 @@ from torch_matrix import cli
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.plan.grid import IndexFacts, nearest_releases, plan_cells
 from torch_matrix.plan.shards import parse_shard, select_shard
-from torch_matrix.world.specfile import parse_spec
+from torch_matrix.spec.parse import parse_spec
 from tests.test_spec import BAD
 
 
@@ -214,7 +214,7 @@ def test_index_errors_name_their_fix(tmp_path):
         Source,
         open_index,
     )
-    from torch_matrix.world.specfile import IndexConfig
+    from torch_matrix.spec.model import IndexConfig
     from tests.test_index import make_wheel
 
     missing = open_index(

@@ -1966,7 +1966,7 @@ def test_pins_apply_keeps_what_it_does_not_change(tmp_path, finished_run, case):
 def test_a_10000_cell_plan_is_planned_whole():
     """Correctness at scale; its speed (0.7 s on the fault table's machine) is in `nox -s bench`."""
     from torch_matrix.plan.grid import IndexFacts, plan_cells
-    from torch_matrix.world.specfile import parse_spec
+    from torch_matrix.spec.parse import parse_spec
     from tests.test_plan import Interp
 
     torch = [f"2.{i}.0" for i in range(100)]

@@ -24,7 +24,8 @@ from torch_matrix.run.pipeline import plan_spec
 from torch_matrix.spec.model import DEFAULT_TORCH
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world import results
-from torch_matrix.world.specfile import parse_spec, tomllib
+from torch_matrix.spec.parse import parse_spec
+from torch_matrix.spec.parse import tomllib
 from tests.factories import make_cell, make_result
 from tests.synthetic_wheels import build_index
 

@@ -303,7 +303,7 @@ def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_
 
 
 def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
-    from torch_matrix.report.terminal import cell_repro
+    from torch_matrix.report.rows import cell_repro
 
     cell = followups.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
     assert (
@@ -606,8 +606,8 @@ def test_an_sdist_only_release_is_admitted_only_where_the_package_ships_no_wheel
 
 
 def test_the_pins_read_which_python_each_release_has_a_wheel_for_from_the_index(tmp_path):
-    """``cli.pins.index_facts``: released versions and, per release, the Pythons its wheels serve."""
-    from torch_matrix.cli.pins import index_facts
+    """``run.pins.index_facts``: released versions and, per release, the Pythons its wheels serve."""
+    from torch_matrix.run.pins import index_facts
     from tests.test_index import make_wheel
 
     wheels = tmp_path / "wheels"

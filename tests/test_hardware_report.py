@@ -13,7 +13,8 @@ from torch_matrix.judge.hardware import cell_verdicts, targets_of
 from torch_matrix.report.html_page import render_html
 from torch_matrix.report.markdown import render_markdown_summary
 from torch_matrix.report.repro import render_bundle
-from torch_matrix.report.terminal import hardware_table, judge, render_text
+from torch_matrix.report.rows import hardware_table, judge
+from torch_matrix.report.terminal import render_text
 from torch_matrix.world.results import write_result
 from tests.factories import make_result
 

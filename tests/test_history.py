@@ -21,16 +21,15 @@ from hypothesis import strategies as st
 
 from torch_matrix.report import diff_render
 from torch_matrix.cli import main as cli_main
-from torch_matrix.report.diff import (
+from torch_matrix.judge.snapshot import (
     CellState,
     ProbeState,
     RunRef,
     Snapshot,
-    diff_snapshots,
     pass_rate,
     snapshot_of,
-    streak_start,
 )
+from torch_matrix.report.diff import diff_snapshots, streak_start
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world.history import SCHEMA_VERSION, open_history, run_name_of, run_ref_for
 from torch_matrix.vocab.records import FAIL, PASS, SKIP
@@ -435,7 +434,8 @@ def test_open_history_refuses_a_directory(tmp_path):
 
 
 def test_exclusion_confidence_is_the_failure_rate_of_its_cells_and_probes():
-    from torch_matrix.report.diff import PassRate, exclusion_confidence
+    from torch_matrix.judge.snapshot import PassRate
+    from torch_matrix.report.diff import exclusion_confidence
     from torch_matrix.pins.model import Exclusion
 
     steady = Exclusion("torch", "1.12.0", probes=("lazy_cuda_init",), cells=("a", "b"))

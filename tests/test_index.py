@@ -19,7 +19,7 @@ from torch_matrix.world.index import (
     open_index,
     parse_html_listing,
 )
-from torch_matrix.world.specfile import IndexConfig
+from torch_matrix.spec.model import IndexConfig
 
 
 def make_wheel(

@@ -9,6 +9,8 @@ pins are checked against a fixed set of cells).
 from __future__ import annotations
 
 import re
+
+import pytest
 from collections.abc import Iterable
 
 from hypothesis import HealthCheck, example, given, settings
@@ -395,13 +397,13 @@ def test_extras_windows_and_trade_offs_give_up_only_the_pairs_they_name(
 def test_the_report_session_pins_the_rules_trade_off_and_prints_each(tmp_path, capsys, monkeypatch):
     """The run's one pins line names the trade-off the rule pinned, and each trade-off under it; with
     none pinned it must not say "none needed" while a break is open."""
-    import torch_matrix.cli.pins
+    import torch_matrix.run.pins
     from torch_matrix.cli.report import _write_pins
 
     monkeypatch.setattr(
-        torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
+        torch_matrix.run.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
     )
-    listed = _write_pins(the_numpy_run(), tmp_path, None)
+    listed = _write_pins(the_numpy_run(), tmp_path, torch_matrix.run.pins.PinsOptions())
     err = capsys.readouterr().err
     assert "pins: numpy<2: " in err and "none needed" not in err
     assert "  trade-off 1 (pinned by the rule): numpy<2: gives up 4 working pairs" in err
@@ -417,12 +419,12 @@ def test_the_report_session_pins_the_rules_trade_off_and_prints_each(tmp_path, c
 
 
 def test_pins_tradeoffs_show_from_the_command_line(tmp_path, capsys, monkeypatch):
-    import torch_matrix.cli.pins
+    import torch_matrix.run.pins
     from torch_matrix.cli import main
     from torch_matrix.world.results import write_result
 
     monkeypatch.setattr(
-        torch_matrix.cli.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
+        torch_matrix.run.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
     )
     for result in the_numpy_run():
         write_result(result, tmp_path / "run" / "cells")
@@ -533,3 +535,49 @@ def test_the_pinned_files_admit_no_tested_failing_pair_and_keep_torch_whole(boxe
             assert any(all(n.admits(o) for n in numpy_lines) for o in cells) or not any(
                 t.pin.package == "numpy" and suggestion.pinned(t) for t in suggestion.tradeoffs
             ), (exclusion.version, [n.text() for n in numpy_lines])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--tradeoffs", "show"],
+        ["--policy", "admit-untested"],
+        ["--policy", "tested-only", "--tradeoffs", "pin-first"],
+        ["--no-coverage"],
+    ],
+)
+def test_report_pins_takes_the_pins_options_and_writes_what_pins_writes(
+    tmp_path, capsys, monkeypatch, options
+):
+    """One pipeline (torch_matrix.run.pins): `report --pins` with an option writes the same pins
+    files as `pins` with it (the report's copy once took neither --policy nor --tradeoffs)."""
+    import torch_matrix.run.pins
+    from torch_matrix.cli import main
+    from torch_matrix.world.results import write_result
+
+    asked: list[str] = []
+
+    def facts(packages, spec):
+        asked.append("index")
+        return RELEASED, WHEELS
+
+    monkeypatch.setattr(torch_matrix.run.pins, "index_facts", facts)
+    for result in the_numpy_run():
+        write_result(result, tmp_path / "run" / "cells")
+    assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "pins"), *options]) == 0
+    report_out = tmp_path / "report"
+    assert (
+        main(["report", str(tmp_path / "run"), "--out", str(report_out), "--pins", *options]) == 0
+    )
+    for name in ("constraints.txt", "requirements-pins.txt", "pins.json"):
+        assert (report_out / "pins" / name).read_text() == (tmp_path / "pins" / name).read_text()
+    assert asked == ([] if "--no-coverage" in options else ["index", "index"])
+
+
+def test_the_command_lines_pins_choices_are_the_pipelines():
+    from torch_matrix import cli
+    from torch_matrix.pins import PinPolicy
+    from torch_matrix.run.pins import TRADEOFF_CHOICES
+
+    assert cli.PIN_POLICIES == tuple(policy.value for policy in PinPolicy)
+    assert cli.TRADEOFFS == TRADEOFF_CHOICES

@@ -21,7 +21,7 @@ from torch_matrix.vocab.errors import UserError
 from torch_matrix.plan.grid import IndexFacts, gather_facts, plan_cells, value_token
 from torch_matrix.plan.shards import parse_shard, select_shard, shards
 from torch_matrix.vocab.records import Cell
-from torch_matrix.world.specfile import parse_spec
+from torch_matrix.spec.parse import parse_spec
 
 
 @dataclass(frozen=True)

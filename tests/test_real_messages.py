@@ -229,7 +229,7 @@ def test_the_report_summary_and_the_issue_body_carry_the_fix_first():
     from torch_matrix.report.diff import NewFailure
     from torch_matrix.report.diff_render import issue_body
     from torch_matrix.report.markdown import render_markdown_summary
-    from torch_matrix.report.terminal import code_fix_notes, judge
+    from torch_matrix.report.rows import code_fix_notes, judge
 
     broken, _record = real_result("torch2.6-weights_only")
     judged = judge([broken])

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from torch_matrix import cli
+from torch_matrix.report import rows as report_rows
 from torch_matrix.report import terminal as report
 from torch_matrix.report import markdown as report_markdown
 from torch_matrix.world import results
@@ -57,12 +58,12 @@ def text_lines(text: str, needle: str) -> list[str]:
 
 
 def test_counts_line_counts_each_verdict():
-    judged = report.judge(sample())
+    judged = report_rows.judge(sample())
     assert (
-        report.counts_line(judged)
+        report_rows.counts_line(judged)
         == "4 cells: 1 compatible, 1 incompatible, 1 unsatisfiable, 1 error"
     )
-    assert report.counts_line(judged, ["t9-py3.11"]).endswith("; 1 planned but missing")
+    assert report_rows.counts_line(judged, ["t9-py3.11"]).endswith("; 1 planned but missing")
 
 
 def test_cell_table_has_one_row_per_cell_with_verdict_and_failing_probe():
@@ -77,7 +78,9 @@ def test_cell_table_has_one_row_per_cell_with_verdict_and_failing_probe():
 
 
 def test_rows_are_ordered_by_torch_version_not_text():
-    rows = report.cell_rows(report.judge([make_result(torch="2.10.0"), make_result(torch="2.9.1")]))
+    rows = report_rows.cell_rows(
+        report_rows.judge([make_result(torch="2.10.0"), make_result(torch="2.9.1")])
+    )
     assert [row[2] for row in rows] == ["2.9.1", "2.10.0"]
 
 
@@ -91,7 +94,7 @@ def test_extras_and_installed_versions_are_shown():
             "filelock": "3.0",
         },
     )
-    row = report.cell_rows(report.judge([result]))[0]
+    row = report_rows.cell_rows(report_rows.judge([result]))[0]
     assert row[5] == "numpy<2"
     assert row[6] == "torch 2.5.1+cpu, torchvision 0.20.1, numpy 1.26.4"
 
@@ -113,7 +116,7 @@ def test_installed_versions_carry_the_builds_local_labels_everywhere():
         resolved={"torch": "2.14.1", "torchvision": "0.29.2"},
     )
     shown = "torch 2.14.1+cu130, torchvision 0.29.2+cu132"
-    assert report.cell_rows(report.judge([result]))[0][6] == shown
+    assert report_rows.cell_rows(report_rows.judge([result]))[0][6] == shown
     assert shown in report.render_text([result])
     assert shown in report_markdown.render_markdown_summary([result])
     assert shown in render_html([result])
@@ -129,13 +132,15 @@ def test_installed_versions_carry_the_builds_local_labels_everywhere():
             },
         ),
     )
-    assert report.hardware_table(report.judge([judged]))[1][0][1] == "2.14.1+cu130"
+    assert report_rows.hardware_table(report_rows.judge([judged]))[1][0][1] == "2.14.1+cu130"
     # A probe's version of another release never replaces what the freeze says is installed.
     odd = make_result(
         probes=[make_probe("install_sanity", evidence={"versions": {"torch": "9.9.9+cpu"}})],
         resolved={"torch": "2.5.1", "torchvision": "0.20.1"},
     )
-    assert report.cell_rows(report.judge([odd]))[0][6] == "torch 2.5.1, torchvision 0.20.1"
+    assert (
+        report_rows.cell_rows(report_rows.judge([odd]))[0][6] == "torch 2.5.1, torchvision 0.20.1"
+    )
 
 
 ADVICE = (
@@ -242,7 +247,7 @@ def test_missing_required_probe_and_not_required_failure_are_labelled():
             make_probe("torch_compile", FAIL, "inductor missing"),
         ],
     )
-    rows = report.detail_rows(report.judge([result]))
+    rows = report_rows.detail_rows(report_rows.judge([result]))
     assert ["t2.5.1-py3.11", "torch_compile", "fail (not required)"] == rows[0][:3]
     assert ["t2.5.1-py3.11", "determinism", "missing"] == rows[1][:3]
     assert report.render_text([result]).count("! error: no result for determinism") == 1
@@ -253,15 +258,18 @@ def test_skip_and_unsupported_follow_the_cell_policy():
     result = make_result(
         lenient, probes=[make_probe("install_sanity", "unsupported", "no torch.export")]
     )
-    assert report.detail_rows(report.judge([result])) == []
+    assert report_rows.detail_rows(report_rows.judge([result])) == []
     strict = make_result(
         make_cell(), probes=[make_probe("install_sanity", "unsupported", "no torch.export")]
     )
-    assert report.detail_rows(report.judge([strict]))[0][1:3] == ["install_sanity", "unsupported"]
+    assert report_rows.detail_rows(report_rows.judge([strict]))[0][1:3] == [
+        "install_sanity",
+        "unsupported",
+    ]
 
 
 def test_pivot_has_torch_rows_and_variant_python_columns():
-    headers, rows = report.pivot_table(report.judge(sample()))
+    headers, rows = report_rows.pivot_table(report_rows.judge(sample()))
     assert headers == ["torch", "torchvision", "default py3.11", "default py3.13", "cpu py3.11"]
     by_torch = {row[0]: row for row in rows}
     assert list(by_torch) == ["2.4.1", "2.5.1", "2.6.0"]
@@ -280,7 +288,7 @@ def test_pivot_columns_are_python_only_for_one_variant_and_extras_make_rows():
         ),
         make_result(torch="2.5.1", python="3.12", extras={"numpy": "<2"}),
     ]
-    headers, rows = report.pivot_table(report.judge(cells))
+    headers, rows = report_rows.pivot_table(report_rows.judge(cells))
     assert headers == ["torch", "torchvision", "numpy", "py3.11", "py3.12"]
     assert rows == [
         ["2.5.1", "0.20.1", "<2", "✓ compatible", "✓ compatible"],
@@ -299,7 +307,7 @@ def test_pivot_text_output_and_missing_cells_in_pivot():
 
 
 def test_probe_grid_has_probes_as_rows():
-    headers, rows = report.probe_grid(report.judge(sample()))
+    headers, rows = report_rows.probe_grid(report_rows.judge(sample()))
     assert headers == [
         "probe",
         "t2.4.1-py3.13",
@@ -526,4 +534,6 @@ def test_an_environment_cell_is_counted_and_listed_with_its_rerun_line():
         "1 cell: 0 compatible, 0 incompatible, 0 unsatisfiable, 0 error, 1 environment\n"
     )
     assert "⚙ environment" in text and "setuptools" in text
-    assert [cell_id for cell_id, _ in report.repro_lines(report.judge([result]))] == [cell.id]
+    assert [cell_id for cell_id, _ in report_rows.repro_lines(report_rows.judge([result]))] == [
+        cell.id
+    ]

@@ -84,13 +84,13 @@ def _outputs(root: Path, out: Path, stdout: str, stderr: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_report_with_pins_writes_the_same_bytes(case, tmp_path, capsys, monkeypatch):
-    import torch_matrix.cli.pins
+    import torch_matrix.run.pins
 
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
     released = CASES[case](tmp_path)
     monkeypatch.setattr(
-        torch_matrix.cli.pins,
+        torch_matrix.run.pins,
         "index_facts",
         lambda packages, spec=None: (
             (None, {})

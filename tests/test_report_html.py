@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from torch_matrix.cli import main as cli
 from torch_matrix.report.junit import render_junit
 from torch_matrix.vocab.records import FAIL, SKIP, UNSATISFIABLE, UNSUPPORTED
-from torch_matrix.report.terminal import counts_line, judge, plural
+from torch_matrix.report.rows import counts_line, judge, plural
 from torch_matrix.report.html_page import build_page, cause_text, render_html
 from tests.factories import make_cell, make_probe, make_result
 
@@ -205,7 +205,8 @@ def test_cli_writes_html_and_junit(tmp_path, capsys):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from torch_matrix.report.terminal import CELL_HEADERS, cell_rows, fit_to_width, render_text  # noqa: E402
+from torch_matrix.report.rows import CELL_HEADERS, cell_rows  # noqa: E402
+from torch_matrix.report.terminal import fit_to_width, render_text  # noqa: E402
 from torch_matrix.report.markdown import render_markdown_summary  # noqa: E402
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from torch_matrix.run import sessions
 from torch_matrix.run.selection import Candidate, read_selection, selected, wants_matrix
-from torch_matrix.run.sessions import MatrixPlan
+from torch_matrix.run.matrixplan import MatrixPlan
 from tests.factories import make_cell
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,19 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from torch_matrix.run import sessions
-from torch_matrix.run.sessions import (
-    MatrixPlan,
-    claim_gpu,
-    gpu_list,
-    is_complete,
-    redo_requested,
-    run_matrix_cell,
-)
+from torch_matrix.run import matrixplan
+from torch_matrix.run.matrixplan import MatrixPlan, is_complete, redo_requested
+from torch_matrix.run.sessions import claim_gpu, gpu_list, run_matrix_cell
 from torch_matrix.run.selection import wants_matrix
 from torch_matrix.vocab.records import ERROR, PROBE_RUNNER
 from torch_matrix.world.results import write_result
-from torch_matrix.world.specfile import parse_spec
+from torch_matrix.spec.parse import parse_spec
 from tests.factories import make_cell, make_probe, make_result
 
 
@@ -213,7 +207,7 @@ def test_interpreter_for_a_missing_python_is_ours():
     assert plan.interpreter_for(make_cell(python="3.9")) == sys.executable
     cell = make_cell(python="3.11")
     plan = MatrixPlan(cells=[cell], interpreters={"3.11": "/x/py"})
-    assert sessions.params(plan) == [("/x/py", cell.id, list(cell.tags))]
+    assert matrixplan.params(plan) == [("/x/py", cell.id, list(cell.tags))]
     assert plan.cell(cell.id) is cell
 
 
@@ -302,7 +296,7 @@ def test_a_complete_cell_kept_on_resume_is_judged_for_targets_added_since(tmp_pa
 
 
 def test_redo_takes_follow_up_cell_ids_and_the_report_never_sees_them():
-    from torch_matrix.run.sessions import redo_cells, report_posargs
+    from torch_matrix.run.matrixplan import redo_cells, report_posargs
     from torch_matrix.vocab.errors import UserError
 
     assert redo_cells(["--redo", "t2.0.0-py3.11-edge", "t2.5.0-py3.11-edge", "--html"]) == [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_matrix.report import terminal as report
+from torch_matrix.report import rows
 from torch_matrix.world.results import load_results
 from tests.test_e2e import build_index, cell_ids, nox_env, run_nox, write_spec
 
@@ -43,13 +43,13 @@ def table_without_timings(results_dir: Path) -> dict[str, object]:
     """Everything the report shows about the cells, minus the per-run time column."""
     loaded = load_results(results_dir)
     assert loaded.problems == []
-    judged = report.judge(loaded.results)
-    time_column = report.CELL_HEADERS.index("time")
+    judged = rows.judge(loaded.results)
+    time_column = rows.CELL_HEADERS.index("time")
     return {
-        "counts": report.counts_line(judged),
-        "rows": [row[:time_column] + row[time_column + 1 :] for row in report.cell_rows(judged)],
-        "details": report.detail_rows(judged),
-        "repros": report.repro_lines(judged),
+        "counts": rows.counts_line(judged),
+        "rows": [row[:time_column] + row[time_column + 1 :] for row in rows.cell_rows(judged)],
+        "details": rows.detail_rows(judged),
+        "repros": rows.repro_lines(judged),
     }
 
 

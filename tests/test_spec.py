@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world.specfile import DEFAULT_SPEC_PATH, load_spec, parse_spec, spec_path
+from torch_matrix.spec.model import DEFAULT_SPEC_PATH
+from torch_matrix.world.specfile import load_spec, spec_path
+from torch_matrix.spec.parse import parse_spec
 
 FULL = """
 name = "nightly"

@@ -16,7 +16,7 @@ import sys
 import nox
 
 from torch_matrix.vocab import layout
-from torch_matrix.run import sessions
+from torch_matrix.run import matrixplan, sessions
 from torch_matrix.run.selection import wants_matrix
 from torch_matrix.edges.proc import python_module
 from torch_matrix.vocab.errors import UserError
@@ -26,15 +26,15 @@ nox.options.sessions = ["matrix"]
 # Plan only when matrix cells may be selected: `nox -s tests` must not need a valid spec,
 # and `nox -s report` (a CI merge job) reads only the spec's name, not the indexes.
 sessions.check_settings()  # every TORCH_MATRIX_* variable, for every session (nox -l included)
-PLAN = sessions.MatrixPlan()
+PLAN = matrixplan.MatrixPlan()
 if wants_matrix(sys.argv[1:]):
     try:
-        PLAN = sessions.load_plan()
-        sessions.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir
-        sessions.prepare_cells(PLAN, sys.argv[1:])  # half-made venvs cleared; planned-cells.json
+        PLAN = matrixplan.load_plan()
+        matrixplan.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir
+        matrixplan.prepare_cells(PLAN, sys.argv[1:])  # half-made venvs cleared; planned-cells.json
     except UserError as error:
-        sessions.fail_cleanly(error)
-    sessions.announce_missing(PLAN)
+        matrixplan.fail_cleanly(error)
+    matrixplan.announce_missing(PLAN)
     sessions.stop_on_sigterm()  # docker stop / a cancelled CI job: clean up like Ctrl-C
 
 
@@ -43,7 +43,7 @@ if wants_matrix(sys.argv[1:]):
     ["python", "cell"],
     [
         nox.param(python, cell_id, id=cell_id, tags=tags)
-        for python, cell_id, tags in sessions.params(PLAN)
+        for python, cell_id, tags in matrixplan.params(PLAN)
     ],
 )
 def matrix(session: nox.Session, cell: str) -> None:
@@ -61,7 +61,7 @@ def followups(session: nox.Session) -> None:
 @nox.session(python=False, allow_parallel=False)
 def report(session: nox.Session) -> None:
     """Merge the run's cell results: table, summary.md, results.json, report.html, pins/."""
-    run_dir = sessions.run_dir_for_session()
+    run_dir = matrixplan.run_dir_for_session()
     if not os.environ.get("CI"):
         # A local run feeds the local history (<results root>/history.sqlite; idempotent), so
         # `torch-matrix history` and `diff` answer after two runs. CI imports where its history
@@ -81,7 +81,7 @@ def report(session: nox.Session) -> None:
             "--html",
             str(run_dir / layout.HTML_NAME),
             "--pins",
-            *sessions.report_posargs(session.posargs),
+            *matrixplan.report_posargs(session.posargs),
         ),
         external=True,
     )
@@ -94,8 +94,8 @@ def pins(session: nox.Session) -> None:
         *python_module(
             "torch_matrix.cli",
             "pins",
-            str(sessions.run_dir_for_session()),
-            *sessions.report_posargs(session.posargs),
+            str(matrixplan.run_dir_for_session()),
+            *matrixplan.report_posargs(session.posargs),
         ),
         external=True,
     )

@@ -76,6 +76,41 @@ EPILOG = (
 )
 
 
+# torch_matrix.pins.specifiers.PinPolicy and torch_matrix.run.pins.TRADEOFF_CHOICES (a test holds
+# them equal; not imported here, so that parsing a command line loads no pins code).
+PIN_POLICIES = ("proven", "admit-untested", "tested-only")
+TRADEOFFS = ("pin", "pin-first", "show")
+
+
+def add_pins_options(parser: argparse.ArgumentParser) -> None:
+    """The pins pipeline's options (``torch_matrix.run.pins.PinsOptions``): the same for
+    ``pins`` and ``report --pins``."""
+    parser.add_argument(
+        "--no-coverage",
+        action="store_true",
+        help="do not ask the index for released versions (coverage unknown)",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=PIN_POLICIES,
+        default="proven",
+        help="proven (default): exclude each break's window of releases whole when follow-up "
+        "cells proved both its edges (<2.6, !=2.0.*), else its tested bad versions; "
+        "admit-untested: exclude only tested bad versions (!=X); "
+        "tested-only: bounds may also exclude untested releases, without proof",
+    )
+    parser.add_argument(
+        "--tradeoffs",
+        choices=TRADEOFFS,
+        default="pin",
+        help="a break no pin closes without excluding a version seen working (numpy 2 with "
+        "older torch): pin (default; pin-first is the same): pin one answer by the rule, "
+        "keep torch and torchvision whole and constrain the incidental dependency (numpy<2, "
+        "setuptools<82); its line names the working pairs it gives up, the others are shown; "
+        "show: pin none, leave the break open and the choice to you",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from torch_matrix import __version__
 
@@ -178,8 +213,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "--pins",
         action="store_true",
         help="also write the suggested pins into OUT/pins (what `torch-matrix pins` writes), "
-        "from the same loaded results",
+        "from the same loaded results, with the same options (--policy, --tradeoffs, "
+        "--no-coverage; --spec for coverage)",
     )
+    add_pins_options(report)
     report.set_defaults(handler=_report)
 
     pins = sub.add_parser("pins", help="derive suggested requirement pins from cell results")
@@ -202,31 +239,8 @@ def _build_parser() -> argparse.ArgumentParser:
         help="also write a pull request body (Markdown): the code fixes first, then the pins "
         "($TORCH_MATRIX_RUN_URL names the run)",
     )
-    pins.add_argument(
-        "--no-coverage",
-        action="store_true",
-        help="do not ask the index for released versions (coverage unknown)",
-    )
     pins.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
-    pins.add_argument(
-        "--policy",
-        choices=["proven", "admit-untested", "tested-only"],
-        default="proven",
-        help="proven (default): exclude each break's window of releases whole when follow-up "
-        "cells proved both its edges (<2.6, !=2.0.*), else its tested bad versions; "
-        "admit-untested: exclude only tested bad versions (!=X); "
-        "tested-only: bounds may also exclude untested releases, without proof",
-    )
-    pins.add_argument(
-        "--tradeoffs",
-        choices=["pin", "pin-first", "show"],
-        default="pin",
-        help="a break no pin closes without excluding a version seen working (numpy 2 with "
-        "older torch): pin (default; pin-first is the same): pin one answer by the rule, "
-        "keep torch and torchvision whole and constrain the incidental dependency (numpy<2, "
-        "setuptools<82); its line names the working pairs it gives up, the others are shown; "
-        "show: pin none, leave the break open and the choice to you",
-    )
+    add_pins_options(pins)
     pins.add_argument(
         "--history",
         nargs="?",

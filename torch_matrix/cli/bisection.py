@@ -61,7 +61,7 @@ class Tested:
 
 def _held_spec(spec: Any, args: argparse.Namespace, versions: list[str], index: Any) -> Any:
     """The spec narrowed to one value per axis, with ``versions`` as the explicit torch list."""
-    from torch_matrix.world.specfile import TorchSelection
+    from torch_matrix.spec.model import TorchSelection
 
     python = args.python or spec.python[0]
     variants = (args.variant or spec.variants[0],)
@@ -259,7 +259,8 @@ def as_bisect_cell(cell: Cell, judged_by: str) -> Cell:
 
 def main(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> int:
     from torch_matrix.plan import bisection as bisect_logic
-    from torch_matrix.world.specfile import DEFAULT_VARIANT, load_spec
+    from torch_matrix.spec.model import DEFAULT_VARIANT
+    from torch_matrix.world.specfile import load_spec
 
     if args.probe and args.test:
         raise UserError(

@@ -31,6 +31,7 @@ from torch_matrix.judge.hardware import (
     parse_gpu,
     targets_of,
 )
+from torch_matrix.report.rows import judge, shorten
 from torch_matrix.report import terminal as report
 from torch_matrix.world.probe_process import host_gpu_targets
 from torch_matrix.run.check import RUN_NAME, CheckOptions, check_environment
@@ -86,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
         where = (
             "found here by torch.cuda"  # no nvidia-smi, but the cell saw a device: "(this machine)"
         )
-    judged = report.judge([result])
+    judged = judge([result])
     status = exit_status(judged[0].verdict.kind)
     if status == EXIT_COMPATIBLE and any(t["verdict"] not in RUNS for t in result.targets):
         status = EXIT_INCOMPATIBLE  # it does not run on a GPU it was asked about (or found here)
@@ -172,7 +173,7 @@ def target_lines(result: CellResult) -> list[str]:
 def not_run_lines(result: CellResult) -> list[str]:
     """``  cuda_devices  skip  no CUDA device``: what this environment could not test, and why."""
     rows = [
-        (p.name, p.status, report.shorten(p.message, 120))
+        (p.name, p.status, shorten(p.message, 120))
         for p in result.probes
         if p.status in (SKIP, UNSUPPORTED)
     ]

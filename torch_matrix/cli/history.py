@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torch_matrix.edges import console
 from torch_matrix.vocab.errors import UserError
 
 if TYPE_CHECKING:  # the commands import their modules when run: `torch-matrix plan` pays nothing
-    from torch_matrix.report.diff import RunRef, Snapshot
+    from torch_matrix.judge.snapshot import RunRef, Snapshot
     from torch_matrix.world.history import History, RunRow
 
 DEFAULT_WINDOW = 30
@@ -30,7 +31,7 @@ def _load_dir(path: Path, args: argparse.Namespace) -> tuple[list, RunRef]:
 
     loaded = load_results(path)
     for problem in loaded.problems:
-        print(f"torch-matrix: warning: {problem}", file=sys.stderr)
+        console.warn(str(problem))
     if not loaded.results:
         raise UserError(
             "no cell results found (expected <run>/cells/*.json or a merged results.json)",
@@ -124,7 +125,7 @@ def _open_if_present(args: argparse.Namespace) -> History | None:
 def _side(
     ref: str, history: History | None, args: argparse.Namespace
 ) -> tuple[Snapshot, RunRow | None]:
-    from torch_matrix.report.diff import snapshot_of
+    from torch_matrix.judge.snapshot import snapshot_of
 
     path = Path(ref)
     if path.exists():
@@ -249,10 +250,7 @@ def diff_main(args: argparse.Namespace) -> int:
             with open(target, "a", encoding="utf-8") as handle:
                 handle.write(diff_render.render_markdown(result))
         else:
-            print(
-                "torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set",
-                file=sys.stderr,
-            )
+            console.warn("--github-summary: GITHUB_STEP_SUMMARY is not set")
     if args.issues:
         from torch_matrix.world.results import atomic_write_text
 

@@ -22,7 +22,8 @@ from torch_matrix.run.pipeline import plan_spec, shard_cells
 from torch_matrix.run.targetplan import TargetPlan, read_builds
 from torch_matrix.plan.shards import shards
 from torch_matrix.vocab.records import Cell
-from torch_matrix.world.specfile import Spec, declared_ranges, load_spec, require_spec
+from torch_matrix.spec.model import Spec
+from torch_matrix.world.specfile import declared_ranges, load_spec, require_spec
 
 
 def cell_json(cell: Cell, spec: Spec, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:

@@ -10,6 +10,7 @@ infrastructure trouble that a nightly job should fail on.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import contextlib
 import io
 import json
@@ -18,11 +19,13 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from torch_matrix.report.rows import judge
 from torch_matrix.report import terminal as report
 from torch_matrix.report import markdown as report_markdown
+from torch_matrix.edges import console
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import Cell
 from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
@@ -31,6 +34,9 @@ from torch_matrix.vocab.layout import MERGED_NAME, PINS_DIR, SPEC_ENV, SUMMARY_N
 from torch_matrix.world.results import load_results, write_merged
 from torch_matrix.world.runplan import missing_reason, planned_ids, read_plan
 from torch_matrix.judge.verdict import NO_EVIDENCE
+
+if TYPE_CHECKING:
+    from torch_matrix.run.pins import PinsOptions
 
 EXIT_OK = 0
 PLAN_HINT = "--plan takes the file `torch-matrix plan --json > plan.json` wrote"
@@ -100,10 +106,7 @@ def _append_github_summary(
 ) -> None:
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
-        print(
-            "torch-matrix: warning: --github-summary: GITHUB_STEP_SUMMARY is not set",
-            file=sys.stderr,
-        )
+        console.warn("--github-summary: GITHUB_STEP_SUMMARY is not set")
         return
     path = Path(target)
     used = path.stat().st_size if path.exists() else 0
@@ -128,9 +131,9 @@ def previous_verdicts(
     if path.exists():
         loaded = load_results(path)
         for problem in loaded.problems:
-            print(f"torch-matrix: warning: --previous: {problem}", file=sys.stderr)
+            console.warn(f"--previous: {problem}")
         return {result.cell.id: verdict_of(result).kind for result in loaded.results}, where
-    from torch_matrix.report.diff import run_id
+    from torch_matrix.judge.snapshot import run_id
     from torch_matrix.world.history import db_path, open_history, run_name_of
 
     database = db_path(None)
@@ -168,21 +171,23 @@ def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
 
 
 def _write_pins(
-    results: list, out_dir: Path, spec: str | None, missing_reasons: Mapping[str, str] | None = None
+    results: list[Any],
+    out_dir: Path,
+    options: PinsOptions,
+    missing_reasons: Mapping[str, str] | None = None,
 ) -> list[tuple[str, tuple[str, ...]]]:
-    """What ``torch-matrix pins`` writes, from the results already loaded (one load for both);
-    returns each requirement line with its proof, for the HTML report."""
-    from torch_matrix.pins import package_axes, requirement_lines, suggest_pins
-    from torch_matrix.cli.pins import index_facts, write_outputs, write_target_outputs
-    from torch_matrix.pins.targets import target_pins
-
+    """What ``torch-matrix pins`` writes (``torch_matrix.run.pins``, the same options), from the
+    results already loaded (one load for both); returns each requirement line with its proof, for
+    the HTML report."""
+    from torch_matrix.pins import requirement_lines
     from torch_matrix.pins.render import pinned_with_proof
+    from torch_matrix.run.pins import derive_pins, write_outputs, write_target_outputs
 
     if not results:
         print("pins: no cell results, nothing to suggest", file=sys.stderr)
         return []
-    released, wheel_pythons = index_facts(package_axes(results), spec)
-    suggestion = suggest_pins(results, released, wheel_pythons=wheel_pythons)
+    outcome = derive_pins(results, options)
+    suggestion = outcome.suggestion
     paths = write_outputs(suggestion, out_dir / PINS_DIR, missing_reasons)
     pins = [line.text() for line in requirement_lines(suggestion.recommended)]
     open_breaks = len(
@@ -214,9 +219,7 @@ def _write_pins(
     ) in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed
         state = "pinned by the rule" if suggestion.pinned(tradeoff) else "not pinned"
         print(f"  trade-off {tradeoff.rank} ({state}): {tradeoff.describe()}", file=sys.stderr)
-    per_target = write_target_outputs(
-        target_pins(results, released, wheel_pythons=wheel_pythons), out_dir / PINS_DIR
-    )
+    per_target = write_target_outputs(outcome.per_target, out_dir / PINS_DIR)
     if per_target:
         print(
             f"pins per hardware target: {len(per_target)} file(s) under {out_dir / PINS_DIR / 'targets'}",
@@ -308,7 +311,10 @@ def _write_files(
     print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)
     pins: list[tuple[str, tuple[str, ...]]] = []
     if _arg(args, "pins"):
-        pins = _write_pins([item.result for item in judged], out_dir, spec, reasons)
+        from torch_matrix.run.pins import PinsOptions  # the pins code: only when asked for
+
+        options = dataclasses.replace(PinsOptions.from_args(args), spec=spec)
+        pins = _write_pins([item.result for item in judged], out_dir, options, reasons)
     if _arg(args, "html"):
         path = _write_html(
             Path(args.html),
@@ -329,7 +335,7 @@ def _report(args: argparse.Namespace) -> int:
     results_dir = Path(_arg(args, "results_dir", "results"))
     loaded = load_results(results_dir)
     for problem in loaded.problems:
-        print(f"torch-matrix: warning: {problem}", file=sys.stderr)
+        console.warn(str(problem))
     if not loaded.results and not loaded.problems and _arg(args, "strict"):
         print(
             UserError(
@@ -346,7 +352,7 @@ def _report(args: argparse.Namespace) -> int:
     # cell is listed, a missing one with why; and the spec it ran, for the rerun lines.
     run_plan, plan_problem = read_plan(results_dir) if results_dir.is_dir() else (None, "")
     if plan_problem:
-        print(f"torch-matrix: warning: {plan_problem}", file=sys.stderr)
+        console.warn(plan_problem)
     planned: list[Cell | str] = []
     if _arg(args, "plan"):
         planned = _planned_from_file(_arg(args, "plan"))
@@ -367,7 +373,7 @@ def _report(args: argparse.Namespace) -> int:
         or (run_plan.spec if run_plan is not None else None)
         or None
     )
-    judged = report.judge(loaded.results)
+    judged = judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
         table = report_markdown.render_markdown_summary(
             judged, max_bytes=max_bytes, missing=missing, spec=spec, missing_reasons=reasons

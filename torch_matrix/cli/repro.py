@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from torch_matrix.edges import console
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.escaping import terminal
 from torch_matrix.edges.fileio import atomic_write
@@ -41,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
     results_dir = Path(args.results)
     loaded = load_results(results_dir)
     for problem in loaded.problems:
-        print(f"torch-matrix: warning: {problem}", file=sys.stderr)
+        console.warn(str(problem))
     by_id = {result.cell.id: result for result in loaded.results}
     result = by_id.get(args.cell)
     if result is None:

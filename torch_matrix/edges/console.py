@@ -35,8 +35,14 @@ _warned: set[str] = set()
 _warn_lock = threading.Lock()
 
 
+def warning_line(message: str) -> str:
+    """``torch-matrix: warning: <message>``, escaped for a terminal: what ``warn`` prints, for a
+    writer that is not ours (nox's ``session.warn``)."""
+    return WARNING + terminal(message)
+
+
 def warn(message: str, stream: TextIO | None = None) -> None:
-    print(WARNING + terminal(message), file=stream or sys.stderr, flush=True)
+    print(warning_line(message), file=stream or sys.stderr, flush=True)
 
 
 def warn_once(message: str) -> None:

@@ -54,6 +54,7 @@ from typing import Any, Callable, Mapping
 
 from torch_matrix.judge.catalogue import Finding, diagnose
 
+from torch_matrix.vocab.versions import newest as newest_version, version_key
 from torch_matrix.vocab.records import (
     CRASH,
     ERROR,
@@ -354,7 +355,11 @@ def _dropped_provider(
     resolved = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
     for dist, seen in sorted((providers.get(module) or {}).items()):
         here = resolved.get(dist.lower().replace("_", "-"))
-        elsewhere = sorted({(v, c) for v, c in seen if v != here and c != result.cell.id})
+        elsewhere = sorted(  # newest first: the advice caps at the newest release that ships it
+            {(v, c) for v, c in seen if v != here and c != result.cell.id},
+            key=lambda item: (version_key(item[0]), item[1]),
+            reverse=True,
+        )
         if here and elsewhere:
             return {
                 "module": module,
@@ -407,10 +412,11 @@ def _refuted_counterfactuals(results: list[CellResult]) -> dict[tuple[str, str],
 def dropped_advice(found: Mapping[str, Any]) -> str:
     module, dist, here = found.get("module"), found.get("distribution"), found.get("installed")
     seen = found.get("provided_in") or [{}]
-    newest = max((str(s.get("version", "")) for s in seen), key=_version_key)
+    newest = newest_version(str(s.get("version", "")) for s in seen)
+    cell = next((s.get("cell", "?") for s in seen if str(s.get("version", "")) == newest), "?")
     torch = found.get("torch") or "this torch"
     return (
-        f"`{module}` comes from {dist}: {dist} {newest} ships it (cell {seen[0].get('cell', '?')}), "
+        f"`{module}` comes from {dist}: {dist} {newest} ships it (cell {cell}), "
         f"{dist} {here} installed here does not. Either cap {dist}<={newest} (keeps torch {torch}), "
         f"or raise torch's floor above {torch} (keeps {dist} {here})"
     )
@@ -422,13 +428,6 @@ def refuted_advice(found: Mapping[str, Any]) -> str:
         f"refuted: `add {requirement}` (its counterfactual cell {found.get('cell')} is unsatisfiable: "
         f"the index has no `{requirement}`); no cell of this run shows which distribution ships `{module}`"
     )
-
-
-def _version_key(text: str) -> tuple[tuple[int, int, str], ...]:
-    parts = []
-    for piece in re.split(r"[.+-]", text):
-        parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
-    return tuple(parts)
 
 
 def _installed(resolved: Mapping[str, str], module: str) -> bool:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_matrix.vocab.records import StrEnum
+from torch_matrix.vocab.versions import version_key
 
 
 class Hardware(StrEnum):
@@ -523,7 +524,7 @@ def _driver_judgement(build: BuildFacts, driver: str, needs_jit: bool) -> tuple[
     runtimes = [("torch", build.cuda)] + (
         [("torchvision", build.torchvision_cuda)] if build.torchvision_cuda else []
     )
-    who, cuda = max(runtimes, key=lambda item: tuple(int(p) for p in item[1].split(".")))
+    who, cuda = max(runtimes, key=lambda item: version_key(item[1]))
     which = f"CUDA {cuda} (torch)" if who == "torch" else f"CUDA {cuda} (torchvision's ops)"
     compat, toolkit = driver_minimum(cuda)
     floor = compat or toolkit
@@ -710,7 +711,7 @@ def variant_cuda_for(
         ):
             continue
         fits.append(str(cuda))
-    return max(fits, key=lambda c: tuple(int(p) for p in c.split(".")), default="")
+    return max(fits, key=version_key, default="")
 
 
 def variant_cuda(variant: str) -> str:

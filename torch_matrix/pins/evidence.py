@@ -18,7 +18,8 @@ from torch_matrix.judge.verdict import (
     NOT_INSTALLABLE,
     verdict_of,
 )
-from .specifiers import _public, _value_key, build_specifiers
+from .specifiers import _public, build_specifiers
+from torch_matrix.vocab.versions import version_key
 from .vocabulary import (
     PREFERRED_ORDER,
     PYTHON,
@@ -263,7 +264,7 @@ def version_evidence(
         for o in observations:
             if o.value(axis) is not None:
                 seen.setdefault(o.value(axis), set()).add(o.good)
-        ordered = sorted(seen, key=_value_key)
+        ordered = sorted(seen, key=version_key)
         table[axis] = VersionEvidence(
             axis,
             tuple(str(v) for v in ordered if seen[v] == {True}),

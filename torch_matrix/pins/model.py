@@ -11,8 +11,9 @@ from packaging.version import Version
 
 from .vocabulary import Condition, _marker_applies
 from .evidence import _axis_rank
-from .specifiers import _contains, _public, _value_key, merge_specifiers, specifier_set
+from .specifiers import _contains, _public, merge_specifiers, specifier_set
 from .vocabulary import PYTHON, Observation
+from torch_matrix.vocab.versions import version_key
 from .windows import Window
 
 
@@ -308,7 +309,7 @@ class _Admission:
 
 
 def _exclusion_key(exclusion: Exclusion) -> tuple[Any, ...]:
-    return (_value_key(_public(exclusion.version)), exclusion.paired_with)
+    return (version_key(_public(exclusion.version)), exclusion.paired_with)
 
 
 def requirement_lines(answer: Answer) -> list[RequirementLine]:

@@ -11,7 +11,8 @@ from packaging.version import Version
 from .vocabulary import Condition
 from .evidence import _axis_rank
 from .model import Answer, Exclusion, Pin, RequirementLine, Tradeoff, _exclusion_key
-from .specifiers import PinPolicy, _contains, _value_key, build_specifiers, merge_specifiers
+from .specifiers import PinPolicy, _contains, build_specifiers, merge_specifiers
+from torch_matrix.vocab.versions import version_key
 from .windows import COMPANIONS, Window, find_windows
 from .vocabulary import PYTHON, VARIANT, Observation, Value, _marker_applies
 
@@ -35,9 +36,9 @@ class Atom(NamedTuple):
     def sort_key(self) -> tuple[Any, ...]:
         return (
             _axis_rank(self.axis),
-            _value_key(self.value),
+            version_key(self.value),
             self.cond_axis,
-            _value_key(self.cond_value),
+            version_key(self.cond_value),
         )
 
 
@@ -104,7 +105,7 @@ class _Grid:
 
     def tested(self, axis: str) -> tuple[Value, ...]:
         if axis not in self._tested:
-            self._tested[axis] = tuple(sorted(self.values(axis), key=_value_key))
+            self._tested[axis] = tuple(sorted(self.values(axis), key=version_key))
         return self._tested[axis]
 
     def cells(self, mask: int) -> list[Observation]:
@@ -432,12 +433,12 @@ def _build_pins(
             for cond_value, values in per_cond.items():
                 groups.setdefault(values - excluded, []).append(cond_value)
             for values, cond_values in sorted(
-                groups.items(), key=lambda g: sorted(map(_value_key, g[1]))
+                groups.items(), key=lambda g: sorted(map(version_key, g[1]))
             ):
                 if not values:
                     continue
                 condition = Condition(
-                    cond_axis, tuple(sorted(cond_values, key=_value_key)), grid.tested(cond_axis)
+                    cond_axis, tuple(sorted(cond_values, key=version_key)), grid.tested(cond_axis)
                 )
                 inside = 0
                 for cond_value in condition.values:
@@ -583,7 +584,7 @@ def _interactions(
     for (package, other), cells in found.items():
         first, second = sorted((package, other), key=_axis_rank)
         listed = [
-            ", ".join(str(v) for v in sorted(grid.values(axis, cells), key=_value_key))
+            ", ".join(str(v) for v in sorted(grid.values(axis, cells), key=version_key))
             for axis in (first, second)
         ]
         text = f"{first} {listed[0]} with {second} {listed[1]} (each passes in another pair)"
@@ -653,7 +654,7 @@ def _alternative(
     where = grid.where(package)
     exclusions = tuple(
         _reason(package, v, grid.cells(grid.bad_mask & scope & where.get(v, 0)), grid)
-        for v in sorted(excluded, key=_value_key)
+        for v in sorted(excluded, key=version_key)
     )
     pin = Pin(package, specs, None, exclusions, windows)
     draft = Answer("", _with_pin(safe.pins, pin), (), len(grid.good))
@@ -666,7 +667,7 @@ def _alternative(
     first, second = sorted((package, other), key=_axis_rank)
     given_up: list[str] = []
     for (p, o), ids in sorted(
-        pairs.items(), key=lambda item: (_value_key(item[0][0]), _value_key(item[0][1]))
+        pairs.items(), key=lambda item: (version_key(item[0][0]), version_key(item[0][1]))
     ):
         values = {package: p, other: o}
         given_up.append(
@@ -678,7 +679,7 @@ def _alternative(
     if windows:
         given = [v for w in windows for v in (w.releases if w.proven else w.tested)]
     else:
-        given = [str(v) for v in sorted(excluded, key=_value_key)]
+        given = [str(v) for v in sorted(excluded, key=version_key)]
     pins = _with_pin(safe.pins, pin)
     answer = Answer(f"trade-off: {package}{','.join(specs)}", pins, (), len(grid.good))
     admitted = grid.admitted(answer)

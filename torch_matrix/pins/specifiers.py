@@ -175,9 +175,3 @@ def _specifier_set(specifiers: tuple[str, ...]) -> SpecifierSet:
 def _contains(specifiers: tuple[str, ...], version: Version) -> bool:
     """``SpecifierSet.contains`` once per distinct (specifiers, version), not once per cell."""
     return _specifier_set(specifiers).contains(version, prereleases=True)
-
-
-def _value_key(value: Any) -> tuple[Any, ...]:
-    if isinstance(value, Version):
-        return (0, value, "")
-    return (1, Version("0"), "" if value is None else str(value))

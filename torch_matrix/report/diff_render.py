@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from torch_matrix.judge.catalogue import diagnose
-from torch_matrix.report.diff import CellChange, Diff, NewFailure, PassRate, ProbeChange, RunRef
+from torch_matrix.report.diff import CellChange, Diff, NewFailure, ProbeChange
+from torch_matrix.judge.snapshot import PassRate, RunRef
 from torch_matrix.report.markdown import md_table
 from torch_matrix.vocab.escaping import (
     md_code,

@@ -20,15 +20,15 @@ if TYPE_CHECKING:  # imported when the page is rendered: the report's other outp
 
 from torch_matrix.judge.causes import Cause, attribute
 from torch_matrix.vocab.escaping import shell_line
+from torch_matrix.vocab.versions import version_key
 from torch_matrix.vocab.records import INSTALLED, PASS, SKIP, Cell
-from torch_matrix.report.terminal import (
+from torch_matrix.report.rows import (
     CHANGED_DEFAULT_HELP,
     CHANGED_DEFAULT_MARK,
     MISSING,
     TEXT_SYMBOLS,
     Judged,
     _variant_key,
-    _version_key,
     cell_repro,
     changed_default_notes,
     code_fix_notes,
@@ -338,7 +338,7 @@ def _column_key(cell: Cell, extra_names: Sequence[str]) -> tuple[Any, ...]:
 
 
 def _column_sort(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (_variant_key(key[0]), _version_key(key[1]), key[2])
+    return (_variant_key(key[0]), version_key(key[1]), key[2])
 
 
 def build_page(
@@ -409,7 +409,7 @@ def build_page(
         slots.setdefault(row_key, {}).setdefault(_column_key(cell, extra_names), []).append(view)
     rows = []
     for row_key in sorted(
-        slots, key=lambda k: (_version_key(k[0]), _version_key(k[1])), reverse=True
+        slots, key=lambda k: (version_key(k[0]), version_key(k[1])), reverse=True
     ):
         rows.append(
             Row(

@@ -31,7 +31,7 @@ from torch_matrix.vocab.records import (
     UNSATISFIABLE,
     CellResult,
 )
-from torch_matrix.report.terminal import CHANGED_DEFAULT_MARK, Judged, judge
+from torch_matrix.report.rows import CHANGED_DEFAULT_MARK, Judged, judge
 from torch_matrix.judge.verdict import probe_counts_as_failure
 
 _ERRORS = (ERROR, TIMEOUT, CRASH)

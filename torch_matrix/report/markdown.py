@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from torch_matrix.vocab.records import Cell, CellResult
-from torch_matrix.report.terminal import (
+from torch_matrix.report.rows import (
     CELL_HEADERS,
     CHANGED_DEFAULT_HELP,
     CHANGED_DEFAULT_MARK,

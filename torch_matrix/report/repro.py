@@ -17,6 +17,7 @@ from typing import Any
 
 from torch_matrix.vocab.layout import check_command, followup_repro_command, repro_command
 from torch_matrix.report.html_page import cause_text
+from torch_matrix.vocab.versions import version_key
 from torch_matrix.vocab.records import (
     CORE_AXES,
     INSTALLED,
@@ -25,7 +26,7 @@ from torch_matrix.vocab.records import (
     ProbeResult,
     built_versions,
 )
-from torch_matrix.report.terminal import RUNS_ON_TARGET, _version_key, extras_of, shorten
+from torch_matrix.report.rows import RUNS_ON_TARGET, extras_of, shorten
 from torch_matrix.judge.verdict import COMPATIBLE, verdict_of
 from torch_matrix.report.markdown import Code
 from torch_matrix.vocab.escaping import md_code, md_fence, md_text, shell_line
@@ -68,7 +69,7 @@ def _passes(result: CellResult, probe: str | None) -> bool:
 
 def _distance(a: str, b: str) -> tuple[Any, ...]:
     """How far apart two versions are, release part first (1.12.1 is nearer 1.12.0 than 1.13.1 is)."""
-    ka, kb = _version_key(a), _version_key(b)
+    ka, kb = version_key(a), version_key(b)
     if ka[0] or kb[0]:
         return (1, 0, 0, 0)
     ra, rb = ka[1].release + (0, 0, 0), kb[1].release + (0, 0, 0)
@@ -99,7 +100,7 @@ def nearest_passing(
         key = (
             changed - (1 if paired else 0),
             _distance(cell.torch, other.cell.torch),
-            _version_key(other.cell.torch),
+            version_key(other.cell.torch),
             other.cell.id,
         )
         if best is None or key < best[0]:

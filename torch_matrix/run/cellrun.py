@@ -41,7 +41,7 @@ from torch_matrix.judge.hardware import DEVICE_PROBE, Target, cell_verdicts, dis
 from torch_matrix.edges.console import warn
 
 if TYPE_CHECKING:
-    from torch_matrix.world.specfile import IndexConfig
+    from torch_matrix.spec.model import IndexConfig
 
 
 @dataclass(frozen=True)

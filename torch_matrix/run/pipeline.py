@@ -18,7 +18,7 @@ from torch_matrix.world.interpreters import Interpreter, find_interpreters, inst
 from torch_matrix.plan.grid import gather_facts, plan_cells
 from torch_matrix.plan.shards import parse_shard, select_shard
 from torch_matrix.vocab.records import Cell
-from torch_matrix.world.specfile import DEFAULT_VARIANT, INTERPRETER_SEARCH, Spec
+from torch_matrix.spec.model import DEFAULT_VARIANT, INTERPRETER_SEARCH, Spec
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from torch_matrix.vocab.records import (
     InstallOutcome,
     public_version,
 )
-from torch_matrix.world.specfile import PYTORCH_INDEX as OFFICIAL_PYTORCH_INDEX
+from torch_matrix.spec.model import PYTORCH_INDEX as OFFICIAL_PYTORCH_INDEX
 
 DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF_S = 3.0
@@ -288,7 +288,7 @@ def blame_project(
     )
 
 
-OVERRIDE_TAG = "install-override"  # torch_matrix.world.specfile.OVERRIDE_TAG
+OVERRIDE_TAG = "install-override"  # torch_matrix.spec.model.OVERRIDE_TAG
 
 
 def overrides_path(venv_python: str) -> Path:

@@ -1,7 +1,7 @@
 """The history of merged runs, in one SQLite file (stdlib ``sqlite3``): the I/O edge.
 
 Every run imported keeps its date, spec name, commit and each cell's verdict plus every
-probe's status and message. A run's id is derived from its content (``torch_matrix.report.diff.run_id``),
+probe's status and message. A run's id is derived from its content (``torch_matrix.judge.snapshot.run_id``),
 so importing the same results twice adds nothing. The schema is versioned with
 ``PRAGMA user_version``; ``MIGRATIONS`` brings an older file up to date on open, and a file
 from a newer tool is refused with one line rather than misread.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from torch_matrix.report.diff import (
+from torch_matrix.judge.snapshot import (
     EVIDENCE_STATUSES,
     CellState,
     PassRate,
@@ -50,7 +50,7 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE runs (
         seq INTEGER PRIMARY KEY,          -- import order; ties on date sort by it
-        id TEXT NOT NULL UNIQUE,          -- torch_matrix.report.diff.run_id: content-derived
+        id TEXT NOT NULL UNIQUE,          -- torch_matrix.judge.snapshot.run_id: content-derived
         date TEXT NOT NULL,               -- ISO 8601 UTC, when the run's last cell finished
         spec TEXT NOT NULL,
         commit_sha TEXT NOT NULL DEFAULT '',
@@ -302,7 +302,7 @@ class History:
         return runs, series
 
     def pass_rates(self, spec: str, last: int) -> dict[tuple[str, str], PassRate]:
-        """``torch_matrix.report.diff.pass_rate`` of every (cell, probe) over the newest ``last`` runs, counted by
+        """``torch_matrix.judge.snapshot.pass_rate`` of every (cell, probe) over the newest ``last`` runs, counted by
         SQLite (the same numbers as ``pass_rate`` over ``probe_series``, without moving every row)."""
         runs = self.runs(spec=spec, last=last)
         if not runs:

@@ -39,7 +39,7 @@ from torch_matrix.edges.console import warn_once
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write
-from torch_matrix.world.specfile import PYPI_SIMPLE, IndexConfig
+from torch_matrix.spec.model import PYPI_SIMPLE, IndexConfig
 
 DEFAULT_TTL_S = settings.DEFAULT_INDEX_TTL_S
 HTTP_TIMEOUT_S = 30.0

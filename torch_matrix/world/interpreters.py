@@ -22,7 +22,8 @@ from torch_matrix.edges import proc
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world.environment import find_uv
 from torch_matrix.world.probe_process import run_facts
-from torch_matrix.world.specfile import CURRENT_PYTHON as CURRENT
+from torch_matrix.spec.model import CURRENT_PYTHON as CURRENT
+from torch_matrix.vocab.versions import version_key
 
 _confirmed: dict[str, Interpreter | None] = {}
 
@@ -173,4 +174,4 @@ def installed_pythons(environ: Mapping[str, str] = os.environ) -> list[str]:
             )
             if match:
                 found.add(match.group(1))
-    return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
+    return sorted(found, key=version_key)

@@ -1,8 +1,9 @@
 """Find and load the matrix spec (``matrix.toml`` or pyproject's ``[tool.torch-matrix]``): the edge.
 
 The lookup order, reading the file and checking that ``install`` paths exist live here;
-the records are ``torch_matrix.spec.model`` and the validation is ``torch_matrix.spec.parse`` (pure).
-Import any of them from here: ``from torch_matrix.world.specfile import Spec, load_spec, parse_spec``.
+the records are ``torch_matrix.spec.model`` and the validation is ``torch_matrix.spec.parse`` (pure):
+import each from its own module (``from torch_matrix.spec.model import Spec``); this one re-exports
+nothing.
 """
 
 from __future__ import annotations
@@ -15,16 +16,11 @@ from pathlib import Path
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import SPEC_ENV
-from torch_matrix.spec.model import *  # noqa: F403 - re-exported: torch_matrix.world.specfile is the public face
 from torch_matrix.spec.model import DEFAULT_SPEC_PATH, PYPROJECT, PYPROJECT_TABLE, Spec
-from torch_matrix.spec.parse import (  # noqa: F401 - re-exported
-    CHECK_HINT,
-    INSTALL_HINT,
+from torch_matrix.spec.parse import (
     derived_name,
     parse_pyproject,
     parse_spec,
-    spec_hint,
-    version_matcher,
 )
 
 from torch_matrix.spec.parse import tomllib  # the stdlib's, or tomli on Python 3.10

@@ -1,0 +1,229 @@
+"""The pins pipeline, one for ``torch-matrix pins`` and ``torch-matrix report --pins``: loaded
+results + the index's released versions -> the suggestion (``torch_matrix.pins``), per hardware
+target too -> ``constraints.txt``, ``requirements-pins.txt``, ``pins.json``, ``targets/``.
+
+Both commands take the same options (``PinsOptions``: ``--policy``, ``--tradeoffs``,
+``--no-coverage``, ``--spec``), so the report's pins are the pins command's pins.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch_matrix.edges import console
+from torch_matrix.edges.fileio import atomic_write
+from torch_matrix.pins import PinPolicy, package_axes, suggest_pins
+from torch_matrix.pins.render import (
+    CONSTRAINTS_NAME,
+    JSON_NAME,
+    REQUIREMENTS_NAME,
+    TARGETS_DIR,
+    render_constraints,
+    render_json,
+    render_requirements,
+    render_target_constraints,
+)
+from torch_matrix.pins.targets import target_pins
+from torch_matrix.vocab.escaping import terminal
+from torch_matrix.vocab.records import CellResult
+
+Released = Mapping[str, list[str]]
+WheelPythons = dict[str, dict[str, "frozenset[str] | None"]]
+
+TRADEOFF_CHOICES = ("pin", "pin-first", "show")
+
+
+@dataclass(frozen=True)
+class PinsOptions:
+    """What both commands let the user choose."""
+
+    policy: PinPolicy = PinPolicy.PROVEN
+    tradeoffs: str = "pin"  # pin (= pin-first): pin one answer by the rule; show: pin none
+    coverage: bool = True  # False (--no-coverage): do not ask the index for released versions
+    spec: str | None = None  # the spec whose [index] lists the released versions
+
+    @classmethod
+    def from_args(cls, args: Any) -> PinsOptions:
+        return cls(
+            policy=PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN),
+            tradeoffs=getattr(args, "tradeoffs", None) or "pin",
+            coverage=not getattr(args, "no_coverage", False),
+            spec=getattr(args, "spec", None),
+        )
+
+
+@dataclass
+class PinsOutcome:
+    """The suggestion and what it was derived from."""
+
+    suggestion: Any  # torch_matrix.pins.model.Suggestion
+    per_target: list[Any] = field(default_factory=list)  # torch_matrix.pins.targets.TargetPins
+    released: Released | None = None
+    wheel_pythons: WheelPythons = field(default_factory=dict)
+
+
+def releases_in_declared_ranges(
+    released: Mapping[str, list[str]], declared: Mapping[str, tuple[str, str]]
+) -> dict[str, list[str]]:
+    """The released versions the project's own declared range admits (coverage counts only those:
+    a release the project already excludes is no gap in the matrix). Not to be confused with
+    ``pins.windows.admitted_releases``: the releases a tested Python can install."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    out = {}
+    for package, versions in released.items():
+        if package not in declared:
+            out[package] = list(versions)
+            continue
+        allowed = SpecifierSet(declared[package][0])
+        kept = []
+        for version in versions:
+            try:
+                if allowed.contains(Version(version), prereleases=True):
+                    kept.append(version)
+            except InvalidVersion:
+                kept.append(version)
+        out[package] = kept
+    return out
+
+
+def index_facts(
+    packages: Sequence[str], spec_path: str | None = None
+) -> tuple[Released | None, WheelPythons]:
+    """(released, wheel Pythons): the released versions per package the project's declared range
+    admits, and per release the Python X.Y values its wheels serve (None: no wheel tells), so the
+    pins count only releases a tested Python could install; (None, {}) when unavailable."""
+    try:
+        from torch_matrix.plan.grid import _wheel_pythons
+        from torch_matrix.world.index import open_index
+        from torch_matrix.world.specfile import declared_ranges, load_spec
+
+        spec = load_spec(spec_path)
+        index = open_index(spec.index)
+        released = releases_in_declared_ranges(
+            {package: [str(v) for v in index.versions(package)] for package in packages},
+            declared_ranges(spec),
+        )
+    except Exception as error:  # noqa: BLE001 - offline, no index module, bad spec: coverage unknown
+        console.note(
+            f"torch-matrix pins: coverage unknown (cannot list released versions: "
+            f"{' '.join(str(error).split())[:160]})"
+        )
+        return None, {}
+    try:
+        pythons: WheelPythons = {
+            package: {
+                version: _wheel_pythons(index.files(package, version)) for version in versions
+            }
+            for package, versions in released.items()
+        }
+    except Exception:  # noqa: BLE001 - files not listed: every release counts as installable (as before)
+        pythons = {}
+    return released, pythons
+
+
+def derive_pins(results: Sequence[CellResult], options: PinsOptions) -> PinsOutcome:
+    """The suggestion for ``results`` under ``options`` (the index read unless ``coverage`` is off)."""
+    released: Released | None = None
+    wheel_pythons: WheelPythons = {}
+    if options.coverage:
+        released, wheel_pythons = index_facts(package_axes(results), options.spec)
+    suggestion = suggest_pins(
+        results,
+        released,
+        options.policy,
+        wheel_pythons,
+        pin_tradeoffs=options.tradeoffs != "show",
+    )
+    builds = other_builds(results, options.spec) if options.coverage else None
+    per_target = target_pins(results, released, options.policy, wheel_pythons, builds)
+    return PinsOutcome(suggestion, per_target, released, wheel_pythons)
+
+
+def other_builds(results: Sequence[Any], spec_path: str | None = None) -> Any:
+    """The other CUDA builds of each release that does not run on a target, read from their own
+    wheels (``run.targetplan.sibling_builds``): the only builds the per-target advice names."""
+    if not any(result.targets for result in results):
+        return None
+    try:
+        from torch_matrix.run.targetplan import sibling_builds
+        from torch_matrix.world.specfile import load_spec
+
+        return sibling_builds(results, load_spec(spec_path).index)
+    except Exception as error:  # noqa: BLE001 - offline or a bad spec: advise no other build
+        console.note(
+            "torch-matrix pins: the other CUDA builds of each release were not read, so none is "
+            f"advised ({' '.join(str(error).split())[:160]})"
+        )
+        return None
+
+
+def missing_of(results_dir: Path, results: Sequence[CellResult]) -> dict[str, str]:
+    """Planned cells of the run (its planned-cells.json) without a result: cell id -> why. Their
+    evidence is absent from the pins, which say so."""
+    from torch_matrix.world.runplan import missing_reason, planned_ids, read_plan
+
+    plan, _problem = read_plan(results_dir) if results_dir.is_dir() else (None, "")
+    if plan is None:
+        return {}
+    present = {result.cell.id for result in results}
+    return {
+        cell_id: missing_reason(plan, cell_id)
+        for cell_id in planned_ids(plan.cells)
+        if cell_id not in present and cell_id in plan.blocked  # a deleted result stays deleted
+    }
+
+
+def _with_missing(text: str, missing: Mapping[str, str]) -> str:
+    """A constraints or requirements file with one comment line per missing planned cell."""
+    if not missing:
+        return text
+    lines = [
+        f"# planned but missing (no evidence from it in these pins): {cell_id}: {why}"
+        for cell_id, why in sorted(missing.items())
+    ]
+    return text + "".join(terminal(line, multiline=False) + "\n" for line in lines)
+
+
+def write_outputs(
+    suggestion: Any, out_dir: Path, missing: Mapping[str, str] | None = None
+) -> list[Path]:
+    """constraints.txt, requirements-pins.txt and pins.json under ``out_dir``; each names the
+    planned cells without a result (``missing``: cell id -> why)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    missing = missing or {}
+    data = json.loads(render_json(suggestion))
+    if missing:  # only when there are some: earlier pins.json files stay byte-identical
+        data["missing"] = [{"cell": c, "reason": why} for c, why in sorted(missing.items())]
+    for name, text in (
+        (CONSTRAINTS_NAME, _with_missing(render_constraints(suggestion), missing)),
+        (REQUIREMENTS_NAME, _with_missing(render_requirements(suggestion), missing)),
+        (
+            JSON_NAME,
+            render_json(suggestion)
+            if not missing
+            else json.dumps(data, indent=2, sort_keys=True) + "\n",
+        ),
+    ):
+        path = out_dir / name
+        atomic_write(path, text)
+        written.append(path)
+    return written
+
+
+def write_target_outputs(per_target: Sequence[Any], out_dir: Path) -> list[Path]:
+    """``<out_dir>/targets/<target>/constraints.txt`` for each hardware target
+    (``torch_matrix.pins.targets``)."""
+    written = []
+    for pins in per_target:
+        path = out_dir / TARGETS_DIR / pins.slug / CONSTRAINTS_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, render_target_constraints(pins))
+        written.append(path)
+    return written

@@ -550,7 +550,7 @@ def test_the_shipped_sessions_never_put_their_working_directory_on_sys_path(
     )
     run_dir = tmp_path / "results" / "x"
     (run_dir / "cells").mkdir(parents=True)
-    monkeypatch.setattr(shipped.sessions, "run_dir_for_session", lambda *a, **k: run_dir)
+    monkeypatch.setattr(shipped.matrixplan, "run_dir_for_session", lambda *a, **k: run_dir)
     session = _RecordingSession()
     session.posargs = [
         "--redo"

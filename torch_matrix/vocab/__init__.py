@@ -1,5 +1,5 @@
 """Vocabulary: the records every layer speaks (Cell, CellResult, ProbeResult, the status StrEnums
 and the JSON round trip), `UserError` with its hint, the run layout (paths, session names), and
 `settings`: every `TORCH_MATRIX_*` environment variable, declared once, with its one parser.
-Pure; may import the standard library only. The published result schema lives in `schema/`.
+Pure; may import the standard library and `packaging` (`versions`: the one version ordering). The published result schema lives in `schema/`.
 """

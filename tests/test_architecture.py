@@ -224,3 +224,31 @@ def test_every_warning_goes_through_the_console():
                 if "torch-matrix: warning: " in text:
                     wrong.append(f"{name}:{node.lineno}")
     assert wrong == [], "print warnings with torch_matrix.edges.console.warn (or warning_line)"
+
+
+MAX_LINES = 600
+# Modules still over the limit, each held at its size when the limit came in (issue 31): split one by
+# concept, then delete its line. The list only shrinks: a listed module under the limit fails too.
+OVER_LIMIT = {
+    "world/index.py": 872,
+    "plan/followups.py": 772,
+    "probes/facts.py": 720,
+    "judge/hardware.py": 691,
+    "spec/parse.py": 679,
+    "world/results.py": 655,
+    "probes/runner.py": 628,
+    "judge/causes.py": 624,
+    "probes/zygote.py": 607,
+}
+
+
+def test_no_module_over_600_lines():
+    """One module, one concept: a module past 600 lines holds two. Split by concept, not by count."""
+    sizes = {
+        path.relative_to(PACKAGE).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in PACKAGE.rglob("*.py")
+    }
+    over = {name: lines for name, lines in sizes.items() if lines > OVER_LIMIT.get(name, MAX_LINES)}
+    assert over == {}, f"over {MAX_LINES} lines (or grown past the size listed in OVER_LIMIT)"
+    done = {name: sizes.get(name) for name in OVER_LIMIT if sizes.get(name, 0) <= MAX_LINES}
+    assert done == {}, "under the limit now: delete these from OVER_LIMIT"

@@ -536,7 +536,7 @@ def test_a_failing_existing_environment_leaves_a_matrix_cells_pin_alone():
 def test_every_exclusion_names_a_failing_cell_and_a_true_counterfactual_or_says_unconfirmed(
     results,
 ):
-    from torch_matrix.pins.search import COMPANIONS
+    from torch_matrix.pins.windows import COMPANIONS
 
     observations, _, _ = observe(results)
     by_id = {o.cell_id: o for o in observations}

@@ -53,7 +53,8 @@ from .evidence import (
     version_evidence,
 )
 from .model import Answer, Exclusion, Pin, RequirementLine, requirement_lines
-from .search import Atom, _greedy, _Grid, find_answers, varied_axes
+from .masks import Atom, _Grid
+from .search import _greedy, find_answers, varied_axes
 from .specifiers import PinPolicy, build_specifiers, merge_specifiers, specifier_set
 from .suggest import Suggestion, suggest_pins
 

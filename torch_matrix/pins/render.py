@@ -15,7 +15,7 @@ from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NO
 from torch_matrix.vocab.escaping import terminal
 from .evidence import EnvironmentAdvice
 from .model import Answer, Exclusion, RequirementLine, requirement_lines
-from .search import TRADEOFF_RULE
+from .tradeoffs import TRADEOFF_RULE
 from .suggest import Suggestion
 from .vocabulary import PYTHON
 

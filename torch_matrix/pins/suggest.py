@@ -60,7 +60,7 @@ class Suggestion:
 
     def pinned(self, tradeoff: Tradeoff) -> bool:
         """Whether the files pin this trade-off: its interaction's first by the rule
-        (``search.TRADEOFF_RULE``), unless ``pins --tradeoffs show``."""
+        (``tradeoffs.TRADEOFF_RULE``), unless ``pins --tradeoffs show``."""
         return self.pin_tradeoffs and self.traded is not None and tradeoff.rank == 1
 
     @property
@@ -73,7 +73,7 @@ class Suggestion:
     def recommended(self) -> Answer:
         """What the files pin: the safe answer (no pin excludes a version seen working) plus, for
         each interaction of an extras axis no pin closes without giving up a working pair, the one
-        trade-off the rule ranks first (``search.TRADEOFF_RULE``: constrain the incidental
+        trade-off the rule ranks first (``tradeoffs.TRADEOFF_RULE``: constrain the incidental
         dependency, keep torch whole), so that applying the files installs no tested failing pair;
         its lines name what they give up, the others are shown. ``pins --tradeoffs show`` pins the
         safe answer alone and leaves the break open."""

@@ -66,7 +66,7 @@ def _read_all(cache_dir: Path) -> tuple[float, float, int, int, dict[str, dict[s
     from concurrent.futures import ThreadPoolExecutor
 
     from torch_matrix.world.index import open_index
-    from torch_matrix.world.specfile import IndexConfig
+    from torch_matrix.spec.model import IndexConfig
     from torch_matrix.world.wheelfacts import build_of
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}

@@ -30,7 +30,7 @@ from torch_matrix.run.budget import BUDGET_ENV, budget_of, refuse_unless_fits
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size, parse_size
 from torch_matrix.world.index import DiskCache, PackageIndex, Source
-from torch_matrix.world.specfile import parse_spec
+from torch_matrix.spec.parse import parse_spec
 from torch_matrix.world.wheelset import (
     cached_wheels,
     cell_wheels,

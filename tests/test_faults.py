@@ -2622,7 +2622,7 @@ def test_a_half_made_venv_never_blocks_a_cell_and_a_blocked_cell_is_never_droppe
     run removes it (only uv's and torch-matrix's entries in it) and the cell runs. A directory at a
     cell's venv path holding someone else's file is kept, and that cell appears as missing, with
     the reason, in the table, summary.md and the pins (also from `report DIR` run alone)."""
-    from torch_matrix.run.sessions import nox_venv_of
+    from torch_matrix.run.matrixplan import nox_venv_of
 
     spec = write_spec(tmp_path, index.url, torch=("2.1.0", "2.2.0"))
     envdir = tmp_path / "nox"

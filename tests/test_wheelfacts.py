@@ -323,7 +323,7 @@ def test_the_other_builds_of_a_release_are_read_from_their_own_wheels_for_the_ad
 
     from tests.factories import make_cell, make_result
     from torch_matrix.run.targetplan import sibling_builds
-    from torch_matrix.world.specfile import IndexConfig
+    from torch_matrix.spec.model import IndexConfig
 
     index = build_index(
         tmp_path / "pytorch",

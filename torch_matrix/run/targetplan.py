@@ -19,7 +19,7 @@ from torch_matrix.plan.hardware import CellBuild
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import Cell, CellResult
 from torch_matrix.world.index import PackageIndex, open_index, open_variant_index
-from torch_matrix.world.specfile import DEFAULT_VARIANT, IndexConfig, Spec
+from torch_matrix.spec.model import DEFAULT_VARIANT, IndexConfig, Spec
 from torch_matrix.world.wheelfacts import WheelRead, build_of
 
 WORKERS = 8

@@ -44,7 +44,8 @@ def _releases(count: int) -> tuple[str, ...]:
 
 
 def edge_costs(ctx: Context) -> dict[str, Any]:
-    from torch_matrix.plan import bisection, followups
+    from torch_matrix.plan import bisection
+    from torch_matrix.plan import breaks as plan_breaks
     from tests.test_followups import FAIL, PASS, UNSAT, run
 
     rng = random.Random(22)
@@ -63,7 +64,7 @@ def edge_costs(ctx: Context) -> dict[str, Any]:
                 truth[version] = UNSAT if rng.random() < 0.03 else state
             grid = sorted(rng.sample(range(size), rng.randint(2, 4)))
             results = run(truth, [releases[i] for i in grid], releases)
-            edges = followups.edges(results, lambda cell, axis="torch": releases)
+            edges = plan_breaks.edges(results, lambda cell, axis="torch": releases)
             for edge in edges:
                 worst = max(worst, edge.spent / edge.budget)
                 edges_total += 1
@@ -97,7 +98,7 @@ def edge_costs(ctx: Context) -> dict[str, Any]:
 
 
 def interaction_costs(ctx: Context) -> dict[str, Any]:
-    from torch_matrix.plan import followups
+    from torch_matrix.plan import breaks as plan_breaks
     from tests.test_followups import FAIL, PASS, UNSAT, run_configurations
 
     rng = random.Random(2282)
@@ -125,10 +126,10 @@ def interaction_costs(ctx: Context) -> dict[str, Any]:
                 for spec in ("<82", ">=82")
             ]
             results = run_configurations(truth, grid, releases, st_releases=("81.0.0", "84.2.1"))
-            others = [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
+            others = [r for r in results if plan_breaks.OTHER_CONFIGURATION in r.cell.tags]
             edges = [
                 e
-                for e in followups.edges(
+                for e in plan_breaks.edges(
                     results,
                     lambda cell, axis="torch": (
                         ("81.0.0", "84.2.1") if axis == "setuptools" else releases

@@ -231,7 +231,6 @@ MAX_LINES = 600
 # concept, then delete its line. The list only shrinks: a listed module under the limit fails too.
 OVER_LIMIT = {
     "world/index.py": 878,
-    "plan/followups.py": 844,
     "judge/hardware.py": 736,
     "probes/facts.py": 720,
     "spec/parse.py": 715,

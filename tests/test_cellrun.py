@@ -620,7 +620,7 @@ def test_an_edge_cell_runs_only_the_probes_that_decide_its_break_and_claims_no_o
     its result, never passes, and its verdict is the subset's."""
     import dataclasses
 
-    from torch_matrix.plan.followups import asking_only
+    from torch_matrix.plan.edgecells import asking_only
     from torch_matrix.vocab.records import ORIGIN_EDGE
 
     suite = ("install_sanity", "training_step", "torch_compile", "determinism")

@@ -17,6 +17,8 @@ from torch_matrix.pins import requirement_lines, suggest_pins
 from torch_matrix.pins.specifiers import PinPolicy, specifier_set
 from torch_matrix.judge.verdict import verdict_of
 from torch_matrix.plan import bisection, followups
+from torch_matrix.plan import edgecells
+from torch_matrix.plan import breaks
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import ORIGIN_EDGE, ORIGIN_MATRIX, UNSATISFIABLE, Cell, CellResult
 from packaging.version import Version
@@ -170,7 +172,7 @@ def test_an_uninstallable_release_next_to_the_break_leaves_the_edge_unproven():
 
 def test_follow_up_cells_keep_the_cells_probes_and_install_and_resume_by_id():
     base = grid_cell("2.3.1")
-    cell = followups.edge_cell(base, "2.0.0", reason="start")
+    cell = edgecells.edge_cell(base, "2.0.0", reason="start")
     assert (cell.probes, cell.required_probes, cell.install, cell.axes["python"]) == (
         base.probes,
         base.required_probes,
@@ -179,14 +181,14 @@ def test_follow_up_cells_keep_the_cells_probes_and_install_and_resume_by_id():
     )
     assert cell.requirements == ("torch==2.0.0",) and cell.origin == ORIGIN_EDGE
     assert Cell.from_json(cell.to_json()) == cell
-    paired = followups.edge_cell(
+    paired = edgecells.edge_cell(
         make_cell(torch="2.3.1", torchvision="0.18.1"),
         "2.0.0",
         pairing={"2.0.0": "0.15.1"},
         pythons=frozenset({"3.8", "3.11"}),
     )
     assert paired.requirements == ("torch==2.0.0", "torchvision==0.15.1") and not paired.plan_note
-    unpaired = followups.edge_cell(
+    unpaired = edgecells.edge_cell(
         make_cell(torch="2.3.1", python="3.12"), "2.0.0", pairing={}, pythons=frozenset({"3.11"})
     )
     assert "no torchvision release requires torch==2.0.0" in unpaired.plan_note
@@ -245,7 +247,7 @@ def test_windows_never_cover_a_passing_cell_and_edges_stay_within_budget(pattern
     releases = RELEASES[: len(outcomes)]
     truth = dict(zip(releases, outcomes))
     results = run(truth, [releases[i] for i in sorted(picked)], releases)
-    for edge in followups.edges(results, lambda cell, axis="torch": releases):
+    for edge in breaks.edges(results, lambda cell, axis="torch": releases):
         assert edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
     line = torch_line(results, releases)
     specifiers = specifier_set([line[len("torch") :]] if line != "torch" else [])
@@ -305,7 +307,7 @@ def test_the_table_and_the_html_show_follow_up_cells_apart_and_the_html_carries_
 def test_a_follow_up_cell_is_rerun_through_the_follow_up_session():
     from torch_matrix.report.rows import cell_repro
 
-    cell = followups.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
+    cell = edgecells.edge_cell(grid_cell("2.3.1"), "2.0.0", reason="start")
     assert (
         cell_repro(cell, "m.toml")
         == "torch-matrix run --spec m.toml -s followups -- --redo t2.0.0-py3.11-edge"
@@ -511,7 +513,7 @@ def test_an_extras_axis_is_bisected_over_its_releases_with_torch_held():
         (r.install.resolved["numpy"] for r in results if r.cell.origin == ORIGIN_EDGE), key=Version
     )
     assert tested[0] == "2.0.0" and tested[-1] == "2.3.5"  # the first bad, and the newest
-    assert all(edge.axis == "numpy" for edge in followups.edges(results, releases))
+    assert all(edge.axis == "numpy" for edge in breaks.edges(results, releases))
     suggestion = suggest_pins(results, {"numpy": list(NUMPY), "torch": list(RELEASES)})
     lines = [line.text() for line in requirement_lines(suggestion.recommended)]
     assert lines == ["numpy<2"], lines
@@ -705,7 +707,7 @@ def test_a_break_that_names_torchvision_is_bisected_over_torchvision_releases_wi
         for cell in edges
     )
     assert all("torchvision" in cell.reason for cell in edges)
-    found = followups.edges(results, vision_releases, torchvision_axis=True)
+    found = breaks.edges(results, vision_releases, torchvision_axis=True)
     assert found and all(edge.axis == "torchvision" and edge.spent <= edge.budget for edge in found)
     start = [c for c in edges if Version(c.torchvision) < Version("0.18.1")]
     assert len(start) <= bisection.max_cells(6)  # 0.16.2 .. 0.18.1
@@ -733,7 +735,7 @@ def test_without_an_explicit_torchvision_the_same_break_moves_torch_with_its_pai
             break
         results += [transforms_judge(cell) for cell in planned]
     edges = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE]
-    assert edges and all(edge.axis == "torch" for edge in followups.edges(results, vision_releases))
+    assert edges and all(edge.axis == "torch" for edge in breaks.edges(results, vision_releases))
     assert all(cell.torchvision == PAIRING[cell.torch] for cell in edges)
     assert {cell.torch for cell in edges} >= {"2.2.0", "2.6.0"}
 
@@ -760,7 +762,7 @@ def test_a_torch_break_of_an_explicit_torchvision_spec_moves_torchvision_with_to
     edges = [r.cell for r in results if r.cell.origin == ORIGIN_EDGE]
     assert edges and all(
         edge.axis == "torch"
-        for edge in followups.edges(results, vision_releases, torchvision_axis=True)
+        for edge in breaks.edges(results, vision_releases, torchvision_axis=True)
     )
     assert all(cell.torchvision == PAIRING[cell.torch] and not cell.plan_note for cell in edges)
     assert "t2.2.0-tv0.17.0-py3.11-edge" in {cell.id for cell in edges}
@@ -780,20 +782,20 @@ def test_a_break_between_two_torchvision_releases_of_one_torch_is_torchvisions()
     grid = [pair_cell("0.15.1"), pair_cell("0.15.9", torch="2.0.0")]
     results = [judge(cell) for cell in grid]
     good = [{"cell": grid[0], "result": results[0]}]
-    assert followups.on_torchvision([{"cell": grid[1], "result": results[1]}], good)
+    assert breaks.on_torchvision([{"cell": grid[1], "result": results[1]}], good)
 
     def releases(cell, axis="torch"):
         return (*VISION[:1], "0.15.9") if axis == "torchvision" else RELEASES
 
-    found = followups.edges(results, releases, torchvision_axis=True)
+    found = breaks.edges(results, releases, torchvision_axis=True)
     assert found and {edge.axis for edge in found} == {"torchvision"}
-    assert not followups.edges(results, releases)  # without the axis: torch 2.0.0 passes, no break
+    assert not breaks.edges(results, releases)  # without the axis: torch 2.0.0 passes, no break
 
 
 def test_a_torchvision_release_without_a_single_torch_is_planned_unsatisfiable():
-    cell = followups.vision_edge_cell(pair_cell("0.16.2"), "0.30.0", torch_of={}, reason="start")
+    cell = edgecells.vision_edge_cell(pair_cell("0.16.2"), "0.30.0", torch_of={}, reason="start")
     assert cell.plan_note == "torchvision 0.30.0 requires no single torch release on the index"
-    narrow = followups.vision_edge_cell(
+    narrow = edgecells.vision_edge_cell(
         pair_cell("0.16.2"), "0.17.0", torch_of=TORCH_OF, pythons=frozenset({"3.12"})
     )
     assert "no torchvision 0.17.0 wheel for Python 3.11" in narrow.plan_note
@@ -870,7 +872,7 @@ def test_an_interactions_bad_edge_releases_are_tested_in_the_passing_configurati
     grid = [(t, s) for t in ("1.13.1", "2.4.1") for s in ("<82", ">=82")]
     results = run_configurations(truth, grid)
     edges = [r for r in results if r.cell.origin == ORIGIN_EDGE]
-    others = [r for r in edges if followups.OTHER_CONFIGURATION in r.cell.tags]
+    others = [r for r in edges if breaks.OTHER_CONFIGURATION in r.cell.tags]
     bad_edges = [r for r in edges if r not in others and r.probes[0].status == FAIL]
     assert bad_edges and others
     # Every bad edge release has its twin in the other configuration, equal on every other axis.
@@ -895,7 +897,7 @@ def test_an_interactions_bad_edge_releases_are_tested_in_the_passing_configurati
         assert twin.probes[0].status == PASS and "other configuration" in twin.cell.reason
     assert ("1.13.0", "81.0.0") in twins
     # The bisection itself stays within its budget; its other-configuration cells never count there.
-    found = followups.edges(
+    found = breaks.edges(
         results, lambda cell, axis="torch": SETUPTOOLS if axis == "setuptools" else RELEASES
     )
     for edge in found:
@@ -922,7 +924,7 @@ def test_a_finding_that_is_no_interaction_plans_no_other_configuration():
     results = run_configurations(
         truth, [(t, s) for t in ("1.13.1", "2.4.1") for s in ("<82", ">=82")]
     )
-    assert not [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
+    assert not [r for r in results if breaks.OTHER_CONFIGURATION in r.cell.tags]
     assert [r for r in results if r.cell.origin == ORIGIN_EDGE]
 
 
@@ -953,11 +955,11 @@ def test_interactions_test_each_bad_edge_release_in_both_configurations_within_b
 
     grid = [(releases[i], spec) for i in sorted(picked) for spec in ("<82", ">=82")]
     results = run_configurations(truth, grid, releases, st_releases=("81.0.0", "84.2.1"))
-    found = followups.edges(
+    found = breaks.edges(
         results,
         lambda cell, axis="torch": ("81.0.0", "84.2.1") if axis == "setuptools" else releases,
     )
-    others = [r for r in results if followups.OTHER_CONFIGURATION in r.cell.tags]
+    others = [r for r in results if breaks.OTHER_CONFIGURATION in r.cell.tags]
     for edge in found:
         assert edge.spent <= edge.budget == bisection.max_cells(len(edge.span))
         if edge.axis != "torch":
@@ -969,7 +971,7 @@ def test_interactions_test_each_bad_edge_release_in_both_configurations_within_b
             and r.cell.axes["setuptools"] != dict(edge.context).get("setuptools")
         ]
         assert len(mine) <= edge.budget
-    assert not followups.other_configuration(results, found)  # every one was planned and ran
+    assert not breaks.other_configuration(results, found)  # every one was planned and ran
     passing = {r.cell.torch for r in results if r.installed and r.probes[0].status == PASS}
     suggestion = suggest_pins(results, {"torch": list(releases)})
     for line in requirement_lines(suggestion.safe):
@@ -1018,7 +1020,7 @@ def test_torchvision_windows_never_cover_a_passing_release_and_edges_stay_within
         results += [judge(cell) for cell in planned]
     else:
         raise AssertionError("the planner never stopped")
-    for edge in followups.edges(results, releases_for, torchvision_axis=True):
+    for edge in breaks.edges(results, releases_for, torchvision_axis=True):
         assert edge.axis == "torchvision" and edge.spent <= edge.budget == bisection.max_cells(
             len(edge.span)
         )
@@ -1061,9 +1063,9 @@ def test_a_traceback_through_torchvision_does_not_make_a_break_torchvisions():
         )
 
     results = run_pairs(judge, [pair_cell("0.16.2"), pair_cell("0.18.1")])
-    assert not followups.names_torchvision(results[1])
+    assert not breaks.names_torchvision(results[1])
     assert {
-        edge.axis for edge in followups.edges(results, vision_releases, torchvision_axis=True)
+        edge.axis for edge in breaks.edges(results, vision_releases, torchvision_axis=True)
     } == {"torch"}
     lines = [
         line.text()
@@ -1119,7 +1121,7 @@ def test_a_counterfactual_on_an_axis_the_cell_pins_replaces_that_axis_value():
         probes=[make_probe("p", PASS)],
         resolved={"torch": "2.1.2", "setuptools": "81.0.0"},
     )
-    entry = followups.outcomes_by_context([failing, passing], "torch")
+    entry = breaks.outcomes_by_context([failing, passing], "torch")
     (context,) = entry
     (seen,) = entry[context].values()
     assert seen["cell"].requirements == ("torch==2.1.2", "setuptools>=82")  # type: ignore[attr-defined]
@@ -1128,7 +1130,7 @@ def test_a_counterfactual_on_an_axis_the_cell_pins_replaces_that_axis_value():
 
 def test_an_edge_in_a_context_that_pins_the_axis_installs_the_confirmed_fix_in_its_place():
     base = make_cell(torch="2.1.0", torchvision="", extras={"setuptools": ">=82"}, id="x-edge")
-    fixed = followups.with_fixes(base, [("setuptools<82", "cf")])
+    fixed = edgecells.with_fixes(base, [("setuptools<82", "cf")])
     assert fixed.requirements == ("torch==2.1.0", "setuptools<82")
 
 

@@ -29,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from torch_matrix.plan.bisection import final_releases
 from torch_matrix.plan.counterfactual import counterfactual_of
-from torch_matrix.plan.followups import EDGE_SEPARATOR
+from torch_matrix.plan.breaks import EDGE_SEPARATOR
 from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE
 from .specifiers import _prefix_bound, _text
 from .vocabulary import PYTHON, Observation, Value

@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from torch_matrix.edges import proc
 from torch_matrix.plan import followups
+from torch_matrix.plan import breaks
 from torch_matrix.plan import bisection
 from torch_matrix.plan.grid import (
     IndexFacts,
@@ -227,7 +228,7 @@ def run_followups(
         )
         view.read_torch_of(
             followups.edge_versions(
-                results, view.releases_for, followups.TORCHVISION, torchvision_axis=axis
+                results, view.releases_for, breaks.TORCHVISION, torchvision_axis=axis
             )
         )
         planned = followups.plan_followups(

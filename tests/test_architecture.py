@@ -235,7 +235,6 @@ OVER_LIMIT = {
     "probes/facts.py": 720,
     "spec/parse.py": 715,
     "judge/causes.py": 694,
-    "world/results.py": 673,
     "world/environment.py": 666,
     "run/sessions.py": 655,
     "probes/runner.py": 628,

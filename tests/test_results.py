@@ -14,13 +14,14 @@ import pytest
 
 from torch_matrix.vocab import records
 from torch_matrix.world import results
+from torch_matrix.world import resultschema
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_cell, make_probe, make_result
 
 
 def schema_validator():
-    schema = results.cell_result_schema()
+    schema = resultschema.cell_result_schema()
     return jsonschema.Draft202012Validator(schema)
 
 
@@ -52,7 +53,7 @@ def full_result() -> CellResult:
 
 
 def test_schema_is_a_valid_draft_2020_12_schema():
-    schema = results.cell_result_schema()
+    schema = resultschema.cell_result_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(schema)
 
@@ -70,7 +71,7 @@ def test_schema_accepts_what_to_json_writes(result):
 
 
 def test_schema_stays_in_sync_with_records():
-    schema = results.cell_result_schema()
+    schema = resultschema.cell_result_schema()
     props = schema["properties"]
     assert props["schema"]["const"] == records.SCHEMA_ID
     assert props["schema_version"]["enum"] == list(records.READABLE_SCHEMA_VERSIONS)
@@ -91,7 +92,7 @@ def test_schema_stays_in_sync_with_records():
     )
     assert set(judged.to_json()) == set(props)
     schema_validator().validate(judged.to_json())
-    assert CellResult.from_json(judged.to_json()) == judged and results.is_canonical_json(
+    assert CellResult.from_json(judged.to_json()) == judged and resultschema.is_canonical_json(
         judged.to_json()
     )
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
@@ -447,8 +448,8 @@ def test_interrupted_write_leaves_resume_state_consistent(tmp_path, monkeypatch)
 
 def test_fast_path_is_active_for_the_published_schema():
     """If the schema gains a keyword the fast path does not know, loading gets ~20x slower."""
-    assert results._fast_check() is not None
-    assert results._fast_check()(full_result().to_json())
+    assert resultschema.fast_check() is not None
+    assert resultschema.fast_check()(full_result().to_json())
 
 
 _DELETE = object()
@@ -503,7 +504,7 @@ def test_fast_path_never_accepts_what_jsonschema_rejects():
     base = full_result().to_json()
     base["cell"]["axes"]["extra"] = "v"
     base["timings"]["odd"] = 1
-    fast, strict = results._fast_check(), schema_validator()
+    fast, strict = resultschema.fast_check(), schema_validator()
     checked = 0
     for path in list(_paths(base)):
         for replacement in [*_REPLACEMENTS, _DELETE] if path else _REPLACEMENTS:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_matrix.world import results
+from torch_matrix.world import results, resultschema
 from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_probe, make_result
 from tests.test_results import full_result
@@ -42,8 +42,8 @@ CANONICAL = [
 
 @pytest.mark.parametrize("result", CANONICAL)
 def test_what_to_json_writes_is_canonical(result):
-    assert results.is_canonical_json(result.to_json())
-    assert results.is_canonical_json(json.loads(json.dumps(result.to_json())))
+    assert resultschema.is_canonical_json(result.to_json())
+    assert resultschema.is_canonical_json(json.loads(json.dumps(result.to_json())))
 
 
 def _variant(mutate):
@@ -70,9 +70,9 @@ NOT_CANONICAL = [
 
 @pytest.mark.parametrize("data", NOT_CANONICAL)
 def test_anything_to_json_would_change_is_not_canonical(data):
-    assert results.is_valid_cell_result(data)  # valid, so it loads; but it must be rewritten
+    assert resultschema.is_valid_cell_result(data)  # valid, so it loads; but it must be rewritten
     assert json.dumps(CellResult.from_json(data).to_json()) != json.dumps(data)
-    assert not results.is_canonical_json(data)
+    assert not resultschema.is_canonical_json(data)
 
 
 def test_write_merged_from_loaded_dicts_writes_the_same_bytes(tmp_path):

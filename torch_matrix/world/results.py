@@ -13,28 +13,24 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch_matrix.vocab import layout
 from torch_matrix.judge.causes import in_run_context
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.edges.fastcheck import Unsupported, compile_checker
 from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
 from torch_matrix.edges.fileio import cyclic_gc_paused
 from torch_matrix.vocab.layout import MERGED_NAME
 from torch_matrix.vocab.records import (
-    INSTALLED,
     SCHEMA_ID,
     SCHEMA_VERSION,
     Cell,
     CellResult,
-    InstallOutcome,
-    ProbeResult,
 )
 from torch_matrix.judge.verdict import is_complete
 from torch_matrix.world.shardvalues import (
@@ -43,10 +39,8 @@ from torch_matrix.world.shardvalues import (
     check_values,
     may_need_checking,
 )
+from torch_matrix.world.resultschema import describe_schema_error, is_canonical_json
 
-SCHEMA_PATH = (
-    Path(__file__).resolve().parent.parent / "vocab" / "schema" / "cell-result.schema.json"
-)
 MERGED_SCHEMA_ID = "torch-matrix/results"
 MERGED_SCHEMA_VERSION = 1
 NO_RESULTS_HINT = (
@@ -65,10 +59,6 @@ def no_results_hint(cwd: str | os.PathLike[str] | None = None) -> str:
         "run `torch-matrix run` first (it writes results/<run>/cells/), or pass the directory "
         "that holds the cell results"
     )
-
-
-if TYPE_CHECKING:
-    import jsonschema
 
 
 @dataclass
@@ -106,152 +96,6 @@ class LoadedResults:
 
 def cells_dir(results_root: str | os.PathLike[str], run_name: str) -> Path:
     return layout.cells_dir(layout.run_dir(results_root, run_name))
-
-
-@lru_cache(maxsize=1)
-def cell_result_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-
-
-@lru_cache(maxsize=1)
-def _validator() -> jsonschema.protocols.Validator:
-    """Compiled once: building a validator per file costs more than validating it.
-
-    Imported here, not at the top: only a file the fast check does not accept needs it."""
-    import jsonschema
-
-    schema = cell_result_schema()
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
-# A fast yes for the common case: jsonschema costs ~1 ms per result file, which makes a
-# 2,000-cell report take seconds. torch_matrix.edges.fastcheck compiles the same schema file into plain
-# code that only ever says "surely valid"; anything else goes to jsonschema, which has the
-# final word and writes the message.
-
-
-@lru_cache(maxsize=1)
-def _fast_check() -> Callable[[Any], bool] | None:
-    """None when the schema uses a keyword the fast path does not know (jsonschema alone then)."""
-    try:
-        return compile_checker(cell_result_schema())
-    except Unsupported:
-        return None
-
-
-def is_valid_cell_result(data: Any) -> bool:
-    fast = _fast_check()
-    if fast is not None and fast(data):
-        return True
-    return _validator().is_valid(data)
-
-
-# ---------------------------------------------------------------------------- canonical form
-
-
-@lru_cache(maxsize=1)
-def _canonical_layout() -> tuple[
-    tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]
-]:
-    """Key orders as ``to_json()`` writes them, taken from the records so they never drift:
-    top level, cell, install, the probe keys always written, then the optional ones in order."""
-    full_probe = ProbeResult(
-        name="p",
-        status="pass",
-        evidence={"k": 1},
-        observed=1,
-        expected=1,
-        traceback="t",
-        repro="r",
-        output_tail="o",
-    )
-    sample = CellResult(
-        cell=Cell(id="c", axes={"python": "3", "torch": "2"}, requirements=()),
-        fingerprint="f",
-        install=InstallOutcome(status=INSTALLED),
-        probes=(full_probe,),
-    )
-    data = sample.to_json()
-    always = tuple(ProbeResult(name="p", status="pass").to_json())
-    optional = tuple(key for key in data["probes"][0] if key not in always)
-    return tuple(data), tuple(data["cell"]), tuple(data["install"]), always, optional
-
-
-_KEPT_WHEN_FALSY = ("observed", "expected")  # ProbeResult.to_json drops these only when None
-
-
-@lru_cache(maxsize=256)
-def _probe_optional_keys(keys: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The optional keys of a probe whose keys are ``keys``, or None when to_json never writes that order."""
-    _, _, _, always, optional = _canonical_layout()
-    rest = keys[len(always) :]
-    if keys[: len(always)] != always or rest != tuple(key for key in optional if key in rest):
-        return None
-    return rest
-
-
-def _canonical_probe(probe: Any) -> bool:
-    if type(probe) is not dict:
-        return False
-    extra = _probe_optional_keys(tuple(probe))
-    if extra is None:
-        return False
-    for key in extra:  # to_json leaves out empty values (None observed/expected)
-        value = probe[key]
-        if value is None or (not value and key not in _KEPT_WHEN_FALSY):
-            return False
-    duration = probe.get("duration_s")
-    return type(duration) is float and _kept_by_round(duration, 4)
-
-
-@lru_cache(
-    maxsize=65_536
-)  # round(x, n) goes through text (0.5 us); a run's durations and timings repeat
-def _kept_by_round(value: float, digits: int) -> bool:
-    """``round(value, digits) == value``: what to_json's rounding leaves unchanged."""
-    return round(value, digits) == value
-
-
-def is_canonical_json(data: Any) -> bool:
-    """True only when ``data`` (a schema-valid cell result) is exactly ``CellResult.from_json(data).to_json()``,
-    key order included, so it can be written as is. False is always safe (the caller converts)."""
-    top, cell_keys, install_keys, _, _ = _canonical_layout()
-    if type(data) is not dict or type(data.get("schema_version")) is not int:
-        return False  # (jsonschema's enum also admits 1.0)
-    keys = tuple(data)
-    if keys[-1:] == ("replaces",):  # to_json writes it last, and only when set
-        if not data["replaces"]:
-            return False
-        keys = keys[:-1]
-    if keys not in (top, top + ("targets",)):
-        return False
-    if data["schema_version"] != SCHEMA_VERSION:
-        return False  # an older file: to_json() writes the current version
-    cell, install, probes, timings = data["cell"], data["install"], data["probes"], data["timings"]
-    if type(cell) is not dict or tuple(cell) != cell_keys:
-        return False
-    if (
-        type(install) is not dict
-        or tuple(install) != install_keys
-        or type(install.get("attempts")) is not int
-    ):
-        return False
-    if type(timings) is not dict or type(probes) is not list:
-        return False
-    for value in timings.values():
-        if type(value) is not float or not _kept_by_round(value, 3):
-            return False
-    for probe in probes:
-        if not _canonical_probe(probe):
-            return False
-    targets = data.get("targets")
-    if targets is not None and not (
-        type(targets) is list and targets and all(type(t) is dict for t in targets)
-    ):
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------------- writing
@@ -331,28 +175,6 @@ def _cell_line_prefix() -> str:
 
 
 # ---------------------------------------------------------------------------- reading
-
-
-def _describe_schema_error(data: Any) -> str | None:
-    """None when ``data`` is a valid cell result of our version, else why not (one line)."""
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
-        return "not a torch-matrix cell result"
-    version = data.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        return f"schema_version {version} is newer than this tool understands ({SCHEMA_VERSION})"
-    fast = _fast_check()
-    if fast is not None and fast(data):
-        return None
-    from jsonschema.exceptions import best_match
-
-    error = best_match(_validator().iter_errors(data))
-    if error is None:
-        return None
-    where = "/".join(str(part) for part in error.absolute_path) or "top level"
-    message = " ".join(error.message.split())
-    if len(message) > 160:
-        message = message[:157] + "..."
-    return f"invalid cell result at {where}: {message}"
 
 
 def _read_json(path: Path) -> tuple[Any, str | None, str]:
@@ -506,7 +328,7 @@ def _entry_from_data(
 ) -> _Entry | None:
     # Values first (shardvalues): a NaN duration or a lone surrogate costs that field, not the cell.
     notes = check_numbers(data) + check_targets(data) + (check_values(data) if suspicious else [])
-    problem = _describe_schema_error(data)
+    problem = describe_schema_error(data)
     if problem:
         out.skip(shown, problem)
         return None

@@ -234,7 +234,6 @@ OVER_LIMIT = {
     "judge/hardware.py": 736,
     "probes/facts.py": 720,
     "spec/parse.py": 715,
-    "judge/causes.py": 694,
     "world/environment.py": 666,
     "run/sessions.py": 655,
     "probes/runner.py": 628,

@@ -305,10 +305,10 @@ def test_the_release_advised_as_a_cap_is_the_newest_by_pep_440_not_by_text():
 
 
 def test_a_dropped_module_keeps_the_newest_providers_when_more_than_five_shipped_it():
-    from torch_matrix.judge.causes import _dropped_provider
+    from torch_matrix.judge.runcontext import dropped_provider
 
     here = make_result(make_cell(id="here"), resolved={"torch": "2.5.1", "setuptools": "82.0.0"})
     seen = [(f"{v}.0", f"c{v}") for v in (3, 4, 5, 6, 7, 8, 9, 10, 11)]
-    found = _dropped_provider(here, "pkg_resources", {"pkg_resources": {"setuptools": seen}})
+    found = dropped_provider(here, "pkg_resources", {"pkg_resources": {"setuptools": seen}})
     assert found is not None
     assert [p["version"] for p in found["provided_in"]] == ["11.0", "10.0", "9.0", "8.0", "7.0"]

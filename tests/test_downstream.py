@@ -850,7 +850,7 @@ def test_a_module_a_dependency_release_dropped_is_a_version_finding_on_that_depe
     """torch 1.13.1 imports pkg_resources, which setuptools 82 stopped shipping: the advice was
     "add pkg_resources", which no index has. The module is mapped to its provider (setuptools, seen
     shipping it in another cell) and the finding is about versions, with the two honest answers."""
-    from torch_matrix.judge.causes import in_run_context
+    from torch_matrix.judge.runcontext import in_run_context
     from torch_matrix.judge.verdict import INCOMPATIBLE, verdict_of
 
     new = _missing_module_cell("1.13.1", "84.0.0", False, True, extras={"setuptools": ">=82"})

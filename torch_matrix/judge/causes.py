@@ -54,7 +54,7 @@ from typing import Any, Callable, Mapping
 
 from torch_matrix.judge.catalogue import Finding, diagnose
 
-from torch_matrix.vocab.versions import newest as newest_version, version_key
+from torch_matrix.vocab.versions import newest as newest_version
 from torch_matrix.vocab.records import (
     CRASH,
     ERROR,
@@ -127,7 +127,7 @@ _UNDER_TEST = {"torch", "torchvision", "torchaudio", "numpy"}
 # Modules whose distribution has another name: the requirement that brings them. torch 2.1's
 # torch.compile imports pkg_resources (seen on real wheels, Python 3.11), which setuptools provided
 # until 82.0.0 removed it (checked: 81.0.0 has it, 82.0.0 does not).
-_DISTRIBUTION_OF = {
+DISTRIBUTION_OF = {
     "pkg_resources": "setuptools<82",
     "yaml": "pyyaml",
     "PIL": "pillow",
@@ -152,7 +152,7 @@ _NUMPY_ABI = (
     "compiled using NumPy 1.x cannot be run in",
 )
 NUMPY_FIX = "numpy<2"
-_FAILING = (FAIL, ERROR, TIMEOUT, CRASH, UNSUPPORTED)
+FAILING = (FAIL, ERROR, TIMEOUT, CRASH, UNSUPPORTED)
 _PYTEST_NOT_RUN = (2, 3, 4, 5)  # interrupted (collection error), internal, usage, no tests
 
 
@@ -230,82 +230,15 @@ def import_broken(cell: Any, probe: ProbeResult) -> bool:
     )
 
 
-def in_run_context(results: list[CellResult]) -> list[CellResult]:
-    """The run's results, each command probe whose tests fail to import in every installed cell
-    of the run marked ``collected_nowhere``: a suite that collects nowhere is the suite's to fix
-    (``tests-did-not-run``), even when its error names torch. Pure: new records, same order."""
-    import dataclasses
-
-    collected: set[str] = set()
-    broken: set[str] = set()
-    for result in results:
-        for probe in result.probes:
-            if probe.isolation != "command" or "pytest_exit" not in probe.evidence:
-                continue
-            if probe.evidence.get("pytest_exit") in (0, 1, 5) or probe.status in (PASS, FAIL, SKIP):
-                collected.add(probe.name)
-            elif import_broken(result.cell, probe):
-                broken.add(probe.name)
-    nowhere = broken - collected
-    # Who ships which module, and which counterfactuals refuted an advice: read from the run only
-    # when a probe misses a module (most runs have none).
-    providers: dict[str, Any] | None = None
-    refutations: dict[tuple[str, str], dict[str, str]] = {}
-    out = []
-    for result in results:
-        if not nowhere and (
-            result.install.status != "installed"
-            or not any(p.status in _FAILING for p in result.probes)
-        ):
-            out.append(result)  # nothing below can apply (missing_module wants a failing probe)
-            continue
-        probes = []
-        for p in result.probes:
-            extra: dict[str, Any] = {}
-            if p.name in nowhere and import_broken(result.cell, p):
-                extra[COLLECTED_NOWHERE] = True
-            module = missing_module(result, p)
-            if module:
-                if providers is None:
-                    providers, refutations = (
-                        _providers_in_run(results),
-                        _refuted_counterfactuals(results),
-                    )
-                provider = _dropped_provider(result, module, providers)
-                if provider:
-                    extra[MODULE_PROVIDER] = provider
-                else:
-                    key = (result.cell.id, _requirement_name(_DISTRIBUTION_OF.get(module, module)))
-                    if key in refutations:
-                        extra[REFUTED_BY] = {**refutations[key], "module": module}
-            if extra:
-                message = p.message
-                if MODULE_PROVIDER in extra or REFUTED_BY in extra:
-                    note = (
-                        dropped_advice(extra[MODULE_PROVIDER])
-                        if MODULE_PROVIDER in extra
-                        else refuted_advice(extra[REFUTED_BY])
-                    )
-                    message = f"{p.message} [{note}]" if note not in p.message else p.message
-                p = dataclasses.replace(p, message=message, evidence={**p.evidence, **extra})
-            probes.append(p)
-        changed = tuple(probes) != result.probes
-        out.append(dataclasses.replace(result, probes=tuple(probes)) if changed else result)
-    return out
-
-
 MODULE_PROVIDER = "module_provider"
 REFUTED_BY = "refuted_by"
-_COUNTERFACTUAL_OF = (
-    "counterfactual-of-"  # the tag a counterfactual cell carries (torch_matrix.plan.counterfactual)
-)
 
 
 def missing_module(result: CellResult, probe: ProbeResult) -> str:
     """The top-level module a failing probe missed (``No module named 'pkg_resources'``) when it is
     no axis under test and no distribution of that name is installed: the case whose advice would
     be "add it"; else ""."""
-    if probe.status not in _FAILING or result.install.status != "installed":
+    if probe.status not in FAILING or result.install.status != "installed":
         return ""
     found = _MISSING_MODULE.search(_text(probe))
     if not found:
@@ -315,98 +248,18 @@ def missing_module(result: CellResult, probe: ProbeResult) -> str:
         module in _UNDER_TEST
         or module in axis_modules(result.cell)
         or probe.name.startswith(module)
-        or _satisfied(result.install.resolved, _DISTRIBUTION_OF.get(module, module))
+        or _satisfied(result.install.resolved, DISTRIBUTION_OF.get(module, module))
     ):
         return ""
     return module
 
 
-def _requirement_name(text: str) -> str:
+def requirement_name(text: str) -> str:
     return re.split(r"[<>=!~;\[ ]", text, maxsplit=1)[0].strip().lower().replace("_", "-")
-
-
-def _providers_in_run(results: list[CellResult]) -> dict[str, dict[str, list[tuple[str, str]]]]:
-    """module -> distribution -> [(version, cell id)] where that distribution shipped the module
-    (the cells' ``interpreter.providers``, recorded by the probe runner)."""
-    found: dict[str, dict[str, list[tuple[str, str]]]] = {}
-    for result in results:
-        provides = (result.interpreter or {}).get("providers") or {}
-        if not isinstance(provides, dict):
-            continue
-        versions = {
-            name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()
-        }
-        for dist, modules in provides.items():
-            version = versions.get(str(dist).lower().replace("_", "-"))
-            if version is None or not isinstance(modules, list):
-                continue
-            for module in modules:
-                found.setdefault(str(module), {}).setdefault(str(dist), []).append(
-                    (version, result.cell.id)
-                )
-    return found
-
-
-def _dropped_provider(
-    result: CellResult, module: str, providers: Mapping[str, Any]
-) -> dict[str, Any] | None:
-    """The distribution that shipped ``module`` in another cell and is installed here at another
-    version (which no longer ships it), as the evidence of a ``dropped-module`` finding."""
-    resolved = {name.lower().replace("_", "-"): v for name, v in result.install.resolved.items()}
-    for dist, seen in sorted((providers.get(module) or {}).items()):
-        here = resolved.get(dist.lower().replace("_", "-"))
-        elsewhere = sorted(  # newest first: the advice caps at the newest release that ships it
-            {(v, c) for v, c in seen if v != here and c != result.cell.id},
-            key=lambda item: (version_key(item[0]), item[1]),
-            reverse=True,
-        )
-        if here and elsewhere:
-            return {
-                "module": module,
-                "distribution": dist,
-                "installed": here,
-                "provided_in": [{"version": v, "cell": c} for v, c in elsewhere[:5]],
-                "torch": public_torch(result.install.resolved.get("torch", "")),
-            }
-    return None
 
 
 def public_torch(version: str) -> str:
     return version.split("+", 1)[0]
-
-
-def _refuted_counterfactuals(results: list[CellResult]) -> dict[tuple[str, str], dict[str, str]]:
-    """(original cell id, module) -> the counterfactual cell that added the module as a requirement
-    and was unsatisfiable (no such distribution on the index): the "add it" advice is refuted."""
-    refuted: dict[tuple[str, str], dict[str, str]] = {}
-    # A distribution some cell installed is on the index: a counterfactual adding it that could not
-    # be installed (a contradiction, a Python without its wheel) refutes nothing, and the advice stays.
-    on_index = {
-        _requirement_name(name)
-        for result in results
-        if result.install.status == "installed"
-        for name in result.install.resolved
-    }
-    for result in results:
-        if result.install.status != "unsatisfiable" or not result.cell.requirements:
-            continue
-        if _requirement_name(result.cell.requirements[-1]) in on_index:
-            continue
-        originals = [
-            t[len(_COUNTERFACTUAL_OF) :]
-            for t in result.cell.tags
-            if t.startswith(_COUNTERFACTUAL_OF)
-        ]
-        if not originals:
-            continue
-        added = result.cell.requirements[-1]
-        why = " ".join(result.install.message.split())[:200]
-        refuted[(originals[0], _requirement_name(added))] = {
-            "requirement": added,
-            "cell": result.cell.id,
-            "why": why,
-        }
-    return refuted
 
 
 def dropped_advice(found: Mapping[str, Any]) -> str:
@@ -483,15 +336,15 @@ def install_attribution(result: CellResult) -> Attribution | None:
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]
-        if module in _DISTRIBUTION_OF and not _satisfied(
-            result.install.resolved, _DISTRIBUTION_OF[module]
+        if module in DISTRIBUTION_OF and not _satisfied(
+            result.install.resolved, DISTRIBUTION_OF[module]
         ):
             return _missing_dependency("import torch", module)
     return None
 
 
 def _missing_dependency(who: str, module: str) -> Attribution:
-    distribution = _DISTRIBUTION_OF.get(module, module)
+    distribution = DISTRIBUTION_OF.get(module, module)
     needs = f"`{module}`" + (f" (from {distribution})" if distribution != module else "")
     return Attribution(
         Cause.ENVIRONMENT,
@@ -521,7 +374,7 @@ def _environment_before_collection(result: CellResult, probe: ProbeResult) -> At
 def code_finding(probe: ProbeResult) -> Finding | None:
     """The catalogue's finding for a failing probe: each failing test and collection error of a
     command probe (its whole text, its frames), else the probe's own text."""
-    if probe.status not in _FAILING:
+    if probe.status not in FAILING:
         return None
     failures = [
         *(probe.evidence.get("collection_errors") or ()),
@@ -622,7 +475,7 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
     missing = _MISSING_MODULE.search(text)
     if missing:
         module = missing.group(1).split(".")[0]
-        distribution = _DISTRIBUTION_OF.get(module, module)
+        distribution = DISTRIBUTION_OF.get(module, module)
         if (
             module not in _UNDER_TEST
             and not _satisfied(resolved, distribution)
@@ -687,7 +540,7 @@ def _failures_where(
     found = {}
     for name in names:
         probe = result.probe(name)
-        if probe is not None and probe.status in _FAILING:
+        if probe is not None and probe.status in FAILING:
             attribution = attribute(result, probe)
             if wanted(attribution):
                 found[name] = attribution

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.vocab import layout
-from torch_matrix.judge.causes import in_run_context
+from torch_matrix.judge.runcontext import in_run_context
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
 from torch_matrix.edges.fileio import cyclic_gc_paused

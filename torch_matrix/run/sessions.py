@@ -31,7 +31,7 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,13 +45,11 @@ from torch_matrix.vocab.layout import (
     BACKOFF_ENV,
     GPUS_ENV,
     GRACE_ENV,
-    MATRIX_SESSION,
     REDO_ENV,
     FOLLOWUPS_SESSION,
     REPORT_SESSION,
 )
 from torch_matrix.vocab.records import Cell
-from torch_matrix.run.selection import Candidate, read_selection, selected
 from torch_matrix.run.matrixplan import (
     MatrixPlan,
     envdir_of,
@@ -61,6 +59,16 @@ from torch_matrix.run.matrixplan import (
     redo_cells,
     redo_requested,
     refresh_targets,
+)
+from torch_matrix.run.fetchahead import prefetch_steps, queued_cells, run_prefetcher
+from torch_matrix.run.diskkeeper import (
+    cost_line,
+    disk_keeper,
+    followup_cost,
+    followup_keeper,
+    not_run,
+    remove_venv,
+    watched,
 )
 
 if TYPE_CHECKING:
@@ -251,177 +259,6 @@ def run_counterfactuals(
     return results
 
 
-_PREFETCHER: list[
-    Any
-] = []  # one torch_matrix.run.prefetch.Prefetcher per nox process (closed at exit)
-_KEEPER: list[Any] = []  # (run.budget.Keeper, plan.cost.PlanCost): one per nox process
-
-
-def disk_keeper(
-    session: Any, plan: MatrixPlan, venvs_dir: Path, environ: Mapping[str, str] = os.environ
-) -> tuple[Any, Any]:
-    """The run's disk budget (``torch_matrix.run.budget``), set up by its first cell: the plan's cost
-    printed, a budget that cannot hold the largest cell refused (``UserError``), what uv's cache
-    holds of the plan's wheels now recorded as the user's (never evicted)."""
-    from torch_matrix.plan.cost import summary_lines
-    from torch_matrix.run.budget import LEDGER_NAME, Keeper, Ledger, plan_cost, refuse_unless_fits
-    from torch_matrix.world.environment import uv_cache_dir
-
-    if not _KEEPER:
-        assert plan.spec is not None  # a matrix cell's plan always has its spec
-        uv_cache = uv_cache_dir(environ)
-        cost = plan_cost(plan.spec, plan.cells, environ, uv_cache=uv_cache, venvs_dir=venvs_dir)
-        for line in summary_lines(cost):
-            session.log(f"cost: {line}")
-        refuse_unless_fits(cost)
-        keeper = Keeper(
-            cost.budget,
-            cost.budget_origin,
-            uv_cache,
-            Ledger(plan.run_dir / LEDGER_NAME),
-            log=session.log,
-        )
-        keeper.start({w.filename: w.disk for c in cost.cells for w in c.wheels})
-        _KEEPER.append((keeper, cost))
-        if _PREFETCHER:  # the prefetch fetches a cell ahead only where the budget holds it
-            _PREFETCHER[0].fits = lambda cell: keeper_ahead(keeper, cost, plan, cell, environ)
-    return _KEEPER[0]
-
-
-def keeper_ahead(keeper: Any, cost: Any, plan: MatrixPlan, cell: Cell, environ: Any) -> str:
-    own = cost.cell(cell.id)
-    if own is None and plan.spec is not None:
-        own = followup_cost(plan.spec, cell, environ)
-    return keeper.ahead(own) if own is not None else ""
-
-
-def not_run(steps: Any, why: str) -> Any:
-    """``steps`` whose install does not run: the cell is recorded as not run, with ``why`` (an
-    install error, no evidence: never a finding)."""
-    import dataclasses
-
-    from torch_matrix.run.cellrun import CellSteps
-    from torch_matrix.vocab.records import INSTALL_ERROR, InstallOutcome
-
-    def refuse(*_args: Any, **_kwargs: Any) -> InstallOutcome:
-        return InstallOutcome(INSTALL_ERROR, (), why, 0)
-
-    return dataclasses.replace(steps or CellSteps(), install=refuse)
-
-
-def watched(steps: Any, cost: Any, uv_cache: str) -> Any:
-    """``steps`` whose install heartbeat says the bytes fetched and what is being fetched."""
-    import dataclasses
-
-    from torch_matrix.run.budget import install_watch
-    from torch_matrix.run.cellrun import CellSteps
-
-    return dataclasses.replace(steps or CellSteps(), install_progress=install_watch(cost, uv_cache))
-
-
-def remove_venv(venv: Path, environ: Mapping[str, str], log: Callable[[str], None]) -> None:
-    from torch_matrix.run.budget import remove_venv as remove
-
-    remove(venv, environ, log)
-
-
-def queued_cells(
-    plan: MatrixPlan,
-    running: str,
-    posargs: Sequence[str],
-    argv: Sequence[str] | None = None,
-    environ: Mapping[str, str] = os.environ,
-) -> list[Cell] | None:
-    """The matrix cells nox runs after the session named ``running``, in its order (those with a complete result are
-    skipped unless redone): the plan's cells as nox's command line (``argv``, default this
-    process's) selects them (``torch_matrix.run.selection``). None when that selection is not
-    one this tool can follow, or ``running`` is not in it (then nothing is fetched ahead)."""
-    import nox
-
-    default = tuple(nox.options.sessions or (MATRIX_SESSION,))  # the noxfile's default
-    candidates = [
-        Candidate(MATRIX_SESSION, layout.cell_session(c.id), plan.interpreter_for(c), tuple(c.tags))
-        for c in plan.cells
-    ]
-    chosen = selected(
-        read_selection(sys.argv[1:] if argv is None else argv, environ), candidates, default
-    )
-    names = [candidate.signature for candidate in chosen or ()]
-    if running not in names:
-        return None
-    after = names[names.index(running) + 1 :]
-    by_name = {layout.cell_session(cell.id): cell for cell in plan.cells}
-    redo = redo_requested(posargs, environ)
-    return [
-        cell
-        for cell in (by_name[name] for name in after)
-        if not cell.plan_note
-        and plan.has_interpreter(cell)
-        and (redo or not is_complete(plan, cell))
-    ]
-
-
-def run_prefetcher(
-    session: Any,
-    index_config: Any,
-    python_for: Callable[[Cell], str],
-    venvs_dir: Path,
-    environ: Mapping[str, str] = os.environ,
-) -> Any:
-    """The run's one ``Prefetcher`` (closed at exit), or None when ``TORCH_MATRIX_PREFETCH=0``."""
-    import atexit
-
-    from torch_matrix.run.prefetch import Prefetcher, settings_from
-    from torch_matrix.world.environment import base_env, uv_cache_dir
-
-    settings = settings_from(environ)
-    if settings.ahead <= 0:
-        return None
-    if not _PREFETCHER:
-        prefetcher = Prefetcher(
-            settings,
-            cache_dir=uv_cache_dir(environ) or str(venvs_dir),
-            scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
-            index_config=index_config,
-            python_for=python_for,
-            env=base_env(),
-            log=session.log,
-        )
-        atexit.register(prefetcher.close)
-        _PREFETCHER.append(prefetcher)
-    return _PREFETCHER[0]
-
-
-def prefetch_steps(
-    session: Any, plan: MatrixPlan, venvs_dir: Path, environ: Mapping[str, str] = os.environ
-) -> Callable[[Cell, Sequence[Cell]], Any]:
-    """``steps(cell, first)``: the ``CellSteps`` for ``cell``, whose probe phase starts the prefetch of
-    what runs next: ``first`` (follow-up cells), then the next cells nox has queued. A fetch of
-    ``cell`` itself still under way is waited for (never two uv processes on the same downloads).
-    Off under ``-j`` (cells overlap there) and with ``TORCH_MATRIX_PREFETCH=0``."""
-    from torch_matrix.run.cellrun import CellSteps
-
-    if getattr(session, "parallel", False):
-        return lambda cell, first: None
-    prefetcher = run_prefetcher(
-        session, plan.planned_spec.index, plan.interpreter_for, venvs_dir, environ
-    )
-    if prefetcher is None:
-        return lambda cell, first: None
-
-    def steps(cell: Cell, first: Sequence[Cell]) -> Any:
-        prefetcher.claim(cell.id)
-
-        def starting(_running: Cell) -> None:
-            upcoming = queued_cells(plan, session.name, session.posargs, environ=environ)
-            if upcoming is not None:
-                prefetcher.ahead([*first, *upcoming])
-
-        return CellSteps(probes_starting=starting)
-
-    return steps
-
-
 def run_followups_session(
     session: Any, argv: Sequence[str] = sys.argv, environ: Mapping[str, str] = os.environ
 ) -> Any:
@@ -580,46 +417,6 @@ def run_followups_session(
         session.error(error.render())
     except WriteFailed as error:  # the budget's ledger on a full results disk: one line
         session.error(error.user_error().render())
-
-
-def followup_keeper(
-    session: Any, plan: MatrixPlan, envdir: Path, environ: Mapping[str, str] = os.environ
-) -> Any:
-    """The follow-up session's side of the run's disk budget (the same ledger as its matrix cells)."""
-    from torch_matrix.run.budget import LEDGER_NAME, Keeper, Ledger, budget_of
-    from torch_matrix.world.environment import uv_cache_dir
-
-    assert plan.spec is not None  # load_plan always sets it
-    uv_cache = uv_cache_dir(environ)
-    budget, origin = budget_of(plan.spec, environ, uv_cache or envdir)
-    return Keeper(budget, origin, uv_cache, Ledger(plan.run_dir / LEDGER_NAME), log=session.log)
-
-
-def followup_cost(spec: Any, cell: Cell, environ: Mapping[str, str] = os.environ) -> Any:
-    """A follow-up cell's cost (``plan.cost.CellCost``), or None when it installs nothing."""
-    from torch_matrix.plan.cost import cell_cost
-    from torch_matrix.run.budget import cell_wheel_sets
-    from torch_matrix.world.environment import uv_cache_dir
-    from torch_matrix.world.wheelset import cached_wheels
-
-    if cell.plan_note:
-        return None
-    wheels = cell_wheel_sets(spec, [cell], environ)[cell.id]
-    held = cached_wheels(uv_cache_dir(environ), [w.filename for w in wheels.wheels])
-    return cell_cost(cell.id, cell.variant, wheels, held)
-
-
-def cost_line(cost: Any) -> str:
-    """``downloads 2.1 GB (of 2.9 GB; the rest is in uv's cache), needs 4.4 GB of disk``."""
-    from torch_matrix.vocab.sizes import format_size
-
-    cached = cost.size - cost.download
-    return (
-        f"downloads {format_size(cost.download)}"
-        + (f" (of {format_size(cost.size)}; the rest is in uv's cache)" if cached else "")
-        + f", needs {format_size(cost.new_disk)} of disk"
-        + (" (some sizes estimated)" if not cost.exact else "")
-    )
 
 
 _LINK_CHECKED: list[bool] = []

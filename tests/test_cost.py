@@ -455,7 +455,7 @@ error: Failed to install: nvidia_cusolver_cu12-11.4.5.107-py3-none-manylinux1_x8
 
 def test_an_install_error_is_summarised_by_the_cause_not_by_uvs_first_lines():
     from torch_matrix.run.cellrun import headline
-    from torch_matrix.world.environment import cause_summary, classify_install_failure
+    from torch_matrix.world.uvoutput import cause_summary, classify_install_failure
 
     verdict = classify_install_failure(2, ENOSPC_OUTPUT)
     first = verdict.message.splitlines()[0]

@@ -10,12 +10,12 @@ import pytest
 from torch_matrix.world.environment import (
     OFFICIAL_PYTORCH_INDEX,
     check_installed,
-    classify_install_failure,
     install,
     install_command,
     parse_freeze,
     verify,
 )
+from torch_matrix.world.uvoutput import classify_install_failure
 from torch_matrix.vocab.records import INSTALL_ERROR, INSTALLED, UNSATISFIABLE, InstallOutcome
 from torch_matrix.spec.model import IndexConfig
 from tests.factories import make_cell
@@ -258,7 +258,7 @@ def test_verify_leaves_failed_outcomes_alone():
 
 
 def test_uv_step_seconds_reads_uvs_summary_lines():
-    from torch_matrix.world.environment import uv_step_seconds
+    from torch_matrix.world.uvoutput import uv_step_seconds
 
     output = (
         "Using Python 3.11.7 environment at: v\nResolved 13 packages in 512ms\n"

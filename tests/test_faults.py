@@ -2915,10 +2915,11 @@ def test_a_cell_refused_for_want_of_its_pythons_wheel_says_so_not_the_platform()
     from tests.factories import make_cell
     from torch_matrix.vocab.records import UNSATISFIABLE
     from torch_matrix.world import environment
+    from torch_matrix.world import uvoutput
 
     cell = make_cell(torch="2.1.2", python="3.10", torchvision="")
     served = frozenset({"3.8", "3.9", "3.11"})
-    message = environment.missing_wheel_message(cell, UV_PLATFORM_REFUSAL, lambda p, v: served)
+    message = uvoutput.missing_wheel_message(cell, UV_PLATFORM_REFUSAL, lambda p, v: served)
     assert (
         message == "no torch 2.1.2 wheel for Python 3.10 on the index (wheels for: 3.8, 3.9, 3.11)"
     )
@@ -2940,6 +2941,6 @@ def test_a_cell_refused_for_want_of_its_pythons_wheel_says_so_not_the_platform()
     assert "manylinux" not in outcome.message
     # Where the Python is served, the platform really is what is missing: uv's words stay.
     assert (
-        environment.missing_wheel_message(cell, UV_PLATFORM_REFUSAL, lambda p, v: served | {"3.10"})
+        uvoutput.missing_wheel_message(cell, UV_PLATFORM_REFUSAL, lambda p, v: served | {"3.10"})
         == ""
     )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch_matrix import __version__ as TOOL_VERSION
 from torch_matrix.world import environment
+from torch_matrix.world import uvoutput
 from torch_matrix.world import probe_process
 from torch_matrix.edges.console import Progress
 from torch_matrix.vocab.errors import UserError
@@ -379,7 +380,7 @@ def run_cell(
             log=lambda line: progress.line(f"  | {line}"),
             **common,
         )
-        steps_s = environment.uv_step_seconds(outcome.message)
+        steps_s = uvoutput.uv_step_seconds(outcome.message)
         progress.timings.update(steps_s)
         note.outcome = outcome.status + (
             f" (resolve {steps_s['resolve']:.1f}s)" if "resolve" in steps_s else ""

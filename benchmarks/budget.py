@@ -197,6 +197,8 @@ def _run(
     )
     for path in (cache, envdir):
         remove_tree(path)
+    # Each run is kept as soon as it ends: a later run that times out loses nothing of this one.
+    (ctx.work / f"{label}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     return result
 
 
@@ -300,8 +302,23 @@ def measure(ctx: Context) -> dict[str, Any]:
     }
 
 
-if __name__ == "__main__":  # one figure by hand: python -m benchmarks.budget WORK
+def _one_run(work: Path, label: str) -> None:
+    """One of the figure's runs alone, its result in WORK/LABEL.json (real-wheel jobs time-limited apart)."""
+    ctx = Context(work=work, quick=False, log=lambda line: print(line, flush=True))
+    if label == "budget":
+        _run(ctx, "budget", _project(ctx.dir("budget-project"), BUDGET), ctx.dir("budget-disk"))
+    elif label == "unbounded":
+        _run(ctx, "unbounded", _project(ctx.dir("plain-project"), None), ctx.dir("plain-disk"))
+    else:
+        raise SystemExit(f"benchmarks.budget: unknown run {label!r}: budget or unbounded")
+
+
+if __name__ == "__main__":  # by hand: python -m benchmarks.budget WORK [budget|unbounded ...]
     work = Path(sys.argv[1] if len(sys.argv) > 1 else REPO_ROOT / ".bench-budget").resolve()
     work.mkdir(parents=True, exist_ok=True)
-    print(json.dumps(measure(Context(work=work, quick=False)), indent=1, default=str))
+    if len(sys.argv) > 2:
+        for label in sys.argv[2:]:
+            _one_run(work, label)
+    else:
+        print(json.dumps(measure(Context(work=work, quick=False)), indent=1, default=str))
     os._exit(0)

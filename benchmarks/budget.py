@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,12 @@ RELEASES = ("2.3.1", "2.5.1", "2.7.1", "2.9.1", "2.13.0", "2.15.0")
 BUDGET = "15GB"
 BUDGET_BYTES = 15 * 1000**3
 SMALL_FS_BYTES = 12 * 1000**3
+# Plan bytes against downloaded bytes: a small cold plan of its own (no follow-ups, no prefetch),
+# two releases sharing their CUDA line (the nvidia-* wheels must be counted once).
+COLD_RELEASES = ("2.7.0", "2.7.1")
+# uv names each wheel it downloads that is over 1 MiB: ``Downloading torch (743.1MiB)``.
+UV_DOWNLOADING = re.compile(r"^Downloading (\S+) \(([0-9.]+)(KiB|MiB|GiB)\)", re.MULTILINE)
+UV_UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 GOALS = {
     "budget run peak / budget": ("<=", 1.0, "x"),
     "same verdicts and pins (1 = yes)": (">=", 1.0, ""),
@@ -73,17 +80,22 @@ def test_a_checkpoint_holding_an_object_loads_back():
 """
 
 
-def _project(root: Path, budget: str | None) -> Path:
+def _project(
+    root: Path,
+    budget: str | None,
+    releases: tuple[str, ...] = RELEASES,
+    followups: int = 3,
+) -> Path:
     project = root / "toyproj"
     (project / "tests").mkdir(parents=True, exist_ok=True)
     (project / "tests" / "test_checkpoint.py").write_text(TEST)
     lines = [
         'name = "toyproj"',
         'python = ["3.11"]',
-        f"torch = {json.dumps(list(RELEASES))}",
+        f"torch = {json.dumps(list(releases))}",
         'torchvision = "none"',
         'install = ["pytest"]',
-        "followups = 3",
+        f"followups = {followups}",
     ]
     if budget:
         lines.append(f'disk_budget = "{budget}"')
@@ -231,6 +243,85 @@ def _pins_lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines() if line.strip() and "results/" not in line]
 
 
+def uv_downloads(text: str) -> list[tuple[str, int]]:
+    """The wheels uv says it downloads (those over 1 MiB), with their bytes (uv rounds to 0.1 MiB)."""
+    return [
+        (m.group(1), int(float(m.group(2)) * UV_UNITS[m.group(3)]))
+        for m in UV_DOWNLOADING.finditer(text)
+    ]
+
+
+def cold_plan(ctx: Context) -> dict[str, Any]:
+    """``plan --json``'s download bytes against what a cold run of that plan downloads: 2 cells, an
+    empty uv cache of their own, no prefetch (every download is in a cell's install output), the
+    venvs kept. Downloaded, three ways: uv's own ``Downloading`` lines in the cells' install
+    output; the wheel files the venvs hold, sized by PyPI's JSON API (found from each
+    ``.dist-info/WHEEL``, not from our resolver); the receive counters of the machine's interfaces
+    (machine-wide: other traffic inflates them)."""
+    from .wheelsizes import unique_installed, wheel_sizes
+
+    project = _project(ctx.dir("cold-project"), None, COLD_RELEASES, followups=0)
+    where = ctx.dir("cold-disk")
+    cache, envdir, results = where / "uv-cache", where / "venvs", ctx.work / "cold-results"
+    remove_tree(results)
+    env = _env(
+        project, cache, results, {"TORCH_MATRIX_PREFETCH": "0", "TORCH_MATRIX_KEEP_VENVS": "1"}
+    )
+    planned = _torch_matrix("plan", "--json", env=env, cwd=project)
+    if planned.returncode != 0:
+        raise BenchError(f"plan failed: {planned.stdout[-2000:]}")
+    plan: list[dict[str, Any]] = json.loads(planned.stdout)
+    plan_wheels = {
+        w["filename"]: w["size"] for c in plan for w in c.get("cost", {}).get("wheels", [])
+    }
+    unsized = sorted(name for name, size in plan_wheels.items() if size is None)
+    rx = net_rx_bytes()
+    started = time.perf_counter()
+    done = run_command(
+        [sys.executable, "-m", "torch_matrix", "run", "--envdir", str(envdir), "-s", "matrix"],
+        env=env,
+        cwd=project,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    rx = net_rx_bytes() - rx
+    messages = [
+        json.loads(path.read_text()).get("install", {}).get("message", "")
+        for path in sorted((results / "toyproj" / "cells").glob("*.json"))
+    ]
+    said = [item for message in messages for item in uv_downloads(message)]
+    venvs = sorted(path.parent for path in envdir.glob("*/pyvenv.cfg"))
+    held = wheel_sizes(unique_installed(venvs)) if venvs else {}
+    planned_bytes = sum(size or 0 for size in plan_wheels.values())
+    result = {
+        "releases": list(COLD_RELEASES),
+        "wall_s": round(wall, 1),
+        "exit": done.returncode,
+        "cells": len(messages),
+        "plan_download_bytes": planned_bytes,
+        "plan_wheels": len(plan_wheels),
+        "plan_wheels_without_size": unsized,
+        "uv_download_lines": len(said),
+        "uv_downloaded_bytes": sum(size for _, size in said),
+        "venv_wheel_files": len(held),
+        "venv_wheel_bytes": sum(held.values()),
+        "in_venvs_not_planned": sorted(set(held) - set(plan_wheels)),
+        "planned_not_in_venvs": sorted(set(plan_wheels) - set(held)),
+        "rx_bytes": rx,
+        "output_tail": done.stdout[-2000:],
+    }
+    ctx.log(
+        f"  cold plan ({', '.join(COLD_RELEASES)}): plan says {human_bytes(planned_bytes)} in "
+        f"{len(plan_wheels)} files; uv's Downloading lines {human_bytes(result['uv_downloaded_bytes'])} "
+        f"({len(said)} lines, files over 1 MiB); the venvs' wheel files on PyPI "
+        f"{human_bytes(result['venv_wheel_bytes'])} in {len(held)} files; received {human_bytes(rx)} "
+        f"(machine-wide); {wall:.0f} s, exit {done.returncode}"
+    )
+    remove_tree(where)
+    (ctx.work / "cold.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
 def _loop_device(ctx: Context, size: int) -> tuple[Path, Any]:
     image = ctx.work / "small-fs.img"
     mount = ctx.dir("small-fs")
@@ -309,8 +400,10 @@ def _one_run(work: Path, label: str) -> None:
         _run(ctx, "budget", _project(ctx.dir("budget-project"), BUDGET), ctx.dir("budget-disk"))
     elif label == "unbounded":
         _run(ctx, "unbounded", _project(ctx.dir("plain-project"), None), ctx.dir("plain-disk"))
+    elif label == "cold":
+        cold_plan(ctx)
     else:
-        raise SystemExit(f"benchmarks.budget: unknown run {label!r}: budget or unbounded")
+        raise SystemExit(f"benchmarks.budget: unknown run {label!r}: budget, unbounded or cold")
 
 
 if __name__ == "__main__":  # by hand: python -m benchmarks.budget WORK [budget|unbounded ...]

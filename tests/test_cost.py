@@ -350,7 +350,8 @@ def test_plan_refuses_a_budget_that_cannot_hold_the_largest_cell(tmp_path, monke
 
 def _uv_cache(root: Path, filenames: list[str], size: int = 1000) -> None:
     """A uv cache holding ``filenames`` the way uv lays them out (link -> unpacked archive)."""
-    for number, filename in enumerate(filenames):
+    first = len(list((root / "archive-v0").glob("A*")))  # a second call adds to the cache
+    for number, filename in enumerate(filenames, start=first):
         name, _sep, rest = filename[: -len(".whl")].partition("-")
         archive = root / "archive-v0" / f"A{number}"
         archive.mkdir(parents=True)
@@ -511,6 +512,32 @@ def test_the_install_heartbeat_says_the_bytes_fetched_and_what_is_being_fetched(
     assert detail() == "fetched 0 B of 1.2 GB; fetching torch, nvidia-x"
     _uv_cache(tmp_path / "uv", ["nvidia_x-1-py3-none-any.whl"])
     assert detail() == "fetched 400 MB of 1.2 GB; fetching torch"
+    # torch is arriving: uv has unpacked 250 MB of its 1 GB into a temporary directory of its
+    # cache (800 MB to download: 200 MB of it have arrived).
+    arriving = tmp_path / "uv" / ".tmpAbC123" / "torch" / "lib"
+    arriving.mkdir(parents=True)
+    with open(arriving / "libtorch_cpu.so", "wb") as handle:
+        handle.truncate(250 * 1000**2)
+    assert detail() == (
+        "fetched 600 MB of 1.2 GB (200 MB of it in wheels still arriving); fetching torch"
+    )
+    (arriving / "libtorch_cpu.so").unlink()
+    _uv_cache(tmp_path / "uv", ["torch-2.3.1-py3-none-any.whl"])
+    assert detail() == "fetched 1.2 GB of 1.2 GB; linking into the venv"
+
+
+@pytest.mark.parametrize(
+    ("unpacked", "expected"), [(0, 0), (-5, 0), (500, 250), (2000, 1000), (10**9, 1000)]
+)
+def test_a_wheel_still_arriving_counts_by_what_is_unpacked_never_more_than_its_size(
+    unpacked, expected
+):
+    from torch_matrix.run.budget import arriving_bytes
+
+    left = [Wheel("torch", "1", "torch-1-py3-none-any.whl", 1000, 2000)]
+    assert arriving_bytes(left, unpacked) == expected
+    unsized = [Wheel("torch", "1", "torch-1-py3-none-any.whl", None, None)]
+    assert arriving_bytes(unsized, unpacked) == 0
 
 
 # ---------------------------------------------------------------- variant = "auto"
@@ -546,3 +573,71 @@ def test_variant_auto_is_the_default_build_with_a_gpu_and_the_cpu_build_without(
     chosen, note = resolve_auto(readable, env, gpu="")
     assert chosen.variants == ("cpu", "cu121") and "no CUDA wheels downloaded" in note
     assert resolve_auto(parse_spec(""), env, gpu="")[1] == ""
+
+
+# ---------------------------------------------------------------- the project's own install items
+
+
+def test_the_projects_own_install_items_are_in_the_cost_and_what_cannot_be_sized_is_unknown(
+    tmp_path, monkeypatch, capsys
+):
+    """``.[test]`` brings the project's declared dependencies and its extra's, a requirements file
+    its requirements, a local wheel its own size; the project itself is built from source: its
+    size is said as unknown, never counted as 0."""
+    from tests.synthetic_wheels import build_wheel
+
+    extra = [
+        WheelSpec("tqdm", "4.0", {"tqdm/__init__.py": "t" * 3000}),
+        WheelSpec("rich", "13.0", {"rich/__init__.py": "r" * 4000}),
+        WheelSpec("attrs", "23.0", {"attrs/__init__.py": "a" * 500}),
+    ]
+    index = build_index(tmp_path / "index", [*_wheels(), *extra])
+    project = tmp_path / "project"
+    (project / "dist").mkdir(parents=True)
+    local = build_wheel(
+        WheelSpec("localdep", "1.0", {"localdep/x.py": "l" * 7000}), project / "dist"
+    )
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "toyproj"\nversion = "0"\ndependencies = ["tqdm"]\n'
+        '[project.optional-dependencies]\ntest = ["rich>=13", "toyproj[other]"]\nother = []\n'
+    )
+    (project / "requirements.txt").write_text("# pinned\nattrs==23.0\n--index-url https://x\n")
+    (project / "matrix.toml").write_text(
+        'torch = ["2.1.0"]\ntorchvision = "none"\nfollowups = 0\n'
+        f'install = [".[test]", "-r requirements.txt", "dist/{local.name}"]\n'
+        f'[index]\ndefault = "{index.url}"\nextra = []\nfind_links = []\n'
+    )
+    monkeypatch.chdir(project)
+    for name, value in _env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    assert cli.main(["plan", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    wheels = {w["project"]: w for w in entry["cost"]["wheels"]}
+    assert {"tqdm", "rich", "attrs", "localdep", "torch"} <= set(wheels)
+    assert wheels["localdep"]["size"] == local.stat().st_size
+    with zipfile.ZipFile(local) as archive:
+        assert wheels["localdep"]["unpacked"] == sum(i.file_size for i in archive.infolist())
+    assert entry["cost"]["download_bytes"] == sum(w["size"] for w in wheels.values())
+    (unknown,) = entry["cost"]["unknown"]
+    assert unknown.startswith(".[test]: the project itself, built from ")
+    assert unknown.endswith(": size unknown")
+    assert entry["cost"]["exact"] is False
+    assert cli.main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert " + 1 item(s) of unknown size for 1 cell(s)" in out
+    assert "not sized (unknown, not counted as 0): .[test]: the project itself" in out
+    assert "upper bound" not in out  # every wheel's unpacked size was read
+
+
+def test_a_project_whose_dependencies_are_not_in_pyproject_says_so(tmp_path):
+    from torch_matrix.run.budget import install_items_cost
+
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='x')\n")
+    (tmp_path / "req.txt").write_text("-r more.txt\nfoo @ https://example.org/foo.whl\n")
+    (tmp_path / "more.txt").write_text("bar>=1  # comment\n")
+    found = install_items_cost([".", "-r req.txt", "pytest>=8", "-c req.txt"], str(tmp_path))
+    assert found.requirements == ("bar>=1", "pytest>=8")
+    assert [u.split(":")[0] for u in found.unknown] == [".", ".", "-r req.txt"]
+    assert "not declared in pyproject.toml" in found.unknown[1]
+    assert "direct reference, size unknown" in found.unknown[2]

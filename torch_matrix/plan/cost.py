@@ -26,6 +26,7 @@ DEFAULT_MARGIN = 5 * 1000**3
 # A venv's own files besides the hardlinked wheels (pyvenv.cfg, the interpreter link, scripts,
 # our probe files): small, but counted.
 VENV_OVERHEAD = 50 * 1000**2
+UNKNOWN_SHOWN = 4  # items of unknown size named in the plan's summary
 
 
 @dataclass(frozen=True)
@@ -209,10 +210,13 @@ def cell_cost(cell_id: str, variant: str, wheels: WheelSet, cached: Iterable[str
 
 def summary_lines(cost: PlanCost) -> list[str]:
     """The plan's cost, for the terminal (one fact a line)."""
-    bound = "" if cost.exact else " (an upper bound: some sizes are estimated, see the cells)"
+    estimated = any(w.unpacked is None for c in cost.cells for w in c.wheels)
+    bound = " (an upper bound: some unpacked sizes are estimated)" if estimated else ""
+    unknown = list(dict.fromkeys(u for c in cost.cells for u in c.unknown))
+    plus = f" + {len(unknown)} item(s) of unknown size" if unknown else ""
     lines = [
-        f"download: {format_size(cost.download)} for {len(cost.cells)} cell(s), each wheel once, "
-        f"less what uv's cache holds{bound}",
+        f"download: {format_size(cost.download)}{plus} for {len(cost.cells)} cell(s), each wheel "
+        f"once, less what uv's cache holds{bound}",
         f"disk at the peak: {format_size(cost.peak)} without a budget (uv's cache grows by "
         f"{format_size(cost.cache_growth)} unpacked"
         + ("; uv copies into each venv" if cost.copies else "; venvs hardlink from it")
@@ -228,6 +232,14 @@ def summary_lines(cost: PlanCost) -> list[str]:
         )
     else:
         lines.append("follow-up cells: off (followups = 0): nothing more is downloaded")
+    if unknown:
+        shown = "; ".join(unknown[:UNKNOWN_SHOWN])
+        more = (
+            f" (+{len(unknown) - UNKNOWN_SHOWN} more: plan --json)"
+            if len(unknown) > UNKNOWN_SHOWN
+            else ""
+        )
+        lines.append(f"not sized (unknown, not counted as 0): {shown}{more}")
     lines.extend(cost.notes)
     return lines
 

@@ -15,6 +15,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch_matrix.plan.cost import (
     VENV_OVERHEAD,
     CellCost,
     PlanCost,
+    Wheel,
     WheelSet,
     cell_cost,
 )
@@ -70,7 +72,7 @@ def keep_venvs(environ: Mapping[str, str]) -> bool:
 
 def named_requirements(items: Sequence[str]) -> list[str]:
     """The install items that name a package on the index (``pytest>=8``), not a path or a file
-    (``.[test]``, ``-r requirements.txt``: the project's own, not counted)."""
+    (``.[test]``, ``-r requirements.txt``: see ``install_items_cost``)."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     found = []
@@ -86,11 +88,149 @@ def named_requirements(items: Sequence[str]) -> list[str]:
     return found
 
 
+@dataclass(frozen=True)
+class ItemsCost:
+    """What a cell's ``install`` items add to its cost: requirements to resolve on the index (the
+    named ones, those of a requirements file, a local project's declared dependencies), local wheel
+    files (sized by ``stat`` and their zip directory), and what cannot be sized, each with why."""
+
+    requirements: tuple[str, ...] = ()
+    wheels: tuple[Wheel, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+
+def install_items_cost(items: Sequence[str], base_dir: str) -> ItemsCost:
+    """The cost side of the spec's ``install`` items (paths relative to ``base_dir``, the project)."""
+    from torch_matrix.spec import install_items as kinds
+
+    requirements: list[str] = []
+    wheels: list[Wheel] = []
+    unknown: list[str] = []
+    for text in items:
+        try:
+            item = kinds.parse_item(text)
+        except kinds.InstallItemError:
+            unknown.append(f"{text}: not an install item this tool can size")
+            continue
+        if item.kind == kinds.REQUIREMENT:
+            requirements.append(item.text)
+        elif item.kind == kinds.REQUIREMENTS_FILE:
+            more, why = _requirements_file(Path(item.absolute(base_dir)))
+            requirements += more
+            unknown += [f"{text}: {reason}" for reason in why]
+        elif item.kind == kinds.PATH:
+            path = item.absolute(base_dir)
+            if kinds.is_project_dir(path):
+                declared, complete = _declared_dependencies(Path(path), item.extras)
+                requirements += declared
+                unknown.append(f"{text}: the project itself, built from {path}: size unknown")
+                if not complete:
+                    unknown.append(
+                        f"{text}: its dependencies are not declared in pyproject.toml "
+                        "(setup.py or dynamic): their size is unknown"
+                    )
+            elif path.endswith(".whl") and os.path.isfile(path):
+                wheels.append(_local_wheel(Path(path)))
+            else:
+                unknown.append(f"{text}: built from {path}: size unknown")
+        # a constraints file installs nothing by itself
+    return ItemsCost(tuple(requirements), tuple(wheels), tuple(unknown))
+
+
+def _requirements_file(path: Path, depth: int = 0) -> tuple[list[str], list[str]]:
+    """(the requirements a requirements file names, what in it cannot be sized)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        return [], [f"cannot read {path}: {error}"]
+    found: list[str] = []
+    unknown: list[str] = []
+    for raw in lines:
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        option, _sep, rest = line.partition(" ")
+        if option in ("-r", "--requirement") and rest.strip() and depth < 5:
+            more, why = _requirements_file(path.parent / rest.strip(), depth + 1)
+            found += more
+            unknown += why
+            continue
+        if option in ("-c", "--constraint") or line.startswith("--"):
+            continue  # constraints and index options install nothing by themselves
+        try:
+            Requirement(line)
+        except InvalidRequirement:
+            unknown.append(f"{line} (in {path.name}): size unknown")
+            continue
+        if "@" in line:
+            unknown.append(f"{line} (in {path.name}): a direct reference, size unknown")
+            continue
+        found.append(line)
+    return found, unknown
+
+
+def _declared_dependencies(project: Path, extras: str) -> tuple[list[str], bool]:
+    """(a local project's dependencies, with those of ``extras``, from its pyproject.toml; whether
+    that is all of them: False where they come from setup.py or are dynamic)."""
+    from torch_matrix.spec.parse import tomllib
+
+    try:
+        data = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return [], False
+    table = data.get("project")
+    if not isinstance(table, dict):
+        return [], False
+    dynamic = table.get("dynamic") or []
+    found = [str(d) for d in table.get("dependencies") or [] if isinstance(d, str)]
+    optional = table.get("optional-dependencies") or {}
+    for extra in (e.strip() for e in extras.strip("[]").split(",") if e.strip()):
+        found += [str(d) for d in optional.get(extra) or [] if isinstance(d, str)]
+    self_name = str(table.get("name", ""))
+    # ``.[test]`` whose extra names the project again (``toyproj[dev]``) resolves through it.
+    found = [d for d in found if not _names(d, self_name)]
+    complete = "dependencies" not in dynamic and "optional-dependencies" not in dynamic
+    return found, complete
+
+
+def _names(requirement: str, project: str) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return canonicalize_name(Requirement(requirement).name) == canonicalize_name(project)
+    except InvalidRequirement:
+        return False
+
+
+def _local_wheel(path: Path) -> Wheel:
+    """A wheel file given by path: its size from ``stat``, unpacked from its zip directory."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    from torch_matrix.world.wheelset import local_range, unpacked_size
+
+    size = path.stat().st_size
+    read = local_range(path)
+    try:
+        unpacked: int | None = unpacked_size(size, lambda first, last: read("", first, last))
+    except (OSError, ValueError):
+        unpacked = None
+    try:
+        name, version, _build, _tags = parse_wheel_filename(path.name)
+        project, release = str(name), str(version)
+    except InvalidWheelFilename:
+        project, release = path.name, ""
+    return Wheel(project, release, path.name, size, unpacked)
+
+
 def cell_wheel_sets(
     spec: Spec, cells: Sequence[Cell], environ: Mapping[str, str], workers: int = 8
 ) -> dict[str, WheelSet]:
     """Each cell's wheels, resolved from the index (cells with a plan note install nothing)."""
     from torch_matrix.world.index import open_index
+    from torch_matrix.world.specfile import project_dir
     from torch_matrix.world.wheelset import cell_wheels
 
     indexes = {}
@@ -99,18 +239,21 @@ def cell_wheel_sets(
             spec.index, variant=variant or DEFAULT_VARIANT, environ=environ
         )
 
+    base_dir = project_dir(spec)
+    items = {c.install: install_items_cost(c.install, base_dir) for c in cells if not c.plan_note}
+
     def one(cell: Cell) -> WheelSet:
         if cell.plan_note:
             return WheelSet()
         index = indexes[cell.variant]
+        extra = items[cell.install]
         try:
-            return cell_wheels(
-                [*cell.requirements, *named_requirements(cell.install)],
-                lambda _name: index,
-                cell.python,
+            found = cell_wheels(
+                [*cell.requirements, *extra.requirements], lambda _name: index, cell.python
             )
         except (UserError, OSError, ValueError) as error:
-            return WheelSet(unknown=(f"cannot size the cell: {error}",))
+            return WheelSet(unknown=(f"cannot size the cell: {error}", *extra.unknown))
+        return WheelSet((*found.wheels, *extra.wheels), (*found.unknown, *extra.unknown))
 
     todo = [c for c in cells if not c.plan_note]
     found: dict[str, WheelSet] = {c.id: WheelSet() for c in cells if c.plan_note}
@@ -333,9 +476,11 @@ def remove_venv(venv: Path, environ: Mapping[str, str], log: Callable[[str], Non
 
 
 def install_watch(cost: CellCost, uv_cache: str) -> Callable[[], str]:
-    """What the install heartbeat adds: ``fetched 1.2 GB of 2.8 GB; fetching torch, nvidia-cudnn-cu12
-    (+3 more)``, from the wheels uv's cache holds now (a wheel counts once it is unpacked there)."""
-    from torch_matrix.world.wheelset import cached_wheels
+    """What the install heartbeat adds: ``fetched 1.2 GB of 2.8 GB (310 MB of it in wheels still
+    arriving); fetching torch, nvidia-cudnn-cu12 (+3 more)``. A wheel counts whole once uv's cache
+    holds it unpacked; one still arriving counts by what uv has unpacked of it so far, turned into
+    download bytes by the compression of the wheels still to come."""
+    from torch_matrix.world.wheelset import cached_wheels, unpacking_bytes
 
     pending = [w for w in cost.wheels if w.filename not in cost.cached]
     total = sum(w.size or 0 for w in pending)
@@ -346,7 +491,10 @@ def install_watch(cost: CellCost, uv_cache: str) -> Callable[[], str]:
         held = cached_wheels(uv_cache, [w.filename for w in pending])
         done = sum(w.size or 0 for w in pending if w.filename in held)
         left = sorted((w for w in pending if w.filename not in held), key=lambda w: -(w.size or 0))
-        text = f"fetched {format_size(done)} of {format_size(total)}"
+        arriving = arriving_bytes(left, unpacking_bytes(uv_cache)) if left else 0
+        text = f"fetched {format_size(done + arriving)} of {format_size(total)}"
+        if arriving:
+            text += f" ({format_size(arriving)} of it in wheels still arriving)"
         if left:
             names = ", ".join(w.project for w in left[:2])
             more = f" (+{len(left) - 2} more)" if len(left) > 2 else ""
@@ -356,3 +504,13 @@ def install_watch(cost: CellCost, uv_cache: str) -> Callable[[], str]:
         return text
 
     return detail
+
+
+def arriving_bytes(left: Sequence[Wheel], unpacked_so_far: int) -> int:
+    """The download bytes of the wheels still arriving, from what uv has unpacked of them so far:
+    scaled by their compression (download bytes over unpacked bytes), never more than they are."""
+    size = sum(w.size or 0 for w in left)
+    disk = sum(w.disk for w in left)
+    if not size or not disk or unpacked_so_far <= 0:
+        return 0
+    return min(size, unpacked_so_far * size // disk)

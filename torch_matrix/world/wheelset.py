@@ -400,6 +400,27 @@ def cached_wheels(uv_cache: str | os.PathLike[str] | None, filenames: Iterable[s
     return {filename for filename in filenames if cache_entries(uv_cache, filename)}
 
 
+def unpacking_bytes(uv_cache: str | os.PathLike[str] | None) -> int:
+    """The bytes uv has written so far of the wheels it is fetching now: uv unzips a wheel as it
+    downloads into a temporary directory at the top of its cache (``<cache>/.tmp*``) and moves it
+    into ``archive-v*`` once whole. Unpacked bytes (a file's length), not the download's."""
+    if not uv_cache:
+        return 0
+    total = 0
+    try:
+        temporaries = [p for p in Path(uv_cache).glob(".tmp*") if p.is_dir()]
+    except OSError:
+        return 0
+    for temporary in temporaries:
+        for folder, _dirs, files in os.walk(temporary):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(folder, name)).st_size
+                except OSError:  # moved into archive-v* meanwhile
+                    continue
+    return total
+
+
 def evict(uv_cache: str | os.PathLike[str], filename: str) -> bool:
     """Remove one wheel from uv's cache: its entries (the link, ``.http``, ``.msgpack``, ``.lock``)
     and the unpacked archive the link points to (only inside the cache's ``archive-v*``). True when

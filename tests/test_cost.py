@@ -420,8 +420,33 @@ def test_a_cell_that_cannot_fit_is_named_with_its_need_and_what_is_left(tmp_path
     why = keeper.room(big, set())
     assert why.startswith("big: not run: needs 4.0 GB of disk, budget 3.0 GB left (no evidence")
     full, _ = _keeper(tmp_path, budget=50 * GB, free=3 * GB)
-    assert "needs 4.0 GB of disk, the disk has 2.0 GB left" in full.room(big, set())
+    # a disk keeps a tenth of its free space (at most 1 GB) free beyond the cell's need
+    short = full.room(big, set())
+    assert "needs 4.0 GB of disk, the disk has 2.7 GB left (no evidence; raise disk_budget" in short
     assert _keeper(tmp_path, budget=50 * GB)[0].room(big, set()) == ""
+
+
+@pytest.mark.parametrize(
+    ("free", "floor"), [(100 * GB, GB), (10 * GB, GB), (3 * GB, 3 * GB // 10), (0, 0), (-1, 0)]
+)
+def test_a_small_disk_keeps_a_tenth_of_its_free_space_free_a_large_one_1_gb(free, floor):
+    from torch_matrix.run.budget import free_floor
+
+    assert free_floor(free) == floor
+
+
+def test_a_disk_short_of_room_evicts_what_the_run_fetched_even_within_the_budget(tmp_path):
+    keeper, lines = _keeper(tmp_path, budget=50 * GB, free=3 * GB)
+    fetched = "a-1-py3-none-any.whl"
+    keeper.start({fetched: 2 * GB})
+    archive = tmp_path / "uv" / "archive-v0" / "N0"
+    archive.mkdir(parents=True)
+    entry = tmp_path / "uv" / "wheels-v8" / "pypi" / "a" / "1-py3-none-any"
+    entry.parent.mkdir(parents=True)
+    entry.symlink_to(archive)
+    assert keeper.used() == 2 * GB  # well within the budget of 50 GB
+    keeper.room(_cell_cost("next", "b-1-py3-none-any.whl", disk=4 * GB), set())
+    assert "evicted 2.0 GB" in lines[-1] and keeper.used() == 0
 
 
 def test_a_cells_venv_is_removed_once_written_unless_asked_to_keep(tmp_path):

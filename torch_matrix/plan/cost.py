@@ -255,11 +255,13 @@ def cell_note(cost: CellCost) -> str:
     return text
 
 
-def does_not_fit(cell_id: str, need: int, left: int) -> str:
-    """The reason a cell is not run: ``needs 4.1 GB, budget 2.3 GB left``."""
+def does_not_fit(cell_id: str, need: int, left: int, short: str = "budget") -> str:
+    """The reason a cell is not run: ``needs 4.1 GB, budget 2.3 GB left`` (``short``: what is
+    short, the budget or ``the disk has``: a disk keeps a tenth of its free space, at most 1 GB)."""
     return (
-        f"{cell_id}: not run: needs {format_size(need)} of disk, budget {format_size(max(left, 0))} "
-        f"left (no evidence; raise disk_budget or free disk, then rerun: finished cells are kept)"
+        f"{cell_id}: not run: needs {format_size(need)} of disk, {short} "
+        f"{format_size(max(left, 0))} left (no evidence; raise disk_budget or free disk, then "
+        f"rerun: finished cells are kept)"
     )
 
 

@@ -328,6 +328,11 @@ LEDGER_NAME = ".torch-matrix-fetched.json"  # in the run's results directory
 FREE_FLOOR = 1000**3  # never fill the disk: a cell needs this much free beyond its own need
 
 
+def free_floor(free_now: int) -> int:
+    """What stays free beyond a cell's need: 1 GB, or a tenth of the free space on a small disk."""
+    return min(FREE_FLOOR, max(free_now, 0) // 10)
+
+
 class Ledger:
     """The run's account of uv's cache, in its results directory (every session of the run, matrix
     cells and follow-ups, and a resumed run keep one): ``before``, the wheels the cache held when
@@ -418,10 +423,12 @@ class Keeper:
         self.start(_disk_of(cost))
         need = self._need(cost)
         used = self.used()
-        if used + need > self.budget:
+        free_now = self.free(self.uv_cache or ".")
+        if used + need > self.budget or need + free_floor(free_now) > free_now:
             freed = self.evict({w.filename for w in cost.wheels} | set(still_needed))
             used = self.used()
             if freed:
+                free_now = self.free(self.uv_cache or ".")
                 self.log(
                     f"{cost.cell_id}: evicted {format_size(freed)} of wheels this run fetched and "
                     f"no later cell needs (uv's cache; the user's own entries are never touched)"
@@ -429,11 +436,9 @@ class Keeper:
         left = self.budget - used
         if need > left:
             return does_not_fit(cost.cell_id, need, left)
-        free_now = self.free(self.uv_cache or ".")
-        if need + FREE_FLOOR > free_now:
-            return does_not_fit(cost.cell_id, need, free_now - FREE_FLOOR).replace(
-                "budget", "the disk has"
-            )
+        floor = free_floor(free_now)
+        if need + floor > free_now:
+            return does_not_fit(cost.cell_id, need, free_now - floor, "the disk has")
         return ""
 
     def ahead(self, cost: CellCost) -> str:

@@ -240,8 +240,67 @@ def test_a_cell_that_cannot_fit_says_how_much_it_needs_and_what_is_left():
 def test_cells_sharing_a_cuda_line_run_together():
     cells = [make_cell(torch=v, variant=x) for v, x in [("2.1.0", "cu121"), ("2.2.0", "cu118")]]
     cells.append(make_cell(torch="2.3.0", variant="cu121"))
-    line = {c.id: c.variant for c in cells}
-    assert [c.variant for c in order_by_line(cells, line)] == ["cu121", "cu121", "cu118"]
+    ordered = order_by_line(cells, lambda c: c.variant)
+    assert [c.variant for c in ordered] == ["cu121", "cu121", "cu118"]
+
+
+def test_the_planned_grid_runs_a_variants_cells_together_and_an_include_with_its_release():
+    """Wired: the grid a run takes (``plan.grid.plan_cells``) is in ``run_order``. Without it,
+    two CUDA variants alternate release by release (each switch fetches the other line again under
+    a budget) and an ``include`` runs last, after its release's line was evicted."""
+    from tests.test_plan import PYS, facts, spec
+
+    from torch_matrix.plan.grid import plan_cells
+
+    text = (
+        'torch = ["2.5.1", "2.4.1"]\npython = ["3.10", "3.11"]\nvariant = ["cu118", "cu121"]\n'
+        'torchvision = "none"\n'
+        '[[include]]\npython = "3.8"\ntorch = "2.5.1"\nvariant = "cu118"\n'
+    )
+    versions = ("2.4.1", "2.5.1")
+    found = facts(torch_versions={"default": versions, "cu118": versions, "cu121": versions})
+    cells = plan_cells(spec(text), found, PYS)
+    assert [(c.variant, c.torch, c.python) for c in cells] == [
+        ("cu118", "2.5.1", "3.10"),
+        ("cu118", "2.5.1", "3.11"),
+        ("cu118", "2.5.1", "3.8"),
+        ("cu118", "2.4.1", "3.10"),
+        ("cu118", "2.4.1", "3.11"),
+        ("cu121", "2.5.1", "3.10"),
+        ("cu121", "2.5.1", "3.11"),
+        ("cu121", "2.4.1", "3.10"),
+        ("cu121", "2.4.1", "3.11"),
+    ]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["default", "cu118", "cu121", "cpu"]), st.sampled_from("abc")),
+        max_size=12,
+    )
+)
+def test_run_order_is_a_permutation_keeping_each_line_and_release_contiguous(axes):
+    from torch_matrix.plan.cost import run_order
+
+    cells = [
+        make_cell(torch=torch, variant=variant, id=f"c{n}")
+        for n, (variant, torch) in enumerate(axes)
+    ]
+    ordered = run_order(cells)
+    assert sorted(c.id for c in ordered) == sorted(c.id for c in cells)
+
+    def contiguous(key) -> bool:
+        keys = [key(c) for c in ordered]
+        return all(
+            keys.index(k) + keys.count(k) - 1 == len(keys) - 1 - keys[::-1].index(k) for k in keys
+        )
+
+    assert contiguous(lambda c: c.variant)
+    assert contiguous(lambda c: (c.variant, c.torch))
+    for key in {(c.variant, c.torch) for c in cells}:  # a release's cells keep their order
+        assert [c.id for c in ordered if (c.variant, c.torch) == key] == [
+            c.id for c in cells if (c.variant, c.torch) == key
+        ]
 
 
 # ---------------------------------------------------------------- settings

@@ -12,7 +12,7 @@ read, bounded by ``UNPACK_BOUND`` times its size (said as an upper bound).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,10 +265,21 @@ def does_not_fit(cell_id: str, need: int, left: int, short: str = "budget") -> s
     )
 
 
-def order_by_line(cells: Sequence[Any], line_of: Mapping[str, str]) -> list[Any]:
-    """Cells sharing a CUDA line (their nvidia-* wheels) next to each other, first appearance
-    order otherwise: the line's wheels can be evicted once its last cell is done."""
+def run_order(cells: Sequence[Any]) -> list[Any]:
+    """The order a run takes its cells in, so that cells sharing a CUDA line run one after another:
+    a variant's cells together (a CUDA variant's index serves one line; the default builds' line
+    follows the release), and inside a variant the cells of one torch release together (an
+    ``include`` cell joins its release's cells), both in first appearance order. The prefetch
+    and the disk budget then fetch each line's wheels once and evict them once its last cell is
+    done, instead of fetching them again for a cell of that line that comes back later."""
+    by_release = order_by_line(cells, lambda c: f"{c.variant} {c.torch}")
+    return order_by_line(by_release, lambda c: str(c.variant))
+
+
+def order_by_line(cells: Sequence[Any], line_of: Callable[[Any], str]) -> list[Any]:
+    """Cells sharing a line (``line_of(cell)``) next to each other, first appearance order
+    otherwise (a stable sort: cells of one line keep their order)."""
     first: dict[str, int] = {}
     for position, cell in enumerate(cells):
-        first.setdefault(line_of.get(cell.id, ""), position)
-    return sorted(cells, key=lambda c: first[line_of.get(c.id, "")])
+        first.setdefault(line_of(cell), position)
+    return sorted(cells, key=lambda c: first[line_of(c)])

@@ -22,6 +22,7 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torch_matrix.plan.cost import run_order
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.layout import ID_UNSAFE
 from torch_matrix.vocab.records import Cell, public_version
@@ -446,7 +447,7 @@ def plan_cells(spec: Spec, facts: IndexFacts, interpreters: Mapping[str, Any]) -
             continue
         if all(existing.axes != cell.axes for existing in planned):
             planned.append(cell)
-    return _unique_ids(planned)
+    return _unique_ids(run_order(planned))
 
 
 def _resolve_pythons(

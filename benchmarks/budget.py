@@ -192,6 +192,7 @@ def _run(
         "du_samples": sampler.samples,
         "plan_download_bytes": sum(plan_wheels.values()),
         "plan_exit": planned.returncode,
+        "planned_cells": [c["id"] for c in plan],
         "cache_wheels_at_end": sorted(held),
         "cache_wheel_bytes_at_end": sum(plan_wheels.get(name, 0) for name in held),
         "wheel_entries_in_cache": entries,  # more than cache_wheels_at_end: uv took unplanned files
@@ -227,7 +228,11 @@ def _cached_filenames(cache: Path, planned: list[str]) -> tuple[set[str], int]:
     return cached_wheels(cache, planned), entries
 
 
+NOT_FITTING = "not run: does not fit"  # a cell the run named as not fitting (no evidence)
+
+
 def _verdicts(cells: Path) -> dict[str, str]:
+    """Each cell's verdict, or ``NOT_FITTING`` where the run said it does not fit."""
     from torch_matrix.judge.verdict import verdict_of
     from torch_matrix.world.results import read_result
 
@@ -235,7 +240,8 @@ def _verdicts(cells: Path) -> dict[str, str]:
     for path in sorted(cells.glob("*.json")):
         result = read_result(path)
         if result is not None:
-            found[result.cell.id] = str(verdict_of(result).kind)
+            not_run = ": not run: needs " in (result.install.message or "")
+            found[result.cell.id] = NOT_FITTING if not_run else str(verdict_of(result).kind)
     return found
 
 
@@ -337,57 +343,109 @@ def _loop_device(ctx: Context, size: int) -> tuple[Path, Any]:
     return mount, undo
 
 
-def measure(ctx: Context) -> dict[str, Any]:
-    if ctx.quick:
-        raise BenchError("real wheels only: run without --quick")
-    if shutil.disk_usage(ctx.work).free < 40 * 1000**3:
-        raise BenchError("needs 40 GB free (two cold 6-release matrices, one after the other)")
-    runs: dict[str, Any] = {}
-    budget_project = _project(ctx.dir("budget-project"), BUDGET)
-    plain_project = _project(ctx.dir("plain-project"), None)
-    runs["budget"] = _run(ctx, "budget", budget_project, ctx.dir("budget-disk"))
-    runs["unbounded"] = _run(ctx, "unbounded", plain_project, ctx.dir("plain-disk"))
-    try:
-        mount, undo = _loop_device(ctx, SMALL_FS_BYTES)
-    except (BenchError, OSError) as error:
-        runs["small_fs"] = {"error": str(error)}
-    else:
+SMALL_FS_RELEASES = RELEASES[:4]  # 22.7 GB unpacked without a budget, on a 12 GB filesystem
+RUNS = ("budget", "unbounded", "cold", "small_fs")
+STORED_ENV = (
+    "TORCH_MATRIX_BENCH_BUDGET_RUNS"  # a WORK dir whose LABEL.json runs are taken as they are
+)
+
+
+def one_run(ctx: Context, label: str) -> dict[str, Any]:
+    """One of the figure's runs; its result is also kept in WORK/LABEL.json."""
+    if label == "budget":
+        project = _project(ctx.dir("budget-project"), BUDGET)
+        return _run(ctx, "budget", project, ctx.dir("budget-disk"))
+    if label == "unbounded":
+        project = _project(ctx.dir("plain-project"), None)
+        return _run(ctx, "unbounded", project, ctx.dir("plain-disk"))
+    if label == "cold":
+        return cold_plan(ctx)
+    if label == "small_fs":
+        project = _project(ctx.dir("small-project"), None, SMALL_FS_RELEASES)
         try:
-            runs["small_fs"] = _run(ctx, "small_fs", plain_project, mount)
+            mount, undo = _loop_device(ctx, SMALL_FS_BYTES)
+        except (BenchError, OSError) as error:
+            result: dict[str, Any] = {"error": f"no loop device: {error}"}
+            (ctx.work / "small_fs.json").write_text(json.dumps(result) + "\n")
+            return result
+        try:
+            return _run(ctx, "small_fs", project, mount)
         finally:
             undo()
-    budget, plain, small = runs["budget"], runs["unbounded"], runs.get("small_fs", {})
-    same = budget["verdicts"] == plain["verdicts"] and budget["pins"] == plain["pins"]
-    downloaded = plain["cache_wheel_bytes_at_end"]
-    planned = plain["plan_download_bytes"]
-    unjudged = None
-    if "verdicts" in small:
-        planned_ids = {c for c in plain["verdicts"] if "edge" not in c and "-cf-" not in c}
-        unjudged = len([c for c in planned_ids if c not in small["verdicts"]])
-    runs["wall_ratio_budget_over_unbounded"] = ratio(budget["wall_s"], plain["wall_s"])
-    ctx.log(
-        f"  peak: budget {human_bytes(budget['peak_bytes'])} (limit {BUDGET}), unbounded "
-        f"{human_bytes(plain['peak_bytes'])}; wall {budget['wall_s']} s vs {plain['wall_s']} s; "
-        f"same verdicts and pins: {same}; plan {human_bytes(planned)} vs cache {human_bytes(downloaded)}"
-    )
-    values = {
-        "budget run peak / budget": ratio(budget["peak_bytes"], BUDGET_BYTES),
-        "same verdicts and pins (1 = yes)": 1.0 if same else 0.0,
-        "plan bytes / downloaded bytes": ratio(planned, downloaded),
-        "downloaded bytes / plan bytes": ratio(downloaded, planned),
-        "small fs: cells neither judged nor named as not fitting": unjudged,
-        "small fs: 'No space left on device' anywhere": small.get("no_space_mentions"),
-    }
+    raise SystemExit(f"benchmarks.budget: unknown run {label!r}: one of {', '.join(RUNS)}")
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    """Every run, one after another (about 2 hours), or those stored by separate jobs
+    (``python -m benchmarks.budget WORK budget``, ... then ``$TORCH_MATRIX_BENCH_BUDGET_RUNS=WORK``)."""
+    stored = os.environ.get(STORED_ENV, "").strip()
+    if ctx.quick and not stored:
+        raise BenchError("real wheels only: run without --quick (or give the stored runs)")
+    runs: dict[str, Any] = {}
+    if stored:
+        for label in RUNS:
+            path = Path(stored) / f"{label}.json"
+            runs[label] = json.loads(path.read_text()) if path.is_file() else {"error": "not run"}
+            runs[label]["stored_in"] = str(path)
+    else:
+        if shutil.disk_usage(ctx.work).free < 40 * 1000**3:
+            raise BenchError("needs 40 GB free (two cold 6-release matrices, one after the other)")
+        for label in RUNS:
+            runs[label] = one_run(ctx, label)
+    return summarize_runs(ctx, runs)
+
+
+def _judged(run: dict[str, Any]) -> tuple[int | None, list[str]]:
+    """(cells of the run's plan neither judged nor named as not fitting, those named)."""
+    if "verdicts" not in run:
+        return None, []
+    named = [c for c, v in run["verdicts"].items() if v == NOT_FITTING]
+    planned = run.get("planned_cells") or []
+    unjudged = [c for c in planned if run["verdicts"].get(c) in (None, "error")]
+    return len(unjudged), named
+
+
+def summarize_runs(ctx: Context, runs: dict[str, Any]) -> dict[str, Any]:
+    budget, plain = runs.get("budget", {}), runs.get("unbounded", {})
+    cold, small = runs.get("cold", {}), runs.get("small_fs", {})
+    values: dict[str, float | None] = dict.fromkeys(GOALS)
+    if "verdicts" in budget and "verdicts" in plain:
+        same = budget["verdicts"] == plain["verdicts"] and budget["pins"] == plain["pins"]
+        values["same verdicts and pins (1 = yes)"] = 1.0 if same else 0.0
+        runs["wall_ratio_budget_over_unbounded"] = ratio(budget["wall_s"], plain["wall_s"])
+        runs["peak_ratio_budget_over_unbounded"] = ratio(budget["peak_bytes"], plain["peak_bytes"])
+        ctx.log(
+            f"  peak: budget {human_bytes(budget['peak_bytes'])} (limit {BUDGET}), unbounded "
+            f"{human_bytes(plain['peak_bytes'])}; wall {budget['wall_s']} s vs "
+            f"{plain['wall_s']} s; same verdicts and pins: {same}"
+        )
+    if "peak_bytes" in budget:
+        values["budget run peak / budget"] = ratio(budget["peak_bytes"], BUDGET_BYTES)
+    if "uv_downloaded_bytes" in cold:
+        values["plan bytes / downloaded bytes"] = ratio(
+            cold["plan_download_bytes"], cold["uv_downloaded_bytes"]
+        )
+        values["downloaded bytes / plan bytes"] = ratio(
+            cold["uv_downloaded_bytes"], cold["plan_download_bytes"]
+        )
+    unjudged, named = _judged(small)
+    values["small fs: cells neither judged nor named as not fitting"] = unjudged
+    values["small fs: 'No space left on device' anywhere"] = small.get("no_space_mentions")
+    if named:
+        ctx.log(f"  small fs: named as not fitting: {', '.join(named)}")
     return {
         "releases": list(RELEASES),
+        "small_fs_releases": list(SMALL_FS_RELEASES),
+        "cold_releases": list(COLD_RELEASES),
         "runs": runs,
         "targets": targets_for(
             FIGURE,
             GOALS,
             values,
             {
-                "plan bytes / downloaded bytes": "downloaded = the wheel files the unbounded run's "
-                "fresh cache holds at its end, sized by the index (rx counters in the JSON)",
+                "plan bytes / downloaded bytes": "downloaded = the sizes uv's own Downloading lines "
+                "give for a cold 2-cell run (files over 1 MiB; the venvs' wheel files on PyPI and "
+                "the receive counters in the JSON)",
             },
         ),
     }
@@ -395,15 +453,7 @@ def measure(ctx: Context) -> dict[str, Any]:
 
 def _one_run(work: Path, label: str) -> None:
     """One of the figure's runs alone, its result in WORK/LABEL.json (real-wheel jobs time-limited apart)."""
-    ctx = Context(work=work, quick=False, log=lambda line: print(line, flush=True))
-    if label == "budget":
-        _run(ctx, "budget", _project(ctx.dir("budget-project"), BUDGET), ctx.dir("budget-disk"))
-    elif label == "unbounded":
-        _run(ctx, "unbounded", _project(ctx.dir("plain-project"), None), ctx.dir("plain-disk"))
-    elif label == "cold":
-        cold_plan(ctx)
-    else:
-        raise SystemExit(f"benchmarks.budget: unknown run {label!r}: budget, unbounded or cold")
+    one_run(Context(work=work, quick=False, log=lambda line: print(line, flush=True)), label)
 
 
 if __name__ == "__main__":  # by hand: python -m benchmarks.budget WORK [budget|unbounded ...]

@@ -725,3 +725,24 @@ def test_a_project_whose_dependencies_are_not_in_pyproject_says_so(tmp_path):
     assert [u.split(":")[0] for u in found.unknown] == [".", ".", "-r req.txt"]
     assert "not declared in pyproject.toml" in found.unknown[1]
     assert "direct reference, size unknown" in found.unknown[2]
+
+
+def test_a_budget_read_from_the_free_disk_counts_the_runs_own_wheels_already_in_the_cache(tmp_path):
+    """A follow-up session (or a resumed run) measures the free disk with the run's wheels already
+    in uv's cache: they belong to what the run may fill, or the follow-ups would evict everything
+    the grid fetched though no budget was given (seen on the real 6-release run)."""
+    from torch_matrix.run.budget import Keeper, Ledger
+
+    spec = parse_spec('torch = ["2.1.0"]\n', "matrix.toml")
+    budget, origin = budget_of(spec, {}, tmp_path, free=lambda _p: 20 * GB)
+    assert budget == 18 * GB and origin.startswith("the free disk at")  # a tenth kept free
+    ledger = Ledger(tmp_path / "results" / "ledger.json")
+    first = Keeper(budget, origin, str(tmp_path / "uv"), ledger, free=lambda _p: 20 * GB)
+    assert first.budget == 18 * GB  # a fresh run: nothing of its own in the cache yet
+    fetched = "a-1-py3-none-any.whl"
+    first.start({fetched: 6 * GB})
+    _uv_cache(tmp_path / "uv", [fetched])
+    later = Keeper(budget, origin, str(tmp_path / "uv"), ledger, free=lambda _p: 20 * GB)
+    assert later.budget == 24 * GB
+    given = Keeper(15 * GB, "the spec's disk_budget", str(tmp_path / "uv"), ledger)
+    assert given.budget == 15 * GB  # a budget the user gave is kept as given

@@ -36,7 +36,8 @@ from torch_matrix.vocab import settings
 from torch_matrix.vocab.sizes import format_size
 
 BUDGET_ENV = settings.DISK_BUDGET_ENV
-KEEP_ENV = settings.KEEP_VENVS_ENV  # 1: a cell's venv stays after its result is written
+KEEP_ENV = settings.KEEP_VENVS_ENV
+FREE_DISK = "the free disk at"  # how a budget read from the free disk starts its origin  # 1: a cell's venv stays after its result is written
 
 
 def free_bytes(path: str | os.PathLike[str]) -> int:
@@ -61,7 +62,7 @@ def budget_of(
     left = free(disk_path)
     margin = min(DEFAULT_MARGIN, left // 10)  # a small disk keeps a tenth free
     return max(0, left - margin), (
-        f"the free disk at {disk_path}, {format_size(left)}, less {format_size(margin)}"
+        f"{FREE_DISK} {disk_path}, {format_size(left)}, less {format_size(margin)}"
     )
 
 
@@ -383,6 +384,10 @@ class Keeper:
         self.ledger = ledger
         self.log = log
         self.free = free
+        if origin.startswith(FREE_DISK):
+            # The free disk was measured with this run's own wheels already in uv's cache (a
+            # follow-up session, a resumed run): they are part of what the run may fill.
+            self.budget += self.used()
 
     def start(self, every: Mapping[str, int]) -> None:
         """Meet wheels (file -> unpacked bytes): those uv's cache holds now are the user's, the

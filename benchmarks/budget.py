@@ -180,6 +180,7 @@ def _run(
     verdicts = _verdicts(results / "toyproj" / "cells")
     pins = _torch_matrix("pins", str(results / "toyproj"), env=env, cwd=project)
     output = done.stdout
+    (ctx.work / f"{label}-output.txt").write_text(output)  # the whole run's output, kept
     enospc = output.count("No space left on device") + sum(
         path.read_text(errors="replace").count("No space left on device")
         for path in (results / "toyproj").rglob("*")
@@ -291,6 +292,7 @@ def cold_plan(ctx: Context) -> dict[str, Any]:
     )
     wall = time.perf_counter() - started
     rx = net_rx_bytes() - rx
+    (ctx.work / "cold-output.txt").write_text(done.stdout)  # the whole run's output, kept
     messages = [
         json.loads(path.read_text()).get("install", {}).get("message", "")
         for path in sorted((results / "toyproj" / "cells").glob("*.json"))

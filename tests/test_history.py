@@ -101,10 +101,12 @@ def test_v1_results_written_by_todays_tool_import_cleanly_and_once(tmp_path, cap
                 p.name: p.status for p in result.probes
             }
         counts = [
-            history.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("runs", "cells", "probes")
+            history.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("runs", "cells")
         ]
-        assert counts == [1, 8, sum(len(r.probes) for r in loaded.results)]
+        assert counts == [1, 8]  # one row per cell and night, its probes inside it
+        assert sum(len(state.probes) for state in snapshot.cells.values()) == sum(
+            len(r.probes) for r in loaded.results
+        )
         assert history.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
@@ -133,6 +135,105 @@ def test_a_schema_1_database_migrates_and_keeps_its_runs(tmp_path):
             "error": 0,
             "environment": 0,
         }
+
+
+def test_a_schema_2_database_migrates_to_compact_rows_and_keeps_every_value(tmp_path):
+    """Schema 3 keeps one row per cell and night (the probes inside it, repeated texts once): a
+    file written with one row per probe reads back the same snapshot after the migration."""
+    import sqlite3
+
+    from torch_matrix.report.diff import CellState, ProbeState
+    from torch_matrix.world.history import MIGRATIONS
+
+    db = tmp_path / "v2.sqlite"
+    connection = sqlite3.connect(db)
+    connection.executescript(MIGRATIONS[0] + MIGRATIONS[1] + "PRAGMA user_version = 2;")
+    for seq, day in ((1, "01"), (2, "02")):
+        connection.execute(
+            "INSERT INTO runs (seq, id, date, spec, imported_at, cells, compatible, incompatible,"
+            " unsatisfiable, error) VALUES (?, ?, ?, 'nightly', 'x', 2, 1, 1, 0, 0)",
+            (seq, f"r{seq}", f"2026-11-{day}T00:00:00+00:00"),
+        )
+        connection.executemany(
+            "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (seq, "t2.5.1-py3.11", "compatible", "", "", "torch==2.5.1 numpy<2", "3.11"),
+                (
+                    seq,
+                    "t2.6.0-py3.11",
+                    "incompatible",
+                    "checkpoint failed",
+                    "checkpoint",
+                    "torch==2.6.0",
+                    "3.11",
+                ),
+            ],
+        )
+        connection.executemany(
+            "INSERT INTO probes VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (seq, "t2.5.1-py3.11", "checkpoint", "pass", "", ""),
+                (seq, "t2.5.1-py3.11", "cuda", "skip", "no CUDA device", ""),
+                (
+                    seq,
+                    "t2.6.0-py3.11",
+                    "checkpoint",
+                    "fail",
+                    f"Weights only {day}",
+                    "torch.load(p)",
+                ),
+                (seq, "t2.6.0-py3.11", "cuda", "skip", "no CUDA device", ""),
+            ],
+        )
+    connection.commit()
+    connection.close()
+    with open_history(db, create=False) as history:
+        assert history.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        tables = {row[0] for row in history.db.execute("SELECT name FROM sqlite_master")}
+        assert "probes" not in tables and {"cells", "texts", "cells_by_cell"} <= tables
+        assert history.db.execute("SELECT count(*) FROM cells").fetchone()[0] == 4
+        rows = history.runs()
+        assert [row.run.id for row in rows] == ["r1", "r2"]
+        snapshot = history.snapshot(rows[1])
+        assert snapshot.cells == {
+            "t2.5.1-py3.11": CellState(
+                cell="t2.5.1-py3.11",
+                verdict="compatible",
+                requirements=("torch==2.5.1", "numpy<2"),
+                python="3.11",
+                probes={
+                    "checkpoint": ProbeState("pass"),
+                    "cuda": ProbeState("skip", "no CUDA device"),
+                },
+            ),
+            "t2.6.0-py3.11": CellState(
+                cell="t2.6.0-py3.11",
+                verdict="incompatible",
+                reason="checkpoint failed",
+                failing=("checkpoint",),
+                requirements=("torch==2.6.0",),
+                python="3.11",
+                probes={
+                    "checkpoint": ProbeState("fail", "Weights only 02", "torch.load(p)"),
+                    "cuda": ProbeState("skip", "no CUDA device"),
+                },
+            ),
+        }
+        assert history.snapshot(rows[0]).cells["t2.6.0-py3.11"].probes["checkpoint"].message == (
+            "Weights only 01"
+        )
+        rates = history.pass_rates("nightly", 30)
+        assert (
+            rates[("t2.6.0-py3.11", "checkpoint")].passed,
+            rates[("t2.6.0-py3.11", "checkpoint")].runs,
+        ) == (0, 2)
+        assert (
+            rates[("t2.5.1-py3.11", "checkpoint")].passed,
+            rates[("t2.5.1-py3.11", "checkpoint")].runs,
+        ) == (2, 2)
+        # the repeated texts are stored once: 2 reasons, 2 requirement lists, 1 name list, ...
+        texts = history.db.execute("SELECT count(*) FROM texts").fetchone()[0]
+        assert texts < 4 * 5
 
 
 def test_a_merged_results_json_is_the_same_run_as_its_cells(tmp_path):

@@ -15,12 +15,14 @@ runs is pure logic in ``torch_matrix.report.diff``; this module only reads and w
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from torch_matrix.judge.snapshot import (
     EVIDENCE_STATUSES,
@@ -45,8 +47,170 @@ DB_NAME = "history.sqlite"
 MESSAGE_LIMIT = 500  # characters of a probe message kept; the result files keep everything
 REPRO_LIMIT = 2000
 
-# Index i brings user_version i to i + 1. Append only: never edit a released step.
-MIGRATIONS: tuple[str, ...] = (
+
+class _Texts:
+    """The ``texts`` table of schema 3: each distinct string stored once, rows hold its id.
+    Writing interns (``id_of``); reading decodes ids (``text``, ``decoded``), cached per process."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.db = connection
+        self.ids: dict[str, int] = {}
+        self.values: dict[tuple[Any, ...], int] = {}
+        self.texts: dict[int, str] = {}
+        self.json: dict[int, object] = {}
+
+    def id_of(self, text: str) -> int:
+        found = self.ids.get(text)
+        if found is None:
+            row = self.db.execute("SELECT id FROM texts WHERE text = ?", (text,)).fetchone()
+            if row is None:
+                cursor = self.db.execute("INSERT INTO texts (text) VALUES (?)", (text,))
+                assert cursor.lastrowid is not None
+                found = cursor.lastrowid
+            else:
+                found = int(row[0])
+            self.ids[text] = found
+            self.texts[found] = text
+        return found
+
+    def id_of_json(self, value: tuple[Any, ...], shape: Callable[[tuple[Any, ...]], object]) -> int:
+        """The id of ``json.dumps(shape(value))``; a value seen before is not encoded again."""
+        found = self.values.get(value)
+        if found is None:
+            found = self.values[value] = self.id_of(json.dumps(shape(value), sort_keys=True))
+        return found
+
+    def text(self, text_id: int) -> str:
+        found = self.texts.get(text_id)
+        if found is None:
+            row = self.db.execute("SELECT text FROM texts WHERE id = ?", (text_id,)).fetchone()
+            found = str(row[0]) if row is not None else ""
+            self.texts[text_id] = found
+        return found
+
+    def decoded(self, text_id: int) -> object:
+        """The JSON value stored as text ``text_id`` (probe names, statuses, notes)."""
+        if text_id not in self.json:
+            self.json[text_id] = json.loads(self.text(text_id) or "null")
+        return self.json[text_id]
+
+    def strings(self, text_id: int) -> list[str]:
+        value = self.decoded(text_id)
+        return [str(name) for name in value] if isinstance(value, list) else []
+
+    def probe_notes(self, text_id: int) -> dict[str, list[str]]:
+        value = self.decoded(text_id)
+        return value if isinstance(value, dict) else {}
+
+
+def _row_values(texts: _Texts, run: int, state: CellState) -> tuple[object, ...]:
+    """One cell of one night as a schema-3 row (``_COMPACT_COLUMNS``' order)."""
+    probes = state.probes
+    names = tuple(probes)
+    notes = tuple(
+        (name, probe.message[:MESSAGE_LIMIT], probe.repro[:REPRO_LIMIT])
+        for name, probe in probes.items()
+        if probe.message or probe.repro
+    )
+    return (
+        run,
+        state.cell,
+        state.verdict,
+        ",".join(state.failing),
+        state.python,
+        texts.id_of(state.reason[:MESSAGE_LIMIT]),
+        texts.id_of(" ".join(state.requirements)),
+        texts.id_of_json(names, list),
+        texts.id_of_json(tuple(str(probes[name].status) for name in names), list),
+        texts.id_of_json(notes, _notes_json),
+    )
+
+
+def _notes_json(notes: tuple[tuple[str, str, str], ...]) -> dict[str, list[str]]:
+    return {name: [message, repro] for name, message, repro in notes}
+
+
+_COMPACT_COLUMNS = (
+    "run",
+    "cell",
+    "verdict",
+    "failing",
+    "python",
+    "reason",
+    "requirements",
+    "probe_names",
+    "probe_statuses",
+    "probe_notes",
+)
+_INSERT_CELL = f"INSERT INTO cells VALUES ({', '.join('?' * len(_COMPACT_COLUMNS))})"
+
+
+_COMPACT_SCHEMA = (
+    "CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE)",
+    """CREATE TABLE cells_v3 (
+        run INTEGER NOT NULL REFERENCES runs (seq) ON DELETE CASCADE,
+        cell TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        failing TEXT NOT NULL,            -- required probes that failed, comma-separated
+        python TEXT NOT NULL,
+        reason INTEGER NOT NULL,          -- texts.id
+        requirements INTEGER NOT NULL,    -- texts.id: the cell's pins, space-separated
+        probe_names INTEGER NOT NULL,     -- texts.id: JSON list, in the cell's probe order
+        probe_statuses INTEGER NOT NULL,  -- texts.id: JSON list, one status per probe
+        probe_notes INTEGER NOT NULL,     -- texts.id: JSON {probe: [message, repro]}, non-empty
+        PRIMARY KEY (run, cell)
+    ) WITHOUT ROWID""",
+)
+
+
+def _compact_rows(connection: sqlite3.Connection) -> None:
+    """Schema 2 -> 3: the ``cells`` and ``probes`` tables (one row per probe per cell per night:
+    a year of a 2,500-cell nightly is ~15 million rows) become one ``cells`` row per cell and
+    night whose repeated texts live once in ``texts``. Every stored value is kept."""
+    for statement in _COMPACT_SCHEMA:  # execute, not executescript: that would commit
+        connection.execute(statement)
+    texts = _Texts(connection)
+    insert = _INSERT_CELL.replace("INTO cells ", "INTO cells_v3 ")
+    runs = [row[0] for row in connection.execute("SELECT DISTINCT run FROM cells ORDER BY run")]
+    for run in runs:  # one night at a time: an old file of any size migrates in bounded memory
+        probes: dict[str, dict[str, ProbeState]] = {}
+        for cell, probe, status, message, repro in connection.execute(
+            "SELECT cell, probe, status, message, repro FROM probes WHERE run = ?", (run,)
+        ):
+            probes.setdefault(cell, {})[probe] = ProbeState(status, message, repro)
+        rows = [
+            _row_values(
+                texts,
+                run,
+                CellState(
+                    cell=cell,
+                    verdict=verdict,
+                    reason=reason,
+                    failing=tuple(f for f in failing.split(",") if f),
+                    requirements=tuple(requirements.split()),
+                    python=python,
+                    probes=probes.get(cell, {}),
+                ),
+            )
+            for cell, verdict, reason, failing, requirements, python in connection.execute(
+                "SELECT cell, verdict, reason, failing, requirements, python FROM cells"
+                " WHERE run = ?",
+                (run,),
+            )
+        ]
+        connection.executemany(insert, rows)
+    for statement in (
+        "DROP TABLE probes",
+        "DROP TABLE cells",
+        "ALTER TABLE cells_v3 RENAME TO cells",
+        "CREATE INDEX cells_by_cell ON cells (cell, run)",  # failing_history, last_statuses
+    ):
+        connection.execute(statement)
+
+
+# Index i brings user_version i to i + 1. Append only: never edit a released step. A step is SQL,
+# or a function of the connection where rows must be rewritten (each runs in one transaction).
+MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     """
     CREATE TABLE runs (
         seq INTEGER PRIMARY KEY,          -- import order; ties on date sort by it
@@ -85,6 +249,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: cells whose failures the environment explains (verdict ``environment``) get their own count.
     "ALTER TABLE runs ADD COLUMN environment INTEGER NOT NULL DEFAULT 0;",
+    # 3: one compact row per cell and night, the texts that repeat stored once.
+    _compact_rows,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -114,6 +280,7 @@ class History:
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self.db = connection
         self.path = path
+        self.texts = _Texts(connection)
 
     def __enter__(self) -> History:
         return self
@@ -154,29 +321,15 @@ class History:
             if cursor.rowcount == 0:
                 return False
             seq = cursor.lastrowid
-            self.db.executemany(
-                "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        seq,
-                        s.cell,
-                        s.verdict,
-                        s.reason[:MESSAGE_LIMIT],
-                        ",".join(s.failing),
-                        " ".join(s.requirements),
-                        s.python,
-                    )
-                    for s in snapshot.cells.values()
-                ],
-            )
-            self.db.executemany(
-                "INSERT INTO probes VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (seq, s.cell, name, p.status, p.message[:MESSAGE_LIMIT], p.repro[:REPRO_LIMIT])
-                    for s in snapshot.cells.values()
-                    for name, p in s.probes.items()
-                ],
-            )
+            assert seq is not None
+            try:
+                self.db.executemany(
+                    _INSERT_CELL,
+                    [_row_values(self.texts, seq, state) for state in snapshot.cells.values()],
+                )
+            except BaseException:
+                self.texts = _Texts(self.db)  # ids cached from the rolled-back transaction
+                raise
         return True
 
     # ------------------------------------------------------------------ reading
@@ -220,26 +373,46 @@ class History:
         return matches[0] if matches else None
 
     def snapshot(self, row: RunRow) -> Snapshot:
-        probes: dict[str, dict[str, ProbeState]] = {}
-        for cell, probe, status, message, repro in self.db.execute(
-            "SELECT cell, probe, status, message, repro FROM probes WHERE run = ?", (row.seq,)
-        ):
-            probes.setdefault(cell, {})[probe] = ProbeState(status, message, repro)
+        texts = self.texts
         cells = {}
-        for cell, verdict, reason, failing, requirements, python in self.db.execute(
-            "SELECT cell, verdict, reason, failing, requirements, python FROM cells WHERE run = ?",
+        for (
+            cell,
+            verdict,
+            failing,
+            python,
+            reason,
+            requirements,
+            names,
+            statuses,
+            notes,
+        ) in self.db.execute(
+            "SELECT cell, verdict, failing, python, reason, requirements, probe_names,"
+            " probe_statuses, probe_notes FROM cells WHERE run = ?",
             (row.seq,),
         ):
             cells[cell] = CellState(
                 cell=cell,
                 verdict=verdict,
-                reason=reason,
+                reason=texts.text(reason),
                 failing=tuple(f for f in failing.split(",") if f),
-                requirements=tuple(requirements.split()),
+                requirements=tuple(texts.text(requirements).split()),
                 python=python,
-                probes=probes.get(cell, {}),
+                probes=self._probes(names, statuses, notes),
             )
         return Snapshot(run=row.run, cells=cells)
+
+    def _probes(self, names: int, statuses: int, notes: int) -> dict[str, ProbeState]:
+        texts = self.texts
+        noted = texts.probe_notes(notes)
+        out = {}
+        for name, status in zip(texts.strings(names), texts.strings(statuses)):
+            message, repro = noted.get(name) or ("", "")
+            out[name] = ProbeState(status, message, repro)
+        return out
+
+    def _statuses(self, names: int, statuses: int) -> list[tuple[str, str]]:
+        """(probe, status) of one stored row, in the cell's probe order."""
+        return list(zip(self.texts.strings(names), self.texts.strings(statuses)))
 
     def failing_history(
         self, spec: str, pairs: Iterable[tuple[str, str]], until: RunRef | None = None
@@ -261,7 +434,7 @@ class History:
         cells_wanted = {cell for cell, _ in wanted}
         states: dict[tuple[int, str], tuple[str, str]] = {}
         placeholders = ",".join("?" * len(cells_wanted))
-        for seq, cell, verdict, failing in self.db.execute(
+        for seq, cell, verdict, failing in self.db.execute(  # index cells_by_cell
             f"SELECT run, cell, verdict, failing FROM cells WHERE cell IN ({placeholders})",
             sorted(cells_wanted),
         ):
@@ -288,35 +461,42 @@ class History:
         series: dict[tuple[str, str], list[str | None]] = {}
         if not runs:
             return runs, series
-        low = min(position)
-        for seq, cell, probe, status in self.db.execute(
-            "SELECT run, cell, probe, status FROM probes WHERE run >= ?", (low,)
+        marks = ",".join("?" * len(runs))
+        for seq, cell, names, statuses in self.db.execute(
+            f"SELECT run, cell, probe_names, probe_statuses FROM cells WHERE run IN ({marks})",
+            list(position),
         ):
-            index = position.get(seq)
-            if index is None:
-                continue
-            statuses = series.get((cell, probe))
-            if statuses is None:
-                statuses = series[(cell, probe)] = [None] * len(runs)
-            statuses[index] = status
+            index = position[seq]
+            for probe, status in self._statuses(names, statuses):
+                found = series.get((cell, probe))
+                if found is None:
+                    found = series[(cell, probe)] = [None] * len(runs)
+                found[index] = status
         return runs, series
 
     def pass_rates(self, spec: str, last: int) -> dict[tuple[str, str], PassRate]:
-        """``torch_matrix.judge.snapshot.pass_rate`` of every (cell, probe) over the newest ``last`` runs, counted by
-        SQLite (the same numbers as ``pass_rate`` over ``probe_series``, without moving every row)."""
+        """``torch_matrix.judge.snapshot.pass_rate`` of every (cell, probe) over the newest ``last`` runs
+        (the same numbers as ``pass_rate`` over ``probe_series``). SQLite counts the nights each
+        cell had the same probe statuses (most cells, most nights), so each distinct row is read once."""
         runs = self.runs(spec=spec, last=last)
         if not runs:
             return {}
         marks = ",".join("?" * len(runs))
-        evidence = ",".join("?" * len(EVIDENCE_STATUSES))
-        query = (
-            f"SELECT cell, probe, SUM(status = ?), SUM(status IN ({evidence})) FROM probes "
-            f"WHERE run IN ({marks}) GROUP BY cell, probe"
-        )
-        params = [str(PASS), *map(str, EVIDENCE_STATUSES), *(row.seq for row in runs)]
+        passed: dict[tuple[str, str], int] = {}
+        counted: dict[tuple[str, str], int] = {}
+        evidence = set(map(str, EVIDENCE_STATUSES))
+        for cell, names, statuses, nights in self.db.execute(
+            f"SELECT cell, probe_names, probe_statuses, count(*) FROM cells WHERE run IN ({marks})"
+            " GROUP BY cell, probe_names, probe_statuses",
+            [row.seq for row in runs],
+        ):
+            for probe, status in self._statuses(names, statuses):
+                key = (cell, probe)
+                passed[key] = passed.get(key, 0) + (nights if status == PASS else 0)
+                counted[key] = counted.get(key, 0) + (nights if status in evidence else 0)
         return {
-            (cell, probe): PassRate(passed=passed, runs=counted, nights=len(runs))
-            for cell, probe, passed, counted in self.db.execute(query, params)
+            key: PassRate(passed=passed[key], runs=counted[key], nights=len(runs))
+            for key in sorted(passed)
         }
 
     def last_statuses(
@@ -325,19 +505,24 @@ class History:
         """The newest status of each (cell, probe) among the newest ``last`` runs of ``spec``."""
         runs = self.runs(spec=spec, last=last)
         order = {row.seq: i for i, row in enumerate(runs)}
-        marks = ",".join("?" * len(runs))
-        found: dict[tuple[str, str], str] = {}
-        for cell, probe in pairs:
-            best = None
-            for seq, status in self.db.execute(
-                f"SELECT run, status FROM probes WHERE cell = ? AND probe = ? AND run IN ({marks})",
-                [cell, probe, *order],
-            ):
-                if best is None or order[seq] > best[0]:
-                    best = (order[seq], status)
-            if best is not None:
-                found[(cell, probe)] = best[1]
-        return found
+        wanted = set(pairs)
+        cells = sorted({cell for cell, _ in wanted})
+        if not runs or not cells:
+            return {}
+        best: dict[tuple[str, str], tuple[int, str]] = {}
+        for seq, cell, names, statuses in self.db.execute(  # index cells_by_cell
+            f"SELECT run, cell, probe_names, probe_statuses FROM cells WHERE cell IN "
+            f"({','.join('?' * len(cells))}) AND run >= ?",
+            [*cells, min(order)],
+        ):
+            position = order.get(seq)
+            if position is None:
+                continue
+            for probe, status in self._statuses(names, statuses):
+                key = (cell, probe)
+                if key in wanted and (key not in best or position > best[key][0]):
+                    best[key] = (position, status)
+        return {key: status for key, (_, status) in best.items()}
 
     def specs(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT DISTINCT spec FROM runs ORDER BY spec")]
@@ -434,8 +619,8 @@ _TABLES = {
         "cells",
         *_COUNT_COLUMNS,
     ),
-    "cells": ("run", "cell", "verdict", "reason", "failing", "requirements", "python"),
-    "probes": ("run", "cell", "probe", "status", "message", "repro"),
+    "cells": _COMPACT_COLUMNS,
+    "texts": ("id", "text"),
 }
 
 
@@ -509,9 +694,21 @@ def _migrate(connection: sqlite3.Connection, where: Path) -> None:
                 hint=f"point --db / ${HISTORY_ENV} at another file",
             )
     for step in range(version, SCHEMA_VERSION):  # each step and its version number commit together
-        connection.executescript(
-            "BEGIN;" + MIGRATIONS[step] + f"PRAGMA user_version = {step + 1};COMMIT;"
-        )
+        migration = MIGRATIONS[step]
+        if isinstance(migration, str):
+            connection.executescript(
+                "BEGIN;" + migration + f"PRAGMA user_version = {step + 1};COMMIT;"
+            )
+            continue
+        connection.commit()
+        connection.execute("BEGIN")
+        try:
+            migration(connection)
+            connection.execute(f"PRAGMA user_version = {step + 1}")
+        except BaseException:
+            connection.rollback()
+            raise
+        connection.commit()
     connection.execute("PRAGMA foreign_keys = ON")
 
 

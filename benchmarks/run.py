@@ -70,6 +70,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="scratch dir for venvs and fresh caches (default: next to uv's cache)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir afterwards")
+    parser.add_argument(
+        "--history-scale",
+        default="365x2500",
+        metavar="NIGHTSxCELLS",
+        help="figure 7's generated history (default 365x2500: a year of a 2,500-cell nightly)",
+    )
     return parser.parse_args(argv)
 
 
@@ -121,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = (args.work or _default_work()).resolve()
     work.mkdir(parents=True, exist_ok=True)
     ctx = Context(work=work, quick=args.quick, log=lambda line: print(line, flush=True))
+    ctx.facts["history_scale"] = args.history_scale
     command = "python -m benchmarks.run " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )

@@ -128,7 +128,7 @@ def measure_listing(ctx: Context, repeats: int) -> dict[str, Any]:
 def synthetic_results(count: int, seed: int = 0) -> list[CellResult]:
     """``count`` finished cells with a realistic mix: mostly passing, a few real-looking findings."""
     rng = random.Random(seed)
-    torches = [f"2.{minor}.{patch}" for minor in range(0, 13) for patch in range(0, 3)][:25]
+    torches = [f"2.{minor}.{patch}" for minor in range(0, 13) for patch in range(0, 3)][:32]
     variants = ("default", "cpu", "cu121", "cu124")
     numpys = tuple(NUMPY_TOKENS)
     results = []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.browser import dump_dom, find_browser, png_size, screenshot
-from torch_matrix.judge.ecosystem import cause_of
+from torch_matrix.judge.catalogue import cause_of
 from torch_matrix.report.ecosystem import GITHUB_ISSUE_CHARS, build, diff, html_page, markdown
 from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
 
@@ -88,7 +88,7 @@ def test_the_report_counts_classes_groups_failures_and_names_their_cause() -> No
     assert first.eco_class == "regressed"
     assert [len(g.tests) for g in first.groups] == [2, 2]
     kinds = {g.cause.kind for g in first.groups}
-    assert kinds == {"changed-default", "import-break"}
+    assert kinds == {"changed-default", "removed-api"}  # weights_only, torch._six
     data = report.to_json()
     assert data["projects"]["p0000"]["groups"][0]["cause"]["fix"]
     assert data["projects"]["p0000"]["sides"]["candidate"]["log"] == "projects/p0000/candidate.log"
@@ -118,7 +118,8 @@ def test_the_markdown_summary_fits_a_github_issue_and_links_the_rest() -> None:
     "message, kind",
     [
         ("Weights only load failed ... Unsupported global: GLOBAL foo.Bar", "changed-default"),
-        ("ModuleNotFoundError: No module named 'torch._six'", "import-break"),
+        ("ModuleNotFoundError: No module named 'torch._six'", "removed-api"),
+        ("ModuleNotFoundError: No module named 'torch.utils._gone'", "import-break"),
         ("ImportError: cannot import name 'container_abcs' from 'torch._six'", "removed-api"),
         ("AttributeError: module 'torch.nn.utils' has no attribute 'weight_norm'", "removed-api"),
         ("assert 1 == 2", "unknown"),
@@ -129,6 +130,9 @@ def test_the_cause_catalogue(message: str, kind: str) -> None:
     assert cause.kind == kind and cause.fix
     if kind == "changed-default":
         assert "add_safe_globals([foo.Bar])" in cause.fix
+        assert "weights_only=False" in cause.fix and "pull/137602" in cause.source
+    if "_six" in message and "cannot import" not in message:  # the main catalogue's own entry
+        assert "math.inf" in cause.fix and "pull/94709" in cause.source
 
 
 def test_terminal_bold_is_dropped_and_the_log_names_the_global_a_cut_message_lost() -> None:

@@ -217,3 +217,83 @@ def _with_weights_only_false(code: str) -> str:
                 joiner = ", " if inside else ""
                 return f"{code[:index]}{joiner}weights_only=False{code[index:]}"
     return code
+
+
+# ---------------------------------------------------------------------------- one message's cause
+
+
+class CauseKind(StrEnum):
+    """What a failure message says changed (the kinds ``judge.causes.VersionKind`` also uses)."""
+
+    CHANGED_DEFAULT = "changed-default"  # a change of the catalogue (``ChangeKind``)
+    REMOVED_API = "removed-api"
+    IMPORT_BREAK = "import-break"  # a torch/torchvision module the catalogue does not know is gone
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """The cause of one failure message in a line each: what changed upstream, what the code
+    changes, and where upstream said so (a change of the catalogue; "" for the generic kinds)."""
+
+    kind: CauseKind
+    what: str
+    fix: str
+    source: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        out = {"kind": str(self.kind), "what": self.what, "fix": self.fix}
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+# A module or name of torch/torchvision that is gone, where no change of the catalogue matched.
+_MISSING_MODULE = re.compile(r"No module named '((?:torch|torchvision)(?:\.[A-Za-z0-9_]+)+)'")
+_CANNOT_IMPORT = re.compile(
+    r"cannot import name '([A-Za-z0-9_]+)' from '((?:torch|torchvision)[A-Za-z0-9_.]*)'"
+)
+_NO_ATTRIBUTE = re.compile(
+    r"module '((?:torch|torchvision)[A-Za-z0-9_.]*)' has no attribute '([A-Za-z0-9_]+)'"
+)
+
+
+def _gone_name(message: str) -> str:
+    """``torch.x.name`` from "cannot import name 'name' from 'torch.x'" or "module 'torch.x' has
+    no attribute 'name'"; "" when the message says neither."""
+    imported = _CANNOT_IMPORT.search(message)
+    if imported:
+        return f"{imported.group(2)}.{imported.group(1)}"
+    attribute = _NO_ATTRIBUTE.search(message)
+    return f"{attribute.group(1)}.{attribute.group(2)}" if attribute else ""
+
+
+def cause_of(message: str, context: str = "") -> Cause:
+    """The cause of one failure message (tests that fail alike share it): a change of the
+    catalogue, with its fix and source; else a torch/torchvision module or name the message shows
+    gone; else unknown. ``context`` (the side's log tail) may name what a cut message does not
+    (the global a checkpoint holds)."""
+    change = find_change(message)
+    if change is not None:
+        text = message if _GLOBAL.search(message) else f"{message}\n{context}"
+        return Cause(
+            CauseKind(str(change.kind)),
+            f"{change.summary} ({change.package} {change.since})",
+            _fix(change, text, None),
+            change.source,
+        )
+    missing = _MISSING_MODULE.search(message)
+    if missing:
+        return Cause(
+            CauseKind.IMPORT_BREAK,
+            f"the module {missing.group(1)} is gone",
+            f"stop importing {missing.group(1)} (a private module): use its public replacement",
+        )
+    gone = _gone_name(message)
+    if gone:
+        return Cause(
+            CauseKind.REMOVED_API,
+            f"{gone} is gone",
+            f"replace {gone} (see the release notes), or pin below the release that removed it",
+        )
+    return Cause(CauseKind.UNKNOWN, "not in the catalogue", "read the failing tests' output")

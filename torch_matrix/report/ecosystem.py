@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from torch_matrix.judge.ecosystem import Classified, RegressionCause, cause_of, classify
+from torch_matrix.judge.catalogue import Cause, cause_of
+from torch_matrix.judge.ecosystem import Classified, classify
 from torch_matrix.vocab.ecosystem import CLASS_ORDER, EcoClass, Role, SideRun
 from torch_matrix.vocab.escaping import md_code, md_text
 
@@ -24,7 +25,7 @@ SHOWN_IDS = 5
 class FailureGroup:
     message: str
     tests: tuple[str, ...]
-    cause: RegressionCause
+    cause: Cause
 
     def to_json(self) -> dict[str, Any]:
         return {"message": self.message, "tests": list(self.tests), "cause": self.cause.to_json()}
@@ -170,7 +171,8 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
                 f"- **{len(group.tests)} test(s)**: {shown}{more}",
                 f"  - message: {md_text(group.message[:300])}",
                 f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
-                f"fix: {md_text(group.cause.fix)}",
+                f"fix: {md_text(group.cause.fix)}"
+                + (f" ({md_text(group.cause.source)})" if group.cause.source else ""),
             ]
         if row.bisect:
             lines += [f"- bisection: {md_text(str(row.bisect.get('sentence', '')))}"]

@@ -100,7 +100,8 @@ def _cache_dir() -> Path:
 
 def year_db(nights: int, cells: int, log: Any) -> tuple[Path, float | None]:
     """The generated history (built now, or reused) and the seconds building it took (None: reused)."""
-    from torch_matrix.world.history import SCHEMA_VERSION, open_history, run_ref_for
+    from torch_matrix.world.history import open_history, run_ref_for
+    from torch_matrix.world.history_schema import SCHEMA_VERSION
 
     cache = _cache_dir()
     db = cache / f"year-g{GENERATOR}-s{SCHEMA_VERSION}-{nights}x{cells}.sqlite"

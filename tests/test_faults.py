@@ -1721,7 +1721,7 @@ def test_history_with_damaged_pages_is_one_line_with_the_fix(tmp_path, finished_
 def test_history_of_our_version_with_other_tables_is_one_line(tmp_path):
     import sqlite3
 
-    from torch_matrix.world.history import SCHEMA_VERSION
+    from torch_matrix.world.history_schema import SCHEMA_VERSION
 
     db = tmp_path / "history.sqlite"
     with sqlite3.connect(db) as connection:

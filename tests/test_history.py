@@ -31,7 +31,8 @@ from torch_matrix.judge.snapshot import (
 )
 from torch_matrix.report.diff import diff_snapshots, streak_start
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world.history import SCHEMA_VERSION, open_history, run_name_of, run_ref_for
+from torch_matrix.world.history import open_history, run_name_of, run_ref_for
+from torch_matrix.world.history_schema import SCHEMA_VERSION
 from torch_matrix.vocab.records import FAIL, PASS, SKIP
 from torch_matrix.world.results import load_results, write_merged, write_result
 from torch_matrix.judge.verdict import verdict_of
@@ -114,7 +115,7 @@ def test_a_schema_1_database_migrates_and_keeps_its_runs(tmp_path):
     """A file written before the environment count existed opens, gains the column, keeps its rows."""
     import sqlite3
 
-    from torch_matrix.world.history import MIGRATIONS
+    from torch_matrix.world.history_schema import MIGRATIONS
 
     db = tmp_path / "old.sqlite"
     connection = sqlite3.connect(db)
@@ -143,7 +144,7 @@ def test_a_schema_2_database_migrates_to_compact_rows_and_keeps_every_value(tmp_
     import sqlite3
 
     from torch_matrix.report.diff import CellState, ProbeState
-    from torch_matrix.world.history import MIGRATIONS
+    from torch_matrix.world.history_schema import MIGRATIONS
 
     db = tmp_path / "v2.sqlite"
     connection = sqlite3.connect(db)

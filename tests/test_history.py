@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torch_matrix.report import diff_render
@@ -610,3 +610,38 @@ def test_sql_pass_rates_agree_with_the_pure_function(tmp_path):
                 key: next(s for s in reversed(statuses) if s is not None)
                 for key, statuses in series.items()
             }
+
+
+_night_statuses = st.lists(
+    st.tuples(*[st.sampled_from([PASS, FAIL, SKIP, "error"])] * 4), min_size=1, max_size=6
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(_night_statuses, st.integers(min_value=1, max_value=7))
+def test_pass_rates_from_compact_rows_equal_pass_rate_over_each_series(nights, last):
+    """SQLite counts distinct rows (schema 3) the way ``pass_rate`` counts a probe's statuses."""
+    import tempfile
+
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        open_history(Path(scratch) / "h.sqlite") as history,
+    ):
+        for day, statuses in enumerate(nights):
+            results = [
+                make_result(
+                    make_cell(torch=torch, probes=("a", "b")),
+                    probes=[make_probe("a", first), make_probe("b", second)],
+                    finished_at=f"2026-11-{day + 1:02d}T00:00:00+00:00",
+                )
+                for torch, first, second in (
+                    ("2.5.1", statuses[0], statuses[1]),
+                    ("2.6.0", statuses[2], statuses[3]),
+                )
+            ]
+            history.import_run(results, run_ref_for(results, Path(scratch), spec="n", commit=""))
+        _, series = history.probe_series("n", last)
+        assert len(series) == 4
+        assert history.pass_rates("n", last) == {
+            key: pass_rate(statuses, last) for key, statuses in series.items()
+        }

@@ -91,6 +91,8 @@ def history_main(args: argparse.Namespace) -> int:
             last = history.last_statuses(spec, shown_pairs, window)
             flaky = diff_render.flaky_rows(rates, last, limit=args.limit)
             shown[spec] = (runs, flaky, len(runs))
+            if args.format != "json":
+                continue
             data[spec] = {
                 "runs": [
                     diff_render.runref_json(row.run) | {"cells": row.cells, **row.counts}

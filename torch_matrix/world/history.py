@@ -285,22 +285,38 @@ class History:
         if not runs:
             return {}
         marks = ",".join("?" * len(runs))
-        passed: dict[tuple[str, str], int] = {}
-        counted: dict[tuple[str, str], int] = {}
         evidence = set(map(str, EVIDENCE_STATUSES))
+        flags: dict[int, tuple[list[int], list[int]]] = {}  # statuses -> (passed, evidence) indexes
+        tallies: dict[
+            tuple[str, int], list[int]
+        ] = {}  # (cell, names) -> nights passed, with evidence
         for cell, names, statuses, nights in self.db.execute(
             f"SELECT cell, probe_names, probe_statuses, count(*) FROM cells WHERE run IN ({marks})"
             " GROUP BY cell, probe_names, probe_statuses",
             [row.seq for row in runs],
         ):
-            for probe, status in self._statuses(names, statuses):
-                key = (cell, probe)
-                passed[key] = passed.get(key, 0) + (nights if status == PASS else 0)
-                counted[key] = counted.get(key, 0) + (nights if status in evidence else 0)
-        return {
-            key: PassRate(passed=passed[key], runs=counted[key], nights=len(runs))
-            for key in sorted(passed)
-        }
+            found = flags.get(statuses)
+            if found is None:
+                values = self.texts.strings(statuses)
+                found = flags[statuses] = (
+                    [i for i, status in enumerate(values) if status == PASS],
+                    [i + len(values) for i, status in enumerate(values) if status in evidence],
+                )
+            tally = tallies.get((cell, names))
+            if tally is None:
+                tally = tallies[(cell, names)] = [0] * (2 * len(self.texts.strings(names)))
+            for index in found[0]:
+                tally[index] += nights
+            for index in found[1]:
+                tally[index] += nights
+        rates: dict[tuple[str, str], PassRate] = {}
+        for (cell, names), tally in sorted(tallies.items()):
+            probes = self.texts.strings(names)
+            for index, probe in enumerate(probes):
+                rates[(cell, probe)] = PassRate(
+                    passed=tally[index], runs=tally[index + len(probes)], nights=len(runs)
+                )
+        return dict(sorted(rates.items()))
 
     def last_statuses(
         self, spec: str, pairs: Iterable[tuple[str, str]], last: int

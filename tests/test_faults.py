@@ -2562,7 +2562,7 @@ def test_a_target_label_from_a_shard_never_becomes_a_live_constraint_line(tmp_pa
         assert all(line.startswith("torch") and "6.6.6" not in line for line in live), text
         assert "--index-url" not in text and "evil" not in text, text
     # The renderer holds the line too, for a label that reached it some other way.
-    from torch_matrix.pins.render import render_target_constraints
+    from torch_matrix.pins.target_render import render_target_constraints
     from torch_matrix.pins.targets import target_pins
 
     loaded = load_results(run_dir)

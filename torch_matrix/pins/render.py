@@ -8,7 +8,6 @@ the files and review the diff.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE, NO_EVIDENCE, NOT_INSTALLABLE
@@ -552,36 +551,3 @@ def render_pr_body(suggestion: Suggestion, run_url: str = "") -> str:
 
 def render_json(suggestion: Suggestion) -> str:
     return json.dumps(suggestion_to_json(suggestion), indent=2, sort_keys=True) + "\n"
-
-
-TARGETS_DIR = "targets"  # <pins>/targets/<target slug>/constraints.txt
-
-
-def render_target_constraints(pins: Any) -> str:
-    """One hardware target's constraints file (``torch_matrix.pins.targets.TargetPins``): the same rules as the
-    main constraints, with the builds that do run there as comments."""
-    lines = render_constraints(pins.suggestion).splitlines()
-    head = [
-        lines[0],
-        f"# Hardware target: {pins.target} (PEP 508 cannot name a GPU: install with -c this file on "
-        "that machine). The main constraints.txt never excludes a release for a target.",
-    ]
-    head += [f"# Advice: {line}" for line in pins.advice]
-    return _file_text(head + lines[1:])  # each line one line: a label cannot start a requirement
-
-
-def render_target_summary(per_target: Sequence[Any]) -> str:
-    """What ``torch-matrix pins`` prints per hardware target: its requirement lines and advice."""
-    out = ["Per hardware target (pins/targets/<target>/constraints.txt):"]
-    for pins in per_target:
-        lines = [
-            line.text()
-            for line in requirement_lines(pins.suggestion.recommended)
-            if line.specifiers
-        ]
-        out.append(
-            f"  {terminal(pins.target, multiline=False)} -> {pins.slug}: "
-            + ("; ".join(lines) if lines else "no bound needed")
-        )
-        out += [f"    advice: {terminal(line, multiline=False)}" for line in pins.advice]
-    return "\n".join(out) + "\n"

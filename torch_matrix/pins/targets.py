@@ -32,6 +32,7 @@ from torch_matrix.judge.hardware import (
 )
 from torch_matrix.pins.specifiers import PinPolicy
 from torch_matrix.pins.suggest import Suggestion, suggest_pins
+from torch_matrix.pins.wheelbounds import ReleaseRead, WheelBound, bound_for
 from torch_matrix.vocab.records import FAIL, CellResult, ProbeResult
 
 HARDWARE_PROBE = "hardware"
@@ -44,6 +45,8 @@ class TargetPins:
     slug: str  # its directory under pins/targets/
     suggestion: Suggestion
     advice: tuple[str, ...]  # the builds that do run there, where the default one does not
+    # the bounds read from every release's wheel over the spec's range (None: not read)
+    wheel_bound: WheelBound | None = None
 
 
 def targets_in(results: Sequence[CellResult]) -> list[str]:
@@ -206,8 +209,11 @@ def target_pins(
     policy: PinPolicy = PinPolicy.ADMIT_UNTESTED,
     wheel_pythons: Mapping[str, Mapping[str, frozenset[str] | None]] | None = None,
     builds: SiblingBuilds | None = None,
+    release_reads: Mapping[str, Sequence[ReleaseRead]] | None = None,
 ) -> list[TargetPins]:
-    """One ``TargetPins`` per declared target the results were judged for."""
+    """One ``TargetPins`` per declared target the results were judged for; with
+    ``release_reads`` (release -> its builds as read from their wheels, every release of the
+    spec's range) each also gets the bounds those reads prove (``pins.wheelbounds``)."""
     out = []
     labels = targets_in(results)
     slugs = unique_slugs(labels)  # one folder per target: two spellings never share one
@@ -219,6 +225,9 @@ def target_pins(
                 slug=slugs[target],
                 suggestion=suggest_pins(seen, released, policy, wheel_pythons),
                 advice=advice_for(results, target, builds),
+                wheel_bound=(
+                    bound_for(_target_of(target), release_reads, target) if release_reads else None
+                ),
             )
         )
     return out

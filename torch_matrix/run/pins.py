@@ -21,12 +21,11 @@ from torch_matrix.pins.render import (
     CONSTRAINTS_NAME,
     JSON_NAME,
     REQUIREMENTS_NAME,
-    TARGETS_DIR,
     render_constraints,
     render_json,
     render_requirements,
-    render_target_constraints,
 )
+from torch_matrix.pins.target_render import TARGETS_DIR, render_target_constraints
 from torch_matrix.pins.targets import target_pins
 from torch_matrix.vocab.escaping import terminal
 from torch_matrix.vocab.records import CellResult
@@ -64,6 +63,7 @@ class PinsOutcome:
     per_target: list[Any] = field(default_factory=list)  # torch_matrix.pins.targets.TargetPins
     released: Released | None = None
     wheel_pythons: WheelPythons = field(default_factory=dict)
+    release_reads: Any = None  # torch_matrix.run.targetplan.ReleaseReads, when read
 
 
 def releases_in_declared_ranges(
@@ -141,8 +141,55 @@ def derive_pins(results: Sequence[CellResult], options: PinsOptions) -> PinsOutc
         pin_tradeoffs=options.tradeoffs != "show",
     )
     builds = other_builds(results, options.spec) if options.coverage else None
-    per_target = target_pins(results, released, options.policy, wheel_pythons, builds)
-    return PinsOutcome(suggestion, per_target, released, wheel_pythons)
+    reads = range_reads(results, options.spec) if options.coverage else None
+    per_target = target_pins(
+        results,
+        released,
+        options.policy,
+        wheel_pythons,
+        builds,
+        reads.by_release if reads is not None else None,
+    )
+    return PinsOutcome(suggestion, per_target, released, wheel_pythons, reads)
+
+
+def range_reads(results: Sequence[CellResult], spec_path: str | None = None) -> Any:
+    """Every torch release of the spec's range read from its wheels, for the per-target bounds
+    (``run.targetplan.release_reads``); None where no result was judged for a target, or where the
+    index cannot be listed (said so: the per-target pins then rest on the tested cells alone)."""
+    if not any(result.targets for result in results):
+        return None
+    try:
+        from torch_matrix.pins.wheelbounds import releases_in_range
+        from torch_matrix.run.targetplan import release_reads
+        from torch_matrix.world.index import open_index
+        from torch_matrix.world.specfile import load_spec
+
+        spec = load_spec(spec_path)
+        listed = [str(v) for v in open_index(spec.index).versions("torch")]
+        releases = releases_in_range(listed, spec.torch)
+        pythons = list(dict.fromkeys(r.cell.python for r in results if r.cell.python))
+        variants = list(dict.fromkeys(r.cell.variant for r in results if r.cell.variant))
+        reads = release_reads(spec.index, releases, pythons, variants or ["default"])
+    except Exception as error:  # noqa: BLE001 - offline or a bad spec: no bound from the wheels
+        console.note(
+            "torch-matrix pins: the releases of the spec's range were not read from their wheels, "
+            "so the per-target pins rest on the tested cells alone "
+            f"({' '.join(str(error).split())[:160]})"
+        )
+        return None
+    unknown = sum(1 for rs in reads.by_release.values() for r in rs if not r.read)
+    console.note(
+        f"torch-matrix pins: {len(reads.by_release)} torch release(s) of the spec's range read from "
+        f"their wheels for the per-target bounds: {reads.bytes_fetched / 1e6:.1f} MB in "
+        f"{reads.requests} request(s), {reads.seconds:.1f} s"
+        + (
+            f"; {unknown} build(s) could not be read (unknown: no bound crosses them)"
+            if unknown
+            else ""
+        )
+    )
+    return reads
 
 
 def other_builds(results: Sequence[Any], spec_path: str | None = None) -> Any:

@@ -15,12 +15,13 @@ from typing import Any
 
 from torch_matrix.edges.ranges import RangeFetch, http_range
 from torch_matrix.judge.hardware import RUNS, variant_cuda
+from torch_matrix.pins.wheelbounds import ReleaseRead
 from torch_matrix.plan.hardware import CellBuild
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import Cell, CellResult
 from torch_matrix.world.index import PackageIndex, open_index, open_variant_index
 from torch_matrix.spec.model import DEFAULT_VARIANT, IndexConfig, Spec
-from torch_matrix.world.wheelfacts import WheelRead, build_of
+from torch_matrix.world.wheelfacts import WheelRead, build_of, choose_wheel, read_wheel
 
 WORKERS = 8
 RUNS_VERDICTS = {str(v) for v in RUNS}
@@ -138,3 +139,68 @@ def sibling_builds(
         if facts is not None:
             found.setdefault(release, {})[tag] = facts
     return found
+
+
+@dataclass(frozen=True)
+class ReleaseReads:
+    """Every release of the spec's range as its wheels say (``pins.wheelbounds``' evidence), and
+    what reading them cost."""
+
+    by_release: dict[str, list[ReleaseRead]]
+    reads: tuple[WheelRead, ...]
+    seconds: float
+
+    @property
+    def bytes_fetched(self) -> int:
+        return sum(r.bytes_fetched for r in self.reads)
+
+    @property
+    def requests(self) -> int:
+        return sum(r.requests for r in self.reads)
+
+
+def release_reads(
+    index_config: IndexConfig,
+    releases: Sequence[str],
+    pythons: Sequence[str],
+    variants: Sequence[str] = (DEFAULT_VARIANT,),
+    environ: Mapping[str, str] = os.environ,
+    fetch: RangeFetch = http_range,
+    platforms: Sequence[str] | None = None,
+) -> ReleaseReads:
+    """Each release's build of each variant, read from the wheel a cell would install (the first of
+    ``pythons`` with a wheel of it, this machine's platform; cached per wheel): the evidence of the
+    per-target bounds over the spec's range. A release whose wheel is missing or unreadable is read
+    as unknown, with the reason."""
+    import time
+
+    platforms = list(platforms) if platforms is not None else host_platforms()
+    started = time.monotonic()
+    indexes = {v: open_index(index_config, variant=v, environ=environ) for v in variants}
+
+    def one(key: tuple[str, str]) -> tuple[ReleaseRead, list[WheelRead]]:
+        release, variant = key
+        local = "" if variant == DEFAULT_VARIANT else variant
+        why = f"no torch {release} wheel for Python {', '.join(pythons)} on this platform"
+        try:
+            files = indexes[variant].files("torch", release)
+        except UserError as error:
+            return ReleaseRead(release, variant, why_not=f"cannot list: {error.message}"), []
+        for python in pythons:
+            wheel = choose_wheel(files, python, platforms, local)
+            if wheel is None:
+                continue
+            read = read_wheel(wheel, indexes[variant].cache, fetch)
+            facts = dict(read.facts) if not read.fallback else {}
+            return ReleaseRead(release, variant, wheel.filename, facts, read.fallback), [read]
+        return ReleaseRead(release, variant, why_not=why), []
+
+    keys = [(r, v) for r in releases for v in variants]
+    with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(keys)))) as pool:
+        found = list(pool.map(one, keys))
+    by_release: dict[str, list[ReleaseRead]] = {r: [] for r in releases}
+    wheels: dict[str, WheelRead] = {}
+    for read, raw in found:
+        by_release[read.release].append(read)
+        wheels.update({r.url: r for r in raw})
+    return ReleaseReads(by_release, tuple(wheels.values()), time.monotonic() - started)

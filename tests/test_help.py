@@ -19,7 +19,8 @@ import pytest
 from torch_matrix import __version__
 from torch_matrix.cli import _build_parser, main
 from torch_matrix.cli.reference import reference_text, topic, topics
-from torch_matrix.spec.parse import _Parser, spec_hint
+from torch_matrix.spec.parse import _Parser
+from torch_matrix.spec.reader import spec_hint
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "torch_matrix"

@@ -10,7 +10,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torch_matrix.judge.hardware import Target, TargetError, parse_driver, parse_gpu, targets_of
-from torch_matrix.vocab.errors import UserError, did_you_mean
+from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import default_policy, public_version
+from torch_matrix.spec.reader import CHECK_HINT, TableReader, show_value, spec_hint
 from torch_matrix.spec.model import (
     CURRENT_PYTHON,
     DEFAULT_TORCH,
@@ -125,7 +126,9 @@ def parse_pyproject(
             "or point --spec at a matrix.toml",
         )
     if not isinstance(table, dict):
-        raise UserError(f"expected a table, got {_show(table)}", where=shown, hint=spec_hint(""))
+        raise UserError(
+            f"expected a table, got {show_value(table)}", where=shown, hint=spec_hint("")
+        )
     project = data.get("project")
     project_name = project.get("name") if isinstance(project, dict) else None
     if isinstance(project_name, str) and NAME_RE.match(canonicalize_name(project_name)):
@@ -137,11 +140,6 @@ def parse_pyproject(
     )
 
 
-# ---------------------------------------------------------------- parsing
-
-CHECK_HINT = "`torch-matrix plan` checks a spec without installing anything"
-
-
 INSTALL_HINT = (
     "each `install` entry is a path such as '.[test]' (relative to the spec's directory), "
     "'-e PATH', '-r FILE', '-c FILE' or a PEP 508 requirement such as 'pytest>=8' "
@@ -149,24 +147,7 @@ INSTALL_HINT = (
 )
 
 
-def spec_hint(key: str) -> str:
-    """The fix for a bad spec value: where its key is documented, and how to check again."""
-    section = key.split(".")[0].split("[")[0] if key else ""
-    where = (
-        f"`{section}` is described in `torch-matrix help spec {section}`"
-        if section
-        else "the format is in `torch-matrix help spec`"
-    )
-    return f"{where}; {CHECK_HINT}"
-
-
-def unknown_key_hint(name: str, allowed: Iterable[str], key: str) -> str:
-    """The nearest known key, and the reference section that lists the keys of ``key``'s table."""
-    section = key.split(".")[0].split("[")[0] or "keys"
-    return f"{did_you_mean(name, allowed)}the keys are in `torch-matrix help spec {section}`; {CHECK_HINT}"
-
-
-class _Parser:
+class _Parser(TableReader):
     TOP_KEYS = (
         "name",
         "python",
@@ -189,104 +170,8 @@ class _Parser:
     def __init__(
         self, where: str, environ: Mapping[str, str], base_dir: str, default_name: str = "default"
     ) -> None:
-        self.where = where
-        self.environ = environ
-        self.base_dir = base_dir
+        super().__init__(where, environ, base_dir)
         self.default_name = default_name
-
-    def error(self, key: str, message: str, hint: str = "") -> UserError:
-        return UserError(
-            message,
-            where=f"{self.where}: {key}" if key else self.where,
-            hint=hint or spec_hint(key),
-        )
-
-    # -- small typed readers
-
-    def check_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str) -> None:
-        for name in table:
-            if name not in allowed:
-                dotted = f"{key}.{name}" if key else name
-                raise self.error(
-                    dotted,
-                    f"unknown key {name!r} (expected one of: {', '.join(allowed)})",
-                    hint=unknown_key_hint(name, allowed, key),
-                )
-
-    def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            raise self.error(key, f"expected a string, got {_show(value)}")
-        return value
-
-    def string_list(self, value: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list):
-            raise self.error(key, f"expected a list of strings, got {_show(value)}")
-        items = tuple(self.string(item, f"{key}[{i}]") for i, item in enumerate(value))
-        if not items and not allow_empty:
-            raise self.error(key, "must not be empty")
-        seen: set[str] = set()
-        for i, item in enumerate(items):
-            if item in seen:
-                raise self.error(f"{key}[{i}]", f"duplicate value {item!r}")
-            seen.add(item)
-        return items
-
-    def boolean(self, value: Any, key: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.error(key, f"expected true or false, got {_show(value)}")
-        return value
-
-    def table(self, value: Any, key: str) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise self.error(key, f"expected a table, got {_show(value)}")
-        return value
-
-    def version(self, value: Any, key: str) -> str:
-        text = self.string(value, key).strip()
-        try:
-            parsed = Version(text)
-        except InvalidVersion:
-            raise self.error(key, f"invalid version {text!r}") from None
-        if parsed.local:
-            raise self.error(
-                key,
-                f"{text!r}: local labels (+cu124) are chosen by `variant`, give the public version",
-            )
-        return str(parsed)
-
-    def specifier(self, value: Any, key: str) -> str:
-        text = self.string(value, key).strip()
-        try:
-            return str(SpecifierSet(text))
-        except InvalidSpecifier:
-            raise self.error(key, f"invalid version specifier {text!r}") from None
-
-    def pin(self, value: Any, key: str) -> str:
-        """An extras value: a specifier (``<2``), or a bare version meaning ``==``."""
-        text = self.string(value, key).strip()
-        if text and text[0].isdigit():
-            self.version(text, key)
-            text = "==" + text
-        if not text:
-            raise self.error(key, "empty value (use a specifier such as '<2' or a version)")
-        return self.specifier(text, key)
-
-    def path(self, value: Any, key: str) -> str:
-        text = self.string(value, key)
-        if "://" in text:
-            return text
-        if text == "~" or text.startswith("~/"):
-            home = self.environ.get("HOME", "")
-            if not home:
-                raise UserError(
-                    f"cannot expand {text!r}: HOME is not set",
-                    where=f"{self.where}: {key}",
-                    hint="write the absolute path, or set HOME",
-                )
-            text = home + text[1:]
-        return os.path.normpath(os.path.join(self.base_dir, text))
 
     # -- sections
 
@@ -342,7 +227,7 @@ class _Parser:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise self.error(
                 "followups",
-                f"expected a number of cells >= 0, got {_show(value)}",
+                f"expected a number of cells >= 0, got {show_value(value)}",
                 hint="`followups = 6` bounds the follow-up cells to 6; `followups = 0` runs none; "
                 + spec_hint("followups"),
             )
@@ -356,7 +241,7 @@ class _Parser:
             return None
         try:
             if not isinstance(value, (str, int)) or isinstance(value, bool):
-                raise ValueError(f"expected a size such as {EXAMPLES}, got {_show(value)}")
+                raise ValueError(f"expected a size such as {EXAMPLES}, got {show_value(value)}")
             return parse_size(value)
         except ValueError as error:
             raise self.error(
@@ -436,7 +321,9 @@ class _Parser:
         if newest is not None and (
             isinstance(newest, bool) or not isinstance(newest, int) or newest < 1
         ):
-            raise self.error("torch.newest", f"expected a positive integer, got {_show(newest)}")
+            raise self.error(
+                "torch.newest", f"expected a positive integer, got {show_value(newest)}"
+            )
         return TorchSelection(versions=versions, select=select, newest=newest)
 
     def torchvision(self, value: Any) -> str | tuple[str, ...]:
@@ -504,7 +391,9 @@ class _Parser:
         self, value: Any, key: str, axes: tuple[str, ...], extras: tuple[ExtraAxis, ...]
     ) -> tuple[Rule, ...]:
         if not isinstance(value, list):
-            raise self.error(key, f"expected an array of tables ([[{key}]]), got {_show(value)}")
+            raise self.error(
+                key, f"expected an array of tables ([[{key}]]), got {show_value(value)}"
+            )
         rules = []
         for i, entry in enumerate(value):
             where = f"{key}[{i}]"
@@ -605,7 +494,7 @@ class _Parser:
         ):
             raise self.error(
                 "probes.timeout",
-                f"expected a positive, finite number of seconds, got {_show(timeout)}",
+                f"expected a positive, finite number of seconds, got {show_value(timeout)}",
             )
         dirs = tuple(
             self.path(d, f"probes.dirs[{i}]")
@@ -662,14 +551,6 @@ class _Parser:
             origins=tuple(sorted(origins.items())),
         )
 
-    def url(self, value: Any, key: str, *, allow_empty: bool = False) -> str:
-        text = self.string(value, key).strip()
-        if not text and allow_empty:
-            return ""
-        if not re.match(r"^(https?|file)://\S+$", text):
-            raise self.error(key, f"invalid index URL {text!r} (expected http(s):// or file://)")
-        return text
-
     def interpreters(self, value: Any) -> dict[str, str]:
         table = self.table(value, "interpreters")
         found = {}
@@ -698,18 +579,3 @@ def version_matcher(value: str, key: str = "", where: str = "matrix.toml") -> Sp
             hint="use a version such as '2.5' (that release series) or a specifier "
             "such as '>=2.5'; " + spec_hint(key),
         ) from None
-
-
-def _show(value: Any) -> str:
-    kind = {
-        bool: "boolean",
-        int: "integer",
-        float: "number",
-        str: "string",
-        list: "array",
-        dict: "table",
-    }.get(type(value), type(value).__name__)
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{kind} {text}"

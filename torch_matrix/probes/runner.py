@@ -299,7 +299,7 @@ def run_suite(args):
     try:
         shared = [s for s in specs if s.isolation == api.SHARED and args.isolation == "auto"]
         if shared:
-            from torch_matrix.probes.zygote import Zygote
+            from torch_matrix.probes.zygoteclient import Zygote
 
             zygote = Zygote(
                 ZYGOTE_IMPORTS,

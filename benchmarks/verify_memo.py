@@ -3,7 +3,7 @@
 The check (``python -I torch_matrix/probes/facts.py record`` in the cell) hashes every file each wheel's
 RECORD lists, so a torn shared library that kept its size is caught: about 5 GiB for a CUDA
 torch stack. uv hardlinks every cell's files from its cache, so the next cell of the same
-release is the same inodes; the memo (``torch_matrix.probes.facts.VerifiedFiles``, keyed by inode, size,
+release is the same inodes; the memo (``torch_matrix.probes.installcheck.VerifiedFiles``, keyed by inode, size,
 mtime and the expected digest) skips what was hashed and matched before. Measured side by side
 in one run on the same venv, runs alternating: the memo off (``TORCH_MATRIX_VERIFIED_DB=""``)
 against a warm memo (filled by one run first, not counted), and the same memo grown to its row
@@ -46,7 +46,7 @@ def grown_to_limit(memo: str, full: str) -> int:
     import shutil
     import sqlite3
 
-    from torch_matrix.probes.facts import VerifiedFiles
+    from torch_matrix.probes.installcheck import VerifiedFiles
 
     shutil.copyfile(memo, full)
     connection = sqlite3.connect(full)

@@ -477,7 +477,7 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     import base64
     import hashlib
 
-    from torch_matrix.probes import facts
+    from torch_matrix.probes import installcheck
 
     site = tmp_path / "venv1"
     (site / "pkg").mkdir(parents=True)
@@ -489,15 +489,19 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(tmp_path, monke
     )
     row = ["pkg/lib.so", f"sha256={digest}", str(lib.stat().st_size)]
     hashed = []
-    real = facts._digests
+    real = installcheck._digests
     monkeypatch.setattr(
-        facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm)
+        installcheck,
+        "_digests",
+        lambda path, algorithm: hashed.append(path) or real(path, algorithm),
     )
 
     def check(where: Path, memo_path: str) -> str:
         status = (where / "pkg" / "lib.so").stat()
-        memo = facts.VerifiedFiles(memo_path, {(status.st_dev, status.st_ino)})
-        problem = facts._record_row_problem(str(where), "pkg-1.0.dist-info", row, verified=memo)
+        memo = installcheck.VerifiedFiles(memo_path, {(status.st_dev, status.st_ino)})
+        problem = installcheck._record_row_problem(
+            str(where), "pkg-1.0.dist-info", row, verified=memo
+        )
         memo.save()
         return problem
 
@@ -530,7 +534,7 @@ def test_the_memo_remembers_the_file_it_read_not_an_earlier_stat_of_its_path(tmp
     import base64
     import hashlib
 
-    from torch_matrix.probes import facts
+    from torch_matrix.probes import installcheck
 
     site = tmp_path / "site"
     (site / "pkg").mkdir(parents=True)
@@ -545,9 +549,9 @@ def test_the_memo_remembers_the_file_it_read_not_an_earlier_stat_of_its_path(tmp
     os.replace(replacement, lib)  # between the stat and the hashing
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     row = ["pkg/lib.so", f"sha256={digest}", str(len(data))]
-    memo = facts.VerifiedFiles(str(tmp_path / "memo.sqlite3"), set())
+    memo = installcheck.VerifiedFiles(str(tmp_path / "memo.sqlite3"), set())
     assert (
-        facts._record_row_problem(
+        installcheck._record_row_problem(
             str(site), "pkg-1.0.dist-info", row, verified=memo, status=old_status
         )
         == ""
@@ -560,17 +564,18 @@ def test_the_memo_of_hashed_files_keeps_its_newest_rows_up_to_its_limit(tmp_path
     many releases keeps the newest ``LIMIT`` rows, and a row trimmed away is only hashed again."""
     import sqlite3
 
-    from torch_matrix.probes import facts
+    from torch_matrix.probes import installcheck
 
-    monkeypatch.setattr(facts.VerifiedFiles, "LIMIT", 5)
+    monkeypatch.setattr(installcheck.VerifiedFiles, "LIMIT", 5)
     path = str(tmp_path / "memo.sqlite3")
     for batch in (range(0, 4), range(4, 8), range(5, 9)):  # the last repeats 5..7: only 8 is new
-        memo = facts.VerifiedFiles(path, set())
+        memo = installcheck.VerifiedFiles(path, set())
         memo.new = [(1, ino, 10, 20, "sha256=x") for ino in batch]
         memo.save()
     rows = sqlite3.connect(path).execute("SELECT ino FROM verified ORDER BY rowid").fetchall()
     assert [ino for (ino,) in rows] == [4, 5, 6, 7, 8]
-    memo = facts.VerifiedFiles(path, {(1, 8), (1, 4), (1, 3)})  # only these inodes' rows are read
+    # only these inodes' rows are read
+    memo = installcheck.VerifiedFiles(path, {(1, 8), (1, 4), (1, 3)})
     assert memo.knows((1, 8, 10, 20, "sha256=x")) and memo.knows((1, 4, 10, 20, "sha256=x"))
     assert not memo.knows((1, 3, 10, 20, "sha256=x"))  # trimmed: it will be hashed again
     assert not memo.knows((1, 8, 10, 21, "sha256=x"))  # another mtime: other bytes may be there

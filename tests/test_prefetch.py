@@ -261,7 +261,7 @@ def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cell
     import subprocess
     import sys
 
-    from torch_matrix.probes import facts
+    from torch_matrix.probes import installcheck
 
     def site_with(where: Path, data: bytes, link_from: Path | None = None) -> Path:
         (where / "pkg").mkdir(parents=True)
@@ -294,11 +294,13 @@ def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cell
     venv_site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
     site_with(venv_site, data, link_from=cached)
     hashed = []
-    real = facts._digests
+    real = installcheck._digests
     monkeypatch.setattr(
-        facts, "_digests", lambda path, algorithm: hashed.append(path) or real(path, algorithm)
+        installcheck,
+        "_digests",
+        lambda path, algorithm: hashed.append(path) or real(path, algorithm),
     )
-    assert facts.incomplete_installs([str(venv_site)]) == []
+    assert installcheck.incomplete_installs([str(venv_site)]) == []
     assert hashed == [], "the cell's check hashed again what the prefetch had hashed"
     # Damaged bytes in the target are never remembered: the cell's check still hashes and finds them.
     other = tmp_path / "scratch" / "other"
@@ -309,7 +311,7 @@ def test_the_files_hashed_over_a_fetched_target_are_not_hashed_again_in_the_cell
     )
     fresh = tmp_path / "venv2"
     site_with(fresh, data, link_from=other / "pkg" / "lib.so")
-    assert "other bytes" in " ".join(facts.incomplete_installs([str(fresh)])) and hashed
+    assert "other bytes" in " ".join(installcheck.incomplete_installs([str(fresh)])) and hashed
 
 
 def test_a_background_step_runs_at_the_lowest_cpu_priority_in_a_session_that_yields():

@@ -38,8 +38,8 @@ def test_the_probe_suite_reads_the_declared_names() -> None:
     """The probe suite imports nothing of ours (stdlib only): its own spelling must match."""
     assert pytest_outcomes.OUT_ENV == settings.PYTEST_OUT_ENV
     assert pytest_select.ONLY_ENV == settings.PYTEST_ONLY_ENV
-    facts = (PACKAGE / "probes" / "facts.py").read_text(encoding="utf-8")
-    assert f'"{settings.VERIFIED_DB_ENV}"' in facts
+    install_check = (PACKAGE / "probes" / "installcheck.py").read_text(encoding="utf-8")
+    assert f'"{settings.VERIFIED_DB_ENV}"' in install_check
 
 
 def test_unset_and_empty_are_the_defaults() -> None:

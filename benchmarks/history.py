@@ -164,20 +164,25 @@ def measure(ctx: Context) -> dict[str, Any]:
         f"history --last {nights}": cli + ["history", "--db", str(db), "--last", str(nights)],
         "python -c pass": [sys.executable, "-c", "pass"],
     }
+    # .pyc files written by the warm-up, as an installed tool has them (a shell may set
+    # PYTHONDONTWRITEBYTECODE, and then every fresh process would compile the tool's sources)
+    env = {"PYTHONDONTWRITEBYTECODE": ""}
     for command in commands.values():  # warm-up: page cache, .pyc files
-        run_command(command, cwd=REPO_ROOT)
+        run_command(command, cwd=REPO_ROOT, env=env)
     runs: dict[str, list[float]] = {name: [] for name in commands}
     runs["import"] = []
     scratch = work / "import-copy.sqlite"
     for _ in range(repeats):
         for name, command in commands.items():
             start = time.perf_counter()
-            run_command(command, cwd=REPO_ROOT)
+            run_command(command, cwd=REPO_ROOT, env=env)
             runs[name].append(time.perf_counter() - start)
         shutil.copyfile(db, scratch)  # a fresh copy each time, so the night is really added
         start = time.perf_counter()
         done = run_command(
-            cli + ["import", str(tonight), "--db", str(scratch), "--commit", "bench"], cwd=REPO_ROOT
+            cli + ["import", str(tonight), "--db", str(scratch), "--commit", "bench"],
+            cwd=REPO_ROOT,
+            env=env,
         )
         runs["import"].append(time.perf_counter() - start)
         if "imported run" not in done.stdout:

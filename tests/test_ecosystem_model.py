@@ -196,6 +196,39 @@ def test_a_test_dependency_missing_on_both_sides_is_a_harness_fault() -> None:
     assert same.eco_class == EcoClass.SAME_FAIL
 
 
+@pytest.mark.parametrize(
+    "why, evidence",
+    [
+        # the real run's einx and pyro-ppl sdists (2026-11-27): test modules they do not ship
+        (
+            "collection error in test/test_shapes.py: ModuleNotFoundError: No module named 'conftest'",
+            "lacks a test module its tests import (No module named 'conftest')",
+        ),
+        (
+            "collection error in tests/test_generic.py: ModuleNotFoundError: No module named "
+            "'tests.common'",
+            "lacks a test module its tests import (No module named 'tests.common')",
+        ),
+        # nflows (a path the sdist lacks) and skorch (setup.cfg's addopts name pytest-cov)
+        (
+            "pytest usage error (bad option or path): ERROR: file or directory not found: "
+            "tests/utils (pytest exit 4): the tests did not run",
+            "pytest usage error",
+        ),
+        (
+            "the tests did not run (pytest exit 4)\npython -m pytest: error: unrecognized "
+            "arguments: --cov=skorch --cov-report=term-missing",
+            "error: unrecognized arguments: --cov=skorch",
+        ),
+    ],
+)
+def test_a_test_command_the_source_cannot_run_is_a_harness_fault(why: str, evidence: str) -> None:
+    got = classify(side(B, SideStatus.BROKEN, detail=why), side(C, SideStatus.BROKEN, detail=why))
+    assert got.eco_class == EcoClass.SPURIOUS and got.spurious == SpuriousKind.HARNESS
+    assert evidence in got.evidence
+    assert "add it to the project's requires" not in got.evidence
+
+
 def test_tests_that_broke_before_the_budget_ran_out_still_regress() -> None:
     base = side(B, SideStatus.TIMEOUT, {"f[a]": "passed", "f[b]": "passed"}, detail="budget")
     cand = side(

@@ -60,12 +60,19 @@ SPURIOUS_PATTERNS: tuple[tuple[SpuriousKind, re.Pattern[str]], ...] = (
             r"No such file or directory: '(?:python|python3|pip)'|(?:^|\s)python3?: (?:command )?not found"
             r"|fixture '[^']+' not found|No such file or directory: '[^']*(?:data|fixtures?|assets)/"
             r"|FileNotFoundError: [^\n]*(?:data|fixtures?|assets)/"
+            # the test command itself is wrong: a path the source lacks, an option of a plugin
+            # the projects file does not install (setup.cfg's addopts = --cov=...)
+            r"|pytest usage error|ERROR: file or directory not found|error: unrecognized arguments"
         ),
     ),
 )
 # Broken the same way on both sides for want of a module torch does not provide: the projects
 # file's requires lack a test dependency (a harness fault, never a finding about torch).
-_MISSING_TEST_DEPENDENCY = re.compile(r"No module named '(?!torch\b|torchvision\b)[A-Za-z0-9_.]+'")
+_MISSING_TEST_DEPENDENCY = re.compile(
+    r"No module named '(?!torch\b|torchvision\b|conftest'|tests?\.)[A-Za-z0-9_.]+'"
+)
+# ... or a module of the project's own test tree that its source (an sdist) does not ship.
+_MISSING_TEST_FILE = re.compile(r"No module named '(?:conftest|tests?(?:\.[A-Za-z0-9_]+)+)'")
 # A side killed by the kernel's OOM killer or our RLIMIT_AS: SIGKILL (-9, 137) with no other word.
 _KILLED_CODES = (-9, 137)
 
@@ -246,6 +253,16 @@ def classify(
         found = _spurious(side, texts)
         if found:
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    lacking = [_MISSING_TEST_FILE.search(text) for text in texts]
+    found_lacking = [match for match in lacking if match is not None]
+    if texts and len(found_lacking) == len(lacking):
+        return Classified(
+            project,
+            EcoClass.SPURIOUS,
+            f"both sides: the project's source lacks a test module its tests import "
+            f"({found_lacking[0].group(0)}): choose tests that do not import it",
+            spurious=SpuriousKind.HARNESS,
+        )
     missing = [_MISSING_TEST_DEPENDENCY.search(text) for text in texts]
     found_missing = [match for match in missing if match is not None]
     if texts and len(found_missing) == len(missing):

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torch_matrix.vocab.records import PASS
 from torch_matrix.judge.verdict import COMPATIBLE, INCOMPATIBLE
 from torch_matrix.judge.snapshot import CellState, PassRate, ProbeState, RunRef, Snapshot
-from torch_matrix.pins.model import Exclusion
+
+if TYPE_CHECKING:  # an annotation only: `diff` and `history` start without the pins package
+    from torch_matrix.pins.model import Exclusion
 
 # ---------------------------------------------------------------------------- the diff
 

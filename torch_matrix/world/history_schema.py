@@ -35,6 +35,7 @@ class Texts:
         self.values: dict[tuple[Any, ...], int] = {}
         self.texts: dict[int, str] = {}
         self.json: dict[int, object] = {}
+        self.lists: dict[int, tuple[str, ...]] = {}
 
     def id_of(self, text: str) -> int:
         found = self.ids.get(text)
@@ -71,9 +72,15 @@ class Texts:
             self.json[text_id] = json.loads(self.text(text_id) or "null")
         return self.json[text_id]
 
-    def strings(self, text_id: int) -> list[str]:
-        value = self.decoded(text_id)
-        return [str(name) for name in value] if isinstance(value, list) else []
+    def strings(self, text_id: int) -> tuple[str, ...]:
+        """A stored JSON list of strings (probe names, statuses), decoded once per id."""
+        found = self.lists.get(text_id)
+        if found is None:
+            value = self.decoded(text_id)
+            found = self.lists[text_id] = (
+                tuple(str(item) for item in value) if isinstance(value, list) else ()
+            )
+        return found
 
     def probe_notes(self, text_id: int) -> dict[str, list[str]]:
         value = self.decoded(text_id)

@@ -69,6 +69,26 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self.served.log.append((self.path, wanted, len(body)))
 
 
+class Ranges:
+    """A fetch over bytes in memory, as a range-serving host answers; counts what it sent."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+        self.sent = 0
+        self.requests: list[str] = []
+
+    def __call__(self, url: str, wanted: str) -> tuple[int, bytes, int]:
+        self.requests.append(wanted)
+        first, last = wanted.removeprefix("bytes=").split("-")
+        if not first:
+            start, end = max(0, len(self.blob) - int(last)), len(self.blob) - 1
+        else:
+            start, end = int(first), min(int(last), len(self.blob) - 1)
+        data = self.blob[start : end + 1]
+        self.sent += len(data)
+        return start, data, len(self.blob)
+
+
 @contextmanager
 def serve(root: Path, ranges: bool = True) -> Iterator[Served]:
     """Serve ``root`` on a free local port for the ``with`` block."""

@@ -31,13 +31,7 @@ from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size, parse_size
 from torch_matrix.world.index import DiskCache, PackageIndex, Source
 from torch_matrix.spec.parse import parse_spec
-from torch_matrix.world.wheelset import (
-    cached_wheels,
-    cell_wheels,
-    central_directory,
-    member_text,
-    unpacked_size,
-)
+from torch_matrix.world.wheelset import cached_wheels, cell_wheels, wheel_facts
 from tests.factories import make_cell
 from tests.synthetic_wheels import WheelSpec, build_index, torch_wheel
 
@@ -95,26 +89,37 @@ def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> 
 
 
 @pytest.mark.parametrize("compression", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED])
-def test_the_unpacked_size_and_a_member_come_from_the_directory_alone(compression):
+def test_the_unpacked_size_and_requires_dist_come_from_the_directory_and_metadata_alone(
+    compression, tmp_path
+):
+    """Through the one range reader (edges/ranges): the directory and METADATA, never the
+    300 KB member; a host without ranges leaves both unknown."""
+    from tests.rangeserver import Ranges
+    from torch_matrix.edges.ranges import RangesUnsupported
+    from torch_matrix.world.index import DistFile
+
     members = {
-        "pkg/a.so": b"\0" * 300_000,
+        "pkg/a.so": bytes(range(256)) * 1200,
         "pkg/b.py": b"x = 1\n" * 5000,
         "pkg-1.0.dist-info/METADATA": b"Name: pkg\nRequires-Dist: numpy>=1\n",
     }
     blob = _zip(members, compression)
-    reads: list[tuple[int, int]] = []
+    fetch = Ranges(blob)
 
-    def read(first: int, last: int) -> bytes:
-        reads.append((first, last))
-        return blob[first : last + 1]
+    item = DistFile(
+        "pkg-1.0-py3-none-any.whl", "https://files.example/pkg.whl", "1.0", size=len(blob)
+    )
+    index = PackageIndex([], DiskCache(tmp_path / "cache", 3600))
+    unpacked, requires = wheel_facts(item, index, fetch)
+    assert unpacked == sum(len(v) for v in members.values()) and requires == ["numpy>=1"]
+    if compression == zipfile.ZIP_STORED:  # the 300 KB member itself was never fetched
+        assert fetch.sent < len(blob) - 200_000 and len(blob) > 300_000
 
-    assert unpacked_size(len(blob), read) == sum(len(v) for v in members.values())
-    found = central_directory(len(blob), read)
-    assert member_text(found, "pkg-1.0.dist-info/METADATA", read).endswith("numpy>=1\n")
-    with pytest.raises(ValueError):
-        member_text(found, "nothing", read)
-    with pytest.raises(ValueError):
-        unpacked_size(10, lambda a, b: b"not a zip!"[a : b + 1])
+    def refuse(_url: str, _wanted: str) -> tuple[int, bytes, int]:
+        raise RangesUnsupported("files.example answered a range request with HTTP 200")
+
+    other = DistFile("pkg-1.0-py3-none-any.whl", "https://files.example/other.whl", "1.0", size=9)
+    assert wheel_facts(other, index, refuse) == (None, None)
 
 
 # ---------------------------------------------------------------- resolution

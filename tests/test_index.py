@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.rangeserver import Ranges
 from torch_matrix.edges import console
 from torch_matrix.world import index as index_mod
 from torch_matrix.vocab.errors import UserError
@@ -314,7 +315,6 @@ def _wheel_bytes(tmp_path: Path, requires: tuple[str, ...]) -> tuple[str, bytes]
 def test_metadata_by_range_requests_when_the_index_serves_no_metadata_file(tmp_path):
     name, blob = _wheel_bytes(tmp_path, ("torch==1.10.2", "numpy"))
     url = f"https://files.example/{name}"
-    ranges: list[tuple[int, int]] = []
 
     def fetch(wanted: str, accept: str):
         if wanted.endswith("/torchvision/"):
@@ -323,12 +323,7 @@ def test_metadata_by_range_requests_when_the_index_serves_no_metadata_file(tmp_p
         assert wanted == url + ".metadata", f"the whole wheel was fetched: {wanted}"
         return None
 
-    def fetch_range(wanted: str, start: int, length: int):
-        assert wanted == url
-        ranges.append((start, length))
-        if start < 0:
-            return len(blob), blob[start:]
-        return len(blob), blob[start : start + length]
+    fetch_range = Ranges(blob)
 
     index = PackageIndex(
         [Source("https://pypi.example/simple", "simple")],
@@ -341,8 +336,13 @@ def test_metadata_by_range_requests_when_the_index_serves_no_metadata_file(tmp_p
         "torch==1.10.2",
         "numpy",
     ]
-    read = sum(min(length, len(blob)) for _start, length in ranges)
-    assert len(ranges) <= 3 and read < len(blob) / 2, ranges
+    assert len(fetch_range.requests) <= 3 and fetch_range.sent < len(blob) / 2, fetch_range.requests
+
+
+def refuse_ranges(url: str, _span: str):
+    from torch_matrix.edges.ranges import RangesUnsupported
+
+    raise RangesUnsupported(f"{url}: answered a range request with HTTP 200")
 
 
 def test_whole_wheel_only_where_the_server_has_no_ranges(tmp_path):
@@ -361,7 +361,7 @@ def test_whole_wheel_only_where_the_server_has_no_ranges(tmp_path):
         [Source("https://pypi.example/simple", "simple")],
         DiskCache(tmp_path / "cache", 3600),
         fetch=fetch,
-        fetch_range=lambda _url, _start, _length: None,
+        fetch_range=refuse_ranges,
         target=index_mod.WheelTarget("linux", "x86_64"),
     )
     assert [str(r) for r in index.requires_dist("torchvision", "0.11.3")] == ["torch==1.10.2"]

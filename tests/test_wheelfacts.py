@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.rangeserver import serve
+from tests.rangeserver import Ranges, serve
 from tests.synthetic_wheels import build_index, cuda_config_h, torch_wheel
 from torch_matrix.cli import plan as plan_cli
 from torch_matrix.edges.ranges import LocalZip, RangeReadError, RemoteZip
@@ -46,26 +46,6 @@ def zip_bytes(
             archive.writestr(name, data)
         archive.comment = comment
     return buffer.getvalue()
-
-
-class Ranges:
-    """A fetch over bytes in memory, as a range-serving host answers; counts what it sent."""
-
-    def __init__(self, blob: bytes) -> None:
-        self.blob = blob
-        self.sent = 0
-        self.requests: list[str] = []
-
-    def __call__(self, url: str, wanted: str) -> tuple[int, bytes, int]:
-        self.requests.append(wanted)
-        first, last = wanted.removeprefix("bytes=").split("-")
-        if not first:
-            start, end = max(0, len(self.blob) - int(last)), len(self.blob) - 1
-        else:
-            start, end = int(first), min(int(last), len(self.blob) - 1)
-        data = self.blob[start : end + 1]
-        self.sent += len(data)
-        return start, data, len(self.blob)
 
 
 def read_all(blob: bytes) -> dict[str, bytes]:

@@ -1,5 +1,9 @@
 """Read a few members of a remote wheel without fetching it: HTTP range requests.
 
+The one range reader of the tool: the build facts (``world.wheelfacts``), the unpacked sizes and
+``Requires-Dist`` of the plan's cost (``world.wheelset``) and a wheel's METADATA where the index
+serves no ``.metadata`` file (``world.index``) all read through it.
+
 The one I/O job: byte ranges of a URL (``Range: bytes=...``, answered ``206 Partial Content``).
 The zip structure is parsed by the pure ``torch_matrix.edges.zipdir``: the end of the file, then
 its central directory, then one span per member, so a 900 MB torch wheel's version and arch list
@@ -13,7 +17,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from torch_matrix.edges.zipdir import (
@@ -160,6 +164,18 @@ class LocalZip:
                 return archive.read(name) if name in archive.NameToInfo else None
         except (OSError, zipfile.BadZipFile) as error:
             raise RangeReadError(f"{self.path}: not a readable wheel: {error}") from None
+
+
+def metadata_name(members: Iterable[str]) -> str | None:
+    """A wheel's ``<name>.dist-info/METADATA`` member among ``members``; None when it has none."""
+    return next(
+        (n for n in members if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None
+    )
+
+
+def unpacked_size(reader: RemoteZip | LocalZip) -> int:
+    """The sum of the members' uncompressed sizes: the disk a wheel takes unpacked."""
+    return sum(member.size for member in reader.members().values())
 
 
 def open_zip(url: str, fetch: RangeFetch = http_range) -> RemoteZip | LocalZip:

@@ -210,13 +210,12 @@ def _local_wheel(path: Path) -> Wheel:
     """A wheel file given by path: its size from ``stat``, unpacked from its zip directory."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-    from torch_matrix.world.wheelset import local_range, unpacked_size
+    from torch_matrix.edges.ranges import LocalZip, RangeReadError, unpacked_size
 
     size = path.stat().st_size
-    read = local_range(path)
     try:
-        unpacked: int | None = unpacked_size(size, lambda first, last: read("", first, last))
-    except (OSError, ValueError):
+        unpacked: int | None = unpacked_size(LocalZip(path))
+    except RangeReadError:
         unpacked = None
     try:
         name, version, _build, _tags = parse_wheel_filename(path.name)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import (
@@ -36,6 +36,14 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from torch_matrix.edges.console import warn_once
+from torch_matrix.edges.ranges import (
+    RangeFetch,
+    RangeReadError,
+    RangesUnsupported,
+    RemoteZip,
+    http_range,
+    metadata_name,
+)
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write
@@ -54,10 +62,6 @@ SIZES_KEY = "sizes"  # a cached listing whose files carry the index's sizes
 
 # (url, accept) -> (content_type, body). Raises IndexUnavailable or returns None for 404.
 Fetch = Callable[[str, str], "tuple[str, bytes] | None"]
-# (url, start, length) -> (the file's size, the bytes). A negative start reads the last -start
-# bytes. None: the server answers no range requests (or 404). Raises IndexUnavailable.
-RangeFetch = Callable[[str, int, int], "tuple[int, bytes] | None"]
-RANGE_BLOCK = 64 * 1024  # a wheel's central directory and METADATA are a few KB each
 
 
 class IndexUnavailable(Exception):
@@ -142,99 +146,20 @@ def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[
         raise IndexUnavailable(f"cannot reach {url}: {reason}") from None
 
 
-def http_range_fetch(
-    url: str, start: int, length: int, timeout: float = HTTP_TIMEOUT_S
-) -> tuple[int, bytes] | None:
-    """One HTTP range request (``bytes=start-end``, or ``bytes=-length`` for a negative start).
-    None when the server answers the whole file or 404: the caller reads another way."""
-    import urllib.error
-    import urllib.request
-
-    wanted = f"bytes=-{-start}" if start < 0 else f"bytes={start}-{start + length - 1}"
-    headers = {"Range": wanted, "User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
-    request = urllib.request.Request(url, headers=headers)
+def _range_metadata(url: str, filename: str, fetch: RangeFetch) -> str | None:
+    """A remote wheel's METADATA by range requests (``edges.ranges``: its directory, then the one
+    member); None where the server serves no ranges (the caller reads the whole wheel)."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            content_range = response.headers.get("Content-Range", "")
-            if response.status != 206 or "/" not in content_range:
-                return None  # no range support: never read a whole wheel here
-            total = content_range.rsplit("/", 1)[1].strip()
-            if not total.isdigit():
-                return None
-            return int(total), response.read()
-    except urllib.error.HTTPError as error:
-        if error.code in (404, 410, 416):
-            return None
-        raise IndexUnavailable(f"HTTP {error.code} from {url}") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
-        raise IndexUnavailable(f"cannot reach {url}: {reason}") from None
-
-
-class _RangeFile(io.RawIOBase):
-    """A remote file read by range requests, seekable, for ``zipfile``: it reads the central
-    directory at the end, then one member, so a wheel's METADATA costs two or three requests."""
-
-    def __init__(self, url: str, fetch_range: RangeFetch) -> None:
-        super().__init__()
-        self.url = url
-        self.fetch_range = fetch_range
-        answer = fetch_range(url, -RANGE_BLOCK, RANGE_BLOCK)
-        if answer is None:
-            raise _NoRanges(url)
-        self.size, tail = answer
-        self.blocks: dict[int, bytes] = {self.size - len(tail): tail}
-        self.position = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
-        self.position = max(0, base + offset)
-        return self.position
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        wanted = min(len(view), self.size - self.position)
-        if wanted <= 0:
-            return 0
-        data = self._read(self.position, wanted)
-        view[: len(data)] = data
-        self.position += len(data)
-        return len(data)
-
-    def _read(self, start: int, length: int) -> bytes:
-        for block_start, block in self.blocks.items():
-            if block_start <= start and start + length <= block_start + len(block):
-                return block[start - block_start : start - block_start + length]
-        size = max(length, RANGE_BLOCK)
-        answer = self.fetch_range(self.url, start, min(size, self.size - start))
-        if answer is None:
-            raise _NoRanges(self.url)
-        block = answer[1]
-        self.blocks[start] = block
-        return block[:length]
-
-
-class _NoRanges(Exception):
-    """The server stopped answering range requests: read the wheel another way."""
-
-
-def _range_metadata(url: str, filename: str, fetch_range: RangeFetch) -> str | None:
-    """A remote wheel's METADATA by range requests; None where the server has no ranges."""
-    try:
-        with _RangeFile(url, fetch_range) as remote:
-            # zipfile reads any seekable binary file; typeshed's IO[bytes] has no RawIOBase.
-            return _wheel_metadata(cast(IO[bytes], remote), filename)
-    except _NoRanges:
+        reader = RemoteZip(url, fetch)
+        name = metadata_name(reader.members())
+        if name is None:
+            raise IndexUnavailable(f"{filename}: no .dist-info/METADATA in the wheel")
+        data = reader.read(name)
+    except RangesUnsupported:
         return None
+    except RangeReadError as error:
+        raise IndexUnavailable(str(error)) from None
+    return (data or b"").decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -491,7 +416,7 @@ class PackageIndex:
         self.fetch = fetch
         self.prereleases = prereleases
         # Range requests go where ``fetch`` goes: a test's fake HTTP gets none unless it asks.
-        self.fetch_range = fetch_range or (http_range_fetch if fetch is http_fetch else None)
+        self.fetch_range = fetch_range or (http_range if fetch is http_fetch else None)
         self.target = target or WheelTarget.host()
         self._listings: dict[tuple[Source, str], list[DistFile]] = {}
         self._grouped: dict[str, dict[str, list[DistFile]]] = {}
@@ -765,18 +690,15 @@ class PackageIndex:
 
 
 def _wheel_metadata(wheel: IO[bytes], filename: str) -> str:
+    """METADATA of a whole wheel held locally (a find-links file, or one fetched whole)."""
     import zipfile
 
     try:
         with zipfile.ZipFile(wheel) as archive:
-            names = [
-                n
-                for n in archive.namelist()
-                if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
-            ]
-            if not names:
+            name = metadata_name(archive.namelist())
+            if name is None:
                 raise IndexUnavailable(f"{filename}: no .dist-info/METADATA in the wheel")
-            return archive.read(names[0]).decode("utf-8", errors="replace")
+            return archive.read(name).decode("utf-8", errors="replace")
     except zipfile.BadZipFile:
         raise IndexUnavailable(f"{filename}: not a valid wheel (zip)") from None
 

@@ -8,16 +8,15 @@ recursively. No backtracking: where uv would have to, the sizes are of the newes
 said as an estimate where a requirement cannot be matched). The project's own install items are not
 counted (their size is the project's).
 
-A wheel's unpacked size is the sum of its zip's central directory (a range request of its last
-bytes: a few KB to 1.3 MB for torch, cached forever per URL); where the host refuses ranges it
-is left unknown and ``plan.cost`` bounds it.
+A wheel's unpacked size is the sum of its zip's central directory (read by ``edges.ranges``, the
+tool's one range reader: a few KB to 1.3 MB for torch, cached forever per URL); where the host
+refuses ranges it is left unknown and ``plan.cost`` bounds it.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import struct
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -29,21 +28,26 @@ from packaging.tags import Tag, compatible_tags, cpython_tags, parse_tag, platfo
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torch_matrix.edges.ranges import (
+    LocalZip,
+    RangeFetch,
+    RangeReadError,
+    RangesUnsupported,
+    RemoteZip,
+    http_range,
+    metadata_name,
+    unpacked_size,
+)
 from torch_matrix.plan.cost import Wheel, WheelSet
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world.index import (
     DistFile,
-    IndexUnavailable,
     PackageIndex,
     _local_path,
     parse_metadata,
 )
 
 MAX_PROJECTS = 200  # a resolution that grows past this is not a torch stack: stop, say so
-TAIL_BYTES = 65536  # the end of a zip: its end-of-directory record (and a small directory)
-
-# (url, first byte, last byte) -> bytes; raises IndexUnavailable when ranges are refused.
-RangeFetch = Callable[[str, int, int], bytes]
 
 
 def tags_for(python: str) -> list[Tag]:
@@ -110,122 +114,14 @@ def best_wheel(
 # ---------------------------------------------------------------- unpacked sizes
 
 
-def http_range(url: str, first: int, last: int) -> bytes:
-    """Bytes ``first..last`` of ``url``; IndexUnavailable when the host answers without a range."""
-    import urllib.error
-    import urllib.request
-
-    from torch_matrix.world.index import HTTP_TIMEOUT_S, USER_AGENT
-
-    request = urllib.request.Request(
-        url, headers={"Range": f"bytes={first}-{last}", "User-Agent": USER_AGENT}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-            if response.status != 206:
-                raise IndexUnavailable(f"{url}: no range requests (HTTP {response.status})")
-            return bytes(response.read(last - first + 1))
-    except urllib.error.HTTPError as error:
-        raise IndexUnavailable(f"HTTP {error.code} from {url}") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise IndexUnavailable(f"cannot reach {url}: {getattr(error, 'reason', error)}") from None
-
-
-def local_range(path: Path) -> RangeFetch:
-    def read(_url: str, first: int, last: int) -> bytes:
-        with open(path, "rb") as handle:
-            handle.seek(first)
-            return handle.read(last - first + 1)
-
-    return read
-
-
-def central_directory(
-    size: int, read: Callable[[int, int], bytes]
-) -> list[tuple[str, int, int, int, int]]:
-    """A zip's members from its central directory (``read(first, last)`` gives bytes of the file):
-    (name, compression method, compressed size, unpacked size, local header offset) each."""
-    tail_start = max(0, size - TAIL_BYTES)
-    tail = read(tail_start, size - 1)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0:
-        raise ValueError("no end of central directory")
-    count, cd_size, cd_offset = struct.unpack("<10xHII", tail[at : at + 20])
-    if cd_offset == 0xFFFFFFFF or count == 0xFFFF:
-        at64 = tail.rfind(b"PK\x06\x06")
-        if at64 < 0:
-            raise ValueError("no zip64 end of central directory")
-        count, cd_size, cd_offset = struct.unpack("<QQQ", tail[at64 + 32 : at64 + 56])
-    if cd_offset >= tail_start:
-        directory = tail[cd_offset - tail_start : cd_offset - tail_start + cd_size]
-    else:
-        directory = read(cd_offset, cd_offset + cd_size - 1)
-    members, pos = [], 0
-    while directory[pos : pos + 4] == b"PK\x01\x02":
-        method, _time, _date, _crc, packed, unpacked = struct.unpack(
-            "<HHHIII", directory[pos + 10 : pos + 28]
-        )
-        name_len, extra_len, comment_len = struct.unpack("<HHH", directory[pos + 28 : pos + 34])
-        (offset,) = struct.unpack("<I", directory[pos + 42 : pos + 46])
-        name = directory[pos + 46 : pos + 46 + name_len].decode("utf-8", "replace")
-        extra = directory[pos + 46 + name_len : pos + 46 + name_len + extra_len]
-        wide = [v for v in (unpacked, packed, offset) if v == 0xFFFFFFFF]
-        if wide:  # zip64: the real values are in the extra field, in this order
-            cursor = 0
-            while cursor + 4 <= len(extra):
-                header, length = struct.unpack("<HH", extra[cursor : cursor + 4])
-                if header == 1:
-                    values = list(
-                        struct.unpack(
-                            f"<{length // 8}Q", extra[cursor + 4 : cursor + 4 + length // 8 * 8]
-                        )
-                    )
-                    if unpacked == 0xFFFFFFFF and values:
-                        unpacked = values.pop(0)
-                    if packed == 0xFFFFFFFF and values:
-                        packed = values.pop(0)
-                    if offset == 0xFFFFFFFF and values:
-                        offset = values.pop(0)
-                    break
-                cursor += 4 + length
-        members.append((name, method, packed, unpacked, offset))
-        pos += 46 + name_len + extra_len + comment_len
-    return members
-
-
-def unpacked_size(size: int, read: Callable[[int, int], bytes]) -> int:
-    """The sum of the uncompressed sizes in a zip's central directory."""
-    return sum(member[3] for member in central_directory(size, read))
-
-
-def member_text(
-    members: list[tuple[str, int, int, int, int]], name: str, read: Callable[[int, int], bytes]
-) -> str:
-    """One member of the zip, read by itself (its local header, then its bytes), as text."""
-    import zlib
-
-    for member, method, packed, _unpacked, offset in members:
-        if member != name:
-            continue
-        header = read(offset, offset + 29)
-        name_len, extra_len = struct.unpack("<HH", header[26:30])
-        start = offset + 30 + name_len + extra_len
-        data = read(start, start + packed - 1) if packed else b""
-        if method == 8:
-            data = zlib.decompress(data, -15)
-        elif method != 0:
-            raise ValueError(f"{name}: compression method {method}")
-        return data.decode("utf-8", "replace")
-    raise ValueError(f"no {name} in the wheel")
-
-
 def wheel_facts(
     item: DistFile, index: PackageIndex, fetch_range: RangeFetch = http_range
 ) -> tuple[int | None, list[str] | None]:
-    """(unpacked size, Requires-Dist) of one wheel from its own zip (ranges), cached for good; None
-    for what cannot be read."""
-    size = item.size
+    """(unpacked size, Requires-Dist) of one wheel from its own zip (``edges.ranges``: its
+    directory, then its METADATA; a local file read directly), cached for good; None for what
+    cannot be read."""
     local = _local_path(item.url)
+    size = item.size
     if local is not None and size is None:
         try:
             size = local.stat().st_size
@@ -237,23 +133,20 @@ def wheel_facts(
     cached = index.cache.read("wheels", key)
     if cached is not None:
         return cached.get("unpacked"), cached.get("requires_dist")
-    reader = local_range(local) if local is not None else fetch_range
-
-    def read(first: int, last: int) -> bytes:
-        return reader(item.url, first, last)
-
+    reader = LocalZip(local) if local is not None else RemoteZip(item.url, fetch_range)
     try:
-        members = central_directory(size, read)
-    except (IndexUnavailable, OSError, ValueError, struct.error):
+        unpacked = unpacked_size(reader)
+    except (RangesUnsupported, RangeReadError):
         return None, None
-    unpacked = sum(member[3] for member in members)
     requires: list[str] | None = None
-    names = [m[0] for m in members if m[0].count("/") == 1 and m[0].endswith(".dist-info/METADATA")]
-    if names:
+    name = metadata_name(reader.members())
+    if name is not None:
         try:
-            requires = parse_metadata(member_text(members, names[0], read))[0]
-        except (IndexUnavailable, OSError, ValueError, struct.error):
-            requires = None
+            data = reader.read(name)
+        except (RangesUnsupported, RangeReadError):
+            data = None
+        if data is not None:
+            requires = parse_metadata(data.decode("utf-8", "replace"))[0]
     if local is None:
         index.cache.write("wheels", key, {"unpacked": unpacked, "requires_dist": requires})
     return unpacked, requires

@@ -29,7 +29,8 @@ from torch_matrix.plan.followups import DEFAULT_CAP, cap_from
 from torch_matrix.run.budget import BUDGET_ENV, budget_of, refuse_unless_fits
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size, parse_size
-from torch_matrix.world.index import DiskCache, PackageIndex, Source
+from torch_matrix.world.indexcache import DiskCache
+from torch_matrix.world.index import PackageIndex, Source
 from torch_matrix.spec.parse import parse_spec
 from torch_matrix.world.wheelset import cached_wheels, cell_wheels, wheel_facts
 from tests.factories import make_cell
@@ -96,7 +97,7 @@ def test_the_unpacked_size_and_requires_dist_come_from_the_directory_and_metadat
     300 KB member; a host without ranges leaves both unknown."""
     from tests.rangeserver import Ranges
     from torch_matrix.edges.ranges import RangesUnsupported
-    from torch_matrix.world.index import DistFile
+    from torch_matrix.world.listings import DistFile
 
     members = {
         "pkg/a.so": bytes(range(256)) * 1200,

@@ -198,7 +198,7 @@ def test_a_bad_plan_file_says_how_to_write_one(tmp_path, capsys, content, what):
 
 
 def test_a_bad_index_ttl_shows_a_valid_value():
-    from torch_matrix.world.index import default_ttl
+    from torch_matrix.world.indexcache import default_ttl
 
     for raw in ("soon", "-1"):
         with pytest.raises(UserError) as caught:
@@ -207,13 +207,8 @@ def test_a_bad_index_ttl_shows_a_valid_value():
 
 
 def test_index_errors_name_their_fix(tmp_path):
-    from torch_matrix.world.index import (
-        DiskCache,
-        IndexUnavailable,
-        PackageIndex,
-        Source,
-        open_index,
-    )
+    from torch_matrix.world.indexcache import DiskCache
+    from torch_matrix.world.index import IndexUnavailable, PackageIndex, Source, open_index
     from torch_matrix.spec.model import IndexConfig
     from tests.test_index import make_wheel
 

@@ -10,16 +10,12 @@ import pytest
 
 from tests.rangeserver import Ranges
 from torch_matrix.edges import console
-from torch_matrix.world import index as index_mod
+from torch_matrix.world import indexcache
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world.index import (
-    DiskCache,
-    IndexUnavailable,
-    PackageIndex,
-    Source,
-    open_index,
-    parse_html_listing,
-)
+from torch_matrix.world.indexcache import DiskCache
+from torch_matrix.world.index import IndexUnavailable, PackageIndex, Source, open_index
+from torch_matrix.world.listings import parse_html_listing
+from torch_matrix.world.wheeltarget import WheelTarget
 from torch_matrix.spec.model import IndexConfig
 
 
@@ -251,12 +247,12 @@ def test_unreachable_variant_index_degrades_and_is_remembered(tmp_path, capsys):
 
 
 def test_cache_dir_and_ttl_from_environment(tmp_path):
-    assert index_mod.default_cache_dir({"TORCH_MATRIX_CACHE_DIR": "/c"}) == Path("/c")
-    assert index_mod.default_cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/torch-matrix")
-    assert index_mod.default_ttl({"TORCH_MATRIX_INDEX_TTL": "0"}) == 0
-    assert index_mod.default_ttl({}) == 6 * 3600
+    assert indexcache.default_cache_dir({"TORCH_MATRIX_CACHE_DIR": "/c"}) == Path("/c")
+    assert indexcache.default_cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/torch-matrix")
+    assert indexcache.default_ttl({"TORCH_MATRIX_INDEX_TTL": "0"}) == 0
+    assert indexcache.default_ttl({}) == 6 * 3600
     with pytest.raises(UserError) as caught:
-        index_mod.default_ttl({"TORCH_MATRIX_INDEX_TTL": "soon"})
+        indexcache.default_ttl({"TORCH_MATRIX_INDEX_TTL": "soon"})
     assert caught.value.one_line() == (
         "torch-matrix: error: TORCH_MATRIX_INDEX_TTL: 'soon' is not accepted: expected a number "
         "of seconds >= 0 (0 always refetches the listings)"
@@ -275,9 +271,9 @@ def test_pairing_reads_the_wheel_for_the_cells_platform_not_the_first_by_name(tm
     make_wheel(flat, "torchvision", "0.11.3", ("torch==9.9.9",), tag="cp38-cp38-manylinux1_x86_64")
     cache = DiskCache(tmp_path / "cache", 3600)
     sources = [Source(str(flat), "find-links")]
-    x86 = PackageIndex(sources, cache, target=index_mod.WheelTarget("linux", "x86_64"))
-    arm = PackageIndex(sources, cache, target=index_mod.WheelTarget("linux", "aarch64"))
-    mac = PackageIndex(sources, cache, target=index_mod.WheelTarget("darwin", "arm64"))
+    x86 = PackageIndex(sources, cache, target=WheelTarget("linux", "x86_64"))
+    arm = PackageIndex(sources, cache, target=WheelTarget("linux", "aarch64"))
+    mac = PackageIndex(sources, cache, target=WheelTarget("darwin", "arm64"))
     assert [str(r) for r in x86.requires_dist("torchvision", "0.11.3", pythons=["3.9"])] == [
         "torch==1.10.2"
     ]
@@ -299,7 +295,7 @@ def test_planning_pairs_by_the_x86_64_wheel(tmp_path):
     index = PackageIndex(
         [Source(str(flat), "find-links")],
         DiskCache(tmp_path / "cache", 3600),
-        target=index_mod.WheelTarget("linux", "x86_64"),
+        target=WheelTarget("linux", "x86_64"),
     )
     assert _pair(index, [Version("0.11.3")], {"1.10.2"}, 8, ("3.9",)) == {"1.10.2": "0.11.3"}
 
@@ -330,7 +326,7 @@ def test_metadata_by_range_requests_when_the_index_serves_no_metadata_file(tmp_p
         DiskCache(tmp_path / "cache", 3600),
         fetch=fetch,
         fetch_range=fetch_range,
-        target=index_mod.WheelTarget("linux", "x86_64"),
+        target=WheelTarget("linux", "x86_64"),
     )
     assert [str(r) for r in index.requires_dist("torchvision", "0.11.3")] == [
         "torch==1.10.2",
@@ -362,7 +358,7 @@ def test_whole_wheel_only_where_the_server_has_no_ranges(tmp_path):
         DiskCache(tmp_path / "cache", 3600),
         fetch=fetch,
         fetch_range=refuse_ranges,
-        target=index_mod.WheelTarget("linux", "x86_64"),
+        target=WheelTarget("linux", "x86_64"),
     )
     assert [str(r) for r in index.requires_dist("torchvision", "0.11.3")] == ["torch==1.10.2"]
     assert asked[-2:] == [url + ".metadata", url]

@@ -19,7 +19,9 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from torch_matrix.plan.grid import _pair
-from torch_matrix.world.index import DiskCache, PackageIndex, Source, WheelTarget
+from torch_matrix.world.indexcache import DiskCache
+from torch_matrix.world.index import PackageIndex, Source
+from torch_matrix.world.wheeltarget import WheelTarget
 
 pytestmark = pytest.mark.realwheels
 

@@ -30,7 +30,8 @@ from torch_matrix.edges.zipdir import (
 )
 from torch_matrix.judge.hardware import Hardware, judge_all, targets_of
 from torch_matrix.judge.wheelbuild import arch_flags, torch_build_facts, version_literals
-from torch_matrix.world.index import DiskCache, DistFile
+from torch_matrix.world.indexcache import DiskCache
+from torch_matrix.world.listings import DistFile
 from torch_matrix.world.wheelfacts import choose_wheel, read_wheel
 
 SEVEN = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"  # PyPI torch 2.2.2 .. 2.7.1

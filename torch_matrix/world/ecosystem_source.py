@@ -15,7 +15,8 @@ from packaging.requirements import Requirement
 from torch_matrix.edges import proc
 from torch_matrix.spec.projects import Project, SourceKind
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world.index import DistFile, IndexUnavailable, PackageIndex, http_fetch
+from torch_matrix.world.listings import DistFile
+from torch_matrix.world.index import IndexUnavailable, PackageIndex, http_fetch
 
 IGNORED = shutil.ignore_patterns(".git", ".venv", ".nox", "__pycache__", "*.pyc", ".tox")
 GIT_TIMEOUT_S = 600.0

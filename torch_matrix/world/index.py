@@ -8,32 +8,28 @@ Remote listings are cached with a TTL (``TORCH_MATRIX_INDEX_TTL`` seconds, defau
 0 = always refresh); core metadata never changes once published, so it is cached forever.
 A warm run therefore makes no network call at all. Local sources are read directly:
 they are cheap and a user expects a wheel dropped into a find-links dir to show up.
+
+Beside it: ``listings`` (what a listing page and a file name say: ``DistFile``), ``indexcache``
+(the disk cache), ``wheeltarget`` (which wheels install on the cell's platform).
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import threading
-import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
-from functools import lru_cache
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from torch_matrix.edges.console import warn_once
 from torch_matrix.edges.ranges import (
@@ -44,12 +40,18 @@ from torch_matrix.edges.ranges import (
     http_range,
     metadata_name,
 )
-from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.edges.fileio import atomic_write
 from torch_matrix.spec.model import PYPI_SIMPLE, IndexConfig
+from torch_matrix.world.indexcache import DiskCache, default_cache_dir, default_ttl
+from torch_matrix.world.listings import (
+    DistFile,
+    dist_file,
+    parse_html_listing,
+    parse_json_listing,
+    parse_metadata,
+)
+from torch_matrix.world.wheeltarget import WheelTarget, wheel_fits
 
-DEFAULT_TTL_S = settings.DEFAULT_INDEX_TTL_S
 HTTP_TIMEOUT_S = 30.0
 MAX_WHEEL_BYTES = 64 * 1024 * 1024  # only to read METADATA when the index serves no .metadata
 ACCEPT = (
@@ -57,7 +59,6 @@ ACCEPT = (
     "text/html;q=0.01"
 )
 USER_AGENT = "torch-matrix (planning; +https://github.com/)"
-SDIST_SUFFIXES = (".tar.gz", ".zip")
 SIZES_KEY = "sizes"  # a cached listing whose files carry the index's sizes
 
 # (url, accept) -> (content_type, body). Raises IndexUnavailable or returns None for 404.
@@ -72,55 +73,7 @@ class NotCached(Exception):
     """Metadata asked for with ``cache_only`` is not in the cache yet."""
 
 
-@dataclass(frozen=True)
-class DistFile:
-    filename: str
-    url: str  # without the #hash fragment
-    version: str  # as the filename spells it (may carry a local label)
-    requires_python: str = ""
-    tags: tuple[str, ...] = ()  # "cp311-cp311-manylinux_2_28_x86_64"; empty for sdists
-    yanked: bool = False
-    has_metadata: bool = False  # PEP 658 .metadata advertised
-    size: int | None = None  # bytes, where the index says (PEP 700 JSON ``size``, a local file)
-
-    @property
-    def is_wheel(self) -> bool:
-        return self.filename.endswith(".whl")
-
-    @property
-    def is_local(self) -> bool:
-        return self.url.startswith("file://")
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["tags"] = list(self.tags)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DistFile:
-        # Keys a newer torch-matrix wrote into the shared cache are left out, not an error.
-        known = {f.name for f in fields(cls)} - {"tags"}
-        return cls(
-            **{k: v for k, v in data.items() if k in known}, tags=tuple(data.get("tags", ()))
-        )
-
-
 # ---------------------------------------------------------------- helpers
-
-
-def default_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    explicit = settings.read(environ, settings.CACHE_DIR_ENV)
-    if explicit:
-        return Path(explicit)
-    if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"]) / "torch-matrix"
-    return Path.home() / ".cache" / "torch-matrix"
-
-
-def default_ttl(environ: Mapping[str, str] = os.environ) -> float:
-    """``$TORCH_MATRIX_INDEX_TTL`` seconds, else 6 h (vocab/settings.py parses it)."""
-    ttl: float = settings.read(environ, settings.TTL_ENV)
-    return ttl
 
 
 def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[str, bytes] | None:
@@ -162,223 +115,12 @@ def _range_metadata(url: str, filename: str, fetch: RangeFetch) -> str | None:
     return (data or b"").decode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
-class WheelTarget:
-    """The platform a cell installs on (``linux``/``x86_64``): which wheel of a release it gets,
-    and so whose metadata planning must read (torchvision 0.11.3's aarch64 wheel declares a
-    bare ``torch`` where its x86_64 ones declare ``torch==1.10.2``)."""
-
-    system: str  # "linux", "darwin", "windows"
-    machine: str  # "x86_64", "aarch64", "arm64", "amd64"
-
-    @classmethod
-    def host(cls) -> WheelTarget:
-        import platform
-
-        return cls(platform.system().lower(), platform.machine().lower())
-
-    def serves(self, platform_tag: str) -> bool:
-        """Whether a wheel tagged for ``platform_tag`` installs here."""
-        if platform_tag == "any":
-            return True
-        machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(self.machine, self.machine)
-        aliases = {
-            "x86_64": ("x86_64", "amd64", "universal2", "intel"),
-            "aarch64": ("aarch64", "arm64", "universal2"),
-        }.get(machine, (machine,))
-        prefixes = {
-            "linux": ("linux", "manylinux", "musllinux"),
-            "darwin": ("macosx",),
-            "windows": ("win",),
-        }.get(self.system, (self.system,))
-        return platform_tag.startswith(prefixes) and platform_tag.endswith(aliases)
-
-
-def wheel_fits(item: DistFile, target: WheelTarget, python: str | None = None) -> bool:
-    """Whether a cell on ``target`` (and Python ``python`` X.Y, when given) can install ``item``."""
-    from packaging.tags import parse_tag
-
-    for text in item.tags:
-        for tag in parse_tag(text):
-            if not target.serves(tag.platform):
-                continue
-            if python is None or _tag_serves_python(tag.interpreter, tag.abi, python):
-                return True
-    return False
-
-
-def _tag_serves_python(interpreter: str, abi: str, python: str) -> bool:
-    digits = python.replace(".", "")
-    if interpreter in (f"cp{digits}", f"py{digits}", "py3", f"py{digits[:1]}"):
-        return True
-    if abi == "abi3" and interpreter.startswith("cp3") and interpreter[3:].isdigit():
-        return int(digits[1:] or 0) >= int(interpreter[3:])
-    return False
-
-
 def _local_path(location: str) -> Path | None:
     if location.startswith("file://"):
         return Path(urllib.parse.unquote(urllib.parse.urlparse(location).path))
     if "://" in location:
         return None
     return Path(location)
-
-
-def _strip_fragment(url: str) -> str:
-    return urllib.parse.urldefrag(url)[0]
-
-
-def dist_file(
-    filename: str,
-    url: str,
-    project: str,
-    requires_python: str = "",
-    yanked: bool = False,
-    has_metadata: bool = False,
-    size: int | None = None,
-) -> DistFile | None:
-    """Describe one link, or None when it is not a distribution of ``project``."""
-    try:
-        if filename.endswith(".whl"):
-            name, version, _build, tags = parse_wheel_filename(filename)
-            tag_strings = tuple(sorted(str(tag) for tag in tags))
-        elif filename.endswith(SDIST_SUFFIXES):
-            name, version = parse_sdist_filename(filename)
-            tag_strings = ()
-        else:
-            return None
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return None
-    if name != canonicalize_name(project):
-        return None
-    return DistFile(
-        filename=filename,
-        url=_strip_fragment(url),
-        version=str(version),
-        requires_python=requires_python or "",
-        tags=tag_strings,
-        yanked=yanked,
-        has_metadata=has_metadata,
-        size=size,
-    )
-
-
-@lru_cache(maxsize=1)
-def _link_parser() -> type:
-    """The HTML listing's link collector; html.parser is imported only when a listing is HTML
-    (a warm run reads the cache and never needs it)."""
-    from html.parser import HTMLParser
-
-    class _LinkParser(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__()
-            self.links: list[tuple[dict[str, str | None], str]] = []
-            self._current: dict[str, str | None] | None = None
-            self._text: list[str] = []
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            if tag == "a":
-                self._current = dict(attrs)
-                self._text = []
-
-        def handle_data(self, data: str) -> None:
-            if self._current is not None:
-                self._text.append(data)
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag == "a" and self._current is not None:
-                self.links.append((self._current, "".join(self._text).strip()))
-                self._current = None
-
-    return _LinkParser
-
-
-def parse_html_listing(text: str, base_url: str, project: str) -> list[DistFile]:
-    parser = _link_parser()()
-    parser.feed(text)
-    files = []
-    for attrs, label in parser.links:
-        href = attrs.get("href")
-        if not href:
-            continue
-        url = urllib.parse.urljoin(base_url, href)
-        filename = urllib.parse.unquote(os.path.basename(urllib.parse.urlparse(url).path)) or label
-        metadata = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
-        found = dist_file(
-            filename,
-            url,
-            project,
-            attrs.get("data-requires-python") or "",
-            yanked="data-yanked" in attrs,
-            has_metadata=metadata is not None and metadata.lower() != "false",
-        )
-        if found:
-            files.append(found)
-    return files
-
-
-def parse_json_listing(data: Mapping[str, Any], base_url: str, project: str) -> list[DistFile]:
-    files = []
-    for entry in data.get("files", ()):
-        size = entry.get("size")
-        metadata = entry.get(
-            "core-metadata",
-            entry.get("data-dist-info-metadata", entry.get("dist-info-metadata", False)),
-        )
-        found = dist_file(
-            entry.get("filename", ""),
-            urllib.parse.urljoin(base_url, entry.get("url", "")),
-            project,
-            entry.get("requires-python") or "",
-            yanked=bool(entry.get("yanked", False)),
-            has_metadata=bool(metadata),
-            size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-        )
-        if found:
-            files.append(found)
-    return files
-
-
-def parse_metadata(text: str) -> tuple[list[str], str]:
-    """Requires-Dist lines and Requires-Python of a METADATA / .metadata file."""
-    import email.parser  # only cold reads parse metadata
-
-    message = email.parser.HeaderParser().parsestr(text)
-    return list(message.get_all("Requires-Dist") or []), message.get("Requires-Python", "") or ""
-
-
-# ---------------------------------------------------------------- disk cache
-
-
-class DiskCache:
-    """Listings (TTL) and metadata (forever), one small JSON file each, written atomically."""
-
-    def __init__(self, root: Path, ttl: float, clock: Callable[[], float] = time.time) -> None:
-        self.root = Path(root)
-        self.ttl = ttl
-        self.clock = clock
-
-    def _path(self, kind: str, key: str) -> Path:
-        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-        return self.root / kind / f"{digest}.json"
-
-    def read(self, kind: str, key: str) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self._path(kind, key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) and data.get("key") == key else None
-
-    def fresh(self, entry: Mapping[str, Any]) -> bool:
-        return self.ttl > 0 and self.clock() - float(entry.get("fetched_at", 0)) < self.ttl
-
-    def write(self, kind: str, key: str, payload: Mapping[str, Any]) -> None:
-        path = self._path(kind, key)
-        data = {"key": key, "fetched_at": self.clock(), **payload}
-        try:
-            atomic_write(path, json.dumps(data), durable=False)  # losing it costs a refetch
-        except OSError as error:  # a read-only cache must not stop planning
-            warn_once(f"cannot write the index cache under {self.root}: {error}")
 
 
 # ---------------------------------------------------------------- sources

@@ -34,7 +34,9 @@ from torch_matrix.judge.wheelbuild import (
     torch_build_facts,
     with_torchvision,
 )
-from torch_matrix.world.index import DiskCache, DistFile, PackageIndex
+from torch_matrix.world.indexcache import DiskCache
+from torch_matrix.world.listings import DistFile
+from torch_matrix.world.index import PackageIndex
 
 CACHE_KIND = "wheelfacts"
 FACTS_FORMAT = (

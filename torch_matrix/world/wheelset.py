@@ -40,12 +40,8 @@ from torch_matrix.edges.ranges import (
 )
 from torch_matrix.plan.cost import Wheel, WheelSet
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world.index import (
-    DistFile,
-    PackageIndex,
-    _local_path,
-    parse_metadata,
-)
+from torch_matrix.world.listings import DistFile, parse_metadata
+from torch_matrix.world.index import PackageIndex, _local_path
 
 MAX_PROJECTS = 200  # a resolution that grows past this is not a torch stack: stop, say so
 

@@ -87,7 +87,8 @@ def _read_all(cache_dir: Path) -> tuple[float, float, int, int, dict[str, dict[s
 
 
 def _verdicts(facts: dict[str, Any]) -> dict[str, str]:
-    from torch_matrix.judge.hardware import judge_all, targets_of
+    from torch_matrix.judge.hardware import judge_all
+    from torch_matrix.judge.gpus import targets_of
 
     return {v.target: str(v.verdict) for v in judge_all(facts, targets_of(GPUS, DRIVERS))}
 

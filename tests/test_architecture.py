@@ -230,7 +230,6 @@ MAX_LINES = 600
 # Modules still over the limit, each held at its size when the limit came in (issue 31): split one by
 # concept, then delete its line. The list only shrinks: a listed module under the limit fails too.
 OVER_LIMIT = {
-    "judge/hardware.py": 736,
 }
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from torch_matrix.judge.hardware import cell_verdicts, disagreements, targets_of
+from torch_matrix.judge.hardware import cell_verdicts, disagreements
+from torch_matrix.judge.gpus import targets_of
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "device" / "h200-torch-2.11.0"
 

@@ -2805,10 +2805,11 @@ def dataclasses_replace(obj, **changes):
 def test_a_four_digit_driver_is_a_driver():
     """Driver `1000.x` (NVIDIA's numbering past 999) was rejected as malformed; it is newer than
     every three-digit one. A CUDA version given as a driver is still refused."""
-    from torch_matrix.judge.hardware import TargetError, _at_least, parse_driver
+    from torch_matrix.judge.gpus import TargetError, parse_driver
+    from torch_matrix.judge.drivers import at_least
 
     assert parse_driver("1000.12") == "1000.12" and parse_driver("1000.12.01") == "1000.12.01"
-    assert _at_least("1000.12", "580.65.06") and not _at_least("580.65", "1000.12")
+    assert at_least("1000.12", "580.65.06") and not at_least("580.65", "1000.12")
     with pytest.raises(TargetError):
         parse_driver("12.4")
 

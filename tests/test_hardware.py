@@ -15,12 +15,8 @@ import pytest
 
 from torch_matrix.judge.hardware import (
     variant_cuda,
-    GPU_CAPABILITIES,
-    KNOWN_CAPABILITIES,
     BuildFacts,
     Hardware,
-    Target,
-    TargetError,
     TargetVerdict,
     arch_judgement,
     cell_verdicts,
@@ -28,10 +24,16 @@ from torch_matrix.judge.hardware import (
     disagreements,
     judge,
     judge_all,
+    variant_cuda_for,
+)
+from torch_matrix.judge.gpus import (
+    GPU_CAPABILITIES,
+    KNOWN_CAPABILITIES,
+    Target,
+    TargetError,
     parse_driver,
     parse_gpu,
     targets_of,
-    variant_cuda_for,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wheel-builds"

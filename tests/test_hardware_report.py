@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 from torch_matrix import cli
-from torch_matrix.judge.hardware import cell_verdicts, targets_of
+from torch_matrix.judge.hardware import cell_verdicts
+from torch_matrix.judge.gpus import targets_of
 from torch_matrix.report.html_page import render_html
 from torch_matrix.report.markdown import render_markdown_summary
 from torch_matrix.report.repro import render_bundle

@@ -11,7 +11,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 
 from torch_matrix import cli
-from torch_matrix.judge.hardware import cell_verdicts, targets_of
+from torch_matrix.judge.hardware import cell_verdicts
+from torch_matrix.judge.gpus import targets_of
 from torch_matrix.pins import requirement_lines, suggest_pins
 from torch_matrix.pins.targets import as_seen_by, target_pins
 from torch_matrix.world.results import write_result

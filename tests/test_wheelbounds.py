@@ -11,7 +11,7 @@ from packaging.specifiers import SpecifierSet
 from tests.rangeserver import serve
 from tests.synthetic_wheels import build_index, torch_wheel
 from torch_matrix import cli
-from torch_matrix.judge.hardware import targets_of
+from torch_matrix.judge.gpus import targets_of
 from torch_matrix.pins.target_render import render_target_constraints, render_target_summary
 from torch_matrix.pins.targets import target_pins
 from torch_matrix.pins.wheelbounds import (

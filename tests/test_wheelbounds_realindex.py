@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from torch_matrix.judge.hardware import targets_of
+from torch_matrix.judge.gpus import targets_of
 from torch_matrix.pins.wheelbounds import bound_for, releases_in_range
 from torch_matrix.run.targetplan import release_reads
 from torch_matrix.spec.model import IndexConfig, TorchSelection

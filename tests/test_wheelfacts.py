@@ -28,7 +28,8 @@ from torch_matrix.edges.zipdir import (
     member_data,
     parse_directory,
 )
-from torch_matrix.judge.hardware import Hardware, judge_all, targets_of
+from torch_matrix.judge.hardware import Hardware, judge_all
+from torch_matrix.judge.gpus import targets_of
 from torch_matrix.judge.wheelbuild import arch_flags, torch_build_facts, version_literals
 from torch_matrix.world.indexcache import DiskCache
 from torch_matrix.world.listings import DistFile

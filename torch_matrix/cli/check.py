@@ -23,14 +23,8 @@ import os
 import sys
 from pathlib import Path
 
-from torch_matrix.judge.hardware import (
-    RUNS,
-    Target,
-    TargetError,
-    parse_driver,
-    parse_gpu,
-    targets_of,
-)
+from torch_matrix.judge.hardware import RUNS
+from torch_matrix.judge.gpus import Target, TargetError, parse_driver, parse_gpu, targets_of
 from torch_matrix.report.rows import judge, shorten
 from torch_matrix.report import terminal as report
 from torch_matrix.world.probe_process import host_gpu_targets

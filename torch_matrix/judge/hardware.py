@@ -15,25 +15,33 @@ PTX (``compute_XY``) is JIT-compiled by the driver for any card of capability X.
 (NVIDIA's "Application compatibility": PTX is forward compatible); PyTorch's ``_check_cubins``
 still warns "not compatible" when no cubin of the card's major exists, and the reason says so.
 
-The driver rule follows NVIDIA's CUDA Toolkit Release Notes, "CUDA Driver", Table 3 ("CUDA
-Toolkit and Corresponding Driver Versions", the toolkit driver of each release) and Table 2
-("CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version Compatibility"):
-https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#cuda-driver . A runtime X.Y
-runs on a driver of at least the minor-version-compatibility minimum of major X (525.60.13 for
-12.x); below the toolkit driver of X.Y it runs with minor version compatibility, which does not
+The driver rule's tables and floors are ``torch_matrix.judge.drivers``' (NVIDIA's release notes);
+below the toolkit driver of a runtime it runs with minor version compatibility, which does not
 cover JIT-compiling PTX that a newer toolkit produced, so a build that needs PTX JIT there is
-judged ``driver-too-old``.
+judged ``driver-too-old``. A target (a GPU by name or capability, a driver) is
+``torch_matrix.judge.gpus``'.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from torch_matrix.judge.drivers import (
+    at_least,
+    card_driver_floor,
+    driver_minimum,
+    driver_numbers,
+)
+from torch_matrix.judge.gpus import (
+    Gpu,
+    Target,
+    TargetError,
+    capability_text,
+    parse_driver,
+)
 from torch_matrix.vocab.records import StrEnum
 from torch_matrix.vocab.versions import version_key
 
@@ -51,298 +59,9 @@ class Hardware(StrEnum):
 RUNS = (Hardware.NATIVE, Hardware.PTX_JIT)  # the verdicts under which the build runs on the target
 NO_KERNEL_MESSAGE = "no kernel image is available for execution on the device"
 
-# Product names -> compute capability (NVIDIA's "CUDA GPUs" list, developer.nvidia.com/cuda-gpus).
-# Matched ignoring case, spaces, '-' and the words NVIDIA / GeForce / Tesla / Quadro.
-GPU_CAPABILITIES: dict[str, tuple[int, int]] = {
-    "K80": (3, 7),
-    "M60": (5, 2),
-    "GTX 980": (5, 2),
-    "GTX 980 Ti": (5, 2),
-    "Jetson Nano": (5, 3),
-    "P100": (6, 0),
-    "GTX 1060": (6, 1),
-    "GTX 1070": (6, 1),
-    "GTX 1080": (6, 1),
-    "GTX 1080 Ti": (6, 1),
-    "Titan Xp": (6, 1),
-    "P4": (6, 1),
-    "P40": (6, 1),
-    "Jetson TX2": (6, 2),
-    "V100": (7, 0),
-    "Titan V": (7, 0),
-    "Jetson Xavier": (7, 2),
-    "T4": (7, 5),
-    "GTX 1650": (7, 5),
-    "GTX 1660": (7, 5),
-    "GTX 1660 Ti": (7, 5),
-    "RTX 2060": (7, 5),
-    "RTX 2070": (7, 5),
-    "RTX 2080": (7, 5),
-    "RTX 2080 Ti": (7, 5),
-    "Titan RTX": (7, 5),
-    "RTX 6000": (7, 5),
-    "RTX 8000": (7, 5),
-    "A100": (8, 0),
-    "A30": (8, 0),
-    "A10": (8, 6),
-    "A40": (8, 6),
-    "RTX 3060": (8, 6),
-    "RTX 3070": (8, 6),
-    "RTX 3080": (8, 6),
-    "RTX 3080 Ti": (8, 6),
-    "RTX 3090": (8, 6),
-    "RTX 3090 Ti": (8, 6),
-    "RTX A4000": (8, 6),
-    "RTX A5000": (8, 6),
-    "RTX A6000": (8, 6),
-    "Jetson Orin": (8, 7),
-    "L4": (8, 9),
-    "L40": (8, 9),
-    "L40S": (8, 9),
-    "RTX 4060": (8, 9),
-    "RTX 4070": (8, 9),
-    "RTX 4080": (8, 9),
-    "RTX 4090": (8, 9),
-    "RTX 6000 Ada": (8, 9),
-    "H100": (9, 0),
-    "H200": (9, 0),
-    "GH200": (9, 0),
-    "B200": (10, 0),
-    "GB200": (10, 0),
-    "B300": (10, 3),
-    "GB300": (10, 3),
-    "Jetson Thor": (11, 0),
-    "RTX 5060": (12, 0),
-    "RTX 5070": (12, 0),
-    "RTX 5070 Ti": (12, 0),
-    "RTX 5080": (12, 0),
-    "RTX 5090": (12, 0),
-    "RTX PRO 6000": (12, 0),
-    "DGX Spark": (12, 1),
-    "GB10": (12, 1),
-}
-# Capabilities NVIDIA has shipped (torch's DEVICE_REQUIREMENT keys plus older ones still in the table).
-KNOWN_CAPABILITIES = frozenset(
-    {
-        30,
-        35,
-        37,
-        50,
-        52,
-        53,
-        60,
-        61,
-        62,
-        70,
-        72,
-        75,
-        80,
-        86,
-        87,
-        89,
-        90,
-        100,
-        101,
-        103,
-        110,
-        120,
-        121,
-    }
-)
 _OWN_CODE_ONLY = frozenset(
     {53, 62, 72, 87}
 )  # integrated (Jetson) parts: no cubin of the major but theirs
-_NOISE = re.compile(r"nvidia|geforce|tesla|quadro|[\s_\-]")
-
-
-def _key(name: str) -> str:
-    return _NOISE.sub("", name.lower())
-
-
-_BY_KEY = {_key(name): name for name in GPU_CAPABILITIES}
-
-# NVIDIA CUDA Toolkit Release Notes, "CUDA Driver" (linked in the module docstring), Linux x86_64.
-# Table 3, the toolkit driver of each CUDA X.Y (its GA release): at or above it, everything works.
-TOOLKIT_DRIVER: dict[tuple[int, int], str] = {
-    (10, 2): "440.33",
-    (11, 0): "450.51.05",
-    (11, 1): "455.23",
-    (11, 2): "460.27.03",
-    (11, 3): "465.19.01",
-    (11, 4): "470.42.01",
-    (11, 5): "495.29.05",
-    (11, 6): "510.39.01",
-    (11, 7): "515.43.04",
-    (11, 8): "520.61.05",
-    (12, 0): "525.60.13",
-    (12, 1): "530.30.02",
-    (12, 2): "535.54.03",
-    (12, 3): "545.23.06",
-    (12, 4): "550.54.14",
-    (12, 5): "555.42.02",
-    (12, 6): "560.28.03",
-    (12, 8): "570.26",
-    (12, 9): "575.51.03",
-    (13, 0): "580.65.06",
-    (13, 1): "590.44.01",
-}
-# Table 2, minor version compatibility: any X.y runs on a driver of at least this (since CUDA 11),
-# without PTX JIT of newer-toolkit PTX. CUDA 10.x and older need their toolkit driver.
-MINOR_COMPAT_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
-
-
-class TargetError(ValueError):
-    """A GPU or driver this module cannot judge; ``hint`` says what it accepts."""
-
-    def __init__(self, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
-@dataclass(frozen=True)
-class Gpu:
-    name: str  # a product name from the table, or the capability as written ("sm_89")
-    capability: int  # major * 10 + minor: 89 for 8.9, 120 for 12.0
-
-    @property
-    def sm(self) -> str:
-        return f"sm_{self.capability}"
-
-    @property
-    def label(self) -> str:
-        return self.sm if self.name == self.sm else f"{self.name} ({self.sm})"
-
-
-def _capability_text(capability: int) -> str:
-    return f"{capability // 10}.{capability % 10}"
-
-
-def parse_gpu(text: str) -> Gpu:
-    """``"sm_89"``, ``"8.9"`` or a product name (``"RTX 4090"``, ``"NVIDIA GeForce RTX 4090"``)."""
-    raw = text.strip()
-    match = re.fullmatch(r"sm_?(\d{2,3})|(\d{1,2})\.(\d)", raw.lower())
-    if match:
-        cap = (
-            int(match.group(1))
-            if match.group(1)
-            else int(match.group(2)) * 10 + int(match.group(3))
-        )
-        if cap not in KNOWN_CAPABILITIES:
-            known = ", ".join(f"sm_{c}" for c in sorted(KNOWN_CAPABILITIES))
-            raise TargetError(
-                f"unknown compute capability {raw!r} ({_capability_text(cap)})",
-                f"NVIDIA GPUs have one of: {known}",
-            )
-        return Gpu(f"sm_{cap}", cap)
-    name = _BY_KEY.get(_key(raw))
-    if name is None:
-        close = difflib.get_close_matches(_key(raw), list(_BY_KEY), n=3, cutoff=0.6)
-        hint = (
-            (f"did you mean {' or '.join(repr(_BY_KEY[c]) for c in close)}? " if close else "")
-            + "give a product name from the table (V100, T4, A100, RTX 4090, H100, RTX 5090, ...) or the "
-            "compute capability itself, such as 'sm_89' or '8.9'"
-        )
-        raise TargetError(f"unknown GPU {raw!r}", hint)
-    major, minor = GPU_CAPABILITIES[name]
-    return Gpu(name, major * 10 + minor)
-
-
-def _numbers(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
-
-
-def parse_driver(text: str) -> str:
-    raw = text.strip()
-    if not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", raw):  # 535.104, 580.65.06, 1000.12
-        raise TargetError(
-            f"invalid NVIDIA driver version {raw!r}",
-            "give the driver version nvidia-smi prints, such as '535.104' or '580.65.06' "
-            "(not the CUDA version it shows)",
-        )
-    return raw
-
-
-def _at_least(driver: str, minimum: str) -> bool:
-    """``driver >= minimum``, each compared as the version it is: a part not written is 0, so a
-    branch alone (``580``, i.e. 580.0.0) does not meet a ``580.65.06`` floor, and ``580.65`` does
-    not either; ``580.82.07`` does. Padding the driver to the floor's length would pass any driver
-    of the floor's branch, however old."""
-    have, need = _numbers(driver), _numbers(minimum)
-    width = max(len(have), len(need))
-    return have + (0,) * (width - len(have)) >= need + (0,) * (width - len(need))
-
-
-@dataclass(frozen=True)
-class Target:
-    gpu: Gpu | None = None
-    driver: str = ""
-
-    @property
-    def label(self) -> str:
-        parts = ([self.gpu.label] if self.gpu else []) + (
-            [f"driver {self.driver}"] if self.driver else []
-        )
-        return ", ".join(parts)
-
-    @property
-    def slug(self) -> str:
-        """A directory name: ``rtx-4090-sm_89``, ``sm_70-driver-535.104``, ``driver-580.82.07``."""
-        return slug_of_label(self.label)
-
-
-def slug_of_label(label: str) -> str:
-    """``RTX 4090 (sm_89), driver 535.104`` -> ``rtx-4090-sm_89-driver-535.104`` (a directory name:
-    never empty, never ``.`` or ``..``; ``unique_slugs`` keeps two labels apart)."""
-    slug = re.sub(r"[^a-z0-9_.]+", "-", label.lower()).strip("-.")
-    slug = re.sub(r"\.{2,}", ".", slug)
-    return slug or "target"
-
-
-LABEL_CHARS = 200
-# What a target label is made of: a GPU name as the table or nvidia-smi writes it ("NVIDIA H100
-# 80GB HBM3", "Tesla V100-SXM2-16GB"), "(sm_89)", ", driver 535.104", " (this machine)".
-_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.,:;()+#@-]*")
-
-
-def label_problem(label: object) -> str:
-    """Why ``label`` (a target label read from a result file) is not a target's name; "" when it is.
-    A name, one line, not a path: letters, digits and ``_ .,:;()+#@-``, starting with a letter or
-    digit, no ``..``, at most 200 characters."""
-    if not isinstance(label, str):
-        return "not text"
-    if len(label) > LABEL_CHARS:
-        return f"{len(label):,} characters (at most {LABEL_CHARS})"
-    if not _LABEL.fullmatch(label):
-        return "not a name (letters, digits and ' _.,:;()+#@-' only, one line, no path)"
-    if ".." in label:
-        return "not a name ('..' is a path)"
-    return ""
-
-
-def unique_slugs(labels: Iterable[str]) -> dict[str, str]:
-    """label -> its directory name, one per label: labels whose slugs would collide (two spellings
-    of one GPU, "RTX 4090" and "rtx-4090") each get a short digest of the label appended, so
-    neither overwrites the other and the name does not depend on the order they were met."""
-    labels = list(dict.fromkeys(labels))
-    slugs = {label: slug_of_label(label) for label in labels}
-    count: dict[str, int] = {}
-    for slug in slugs.values():
-        count[slug] = count.get(slug, 0) + 1
-    return {
-        label: slug
-        if count[slug] == 1
-        else f"{slug}-{hashlib.sha256(label.encode('utf-8')).hexdigest()[:8]}"
-        for label, slug in slugs.items()
-    }
-
-
-def targets_of(gpus: Iterable[str], drivers: Iterable[str]) -> tuple[Target, ...]:
-    """Each GPU with each driver; GPUs alone or drivers alone when only one kind is given."""
-    parsed_gpus = [parse_gpu(g) for g in gpus]
-    parsed_drivers = [parse_driver(d) for d in drivers]
-    if parsed_gpus and parsed_drivers:
-        return tuple(Target(g, d) for g in parsed_gpus for d in parsed_drivers)
-    return tuple(Target(g) for g in parsed_gpus) + tuple(Target(driver=d) for d in parsed_drivers)
 
 
 def cuda_text(value: Any) -> str:
@@ -454,7 +173,7 @@ def arch_judgement(capability: int, arch_list: Iterable[str]) -> tuple[Hardware,
         best = max(cubins)[1]
         return Hardware.NATIVE, (
             f"no {sm}, but {best} cubins run on compute capability "
-            f"{_capability_text(capability)} (same major; arch list {shown})"
+            f"{capability_text(capability)} (same major; arch list {shown})"
         )
     ptx = [
         (code, e)
@@ -475,50 +194,6 @@ def arch_judgement(capability: int, arch_list: Iterable[str]) -> tuple[Hardware,
     )
 
 
-def driver_minimum(cuda: str) -> tuple[str, str]:
-    """(the minor-version-compatibility minimum, the toolkit driver) for CUDA "X.Y"; "" where unknown."""
-    major, minor = (int(p) for p in cuda.split(".")[:2])
-    return MINOR_COMPAT_DRIVER.get(major, ""), TOOLKIT_DRIVER.get((major, minor), "")
-
-
-# The first CUDA toolkit that knew each compute capability, whose toolkit driver (Table 3) is the oldest
-# driver branch that can drive such a card at all: a driver older than that does not know the GPU,
-# whatever the build (an RTX 5090 needs R570+, an H100 R520+). Capabilities older than 6.0 are not listed.
-FIRST_CUDA: dict[int, tuple[int, int]] = {
-    60: (8, 0),
-    61: (8, 0),
-    62: (8, 0),
-    70: (9, 0),
-    72: (10, 0),
-    75: (10, 0),
-    80: (11, 0),
-    86: (11, 1),
-    87: (11, 4),
-    89: (11, 8),
-    90: (11, 8),
-    100: (12, 8),
-    101: (12, 8),
-    120: (12, 8),
-    103: (12, 9),
-    121: (12, 9),
-    110: (13, 0),
-}
-OLD_TOOLKIT_DRIVER: dict[tuple[int, int], str] = {
-    (8, 0): "367.48",
-    (9, 0): "384.81",
-    (10, 0): "410.48",
-}
-
-
-def card_driver_floor(capability: int) -> tuple[str, str]:
-    """(the oldest driver that knows a card of ``capability``, the CUDA version that introduced it); "" unknown."""
-    first = FIRST_CUDA.get(capability)
-    if first is None:
-        return "", ""
-    floor = TOOLKIT_DRIVER.get(first) or OLD_TOOLKIT_DRIVER.get(first, "")
-    return floor, f"{first[0]}.{first[1]}"
-
-
 def _driver_judgement(build: BuildFacts, driver: str, needs_jit: bool) -> tuple[bool, str]:
     """(too old, reason) for the newest CUDA runtime of torch and torchvision's ops."""
     runtimes = [("torch", build.cuda)] + (
@@ -533,14 +208,14 @@ def _driver_judgement(build: BuildFacts, driver: str, needs_jit: bool) -> tuple[
             False,
             f"driver {driver}: no published minimum for {which} is known to this tool; not judged",
         )
-    if not _at_least(driver, floor):
+    if not at_least(driver, floor):
         kind = (
             f"minor version compatibility for CUDA {cuda.split('.')[0]}.x"
             if compat
             else "its toolkit driver"
         )
         return True, f"driver {driver} is older than {which} needs: >= {floor} ({kind})"
-    if toolkit and not _at_least(driver, toolkit):
+    if toolkit and not at_least(driver, toolkit):
         if needs_jit:
             return True, (
                 f"driver {driver} runs {which} only through minor version compatibility (toolkit "
@@ -577,10 +252,10 @@ def judge(build: BuildFacts, target: Target) -> TargetVerdict | None:
         build, target.driver, arch is not None and arch[0] == Hardware.PTX_JIT
     )
     card_floor, since = card_driver_floor(target.gpu.capability) if target.gpu else ("", "")
-    if card_floor and target.gpu and not _at_least(target.driver, card_floor):
+    if card_floor and target.gpu and not at_least(target.driver, card_floor):
         unknown = (
             f"driver {target.driver} predates the {target.gpu.label}: compute capability "
-            f"{_capability_text(target.gpu.capability)} came with CUDA {since}, whose toolkit driver is "
+            f"{capability_text(target.gpu.capability)} came with CUDA {since}, whose toolkit driver is "
             f">= {card_floor}, and an older driver does not know the card"
         )
         driver_reason = unknown + (f"; {driver_reason}" if too_old else "")
@@ -706,7 +381,7 @@ def variant_cuda_for(
         ccs = by_arch.get(host, by_arch.get("any", ()))
         if not any(cubin_runs(int(cc), "", capability) for cc in ccs):
             continue
-        if driver and not _at_least(
+        if driver and not at_least(
             driver, driver_needed({"torch_cuda": str(cuda)}, capability) or "0"
         ):
             continue
@@ -733,4 +408,4 @@ def driver_needed(build_facts: Mapping[str, Any], capability: int | None = None)
     if capability is not None:
         floors.append(card_driver_floor(capability)[0])
     floors = [f for f in floors if f]
-    return max(floors, key=_numbers, default="")
+    return max(floors, key=driver_numbers, default="")

@@ -20,16 +20,13 @@ from packaging.version import InvalidVersion, Version
 from torch_matrix.judge.hardware import (
     RUNS,
     BuildFacts,
-    Gpu,
     Hardware,
-    Target,
     driver_needed,
     judge,
-    parse_gpu,
-    unique_slugs,
     variant_cuda,
     variant_cuda_for,
 )
+from torch_matrix.judge.gpus import Gpu, Target, parse_gpu, unique_slugs
 from torch_matrix.pins.specifiers import PinPolicy
 from torch_matrix.pins.suggest import Suggestion, suggest_pins
 from torch_matrix.pins.wheelbounds import ReleaseRead, WheelBound, bound_for

@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch_matrix.judge.hardware import BuildFacts, Hardware, Target, judge
+from torch_matrix.judge.hardware import BuildFacts, Hardware, judge
+from torch_matrix.judge.gpus import Target
 from torch_matrix.judge.wheelbuild import CUDA_CONFIG_FILE, TORCH_VERSION_FILE
 from torch_matrix.vocab.versions import version_key
 

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch_matrix.judge.hardware import Target, TargetVerdict, judge_all
+from torch_matrix.judge.gpus import Target
+from torch_matrix.judge.hardware import TargetVerdict, judge_all
 
 MARKS = {
     "native": "native",

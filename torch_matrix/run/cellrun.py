@@ -38,7 +38,8 @@ from torch_matrix.vocab.records import (
 from torch_matrix.world.results import write_result
 from torch_matrix.judge.causes import Cause, VersionKind, attribute, axis_module_named
 from torch_matrix.judge.verdict import asked, asks_only_its_subset, verdict_of
-from torch_matrix.judge.hardware import DEVICE_PROBE, Target, cell_verdicts, disagreements
+from torch_matrix.judge.hardware import DEVICE_PROBE, cell_verdicts, disagreements
+from torch_matrix.judge.gpus import Target
 from torch_matrix.edges.console import warn
 
 if TYPE_CHECKING:

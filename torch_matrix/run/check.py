@@ -294,7 +294,7 @@ class CheckOptions:
     project_dir: str | None = None  # command probes run from it (the spec's directory)
     targets: tuple[
         Any, ...
-    ] = ()  # hardware targets (torch_matrix.judge.hardware.Target): --gpu/--driver or [targets]
+    ] = ()  # hardware targets (torch_matrix.judge.gpus.Target): --gpu/--driver or [targets]
 
     @classmethod
     def from_spec(cls, spec: Any) -> "CheckOptions":

@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
-from torch_matrix.judge.hardware import Target
+from torch_matrix.judge.gpus import Target
 from torch_matrix.vocab.records import default_policy
 
 DEFAULT_SPEC_PATH = Path(__file__).with_name("default_matrix.toml")

@@ -19,7 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from torch_matrix.judge.hardware import Target, TargetError, parse_driver, parse_gpu, targets_of
+from torch_matrix.judge.gpus import Target, TargetError, parse_driver, parse_gpu, targets_of
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import default_policy, public_version
 from torch_matrix.spec.reader import CHECK_HINT, TableReader, show_value, spec_hint

@@ -26,7 +26,7 @@ from typing import Any
 from packaging.requirements import Requirement
 
 from torch_matrix.edges import proc
-from torch_matrix.judge.hardware import Gpu, Target, TargetError, parse_driver
+from torch_matrix.judge.gpus import Gpu, Target, TargetError, parse_driver
 from torch_matrix.vocab.records import ERROR, PROBE_RUNNER, Cell, ProbeResult
 
 OUTPUT_TAIL = 3000

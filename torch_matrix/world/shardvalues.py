@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-from torch_matrix.judge.hardware import label_problem
+from torch_matrix.judge.gpus import label_problem
 from torch_matrix.vocab.escaping import terminal
 
 # The runner caps what it records at write time (torch_matrix/probes/execute.py: TEXT_CHARS, JSON_CHARS; a

@@ -229,8 +229,7 @@ def test_every_warning_goes_through_the_console():
 MAX_LINES = 600
 # Modules still over the limit, each held at its size when the limit came in (issue 31): split one by
 # concept, then delete its line. The list only shrinks: a listed module under the limit fails too.
-OVER_LIMIT = {
-}
+OVER_LIMIT: dict[str, int] = {}
 
 
 def test_no_module_over_600_lines():

@@ -2,6 +2,8 @@
 
 ``http.server`` ignores ``Range``; this handler serves ``bytes=A-B``, ``bytes=A-`` and ``bytes=-N``
 with ``206 Partial Content`` and a ``Content-Range``, or, with ``ranges=False``, the whole file
+(``200``) as a server without range support does, or, with ``refuse=True``, ``416 Range Not
+Satisfiable`` to every range request, as a server that refuses them does
 (``200``) as a server without range support does. Every request is logged (path, Range header,
 bytes sent) so a test can check what was fetched.
 """
@@ -31,6 +33,7 @@ class Served:
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     ranges = True
+    refuse = False
     served: Served
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
@@ -45,6 +48,10 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             return
         data = path.read_bytes()
         wanted = self.headers.get("Range", "")
+        if wanted and self.refuse:
+            self.send_error(416)
+            self.served.log.append((self.path, wanted, 0))
+            return
         found = _RANGE.fullmatch(wanted.strip()) if self.ranges else None
         if found and (found.group(1) or found.group(2)):
             first, last = found.group(1), found.group(2)
@@ -90,10 +97,10 @@ class Ranges:
 
 
 @contextmanager
-def serve(root: Path, ranges: bool = True) -> Iterator[Served]:
+def serve(root: Path, ranges: bool = True, refuse: bool = False) -> Iterator[Served]:
     """Serve ``root`` on a free local port for the ``with`` block."""
     served = Served("")
-    handler = type("Handler", (_Handler,), {"ranges": ranges, "served": served})
+    handler = type("Handler", (_Handler,), {"ranges": ranges, "refuse": refuse, "served": served})
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), partial(handler, directory=str(root))
     )

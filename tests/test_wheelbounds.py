@@ -132,10 +132,10 @@ def test_a_tested_exclusion_the_bound_covers_is_dropped_others_kept():
 # ---------------------------------------------------------------- the pins, over a served index
 
 
-def test_pins_bound_a_target_over_the_range_read_from_the_served_wheels(tmp_path, capsys):
-    """`torch-matrix pins` reads every release of the spec's range from its wheel (range requests to
-    a local server), and the GTX 1080's file gets `torch<2.8.0` where the tested cells alone gave
-    only `!=` of the one tested release that fails."""
+def _served_pins(tmp_path, capsys, **mode):
+    """`torch-matrix pins` on two tested cells (2.7.1 runs on a GTX 1080, 2.13.0 does not) with the
+    spec's range (2.7.1 .. 2.13.0: four releases) served by a local server: (stdout, stderr, the
+    GTX 1080's constraints file, the Range header of each wheel request)."""
     from tests.test_pins_targets import result_for
 
     index = build_index(
@@ -152,7 +152,7 @@ def test_pins_bound_a_target_over_the_range_read_from_the_served_wheels(tmp_path
     )
     for version in ("2.7.1", "2.13.0"):  # tested: one that runs, one that does not
         write_result(result_for(version), tmp_path / "run" / "cells")
-    with serve(index.root) as served:
+    with serve(index.root, **mode) as served:
         spec = tmp_path / "matrix.toml"
         spec.write_text(
             'name = "hw"\npython = ["3.11"]\ntorch = ["2.7.1", "2.13.0"]\ntorchvision = "none"\n'
@@ -177,11 +177,17 @@ def test_pins_bound_a_target_over_the_range_read_from_the_served_wheels(tmp_path
                 os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
         wheel_reads = [r for p, r, _n in served.log if p.endswith(".whl")]
     out, err = capsys.readouterr()
+    text = tmp_path / "p" / "targets" / "gtx-1080-sm_61-driver-580.82.07" / "constraints.txt"
+    return out, err, text.read_text(), wheel_reads
+
+
+def test_pins_bound_a_target_over_the_range_read_from_the_served_wheels(tmp_path, capsys):
+    """`torch-matrix pins` reads every release of the spec's range from its wheel (range requests to
+    a local server), and the GTX 1080's file gets `torch<2.8.0` where the tested cells alone gave
+    only `!=` of the one tested release that fails."""
+    out, err, text, wheel_reads = _served_pins(tmp_path, capsys)
     assert wheel_reads and all(wheel_reads)  # every wheel byte by a range request
     assert "4 torch release(s) of the spec's range read from their wheels" in err
-    text = tmp_path / "p" / "targets" / "gtx-1080-sm_61-driver-580.82.07" / "constraints.txt"
-    text = text.read_text()
-    print(text)
     requirement = [line for line in text.splitlines() if line.startswith(("torch<", "torch!"))]
     assert len(requirement) == 1 and requirement[0].startswith("torch<2.8.0  # bound read from")
     assert "# Proof (read from the wheel): torch<2.8.0: no-kernel-image on GTX 1080" in text
@@ -189,6 +195,18 @@ def test_pins_bound_a_target_over_the_range_read_from_the_served_wheels(tmp_path
     assert (
         "GTX 1080 (sm_61), driver 580.82.07 -> gtx-1080-sm_61-driver-580.82.07: torch<2.8.0" in out
     )
+
+
+def test_a_server_without_ranges_leaves_every_release_unknown_and_says_so(tmp_path, capsys):
+    """No range requests: nothing is bounded from the wheels (never a wheel fetched whole for it);
+    the target's file keeps the tested cells' pins and names each release as unknown."""
+    out, err, text, _reads = _served_pins(tmp_path, capsys, ranges=False)
+    assert "4 build(s) could not be read (unknown: no bound crosses them)" in err
+    assert "# Read from the wheels (not tested): 0 of 4 torch release(s)" in text
+    assert "# Unknown (no bound crosses it): 2.8.0: default build: " in text
+    assert "does not serve ranges" in text
+    requirement = [line for line in text.splitlines() if line.startswith(("torch<", "torch!"))]
+    assert requirement and requirement[0].startswith("torch!=2.13.0")  # the tested cell alone
 
 
 def test_the_target_file_says_what_was_read_and_what_stayed_unknown():

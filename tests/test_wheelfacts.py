@@ -281,14 +281,25 @@ def test_plan_prints_the_verdicts_read_from_the_wheels_by_range_requests(tmp_pat
     assert wheel_bytes <= total  # (tiny synthetic wheels: a real one costs ~1 MB of its ~900)
 
 
-def test_a_server_without_ranges_falls_back_to_the_installed_build_and_says_so(tmp_path, hw_index):
-    with serve(hw_index.root, ranges=False) as served:
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ({"ranges": False}, "does not serve ranges"),  # answers 200 with the whole file
+        ({"refuse": True}, "refused a range request (HTTP 416)"),
+    ],
+)
+def test_a_server_without_ranges_falls_back_to_the_installed_build_and_says_so(
+    tmp_path, hw_index, mode, said
+):
+    with serve(hw_index.root, **mode) as served:
         out = run_plan(tmp_path, plan_spec(tmp_path, f"{served.url}/simple"))
         wheel_requests = [path for path, _r, _n in served.log if path.endswith(".whl")]
-        assert len(wheel_requests) == len(set(wheel_requests))
+        assert wheel_requests and len(wheel_requests) == len(set(wheel_requests))
         # at most one request per wheel: its 200 answer is closed unread, never fetched again whole
     assert "judged from the installed build instead" in out
-    assert "does not serve ranges" in out and "verdicts read from the wheels" not in out
+    assert said in out and "verdicts read from the wheels" not in out
+    for cell in ("t2.7.1", "t2.8.0"):  # each cell named with the reason
+        assert any(line.strip().startswith(cell) and said in line for line in out.splitlines())
 
 
 def test_a_file_index_reads_the_member_directly(tmp_path, hw_index):

@@ -32,7 +32,13 @@ from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import MERGED_NAME, PINS_DIR, SPEC_ENV, SUMMARY_NAME
 from torch_matrix.world.results import load_results, write_merged
-from torch_matrix.world.runplan import missing_reason, planned_ids, read_plan
+from torch_matrix.world.runplan import (
+    missing_reason,
+    planned_but_missing,
+    planned_ids,
+    read_log,
+    read_plan,
+)
 from torch_matrix.judge.verdict import NO_EVIDENCE
 
 if TYPE_CHECKING:
@@ -353,18 +359,22 @@ def _report(args: argparse.Namespace) -> int:
     run_plan, plan_problem = read_plan(results_dir) if results_dir.is_dir() else (None, "")
     if plan_problem:
         console.warn(plan_problem)
-    planned: list[Cell | str] = []
-    if _arg(args, "plan"):
-        planned = _planned_from_file(_arg(args, "plan"))
-    elif _arg(args, "spec"):
-        planned = _planned_from_spec(_arg(args, "spec"))
-    elif run_plan is not None:
-        # Without --plan/--spec, only the cells the run could not start (their venv directory
-        # blocked them): a result deleted on purpose does not come back as "missing".
-        planned = [c for c in run_plan.cells if planned_ids([c])[0] in run_plan.blocked]
     present = {result.cell.id for result in loaded.results}
-    missing = missing_cells(planned, present)
-    reasons = {cell_id: missing_reason(run_plan, cell_id) for cell_id in planned_ids(missing)}
+    log = read_log(results_dir) if results_dir.is_dir() else None
+    if _arg(args, "plan") or _arg(args, "spec"):
+        planned: list[Cell | str] = (
+            _planned_from_file(_arg(args, "plan"))
+            if _arg(args, "plan")
+            else _planned_from_spec(_arg(args, "spec"))
+        )
+        missing = missing_cells(planned, present)
+        reasons = {
+            cell_id: missing_reason(run_plan, cell_id, log) for cell_id in planned_ids(missing)
+        }
+    else:
+        # The run's own plan and cell log: a cell that died before its result is listed with
+        # why; a result deleted on purpose does not come back as "missing".
+        missing, reasons = planned_but_missing(run_plan, log, present)
 
     max_bytes = _arg(args, "max_summary_bytes")
     spec = (  # for the rerun lines

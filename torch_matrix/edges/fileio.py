@@ -5,7 +5,8 @@ summary.md, HTML, JUnit, repro bundles, pins outputs, downstream requirement fil
 issue plan, the index cache, a cell's override file): temp file in the same directory,
 optional fsync, rename. A reader sees the old file or the new one, never half, so a Ctrl-C
 loses nothing; a failure is ``WriteFailed``, one line at the entry point. The only other
-writes append to ``$GITHUB_STEP_SUMMARY`` (GitHub's protocol: append) and take lock files. ``torch_matrix/probes/execute.py`` keeps its own small copy
+writes append: ``append_line`` (a run's cell log, one whole line per write) and
+``$GITHUB_STEP_SUMMARY`` (GitHub's protocol: append); and lock files. ``torch_matrix/probes/execute.py`` keeps its own small copy
 because ``probes/`` is stdlib-only and never imports ``matrix``.
 """
 
@@ -54,6 +55,26 @@ def atomic_write(path: str | os.PathLike[str], text: str, *, durable: bool = Tru
         return Path(path)
     except WriteFailed:
         raise
+    except OSError as error:
+        raise WriteFailed(error.errno, error.strerror or str(error), str(path)) from error
+
+
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """Append one line (no newline inside it) to ``path`` with a single ``write`` on an
+    ``O_APPEND`` descriptor: readers see whole lines; a line cut by a full disk or a kill is the
+    last one and has no newline (readers skip it). Raises ``WriteFailed``."""
+    if "\n" in line or "\r" in line:
+        raise ValueError("append_line writes one line")
+    data = (line + "\n").encode("utf-8")
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, "No space left on device")
+        finally:
+            os.close(fd)
     except OSError as error:
         raise WriteFailed(error.errno, error.strerror or str(error), str(path)) from error
 

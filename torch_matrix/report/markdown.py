@@ -34,6 +34,7 @@ from torch_matrix.report.rows import (
     pivot_table,
     probe_grid,
     repro_lines,
+    unbisected_notes,
 )
 from torch_matrix.judge.verdict import COMPATIBLE, VERDICTS
 from torch_matrix.vocab.escaping import md_code, md_fence, md_html, md_text
@@ -165,6 +166,12 @@ def render_markdown_summary(
         if notes
         else ""
     )
+    unbisected = unbisected_notes(judged)
+    unbisected_section = (
+        "### Breaks not bisected\n\n" + "\n".join(f"- {md_cell(line)}" for line in unbisected)
+        if unbisected
+        else ""
+    )
     hardware_section = ""
     headers, rows = hardware_table(judged)
     if rows:
@@ -188,6 +195,7 @@ def render_markdown_summary(
                 pivot_section,
                 fixes_section,
                 notes_section,
+                unbisected_section,
                 hardware_section,
                 cells_section,
                 details_section,
@@ -202,6 +210,7 @@ def render_markdown_summary(
                 pivot_section,
                 fixes_section,
                 notes_section,
+                unbisected_section,
                 hardware_section,
                 cells_section,
             ],

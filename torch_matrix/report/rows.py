@@ -328,6 +328,15 @@ def split_followups(judged: Sequence[Judged]) -> tuple[list[Judged], list[Judged
     )
 
 
+def unbisected_notes(judged: Sequence[Judged]) -> list[str]:
+    """A break the edge search skipped though a release passes in its context (edited or rerun
+    results): one line each (``plan.unbisected``). A context where nothing passes is no finding."""
+    from torch_matrix.plan.unbisected import unbisected
+
+    found = unbisected([item.result for item in judged])
+    return [item.line() for item in found if item.passing]
+
+
 def followup_rows(
     judged: Iterable[Judged], symbols: Mapping[str, str] = TEXT_SYMBOLS
 ) -> list[list[str]]:

@@ -29,6 +29,7 @@ from torch_matrix.report.rows import (
     counts_line,
     detail_rows,
     followup_rows,
+    unbisected_notes,
     hardware_reasons,
     hardware_table,
     judge,
@@ -222,6 +223,9 @@ def render_text(
             f"Follow-up cells ({len(followups)}; planned from the results, not from the spec's grid):\n"
             + _table(followup_rows(followups), FOLLOWUP_HEADERS, tablefmt, width, cuts)
         )
+    unbisected = unbisected_notes(judged)
+    if unbisected:
+        parts.append("Breaks not bisected:\n" + "\n".join(f"  {line}" for line in unbisected))
     notes = changed_default_notes(judged)
     if notes:
         parts.append(

@@ -36,6 +36,7 @@ from torch_matrix.vocab.records import (
     ProbeResult,
 )
 from torch_matrix.world.results import write_result
+from torch_matrix.world.runplan import CellEvent, record
 from torch_matrix.judge.causes import Cause, VersionKind, attribute, axis_module_named
 from torch_matrix.judge.verdict import asked, asks_only_its_subset, verdict_of
 from torch_matrix.judge.hardware import DEVICE_PROBE, cell_verdicts, disagreements
@@ -326,6 +327,7 @@ def _finish(
             hint="free some space or fix the permissions of the results directory "
             "(TORCH_MATRIX_RESULTS), then rerun: finished cells are kept",
         ) from None
+    logged(settings, CellEvent.RESULT, cell)
     verdict = verdict_of(result)
     reason = f": {headline(verdict.reason)}" if verdict.reason else ""
     progress.line(f"done {verdict.kind}{reason} ({timings['total']:.1f}s) -> {path}")
@@ -342,6 +344,16 @@ def rejudged(result: CellResult, targets: Sequence[Target]) -> CellResult | None
     return dataclasses.replace(result, targets=judged)
 
 
+def logged(settings: CellSettings, event: CellEvent, cell: Cell) -> None:
+    """The run's cell log (``world.runplan``): which cells started and which wrote a result, so
+    the report lists a cell that died in between. A log that cannot be written is said once per
+    event; the cell runs on."""
+    spec = cell if event == CellEvent.STARTED else None
+    problem = record(Path(settings.cells_dir).parent, event, [cell.id], cell=spec)
+    if problem:
+        warn(f"{cell.id}: {problem}")
+
+
 def run_cell(
     cell: Cell,
     venv_python: str,
@@ -354,6 +366,7 @@ def run_cell(
     ``base``: the result of the cell a follow-up cell follows up. With ``cell.probe_subset`` set,
     only those probes run and every other probe result is ``base``'s (``inherited``)."""
     step = (steps or CellSteps()).resolved()
+    logged(settings, CellEvent.STARTED, cell)
     progress = Progress(cell.id, settings.position, settings.total)
     wall_start = progress.clock()
     started = _now()
@@ -516,6 +529,7 @@ def run_existing(
     ``torch_matrix.run.check``; the probe phase and the result file are exactly a planned cell's.
     """
     step = (steps or CellSteps()).resolved()
+    logged(settings, CellEvent.STARTED, cell)
     progress = Progress(cell.id, settings.position, settings.total)
     wall_start = progress.clock()
     return _probe_and_finish(

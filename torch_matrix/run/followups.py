@@ -22,6 +22,7 @@ from torch_matrix.edges import proc
 from torch_matrix.plan import followups
 from torch_matrix.plan import breaks
 from torch_matrix.plan import bisection
+from torch_matrix.plan.unbisected import unbisected
 from torch_matrix.plan.grid import (
     IndexFacts,
     _torch_specifiers,
@@ -251,5 +252,7 @@ def run_followups(
             run(cell, spent.spent + 1)
             spent.ran += 1
             spent.spent += 1
+    for item in unbisected(results, torchvision_axis=view.torchvision_axis):
+        log(item.line())  # a break no edge is searched for is said, never silent
     log(spent.line())
     return spent

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch_matrix.edges import console
 from torch_matrix.vocab import layout
@@ -120,7 +120,7 @@ def prepare_cells(
     plan (every planned cell appears in the report, with a result or as missing with its reason)
     and the spec. Returns the blocked cells' reasons."""
     from torch_matrix.world.envdirs import clear_leftover
-    from torch_matrix.world.runplan import RunPlan, write_plan
+    from torch_matrix.world.runplan import CellEvent, RunPlan, record, write_plan
     from torch_matrix.world.specfile import DEFAULT_SPEC_PATH
 
     args = list(argv[: argv.index("--")] if "--" in argv else argv)
@@ -142,7 +142,63 @@ def prepare_cells(
         write_plan(plan.run_dir, RunPlan(cells=tuple(plan.cells), spec=spec, blocked=blocked))
     except OSError as error:  # the cells still run; the report then knows only their results
         console.warn(f"cannot write the run's plan: {error.strerror or error} ({plan.run_dir})")
+    queued = [
+        cell.id for cell in selected_cells(plan, args, environ) or () if cell.id not in blocked
+    ]
+    problem = record(plan.run_dir, CellEvent.QUEUED, queued)
+    if problem:
+        console.warn(problem)
     return blocked
+
+
+def selected_cells(
+    plan: MatrixPlan, argv: Sequence[str], environ: Mapping[str, str] = os.environ
+) -> list[Cell] | None:
+    """The matrix cells nox's command line (``argv``) selects, in its order
+    (``torch_matrix.run.selection``); None when that selection is not one this tool follows."""
+    import nox
+
+    from torch_matrix.run.selection import Candidate, read_selection, selected
+
+    default = tuple(nox.options.sessions or (layout.MATRIX_SESSION,))  # the noxfile's default
+    candidates = [
+        Candidate(
+            layout.MATRIX_SESSION,
+            layout.cell_session(cell.id),
+            plan.interpreter_for(cell),
+            tuple(cell.tags),
+        )
+        for cell in plan.cells
+    ]
+    chosen = selected(read_selection(argv, environ), candidates, default)
+    if chosen is None:
+        return None
+    by_name = {layout.cell_session(cell.id): cell for cell in plan.cells}
+    return [by_name[candidate.signature] for candidate in chosen]
+
+
+def cell_started(plan: MatrixPlan, cell: Cell) -> None:
+    """A cell's session began: the run's cell log says so (``world.runplan``), so a session that
+    dies before the cell's result is listed by the report. A log that cannot be written is said
+    by the cell's own run (``run.cellrun``)."""
+    from torch_matrix.world.runplan import CellEvent, record
+
+    record(plan.run_dir, CellEvent.STARTED, [cell.id], cell=cell)
+
+
+def cell_failed(session: Any, plan: MatrixPlan, cell: Cell, text: str) -> None:
+    """A cell's session stops with ``text`` (a ``UserError``'s lines) before its result: logged,
+    so the report lists the cell as missing with this reason; then nox ends the session."""
+    from torch_matrix.world.runplan import CellEvent, record
+
+    first = text.splitlines()[0] if text else ""
+    problem = record(plan.run_dir, CellEvent.FAILED, [cell.id], why=first.removeprefix(_ERROR))
+    if problem:
+        session.warn(problem)
+    session.error(text)  # nox's raises: the session ends here
+
+
+_ERROR = "torch-matrix: error: "
 
 
 def envdir_of(argv: Sequence[str]) -> Path:

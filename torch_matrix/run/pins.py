@@ -211,19 +211,16 @@ def other_builds(results: Sequence[Any], spec_path: str | None = None) -> Any:
 
 
 def missing_of(results_dir: Path, results: Sequence[CellResult]) -> dict[str, str]:
-    """Planned cells of the run (its planned-cells.json) without a result: cell id -> why. Their
-    evidence is absent from the pins, which say so."""
-    from torch_matrix.world.runplan import missing_reason, planned_ids, read_plan
+    """Planned cells of the run (its planned-cells.json and cell log) without a result: cell id ->
+    why. Their evidence is absent from the pins, which say so."""
+    from torch_matrix.world.runplan import planned_but_missing, read_log, read_plan
 
-    plan, _problem = read_plan(results_dir) if results_dir.is_dir() else (None, "")
-    if plan is None:
+    if not results_dir.is_dir():
         return {}
+    plan, _problem = read_plan(results_dir)
     present = {result.cell.id for result in results}
-    return {
-        cell_id: missing_reason(plan, cell_id)
-        for cell_id in planned_ids(plan.cells)
-        if cell_id not in present and cell_id in plan.blocked  # a deleted result stays deleted
-    }
+    _cells, reasons = planned_but_missing(plan, read_log(results_dir), present)
+    return reasons  # a deleted result stays deleted
 
 
 def _with_missing(text: str, missing: Mapping[str, str]) -> str:

@@ -52,6 +52,8 @@ from torch_matrix.vocab.layout import (
 from torch_matrix.vocab.records import Cell
 from torch_matrix.run.matrixplan import (
     MatrixPlan,
+    cell_failed,
+    cell_started,
     envdir_of,
     fail_cleanly,
     is_complete,
@@ -127,11 +129,10 @@ def run_matrix_cell(
             f"already complete for this spec in {layout.cell_file(plan.cells_dir, cell.id)} "
             f"({REDO_ENV}=1 or `-- --redo` reruns it)"
         )
+    cell_started(plan, cell)
     if not plan.has_interpreter(cell) and environ.get("CI"):
-        session.error(
-            f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
-            "install it or drop it from the spec"
-        )
+        why = f"{cell.id}: no Python {cell.python} interpreter found, and CI is set: "
+        cell_failed(session, plan, cell, why + "install it or drop it from the spec")
     position = plan.cells.index(cell) + 1 if cell in plan.cells else 0
     venv = Path(session.virtualenv.location)
     warn_if_uv_cannot_hardlink(session, venv.parent, environ)
@@ -176,13 +177,12 @@ def run_matrix_cell(
                 keeper.record(own)
             remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
         except UserError as error:
-            session.error(error.render())
+            cell_failed(session, plan, cell, error.render())
         except WriteFailed as error:  # the budget's ledger on a full results disk: one line
-            session.error(error.user_error().render())
+            cell_failed(session, plan, cell, error.user_error().render())
     verdict = verdict_of(result)
-    reason = terminal(
-        verdict.reason.strip()
-    )  # nox prints it as it is: a probe's message can hold anything
+    # nox prints it as it is: a probe's message can hold anything
+    reason = terminal(verdict.reason.strip())
     if verdict.kind == NO_EVIDENCE:
         session.error(f"{cell.id}: ERROR (no evidence): {reason}")
     if verdict.kind == INCOMPATIBLE:

@@ -1,27 +1,38 @@
-"""``results/<run>/planned-cells.json``: what a run planned, written when its cells start.
+"""What a run planned, and what became of each planned cell.
 
-The report lists every planned cell, with a result or as missing with its reason; without this
-file ``torch-matrix report DIR`` knew only the results, so a cell that never wrote one (its venv
-could not be created) vanished from the table, summary.md and the pins. It also names the spec
-the run used, so a report made later on its own prints rerun lines with ``--spec``. A file that
-cannot be read is no plan (the report says so and goes on with the results).
+``results/<run>/planned-cells.json``: the cells a nox process planned, written before its cells
+start, with the spec it used (a report made later on its own prints rerun lines with
+``--spec``) and the cells a leftover venv directory blocks. A file that cannot be read is no
+plan (the report says so and goes on with the results).
+
+``results/<run>/cell-log.jsonl``: one line per event of a cell: ``queued`` (a nox process will
+run its session), ``started`` (its session began), ``result`` (its result file was written),
+``failed`` (its session stopped with an error before writing one). The report lists every
+planned cell, with a result or as missing with its reason; without the log a cell that died
+before writing its result (killed, its interpreter crashed, nox could not make its venv)
+vanished from the table, summary.md and the pins. The log also tells such a cell from a result
+deleted on purpose (by hand; ``--redo`` replaces, never deletes): a cell whose last event is
+``result`` and whose file is gone was deleted, and does not come back. A run planned before the
+log existed lists only its blocked cells, as before.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from torch_matrix.edges.fileio import atomic_write
-from torch_matrix.vocab.records import Cell
+from torch_matrix.edges.fileio import append_line, atomic_write
+from torch_matrix.vocab.records import Cell, StrEnum
 
 PLAN_NAME = "planned-cells.json"
 PLAN_SCHEMA = "torch-matrix-run-plan"
 PLAN_VERSION = 1
+LOG_NAME = "cell-log.jsonl"
 
 
 @dataclass(frozen=True)
@@ -86,11 +97,150 @@ def _from_json(data: Mapping[str, Any], path: Path) -> tuple[RunPlan | None, str
     return RunPlan(cells=tuple(cells), spec=spec, blocked=dict(blocked)), ""
 
 
-def missing_reason(plan: RunPlan | None, cell_id: str) -> str:
-    """Why a planned cell has no result: what blocked it, else what is known in general."""
+class CellEvent(StrEnum):
+    QUEUED = "queued"  # a nox process selected its session and will run it
+    STARTED = "started"  # its session began (nox made its venv)
+    RESULT = "result"  # its result file was written
+    FAILED = "failed"  # its session stopped with an error before writing a result
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A cell's last event in the run's log."""
+
+    event: CellEvent
+    at: str = ""  # ISO time, UTC, to the second
+    pid: int = 0
+    why: str = ""  # FAILED: the error's line
+    cell: Cell | None = None  # STARTED: the cell (a follow-up cell is in no plan)
+
+
+def log_path(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / LOG_NAME
+
+
+def record(
+    run_dir: str | os.PathLike[str],
+    event: CellEvent,
+    cell_ids: Iterable[str],
+    *,
+    cell: Cell | None = None,
+    why: str = "",
+) -> str:
+    """Append ``event`` for each of ``cell_ids`` to the run's log. Returns "" or the one line that
+    says why it could not be written: the cells run on, only the report knows less."""
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    path = log_path(run_dir)
+    try:
+        for cell_id in cell_ids:
+            entry: dict[str, Any] = {"event": str(event), "cell": cell_id, "at": at}
+            entry["pid"] = os.getpid()
+            if why:
+                entry["why"] = " ".join(why.split())[:300]
+            if cell is not None:
+                entry["spec"] = cell.to_json()
+            append_line(path, json.dumps(entry, ensure_ascii=True, sort_keys=True))
+    except OSError as error:
+        return f"cannot write the run's cell log: {error.strerror or error} ({path})"
+    return ""
+
+
+def read_log(run_dir: str | os.PathLike[str]) -> dict[str, Logged] | None:
+    """Each logged cell's last event; None when the run kept no log (a run of an older version).
+    Lines that are not an event (cut by a full disk, edited) are skipped."""
+    try:
+        text = log_path(run_dir).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None
+    last: dict[str, Logged] = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            event = CellEvent(entry["event"])
+            cell_id = entry["cell"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            continue
+        if not isinstance(entry, dict) or not isinstance(cell_id, str):
+            continue
+        cell = None
+        if isinstance(entry.get("spec"), dict):
+            try:
+                cell = Cell.from_json(entry["spec"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                cell = None
+        pid = entry.get("pid")
+        last[cell_id] = Logged(
+            event=event,
+            at=str(entry.get("at", "")),
+            pid=pid if isinstance(pid, int) else 0,
+            why=str(entry.get("why", "")),
+            cell=cell if cell is not None and cell.id == cell_id else None,
+        )
+    return last
+
+
+def _when(logged: Logged) -> str:
+    return logged.at.replace("T", " ").replace("+00:00", " UTC") or "an unknown time"
+
+
+def missing_reason(
+    plan: RunPlan | None, cell_id: str, log: Mapping[str, Logged] | None = None
+) -> str:
+    """Why a planned cell has no result: what blocked it, else what the run's log says of it,
+    else what is known in general."""
     if plan is not None and cell_id in plan.blocked:
         return plan.blocked[cell_id]
-    return "no result: its session ended before the cell wrote one (see the run's log)"
+    logged = (log or {}).get(cell_id)
+    if logged is None:
+        if log is not None:
+            return (
+                "not run: no session of it started since it was planned (not selected, or the "
+                "run stopped before it)"
+            )
+        return "no result: its session ended before the cell wrote one (see the run's log)"
+    if logged.event == CellEvent.FAILED:
+        return f"its session failed at {_when(logged)} before writing a result: {logged.why}"
+    if logged.event == CellEvent.STARTED:
+        return (
+            f"started at {_when(logged)} (pid {logged.pid}) and ended without a result: the run "
+            "was killed, its interpreter crashed, or it stopped before writing one (see that "
+            "run's log); rerun it"
+        )
+    if logged.event == CellEvent.QUEUED:
+        return (
+            f"queued at {_when(logged)} (nox pid {logged.pid}) but its session never started: "
+            "nox could not create its venv (uv's error is in that run's log), or the run was "
+            "stopped before it"
+        )
+    return "its result file is gone"
+
+
+def planned_but_missing(
+    plan: RunPlan | None, log: Mapping[str, Logged] | None, present: set[str]
+) -> tuple[list[Cell | str], dict[str, str]]:
+    """The cells without a result that the report lists (in plan order, then the log's other
+    cells, e.g. follow-up cells that died), and why each. A cell whose result was written and
+    later deleted is not among them; with no log (an older run), only the blocked cells are."""
+    missing: list[Cell | str] = []
+    seen: set[str] = set()
+    for item in plan.cells if plan is not None else ():
+        cell_id = planned_ids([item])[0]
+        seen.add(cell_id)
+        if cell_id in present:
+            continue
+        if plan is not None and cell_id in plan.blocked:
+            missing.append(item)
+        elif log is not None and (cell_id not in log or log[cell_id].event != CellEvent.RESULT):
+            missing.append(item)
+    for cell_id, logged in (log or {}).items():
+        if cell_id in seen or cell_id in present:
+            continue
+        if logged.event in (CellEvent.STARTED, CellEvent.FAILED):
+            missing.append(logged.cell or cell_id)
+    reasons = {cell_id: missing_reason(plan, cell_id, log) for cell_id in planned_ids(missing)}
+    return missing, reasons
 
 
 def planned_ids(cells: Sequence[Cell | str]) -> list[str]:

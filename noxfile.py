@@ -18,7 +18,7 @@ sys.path.insert(
 
 from torch_matrix.noxfile import matrix, pins, report  # noqa: E402,F401 - registers the shipped sessions
 
-nox.options.sessions = ["matrix"]
+nox.options.sessions = ["matrix", "followups", "report"]  # as the shipped noxfile's
 
 
 @nox.session(python=False)

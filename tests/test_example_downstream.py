@@ -91,7 +91,10 @@ def test_example_project_runs_its_own_tests_in_every_cell(tmp_path):
     listed = _cli(project, env, "run", "-l")
     assert listed.returncode == 0, listed.stderr
     for cell in cells.values():
-        assert f"matrix({cell})" in listed.stdout
+        assert f"* matrix({cell})" in listed.stdout
+    # followups and report run after the cells: the listing marks them so (they were `-`)
+    assert "* followups" in listed.stdout and "* report" in listed.stdout, listed.stdout
+    assert "- pins" in listed.stdout, listed.stdout
 
     done = _cli(project, env, "run")
     log = done.stdout + done.stderr

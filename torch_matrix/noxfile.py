@@ -1,7 +1,7 @@
 """The matrix of the spec found here: one `matrix(...)` session per cell. After the cells,
-`followups` (the cells that prove each pin) and `report` (table, report.html, pins) run too: the
-cells queue them, so nox lists them with `-` although they run. `pins` prints the pins again.
-Select cells with -s/-k/-t; `-- --redo` reruns cells that have a result.
+`followups` (the cells that prove each pin) and `report` (table, report.html, pins) run too,
+also when you select cells with -s/-k/-t (the cells queue them). `pins` prints the pins again.
+`-- --redo` reruns cells that have a result.
 """
 
 # For contributors: this file ships inside the package; ``torch-matrix run`` runs it for the spec
@@ -21,7 +21,8 @@ from torch_matrix.run.selection import wants_matrix
 from torch_matrix.edges.proc import python_module
 from torch_matrix.vocab.errors import UserError
 
-nox.options.sessions = ["matrix"]
+# What runs (and what `nox -l` marks `*`): the cells, then the two sessions they queue anyway.
+nox.options.sessions = [layout.MATRIX_SESSION, layout.FOLLOWUPS_SESSION, layout.REPORT_SESSION]
 
 # Plan only when matrix cells may be selected: `nox -s tests` must not need a valid spec,
 # and `nox -s report` (a CI merge job) reads only the spec's name, not the indexes.

@@ -428,3 +428,26 @@ def test_a_page_over_several_runs_links_each_cell_to_its_own_file(tmp_path):
     ]
     assert "the full text is in ../results/nightly/cells/t2.5.1-py3.11.json;" in text
     assert "cells/t2.4.1-py3.12.json;" in text and "the full text is in cells/" not in text
+
+
+def test_terminal_escapes_in_a_probe_message_never_reach_the_page_raw():
+    """A probe message with terminal escapes (torch's bold markers, a window-title sequence) went
+    into the HTML as raw ESC bytes. Now bold/colour is dropped and every other control character
+    is shown as text, in every place the page prints the message."""
+    result = make_result(
+        torch="2.6.0",
+        python="3.11",
+        probes=[
+            make_probe(
+                "checkpoint_roundtrip",
+                FAIL,
+                "\x1b[1mWeights only load failed\x1b[0m \x1b]0;owned\x07 done",
+                traceback="Traceback ...\n\x1b[31mUnpicklingError\x1b[0m: \x1b[2Jcleared",
+            )
+        ],
+    )
+    text = render_html([result])
+    assert "\x1b" not in text and "\x07" not in text
+    assert "Weights only load failed" in text
+    assert "\\x1b]0;owned\\x07 done" in text  # shown, inert
+    assert "UnpicklingError: \\x1b[2Jcleared" in text

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # imported when the page is rendered: the report's other outp
     import jinja2
 
 from torch_matrix.judge.causes import Cause, attribute
-from torch_matrix.vocab.escaping import shell_line
+from torch_matrix.vocab.escaping import shell_line, terminal
 from torch_matrix.vocab.versions import version_key
 from torch_matrix.vocab.records import INSTALLED, PASS, SKIP, Cell
 from torch_matrix.report.rows import (
@@ -458,6 +458,18 @@ def build_page(
     )
 
 
+def _inert(value: Any) -> Any:
+    """Every text the page shows, before Jinja escapes its HTML: a probe's message can hold
+    terminal escapes (torch's bold markers, a title or cursor sequence). Colour and bold dropped,
+    every other control character shown as ``\\x1b`` (``vocab.escaping.terminal``): the page never
+    carries a raw ESC. Markup the template made itself (``tojson``) is left as it is."""
+    import markupsafe
+
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return terminal(value)
+    return value
+
+
 @lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     import jinja2
@@ -468,6 +480,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
+        finalize=_inert,
     )
     env.filters["plural"] = plural
     env.filters["shell"] = lambda *args: shell_line(args)  # a command shown to paste: quoted

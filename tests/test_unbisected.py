@@ -1,0 +1,39 @@
+"""Breaks no edge search covers (``plan.unbisected``): each said in one line, with why."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from torch_matrix.plan.unbisected import unbisected
+from torch_matrix.vocab.records import FAIL, ORIGIN_EDGE
+from tests.factories import make_cell, make_probe, make_result
+
+
+def _failing(torch: str):
+    return make_result(
+        torch=torch, python="3.11", probes=[make_probe("install_sanity", FAIL, "boom")]
+    )
+
+
+def test_a_context_where_every_cell_fails_is_no_version_finding() -> None:
+    found = unbisected([_failing("2.1.0"), _failing("2.2.0")])
+    assert [(f.failing, f.passing) for f in found] == [(("2.1.0", "2.2.0"), ())]
+    line = found[0].line()
+    assert line.startswith("not bisected: torch 2.1.0, 2.2.0 fail in every cell of python 3.11")
+    assert "no release passes there" in line
+
+
+def test_a_passing_follow_up_cell_beside_failing_grid_cells_says_how_to_bisect() -> None:
+    edge = make_result(torch="2.3.0", python="3.11")
+    edge = dataclasses.replace(
+        edge, cell=dataclasses.replace(edge.cell, id=edge.cell.id + "-edge", origin=ORIGIN_EDGE)
+    )
+    found = unbisected([_failing("2.1.0"), _failing("2.4.0"), edge])
+    assert [(f.failing, f.passing) for f in found] == [(("2.1.0", "2.4.0"), ("2.3.0",))]
+    assert "follow-up cells pass at 2.3.0" in found[0].line() and "--redo" in found[0].line()
+
+
+def test_a_break_with_a_passing_grid_cell_is_bisected_so_not_listed() -> None:
+    good = make_result(cell=make_cell(torch="2.1.0", python="3.11"))
+    assert unbisected([good, _failing("2.2.0")]) == []
+    assert unbisected([good]) == []

@@ -4,6 +4,7 @@ fact is labelled as read, never as a test, and an unreadable release stays unkno
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from packaging.specifiers import SpecifierSet
@@ -220,3 +221,13 @@ def test_the_target_file_says_what_was_read_and_what_stayed_unknown():
     assert "# Unknown (no bound crosses it): 2.9.0: default build: example.org" in text
     assert "torch!=2.8.0" in text and "<2.8.0" not in text  # 2.9.0 unknown, 2.9.1 read
     assert "unknown: 2.9.0" in render_target_summary([pins])
+
+
+def test_a_label_that_names_no_gpu_or_driver_gets_no_bound_and_no_crash():
+    from tests.test_pins_targets import result_for
+
+    (result,) = [result_for("2.8.0", targets_of(["GTX 1080"], []))]
+    verdict = {**result.targets[0], "target": "some card"}  # a label read back from a shard
+    odd = dataclasses.replace(result, targets=(verdict,))
+    (pins,) = target_pins([odd], release_reads=reads_of(RANGE), builds={"2.8.0": {"cu126": {}}})
+    assert pins.target == "some card" and pins.wheel_bound is None

@@ -88,6 +88,8 @@ def _sibling_that_runs(
     release: str, target: Target, builds: SiblingBuilds
 ) -> tuple[str, Mapping[str, Any]] | None:
     """The newest CUDA build of ``release`` whose own wheel shows it runs on ``target``."""
+    if not _judgeable(target):
+        return None
     found = []
     for tag, facts in (builds.get(release) or {}).items():
         verdict = judge(BuildFacts.from_facts(facts), target)
@@ -110,6 +112,12 @@ def _table_says(listed: str, release: str, builds: SiblingBuilds) -> str:
         else f"no {tag} wheel of it was read to show so"
     )
     return f"; torch's own table lists a CUDA {listed} build with code for this card, but {where}: not advised"
+
+
+def _judgeable(target: Target) -> bool:
+    """Whether a target read back from its label names a GPU or a driver (a label from a result
+    file that names neither cannot be judged again)."""
+    return target.gpu is not None or bool(target.driver)
 
 
 def _target_of(label: str) -> Target:
@@ -223,7 +231,9 @@ def target_pins(
                 suggestion=suggest_pins(seen, released, policy, wheel_pythons),
                 advice=advice_for(results, target, builds),
                 wheel_bound=(
-                    bound_for(_target_of(target), release_reads, target) if release_reads else None
+                    bound_for(_target_of(target), release_reads, target)
+                    if release_reads and _judgeable(_target_of(target))
+                    else None
                 ),
             )
         )

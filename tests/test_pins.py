@@ -397,15 +397,19 @@ def test_coverage_separates_admitted_untested_from_excluded_untested():
         "numpy": ["1.25.2", "1.26.4", "2.0.0", "2.0.2", "2.1.0", "2.2.0rc1"],
         "torch": ["2.1.2", "2.2.0", "2.2.2", "2.3.1", "2.4.0"],
     }
-    cov = suggest_pins(numpy2_range(), released).coverage
+    cov = suggest_pins(numpy2_range(), released, pin_tradeoffs=False).coverage
     assert cov["numpy"].older == ("1.25.2",)
-    # numpy 2.0.2 works with torch 2.3.1: no pin excludes it, so nothing untested is excluded either.
+    # numpy 2.0.2 works with torch 2.3.1: no safe pin excludes it, so nothing untested is excluded either.
     assert cov["numpy"].excluded_untested == ()
     assert (cov["numpy"].untested, cov["numpy"].newer) == (
         ("2.0.0",),
         ("2.1.0",),
     )  # no pre-releases
     assert (cov["torch"].untested, cov["torch"].newer) == (("2.2.0",), ("2.4.0",))
+    # By default the rule pins `numpy<2` (every numpy 2.x tested with torch < 2.3 fails): the
+    # untested 2.x releases are excluded by that bound, and coverage says so.
+    pinned = suggest_pins(numpy2_range(), released).coverage["numpy"]
+    assert (pinned.excluded_untested, pinned.untested, pinned.newer) == (("2.0.0", "2.1.0"), (), ())
 
 
 def test_a_find_links_build_in_a_default_cell_counts_as_its_own_variant():

@@ -184,6 +184,8 @@ def test_the_fix_comes_before_the_window_in_the_pins_and_the_pr_body():
     assert "Advice (" not in text  # the only advice is the fix, printed first: no empty section
     requirements = render_requirements(suggestion)
     assert requirements.index("# Fix first") < requirements.index("\ntorch<2.6")
+    # the fix once: under "Fix first", not again as an environment comment further down
+    assert requirements.count("weights_only=True at src/pkg/io.py:9") == 1, requirements
     body = render_pr_body(suggestion)
     assert body.index("### Fix first") < body.index("### Pins (the alternative)")
     assert "weights_only=False" in body

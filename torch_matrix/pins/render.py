@@ -455,6 +455,8 @@ def render_requirements(suggestion: Suggestion) -> str:
     if diagnosis is not None:
         out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
     for item in suggestion.environment:
+        if item.kind in CODE_FIX_KINDS:
+            continue  # printed once, under "Fix first" above the pins
         status = (
             "confirmed in the cell"
             if item.kind == "changed-default"
@@ -538,6 +540,28 @@ def render_pr_body(suggestion: Suggestion, run_url: str = "") -> str:
     pins = [line.text() for line in requirement_lines(recommended) if line.specifiers]
     lines += ["", "### Pins" + (" (the alternative)" if fixes and pins else ""), ""]
     lines.append(md_fence("\n".join(pins), "text") if pins else "None needed by this run.")
+    if suggestion.tradeoffs:
+        # A pinned trade-off gives up working pairs: the maintainer sees which, and the other answers.
+        pinned_any = any(suggestion.pinned(t) for t in suggestion.tradeoffs)
+        lines += ["", "### Trade-offs", ""]
+        lines.append(
+            md_text(
+                "No pin closes these breaks without giving up a working pair; "
+                + (
+                    f"the pins above carry the first of each, by the rule: {TRADEOFF_RULE}. "
+                    "To choose another, replace its line."
+                    if pinned_any
+                    else "none is pinned: choose one and add its line."
+                )
+            )
+        )
+        lines.append("")
+        for tradeoff in suggestion.tradeoffs:
+            state = "pinned" if suggestion.pinned(tradeoff) else "not pinned"
+            lines.append(
+                f"- trade-off {tradeoff.rank} ({state}): `{tradeoff.line()}` for {md_text(tradeoff.interaction)}: "
+                + md_text(tradeoff.describe().split(": ", 1)[-1])
+            )
     if suggestion.untested:
         lines += ["", "### Untested beyond the evidence", ""]
         lines += [f"- {md_text(line)}" for line in suggestion.untested]

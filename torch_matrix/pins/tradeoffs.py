@@ -10,7 +10,7 @@ from .evidence import _axis_rank
 from .model import Answer, Pin, Tradeoff, _exclusion_key
 from .specifiers import PinPolicy, build_specifiers, merge_specifiers
 from torch_matrix.vocab.versions import version_key
-from .windows import Window, find_windows
+from .windows import Window, find_windows, line_bound
 from .vocabulary import Value
 from .masks import Atom, _Grid
 from .answers import _reason
@@ -93,20 +93,25 @@ def _alternative(
     the cells where ``other`` has one of the failing values; what it excludes where ``other`` has
     another value is given up. Returns (the interaction's cells it leaves open, the trade-off)."""
     failing = grid.values(package, cells)
+    if not failing:
+        return None
     scope = 0
     for value in grid.values(other, cells):
         scope |= grid.where(other).get(value, 0)
     goods = grid.values(package, scope & grid.good_mask)
-    excluded = failing - goods
-    if not excluded:
-        return None
-    specs = build_specifiers(goods, excluded, policy=policy)
+    # Every failing value is excluded, so the answer closes every failing pair of the interaction.
+    # A value that fails with one partner and passes with another (numpy 1.24.4 failing with torch
+    # 1.13.0, passing with 1.13.1) is excluded as itself (`!=`), never by a window: a window never
+    # covers a release seen passing where it applies.
+    mixed = failing & goods
+    clean = failing - goods
+    specs = build_specifiers(goods - failing, failing, policy=policy)
     windows: tuple[Window, ...] = ()
     if policy == PinPolicy.PROVEN and grid.released.get(package):
         windows = tuple(
             find_windows(
                 package,
-                excluded,
+                clean,
                 goods,
                 grid.cells(scope),
                 grid.released[package],
@@ -115,11 +120,30 @@ def _alternative(
                 grid.holes.get(package),
             )
         )
-        specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
+        if package not in CORE_PACKAGES:
+            seen_failing = grid.values(package, scope & grid.bad_mask)
+            # The line bound must not cover a release seen passing with any partner that fails
+            # somewhere (the window applies there too): its goods are those of every such partner.
+            broad = 0
+            for value in grid.values(other, grid.bad_mask):
+                broad |= grid.where(other).get(value, 0)
+            guard = grid.values(package, broad & grid.good_mask)
+            partners = ", ".join(str(v) for v in sorted(grid.values(other, cells), key=version_key))
+            windows = tuple(
+                line_bound(
+                    w, guard, grid.released[package], seen_failing, f"with {other} {partners}"
+                )
+                for w in windows
+            )
+        specs = merge_specifiers(
+            (),
+            [s for w in windows for s in w.specifiers]
+            + [f"!={v}" for v in sorted(mixed, key=version_key)],
+        )
     where = grid.where(package)
     exclusions = tuple(
         _reason(package, v, grid.cells(grid.bad_mask & scope & where.get(v, 0)), grid)
-        for v in sorted(excluded, key=version_key)
+        for v in sorted(failing, key=version_key)
     )
     pin = Pin(package, specs, None, exclusions, windows)
     draft = Answer("", _with_pin(safe.pins, pin), (), len(grid.good))
@@ -143,8 +167,9 @@ def _alternative(
     pin = Pin(package, specs, None, exclusions, windows, gives_up)
     if windows:
         given = [v for w in windows for v in (w.releases if w.proven else w.tested)]
+        given += [str(v) for v in sorted(mixed, key=version_key)]
     else:
-        given = [str(v) for v in sorted(excluded, key=version_key)]
+        given = [str(v) for v in sorted(failing, key=version_key)]
     pins = _with_pin(safe.pins, pin)
     answer = Answer(f"trade-off: {package}{','.join(specs)}", pins, (), len(grid.good))
     admitted = grid.admitted(answer)

@@ -35,6 +35,9 @@ from .specifiers import _prefix_bound, _text
 from .vocabulary import PYTHON, Observation, Value
 
 UPPER, FLOOR, CLOSED, FALLBACK = "upper-bound", "floor", "closed", "not-proven"
+LINE = (
+    "major-line"  # an incidental dependency's breaking major line, bounded whole (``line_bound``)
+)
 START, END = "start", "end"
 BISECT, GRID = "bisect", "the grid"
 COMPANIONS = {
@@ -140,8 +143,9 @@ class Window:
     tested: tuple[str, ...]  # the releases inside it that were tested (all bad)
     start: EdgeProof
     end: EdgeProof
-    kind: str  # UPPER | FLOOR | CLOSED | FALLBACK
+    kind: str  # UPPER | FLOOR | CLOSED | FALLBACK | LINE
     specifiers: tuple[str, ...]
+    scope: str = ""  # LINE: where the line was seen failing ("with torch 2.2.2")
 
     @property
     def first_bad(self) -> str:
@@ -158,6 +162,8 @@ class Window:
     def proof(self) -> str:
         """``first bad 2.6.0, found by bisect between 2.5.1 (passes) and 2.6.0 (fails); newest
         2.15.0 fails; 5 of 12 releases in the window tested``."""
+        if self.kind == LINE:
+            return self._line_proof()
         parts = [self.start.sentence(), self.end.sentence()]
         if self.start.index_end:
             parts.reverse()
@@ -169,6 +175,23 @@ class Window:
         if not self.proven:
             text += f"; so only the tested ones are excluded ({', '.join('!=' + v for v in self.tested)})"
         return text
+
+    def _line_proof(self) -> str:
+        major = _version(self.tested[0]).major
+        cells = self.start.bad_cell or self.end.bad_cell
+        passing = (
+            f"; {self.start.good} passes [{self.start.good_cell}]"
+            if self.start.good and self.start.good_cell
+            else ""
+        )
+        assumed = [v for v in self.releases if v not in self.tested]
+        return (
+            f"the {self.package} {major}.x line bounded whole: every {self.package} {major}.x tested "
+            f"{self.scope or 'where it applies'} fails ({len(self.tested)} of {len(self.releases)} releases of the line "
+            f"tested: {_few(self.tested)}{f' [{cells}]' if cells else ''}){passing}; no follow-up "
+            f"cell tested the others, so they are assumed bad ({_few(assumed) if assumed else 'none'}), "
+            f"rather than admitting an untested {major}.x that the tested ones say breaks"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -294,6 +317,42 @@ def find_windows(
         inside = releases[first_index : last_index + 1]
         windows.append(_window(package, inside, bad, start, end, releases))
     return windows
+
+
+def line_bound(
+    window: Window,
+    admitted: Iterable[Value],
+    released: Iterable[Any],
+    failing: Iterable[Value] = (),
+    scope: str = "",
+) -> Window:
+    """``window`` (an incidental dependency's pin in a trade-off: numpy, setuptools) widened to its
+    major line when no follow-up proved its edges and the tested releases say the line breaks:
+    every tested release in it is of one major line M, none of M tested passes where the pin
+    applies, and a release before the line passes. Then the pin is the line whole (``numpy<2``
+    when no newer major passes there, ``numpy!=2.*`` otherwise), not ``!=`` of the tested ones,
+    which would admit the line's untested releases (numpy 2.4.5 next to ``numpy!=2.4.6``).
+    ``failing``: every release seen failing where the pin applies (another pin may exclude some
+    already); the proof counts those of the line as tested. ``scope``: where (``with torch 2.2.2``)."""
+    if window.kind != FALLBACK or not window.tested:
+        return window
+    majors = {_version(v).major for v in window.tested}
+    if len(majors) != 1:
+        return window
+    (major,) = majors
+    goods = [_version(str(v)) for v in admitted]
+    if any(v.major == major for v in goods) or not any(v.major < major for v in goods):
+        return window
+    newer_passes = any(v.major > major for v in goods)
+    line = tuple(str(v) for v in final_releases(released) if _version(str(v)).major == major)
+    passing = {str(v) for v in goods}
+    seen = {str(v) for v in failing if _version(str(v)).major == major} - passing
+    tested = tuple(sorted(seen | set(window.tested), key=_version))
+    releases = tuple(sorted(set(line) | set(tested), key=_version))
+    specifier = f"!={major}.*" if newer_passes else f"<{major}"
+    return Window(
+        window.package, releases, tested, window.start, window.end, LINE, (specifier,), scope
+    )
 
 
 def _is_release(text: str) -> bool:

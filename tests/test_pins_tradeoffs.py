@@ -217,7 +217,7 @@ def test_by_default_every_output_pins_the_rules_trade_off_with_its_proof():
     assert alternative == "trade-off 2 (not pinned: choose one): torch>=2.3" and why[1].startswith(
         "window torch 2.0.0..2.2.2"
     )
-    from torch_matrix.pins.render import render_pr_body
+    from torch_matrix.pins.pr_body import render_pr_body
 
     body = render_pr_body(suggestion)  # the nightly's pull request: what the pinned line gives up
     assert body.index("### Pins") < body.index("### Trade-offs")

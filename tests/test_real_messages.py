@@ -170,7 +170,8 @@ def test_weights_only_on_torch_2_13_names_the_full_class_path():
 
 
 def test_the_fix_comes_before_the_window_in_the_pins_and_the_pr_body():
-    from torch_matrix.pins.render import render_pr_body, render_requirements
+    from torch_matrix.pins.pr_body import render_pr_body
+    from torch_matrix.pins.render import render_requirements
 
     broken, _record = real_result("torch2.6-weights_only")
     working = make_result(

@@ -25,7 +25,8 @@ from torch_matrix.run.pins import (
     write_outputs,
     write_target_outputs,
 )
-from torch_matrix.pins.render import render_pr_body, render_text
+from torch_matrix.pins.pr_body import render_pr_body
+from torch_matrix.pins.render import render_text
 from torch_matrix.pins.target_render import render_target_summary
 from torch_matrix.world.results import load_results, no_results_hint
 from torch_matrix.vocab.escaping import terminal

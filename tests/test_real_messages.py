@@ -171,7 +171,7 @@ def test_weights_only_on_torch_2_13_names_the_full_class_path():
 
 def test_the_fix_comes_before_the_window_in_the_pins_and_the_pr_body():
     from torch_matrix.pins.pr_body import render_pr_body
-    from torch_matrix.pins.render import render_requirements
+    from torch_matrix.pins.render import render_constraints, render_requirements
 
     broken, _record = real_result("torch2.6-weights_only")
     working = make_result(
@@ -185,6 +185,12 @@ def test_the_fix_comes_before_the_window_in_the_pins_and_the_pr_body():
     assert "Advice (" not in text  # the only advice is the fix, printed first: no empty section
     requirements = render_requirements(suggestion)
     assert requirements.index("# Fix first") < requirements.index("\ntorch<2.6")
+    constraints = render_constraints(
+        suggestion
+    )  # `-c` reads only the pin; the fix is a comment before it
+    assert constraints.index("# Fix first") < constraints.index("\ntorch<2.6")
+    assert constraints.count("weights_only=True at src/pkg/io.py:9") == 1
+    assert not any("weights_only" in x for x in constraints.splitlines() if not x.startswith("#"))
     # the fix once: under "Fix first", not again as an environment comment further down
     assert requirements.count("weights_only=True at src/pkg/io.py:9") == 1, requirements
     body = render_pr_body(suggestion)

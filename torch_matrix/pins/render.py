@@ -393,6 +393,8 @@ def render_constraints(suggestion: Suggestion) -> str:
         "# Use: pip install -c constraints.txt ...   or   uv pip install -c constraints.txt ...",
         "# " + _counts_line(suggestion),
     ]
+    # The code fix first, as a comment: the pins below are its alternative for code that cannot change.
+    out.extend("# " + line for line in fix_first_lines(suggestion, "  ") if line)
     recommended = suggestion.recommended
     advice = _python_advice(recommended)
     if advice:

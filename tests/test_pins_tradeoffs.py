@@ -278,6 +278,25 @@ def test_without_the_other_configuration_the_breaking_line_is_bounded_whole():
         "[t2.2.2-py3.11-np1.26.4]; no follow-up cell tested the others, so they are assumed bad "
         "(2.0.1, 2.1.3, 2.2.6)"
     ), window.proof()
+    assert "numpy<2  # trade-off" in render_constraints(traded) and (
+        "window 2.0.0..2.3.5: the 2.x line bounded whole, every 2.x tested with torch 2.2.2 fails, "
+        "3/6 tested" in render_constraints(traded)
+    )
+    # The line counts only the releases a tested Python could install (2.2.6 has no cp311 wheel here).
+    no_cp311 = {**WHEELS, "numpy": {"2.2.6": frozenset({"3.12"})}}
+    (narrow,) = [
+        w
+        for t in suggest_pins(results, RELEASED, wheel_pythons=no_cp311).tradeoffs
+        if t.rank == 1
+        for w in t.pin.windows
+    ]
+    assert narrow.kind == "major-line" and narrow.releases == (
+        "2.0.0",
+        "2.0.1",
+        "2.0.2",
+        "2.1.3",
+        "2.3.5",
+    )
     # A numpy 2.x seen passing with that torch keeps the fallback: no line bound over a passing release.
     passing = results + [cell_result("2.2.2", "2.2.6", fails=lambda *_: False)]
     kept = suggest_pins(passing, RELEASED, wheel_pythons=WHEELS)

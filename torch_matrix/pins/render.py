@@ -17,6 +17,7 @@ from .model import Answer, Exclusion, RequirementLine, requirement_lines
 from .tradeoffs import TRADEOFF_RULE
 from .suggest import Suggestion
 from .vocabulary import PYTHON
+from .windows import LINE
 
 PINS_SCHEMA_ID = "torch-matrix/pins"
 PINS_SCHEMA_VERSION = 1
@@ -177,6 +178,13 @@ def _inline_window(line: RequirementLine) -> str:
             elif edge.proven:
                 ends.append(f"{edge.good} passes")
         tested = f"{len(window.tested)}/{len(window.releases)} tested"
+        if window.kind == LINE:
+            major = window.tested[0].split(".")[0]
+            parts.append(
+                f"window {span}: the {major}.x line bounded whole, every {major}.x tested "
+                f"{window.scope or 'there'} fails, {tested}"
+            )
+            continue
         parts.append(
             f"window {span}: "
             + ("proven: " + ", ".join(ends) if window.proven else "edge not found, tested bad only")

@@ -10,8 +10,8 @@ from .evidence import _axis_rank
 from .model import Answer, Pin, Tradeoff, _exclusion_key
 from .specifiers import PinPolicy, build_specifiers, merge_specifiers
 from torch_matrix.vocab.versions import version_key
-from .windows import Window, find_windows, line_bound
-from .vocabulary import Value
+from .windows import Window, admitted_releases, find_windows, line_bound, python_of
+from .vocabulary import PYTHON, Value
 from .masks import Atom, _Grid
 from .answers import _reason
 
@@ -129,9 +129,21 @@ def _alternative(
                 broad |= grid.where(other).get(value, 0)
             guard = grid.values(package, broad & grid.good_mask)
             partners = ", ".join(str(v) for v in sorted(grid.values(other, cells), key=version_key))
+            pythons = sorted(
+                {python_of(o.value(PYTHON)) for o in grid.cells(scope) if o.value(PYTHON)},
+                key=version_key,
+            )
+            installable, _ = admitted_releases(
+                grid.released[package], grid.wheel_pythons.get(package), pythons
+            )
             windows = tuple(
                 line_bound(
-                    w, guard, grid.released[package], seen_failing, f"with {other} {partners}"
+                    w,
+                    guard,
+                    grid.released[package],
+                    seen_failing,
+                    f"with {other} {partners}",
+                    installable,
                 )
                 for w in windows
             )

@@ -325,6 +325,7 @@ def line_bound(
     released: Iterable[Any],
     failing: Iterable[Value] = (),
     scope: str = "",
+    installable: Iterable[str] | None = None,
 ) -> Window:
     """``window`` (an incidental dependency's pin in a trade-off: numpy, setuptools) widened to its
     major line when no follow-up proved its edges and the tested releases say the line breaks:
@@ -333,7 +334,9 @@ def line_bound(
     when no newer major passes there, ``numpy!=2.*`` otherwise), not ``!=`` of the tested ones,
     which would admit the line's untested releases (numpy 2.4.5 next to ``numpy!=2.4.6``).
     ``failing``: every release seen failing where the pin applies (another pin may exclude some
-    already); the proof counts those of the line as tested. ``scope``: where (``with torch 2.2.2``)."""
+    already); the proof counts those of the line as tested. ``scope``: where (``with torch 2.2.2``);
+    ``installable``: the releases a tested cell could install (``admitted_releases``), which the
+    line's count keeps to (numpy 2.5 has no wheel for Python 3.11: not counted as given up)."""
     if window.kind != FALLBACK or not window.tested:
         return window
     majors = {_version(v).major for v in window.tested}
@@ -344,7 +347,8 @@ def line_bound(
     if any(v.major == major for v in goods) or not any(v.major < major for v in goods):
         return window
     newer_passes = any(v.major > major for v in goods)
-    line = tuple(str(v) for v in final_releases(released) if _version(str(v)).major == major)
+    candidates = final_releases(released) if installable is None else list(installable)
+    line = tuple(str(v) for v in candidates if _version(str(v)).major == major)
     passing = {str(v) for v in goods}
     seen = {str(v) for v in failing if _version(str(v)).major == major} - passing
     tested = tuple(sorted(seen | set(window.tested), key=_version))

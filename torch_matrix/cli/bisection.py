@@ -404,17 +404,15 @@ def _as_json(
     }
 
 
-def add_parser(sub: Any) -> None:
-    bisect = sub.add_parser(
-        "bisect", help="find the first torch release (or nightly) that breaks a probe"
-    )
-    bisect.add_argument(
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix bisect``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    parser.add_argument(
         "--good", required=True, help="a torch version that works (with --nightly: a date)"
     )
-    bisect.add_argument(
+    parser.add_argument(
         "--bad", required=True, help="a later torch version that is broken (with --nightly: a date)"
     )
-    judge = bisect.add_mutually_exclusive_group()
+    judge = parser.add_mutually_exclusive_group()
     judge.add_argument(
         "--probe", help="judge each cell by this probe (default: the cell's verdict)"
     )
@@ -424,35 +422,30 @@ def add_parser(sub: Any) -> None:
         help="judge by a pytest node id, run in each cell from the project (the spec's "
         "directory); the spec's install key must bring pytest, e.g. install = ['.[test]']",
     )
-    bisect.add_argument(
+    parser.add_argument(
         "--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)"
     )
-    bisect.add_argument(
+    parser.add_argument(
         "--python", help="the Python held for every cell (default: the spec's first)"
     )
-    bisect.add_argument("--variant", help="the variant held (default: the spec's first)")
-    bisect.add_argument(
+    parser.add_argument("--variant", help="the variant held (default: the spec's first)")
+    parser.add_argument(
         "--set",
         action="append",
         metavar="AXIS=VALUE",
         help="the value held for an extra axis (default: its first value); repeatable",
     )
-    bisect.add_argument(
+    parser.add_argument(
         "--nightly", action="store_true", help="bisect nightlies by date (--good/--bad are dates)"
     )
-    bisect.add_argument(
+    parser.add_argument(
         "--nightly-index",
         metavar="URL",
         help=f"nightly index (default: ${NIGHTLY_ENV}, else {DEFAULT_NIGHTLY_INDEX})",
     )
-    bisect.add_argument("--max-cells", type=int, help="cell limit (default: ceil(log2 N) + 2)")
-    bisect.add_argument("--envdir", help="where the cells' venvs go (default: ./.nox)")
-    bisect.add_argument(
+    parser.add_argument("--max-cells", type=int, help="cell limit (default: ceil(log2 N) + 2)")
+    parser.add_argument("--envdir", help="where the cells' venvs go (default: ./.nox)")
+    parser.add_argument(
         "--redo", action="store_true", help="rerun cells that already have a complete result"
     )
-    bisect.add_argument("--json", action="store_true", help="machine-readable answer")
-
-    def handler(args: argparse.Namespace) -> int:
-        return main(args)
-
-    bisect.set_defaults(handler=handler)
+    parser.add_argument("--json", action="store_true", help="machine-readable answer")

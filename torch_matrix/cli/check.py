@@ -175,3 +175,43 @@ def not_run_lines(result: CellResult) -> list[str]:
     return [
         f"  {name:<{width}}  {status:<11}  {message}".rstrip() for name, status, message in rows
     ]
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix check``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the environment's interpreter (default: the one running torch-matrix)",
+    )
+    parser.add_argument(
+        "--results",
+        metavar="DIR",
+        help="where the cell result goes (default: $TORCH_MATRIX_RESULTS/check, i.e. results/check)",
+    )
+    parser.add_argument(
+        "--spec",
+        help="spec whose [probes] table (selection, required, custom probes) applies "
+        "(default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="GPU",
+        help="judge the environment's build for this GPU: a name (V100, RTX 4090, H100) or a "
+        "compute capability (sm_89, 8.9); repeatable. Default: the spec's [targets], else "
+        "the GPUs and driver found here",
+    )
+    parser.add_argument(
+        "--driver",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="judge it for this NVIDIA driver (535.104, 580.65.06); repeatable, each GPU with each",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the cell's verdict and its hardware verdicts as JSON instead of the tables",
+    )

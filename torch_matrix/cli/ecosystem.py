@@ -13,22 +13,26 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from torch_matrix.vocab.errors import UserError
 
 
-def add_parser(sub: Any) -> None:
-    eco = sub.add_parser(
-        "ecosystem",
-        help="a torch release against many downstream projects' own tests (like Rust's crater)",
-        description="Run downstream projects' own tests with a baseline and a candidate torch, "
+def main(args: argparse.Namespace) -> int:
+    """``torch-matrix ecosystem VERB``: the verb's function."""
+    verbs = {"run": run_main, "report": report_main, "diff": diff_main}
+    return verbs[args.verb](args)
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix ecosystem``'s verbs and their options (the command registry:
+    ``torch_matrix.cli.COMMANDS``)."""
+    parser.description = (
+        "Run downstream projects' own tests with a baseline and a candidate torch, "
         "class each project (regressed, fixed, same-pass, same-fail, spurious, flaky, skipped) "
         "and report. A projects file: [[project]] tables with name, sdist / git+ref / path, "
-        "command, budget, extras, requires, torchvision, skip.",
+        "command, budget, extras, requires, torchvision, skip."
     )
-    eco.set_defaults(handler=lambda args: eco.print_help() or 2)  # each verb sets its own
-    verbs = eco.add_subparsers(dest="verb", required=True)
+    verbs = parser.add_subparsers(dest="verb", required=True)
     run = verbs.add_parser("run", help="run the projects file's projects on both sides")
     run.add_argument("projects", help="the projects file (TOML): [[project]] tables")
     run.add_argument(
@@ -69,7 +73,6 @@ def add_parser(sub: Any) -> None:
         help="for each regressed project: the first bad torch release between the sides "
         "(running only its regressed tests) and the proven pin",
     )
-    run.set_defaults(handler=run_main)
 
     report = verbs.add_parser("report", help="merge a run's shards and write its reports")
     report.add_argument(
@@ -84,13 +87,11 @@ def add_parser(sub: Any) -> None:
     report.add_argument(
         "--max-summary-chars", type=int, default=65_536, help="GitHub's issue body limit (65,536)"
     )
-    report.set_defaults(handler=report_main)
 
     diff = verbs.add_parser("diff", help="what changed between two ecosystem runs")
     diff.add_argument("old", help="a run directory or its ecosystem.json")
     diff.add_argument("new", help="a run directory or its ecosystem.json")
     diff.add_argument("--json", action="store_true", help="machine-readable output")
-    diff.set_defaults(handler=diff_main)
 
 
 def _load_projects(path: str) -> list:

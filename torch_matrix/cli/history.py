@@ -291,69 +291,65 @@ def _bundles(ref: str | None, failures: Any) -> dict[tuple[str, str], str]:
     }
 
 
-def _lazy(name: str) -> Any:
-    def handler(args: argparse.Namespace) -> int:
-        return globals()[name](args)
+def main(args: argparse.Namespace) -> int:
+    """``torch-matrix import``, ``history`` and ``diff``: the command's function."""
+    commands = {"import": import_main, "history": history_main, "diff": diff_main}
+    return commands[args.command](args)
 
-    return handler
 
-
-def add_parsers(sub: Any) -> None:
-    """The three subcommands, for ``torch_matrix.cli``."""
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The options of ``torch-matrix import``, ``history`` or ``diff`` (the command registry:
+    ``torch_matrix.cli.COMMANDS``)."""
     db_help = (
         "history database (default: $TORCH_MATRIX_HISTORY, else <results root>/history.sqlite)"
     )
 
-    imp = sub.add_parser("import", help="add a merged run's results to the history database")
-    imp.add_argument("results_dir")
-    imp.add_argument("--db", help=db_help)
-    imp.add_argument(
-        "--name", help="spec name to file the run under (default: from the layout <name>/cells)"
-    )
-    imp.add_argument(
-        "--commit", help="commit of the run (default: $GITHUB_SHA, else git rev-parse HEAD)"
-    )
-    imp.add_argument("--date", help="ISO date of the run (default: when its last cell finished)")
-    imp.set_defaults(handler=_lazy("import_main"))
-
-    hist = sub.add_parser(
-        "history", help="list the runs in the history, with flaky cell+probe pass rates"
-    )
-    hist.add_argument("--db", help=db_help)
-    hist.add_argument("--spec", help="only this spec's runs")
-    hist.add_argument(
-        "--last",
-        type=int,
-        default=DEFAULT_WINDOW,
-        metavar="N",
-        help=f"runs shown and pass-rate window (default {DEFAULT_WINDOW})",
-    )
-    hist.add_argument(
-        "--limit", type=int, default=50, help="at most this many flaky rows per spec (0: all)"
-    )
-    hist.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    hist.set_defaults(handler=_lazy("history_main"))
-
-    diff = sub.add_parser("diff", help="what changed between two runs (results dirs or run ids)")
-    diff.add_argument(
+    if command == "import":
+        parser.add_argument("results_dir")
+        parser.add_argument("--db", help=db_help)
+        parser.add_argument(
+            "--name", help="spec name to file the run under (default: from the layout <name>/cells)"
+        )
+        parser.add_argument(
+            "--commit", help="commit of the run (default: $GITHUB_SHA, else git rev-parse HEAD)"
+        )
+        parser.add_argument(
+            "--date", help="ISO date of the run (default: when its last cell finished)"
+        )
+        return
+    if command == "history":
+        parser.add_argument("--db", help=db_help)
+        parser.add_argument("--spec", help="only this spec's runs")
+        parser.add_argument(
+            "--last",
+            type=int,
+            default=DEFAULT_WINDOW,
+            metavar="N",
+            help=f"runs shown and pass-rate window (default {DEFAULT_WINDOW})",
+        )
+        parser.add_argument(
+            "--limit", type=int, default=50, help="at most this many flaky rows per spec (0: all)"
+        )
+        parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+        return
+    parser.add_argument(
         "runs",
         nargs="*",
         metavar="RUN",
         help="[OLD] NEW: results directories or run ids (default: the newest run and the one before)",
     )
-    diff.add_argument("--db", help=db_help)
-    diff.add_argument("--spec", help="with no RUN: the newest runs of this spec")
-    diff.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    diff.add_argument(
+    parser.add_argument("--db", help=db_help)
+    parser.add_argument("--spec", help="with no RUN: the newest runs of this spec")
+    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    parser.add_argument(
         "--github-summary", action="store_true", help="append the Markdown to $GITHUB_STEP_SUMMARY"
     )
-    diff.add_argument(
+    parser.add_argument(
         "--issues",
         metavar="FILE",
         help="write the issues to open/comment and close (JSON, for the nightly workflow)",
     )
-    diff.add_argument("--run-url", help="link to the CI run, quoted in issue bodies")
-    diff.add_argument("--name", help=argparse.SUPPRESS)
-    diff.add_argument("--commit", help=argparse.SUPPRESS)
-    diff.add_argument("--date", help=argparse.SUPPRESS)
-    diff.set_defaults(handler=_lazy("diff_main"))
+    parser.add_argument("--run-url", help="link to the CI run, quoted in issue bodies")
+    parser.add_argument("--name", help=argparse.SUPPRESS)
+    parser.add_argument("--commit", help=argparse.SUPPRESS)
+    parser.add_argument("--date", help=argparse.SUPPRESS)

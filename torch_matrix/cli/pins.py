@@ -152,3 +152,41 @@ def _pins(args: argparse.Namespace) -> int:
             )
     sys.stdout.write("".join(text))
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix pins``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    from torch_matrix.cli import add_pins_options
+
+    parser.add_argument(
+        "results_dir",
+        nargs="?",
+        default=None,
+        help="a run's results directory (default: as for report)",
+    )
+    parser.add_argument(
+        "--out", help="directory for constraints.txt, requirements snippet, parser.json"
+    )
+    parser.add_argument(
+        "--apply", metavar="FILE", help="update a requirements.txt or pyproject.toml in place"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="with --apply: show the diff only")
+    parser.add_argument(
+        "--pr-body",
+        metavar="FILE",
+        help="also write a pull request body (Markdown): the code fixes first, then the pins "
+        "($TORCH_MATRIX_RUN_URL names the run)",
+    )
+    parser.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
+    add_pins_options(parser)
+    parser.add_argument(
+        "--history",
+        nargs="?",
+        const="",
+        metavar="DB",
+        help="quote each exclusion's pass rate over the last --last nights from the history "
+        "database (default DB: $TORCH_MATRIX_HISTORY, else <results root>/history.sqlite)",
+    )
+    parser.add_argument(
+        "--last", type=int, default=30, metavar="N", help="nights for --history (default 30)"
+    )

@@ -228,3 +228,25 @@ def main(
         out.flush()
         refuse_unless_fits(cost)
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix plan``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    parser.add_argument(
+        "--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)"
+    )
+    parser.add_argument(
+        "--default",
+        action="store_true",
+        help="plan the built-in default matrix when no spec is found here",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--no-cost",
+        action="store_true",
+        help="skip the cost (bytes to download, disk at the peak): no index reads beyond the cells'",
+    )
+    parser.add_argument("--shard", help="only the cells of shard K/N (1-based)")
+    parser.add_argument(
+        "--shards", type=int, help="print the N shards (with --json: a list for a CI matrix)"
+    )

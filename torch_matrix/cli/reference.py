@@ -72,6 +72,10 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     text = reference_text()
     subject, name = getattr(args, "subject", None), getattr(args, "topic", None)
     if subject is None:
+        from torch_matrix.cli import command_list
+
+        out.write("torch-matrix COMMAND (each command's options: torch-matrix COMMAND --help):\n")
+        out.write(command_list())
         out.write(
             "torch-matrix help spec [TOPIC]: the spec reference (every key, every environment "
             "variable). Topics:\n"
@@ -98,3 +102,16 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
         )
     out.write(found)
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix help``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    parser.add_argument(
+        "subject",
+        nargs="?",
+        choices=("spec", "env", "environment"),
+        help="spec: the spec reference; env: the environment variables",
+    )
+    parser.add_argument(
+        "topic", nargs="?", help="a key or topic, e.g. index, extras, probes, interpreters"
+    )

@@ -450,3 +450,70 @@ def _report(args: argparse.Namespace) -> int:
             )
             return EXIT_STRICT
     return EXIT_OK
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix report``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    from torch_matrix.cli import add_pins_options
+
+    parser.add_argument(
+        "results_dir",
+        nargs="?",
+        default=None,
+        help="a run's results directory (default: the run of the spec found here, "
+        "results/<name>; else the only run under results/; else all of results/)",
+    )
+    parser.add_argument("--pivot", action="store_true", help="torch rows x variant/python columns")
+    parser.add_argument("--spec", help="flag cells this spec plans that have no result")
+    parser.add_argument("--max-summary-bytes", type=int, default=None)
+    parser.add_argument(
+        "--plan",
+        metavar="PLAN_JSON",
+        help="flag cells listed in this `torch-matrix plan --json` output that have no result",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where to write summary.md and results.json (default: RESULTS_DIR)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "markdown"),
+        default="text",
+        help="stdout format (default: text tables)",
+    )
+    parser.add_argument("--grid", action="store_true", help="also print a probe x cell status grid")
+    parser.add_argument(
+        "--github-summary",
+        action="store_true",
+        help="append the Markdown summary to $GITHUB_STEP_SUMMARY, shortened to fit 1 MiB",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a cell is an error, a planned cell is missing, or a result file "
+        "is unreadable (infrastructure trouble); incompatible cells never fail it",
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained HTML heatmap (opens offline; click a cell for its probes)",
+    )
+    parser.add_argument(
+        "--previous",
+        metavar="RUN",
+        help="with --html: highlight cells that are new or changed verdict since RUN: a results "
+        "directory, its results.json, a run id from `torch-matrix history`, or `last` "
+        "(the newest other run of this spec in the history)",
+    )
+    parser.add_argument(
+        "--junit", metavar="FILE", help="write JUnit XML: one testcase per cell x probe"
+    )
+    parser.add_argument(
+        "--pins",
+        action="store_true",
+        help="also write the suggested pins into OUT/pins (what `torch-matrix pins` writes), "
+        "from the same loaded results, with the same options (--policy, --tradeoffs, "
+        "--no-coverage; --spec for coverage)",
+    )
+    add_pins_options(parser)

@@ -98,3 +98,29 @@ def main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(terminal(text))
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix repro``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    parser.add_argument("cell", help="cell id, e.g. t1.12.0-py3.10-nplt2")
+    parser.add_argument(
+        "probe", nargs="?", help="probe name (default: the first failing required probe)"
+    )
+    parser.add_argument(
+        "--results",
+        default="results",
+        metavar="DIR",
+        help="results directory or merged results.json (default: results)",
+    )
+    parser.add_argument(
+        "--spec",
+        help="the spec that planned the run, for the rerun line (default: $TORCH_MATRIX_SPEC)",
+    )
+    parser.add_argument("--out", metavar="FILE", help="write the Markdown here instead of stdout")
+    parser.add_argument(
+        "--target",
+        metavar="TARGET",
+        help="the hardware target the bundle is about "
+        "(a part of its name: 'RTX 5090', 'sm_70', 'driver 535'); default: the first on which the "
+        "build does not run, if any",
+    )

@@ -84,3 +84,36 @@ def main(args: argparse.Namespace) -> int:
         return proc.call(command, env=env, cwd=cwd)
     except KeyboardInterrupt:
         return 130
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``torch-matrix run``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
+    parser.allow_abbrev = False
+    parser.description = (
+        "Run the matrix for the spec found from the current directory (--spec, "
+        "$TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in ./pyproject.toml; with "
+        "--default the built-in one) with the noxfile that ships with torch-matrix. Any other option "
+        "goes to nox unchanged: -s/-t/-k to select cells or sessions, -j N for parallel "
+        "cells, -l to list, and `-- --redo` after a `--`. Results go to ./results, venvs to "
+        "./.nox."
+    )
+    parser.usage = (
+        "torch-matrix run [--spec FILE | --default] [--results DIR] [nox options] [-- posargs]"
+    )
+    parser.add_argument(
+        "--spec",
+        help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, "
+        "[tool.torch-matrix] in ./pyproject.toml; none found: an error, unless --default)",
+    )
+    parser.add_argument(
+        "--results",
+        metavar="DIR",
+        help="results root (default: $TORCH_MATRIX_RESULTS or ./results)",
+    )
+    parser.add_argument(
+        "--default",
+        action="store_true",
+        help="run the built-in default matrix when no spec is found here (three CUDA torch "
+        "installs: several GB)",
+    )
+    parser.set_defaults(passes_through=True)

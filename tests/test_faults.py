@@ -2676,6 +2676,34 @@ def test_report_dir_run_alone_keeps_the_spec_in_its_rerun_lines(tmp_path, finish
     assert reruns and all("--spec" in line for line in reruns), reruns
 
 
+def test_report_pins_takes_the_index_facts_the_run_read(tmp_path, finished_run):
+    """`report --pins` read the spec and the index again for the pins' coverage. The run now keeps
+    what it read as its cells started (index-facts.json beside planned-cells.json); the report and
+    `pins` use it, and without it they read the index as before, and say so: same pins files."""
+    run_dir = copy_run(finished_run, tmp_path)
+    facts = json.loads((run_dir / "index-facts.json").read_text())
+    assert facts["released"]["torch"][:2] == ["2.1.0", "2.2.0"], facts["released"]
+    assert set(facts["wheel_pythons"]["torch"]) == set(facts["released"]["torch"])
+    env = env_for(tmp_path, tmp_path / "none.toml")
+    del env["TORCH_MATRIX_SPEC"]  # the report alone, as a CI merge job runs it
+    kept = cli(tmp_path, env, "report", str(run_dir), "--pins", "--out", str(tmp_path / "kept"))
+    assert kept.returncode == 0, kept.stderr
+    assert "as the run read them" in kept.stderr and "index-facts.json" in kept.stderr, kept.stderr
+    pins = cli(tmp_path, env, "pins", str(run_dir), "--out", str(tmp_path / "pins"))
+    assert pins.returncode == 0 and "as the run read them" in pins.stderr, pins.stderr
+    (run_dir / "index-facts.json").unlink()
+    read = cli(tmp_path, env, "report", str(run_dir), "--pins", "--out", str(tmp_path / "read"))
+    assert read.returncode == 0, read.stderr
+    assert "no index-facts.json" in read.stderr and "read from the index" in read.stderr, (
+        read.stderr
+    )
+    for name in ("constraints.txt", "requirements-pins.txt", "pins.json"):
+        text = (tmp_path / "kept" / "pins" / name).read_text()
+        assert text == (tmp_path / "read" / "pins" / name).read_text(), name
+        assert text == (tmp_path / "pins" / name).read_text(), name
+    assert json.loads((tmp_path / "kept" / "pins" / "pins.json").read_text()).get("coverage")
+
+
 def test_the_real_wheel_summary_survives_a_full_disk(capsys):
     """tests/conftest.py's summary hook, its stdout on a full disk (write: ENOSPC): it crashed with
     OSError 28 and the run ended with no final line. Now it says it on stderr and returns."""

@@ -626,6 +626,38 @@ def test_report_pins_takes_the_pins_options_and_writes_what_pins_writes(
     assert asked == ([] if "--no-coverage" in options else ["index", "index"])
 
 
+def test_pins_from_the_runs_index_facts_are_the_pins_from_the_index(tmp_path, monkeypatch):
+    """The run keeps its index facts (world.runfacts): `pins` and `report --pins` read them instead
+    of the index and write the same files; a file without a package the results name is no answer."""
+    import torch_matrix.run.pins
+    from torch_matrix.cli import main
+    from torch_matrix.world.results import write_result
+    from torch_matrix.world.runfacts import write_facts
+
+    asked: list[str] = []
+
+    def facts(packages, spec):
+        asked.append("index")
+        return RELEASED, WHEELS
+
+    monkeypatch.setattr(torch_matrix.run.pins, "index_facts", facts)
+    for result in the_numpy_run():
+        write_result(result, tmp_path / "run" / "cells")
+    assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "read")]) == 0
+    assert asked == ["index"]
+    write_facts(tmp_path / "run", RELEASED, WHEELS)
+    assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "kept")]) == 0
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report"), "--pins"]) == 0
+    assert asked == ["index"]  # neither read the index again
+    for name in ("constraints.txt", "requirements-pins.txt", "pins.json"):
+        expected = (tmp_path / "read" / name).read_text()
+        assert (tmp_path / "kept" / name).read_text() == expected, name
+        assert (tmp_path / "report" / "pins" / name).read_text() == expected, name
+    write_facts(tmp_path / "run", {"torch": RELEASED["torch"]}, WHEELS)  # no numpy
+    assert main(["pins", str(tmp_path / "run"), "--out", str(tmp_path / "partial")]) == 0
+    assert asked == ["index", "index"]
+
+
 def test_the_command_lines_pins_choices_are_the_pipelines():
     from torch_matrix import cli
     from torch_matrix.pins import PinPolicy

@@ -148,6 +148,7 @@ def prepare_cells(
     problem = record(plan.run_dir, CellEvent.QUEUED, queued)
     if problem:
         console.warn(problem)
+    keep_index_facts(plan)
     return blocked
 
 
@@ -199,6 +200,23 @@ def cell_failed(session: Any, plan: MatrixPlan, cell: Cell, text: str) -> None:
 
 
 _ERROR = "torch-matrix: error: "
+
+
+def keep_index_facts(plan: MatrixPlan) -> None:
+    """``results/<run>/index-facts.json``: the released versions and wheel Pythons of the cells'
+    packages, read now, once, for the run's pins (``world.runfacts``). Where the index cannot be
+    listed nothing is written: the pins read it then, and say so."""
+    from torch_matrix.run.pins import spec_index_facts
+    from torch_matrix.pins.vocabulary import PYTHON, VARIANT
+    from torch_matrix.world.runfacts import write_facts
+
+    assert plan.spec is not None  # prepare_cells returns before this without a spec
+    packages = sorted({axis for cell in plan.cells for axis in cell.axes} - {PYTHON, VARIANT})
+    try:
+        released, pythons = spec_index_facts(plan.spec, packages)
+        write_facts(plan.run_dir, released, pythons)
+    except Exception:  # noqa: BLE001 - offline, a full disk: the pins read the index later
+        return
 
 
 def envdir_of(argv: Sequence[str]) -> Path:

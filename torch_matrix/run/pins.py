@@ -44,6 +44,9 @@ class PinsOptions:
     tradeoffs: str = "pin"  # pin (= pin-first): pin one answer by the rule; show: pin none
     coverage: bool = True  # False (--no-coverage): do not ask the index for released versions
     spec: str | None = None  # the spec whose [index] lists the released versions
+    run_dir: str | None = (
+        None  # the results directory: its index-facts.json, when the run wrote one
+    )
 
     @classmethod
     def from_args(cls, args: Any) -> PinsOptions:
@@ -52,7 +55,12 @@ class PinsOptions:
             tradeoffs=getattr(args, "tradeoffs", None) or "pin",
             coverage=not getattr(args, "no_coverage", False),
             spec=getattr(args, "spec", None),
+            run_dir=_text_or_none(getattr(args, "results_dir", None)),
         )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass
@@ -99,22 +107,29 @@ def index_facts(
     admits, and per release the Python X.Y values its wheels serve (None: no wheel tells), so the
     pins count only releases a tested Python could install; (None, {}) when unavailable."""
     try:
-        from torch_matrix.plan.grid import _wheel_pythons
-        from torch_matrix.world.index import open_index
-        from torch_matrix.world.specfile import declared_ranges, load_spec
+        from torch_matrix.world.specfile import load_spec
 
-        spec = load_spec(spec_path)
-        index = open_index(spec.index)
-        released = releases_in_declared_ranges(
-            {package: [str(v) for v in index.versions(package)] for package in packages},
-            declared_ranges(spec),
-        )
+        return spec_index_facts(load_spec(spec_path), packages)
     except Exception as error:  # noqa: BLE001 - offline, no index module, bad spec: coverage unknown
         console.note(
             f"torch-matrix pins: coverage unknown (cannot list released versions: "
             f"{' '.join(str(error).split())[:160]})"
         )
         return None, {}
+
+
+def spec_index_facts(spec: Any, packages: Sequence[str]) -> tuple[Released, WheelPythons]:
+    """``index_facts`` for a loaded spec (``spec.model.Spec``); raises when the index cannot be
+    listed. The run calls it as its cells start and keeps the answer (``world.runfacts``)."""
+    from torch_matrix.plan.grid import _wheel_pythons
+    from torch_matrix.world.index import open_index
+    from torch_matrix.world.specfile import declared_ranges
+
+    index = open_index(spec.index)
+    released = releases_in_declared_ranges(
+        {package: [str(v) for v in index.versions(package)] for package in packages},
+        declared_ranges(spec),
+    )
     try:
         pythons: WheelPythons = {
             package: {
@@ -127,12 +142,46 @@ def index_facts(
     return released, pythons
 
 
+def _is_run_dir(path: str) -> bool:
+    """A run's directory (it holds planned-cells.json), where index-facts.json was due; a folder
+    of results alone (older runs, downloaded shards) reads the index as it always did, silently."""
+    from torch_matrix.world.runplan import plan_path
+
+    return plan_path(path).is_file()
+
+
+def coverage_facts(
+    packages: Sequence[str], options: PinsOptions
+) -> tuple[Released | None, WheelPythons]:
+    """What the coverage counts over: the run's own reading (``results/<run>/index-facts.json``,
+    written as its cells started) when it has every package, else the spec's index read now
+    (said so)."""
+    if options.run_dir is not None:
+        from torch_matrix.world.runfacts import facts_path, read_facts
+
+        stored, why = read_facts(options.run_dir)
+        if stored is not None and stored.covers(packages):
+            kept = stored.only(packages)
+            console.note(
+                f"torch-matrix pins: released versions and wheel Pythons as the run read them "
+                f"({facts_path(options.run_dir)}, {kept.written or 'undated'}); the index is not "
+                "read again"
+            )
+            return dict(kept.released), {p: dict(v) for p, v in kept.wheel_pythons.items()}
+        if stored is not None:
+            missing = ", ".join(p for p in packages if p not in stored.released)
+            why = f"{facts_path(options.run_dir)} has no released versions of {missing}"
+        if stored is not None or _is_run_dir(options.run_dir):  # a run of this version keeps them
+            console.note(f"torch-matrix pins: {why}: the released versions are read from the index")
+    return index_facts(packages, options.spec)
+
+
 def derive_pins(results: Sequence[CellResult], options: PinsOptions) -> PinsOutcome:
     """The suggestion for ``results`` under ``options`` (the index read unless ``coverage`` is off)."""
     released: Released | None = None
     wheel_pythons: WheelPythons = {}
     if options.coverage:
-        released, wheel_pythons = index_facts(package_axes(results), options.spec)
+        released, wheel_pythons = coverage_facts(package_axes(results), options)
     suggestion = suggest_pins(
         results,
         released,

@@ -360,6 +360,15 @@ rectangles = st.tuples(
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Found by hypothesis: a line bound (`numpy<2`) over numpy 2.0.2, seen passing with torch 1.13.1,
 # which fails with numpy 2.0.0: the line is bounded only where no failing partner passes in it.
+# And a torch window over 1.13.0, seen passing with numpy 1.24.4, which fails with torch 1.13.1.
+@example(
+    boxes=[(0, 11, 0, 1)],
+    tested={(0, 1), (11, 1), (12, 1), (11, 0), (0, 0), (1, 0)},
+    flaky={(11, 0), (0, 0)},
+    holes=set(),
+    policy=PinPolicy.PROVEN,
+    pin_first=False,
+)
 @example(
     boxes=[(1, 2, 4, 1)],
     tested={(2, 4), (0, 4), (1, 5), (2, 0), (1, 3)},

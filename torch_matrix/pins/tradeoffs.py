@@ -103,8 +103,15 @@ def _alternative(
     # A value that fails with one partner and passes with another (numpy 1.24.4 failing with torch
     # 1.13.0, passing with 1.13.1) is excluded as itself (`!=`), never by a window: a window never
     # covers a release seen passing where it applies.
-    mixed = failing & goods
-    clean = failing - goods
+    # A window also never covers a value seen passing with any partner that fails somewhere: the
+    # pin applies there too (torch 1.13.0 failing with numpy 1.25.2, passing with 1.24.4, which
+    # fails with torch 1.13.1): such a value is excluded as itself.
+    broad = 0
+    for value in grid.values(other, grid.bad_mask):
+        broad |= grid.where(other).get(value, 0)
+    guard = grid.values(package, broad & grid.good_mask) | goods
+    mixed = failing & guard
+    clean = failing - guard
     specs = build_specifiers(goods - failing, failing, policy=policy)
     windows: tuple[Window, ...] = ()
     if policy == PinPolicy.PROVEN and grid.released.get(package):
@@ -112,7 +119,7 @@ def _alternative(
             find_windows(
                 package,
                 clean,
-                goods,
+                guard,
                 grid.cells(scope),
                 grid.released[package],
                 grid.origins,
@@ -122,12 +129,6 @@ def _alternative(
         )
         if package not in CORE_PACKAGES:
             seen_failing = grid.values(package, scope & grid.bad_mask)
-            # The line bound must not cover a release seen passing with any partner that fails
-            # somewhere (the window applies there too): its goods are those of every such partner.
-            broad = 0
-            for value in grid.values(other, grid.bad_mask):
-                broad |= grid.where(other).get(value, 0)
-            guard = grid.values(package, broad & grid.good_mask)
             partners = ", ".join(str(v) for v in sorted(grid.values(other, cells), key=version_key))
             pythons = sorted(
                 {python_of(o.value(PYTHON)) for o in grid.cells(scope) if o.value(PYTHON)},

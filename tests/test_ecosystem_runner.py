@@ -101,3 +101,59 @@ def test_a_missing_projects_file_and_a_missing_report_are_one_line(
     assert "cannot read the projects file" in capsys.readouterr().err
     assert cli(["ecosystem", "diff", str(tmp_path), str(tmp_path)]) == 2
     assert "ecosystem report DIR" in capsys.readouterr().err
+
+
+def _redo_run(tmp_path: Path) -> tuple[object, Path]:
+    from torch_matrix.run.ecosystem import EcosystemRun
+
+    a, _, c = parse_projects(FILE, "p.toml")
+    run = EcosystemRun(
+        projects=[a, c],
+        baseline=parse_side("2.5.1", "baseline"),
+        candidate=parse_side("2.6.0", "candidate"),
+        out=tmp_path,
+        redo=True,
+    )
+    return run, tmp_path / "projects"
+
+
+def _earlier(folder: Path, names: tuple[str, ...]) -> dict[str, str]:
+    folder.mkdir(parents=True)
+    texts = {name: '{"earlier": "%s"}\n' % name for name in names}
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    return texts
+
+
+def test_a_redone_project_stopped_halfway_keeps_its_earlier_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A redo deleted a project's results before rerunning it; a run stopped then (a time limit,
+    Ctrl-C) lost them. Now nothing is replaced until the new results are all known."""
+    from torch_matrix.run import ecosystem
+
+    run, projects = _redo_run(tmp_path)
+    names = ("baseline.json", "candidate.json", "candidate-retry.json", "baseline-retry.json")
+    texts = _earlier(projects / "a", names)
+
+    def stopped(*_args: object, **_kwargs: object) -> Path:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ecosystem, "fetch", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        ecosystem.run_project(run, run.projects[0], None)  # type: ignore[attr-defined]
+    assert {p.name: p.read_text() for p in (projects / "a").glob("*.json")} == texts
+
+
+def test_a_redone_project_replaces_its_results_and_drops_the_earlier_run_s_others(
+    tmp_path: Path,
+) -> None:
+    from torch_matrix.run import ecosystem
+
+    run, projects = _redo_run(tmp_path)
+    _earlier(projects / "c", ("baseline.json", "candidate.json", "candidate-retry.json"))
+    assert ecosystem.run_project(run, run.projects[1], None) == "skipped"  # type: ignore[attr-defined]
+    left = sorted(p.name for p in (projects / "c").glob("*.json"))
+    assert left == ["baseline.json", "candidate.json"]  # the earlier retry is not this run's
+    for name in left:
+        assert '"status": "skipped"' in (projects / "c" / name).read_text()

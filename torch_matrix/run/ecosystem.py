@@ -70,9 +70,11 @@ def _side_for(run: EcosystemRun, role: Role) -> Side:
     return run.baseline if role == Role.BASELINE else run.candidate
 
 
-def _write(path: Path, result: SideRun) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+Staged = dict[Path, str]  # a project's result files, path -> text, written once all are known
+
+
+def _write(staged: Staged, path: Path, result: SideRun) -> None:
+    staged[path] = json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n"
 
 
 def _skipped(project: Project, side: Side) -> SideRun:
@@ -110,16 +112,37 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
 
 
 def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None) -> str:
-    """One project, both sides (and the retry): the class it ends in, for the progress line."""
+    """One project, both sides (and the retry): the class it ends in, for the progress line.
+
+    Its result files are written together when the project ends, and only then are the earlier
+    ones it did not rewrite removed: a redone project stopped halfway (Ctrl-C, a killed job, a time
+    limit) keeps its earlier results, never none and never a mix of two runs' sides."""
     out = run.out.resolve()  # the tests run elsewhere: every path they are given is absolute
     paths = {role: result_path(out, project.name, str(role)) for role in Role}
     if not run.redo and all(p.exists() for p in paths.values()):
         return "done before"
-    for stale in (out / "projects" / project.name).glob("*.json"):
-        stale.unlink()
+    staged: Staged = {}
+    outcome = _run_project(run, project, index, out, paths, staged)
+    earlier = set((out / "projects" / project.name).glob("*.json"))
+    for path, text in staged.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
+    for path in earlier - set(staged):
+        path.unlink(missing_ok=True)
+    return outcome
+
+
+def _run_project(
+    run: EcosystemRun,
+    project: Project,
+    index: PackageIndex | None,
+    out: Path,
+    paths: dict[Role, Path],
+    staged: Staged,
+) -> str:
     if project.skip:
         for role in Role:
-            _write(paths[role], _skipped(project, _side_for(run, role)))
+            _write(staged, paths[role], _skipped(project, _side_for(run, role)))
         return "skipped"
     work = out / "work" / project.name
     if work.exists():
@@ -133,6 +156,7 @@ def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None)
             for role in Role:
                 side = _side_for(run, role)
                 _write(
+                    staged,
                     paths[role],
                     SideRun(
                         project=project.name,
@@ -180,7 +204,7 @@ def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None)
             results[role] = found
             if venv_python:
                 pythons[role] = venv_python
-            _write(paths[role], found)
+            _write(staged, paths[role], found)
         first = classify(results[Role.BASELINE], results[Role.CANDIDATE])
         again = to_retry(first)
         if again and len(pythons) == 2:
@@ -197,7 +221,7 @@ def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None)
                 )
             )
             for role in Role:
-                _write(result_path(out, project.name, str(role), retry=True), retried[role])
+                _write(staged, result_path(out, project.name, str(role), retry=True), retried[role])
             final = classify(
                 results[Role.BASELINE],
                 results[Role.CANDIDATE],
@@ -206,9 +230,8 @@ def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None)
             )
             if run.bisect and final.eco_class == EcoClass.REGRESSED and index is not None:
                 bisected = bisect_project(run, project, tree, isolation, final.new_failures, index)
-                atomic_write(
-                    out / "projects" / project.name / BISECT_FILE,
-                    json.dumps(bisected, indent=1) + "\n",
+                staged[out / "projects" / project.name / BISECT_FILE] = (
+                    json.dumps(bisected, indent=1) + "\n"
                 )
             return str(final.eco_class)
         return str(first.eco_class)

@@ -17,12 +17,9 @@ from torch_matrix.run.matrixplan import (
     MatrixPlan,
     is_complete,
     redo_requested,
+    selected_cells,
 )
-from torch_matrix.run.selection import Candidate, read_selection, selected
 from torch_matrix.vocab import layout
-from torch_matrix.vocab.layout import (
-    MATRIX_SESSION,
-)
 from torch_matrix.vocab.records import Cell
 
 PREFETCHER: list[
@@ -41,21 +38,12 @@ def queued_cells(
     skipped unless redone): the plan's cells as nox's command line (``argv``, default this
     process's) selects them (``torch_matrix.run.selection``). None when that selection is not
     one this tool can follow, or ``running`` is not in it (then nothing is fetched ahead)."""
-    import nox
-
-    default = tuple(nox.options.sessions or (MATRIX_SESSION,))  # the noxfile's default
-    candidates = [
-        Candidate(MATRIX_SESSION, layout.cell_session(c.id), plan.interpreter_for(c), tuple(c.tags))
-        for c in plan.cells
-    ]
-    chosen = selected(
-        read_selection(sys.argv[1:] if argv is None else argv, environ), candidates, default
-    )
-    names = [candidate.signature for candidate in chosen or ()]
+    chosen = selected_cells(plan, sys.argv[1:] if argv is None else argv, environ)
+    names = [layout.cell_session(cell.id) for cell in chosen or ()]
     if running not in names:
         return None
-    after = names[names.index(running) + 1 :]
     by_name = {layout.cell_session(cell.id): cell for cell in plan.cells}
+    after = names[names.index(running) + 1 :]
     redo = redo_requested(posargs, environ)
     return [
         cell

@@ -19,6 +19,7 @@ from torch_matrix.pins.wheelbounds import (
     ReleaseRead,
     bound_for,
     merged_specifiers,
+    release_verdict,
     releases_in_range,
 )
 from torch_matrix.spec.model import TorchSelection
@@ -231,3 +232,19 @@ def test_a_label_that_names_no_gpu_or_driver_gets_no_bound_and_no_crash():
     odd = dataclasses.replace(result, targets=(verdict,))
     (pins,) = target_pins([odd], release_reads=reads_of(RANGE), builds={"2.8.0": {"cu126": {}}})
     assert pins.target == "some card" and pins.wheel_bound is None
+
+
+def test_cpu_builds_alone_say_nothing_about_a_card_and_a_cuda_build_beside_them_decides():
+    """variant "auto" on a machine with no GPU installs CPU builds: read alone they would make every
+    release 'not run' on every card. They leave the release unknown; a CUDA build read beside
+    them decides."""
+    cpu = {"source": "wheel", "torch": "2.8.0+cpu", "torch_cuda": None}
+    only_cpu = {r: [ReleaseRead(r, "cpu", f"torch-{r}+cpu.whl", cpu)] for r in ("2.8.0", "2.9.0")}
+    bound = bound_for(GTX_1080, only_cpu)
+    assert bound.specifiers == () and not bound.none_runs
+    assert [line.split(":")[0] for line in bound.unknown] == ["2.8.0", "2.9.0"]
+    (verdict,) = [release_verdict("2.8.0", only_cpu["2.8.0"], GTX_1080)]
+    assert verdict.runs is None and "only builds without CUDA were read (cpu)" in verdict.reason
+    both = {r: reads + [build(r, NEW)] for r, reads in only_cpu.items()}
+    assert bound_for(GTX_1080, both).none_runs  # the CUDA builds were read: they decide
+    assert release_verdict("2.8.0", both["2.8.0"], RTX_5090).runs is True

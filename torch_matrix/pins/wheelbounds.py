@@ -114,6 +114,18 @@ def release_verdict(release: str, reads: Sequence[ReleaseRead], target: Target) 
         return ReleaseVerdict(
             release, True, str(found.verdict), found.reason, _evidence(read, found.verdict)
         )
+    if judged and all(v.verdict == Hardware.NO_CUDA for _, v in judged):
+        # CPU (or ROCm) builds only, e.g. variant "auto" on a machine with no GPU: they say nothing
+        # about the release's CUDA builds, so the release stays unknown on this target.
+        variants = ", ".join(sorted({read.variant for read, _ in judged}))
+        return ReleaseVerdict(
+            release,
+            None,
+            "",
+            f"only builds without CUDA were read ({variants}): they say nothing about its CUDA "
+            "builds on this card; a CUDA variant in the spec bounds it",
+            "",
+        )
     if judged and not unread:
         read, found = judged[0]
         return ReleaseVerdict(

@@ -257,33 +257,29 @@ def changed_default_notes(judged: Iterable[Judged]) -> list[str]:
     """One line per changed default found, with the cells it was found in and its advice:
     ``⚑ checkpoint_roundtrip in t2.14.1-py3.11, t2.15.0-py3.11: load with weights_only=False ...``.
     The same lines serve the terminal, ``check``, summary.md and the HTML."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for item in judged:
-        for probe, attribution in sorted(item.verdict.advice.items()):
-            groups.setdefault((probe, attribution.advice), []).append(item.cell.id)
-    lines = []
-    for (probe, advice), cells in groups.items():
-        named = ", ".join(cells[:NOTE_CELLS]) + (
-            f" and {len(cells) - NOTE_CELLS} more" if len(cells) > NOTE_CELLS else ""
-        )
-        lines.append(f"{CHANGED_DEFAULT_MARK} {probe} in {named}: {shorten(advice, 400)}")
-    return lines
+    return _grouped_notes(judged, "advice", CHANGED_DEFAULT_MARK, 400)
 
 
 def code_fix_notes(judged: Iterable[Judged]) -> list[str]:
     """One line per code fix found, with the cells it was found in: ``✎ tests in t2.6.0-py3.11:
     torch 2.6.0: torch.load defaults to weights_only=True at src/pkg/io.py:9: ...``. The same lines
     serve the terminal, summary.md and the HTML."""
+    return _grouped_notes(judged, "fixes", CODE_FIX_MARK, 600)
+
+
+def _grouped_notes(judged: Iterable[Judged], kind: str, mark: str, width: int) -> list[str]:
+    """One line per (probe, advice) of the verdicts' ``kind`` (``advice`` or ``fixes``), naming
+    the first ``NOTE_CELLS`` cells it was found in and counting the rest."""
     groups: dict[tuple[str, str], list[str]] = {}
     for item in judged:
-        for probe, attribution in sorted(item.verdict.fixes.items()):
+        for probe, attribution in sorted(getattr(item.verdict, kind).items()):
             groups.setdefault((probe, attribution.advice), []).append(item.cell.id)
     lines = []
     for (probe, advice), cells in groups.items():
         named = ", ".join(cells[:NOTE_CELLS]) + (
             f" and {len(cells) - NOTE_CELLS} more" if len(cells) > NOTE_CELLS else ""
         )
-        lines.append(f"{CODE_FIX_MARK} {probe} in {named}: {shorten(advice, 600)}")
+        lines.append(f"{mark} {probe} in {named}: {shorten(advice, width)}")
     return lines
 
 

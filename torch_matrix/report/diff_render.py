@@ -16,6 +16,7 @@ from torch_matrix.vocab.escaping import (
     md_code,
     md_fence,
     md_html,
+    md_prose,
     md_text,
     md_title,
     shell_line,
@@ -191,7 +192,7 @@ def issue_body(failure: NewFailure, run_url: str = "") -> str:
         lines += [
             "### Fix first",
             "",
-            md_text(finding.advice()),
+            md_prose(finding.advice()),
             "",
             "Excluding the release is the alternative for code that cannot change.",
             "",

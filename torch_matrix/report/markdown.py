@@ -37,7 +37,7 @@ from torch_matrix.report.rows import (
     unbisected_notes,
 )
 from torch_matrix.judge.verdict import COMPATIBLE, VERDICTS
-from torch_matrix.vocab.escaping import md_code, md_fence, md_html, md_text
+from torch_matrix.vocab.escaping import md_code, md_fence, md_html, md_prose, md_text
 
 GITHUB_SUMMARY_LIMIT = 1024 * 1024  # $GITHUB_STEP_SUMMARY: 1 MiB per step
 
@@ -155,14 +155,14 @@ def render_markdown_summary(
     fixes = code_fix_notes(judged)
     fixes_section = (
         f"### {CODE_FIX_MARK} Fix first\n\n{CODE_FIX_HELP.capitalize()}:\n\n"
-        + "\n".join(f"- {md_cell(line)}" for line in fixes)
+        + "\n".join(f"- {md_prose(line)}" for line in fixes)
         if fixes
         else ""
     )
     notes = changed_default_notes(judged)
     notes_section = (
         f"### {CHANGED_DEFAULT_MARK} Changed defaults\n\n{CHANGED_DEFAULT_HELP.capitalize()}:\n\n"
-        + "\n".join(f"- {md_cell(line)}" for line in notes)
+        + "\n".join(f"- {md_prose(line)}" for line in notes)
         if notes
         else ""
     )

@@ -8,7 +8,7 @@ function of its sink, and through no other:
   (``\\x1b``), so a message cannot clear the screen,
   set the title, print a hyperlink or move the cursor. Used for everything the tool prints and for
   the comments of the files it writes for people (constraints.txt).
-- ``md_text``, ``md_code``, ``md_fence``, ``md_html``, ``md_title``: GitHub-flavoured Markdown (issues,
+- ``md_text``, ``md_prose``, ``md_code``, ``md_fence``, ``md_html``, ``md_title``: GitHub-flavoured Markdown (issues,
   the step summary, summary.md, the repro bundle): HTML escaped, ``@mentions`` and images
   neutralised, a line cannot start a heading, quote or list, a code fence is longer than any
   backtick run inside, a title is one line.
@@ -102,10 +102,38 @@ def _md_line(text: str) -> str:
     line = " ".join(text.split())
     if _MD_PLAIN.fullmatch(line):  # most cells: names, versions, verdicts (at C speed)
         return line
-    line = terminal(line)
-    line = _MD_INLINE_RE.sub(lambda m: _MD_INLINE[m.group()], line)
-    line = _BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line)
-    return _unmention(line)
+    return _md_escaped(line, line_start=True)
+
+
+def _md_escaped(text: str, line_start: bool) -> str:
+    """One piece of a line as literal Markdown text; ``line_start``: it begins the line, so it
+    cannot start a heading, quote or list either."""
+    text = terminal(text)
+    text = _MD_INLINE_RE.sub(lambda m: _MD_INLINE[m.group()], text)
+    if line_start:
+        text = _BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
+    return _unmention(text)
+
+
+# A code span in the tool's own advice (``add `setuptools<82` ``): one backtick each side, not
+# touching another backtick (two spans side by side would read as one span in Markdown).
+_CODE_SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
+
+
+def md_prose(text: object) -> str:
+    """The tool's advice as one line of Markdown: its backtick spans (``torch.load(path,
+    weights_only=False)``) render as inline code, everything else as ``md_text`` renders it (a lone
+    backtick stays a literal backtick). For text the tool writes with code spans (the fix advice),
+    never for a table cell: a code span does not escape the pipe."""
+    line = " ".join(str(text).split())
+    pieces: list[str] = []
+    end = 0
+    for span in _CODE_SPAN.finditer(line):
+        pieces.append(_md_escaped(line[end : span.start()], line_start=end == 0))
+        pieces.append(md_code(span.group(1)))
+        end = span.end()
+    pieces.append(_md_escaped(line[end:], line_start=end == 0))
+    return "".join(pieces)
 
 
 def md_html(text: object) -> str:

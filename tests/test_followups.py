@@ -143,6 +143,30 @@ def test_a_closed_window_of_a_whole_minor_becomes_not_equal_star():
     )
 
 
+def test_an_unproven_windows_missing_releases_are_listed_oldest_first_on_both_sides():
+    """Follow-ups off: 2.1.0 fails between 2.0.0 and 2.4.1. Each edge names the releases no cell
+    reached oldest first, like every other list (the end edge listed them newest first)."""
+    truth = truth_of({"2.1.0"})
+    results = run(truth, ["2.0.0", "2.1.0", "2.4.1"], cap=0)
+    suggestion = suggest_pins(results, {"torch": list(RELEASES)})
+    (line,) = [x for x in requirement_lines(suggestion.recommended) if x.package == "torch"]
+    (window,) = line.windows
+    assert window.start.missing == ("2.0.1",)
+    assert window.end.missing == (
+        "2.1.1", "2.1.2", "2.2.0", "2.2.1", "2.2.2", "2.3.0", "2.3.1", "2.4.0"
+    )  # fmt: skip
+    assert "last bad not found: 8 releases, 2.1.1 to 2.4.0 between 2.1.0 and 2.4.1 (passes)" in (
+        window.proof()
+    )
+    truth = truth_of({"2.2.2"})
+    results = run(truth, ["2.0.0", "2.2.2", "2.4.1"], cap=0)
+    suggestion = suggest_pins(results, {"torch": list(RELEASES)})
+    (line,) = [x for x in requirement_lines(suggestion.recommended) if x.package == "torch"]
+    (window,) = line.windows
+    assert window.start.missing == ("2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.1")
+    assert "6 releases, 2.0.1 to 2.2.1 between 2.0.0 (passes) and 2.2.2" in window.proof()
+
+
 def test_a_closed_window_across_minors_lists_each_release():
     truth = truth_of({"2.1.2", "2.2.0", "2.2.1"})
     results = run(truth, ["1.13.1", "2.2.0", "2.6.0"])
@@ -1152,7 +1176,8 @@ def test_a_start_edge_steps_over_releases_that_cannot_be_installed_to_the_next_o
     assert line.text() == "torch>=2.2.2", line.text()
     (window,) = line.windows
     assert "oldest 2.0.0 fails" in window.proof()
-    assert "(stepped over 1.13.1 (unsatisfiable: no torch 1.13.1 wheel), 1.13.0 (" in window.proof()
+    # oldest first, as every list of the proof (before: in the order the edge walked, newest first)
+    assert "(stepped over 1.13.0 (unsatisfiable: no torch 1.13.0 wheel), 1.13.1 (" in window.proof()
 
 
 def test_an_end_edge_steps_over_a_newest_release_whose_install_errored():

@@ -97,6 +97,16 @@ def test_merge_keeps_the_tighter_bound_and_drops_redundant_exclusions():
     assert merge_specifiers(["~=2.1"], ["!=2.2.0"]) == ("~=2.1", "!=2.2.0")
 
 
+def test_merge_folds_an_inclusive_bound_excluded_at_its_own_version():
+    """``>=X,!=X`` is ``>X`` and ``<=X,!=X`` is ``<X``: one version never gets both a bound and its
+    exclusion (a window's start edge merged with a tested bad release printed both)."""
+    assert merge_specifiers([">=2.2"], ["!=2.2.0", "!=2.3.1"]) == (">2.2", "!=2.3.1")
+    assert merge_specifiers(["<=2.0.0", "!=1.13.1"], ["!=2.0.0"]) == ("!=1.13.1", "<2.0.0")
+    assert merge_specifiers([">=1.5", "!=1.5", "<=1.9", "!=1.9"], []) == (">1.5", "<1.9")
+    assert merge_specifiers([">=1.5", "!=1.5.*"], []) == (">=1.5", "!=1.5.*")  # not the same set
+    assert merge_specifiers([">=1.5"], ["!=1.6"]) == (">=1.5", "!=1.6")
+
+
 versions = st.builds(
     lambda a, b, c: V(f"{a}.{b}.{c}"), st.integers(0, 3), st.integers(0, 14), st.integers(0, 3)
 )
@@ -115,7 +125,12 @@ def test_specifiers_admit_every_good_and_exclude_every_bad(good, bad):
         st.sampled_from([">=1.2", ">=1.5", "<2.1", "<3", "!=1.6.0", "!=2.5.0", "<=2.0.0", ">1.5"]),
         max_size=4,
     ),
-    st.lists(st.sampled_from([">=1.3", "<2.0", "!=1.7.1", "!=0.9.0", ">=1.5"]), max_size=3),
+    st.lists(
+        st.sampled_from(
+            [">=1.3", "<2.0", "!=1.7.1", "!=0.9.0", ">=1.5", "!=1.5", "!=2.0", "!=1.2"]
+        ),
+        max_size=3,
+    ),
     st.lists(versions, min_size=1, max_size=10),
 )
 def test_merge_is_the_intersection(existing, added, probes):

@@ -136,6 +136,10 @@ def merge_specifiers(existing: Iterable[str], added: Iterable[str]) -> tuple[str
     """Intersect two specifier lists and drop what became redundant (``>=1.7,>=1.8`` -> ``>=1.8``).
 
     Other operators (``==``, ``~=``, ``===``) are kept as written; ``!=`` outside the bounds go.
+    An inclusive bound excluded at its own version is the exclusive one (``>=2.1,!=2.1.0`` ->
+    ``>2.1``, ``<=2.0,!=2.0`` -> ``<2.0``), never both printed for one version; the exclusive
+    bound also refuses that version's post-releases (``>``) or pre-releases (``<``), the same
+    release line's rebuilds of a version the pin excludes.
     """
     specs: list[Specifier] = []
     for text in list(existing) + list(added):
@@ -146,11 +150,16 @@ def merge_specifiers(existing: Iterable[str], added: Iterable[str]) -> tuple[str
     uppers = [s for s in specs if s.operator in ("<", "<=")]
     lower = max(lowers, key=lambda s: (Version(s.version), s.operator == ">"), default=None)
     upper = min(uppers, key=lambda s: (Version(s.version), s.operator == "<="), default=None)
-    kept: list[Specifier] = []
+    excluded = {
+        Version(s.version) for s in specs if s.operator == "!=" and not s.version.endswith(".*")
+    }
+    if lower is not None and lower.operator == ">=" and Version(lower.version) in excluded:
+        lower = Specifier(">" + lower.version)
+    if upper is not None and upper.operator == "<=" and Version(upper.version) in excluded:
+        upper = Specifier("<" + upper.version)
+    kept = [bound for bound in (lower, upper) if bound is not None]
     for spec in specs:
         if spec.operator in (">=", ">", "<", "<="):
-            if spec is lower or spec is upper:
-                kept.append(spec)
             continue
         if spec.operator == "!=" and not spec.version.endswith(".*"):
             version = Version(spec.version)

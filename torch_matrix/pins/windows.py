@@ -31,6 +31,7 @@ from torch_matrix.plan.bisection import final_releases
 from torch_matrix.plan.counterfactual import counterfactual_of
 from torch_matrix.plan.breaks import EDGE_SEPARATOR
 from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE
+from torch_matrix.vocab.versions import version_key
 from .specifiers import _prefix_bound, _text
 from .vocabulary import PYTHON, Observation, Value
 
@@ -382,7 +383,7 @@ def _stepped(
         between = [v for v in why_hole if v < bad and (neighbour is None or v > neighbour)]
     else:  # newer than the last bad release, older than the release after it
         between = [v for v in why_hole if v > bad and (neighbour is None or v < neighbour)]
-    found = sorted(between, reverse=step < 0)
+    found = sorted(between)  # oldest first, on either side
     if not found:
         return edge
     return replace(edge, skipped=tuple(f"{v} ({why_hole[v]})" for v in found))
@@ -463,7 +464,7 @@ def _edge_of(
     if not 0 <= position < len(releases):
         if missing:
             return EdgeProof(
-                side, str(bad), bad_cell.cell_id if bad_cell else "", missing=tuple(missing)
+                side, str(bad), bad_cell.cell_id if bad_cell else "", missing=_oldest_first(missing)
             )
         return EdgeProof(
             side,
@@ -488,8 +489,6 @@ def _edge_of(
     found_by = (
         BISECT if any(_by_edge(o.cell_id, origins) for o in (bad_cell, good_cell) if o) else GRID
     )
-    if side == END:
-        missing.reverse()
     return EdgeProof(
         side,
         str(bad),
@@ -497,8 +496,14 @@ def _edge_of(
         str(good),
         good_cell.cell_id if good_cell else "",
         found_by,
-        missing=tuple(missing),
+        missing=_oldest_first(missing),
     )
+
+
+def _oldest_first(releases: Iterable[str]) -> tuple[str, ...]:
+    """Releases as every list of the proofs names them: oldest first, whichever way the edge
+    walked (a start edge walks to older releases, an end edge to newer ones)."""
+    return tuple(sorted(releases, key=version_key))
 
 
 def _by_edge(cell_id: str, origins: Mapping[str, str]) -> bool:

@@ -19,6 +19,7 @@ from packaging.version import Version
 from torch_matrix.judge.causes import axis_module_named
 from torch_matrix.judge.verdict import verdict_of
 from torch_matrix.plan import bisection
+from torch_matrix.vocab.versions import version_key
 from torch_matrix.plan.counterfactual import (
     counterfactual_of,
     replaced_by,
@@ -97,7 +98,8 @@ class Edge:
 
 
 def _listed(skipped: Sequence[tuple[str, str]]) -> str:
-    """``1.13.0 (unsatisfiable: ...), 1.12.1 (...)``, the first three."""
+    """``1.12.1 (unsatisfiable: ...), 1.13.0 (...)``, the first three, oldest first (as every list)."""
+    skipped = sorted(skipped, key=lambda entry: version_key(entry[0]))
     shown = ", ".join(f"{release} ({why})" for release, why in skipped[:3])
     return shown + (f", +{len(skipped) - 3} more" if len(skipped) > 3 else "")
 

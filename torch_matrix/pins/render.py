@@ -179,9 +179,10 @@ def _inline_window(line: RequirementLine) -> str:
                 ends.append(f"{edge.good} passes")
         tested = f"{len(window.tested)}/{len(window.releases)} tested"
         if window.kind == LINE:
-            major = window.tested[0].split(".")[0]
+            major = window.line_label()
+            lines = "line" if major.count(".x") == 1 else "lines"
             parts.append(
-                f"window {span}: the {major}.x line bounded whole, every {major}.x tested "
+                f"window {span}: the {major} {lines} bounded whole, every {major} tested "
                 f"{window.scope or 'there'} fails, {tested}"
             )
             continue

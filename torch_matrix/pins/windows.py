@@ -177,8 +177,14 @@ class Window:
             text += f"; so only the tested ones are excluded ({', '.join('!=' + v for v in self.tested)})"
         return text
 
+    def line_label(self) -> str:
+        """The major lines a ``LINE`` window bounds: ``2.x``, or ``82.x..84.x``."""
+        majors = sorted({_version(v).major for v in self.releases or self.tested})
+        return f"{majors[0]}.x" if len(majors) == 1 else f"{majors[0]}.x..{majors[-1]}.x"
+
     def _line_proof(self) -> str:
-        major = _version(self.tested[0]).major
+        major = self.line_label()
+        lines = "line" if major.count(".x") == 1 else "lines"
         cells = self.start.bad_cell or self.end.bad_cell
         passing = (
             f"; {self.start.good} passes [{self.start.good_cell}]"
@@ -187,11 +193,11 @@ class Window:
         )
         assumed = [v for v in self.releases if v not in self.tested]
         return (
-            f"the {self.package} {major}.x line bounded whole: every {self.package} {major}.x tested "
-            f"{self.scope or 'where it applies'} fails ({len(self.tested)} of {len(self.releases)} releases of the line "
+            f"the {self.package} {major} {lines} bounded whole: every {self.package} {major} tested "
+            f"{self.scope or 'where it applies'} fails ({len(self.tested)} of {len(self.releases)} releases of the {lines} "
             f"tested: {_few(self.tested)}{f' [{cells}]' if cells else ''}){passing}; no follow-up "
             f"cell tested the others, so they are assumed bad ({_few(assumed) if assumed else 'none'}), "
-            f"rather than admitting an untested {major}.x that the tested ones say breaks"
+            f"rather than admitting an untested {major} that the tested ones say breaks"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -333,7 +339,9 @@ def line_bound(
     every tested release in it is of one major line M, none of M tested passes where the pin
     applies, and a release before the line passes. Then the pin is the line whole (``numpy<2``
     when no newer major passes there, ``numpy!=2.*`` otherwise), not ``!=`` of the tested ones,
-    which would admit the line's untested releases (numpy 2.4.5 next to ``numpy!=2.4.6``).
+    which would admit the line's untested releases (numpy 2.4.5 next to ``numpy!=2.4.6``). The
+    line reaches back to the major after the newest one seen passing: with setuptools 81.0.0
+    passing and 84.2.1 failing, the untested 82.x and 83.x are in it too (``setuptools<82``).
     ``failing``: every release seen failing where the pin applies (another pin may exclude some
     already); the proof counts those of the line as tested. ``scope``: where (``with torch 2.2.2``);
     ``installable``: the releases a tested cell could install (``admitted_releases``), which the
@@ -348,15 +356,22 @@ def line_bound(
     if any(v.major == major for v in goods) or not any(v.major < major for v in goods):
         return window
     newer_passes = any(v.major > major for v in goods)
+    # The line starts after the newest major seen passing: setuptools 81.0.0 passes, 84.2.1 fails,
+    # so 82.x and 83.x (which no pin should admit untested either) are in it: `setuptools<82`.
+    low = max(v.major for v in goods if v.major < major) + 1
     candidates = final_releases(released) if installable is None else list(installable)
-    line = tuple(str(v) for v in candidates if _version(str(v)).major == major)
+    line = tuple(str(v) for v in candidates if low <= _version(str(v)).major <= major)
     passing = {str(v) for v in goods}
-    seen = {str(v) for v in failing if _version(str(v)).major == major} - passing
+    seen = {str(v) for v in failing if low <= _version(str(v)).major <= major} - passing
     tested = tuple(sorted(seen | set(window.tested), key=_version))
     releases = tuple(sorted(set(line) | set(tested), key=_version))
-    specifier = f"!={major}.*" if newer_passes else f"<{major}"
+    specifiers = (
+        tuple(f"!={m}.*" for m in sorted({_version(v).major for v in releases}))
+        if newer_passes
+        else (f"<{low}",)
+    )
     return Window(
-        window.package, releases, tested, window.start, window.end, LINE, (specifier,), scope
+        window.package, releases, tested, window.start, window.end, LINE, specifiers, scope
     )
 
 

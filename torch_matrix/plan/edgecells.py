@@ -24,6 +24,7 @@ from torch_matrix.plan.breaks import (
 )
 from torch_matrix.plan.counterfactual import (
     probe_subset,
+    requirement_name,
     with_requirement,
 )
 from torch_matrix.vocab.layout import ID_UNSAFE
@@ -220,11 +221,18 @@ def _pair_cell(
     )
 
 
-def with_fixes(cell: Cell, fixes: Sequence[tuple[str, str]]) -> Cell:
+def with_fixes(cell: Cell, fixes: Sequence[tuple[str, str]], axis: str = TORCH) -> Cell:
     """``cell`` with each confirmed environment fix of its context (``_confirmed_fixes``) installed
     from the start: a release next to one that needed ``setuptools<82`` would need it too, and its
-    plain cell would cost a counterfactual more. The id says so (``...-with-setuptools_82-edge``)."""
-    wanted = [(fix, source) for fix, source in fixes if fix not in cell.requirements]
+    plain cell would cost a counterfactual more. The id says so (``...-with-setuptools_82-edge``).
+    A fix on the ``axis`` the edge moves is not installed: it would replace the release the cell
+    tests (an edge at setuptools 83.0.0 "with setuptools<82" installed 81.0.0)."""
+    moving = {TORCH, TORCHVISION} if axis in (TORCH, TORCHVISION) else {requirement_name(axis)}
+    wanted = [
+        (fix, source)
+        for fix, source in fixes
+        if fix not in cell.requirements and requirement_name(fix) not in moving
+    ]
     if not wanted or not cell.id.endswith(EDGE_SEPARATOR):
         return cell
     tokens = "".join(f"-with-{ID_UNSAFE.sub('_', fix).strip('_')}" for fix, _ in wanted)

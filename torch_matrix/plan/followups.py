@@ -138,7 +138,7 @@ def plan_followups(
             torch_of=torch_of,
             pythons=pythons(wanted.good.cell, axis, wanted.release),
         )
-        cell = with_fixes(cell, fixes.get((axis, context_of(cell, axis)), ()))
+        cell = with_fixes(cell, fixes.get((axis, context_of(cell, axis)), ()), axis)
         if cell.id not in have:
             planned.setdefault(cell.id, cell)
     for edge in found:
@@ -154,7 +154,7 @@ def plan_followups(
             reason=edge.why,
         )
         cell = asking_only(cell, edge.deciding)
-        cell = with_fixes(cell, fixes.get((edge.axis, edge.context), ()))
+        cell = with_fixes(cell, fixes.get((edge.axis, edge.context), ()), edge.axis)
         if cell.id not in have:
             planned.setdefault(cell.id, cell)
     return list(planned.values())

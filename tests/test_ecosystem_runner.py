@@ -157,3 +157,46 @@ def test_a_redone_project_replaces_its_results_and_drops_the_earlier_run_s_other
     assert left == ["baseline.json", "candidate.json"]  # the earlier retry is not this run's
     for name in left:
         assert '"status": "skipped"' in (projects / "c" / name).read_text()
+
+
+def test_a_redo_of_some_projects_keeps_the_rest_of_the_run_in_run_json(tmp_path: Path) -> None:
+    """`ecosystem run --only a --redo` into a run's directory wrote run.json with project a alone:
+    the report lost c's skip reason (c's stale results from before it was skipped came back as a
+    class, same-fail in the real run) and could no longer name the projects with no result."""
+    import json
+
+    from torch_matrix.report.ecosystem import build
+    from torch_matrix.run.ecosystem import EcosystemRun, plan_run
+    from torch_matrix.vocab.ecosystem import EcoClass, Role, SideRun, SideStatus
+    from torch_matrix.world.ecosystem_results import load
+
+    a, b, c = parse_projects(FILE, "p.toml")
+    baseline, candidate = parse_side("2.5.1", "baseline"), parse_side("2.6.0", "candidate")
+
+    def invocation(*projects: object, candidate_side: object = candidate) -> None:
+        plan_run(
+            EcosystemRun(
+                projects=list(projects),  # type: ignore[arg-type]
+                baseline=baseline,
+                candidate=candidate_side,  # type: ignore[arg-type]
+                out=tmp_path,
+                redo=True,
+            ),
+            None,
+        )
+
+    invocation(a, b, c)
+    for role in Role:  # c's results from a run before its skip reason was added
+        stale = SideRun(project="c", role=role, torch="2.5.1", status=SideStatus.FAILED)
+        (tmp_path / "projects" / "c").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "projects" / "c" / f"{role}.json").write_text(json.dumps(stale.to_json()))
+    invocation(a)  # --only a --redo
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert [p["name"] for p in meta["projects"]] == ["a", "b", "c"]
+    assert meta["projects"][2]["skip"] == "needs a GPU"
+    loaded = load([tmp_path])
+    report = build(loaded.meta, loaded.sides)
+    assert [(r.name, r.classified.eco_class) for r in report.rows] == [("c", EcoClass.SKIPPED)]
+    assert report.missing == ("a", "b")
+    with pytest.raises(UserError, match="candidate's torch is '2.6.0', this run's '2.7.1'"):
+        invocation(a, candidate_side=parse_side("2.7.1", "candidate"))

@@ -37,7 +37,9 @@ from torch_matrix.plan.ecosystem import estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.spec.projects import Project, Side, SideKind
 from torch_matrix.vocab.ecosystem import EcoClass, Role, SideRun, SideStatus
+from torch_matrix.vocab.errors import UserError
 from torch_matrix.world import ecosystem_side as sides
+from torch_matrix.world.ecosystem_results import read_meta
 from torch_matrix.world.ecosystem_source import SourceError, fetch, torch_download_bytes
 from torch_matrix.world.index import PackageIndex
 
@@ -103,12 +105,45 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
         "schema": 1,
         "baseline": run.baseline.to_json(),
         "candidate": run.candidate.to_json(),
-        "projects": [p.to_json() for p in run.projects],
+        "projects": listed_projects(run),
         "shard": list(run.shard),
         "estimate": cost.to_json(),
     }
     atomic_write(run.out / RUN_FILE, json.dumps(meta, indent=1) + "\n")
     return mine
+
+
+# What decides a side's results: a directory holding another torch's results is not this run's.
+_SIDE_KEYS = ("torch", "torchvision", "index")
+
+
+def listed_projects(run: EcosystemRun) -> list[dict[str, object]]:
+    """run.json's projects: those of the run already in ``run.out`` (a resumed run, or a redo of
+    some of its projects with ``--only``) with this invocation's replacing theirs by name. The
+    report reads each project's skip reason, and which projects have no result, from this list:
+    narrowing it to one invocation's projects lost the rest of the run (a skipped project's stale
+    results came back as a class). Refused where the directory holds another pair's results."""
+    listed = [p.to_json() for p in run.projects]
+    if not (run.out / RUN_FILE).exists():
+        return listed
+    earlier = read_meta(run.out)
+    for role, side in (("baseline", run.baseline), ("candidate", run.candidate)):
+        ours, theirs = side.to_json(), earlier.get(role) or {}
+        for key in _SIDE_KEYS:
+            if str(theirs.get(key, "")) != str(ours.get(key, "")):
+                raise UserError(
+                    f"it holds another run's results: its {role}'s {key} is "
+                    f"{theirs.get(key, '')!r}, this run's {ours.get(key, '')!r}",
+                    where=str(run.out / RUN_FILE),
+                    hint="give this pair its own --out directory; "
+                    "compare two runs with `torch-matrix ecosystem diff`",
+                )
+    mine = {str(p["name"]): p for p in listed}
+    kept: list[dict[str, object]] = []
+    for entry in earlier.get("projects") or ():
+        if isinstance(entry, dict) and "name" in entry:
+            kept.append(mine.pop(str(entry["name"]), entry))  # in place: the earlier order
+    return kept + list(mine.values())  # then the projects new to this directory
 
 
 def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None) -> str:

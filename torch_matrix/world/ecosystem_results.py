@@ -26,7 +26,9 @@ class Loaded:
     problems: list[str] = field(default_factory=list)
 
 
-def _meta(directory: Path) -> dict[str, Any]:
+def read_meta(directory: Path) -> dict[str, Any]:
+    """A run directory's run.json (its sides and projects); one line with a hint where it is
+    missing or damaged."""
     path = directory / RUN_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -43,7 +45,7 @@ def _meta(directory: Path) -> dict[str, Any]:
 
 def load(directories: list[Path]) -> Loaded:
     """The merged results of one run's shards (each a directory with run.json)."""
-    metas = [_meta(d) for d in directories]
+    metas = [read_meta(d) for d in directories]
     first = metas[0]
     for directory, meta in zip(directories[1:], metas[1:]):
         for key in ("baseline", "candidate"):

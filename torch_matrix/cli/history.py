@@ -52,11 +52,13 @@ def import_main(args: argparse.Namespace) -> int:
     from torch_matrix.world.history import db_path, open_history
     from torch_matrix.world.results import cyclic_gc_paused
 
+    path = db_path(args.db)
+    # The whole import: the snapshot of 2,500 loaded results makes ~40,000 more objects, and the
+    # cyclic collector rescanning the results kept alive cost as much as building them.
     with cyclic_gc_paused():
         results, ref = _load_dir(Path(args.results_dir), args)
-    path = db_path(args.db)
-    with open_history(path) as history:
-        added = history.import_run(results, ref)
+        with open_history(path) as history:
+            added = history.import_run(results, ref)
     what = "imported" if added else "already in the history (nothing added):"
     print(
         f"{what} run {ref.id} ({ref.date}, spec {ref.spec}, {len(results)} cells"

@@ -202,7 +202,7 @@ REAL_CASES = [
     (WEIGHTS_ONLY, "torch2.6-weights_only"),
     (TORCH_SIX, "torch2.6-torch_six"),
     (FUNCTIONAL_TENSOR, "torch2.6-tv0.21-functional_tensor"),
-    (SCHEDULER_VERBOSE, "torch2.13-scheduler_verbose"),  # removed in 2.7.0: 2.13 is the one here
+    (SCHEDULER_VERBOSE, "torch2.13-scheduler_verbose"),  # removed in 2.7.0 (INTRODUCED below)
     (CUDA_AMP, "torch2.6-cuda_amp"),
 ]
 
@@ -216,6 +216,49 @@ def test_each_entry_recognises_its_real_failure_and_names_the_replacement(change
     assert verdict.kind == "incompatible"
     (fix,) = verdict.fixes.values()
     assert finding.fix in fix.advice and change.source in fix.advice
+
+
+# Each entry on the release that introduced it (its ``since``: the first release whose real output
+# shows the change) and on a release before it, where the same test file passes: captured with
+# capture.py in a venv of that release (py3.11, PyPI wheels, numpy<2).
+INTRODUCED = [
+    (WEIGHTS_ONLY, "torch2.6-weights_only", "torch2.5-weights_only"),
+    (TORCH_SIX, "torch2.0-torch_six", "torch1.13-torch_six"),
+    (FUNCTIONAL_TENSOR, "torch2.2-tv0.17-functional_tensor", "torch2.1-tv0.16-functional_tensor"),
+    (SCHEDULER_VERBOSE, "torch2.7-scheduler_verbose", "torch2.6-scheduler_verbose"),
+    (CUDA_AMP, "torch2.4-cuda_amp", "torch2.2-cuda_amp"),
+]
+
+
+def test_every_catalogue_entry_has_the_real_output_of_the_release_that_introduced_it():
+    assert sorted(change.key for change, _at, _before in INTRODUCED) == sorted(
+        change.key for change in CATALOGUE
+    )
+
+
+@pytest.mark.parametrize(
+    "change, at, before", INTRODUCED, ids=[change.key for change, _a, _b in INTRODUCED]
+)
+def test_each_entry_on_the_release_that_introduced_it_and_the_release_before(change, at, before):
+    from torch_matrix.vocab.versions import parse_version
+
+    result, record, finding = _real_finding(at)
+    installed = record["resolved"][change.package].split("+")[0]
+    assert installed == change.since, (change.key, record["resolved"])
+    assert finding is not None and finding.change == change
+    assert finding.site is not None and finding.site.path.startswith(("tests/", "src/"))
+    verdict = verdict_of(result)
+    assert verdict.kind == "incompatible"
+    (fix,) = verdict.fixes.values()
+    assert finding.fix in fix.advice and change.source in fix.advice
+    passing, earlier = real_result(before)
+    assert earlier["test_file"] == record["test_file"]  # the same test file
+    assert parse_version(earlier["resolved"][change.package].split("+")[0]) < parse_version(
+        change.since
+    )
+    assert [p.status for p in passing.probes] == ["pass"] and verdict_of(
+        passing
+    ).kind == "compatible"
 
 
 def test_removed_api_sites_are_the_users_lines():

@@ -172,3 +172,9 @@ def test_the_pins_admit_no_failing_pair_of_any_release_and_keep_torch_whole(cap)
     )
     lines = {line.package: line.text() for line in requirement_lines(suggestion.recommended)}
     assert lines == {"setuptools": "setuptools<82"}, lines
+    (line,) = requirement_lines(suggestion.recommended)
+    # one window says why: the trade-off's line, or the proven window; not also an unproven
+    # window of 83.0.0 inside it ("edge not found", next to a pin that excludes it)
+    (window,) = line.windows
+    assert window.releases[0] == "82.0.0" and window.releases[-1] == "84.2.1", window.releases
+    assert "edge not found" not in window.proof()

@@ -68,7 +68,7 @@ def _with_pin(pins: Sequence[Pin], added: Pin) -> tuple[Pin, ...]:
                     merge_specifiers(pin.specifiers, added.specifiers),
                     None,
                     tuple(sorted(set(pin.exclusions + added.exclusions), key=_exclusion_key)),
-                    pin.windows + added.windows,
+                    _uncovered(pin.windows + added.windows),
                     pin.gives_up + added.gives_up,
                 )
             )
@@ -78,6 +78,23 @@ def _with_pin(pins: Sequence[Pin], added: Pin) -> tuple[Pin, ...]:
     if not merged:
         out.append(added)
     return tuple(sorted(out, key=lambda p: (_axis_rank(p.package), p.condition is not None)))
+
+
+def _uncovered(windows: Sequence[Window]) -> tuple[Window, ...]:
+    """The windows whose releases no other window of the line holds too: a tested bad release's
+    unproven window (``83.0.0: edge not found``) inside the trade-off's line (``82.x..84.x``) says
+    nothing the line does not, and its "edge not found" would contradict the pin printed."""
+    kept: list[Window] = []
+    for index, window in enumerate(windows):
+        mine = set(window.releases)
+        covered = any(
+            mine < set(other.releases) or (mine == set(other.releases) and other_index < index)
+            for other_index, other in enumerate(windows)
+            if other_index != index
+        )
+        if not covered:
+            kept.append(window)
+    return tuple(kept)
 
 
 def _alternative(

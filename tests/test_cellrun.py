@@ -214,6 +214,9 @@ def test_a_failing_required_probe_makes_the_cell_incompatible_and_is_written(tmp
     assert result.platform == {"system": "Linux"} and result.gpu == {"driver": "550"}
     assert {"resolve+install", "resolve", "verify", "probes", "total"} <= set(result.timings)
     assert read_result(tmp_path / "cells" / f"{cell.id}.json") == result
+    # judged once: the record run_cell returns (the session's line) is the one it stored
+    assert result.verdict["kind"] == INCOMPATIBLE
+    assert read_result(tmp_path / "cells" / f"{cell.id}.json").verdict == result.verdict
 
 
 def test_resolver_refusal_keeps_the_message_and_runs_no_probes(tmp_path):

@@ -112,6 +112,11 @@ def test_matrix_run_report_resume_and_redo(tmp_path):
     assert first.returncode == 0, log
     good, broken, no_wheel, no_solution = cell_ids()
     verdicts = {cell: verdict_of(read_result(cells_dir / f"{cell}.json")) for cell in cell_ids()}
+    # each cell's file stores the verdict its session printed (judge.stored): read, not judged
+    stored = {cell: read_result(cells_dir / f"{cell}.json").verdict for cell in cell_ids()}
+    assert {cell: v.get("kind") for cell, v in stored.items()} == {
+        cell: v.kind for cell, v in verdicts.items()
+    }
     assert verdicts[good].kind == COMPATIBLE
     assert verdicts[broken].kind == INCOMPATIBLE
     assert "operator torchvision::nms does not exist" in verdicts[broken].reason

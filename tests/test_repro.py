@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from torch_matrix.cli import main as cli
@@ -71,9 +72,9 @@ def test_nearest_passing_is_none_when_nothing_passes():
 
 def test_install_lines_drop_the_cells_venv_and_keep_the_index_options():
     result = make_result(torch="2.5.1")
-    result = type(result)(
+    result = dataclasses.replace(
+        result,
         **{
-            **result.__dict__,
             "install": type(result.install)(
                 status="installed",
                 command=(
@@ -89,7 +90,7 @@ def test_install_lines_drop_the_cells_venv_and_keep_the_index_options():
                     "torch==2.5.1",
                 ),
             ),
-        }
+        },
     )
     assert install_lines(result)[1] == (
         "uv pip install --python .venv-repro --torch-backend cu124 "

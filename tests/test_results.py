@@ -18,6 +18,9 @@ from torch_matrix.world import resultschema
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_cell, make_probe, make_result
+from torch_matrix.judge import stored
+from torch_matrix.judge.causes import Cause
+from torch_matrix.judge.verdict import VERDICTS
 
 
 def schema_validator():
@@ -84,17 +87,23 @@ def test_schema_stays_in_sync_with_records():
     # Every key to_json can write is declared, and every always-written key is required.
     data = full_result().to_json()
     assert set(data) == set(schema["required"])
-    assert set(props) - set(schema["required"]) == {"targets", "replaces"}  # optional since v3, v5
-    judged = replace(
-        full_result(),
-        targets=({"target": "V100 (sm_70)", "verdict": "native", "reason": "r"},),
-        replaces="sha256:" + "0" * 64,
+    # optional since v3, v5, v7
+    assert set(props) - set(schema["required"]) == {"targets", "replaces", "verdict"}
+    judged = stored.judged(
+        replace(
+            full_result(),
+            targets=({"target": "V100 (sm_70)", "verdict": "native", "reason": "r"},),
+            replaces="sha256:" + "0" * 64,
+        )
     )
     assert set(judged.to_json()) == set(props)
     schema_validator().validate(judged.to_json())
-    assert CellResult.from_json(judged.to_json()) == judged and resultschema.is_canonical_json(
-        judged.to_json()
-    )
+    again = CellResult.from_json(judged.to_json())
+    assert again == judged and again.verdict == judged.verdict
+    assert resultschema.is_canonical_json(judged.to_json())
+    assert tuple(props["verdict"]["properties"]["kind"]["enum"]) == VERDICTS
+    attribution = schema["$defs"]["attribution"]["properties"]
+    assert tuple(attribution["cause"]["enum"]) == tuple(Cause)
     assert set(data["cell"]) == set(schema["$defs"]["cell"]["required"])
     cell_props = schema["$defs"]["cell"]["properties"]
     assert set(cell_props) - set(schema["$defs"]["cell"]["required"]) == {
@@ -235,9 +244,13 @@ def test_version_1_files_load_unchanged(tmp_path):
         again = result.to_json()
         assert again["schema_version"] == records.SCHEMA_VERSION and "origin" not in again["cell"]
         assert "targets" not in again and result.targets == ()  # version 3: none judged
-        assert {k: v for k, v in again.items() if k != "schema_version"} == {
+        assert {k: v for k, v in again.items() if k not in ("schema_version", "verdict")} == {
             k: v for k, v in original.items() if k != "schema_version"
         }
+        # an old file stores no verdict: judged on load, and it judged exactly this record
+        assert "verdict" not in original and again["verdict"]["of"] == stored.record_digest(
+            original
+        )
         # A planned cell's fingerprint (resume) does not change with the new optional field.
         assert result.cell.to_json() == original["cell"]
 

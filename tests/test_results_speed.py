@@ -14,6 +14,13 @@ from torch_matrix.world import results, resultschema
 from torch_matrix.vocab.records import INSTALL_ERROR, UNSATISFIABLE, CellResult
 from tests.factories import make_probe, make_result
 from tests.test_results import full_result
+from torch_matrix.judge import stored
+
+
+def as_written(data: dict) -> dict:
+    """``data`` as the tool writes it: judged, its verdict stored (``judge.stored``)."""
+    bare = CellResult.from_json({key: value for key, value in data.items() if key != "verdict"})
+    return stored.judged(bare).to_json()
 
 
 def _written_as_before(results_list: list[CellResult], path: Path) -> str:
@@ -32,11 +39,14 @@ def _load(tmp_path: Path, datas: list[dict], run: str = "run") -> results.Loaded
     return results.load_results(tmp_path / "in")
 
 
-CANONICAL = [
-    full_result(),
-    make_result(status=UNSATISFIABLE, message="no wheel"),
-    make_result(status=INSTALL_ERROR, probes=[]),
-    make_result(probes=[make_probe("x", observed=0, expected=False)]),
+CANONICAL = [  # as the tool writes them: each with its verdict (judge.stored)
+    stored.judged(result)
+    for result in (
+        full_result(),
+        make_result(status=UNSATISFIABLE, message="no wheel"),
+        make_result(status=INSTALL_ERROR, probes=[]),
+        make_result(probes=[make_probe("x", observed=0, expected=False)]),
+    )
 ]
 
 
@@ -79,6 +89,7 @@ def test_write_merged_from_loaded_dicts_writes_the_same_bytes(tmp_path):
     datas = [result.to_json() for result in CANONICAL[:3]] + copy.deepcopy(NOT_CANONICAL[:6])
     for number, data in enumerate(datas):
         data["cell"]["id"] = f"cell{number}"
+    datas[:3] = [as_written(data) for data in datas[:3]]  # judged under their new ids
     loaded = _load(tmp_path, datas)
     assert len(loaded.results) == len(datas) and not loaded.problems
     fast = results.write_merged(loaded.results, tmp_path / "fast.json", loaded).read_text(
@@ -90,7 +101,7 @@ def test_write_merged_from_loaded_dicts_writes_the_same_bytes(tmp_path):
 
 
 def test_json_of_only_answers_for_the_loaded_object(tmp_path):
-    loaded = _load(tmp_path, [full_result().to_json()])
+    loaded = _load(tmp_path, [stored.judged(full_result()).to_json()])
     (result,) = loaded.results
     assert loaded.json_of(result) is not None
     assert (
@@ -265,7 +276,7 @@ def _root_with_merged(tmp_path, count=4, run="default"):
     for number in range(count):
         data = full_result().to_json()
         data["cell"]["id"] = f"cell{number}"
-        datas.append(data)
+        datas.append(as_written(data))
     loaded = _load(tmp_path, datas, run)
     merged = results.write_merged(
         loaded.results, tmp_path / "in" / "downloaded" / results.MERGED_NAME, loaded

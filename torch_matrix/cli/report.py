@@ -31,7 +31,7 @@ from torch_matrix.vocab.records import Cell
 from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import MERGED_NAME, PINS_DIR, SPEC_ENV, SUMMARY_NAME
-from torch_matrix.world.results import load_results, write_merged
+from torch_matrix.world.results import load_results, write_back, write_merged
 from torch_matrix.world.runplan import (
     missing_reason,
     planned_but_missing,
@@ -339,9 +339,13 @@ def _report(args: argparse.Namespace) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
     results_dir = Path(_arg(args, "results_dir", "results"))
-    loaded = load_results(results_dir)
+    loaded = load_results(results_dir, rejudge=bool(_arg(args, "rejudge")))
     for problem in loaded.problems:
         console.warn(str(problem))
+    # A verdict judged again in the run's context (a follow-up refuted an advice, ...) is stored
+    # in the cell's file, once: later reports and the history read it (judge.stored).
+    for line in write_back(loaded):
+        console.warn(line)
     if not loaded.results and not loaded.problems and _arg(args, "strict"):
         print(
             UserError(
@@ -515,5 +519,11 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         help="also write the suggested pins into OUT/pins (what `torch-matrix pins` writes), "
         "from the same loaded results, with the same options (--policy, --tradeoffs, "
         "--no-coverage; --spec for coverage)",
+    )
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="judge every cell again with this version's rules (each result stores the verdict "
+        "it was given when it was written) and store the new verdicts in the cell files",
     )
     add_pins_options(parser)

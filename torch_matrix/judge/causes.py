@@ -118,6 +118,18 @@ class Attribution:
                 data[key] = getattr(self, key)
         return data
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Attribution":
+        """The inverse of ``to_json`` (a stored verdict's attributions, ``judge.stored``)."""
+        return cls(
+            Cause(data["cause"]),
+            **{
+                k: str(data[k])
+                for k in ("kind", "advice", "requirement", "detail", "fix")
+                if k in data
+            },
+        )
+
 
 VERSION_CAUSE = Attribution(Cause.VERSION)
 _MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from torch_matrix.judge.causes import (
@@ -90,6 +91,43 @@ class Verdict:
         """True when the cell says something about compatibility (good or bad)."""
         return self.kind in (COMPATIBLE, INCOMPATIBLE)
 
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as a result file stores it (``judge.stored``): empty fields left out."""
+        data: dict[str, Any] = {"kind": str(self.kind)}
+        if self.reason:
+            data["reason"] = self.reason
+        for key in ("failing", "missing", "idle"):
+            if getattr(self, key):
+                data[key] = list(getattr(self, key))
+        for key in ("environment", "advice", "fixes"):
+            found: Mapping[str, Attribution] = getattr(self, key)
+            if found:
+                data[key] = {name: attribution.to_json() for name, attribution in found.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+        """The inverse of ``to_json`` (a schema-valid stored verdict)."""
+        return cls(
+            _KINDS[data["kind"]],
+            failing=tuple(data.get("failing", ())),
+            missing=tuple(data.get("missing", ())),
+            reason=str(data.get("reason", "")),
+            environment=_attributions(data.get("environment")),
+            advice=_attributions(data.get("advice")),
+            idle=tuple(data.get("idle", ())),
+            fixes=_attributions(data.get("fixes")),
+        )
+
+
+_KINDS = {str(kind): kind for kind in VerdictKind}  # a dict lookup: enum's __call__ is slower
+
+
+def _attributions(data: Mapping[str, Any] | None) -> dict[str, Attribution]:
+    if not data:
+        return {}
+    return {name: Attribution.from_json(value) for name, value in data.items()}
+
 
 def probe_counts_as_failure(status: str, policy: Mapping[str, str] | None = None) -> bool:
     """Whether a required probe's status fails the cell under ``policy`` (``DEFAULT_POLICY`` fills gaps)."""
@@ -129,11 +167,13 @@ def asked(cell: Cell, names: Sequence[str]) -> tuple[str, ...]:
 
 
 def verdict_of(result: CellResult) -> Verdict:
-    """The cell's verdict (computed once per record: ``_JUDGED``)."""
+    """The cell's verdict: the one its record stores (``judge.stored``: computed once, when the
+    result was written, and checked against the record when it was loaded), else judged here, once
+    per record (``_JUDGED``)."""
     known = _JUDGED.get(id(result))
     if known is not None and known[0]() is result:
         return known[1]
-    verdict = _verdict_of(result)
+    verdict = Verdict.from_json(result.verdict) if result.verdict else fresh_verdict(result)
     key = id(result)
 
     def forget(_: weakref.ref[CellResult]) -> None:
@@ -143,7 +183,9 @@ def verdict_of(result: CellResult) -> Verdict:
     return verdict
 
 
-def _verdict_of(result: CellResult) -> Verdict:
+def fresh_verdict(result: CellResult) -> Verdict:
+    """Judge ``result`` from its probes and install, ignoring any stored verdict: what
+    ``judge.stored`` stores, and what ``report --rejudge`` asks for."""
     if result.install.status == UNSATISFIABLE:
         return Verdict(NOT_INSTALLABLE, reason=result.install.message)
     if result.install.status == INSTALL_ERROR or result.install.status != INSTALLED:

@@ -38,6 +38,7 @@ from torch_matrix.vocab.records import (
 from torch_matrix.world.results import write_result
 from torch_matrix.world.runplan import CellEvent, record
 from torch_matrix.judge.causes import Cause, VersionKind, attribute, axis_module_named
+from torch_matrix.judge.stored import judged as judged_alone
 from torch_matrix.judge.verdict import asked, asks_only_its_subset, verdict_of
 from torch_matrix.judge.hardware import DEVICE_PROBE, cell_verdicts, disagreements
 from torch_matrix.judge.gpus import Target
@@ -318,6 +319,9 @@ def _finish(
         result = dataclasses.replace(result, targets=judged)
     for line in disagreements(judged):  # loudly: the static rules or the probe are wrong somewhere
         warn(f"{cell.id}: hardware verdict DISAGREES with the device: {line}")
+    # The cell's verdict, computed once and stored with its result: the line below, the session's
+    # and every reader of the file read this one (judge.stored).
+    result = judged_alone(result)
     try:
         path = write_result(result, settings.cells_dir)
     except OSError as error:
@@ -341,7 +345,8 @@ def rejudged(result: CellResult, targets: Sequence[Target]) -> CellResult | None
     judged = cell_verdicts(result.gpu, targets, device_probe)
     if [dict(t) for t in judged] == [dict(t) for t in result.targets]:
         return None
-    return dataclasses.replace(result, targets=judged)
+    # the hardware targets are not part of what the cell's verdict judged: it stays (judge.stored)
+    return dataclasses.replace(result, targets=judged).with_verdict(result.verdict)
 
 
 def logged(settings: CellSettings, event: CellEvent, cell: Cell) -> None:

@@ -172,7 +172,10 @@ def run_matrix_cell(
                 cell_steps = watched(cell_steps, own, keeper.uv_cache)
             result = run_cell(cell, venv_python, settings, cell_steps)
             if not why:
-                run_counterfactuals(session, plan, result, venv_python, settings, environ, steps)
+                followed = run_counterfactuals(
+                    session, plan, result, venv_python, settings, environ, steps
+                )
+                result = in_light_of(result, followed, plan.cells_dir)
             if own is not None:
                 keeper.record(own)
             remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
@@ -193,6 +196,22 @@ def run_matrix_cell(
         session.log(f"{cell.id}: compatible")
     else:
         session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+
+
+def in_light_of(result: Any, followed: Sequence[Any], cells_dir: Path) -> Any:
+    """``result`` judged again beside its counterfactuals (one refuted its "add it" advice: a
+    version finding now), the new verdict stored in its file, so the session's line says what the
+    report will (``judge.stored``); unchanged when they change nothing."""
+    from torch_matrix.judge.stored import judge_run
+    from torch_matrix.world.results import write_result
+
+    if not followed:
+        return result
+    records, replaced = judge_run([result, *followed])
+    if not any(item.cell == result.cell.id for item in replaced):
+        return result
+    write_result(next(i.record for i in replaced if i.cell == result.cell.id), cells_dir)
+    return records[0]
 
 
 def stop_on_sigterm() -> None:

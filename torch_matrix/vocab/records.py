@@ -19,7 +19,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
 # ``install`` / ``install_digest`` (what else went into the cell: the project under test);
 # a version-1 file is a version-2 file without them, and loads unchanged. 3 added ``targets``:
@@ -28,7 +28,9 @@ SCHEMA_VERSION = 6
 # 5 added the optional ``replaces`` (the digest of the result file this run of the cell overwrote).
 # 6 added the origins of follow-up cells (``counterfactual``, ``edge``, ``bisect``) and the optional
 # ``cell.reason`` (why a follow-up cell exists); a version-5 file is a version-6 file without them.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
+# 7 added the optional ``verdict``: the cell's verdict, computed once when the result is written
+# (``torch_matrix.judge.stored``) and read by every reader; a file without one is judged on load.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum as StrEnum  # re-exported: the layers' status enums derive from it
@@ -377,6 +379,18 @@ class CellResult:
     # "sha256:<hex>" of the result file this run overwrote ("" for a first run): which of two
     # copies of a cell is the rerun, whatever the machines' clocks say (``world.results``).
     replaces: str = ""
+    # The stored verdict (``torch_matrix.judge.stored``: the Verdict's JSON, plus ``of``, the digest
+    # of the record it judged). Not an __init__ field: ``dataclasses.replace`` makes a new record
+    # without it, so a record changed in any way is judged again, never read with a stale verdict.
+    verdict: Mapping[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def with_verdict(self, verdict: Mapping[str, Any]) -> "CellResult":
+        """A copy of this record carrying ``verdict`` (``torch_matrix.judge.stored.judged``)."""
+        import copy
+
+        out = copy.copy(self)
+        object.__setattr__(out, "verdict", dict(verdict))
+        return out
 
     @property
     def installed(self) -> bool:
@@ -406,12 +420,13 @@ class CellResult:
             # Only when judged: a result without targets keeps its version-2 shape.
             **({"targets": [dict(t) for t in self.targets]} if self.targets else {}),
             **({"replaces": self.replaces} if self.replaces else {}),
+            **({"verdict": dict(self.verdict)} if self.verdict else {}),
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "CellResult":
         """Build from an already schema-validated mapping (see ``torch_matrix.world.results``)."""
-        return cls(
+        result = cls(
             cell=Cell.from_json(data["cell"]),
             fingerprint=data["fingerprint"],
             install=InstallOutcome.from_json(data["install"]),
@@ -426,3 +441,6 @@ class CellResult:
             targets=tuple(dict(t) for t in data.get("targets", ())),
             replaces=data.get("replaces", ""),
         )
+        if data.get("verdict"):
+            object.__setattr__(result, "verdict", dict(data["verdict"]))
+        return result

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.vocab import layout
-from torch_matrix.judge.runcontext import in_run_context
+from torch_matrix.judge.stored import Rejudged, holds, judge_run, judged
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
 from torch_matrix.edges.fileio import cyclic_gc_paused
@@ -74,6 +74,9 @@ class LoadedResults:
     loaded_json: dict[str, tuple[CellResult, dict[str, Any], str | None]] = field(
         default_factory=dict, repr=False
     )
+    # Cells whose stored verdict did not stand in the run's context (``judge.stored.judge_run``):
+    # ``write_back`` stores the new one in the cell's file.
+    rejudged: list[Rejudged] = field(default_factory=list)
 
     def skip(self, where: str, why: str) -> None:
         self.problems.append(f"{where}: {why}")
@@ -116,7 +119,9 @@ def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
     path = layout.cell_file(directory, result.cell.id)
     previous = file_digest(path) if path.exists() else ""
     if previous and not result.replaces:
-        result = dataclasses.replace(result, replaces=previous)
+        # ``replaces`` is not part of what a verdict judges: the stored one stays
+        result = dataclasses.replace(result, replaces=previous).with_verdict(result.verdict)
+    result = judged(result)  # judged once, here, unless it carries its verdict (judge.stored)
     text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
     atomic_write_text(path, text)
     return path
@@ -339,6 +344,12 @@ def _entry_from_data(
         return None
     if notes:
         out.problems.append(f"{shown}: {'; '.join(notes)}")
+    if result.verdict and not holds(data, result):
+        out.problems.append(
+            f"{shown}: the record changed after its verdict ({result.verdict.get('kind')}) was "
+            "stored; judged again (rerun the cell, or `torch-matrix report --rejudge` to store it)"
+        )
+        result = result.with_verdict({})
     return _Entry(result, shown, merged, data)
 
 
@@ -430,13 +441,16 @@ def _finished_key(entry: _Entry) -> tuple[int, Any]:
         return (0, stamp)
 
 
-def load_results(root: str | os.PathLike[str]) -> LoadedResults:
+def load_results(root: str | os.PathLike[str], rejudge: bool = False) -> LoadedResults:
     """Every cell result under ``root`` (a folder at any depth, or one file), one per cell id.
 
     Looks for ``**/cells/*.json`` and merged ``**/results.json`` (not a report's own, beside
     its ``cells/``: see ``_candidate_files``). Bad files go to ``problems``. When one cell id
     has several different results, ``_choose`` decides (cell file over merged copy, rerun
     over what it replaced, else the later finish) and each choice is reported in ``problems``.
+
+    Every result comes back carrying its verdict in the run's context (``judge.stored``): the
+    stored one where it stands, else judged now (``rejudge``: every one judged again).
     """
     base = Path(root)
     if not base.exists():
@@ -444,10 +458,34 @@ def load_results(root: str | os.PathLike[str]) -> LoadedResults:
     files = [base] if base.is_file() else _candidate_files(base)
     with cyclic_gc_paused():
         loaded = _load_files(files)
-    loaded.results[:] = in_run_context(
-        loaded.results
-    )  # a suite that collects nowhere is the suite's
+    loaded.results[:], loaded.rejudged = judge_run(loaded.results, rejudge=rejudge)
     return loaded
+
+
+def write_back(loaded: LoadedResults) -> list[str]:
+    """Store each verdict ``load_results`` judged again (``loaded.rejudged``) in the cell file it
+    was read from; a merged copy is left as it is (the report writes results.json anew). Returns
+    one line per cell whose verdict changed kind, and one per file that could not be written."""
+    lines = []
+    for item in loaded.rejudged:
+        source = loaded.sources.get(item.cell, "")
+        path = Path(source)
+        if not source or source.endswith("]") or path.stem != item.cell or not path.is_file():
+            continue
+        try:
+            write_result(item.record, path.parent)
+        except OSError as error:
+            lines.append(
+                f"{source}: cannot store the cell's verdict in the run's context "
+                f"({error.strerror or error}); it is judged again on each load"
+            )
+            continue
+        if item.was != item.now:
+            because = (
+                "judged again (--rejudge)" if item.why == "rejudge" else "in the run's context"
+            )
+            lines.append(f"{item.cell}: verdict now {item.now} (stored: {item.was}), {because}")
+    return lines
 
 
 def _load_files(files: list[Path]) -> LoadedResults:

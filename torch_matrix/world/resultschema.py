@@ -143,6 +143,10 @@ def is_canonical_json(data: Any) -> bool:
     if type(data) is not dict or type(data.get("schema_version")) is not int:
         return False  # (jsonschema's enum also admits 1.0)
     keys = tuple(data)
+    if keys[-1:] == ("verdict",):  # to_json writes it last, and only when set (judge.stored)
+        if not data["verdict"]:
+            return False
+        keys = keys[:-1]
     if keys[-1:] == ("replaces",):  # to_json writes it last, and only when set
         if not data["replaces"]:
             return False

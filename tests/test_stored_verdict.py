@@ -1,0 +1,273 @@
+"""One verdict per cell, computed once and stored in its result (``judge.stored``).
+
+The cell is judged when its result is written; the table, the HTML, results.json, repro, the pins
+and the history read that verdict. It counts only for the record and the run context it judged:
+an edited file, a record changed in memory, or a run whose context changed is judged again, and
+the report stores the new verdict in the cell's file and says which changed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torch_matrix.judge import stored
+from torch_matrix.judge import verdict as verdict_module
+from torch_matrix.judge.causes import Attribution, Cause
+from torch_matrix.judge.verdict import (
+    COMPATIBLE,
+    ENVIRONMENT,
+    INCOMPATIBLE,
+    VERDICTS,
+    Verdict,
+    VerdictKind,
+    verdict_of,
+)
+from torch_matrix.plan.counterfactual import plan_counterfactuals
+from torch_matrix.vocab import layout
+from torch_matrix.vocab.records import FAIL, PASS, CellResult
+from torch_matrix.world.results import load_results, write_back, write_merged, write_result
+from tests.factories import make_cell, make_probe, make_result
+from tests.test_downstream import _missing_module_cell
+
+
+@pytest.fixture
+def no_judging(monkeypatch):
+    """Judging a record fails the test: what runs under it reads stored verdicts only."""
+
+    def refuse(result: CellResult) -> Verdict:
+        raise AssertionError(f"{result.cell.id} was judged again")
+
+    monkeypatch.setattr(verdict_module, "fresh_verdict", refuse)
+    verdict_module._JUDGED.clear()
+
+
+def _refuted_run(tmp_path: Path) -> tuple[Path, CellResult, CellResult]:
+    """The issue's cell: alone, "add <module>" (environment); the run's counterfactual for it was
+    unsatisfiable (no such distribution), so in the run it is a version finding (incompatible)."""
+
+    def missing_extmod(result: CellResult) -> CellResult:
+        probes = tuple(
+            replace(p, message=p.message.replace("pkg_resources", "_torch_ext_helpers"))
+            for p in result.probes
+        )
+        return replace(result, probes=probes)
+
+    broken = missing_extmod(_missing_module_cell("1.13.1", "84.0.0", False, True))
+    [planned] = plan_counterfactuals(broken)
+    counterfactual = make_result(
+        planned,
+        status="unsatisfiable",
+        message="× No solution found when resolving dependencies: because -torch-ext-helpers was "
+        "not found in the package registry, your requirements are unsatisfiable.",
+    )
+    cells = layout.cells_dir(tmp_path / "run")
+    write_result(broken, cells)  # as the cell's session writes it, before its counterfactual ran
+    write_result(counterfactual, cells)
+    return tmp_path / "run", broken, counterfactual
+
+
+def _stored(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))["verdict"]
+
+
+def test_a_written_result_stores_its_verdict_and_readers_never_judge_it_again(
+    tmp_path, no_judging, monkeypatch
+):
+    monkeypatch.undo()  # judging is allowed while writing
+    passing = make_result(make_cell(torch="2.5.1"), probes=[make_probe("install_sanity")])
+    failing = make_result(
+        make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL, "boom")]
+    )
+    cells = layout.cells_dir(tmp_path / "run")
+    for result in (passing, failing):
+        write_result(result, cells)
+    on_disk = _stored(layout.cell_file(cells, failing.cell.id))
+    assert on_disk["kind"] == INCOMPATIBLE and on_disk["failing"] == ["install_sanity"]
+    assert on_disk["of"] == stored.record_digest(failing.to_json())
+    assert _stored(layout.cell_file(cells, passing.cell.id))["kind"] == COMPATIBLE
+
+    def refuse(result: CellResult) -> Verdict:
+        raise AssertionError(f"{result.cell.id} was judged again")
+
+    monkeypatch.setattr(verdict_module, "fresh_verdict", refuse)
+    verdict_module._JUDGED.clear()
+    loaded = load_results(tmp_path / "run")
+    assert loaded.problems == [] and loaded.rejudged == []
+    kinds = {r.cell.id: verdict_of(r).kind for r in loaded.results}
+    assert kinds == {passing.cell.id: COMPATIBLE, failing.cell.id: INCOMPATIBLE}
+    merged = json.loads(write_merged(loaded.results, tmp_path / "results.json", loaded).read_text())
+    assert {c["cell"]["id"]: c["verdict"]["kind"] for c in merged["cells"]} == kinds
+
+
+def test_the_issues_cell_has_one_verdict_session_table_file_and_history(tmp_path, monkeypatch):
+    """Alone the cell said "environment" (its session's line); the run's counterfactual refuted the
+    advice. The report stores "incompatible" in the cell's file and says so once; from then on the
+    file, the table, results.json and the history read that one verdict, judging nothing."""
+    from torch_matrix.judge.snapshot import cell_state
+    from torch_matrix.report.rows import judge
+    from torch_matrix.report.terminal import render_text
+
+    run, broken, _ = _refuted_run(tmp_path)
+    cell_file = layout.cell_file(layout.cells_dir(run), broken.cell.id)
+    assert _stored(cell_file)["kind"] == ENVIRONMENT  # what the cell's session printed
+
+    loaded = load_results(run)
+    [item] = loaded.rejudged
+    assert (item.cell, item.was, item.now, item.why) == (
+        broken.cell.id,
+        ENVIRONMENT,
+        INCOMPATIBLE,
+        "context",
+    )
+    assert write_back(loaded) == [
+        f"{broken.cell.id}: verdict now incompatible (stored: environment), in the run's context"
+    ]
+    now = _stored(cell_file)
+    assert now["kind"] == INCOMPATIBLE and "refuted" in now["reason"]
+    assert now["context"]["tests"]["refuted_by"]["module"] == "_torch_ext_helpers"
+    # the file keeps the record as the cell wrote it; the run's mark is in the verdict's context
+    assert "refuted_by" not in json.dumps(json.loads(cell_file.read_text())["probes"])
+
+    monkeypatch.setattr(verdict_module, "fresh_verdict", lambda r: pytest.fail("judged again"))
+    verdict_module._JUDGED.clear()
+    again = load_results(run)
+    assert again.rejudged == [] and again.problems == [] and write_back(again) == []
+    by_id = {r.cell.id: r for r in again.results}
+    assert verdict_of(by_id[broken.cell.id]).kind == INCOMPATIBLE
+    table = render_text(judge(again.results), width=200)
+    row = next(line for line in table.splitlines() if "1.13.1" in line and "incompatible" in line)
+    assert "environment" not in row
+    merged = json.loads(write_merged(again.results, tmp_path / "results.json", again).read_text())
+    assert {c["cell"]["id"]: c["verdict"]["kind"] for c in merged["cells"]}[
+        broken.cell.id
+    ] == INCOMPATIBLE
+    assert cell_state(by_id[broken.cell.id]).verdict == INCOMPATIBLE  # what the history stores
+
+
+def test_an_edited_file_is_judged_again_and_named(tmp_path):
+    result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
+    cells = layout.cells_dir(tmp_path / "run")
+    path = write_result(result, cells)
+    data = json.loads(path.read_text())
+    assert data["verdict"]["kind"] == INCOMPATIBLE
+    data["probes"][0]["status"] = PASS  # edited by hand; the stored verdict no longer fits
+    data["probes"][0]["message"] = ""
+    path.write_text(json.dumps(data, indent=2))
+    loaded = load_results(tmp_path / "run")
+    [problem] = loaded.problems
+    assert problem.startswith(str(path)) and "changed after its verdict (incompatible)" in problem
+    assert "--rejudge" in problem
+    assert verdict_of(loaded.results[0]).kind == COMPATIBLE  # never the stale "incompatible"
+
+
+def test_a_file_written_otherwise_but_meaning_the_same_keeps_its_verdict(tmp_path):
+    result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
+    path = write_result(result, layout.cells_dir(tmp_path / "run"))
+    data = json.loads(path.read_text())
+    data["install"]["attempts"] = 1.0  # another writer's JSON: 1.0 for 1
+    path.write_text(json.dumps(dict(reversed(list(data.items()))), indent=4))
+    loaded = load_results(tmp_path / "run")
+    assert loaded.problems == [] and loaded.rejudged == []
+    assert loaded.results[0].verdict == data["verdict"]
+
+
+def test_a_record_changed_in_memory_carries_no_stale_verdict():
+    result = stored.judged(make_result(probes=[make_probe("install_sanity", FAIL)]))
+    assert verdict_of(result).kind == INCOMPATIBLE
+    fixed = replace(result, probes=(make_probe("install_sanity", PASS),))
+    assert fixed.verdict == {} and verdict_of(fixed).kind == COMPATIBLE
+
+
+def test_rejudge_replaces_a_verdict_an_older_tool_stored(tmp_path, capsys):
+    """A stored verdict stands on later loads (an older tool's rules included) until
+    ``report --rejudge`` judges every cell again and stores the result."""
+    from torch_matrix.cli import main as cli
+
+    result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
+    older = result.with_verdict(
+        {"kind": "compatible", "of": stored.record_digest(result.to_json()), "judged_by": "0.0.1"}
+    )
+    cells = layout.cells_dir(tmp_path / "run")
+    path = write_result(older, cells)
+    assert verdict_of(load_results(tmp_path / "run").results[0]).kind == COMPATIBLE
+    cli(["report", str(tmp_path / "run"), "--rejudge"])
+    err = capsys.readouterr().err
+    assert f"{result.cell.id}: verdict now incompatible (stored: compatible), judged again" in err
+    assert _stored(path)["kind"] == INCOMPATIBLE and _stored(path)["judged_by"] != "0.0.1"
+    assert load_results(tmp_path / "run").rejudged == []
+
+
+def test_an_old_file_without_a_stored_verdict_is_judged_on_load_and_left_as_it_is(tmp_path):
+    result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
+    data = result.to_json()
+    data["schema_version"] = 6
+    path = layout.cell_file(layout.cells_dir(tmp_path / "run"), result.cell.id)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+    loaded = load_results(tmp_path / "run")
+    assert loaded.problems == [] and loaded.rejudged == [] and write_back(loaded) == []
+    assert loaded.results[0].verdict["kind"] == INCOMPATIBLE
+    assert path.read_bytes() == before
+
+
+_names = st.lists(st.sampled_from(["a", "tests", "install_sanity", "x y"]), unique=True, max_size=3)
+_attributions = st.dictionaries(
+    st.sampled_from(["tests", "install", "p"]),
+    st.builds(
+        Attribution,
+        st.sampled_from(list(Cause)),
+        kind=st.sampled_from(["", "numpy-abi", "code-fix"]),
+        advice=st.text(max_size=20),
+        requirement=st.sampled_from(["", "numpy<2", "setuptools<82"]),
+        detail=st.text(max_size=10),
+        fix=st.text(max_size=10),
+    ),
+    max_size=2,
+)
+
+
+@given(
+    st.builds(
+        Verdict,
+        st.sampled_from(VERDICTS),
+        failing=_names.map(tuple),
+        missing=_names.map(tuple),
+        reason=st.text(max_size=40),
+        environment=_attributions,
+        advice=_attributions,
+        idle=_names.map(tuple),
+        fixes=_attributions,
+    )
+)
+def test_a_stored_verdict_reads_back_as_the_same_verdict(verdict):
+    from torch_matrix.world.resultschema import is_valid_cell_result
+
+    again = Verdict.from_json(json.loads(json.dumps(verdict.to_json())))
+    assert again == verdict and isinstance(again.kind, VerdictKind)
+    record = make_result().with_verdict({**verdict.to_json(), "of": "sha256:" + "0" * 64})
+    assert is_valid_cell_result(record.to_json())
+
+
+def test_the_cells_session_reads_its_verdict_beside_its_counterfactuals(tmp_path):
+    """The session runs a cell's counterfactuals right after it: the line it prints, and the file,
+    already hold the verdict the report will show (the advice refuted: incompatible)."""
+    from torch_matrix.run.sessions import in_light_of
+    from torch_matrix.world.results import read_result
+
+    run, broken, counterfactual = _refuted_run(tmp_path)
+    cells = layout.cells_dir(run)
+    alone = read_result(layout.cell_file(cells, broken.cell.id))
+    assert verdict_of(alone).kind == ENVIRONMENT
+    cf = read_result(layout.cell_file(cells, counterfactual.cell.id))
+    now = in_light_of(alone, [cf], cells)
+    assert verdict_of(now).kind == INCOMPATIBLE and "refuted" in verdict_of(now).reason
+    assert _stored(layout.cell_file(cells, broken.cell.id))["kind"] == INCOMPATIBLE
+    assert load_results(run).rejudged == []  # the report finds nothing left to judge
+    assert in_light_of(alone, [], cells) is alone

@@ -299,6 +299,29 @@ def test_the_report_summary_and_the_issue_body_carry_the_fix_first():
     assert "weights\\_only=False" in body or "weights_only=False" in body
 
 
+def test_the_nightly_issue_names_the_users_call_site_from_the_stored_verdict(tmp_path):
+    """`diff --issues` of two runs: the new failure's issue carries the fix its cell's verdict gives
+    (the user's call site and the class the error names), not the catalogue's generic call."""
+    from torch_matrix.cli import main as cli_main
+    from torch_matrix.world.results import write_result
+
+    broken, _record = real_result("torch2.6-weights_only")
+    before = make_result(
+        make_cell(torch="2.6.0", python="3.11", torchvision="", probes=("tests",)),
+        resolved={"torch": "2.6.0"},
+    )
+    assert before.cell.id == broken.cell.id
+    old, new = tmp_path / "old" / "ckpt", tmp_path / "new" / "ckpt"
+    write_result(before, old / "cells")
+    write_result(broken, new / "cells")
+    issues = tmp_path / "issues.json"
+    assert cli_main(["diff", str(old), str(new), "--issues", str(issues)]) == 0
+    [opened] = json.loads(issues.read_text())["open"]
+    fix = opened["body"].split("### Fix first", 1)[1].split("###", 1)[0]
+    assert "src/pkg/io.py:9" in fix and "return torch.load(path, weights_only=False)" in fix
+    assert "<the class named in the error>" not in fix
+
+
 def test_pins_writes_the_pull_request_body_only_when_asked(tmp_path, monkeypatch):
     from torch_matrix.cli import main as cli_main
     from torch_matrix.world.results import write_result

@@ -258,8 +258,10 @@ def diff_main(args: argparse.Namespace) -> int:
     if args.issues:
         from torch_matrix.world.results import atomic_write_text
 
-        bundles = _bundles(refs[-1] if refs else None, result.new_failures)
-        plan = diff_render.issue_plan(result, run_url=args.run_url or "", bundles=bundles)
+        bundles, fixes = _from_new_run(refs[-1] if refs else None, result.new_failures)
+        plan = diff_render.issue_plan(
+            result, run_url=args.run_url or "", bundles=bundles, fixes=fixes
+        )
         for (
             cell,
             probe,
@@ -276,21 +278,28 @@ def diff_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bundles(ref: str | None, failures: Any) -> dict[tuple[str, str], str]:
-    """The repro bundle (``torch-matrix repro CELL PROBE``) of each new failure, when the new run is
-    a results directory; the nightly's issue bodies hold them."""
+def _from_new_run(
+    ref: str | None, failures: Any
+) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], str]]:
+    """For each new failure, when the new run is a results directory: its repro bundle
+    (``torch-matrix repro CELL PROBE``) and the code fix its cell's verdict gives (the user's call
+    site; ``Verdict.fixes``). The nightly's issue bodies hold both."""
     if not failures or ref is None or not Path(ref).is_dir():
-        return {}
+        return {}, {}
+    from torch_matrix.judge.verdict import verdict_of
     from torch_matrix.report.repro import render_bundle
     from torch_matrix.world.results import load_results
 
     results = load_results(Path(ref)).results
     by_id = {item.cell.id: item for item in results}
-    return {
-        (failure.cell, failure.probe): render_bundle(by_id[failure.cell], results, failure.probe)
-        for failure in failures
-        if failure.cell in by_id and by_id[failure.cell].probe(failure.probe)
-    }
+    found = [f for f in failures if f.cell in by_id and by_id[f.cell].probe(f.probe)]
+    bundles = {(f.cell, f.probe): render_bundle(by_id[f.cell], results, f.probe) for f in found}
+    fixes = {}
+    for failure in found:
+        attribution = verdict_of(by_id[failure.cell]).fixes.get(failure.probe)
+        if attribution is not None and attribution.advice:
+            fixes[(failure.cell, failure.probe)] = attribution.advice
+    return bundles, fixes
 
 
 def main(args: argparse.Namespace) -> int:

@@ -165,7 +165,10 @@ def bundle_file(cell: str, probe: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{cell}--{probe}")[:200] + ".md"
 
 
-def issue_body(failure: NewFailure, run_url: str = "") -> str:
+def issue_body(failure: NewFailure, run_url: str = "", fix: str = "") -> str:
+    """The issue's head. ``fix``: the code fix the cell's stored verdict gives for the probe
+    (``Verdict.fixes``: the user's own call site and the class the error names), else the
+    catalogue's diagnosis of the message alone (a generic call)."""
     first = failure.first_run
     seen = (
         f"first failing run {md_code(first.id)} ({md_text(first.date or 'date unknown')}"
@@ -187,12 +190,12 @@ def issue_body(failure: NewFailure, run_url: str = "") -> str:
         lines += [f"Run: {md_text(run_url)}", ""]
     if failure.message:
         lines += ["> " + md_text(_short(failure.message, 1000)), ""]
-    finding = diagnose(failure.message)
-    if finding is not None:  # an API change with a known code fix: the answer to merge first
+    finding = diagnose(failure.message) if not fix else None
+    if fix or finding is not None:  # an API change with a known code fix: the answer to merge first
         lines += [
             "### Fix first",
             "",
-            md_prose(finding.advice()),
+            md_prose(fix or (finding.advice() if finding else "")),
             "",
             "Excluding the release is the alternative for code that cannot change.",
             "",
@@ -275,20 +278,24 @@ def issue_text(
 
 
 def issue_plan(
-    diff: Diff, run_url: str = "", bundles: Mapping[tuple[str, str], str] | None = None
+    diff: Diff,
+    run_url: str = "",
+    bundles: Mapping[tuple[str, str], str] | None = None,
+    fixes: Mapping[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """What the nightly does on GitHub: open (or comment on) one issue per new failure; close
     the issue of every cell+probe that passes in this run. ``bundles``: each failure's repro bundle
-    (``report.repro``), put in its issue's body (``issue_text``)."""
+    (``report.repro``), put in its issue's body (``issue_text``); ``fixes``: each failure's code
+    fix from its cell's verdict (``issue_body``)."""
     bundles = bundles or {}
+    fixes = fixes or {}
 
     def body(failure: NewFailure) -> str:
         bundle = bundles.get(
             (failure.cell, failure.probe), "(torch-matrix repro could not build it)"
         )
-        return issue_text(
-            issue_body(failure, run_url), bundle, failure.cell, failure.probe, run_url
-        )
+        head = issue_body(failure, run_url, fixes.get((failure.cell, failure.probe), ""))
+        return issue_text(head, bundle, failure.cell, failure.probe, run_url)
 
     return {
         "label": ISSUE_LABEL,

@@ -4,6 +4,7 @@ real browser), the diff of two runs, the cause of each regression group."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,59 @@ def test_the_html_page_in_a_real_browser(tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     screenshot(browser, page.as_uri(), shot, 1280, 900)
     assert png_size(shot) == (1280, 900)
+
+
+def test_the_cause_names_the_global_and_the_call_site_from_the_failure_s_whole_text() -> None:
+    """Real run (opacus 1.5.2, torch 2.6.0): the message was cut before the global and the log's
+    tail, from later tests, did not name it, so the fix read `add_safe_globals([<the class named
+    in the error>])` and named no call site. The failure's whole text and its frames in the
+    project's own code, kept from the pytest records, give both."""
+    from torch_matrix.world.ecosystem_side import failure_details
+
+    node = "opacus/tests/module_validator_test.py::ModuleValidator_test::test_fix"
+    cut = "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded"
+    records = [
+        {"nodeid": "tests/test_ok.py::test_ok", "when": "call", "outcome": "passed"},
+        {
+            "nodeid": node,
+            "when": "call",
+            "outcome": "failed",
+            "message": cut,
+            "text": cut + " ... WeightsUnpickler error: Unsupported global: GLOBAL "
+            "torchvision.models.mobilenetv3.MobileNetV3 was not an allowed global by default.",
+            "frames": [
+                {"path": "opacus/tests/module_validator_test.py", "line": 29, "code": "fix(m)"},
+                {"path": "opacus/utils/module_utils.py", "line": 102, "code": "c = torch.load(b)"},
+                {"path": "/v/lib/python3.11/site-packages/torch/serialization.py", "line": 1470},
+            ],
+        },
+    ]
+    messages, texts, frames = failure_details(records)
+    assert list(messages) == [node] and list(texts) == [node]
+    assert [f["path"] for f in frames[node]] == [
+        "opacus/tests/module_validator_test.py",
+        "opacus/utils/module_utils.py",
+    ]
+    meta, sides = _world(1)
+    ids = list(sides["p0000"]["candidate"].tests)
+    candidate = _side(
+        "p0000",
+        Role.CANDIDATE,
+        SideStatus.TIMEOUT,
+        dict.fromkeys(ids, "failed"),
+        messages=dict.fromkeys(ids, messages[node]),
+        output_tail="later tests' output",
+    )
+    # the round trip through the result file keeps them
+    sides["p0000"]["candidate"] = SideRun.from_json(
+        replace(
+            candidate,
+            texts=dict.fromkeys(ids, texts[node]),
+            frames=dict.fromkeys(ids, frames[node]),
+        ).to_json()
+    )
+    (row,) = [r for r in build(meta, sides).rows if r.name == "p0000"]
+    fix = row.groups[0].cause.fix
+    assert fix.startswith("at opacus/utils/module_utils.py:102: `c = torch.load(b)` -> ")
+    assert "torch.load(b, weights_only=False)" in fix
+    assert "add_safe_globals([torchvision.models.mobilenetv3.MobileNetV3])" in fix

@@ -180,6 +180,12 @@ def diagnose(
     change = find_change(text)
     if change is None:
         return None
+    site = _site(change, frames)
+    return Finding(change, _fix(change, text, site), site, tuple(tests))
+
+
+def _site(change: Change, frames: Sequence[Mapping[str, Any]]) -> CallSite | None:
+    """The user's frame that made the change's call (else the innermost user frame)."""
     sites = user_frames(frames)
     site = (
         next((s for s in reversed(sites) if re.search(change.call, s.code)), None)
@@ -188,7 +194,7 @@ def diagnose(
     )
     if site is None and sites:
         site = sites[-1]
-    return Finding(change, _fix(change, text, site), site, tuple(tests))
+    return site
 
 
 def _fix(change: Change, text: str, site: CallSite | None) -> str:
@@ -268,18 +274,20 @@ def _gone_name(message: str) -> str:
     return f"{attribute.group(1)}.{attribute.group(2)}" if attribute else ""
 
 
-def cause_of(message: str, context: str = "") -> Cause:
+def cause_of(message: str, context: str = "", frames: Sequence[Mapping[str, Any]] = ()) -> Cause:
     """The cause of one failure message (tests that fail alike share it): a change of the
     catalogue, with its fix and source; else a torch/torchvision module or name the message shows
-    gone; else unknown. ``context`` (the side's log tail) may name what a cut message does not
-    (the global a checkpoint holds)."""
+    gone; else unknown. ``context`` (the failure's whole text, the side's log tail) may name what a
+    cut message does not (the global a checkpoint holds); ``frames`` (the failure's, in the
+    project's own code) give the fix its call site."""
     change = find_change(message)
     if change is not None:
         text = message if _GLOBAL.search(message) else f"{message}\n{context}"
+        site = _site(change, frames)
         return Cause(
             CauseKind(str(change.kind)),
             f"{change.summary} ({change.package} {change.since})",
-            _fix(change, text, None),
+            (f"at {site.path}:{site.line}: " if site else "") + _fix(change, text, site),
             change.source,
         )
     missing = _MISSING_MODULE.search(message)

@@ -93,15 +93,25 @@ class Report:
         }
 
 
-def groups_of(classified: Classified, context: str = "") -> tuple[FailureGroup, ...]:
+def groups_of(
+    classified: Classified, context: str = "", candidate: SideRun | None = None
+) -> tuple[FailureGroup, ...]:
     """A regression's failing tests grouped by their message, largest group first, each with its
-    cause from the catalogue (``context``: the candidate's log tail)."""
+    cause from the catalogue (``context``: the candidate's log tail; ``candidate``: its side, whose
+    first failing test of a group gives the cause its whole text and its call site)."""
     by_message: dict[str, list[str]] = {}
     for test in classified.new_failures:
         message = classified.messages.get(test, "") or "(no message)"
         by_message.setdefault(message, []).append(test)
     ranked = sorted(by_message.items(), key=lambda item: (-len(item[1]), item[0]))
-    return tuple(FailureGroup(m, tuple(sorted(t)), cause_of(m, context)) for m, t in ranked)
+    groups = []
+    for message, tests in ranked:
+        first = sorted(tests)[0]
+        text = candidate.texts.get(first, "") if candidate else ""
+        frames = candidate.frames.get(first, ()) if candidate else ()
+        cause = cause_of(message, f"{text}\n{context}" if text else context, frames)
+        groups.append(FailureGroup(message, tuple(sorted(tests)), cause))
+    return tuple(groups)
 
 
 def build(
@@ -125,7 +135,7 @@ def build(
             retry_candidate=found.get("candidate-retry"),
         )
         groups = (
-            groups_of(classified, candidate.output_tail)
+            groups_of(classified, candidate.output_tail, candidate)
             if classified.eco_class == EcoClass.REGRESSED
             else ()
         )

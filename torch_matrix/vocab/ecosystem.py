@@ -84,6 +84,11 @@ class SideRun:
     exit_code: int | None = None
     tests: Mapping[str, str] = field(default_factory=dict)
     messages: Mapping[str, str] = field(default_factory=dict)
+    # a failed test's whole text where its message was cut (the global a checkpoint holds), and
+    # its frames in the project's own code, innermost last ({"path", "line", "code"}): the
+    # cause's fix names the project's call site
+    texts: Mapping[str, str] = field(default_factory=dict)
+    frames: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     summary: str = ""
     detail: str = ""  # why BROKEN / TIMEOUT / SKIPPED, one line
     output_tail: str = ""
@@ -112,6 +117,8 @@ class SideRun:
             "exit_code": self.exit_code,
             "tests": dict(sorted(self.tests.items())),
             "messages": dict(sorted(self.messages.items())),
+            "texts": dict(sorted(self.texts.items())),
+            "frames": {k: [dict(f) for f in v] for k, v in sorted(self.frames.items())},
             "summary": self.summary,
             "detail": self.detail,
             "output_tail": self.output_tail,
@@ -143,6 +150,11 @@ class SideRun:
                 exit_code=int(exit_code) if exit_code is not None else None,
                 tests={str(k): str(v) for k, v in dict(data.get("tests") or {}).items()},
                 messages={str(k): str(v) for k, v in dict(data.get("messages") or {}).items()},
+                texts={str(k): str(v) for k, v in dict(data.get("texts") or {}).items()},
+                frames={
+                    str(k): tuple(dict(f) for f in v)
+                    for k, v in dict(data.get("frames") or {}).items()
+                },
                 summary=str(data.get("summary") or ""),
                 detail=str(data.get("detail") or ""),
                 output_tail=str(data.get("output_tail") or ""),

@@ -17,9 +17,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from torch_matrix.edges import proc
+from torch_matrix.judge.catalogue import user_frames
 from torch_matrix.probes import pytest_outcomes, pytest_select
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.spec.projects import Project, Side
@@ -28,6 +29,7 @@ from torch_matrix.world.environment import base_env, parse_freeze, uv_executable
 
 INSTALL_TIMEOUT_S = 1800.0
 TAIL_CHARS = 4000
+FRAMES_KEPT = 3  # a failure's innermost frames in the project's own code: its call site
 GIB = 1 << 30
 PLUGINS = {
     "torch_matrix_pytest_outcomes": pytest_outcomes,
@@ -68,6 +70,26 @@ def isolation(network_off: bool = True) -> Isolation:
     if code != 0:
         return Isolation((), f"on: unshare -n failed ({err.strip()[:120]})", prlimit)
     return Isolation((unshare, "-n"), "off (unshare -n)", prlimit)
+
+
+Frames = tuple[dict[str, Any], ...]
+
+
+def failure_details(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, str], dict[str, str], dict[str, Frames]]:
+    """Each failed test's message; its whole text where the message was cut; its innermost frames
+    in the project's own code (``pytest_outcomes`` records them): the report's cause reads the
+    global a checkpoint holds from the text and the project's call site from the frames."""
+    failures = [r for r in records if "nodeid" in r and r.get("outcome") in ("failed", "error")]
+    messages = {str(r["nodeid"]): str(r.get("message", "")) for r in failures}
+    texts = {str(r["nodeid"]): str(r["text"]) for r in failures if r.get("text")}
+    frames: dict[str, Frames] = {}
+    for record in failures:
+        own = user_frames(record.get("frames") or ())[-FRAMES_KEPT:]
+        if own:
+            frames[str(record["nodeid"])] = tuple(site.to_json() for site in own)
+    return messages, texts, frames
 
 
 def install_args(project: Project, side: Side, tree: Path) -> list[str]:
@@ -272,11 +294,7 @@ def run_tests(
     seconds = time.monotonic() - started
     found = pytest_outcomes.read_records(str(records))
     outcomes = pytest_outcomes.per_test(found)
-    messages = {
-        r["nodeid"]: r.get("message", "")
-        for r in found
-        if "nodeid" in r and r.get("outcome") in ("failed", "error")
-    }
+    messages, texts, frames = failure_details(found)
     summary = pytest_outcomes.counts_text(outcomes) if found else f"exit {done.returncode}"
     code = done.returncode
     detail = ""
@@ -314,6 +332,8 @@ def run_tests(
         exit_code=code,
         tests=outcomes,
         messages=messages,
+        texts=texts,
+        frames=frames,
         summary=summary,
         detail=detail,
         output_tail=done.output[-TAIL_CHARS:],

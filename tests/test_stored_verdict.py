@@ -31,7 +31,7 @@ from torch_matrix.judge.verdict import (
 from torch_matrix.plan.counterfactual import plan_counterfactuals
 from torch_matrix.vocab import layout
 from torch_matrix.vocab.records import FAIL, PASS, CellResult
-from torch_matrix.world.results import load_results, write_back, write_merged, write_result
+from torch_matrix.world.results import load_results, rejudged_lines, write_merged, write_result
 from tests.factories import make_cell, make_probe, make_result
 from tests.test_downstream import _missing_module_cell
 
@@ -105,17 +105,20 @@ def test_a_written_result_stores_its_verdict_and_readers_never_judge_it_again(
     assert {c["cell"]["id"]: c["verdict"]["kind"] for c in merged["cells"]} == kinds
 
 
-def test_the_issues_cell_has_one_verdict_session_table_file_and_history(tmp_path, monkeypatch):
-    """Alone the cell said "environment" (its session's line); the run's counterfactual refuted the
-    advice. The report stores "incompatible" in the cell's file and says so once; from then on the
-    file, the table, results.json and the history read that one verdict, judging nothing."""
+def test_the_issues_cell_has_one_verdict_in_the_report_results_json_and_history(
+    tmp_path, monkeypatch, capsys
+):
+    """Alone the cell is "environment" (what its file stores); the run's counterfactual refuted
+    the advice. The report shows "incompatible", says why it differs from the file, stores it in
+    results.json with its context, and leaves the cell's file as the cell wrote it. Read back as an
+    artifact, that results.json gives the same verdict without judging anything."""
+    from torch_matrix.cli import main as cli
     from torch_matrix.judge.snapshot import cell_state
-    from torch_matrix.report.rows import judge
-    from torch_matrix.report.terminal import render_text
 
     run, broken, _ = _refuted_run(tmp_path)
     cell_file = layout.cell_file(layout.cells_dir(run), broken.cell.id)
-    assert _stored(cell_file)["kind"] == ENVIRONMENT  # what the cell's session printed
+    assert _stored(cell_file)["kind"] == ENVIRONMENT
+    before = cell_file.read_bytes()
 
     loaded = load_results(run)
     [item] = loaded.rejudged
@@ -125,29 +128,37 @@ def test_the_issues_cell_has_one_verdict_session_table_file_and_history(tmp_path
         INCOMPATIBLE,
         "context",
     )
-    assert write_back(loaded) == [
-        f"{broken.cell.id}: verdict now incompatible (stored: environment), in the run's context"
+    assert rejudged_lines(loaded) == [
+        f"{broken.cell.id}: incompatible ({cell_file} stored environment): judged in this run's "
+        "context, which its result was judged without"
     ]
-    now = _stored(cell_file)
-    assert now["kind"] == INCOMPATIBLE and "refuted" in now["reason"]
-    assert now["context"]["tests"]["refuted_by"]["module"] == "_torch_ext_helpers"
-    # the file keeps the record as the cell wrote it; the run's mark is in the verdict's context
-    assert "refuted_by" not in json.dumps(json.loads(cell_file.read_text())["probes"])
+    assert cell_state(loaded.results[0]).verdict == INCOMPATIBLE  # what the history stores
 
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "out"
+    assert cli(["report", str(run), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert f"{broken.cell.id}: incompatible ({cell_file} stored environment)" in captured.err
+    row = next(line for line in captured.out.splitlines() if broken.cell.id in line)
+    assert "incompatible" in row and "environment" not in row
+    assert cell_file.read_bytes() == before  # a reader never rewrites a cell's file
+    line = next(
+        c
+        for c in json.loads((out / "results.json").read_text())["cells"]
+        if c["cell"]["id"] == broken.cell.id
+    )
+    assert line["verdict"]["kind"] == INCOMPATIBLE and "refuted" in line["verdict"]["reason"]
+    assert line["verdict"]["context"]["tests"]["refuted_by"]["module"] == "_torch_ext_helpers"
+
+    artifact = tmp_path / "downloaded"
+    artifact.mkdir()
+    (artifact / "results.json").write_bytes((out / "results.json").read_bytes())
     monkeypatch.setattr(verdict_module, "fresh_verdict", lambda r: pytest.fail("judged again"))
     verdict_module._JUDGED.clear()
-    again = load_results(run)
-    assert again.rejudged == [] and again.problems == [] and write_back(again) == []
+    again = load_results(artifact)
+    assert again.problems == [] and again.rejudged == []
     by_id = {r.cell.id: r for r in again.results}
     assert verdict_of(by_id[broken.cell.id]).kind == INCOMPATIBLE
-    table = render_text(judge(again.results), width=200)
-    row = next(line for line in table.splitlines() if "1.13.1" in line and "incompatible" in line)
-    assert "environment" not in row
-    merged = json.loads(write_merged(again.results, tmp_path / "results.json", again).read_text())
-    assert {c["cell"]["id"]: c["verdict"]["kind"] for c in merged["cells"]}[
-        broken.cell.id
-    ] == INCOMPATIBLE
-    assert cell_state(by_id[broken.cell.id]).verdict == INCOMPATIBLE  # what the history stores
 
 
 def test_an_edited_file_is_judged_again_and_named(tmp_path):
@@ -162,8 +173,20 @@ def test_an_edited_file_is_judged_again_and_named(tmp_path):
     loaded = load_results(tmp_path / "run")
     [problem] = loaded.problems
     assert problem.startswith(str(path)) and "changed after its verdict (incompatible)" in problem
-    assert "--rejudge" in problem
+    assert "rerun the cell" in problem
     assert verdict_of(loaded.results[0]).kind == COMPATIBLE  # never the stale "incompatible"
+
+
+def test_a_value_the_loader_repairs_is_said_once_not_called_an_edit(tmp_path):
+    result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
+    path = write_result(result, layout.cells_dir(tmp_path / "run"))
+    data = json.loads(path.read_text())
+    data["probes"][0]["duration_s"] = float("nan")  # another writer's NaN: the loader repairs it
+    path.write_text(json.dumps(data))
+    loaded = load_results(tmp_path / "run")
+    [problem] = loaded.problems
+    assert "duration_s" in problem and "changed after its verdict" not in problem
+    assert verdict_of(loaded.results[0]).kind == INCOMPATIBLE
 
 
 def test_a_file_written_otherwise_but_meaning_the_same_keeps_its_verdict(tmp_path):
@@ -184,23 +207,29 @@ def test_a_record_changed_in_memory_carries_no_stale_verdict():
     assert fixed.verdict == {} and verdict_of(fixed).kind == COMPATIBLE
 
 
-def test_rejudge_replaces_a_verdict_an_older_tool_stored(tmp_path, capsys):
-    """A stored verdict stands on later loads (an older tool's rules included) until
-    ``report --rejudge`` judges every cell again and stores the result."""
+def test_rejudge_judges_a_verdict_an_older_tool_stored_again_for_that_report(tmp_path, capsys):
+    """A stored verdict stands on later loads (an older tool's rules included); ``report
+    --rejudge`` shows every cell judged with this version's rules, names what changed, and leaves
+    the cell's file as it is."""
     from torch_matrix.cli import main as cli
 
     result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
     older = result.with_verdict(
         {"kind": "compatible", "of": stored.record_digest(result.to_json()), "judged_by": "0.0.1"}
     )
-    cells = layout.cells_dir(tmp_path / "run")
-    path = write_result(older, cells)
+    path = write_result(older, layout.cells_dir(tmp_path / "run"))
+    before = path.read_bytes()
     assert verdict_of(load_results(tmp_path / "run").results[0]).kind == COMPATIBLE
-    cli(["report", str(tmp_path / "run"), "--rejudge"])
+    out = tmp_path / "out"
+    assert cli(["report", str(tmp_path / "run"), "--rejudge", "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    assert f"{result.cell.id}: verdict now incompatible (stored: compatible), judged again" in err
-    assert _stored(path)["kind"] == INCOMPATIBLE and _stored(path)["judged_by"] != "0.0.1"
-    assert load_results(tmp_path / "run").rejudged == []
+    assert (
+        f"{result.cell.id}: incompatible ({path} stored compatible): judged again with this "
+        "version's rules (--rejudge)" in err
+    )
+    [line] = json.loads((out / "results.json").read_text())["cells"]
+    assert line["verdict"]["kind"] == INCOMPATIBLE and line["verdict"]["judged_by"] != "0.0.1"
+    assert path.read_bytes() == before
 
 
 def test_an_old_file_without_a_stored_verdict_is_judged_on_load_and_left_as_it_is(tmp_path):
@@ -212,7 +241,7 @@ def test_an_old_file_without_a_stored_verdict_is_judged_on_load_and_left_as_it_i
     path.write_text(json.dumps(data))
     before = path.read_bytes()
     loaded = load_results(tmp_path / "run")
-    assert loaded.problems == [] and loaded.rejudged == [] and write_back(loaded) == []
+    assert loaded.problems == [] and loaded.rejudged == []
     assert loaded.results[0].verdict["kind"] == INCOMPATIBLE
     assert path.read_bytes() == before
 
@@ -256,18 +285,19 @@ def test_a_stored_verdict_reads_back_as_the_same_verdict(verdict):
 
 
 def test_the_cells_session_reads_its_verdict_beside_its_counterfactuals(tmp_path):
-    """The session runs a cell's counterfactuals right after it: the line it prints, and the file,
-    already hold the verdict the report will show (the advice refuted: incompatible)."""
+    """The session runs a cell's counterfactuals right after it: the line it prints already says
+    what the report will (the advice refuted: incompatible), and what the file says alone."""
     from torch_matrix.run.sessions import in_light_of
     from torch_matrix.world.results import read_result
 
     run, broken, counterfactual = _refuted_run(tmp_path)
     cells = layout.cells_dir(run)
+    before = layout.cell_file(cells, broken.cell.id).read_bytes()
     alone = read_result(layout.cell_file(cells, broken.cell.id))
     assert verdict_of(alone).kind == ENVIRONMENT
     cf = read_result(layout.cell_file(cells, counterfactual.cell.id))
-    now = in_light_of(alone, [cf], cells)
+    now, was = in_light_of(alone, [cf])
     assert verdict_of(now).kind == INCOMPATIBLE and "refuted" in verdict_of(now).reason
-    assert _stored(layout.cell_file(cells, broken.cell.id))["kind"] == INCOMPATIBLE
-    assert load_results(run).rejudged == []  # the report finds nothing left to judge
-    assert in_light_of(alone, [], cells) is alone
+    assert was == ENVIRONMENT
+    assert layout.cell_file(cells, broken.cell.id).read_bytes() == before
+    assert in_light_of(alone, []) == (alone, "")

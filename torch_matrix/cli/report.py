@@ -31,7 +31,7 @@ from torch_matrix.vocab.records import Cell
 from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import MERGED_NAME, PINS_DIR, SPEC_ENV, SUMMARY_NAME
-from torch_matrix.world.results import load_results, write_back, write_merged
+from torch_matrix.world.results import load_results, rejudged_lines, write_merged
 from torch_matrix.world.runplan import (
     missing_reason,
     planned_but_missing,
@@ -342,9 +342,9 @@ def _report(args: argparse.Namespace) -> int:
     loaded = load_results(results_dir, rejudge=bool(_arg(args, "rejudge")))
     for problem in loaded.problems:
         console.warn(str(problem))
-    # A verdict judged again in the run's context (a follow-up refuted an advice, ...) is stored
-    # in the cell's file, once: later reports and the history read it (judge.stored).
-    for line in write_back(loaded):
+    # A cell judged again in the run's context (a follow-up refuted its advice, ...): the report
+    # shows that verdict and writes it into results.json; the cell's own file is left as it is.
+    for line in rejudged_lines(loaded):
         console.warn(line)
     if not loaded.results and not loaded.problems and _arg(args, "strict"):
         print(
@@ -523,7 +523,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "--rejudge",
         action="store_true",
-        help="judge every cell again with this version's rules (each result stores the verdict "
-        "it was given when it was written) and store the new verdicts in the cell files",
+        help="judge every cell again with this version's rules for this report and its "
+        "results.json (each result keeps the verdict it was given when it was written)",
     )
     add_pins_options(parser)

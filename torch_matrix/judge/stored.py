@@ -1,21 +1,25 @@
-"""The stored verdict: one per cell, computed once and kept in its result record (pure).
+"""The stored verdict: each cell judged once, the verdict kept with its record (pure).
 
 A cell is judged when its result is written (``world.results.write_result``): the verdict goes
-into the record (``CellResult.verdict``: the ``Verdict``'s JSON, ``of``, the digest of the record
-it judged, and ``context``, the run's marks it was judged with). Every reader (the table, the
-HTML, results.json, repro, the pins, the history) asks ``verdict.verdict_of``, which returns the
-stored verdict. A stored verdict counts only for the record and the context it judged:
+into the record (``CellResult.verdict``: the ``Verdict``'s JSON; ``of``, the digest of the record
+that carries it; ``context``, the run's marks it was judged with, none for a cell judged alone).
+The report judges the run's cells in the run's context once more where that context marks them
+(``judge.runcontext``: a counterfactual refuted an "add it" advice, a suite that collects in no
+cell, a module another cell's release shipped) and stores those verdicts, with their context, in
+the run's results.json and its history. Every reader (the table, the HTML, results.json, repro,
+the pins, the history) asks ``verdict.verdict_of``, which returns the stored verdict.
+
+A stored verdict counts only for the record and the context it judged:
 
 - a record changed in memory (``dataclasses.replace``) carries none, and is judged again;
 - a file edited after it was judged fails ``of`` when it is loaded (``holds``): judged again,
   and the loader says so by the file's name;
-- when the run's context marks a probe (``judge.runcontext``: a counterfactual refuted an "add
-  it" advice, a suite that collects nowhere, a module another cell's release shipped) and the
-  stored verdict was judged without that mark, ``judge_run`` judges the cell again in the run's
-  context and lists it (``Rejudged``); the report writes the new verdict back to the cell's file
-  and says which verdicts changed. Later loads read it.
+- a context that differs from the stored one (the report's run has marks the cell's own file was
+  judged without, or a subset of a run is read) is judged again in the context read
+  (``judge_run``), and the report names each cell whose verdict differs from its file's.
 
-``report --rejudge`` judges every record again with this tool's rules (a newer catalogue).
+Files are never rewritten by a reader: a cell's file keeps what its run wrote. ``report
+--rejudge`` judges every record again with this version's rules, for that report.
 """
 
 from __future__ import annotations
@@ -63,51 +67,41 @@ def holds(data: Mapping[str, Any], result: CellResult) -> bool:
     return bool(of == record_digest(data) or of == record_digest(result.to_json()))
 
 
-def context_of(original: CellResult, in_context: CellResult) -> dict[str, dict[str, Any]]:
-    """probe name -> the marks ``in_run_context`` added to it (empty: judged alone)."""
-    if in_context is original:
-        return {}
-    before = {probe.name: probe.evidence for probe in original.probes}
+def context_of(result: CellResult) -> dict[str, dict[str, Any]]:
+    """probe name -> the run's marks (``CONTEXT_MARKS``) its evidence holds: the context a
+    verdict of ``result`` is judged in (empty: judged alone)."""
     marks: dict[str, dict[str, Any]] = {}
-    for probe in in_context.probes:
-        added = {
-            key: probe.evidence[key]
-            for key in CONTEXT_MARKS
-            if key in probe.evidence and key not in before.get(probe.name, {})
-        }
-        if added:
-            marks[probe.name] = added
+    for probe in result.probes:
+        found = {key: probe.evidence[key] for key in CONTEXT_MARKS if key in probe.evidence}
+        if found:
+            marks[probe.name] = found
     return marks
 
 
-def judged(
-    result: CellResult, context: Mapping[str, Any] | None = None, record: CellResult | None = None
-) -> CellResult:
-    """``result`` carrying its verdict, judged now unless it carries one. ``record``: the record
-    as written (``result`` without the run's marks, which ``context`` holds); the digest is of it."""
+def judged(result: CellResult) -> CellResult:
+    """``result`` carrying its verdict, judged now (in the context its marks hold) unless it
+    carries one already."""
     if result.verdict:
         return result
     stored: dict[str, Any] = {
         **fresh_verdict(result).to_json(),
-        "of": record_digest((record or result).to_json()),
+        "of": record_digest(result.to_json()),
     }
+    context = context_of(result)
     if context:
-        stored["context"] = dict(context)
+        stored["context"] = context
     stored["judged_by"] = TOOL_VERSION
     return result.with_verdict(stored)
 
 
 @dataclass(frozen=True)
 class Rejudged:
-    """A cell whose stored verdict did not stand, and what replaces it."""
+    """A cell whose stored verdict did not stand in the context read, and what it is there."""
 
     cell: str
     was: str  # the stored verdict's kind
-    now: str  # the verdict's kind now
-    why: str  # "context" (the run's marks changed) or "rejudge" (asked for)
-    # The record to write back to the cell's file: as it was read, with the new verdict (the
-    # run's marks stay out of the file; the verdict's ``context`` names them).
-    record: CellResult
+    now: str  # its verdict's kind in the context read
+    why: str  # "context" (judged in another context) or "rejudge" (asked for)
 
 
 def judge_run(
@@ -115,19 +109,21 @@ def judge_run(
 ) -> tuple[list[CellResult], list[Rejudged]]:
     """The run's records in the run's context (``in_run_context``: the marks the report shows),
     each carrying its verdict: the stored one where it was judged in this same context, else
-    judged now. Returns them in order, and the cells whose stored verdict was replaced."""
+    judged now. Returns them in order, and the cells whose stored verdict was not kept."""
     records = list(results)
-    marked = in_run_context(records)
     out: list[CellResult] = []
     replaced: list[Rejudged] = []
-    for original, in_context in zip(records, marked):
-        context = context_of(original, in_context)
+    for original, in_context in zip(records, in_run_context(records)):
         stored = original.verdict
-        if stored and not rejudge and dict(stored.get("context") or {}) == context:
-            out.append(in_context if in_context is original else in_context.with_verdict(stored))
+        if (
+            stored
+            and not rejudge
+            and in_context is original  # the run's context added no mark to it
+            and dict(stored.get("context") or {}) == context_of(original)
+        ):
+            out.append(original)
             continue
-        fresh = in_context if in_context is not original else original.with_verdict({})
-        now = judged(fresh, context, record=original)
+        now = judged(in_context if in_context is not original else original.with_verdict({}))
         out.append(now)
         if stored:
             replaced.append(
@@ -136,7 +132,6 @@ def judge_run(
                     was=str(stored.get("kind", "")),
                     now=str(now.verdict["kind"]),
                     why="rejudge" if rejudge else "context",
-                    record=original.with_verdict(now.verdict),
                 )
             )
     return out, replaced

@@ -175,7 +175,12 @@ def run_matrix_cell(
                 followed = run_counterfactuals(
                     session, plan, result, venv_python, settings, environ, steps
                 )
-                result = in_light_of(result, followed, plan.cells_dir)
+                result, alone = in_light_of(result, followed)
+                if alone:
+                    session.log(
+                        f"{cell.id}: judged beside its counterfactuals (its result, judged "
+                        f"alone, says {alone})"
+                    )
             if own is not None:
                 keeper.record(own)
             remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
@@ -198,20 +203,17 @@ def run_matrix_cell(
         session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
 
 
-def in_light_of(result: Any, followed: Sequence[Any], cells_dir: Path) -> Any:
-    """``result`` judged again beside its counterfactuals (one refuted its "add it" advice: a
-    version finding now), the new verdict stored in its file, so the session's line says what the
-    report will (``judge.stored``); unchanged when they change nothing."""
+def in_light_of(result: Any, followed: Sequence[Any]) -> tuple[Any, str]:
+    """``result`` judged beside its counterfactuals (one refuted its "add it" advice: a version
+    finding now), so the session's line says what the report will; and the verdict its file
+    stored when that differs ("" otherwise). The file keeps what the cell wrote (``judge.stored``)."""
     from torch_matrix.judge.stored import judge_run
-    from torch_matrix.world.results import write_result
 
     if not followed:
-        return result
+        return result, ""
     records, replaced = judge_run([result, *followed])
-    if not any(item.cell == result.cell.id for item in replaced):
-        return result
-    write_result(next(i.record for i in replaced if i.cell == result.cell.id), cells_dir)
-    return records[0]
+    was = next((item.was for item in replaced if item.cell == result.cell.id), "")
+    return records[0], (was if was != records[0].verdict.get("kind") else "")
 
 
 def stop_on_sigterm() -> None:

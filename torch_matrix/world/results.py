@@ -74,8 +74,8 @@ class LoadedResults:
     loaded_json: dict[str, tuple[CellResult, dict[str, Any], str | None]] = field(
         default_factory=dict, repr=False
     )
-    # Cells whose stored verdict did not stand in the run's context (``judge.stored.judge_run``):
-    # ``write_back`` stores the new one in the cell's file.
+    # Cells whose stored verdict did not stand in the context read (``judge.stored.judge_run``):
+    # the report names those whose verdict differs (``rejudged_lines``).
     rejudged: list[Rejudged] = field(default_factory=list)
 
     def skip(self, where: str, why: str) -> None:
@@ -345,10 +345,11 @@ def _entry_from_data(
     if notes:
         out.problems.append(f"{shown}: {'; '.join(notes)}")
     if result.verdict and not holds(data, result):
-        out.problems.append(
-            f"{shown}: the record changed after its verdict ({result.verdict.get('kind')}) was "
-            "stored; judged again (rerun the cell, or `torch-matrix report --rejudge` to store it)"
-        )
+        if not notes:  # a repaired value (said above) is no edit
+            out.problems.append(
+                f"{shown}: the record changed after its verdict ({result.verdict.get('kind')}) "
+                "was stored; judged again (rerun the cell to store a new result)"
+            )
         result = result.with_verdict({})
     return _Entry(result, shown, merged, data)
 
@@ -528,29 +529,20 @@ def load_results(root: str | os.PathLike[str], rejudge: bool = False) -> LoadedR
     return loaded
 
 
-def write_back(loaded: LoadedResults) -> list[str]:
-    """Store each verdict ``load_results`` judged again (``loaded.rejudged``) in the cell file it
-    was read from; a merged copy is left as it is (the report writes results.json anew). Returns
-    one line per cell whose verdict changed kind, and one per file that could not be written."""
+def rejudged_lines(loaded: LoadedResults) -> list[str]:
+    """One line per cell whose verdict in the context read differs from the one its result stored
+    (``judge.stored.judge_run``): the report says which verdict it shows, and why."""
     lines = []
     for item in loaded.rejudged:
-        source = loaded.sources.get(item.cell, "")
-        path = Path(source)
-        if not source or source.endswith("]") or path.stem != item.cell or not path.is_file():
+        if item.was == item.now:
             continue
-        try:
-            write_result(item.record, path.parent)
-        except OSError as error:
-            lines.append(
-                f"{source}: cannot store the cell's verdict in the run's context "
-                f"({error.strerror or error}); it is judged again on each load"
-            )
-            continue
-        if item.was != item.now:
-            because = (
-                "judged again (--rejudge)" if item.why == "rejudge" else "in the run's context"
-            )
-            lines.append(f"{item.cell}: verdict now {item.now} (stored: {item.was}), {because}")
+        because = (
+            "judged again with this version's rules (--rejudge)"
+            if item.why == "rejudge"
+            else "judged in this run's context, which its result was judged without"
+        )
+        where = loaded.sources.get(item.cell, "its result")
+        lines.append(f"{item.cell}: {item.now} ({where} stored {item.was}): {because}")
     return lines
 
 

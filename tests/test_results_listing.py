@@ -1,4 +1,4 @@
-"""Which files ``load_results`` reads under a folder: one walk (``world.results._candidate_files``)
+"""Which files ``load_results`` reads under a folder: one walk (``world.resultfiles.candidate_files``)
 that finds exactly what ``Path.rglob("cells/*.json")`` and ``rglob("results.json")`` find, on a
 tree with the odd cases (symlinked folders and files, a folder named like a result file, a
 broken link, a ``cells`` folder inside a ``cells`` folder, merged files beside cell files)."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_matrix.world.results import _candidate_files
+from torch_matrix.world.resultfiles import candidate_files
 
 
 def _tree(root: Path) -> None:
@@ -49,7 +49,7 @@ def _by_glob(root: Path) -> set[Path]:
 def test_one_walk_finds_what_the_globs_find(tmp_path: Path, start: str) -> None:
     _tree(tmp_path)
     root = tmp_path / start if start else tmp_path
-    found = _candidate_files(root)
+    found = candidate_files(root)
     assert found == sorted(found, key=lambda path: path.parts)
     derived = {
         tmp_path / "a/results.json",
@@ -63,7 +63,7 @@ def test_one_walk_finds_what_the_globs_find(tmp_path: Path, start: str) -> None:
 
 def test_the_whole_tree(tmp_path: Path) -> None:
     _tree(tmp_path)
-    assert [path.relative_to(tmp_path).as_posix() for path in _candidate_files(tmp_path)] == [
+    assert [path.relative_to(tmp_path).as_posix() for path in candidate_files(tmp_path)] == [
         "a/run1/cells/.json",
         "a/run1/cells/x.json",
         "a/run2/cells/sub/cells/z.json",

@@ -1,5 +1,5 @@
 """Edges to the outside world: the spec file (`specfile`), package indexes (`index`), the probe process
-(`probe_process`, `probesuite`), interpreters, uv installs (`environment`; uv's output read: `uvoutput`), result files (`results`; their schema check: `resultschema`), the run's
+(`probe_process`, `probesuite`), interpreters, uv installs (`environment`; uv's output read: `uvoutput`), result files (`results`; their schema check: `resultschema`; which files under a folder: `resultfiles`), the run's
 planned cells (`runplan`) and the index facts it read for its pins (`runfacts`), half-made venvs (`envdirs`), the SQLite history (`history`), downstream requirement files (`apply`), a cell's build facts read from its wheels (`wheelfacts`). May import every package above
 (`vocab` .. `report`, `edges`).
 """

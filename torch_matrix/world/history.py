@@ -33,7 +33,6 @@ from torch_matrix.judge.snapshot import (
     run_id,
     snapshot_of,
 )
-from torch_matrix.edges import proc
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.settings import HISTORY_ENV, RESULTS_ENV
@@ -487,6 +486,9 @@ def current_commit(environ: Mapping[str, str] = os.environ, cwd: str | None = No
     """``$GITHUB_SHA`` in CI, else ``git rev-parse HEAD`` of the working directory, else ""."""
     if environ.get("GITHUB_SHA"):
         return environ["GITHUB_SHA"]
+    # Imported here: subprocess and its kin cost every `diff`, `history` and `import` a few ms
+    from torch_matrix.edges import proc
+
     code, out, _err = proc.run_text(["git", "rev-parse", "HEAD"], timeout=10, cwd=cwd)
     return out.strip() if code == 0 else ""
 

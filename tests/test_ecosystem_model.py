@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -276,11 +279,67 @@ def test_the_retry_of_the_regressed_tests_decides_flaky() -> None:
     base_again = side(B, OK, {"a": "passed", "b": "passed"}, retry_of=("a", "b"))
     stays = classify(base, cand, retry_baseline=base_again, retry_candidate=again_fails)
     assert stays.eco_class == EcoClass.REGRESSED
-    flips = side(C, FAIL, {"a": "passed", "b": "failed"}, retry_of=("a", "b"))
+    flips = side(C, FAIL, {"a": "passed", "b": "passed"}, retry_of=("a", "b"))
     flaky = classify(base, cand, retry_baseline=base_again, retry_candidate=flips)
-    assert flaky.eco_class == EcoClass.FLAKY and flaky.flipped == ("a",)
-    base_flips = side(B, FAIL, {"a": "passed", "b": "failed"}, retry_of=("a", "b"))
+    assert flaky.eco_class == EcoClass.FLAKY and flaky.flipped == ("a", "b")
+    base_flips = side(B, FAIL, {"a": "failed", "b": "failed"}, retry_of=("a", "b"))
     assert classify(base, cand, retry_baseline=base_flips).eco_class == EcoClass.FLAKY
+
+
+def test_a_flaky_test_does_not_hide_the_regressions_that_failed_on_every_retry() -> None:
+    """Real run (zuko 1.3.1, 2.5.1 -> 2.6.0): six tests failing with weights_only on the candidate
+    and its retry, one unseeded test that passed on the candidate's retry: the project read as
+    flaky. Only the flipped test is flaky; the six stay regressed."""
+    base = side(B, OK, {"a": "passed", "b": "passed"})
+    cand = side(C, FAIL, {"a": "failed", "b": "failed"}, messages={"a": "x", "b": "y"})
+    base_again = side(B, OK, {"a": "passed", "b": "passed"}, retry_of=("a", "b"))
+    flips = side(C, FAIL, {"a": "passed", "b": "failed"}, retry_of=("a", "b"))
+    got = classify(base, cand, retry_baseline=base_again, retry_candidate=flips)
+    assert got.eco_class == EcoClass.REGRESSED
+    assert got.new_failures == ("b",) and got.flipped == ("a",) and got.messages == {"b": "y"}
+    assert "1 test(s) fail only with torch" in got.evidence and "1 more flipped" in got.evidence
+    assert to_retry(got) == ("b",)
+
+
+def test_a_test_that_flips_on_a_later_retry_is_flaky_and_the_report_reads_every_retry(
+    tmp_path: Path,
+) -> None:
+    """Real run (zuko 1.3.1, 2.6.0 -> 2.7.1): an unseeded test failing for 11 of 40 seeds on both
+    releases passed on the baseline and its one retry and failed on the candidate and its one
+    retry: "regressed". Up to RETRIES retries, a flip on any makes it flaky; the report reads
+    every retry's result file."""
+    import json
+
+    from torch_matrix.report.ecosystem import build
+    from torch_matrix.vocab.ecosystem import RETRIES, retry_key
+    from torch_matrix.world.ecosystem_results import load
+
+    assert RETRIES >= 3
+    base = side(B, OK, {"a": "passed", "b": "passed"})
+    cand = side(C, FAIL, {"a": "failed", "b": "passed"})
+    stays = side(C, FAIL, {"a": "failed"}, retry_of=("a",))
+    base_again = side(B, OK, {"a": "passed"}, retry_of=("a",))
+    flips = side(C, OK, {"a": "passed"}, retry_of=("a",))
+    first_only = classify(base, cand, retry_baseline=[base_again], retry_candidate=[stays])
+    assert first_only.eco_class == EcoClass.REGRESSED
+    later = classify(
+        base, cand, retry_baseline=[base_again, base_again], retry_candidate=[stays, flips]
+    )
+    assert later.eco_class == EcoClass.FLAKY and later.flipped == ("a",)
+    folder = tmp_path / "projects" / "p"
+    folder.mkdir(parents=True)
+    (tmp_path / "run.json").write_text(json.dumps({"baseline": {}, "candidate": {}}))
+    written = {"baseline": base, "candidate": cand}
+    written |= {retry_key("baseline", n): base_again for n in (1, 2)}
+    written |= {retry_key("candidate", 1): stays, retry_key("candidate", 2): flips}
+    for key, run in written.items():
+        (folder / f"{key}.json").write_text(
+            json.dumps(dataclasses.replace(run, project="p").to_json())
+        )
+    loaded = load([tmp_path])
+    (row,) = build(loaded.meta, loaded.sides).rows
+    assert row.classified.eco_class == EcoClass.FLAKY
+    assert sorted(row.sides) == sorted(written)
 
 
 def test_a_skip_reason_wins() -> None:

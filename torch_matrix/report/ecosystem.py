@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from torch_matrix.judge.catalogue import Cause, cause_of
 from torch_matrix.judge.ecosystem import Classified, classify
-from torch_matrix.vocab.ecosystem import CLASS_ORDER, EcoClass, Role, SideRun
+from torch_matrix.vocab.ecosystem import CLASS_ORDER, RETRIES, EcoClass, Role, SideRun, retry_key
 from torch_matrix.vocab.escaping import md_code, md_text
 
 GITHUB_ISSUE_CHARS = 65_536
@@ -37,7 +37,7 @@ class Row:
 
     name: str
     classified: Classified
-    sides: Mapping[str, SideRun]  # "baseline", "candidate", "baseline-retry", "candidate-retry"
+    sides: Mapping[str, SideRun]  # "baseline", "candidate", "baseline-retry", ... (retry_key)
     groups: tuple[FailureGroup, ...] = ()
     bisect: Mapping[str, Any] = field(default_factory=dict)  # first bad, pin, proof
 
@@ -114,6 +114,11 @@ def groups_of(
     return tuple(groups)
 
 
+def _retries(found: Mapping[str, SideRun], role: Role) -> list[SideRun]:
+    keys = (retry_key(str(role), attempt) for attempt in range(1, RETRIES + 1))
+    return [found[key] for key in keys if key in found]
+
+
 def build(
     meta: Mapping[str, Any],
     sides: Mapping[str, Mapping[str, SideRun]],
@@ -131,8 +136,8 @@ def build(
             baseline,
             candidate,
             skip_reason=skip.get(name, ""),
-            retry_baseline=found.get("baseline-retry"),
-            retry_candidate=found.get("candidate-retry"),
+            retry_baseline=_retries(found, Role.BASELINE),
+            retry_candidate=_retries(found, Role.CANDIDATE),
         )
         groups = (
             groups_of(classified, candidate.output_tail, candidate)

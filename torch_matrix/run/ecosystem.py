@@ -36,7 +36,7 @@ from torch_matrix.plan.bisection import BAD, GOOD, SKIP, conclude, next_version,
 from torch_matrix.plan.ecosystem import estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.spec.projects import Project, Side, SideKind
-from torch_matrix.vocab.ecosystem import EcoClass, Role, SideRun, SideStatus
+from torch_matrix.vocab.ecosystem import RETRIES, EcoClass, Role, SideRun, SideStatus, retry_key
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world import ecosystem_side as sides
 from torch_matrix.world.ecosystem_results import read_meta
@@ -64,8 +64,10 @@ class EcosystemRun:
     echo: Callable[[str], None] | None = None  # each test output line (None: quiet)
 
 
-def result_path(out: Path, project: str, role: str, retry: bool = False) -> Path:
-    return out / "projects" / project / f"{role}{'-retry' if retry else ''}.json"
+def result_path(out: Path, project: str, role: str, retry: int = 0) -> Path:
+    """A side's result file; ``retry``: the retry's number (1, 2, ...), 0 for the run itself."""
+    name = retry_key(role, retry) if retry else role
+    return out / "projects" / project / f"{name}.json"
 
 
 def _side_for(run: EcosystemRun, role: Role) -> Side:
@@ -243,26 +245,33 @@ def _run_project(
         first = classify(results[Role.BASELINE], results[Role.CANDIDATE])
         again = to_retry(first)
         if again and len(pythons) == 2:
-            retried = dict(
-                zip(
-                    Role,
-                    _both(
-                        run,
-                        works,
-                        lambda role: sides.run_tests(
-                            works[role], pythons[role], only=again, echo=run.echo
+            retries: dict[Role, list[SideRun]] = {role: [] for role in Role}
+            final = first
+            for attempt in range(1, RETRIES + 1):  # until a regressed test flips
+                retried = dict(
+                    zip(
+                        Role,
+                        _both(
+                            run,
+                            works,
+                            lambda role: sides.run_tests(
+                                works[role], pythons[role], only=again, echo=run.echo
+                            ),
                         ),
-                    ),
+                    )
                 )
-            )
-            for role in Role:
-                _write(staged, result_path(out, project.name, str(role), retry=True), retried[role])
-            final = classify(
-                results[Role.BASELINE],
-                results[Role.CANDIDATE],
-                retry_baseline=retried[Role.BASELINE],
-                retry_candidate=retried[Role.CANDIDATE],
-            )
+                for role in Role:
+                    retries[role].append(retried[role])
+                    path = result_path(out, project.name, str(role), retry=attempt)
+                    _write(staged, path, retried[role])
+                final = classify(
+                    results[Role.BASELINE],
+                    results[Role.CANDIDATE],
+                    retry_baseline=retries[Role.BASELINE],
+                    retry_candidate=retries[Role.CANDIDATE],
+                )
+                if final.eco_class != EcoClass.REGRESSED:
+                    break
             if run.bisect and final.eco_class == EcoClass.REGRESSED and index is not None:
                 bisected = bisect_project(run, project, tree, isolation, final.new_failures, index)
                 staged[out / "projects" / project.name / BISECT_FILE] = (

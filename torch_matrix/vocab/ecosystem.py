@@ -24,6 +24,17 @@ class Role(StrEnum):
     CANDIDATE = "candidate"
 
 
+# A regressed project's regressed tests are retried on both sides up to this many times, until one
+# flips (flaky). Once let a test failing about one run in four through as regressed in a real run
+# (zuko's unseeded test_multivariate_transforms, 2.6.0 -> 2.7.1): a few per cent per such test.
+RETRIES = 3
+
+
+def retry_key(role: str, attempt: int) -> str:
+    """A retry's result name: ``baseline-retry`` (the first), ``baseline-retry2``, ..."""
+    return f"{role}-retry" + (str(attempt) if attempt > 1 else "")
+
+
 class SideStatus(StrEnum):
     """How one side's tests ended, before the two sides are compared."""
 

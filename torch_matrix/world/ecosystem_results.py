@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch_matrix.vocab.ecosystem import SideRun
+from torch_matrix.vocab.ecosystem import RETRIES, Role, SideRun, retry_key
 from torch_matrix.vocab.errors import UserError
 
 RUN_FILE = "run.json"
-SIDE_KEYS = ("baseline", "candidate", "baseline-retry", "candidate-retry")
+SIDE_KEYS = ("baseline", "candidate") + tuple(
+    retry_key(str(role), attempt) for attempt in range(1, RETRIES + 1) for role in Role
+)
 HINT = "give the directory `torch-matrix ecosystem run --out DIR` wrote (it holds run.json)"
 
 

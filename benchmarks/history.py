@@ -26,6 +26,7 @@ import dataclasses
 import datetime as dt
 import os
 import random
+import resource
 import shutil
 import sys
 import time
@@ -146,6 +147,12 @@ def tonight_dir(work: Path, cells: int, nights: int) -> Path:
     return cells_dir.parent
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the waited-for child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(ctx: Context) -> dict[str, Any]:
     nights, cells = parse_scale(str(ctx.facts.get("history_scale") or f"{NIGHTS}x{CELLS}"))
     repeats = 3 if ctx.quick else 5
@@ -171,29 +178,40 @@ def measure(ctx: Context) -> dict[str, Any]:
         run_command(command, cwd=REPO_ROOT, env=env)
     runs: dict[str, list[float]] = {name: [] for name in commands}
     runs["import"] = []
+    # The CPU each process used (user + system), beside its wall time: on a machine shared with
+    # other jobs the wall time follows the load; the CPU time much less.
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    load_before = os.getloadavg()[0]
+
+    def timed(name: str, command: list[str]) -> str:
+        used = _children_cpu()
+        start = time.perf_counter()
+        done = run_command(command, cwd=REPO_ROOT, env=env)
+        runs[name].append(time.perf_counter() - start)
+        cpu[name].append(_children_cpu() - used)
+        return done.stdout
+
     scratch = work / "import-copy.sqlite"
     for _ in range(repeats):
         for name, command in commands.items():
-            start = time.perf_counter()
-            run_command(command, cwd=REPO_ROOT, env=env)
-            runs[name].append(time.perf_counter() - start)
+            timed(name, command)
         shutil.copyfile(db, scratch)  # a fresh copy each time, so the night is really added
-        start = time.perf_counter()
-        done = run_command(
-            cli + ["import", str(tonight), "--db", str(scratch), "--commit", "bench"],
-            cwd=REPO_ROOT,
-            env=env,
+        out = timed(
+            "import", cli + ["import", str(tonight), "--db", str(scratch), "--commit", "bench"]
         )
-        runs["import"].append(time.perf_counter() - start)
-        if "imported run" not in done.stdout:
-            raise BenchError(f"import did not add the night: {done.stdout[-300:]}")
+        if "imported run" not in out:
+            raise BenchError(f"import did not add the night: {out[-300:]}")
     scratch.unlink(missing_ok=True)
+    load = (load_before, os.getloadavg()[0])
     summaries = {name: summarize(values) for name, values in runs.items()}
+    cpu_summaries = {name: summarize(values) for name, values in cpu.items()}
     floor = summaries["python -c pass"]["median"]
+    ctx.log(f"  load average (1 min): {load[0]:.2f} before, {load[1]:.2f} after")
     for name, summary in summaries.items():
         ctx.log(
             f"  {name}: median {summary['median']:.3f} s over {repeats} fresh processes "
-            f"({ratio(summary['median'], floor):.1f}x bare interpreter start)"
+            f"({ratio(summary['median'], floor):.1f}x bare interpreter start); "
+            f"CPU median {cpu_summaries[name]['median']:.3f} s"
         )
     scale = f"{nights} nights x {cells} cells"
     goals = goals_for(nights, cells)
@@ -210,6 +228,8 @@ def measure(ctx: Context) -> dict[str, Any]:
         "db_bytes": size,
         "build_s": built,
         "seconds": summaries,
+        "cpu_seconds": cpu_summaries,
+        "load_average": {"before": load[0], "after": load[1]},
         "ratio_to_bare_python": {name: ratio(s["median"], floor) for name, s in summaries.items()},
         "targets": targets_for(
             FIGURE,
@@ -221,7 +241,8 @@ def measure(ctx: Context) -> dict[str, Any]:
                 f"{repeats}; --last {nights}: "
                 f"{summaries[f'history --last {nights}']['median']:.2f} s",
                 f"import one night of {cells} cells": f"fresh process into a copy of the "
-                f"{nights}-night history, median of {repeats}",
+                f"{nights}-night history, median of {repeats}; CPU "
+                f"{cpu_summaries['import']['median']:.2f} s; load {load[0]:.1f}",
                 f"file size, {scale}": f"{size:,} bytes, one SQLite file",
             },
         ),

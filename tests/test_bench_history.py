@@ -31,6 +31,12 @@ def test_figure_7_measures_every_target_at_a_small_scale_and_reuses_its_year(
     }
     assert all(target.value is not None and target.value > 0 for target in targets.values())
     assert targets["file size, 30 nights x 100 cells"].value == result["db_bytes"] / 2**20
+    # each fresh process's CPU time beside its wall time, and the load they ran under
+    assert set(result["cpu_seconds"]) == set(result["seconds"])
+    assert all(0 < s["median"] for s in result["cpu_seconds"].values())
+    assert result["cpu_seconds"]["import"]["n"] == result["seconds"]["import"]["n"]
+    assert result["load_average"]["before"] >= 0
+    assert any(line.startswith("  load average (1 min): ") for line in lines)
     # the second run reuses the generated year instead of building it again
     again = figure.measure(ctx)
     assert again["build_s"] is None and again["db_bytes"] == result["db_bytes"]

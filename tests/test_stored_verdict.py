@@ -177,6 +177,29 @@ def test_an_edited_file_is_judged_again_and_named(tmp_path):
     assert verdict_of(loaded.results[0]).kind == COMPATIBLE  # never the stale "incompatible"
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda verdict: verdict.update(kind="maybe"),
+        lambda verdict: verdict.pop("of"),
+        lambda verdict: verdict.update(failing="install_sanity"),
+    ],
+    ids=["unknown kind", "no digest", "not a list"],
+)
+def test_a_damaged_stored_verdict_costs_the_verdict_never_the_cell(tmp_path, damage):
+    result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
+    path = write_result(result, layout.cells_dir(tmp_path / "run"))
+    data = json.loads(path.read_text())
+    damage(data["verdict"])
+    path.write_text(json.dumps(data, indent=2))
+    loaded = load_results(tmp_path / "run")
+    [problem] = loaded.problems
+    assert problem.startswith(f"{path}: its stored verdict is not valid (verdict")
+    assert problem.endswith("judged again") and loaded.skipped == []
+    [again] = loaded.results
+    assert verdict_of(again).kind == INCOMPATIBLE and again.verdict["kind"] == INCOMPATIBLE
+
+
 def test_a_value_the_loader_repairs_is_said_once_not_called_an_edit(tmp_path):
     result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
     path = write_result(result, layout.cells_dir(tmp_path / "run"))

@@ -342,12 +342,23 @@ def _entries_from_file(
         yield entry
 
 
+_AT = "invalid cell result at "  # how describe_schema_error places an error
+_AT_VERDICT = _AT + "verdict"
+
+
 def _entry_from_data(
     data: Any, shown: str, out: LoadedResults, merged: bool, suspicious: bool = True
 ) -> _Entry | None:
     # Values first (shardvalues): a NaN duration or a lone surrogate costs that field, not the cell.
     notes = check_numbers(data) + check_targets(data) + (check_values(data) if suspicious else [])
     problem = describe_schema_error(data)
+    if problem and problem.startswith(_AT_VERDICT) and isinstance(data, dict):
+        # The stored verdict is derived from the record: a damaged one costs the verdict (judged
+        # again), never the cell's evidence.
+        bare = {key: value for key, value in data.items() if key != "verdict"}
+        if describe_schema_error(bare) is None:
+            notes.append(f"its stored verdict is not valid ({problem[len(_AT) :]}); judged again")
+            data, problem = bare, None
     if problem:
         out.skip(shown, problem)
         return None

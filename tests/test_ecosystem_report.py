@@ -13,7 +13,14 @@ import pytest
 
 from tests.browser import dump_dom, find_browser, png_size, screenshot
 from torch_matrix.judge.catalogue import cause_of
-from torch_matrix.report.ecosystem import GITHUB_ISSUE_CHARS, build, diff, html_page, markdown
+from torch_matrix.report.ecosystem import (
+    GITHUB_ISSUE_CHARS,
+    build,
+    diff,
+    html_page,
+    markdown,
+    message_key,
+)
 from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
 
 META: dict[str, Any] = {
@@ -270,3 +277,102 @@ def test_the_cause_names_the_global_and_the_call_site_from_the_failure_s_whole_t
     assert fix.startswith("at opacus/utils/module_utils.py:102: `c = torch.load(b)` -> ")
     assert "torch.load(b, weights_only=False)" in fix
     assert "add_safe_globals([torchvision.models.mobilenetv3.MobileNetV3])" in fix
+
+
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        (  # a memory address (zuko's real message, two processes)
+            "AssertionError: assert False + where False = <built-in method allclose of type "
+            "object at 0x7ff7d4f9ef00>(tensor([-5.0000]))",
+            "AssertionError: assert False + where False = <built-in method allclose of type "
+            "object at 0x7f5b673a8fa0>(tensor([-5.0000]))",
+        ),
+        ("ValueError: <Flow object at 0x7fcc1d3a8fa0>", "ValueError: <Flow object at 0x55d0c2a1>"),
+        (  # pytest's tmp_path: one folder per test and per session
+            "FileNotFoundError: '/tmp/pytest-of-root/pytest-12/test_flows_MAF_0/flow.pth'",
+            "FileNotFoundError: '/tmp/pytest-of-root/pytest-13/test_flows_NICE_0/flow.pth'",
+        ),
+        (  # tempfile's names
+            "OSError: cannot open /tmp/tmpk3j_a9x1/model.pt",
+            "OSError: cannot open /var/tmp/tmpzz81qq0w/model.pt",
+        ),
+        (  # the run's own work folder, either side or a bisection step
+            "ImportError: /runs/a/work/opacus/candidate/venv/lib/x.so: undefined symbol",
+            "ImportError: /other/out/work/opacus/bisect/2.6.0/venv/lib/x.so: undefined symbol",
+        ),
+        ("RuntimeError: worker pid 4121 died", "RuntimeError: worker pid 977 died"),
+        (
+            "Falsifying example: test_x(seed=1234) @seed(98765432123)",
+            "Falsifying example: test_x(seed=7) @seed(1)",
+        ),
+        ("E   AssertionError: \x1b[1mbold\x1b[0m  text", "E AssertionError: bold text"),
+    ],
+)
+def test_run_specific_noise_leaves_the_grouping_key(one: str, other: str) -> None:
+    assert one != other and message_key(one) == message_key(other)
+
+
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        ("AssertionError: expected 3, got 4", "AssertionError: expected 3, got 5"),
+        ("ValueError: flag 0x1F not allowed", "ValueError: flag 0x2F not allowed"),
+        ("FileNotFoundError: data/a.csv", "FileNotFoundError: data/b.csv"),
+        ("RuntimeError: shape [2, 3] != [2, 4]", "RuntimeError: shape [2, 3] != [2, 5]"),
+        ("OSError: /tmp/mydata/model.pt", "OSError: /tmp/yourdata/model.pt"),
+    ],
+)
+def test_real_differences_stay_in_the_grouping_key(one: str, other: str) -> None:
+    assert message_key(one) != message_key(other)
+
+
+def test_failures_differing_only_in_noise_are_one_group_shown_by_one_real_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four tests fail on the same assertion, each message with its own object address and tmp
+    folder; a fifth fails otherwise: two groups, the first told by its first test's own message
+    (verbatim), the cause read from that raw message, never from the key."""
+    ids = [f"tests/test_flow.py::test_{j}" for j in range(5)]
+    messages = {
+        t: f"AssertionError: <Flow object at 0x7fcc1d3a8f{j:02x}> differs, see "
+        f"/tmp/pytest-of-root/pytest-{j}/test_{j}0/out.pt"
+        for j, t in enumerate(ids[:4])
+    }
+    messages[ids[4]] = "RuntimeError: expected scalar type Float but found Double"
+    meta = dict(META, projects=[{"name": "flows"}])
+    sides = {
+        "flows": {
+            "baseline": _side(
+                "flows", Role.BASELINE, SideStatus.PASSED, dict.fromkeys(ids, "passed")
+            ),
+            "candidate": _side(
+                "flows",
+                Role.CANDIDATE,
+                SideStatus.FAILED,
+                dict.fromkeys(ids, "failed"),
+                messages=messages,
+            ),
+        }
+    }
+    seen: list[str] = []
+    real_cause_of = cause_of
+
+    def spy(message: str, *args: Any) -> Any:
+        seen.append(message)
+        return real_cause_of(message, *args)
+
+    monkeypatch.setattr("torch_matrix.report.ecosystem.cause_of", spy)
+    report = build(meta, sides)
+    (row,) = report.rows
+    assert [len(g.tests) for g in row.groups] == [4, 1]
+    big = row.groups[0]
+    assert big.message == messages[ids[0]] and big.variants == 4
+    assert sorted(seen) == sorted([messages[ids[0]], messages[ids[4]]])  # raw, not the key
+    data = report.to_json()["projects"]["flows"]["groups"][0]
+    assert data["message"] == messages[ids[0]] and data["variants"] == 4
+    assert "0x?" in data["key"] and "<tmp>" in data["key"]
+    text = markdown(report)
+    assert "**4 test(s)**" in text and "0x7fcc1d3a8f00" in text
+    assert "message of the first (4 different messages" in text
+    assert "message of the first (4 different messages" in html_page(report)

@@ -8,6 +8,7 @@ its own two result files. Only the measured seconds differ between two runs of t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -21,14 +22,56 @@ REPORT_SCHEMA = 1
 SHOWN_IDS = 5
 
 
+# What differs between two runs of the same failure and says nothing about it, replaced in the
+# key a regression's failures are grouped by (the report shows one real message verbatim, and the
+# cause is read from it, never from the key): memory addresses (``object at 0x7fcc1d3a8fa0``),
+# temporary paths (pytest's ``/tmp/pytest-of-root/pytest-12/test_x0``, tempfile's ``tmpk3j_a9x1``,
+# the run's own ``.../work/<project>/<side>``), process ids and random seeds.
+_PATH_HEAD = r"(?:/[^\s'\"/:]+)*"
+_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\x1b\[[0-9;]*[A-Za-z]"), ""),
+    (re.compile(_PATH_HEAD + r"/pytest-of-[^\s'\"/]+/pytest-\d+/[^\s'\"/:]+"), "<tmp>"),
+    (
+        re.compile(_PATH_HEAD + r"/work/[^\s'\"/]+/(?:baseline|candidate|bisect/[^\s'\"/]+)(?=/)"),
+        "<work>",
+    ),
+    (re.compile(_PATH_HEAD + r"/tmp[a-z0-9_]{8}(?![A-Za-z0-9_])"), "<tmp>"),
+    (re.compile(r"\bat 0x[0-9a-fA-F]+\b"), "at 0x?"),
+    (re.compile(r"\b0x[0-9a-fA-F]{9,16}\b"), "0x?"),
+    (re.compile(r"\b(pid|PID|process|Process)(\s*[=:]?\s*)\d+\b"), r"\1\2<n>"),
+    (re.compile(r"@seed\(\d+\)"), "@seed(<n>)"),
+    (re.compile(r"\b(seed|randomly-seed)(\s*[=:]\s*)\d+\b"), r"\1\2<n>"),
+    (re.compile(r"@reproduce_failure\([^)]*\)"), "@reproduce_failure(...)"),
+)
+
+
+def message_key(message: str) -> str:
+    """``message`` without what differs between runs of the same failure (``_NOISE``), its
+    whitespace collapsed: what a regression's failing tests are grouped by."""
+    for pattern, replacement in _NOISE:
+        message = pattern.sub(replacement, message)
+    return " ".join(message.split())
+
+
 @dataclass(frozen=True)
 class FailureGroup:
+    """Failing tests whose messages differ at most in run-specific noise (``message_key``):
+    ``message`` is the first test's own, verbatim; ``variants`` how many different messages the
+    group's tests have (1: all the same)."""
+
     message: str
     tests: tuple[str, ...]
     cause: Cause
+    variants: int = 1
 
     def to_json(self) -> dict[str, Any]:
-        return {"message": self.message, "tests": list(self.tests), "cause": self.cause.to_json()}
+        return {
+            "message": self.message,
+            "key": message_key(self.message),
+            "variants": self.variants,
+            "tests": list(self.tests),
+            "cause": self.cause.to_json(),
+        }
 
 
 @dataclass(frozen=True)
@@ -96,21 +139,24 @@ class Report:
 def groups_of(
     classified: Classified, context: str = "", candidate: SideRun | None = None
 ) -> tuple[FailureGroup, ...]:
-    """A regression's failing tests grouped by their message, largest group first, each with its
-    cause from the catalogue (``context``: the candidate's log tail; ``candidate``: its side, whose
-    first failing test of a group gives the cause its whole text and its call site)."""
-    by_message: dict[str, list[str]] = {}
+    """A regression's failing tests grouped by their message less its run-specific noise
+    (``message_key``), largest group first, each with its cause from the catalogue, read from the
+    group's first test's own message (``context``: the candidate's log tail; ``candidate``: its
+    side, whose first failing test of a group gives the cause its whole text and its call site)."""
+    by_key: dict[str, list[str]] = {}
     for test in classified.new_failures:
         message = classified.messages.get(test, "") or "(no message)"
-        by_message.setdefault(message, []).append(test)
-    ranked = sorted(by_message.items(), key=lambda item: (-len(item[1]), item[0]))
+        by_key.setdefault(message_key(message), []).append(test)
+    ranked = sorted(by_key.items(), key=lambda item: (-len(item[1]), item[0]))
     groups = []
-    for message, tests in ranked:
+    for _, tests in ranked:
         first = sorted(tests)[0]
+        message = classified.messages.get(first, "") or "(no message)"
+        variants = len({classified.messages.get(t, "") or "(no message)" for t in tests})
         text = candidate.texts.get(first, "") if candidate else ""
         frames = candidate.frames.get(first, ()) if candidate else ()
         cause = cause_of(message, f"{text}\n{context}" if text else context, frames)
-        groups.append(FailureGroup(message, tuple(sorted(tests)), cause))
+        groups.append(FailureGroup(message, tuple(sorted(tests)), cause, variants))
     return tuple(groups)
 
 
@@ -184,7 +230,7 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
             more = f" +{len(group.tests) - SHOWN_IDS} more" if len(group.tests) > SHOWN_IDS else ""
             lines += [
                 f"- **{len(group.tests)} test(s)**: {shown}{more}",
-                f"  - message: {md_text(group.message[:300])}",
+                f"  - {_message_label(group)}: {md_text(group.message[:300])}",
                 f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
                 f"fix: {md_text(group.cause.fix)}"
                 + (f" ({md_text(group.cause.source)})" if group.cause.source else ""),
@@ -219,6 +265,17 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
     if len(text) <= limit:
         return text
     return _cut(head, needs_human, table, limit, link)
+
+
+def _message_label(group: FailureGroup) -> str:
+    """``message``, or where the group's tests' messages differ only in run-specific noise
+    (addresses, temporary paths, ids), which of them is shown."""
+    if group.variants <= 1:
+        return "message"
+    return (
+        f"message of the first ({group.variants} different messages, the same but for "
+        "addresses, temporary paths, process ids or seeds)"
+    )
 
 
 def _cut(head: list[str], blocks: list[str], table: list[str], limit: int, link: str) -> str:
@@ -275,6 +332,7 @@ def html_page(report: Report) -> str:
                         "tests": list(g.tests[:SHOWN_IDS]),
                         "more": max(0, len(g.tests) - SHOWN_IDS),
                         "message": g.message,
+                        "label": _message_label(g),
                         "cause": g.cause,
                     }
                     for g in row.groups

@@ -200,3 +200,85 @@ def test_a_redo_of_some_projects_keeps_the_rest_of_the_run_in_run_json(tmp_path:
     assert report.missing == ("a", "b")
     with pytest.raises(UserError, match="candidate's torch is '2.6.0', this run's '2.7.1'"):
         invocation(a, candidate_side=parse_side("2.7.1", "candidate"))
+
+
+REGRESSED = ("tests/test_io.py::test_load", "tests/test_io.py::test_resume")
+
+
+def _bisect_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on: dict[str, dict[str, str]]
+) -> dict[str, object]:
+    """bisect_project over torch 2.4.1 .. 2.6.0 (2.5.0 and 2.5.1 between), each release's venv
+    and tests replaced by ``on[version]``: the regressed tests' outcomes there."""
+    from packaging.version import Version
+
+    from torch_matrix.run import ecosystem
+    from torch_matrix.run.ecosystem import EcosystemRun
+    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+
+    class Index:
+        def versions(self, project: str) -> list[Version]:
+            return [Version(v) for v in ("2.3.1", "2.4.1", "2.5.0", "2.5.1", "2.6.0", "2.7.0")]
+
+    def prepare(work: sides.SideWork) -> tuple[None, str]:
+        return None, "python"
+
+    def run_tests(work: sides.SideWork, python: str, *, only: tuple[str, ...]) -> SideRun:
+        assert tuple(only) == REGRESSED
+        tests = on[work.side.torch]
+        failed = any(o in ("failed", "error") for o in tests.values())
+        return SideRun(
+            project="a",
+            role=Role.CANDIDATE,
+            torch=work.side.torch,
+            status=SideStatus.FAILED if failed else SideStatus.PASSED,
+            tests=tests,
+            summary=", ".join(f"{t.split('::')[-1]} {o}" for t, o in tests.items()),
+        )
+
+    monkeypatch.setattr(sides, "prepare", prepare)
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    a = parse_projects(FILE, "p.toml")[0]
+    run = EcosystemRun(
+        projects=[a],
+        baseline=parse_side("2.4.1", "baseline"),
+        candidate=parse_side("2.6.0", "candidate"),
+        out=tmp_path,
+        bisect=True,
+    )
+    return ecosystem.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
+
+
+def test_bisect_pins_below_the_first_release_where_the_regressed_tests_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passed = dict.fromkeys(REGRESSED, "passed")
+    failed = {REGRESSED[0]: "passed", REGRESSED[1]: "failed"}
+    found = _bisect_with(tmp_path, monkeypatch, {"2.5.0": passed, "2.5.1": failed})
+    assert found["versions"] == ["2.4.1", "2.5.0", "2.5.1", "2.6.0"]
+    assert found["outcomes"] == {"2.4.1": "good", "2.5.0": "good", "2.5.1": "bad", "2.6.0": "bad"}
+    assert found["first_bad"] == "2.5.1" and found["pin"] == "torch<2.5.1"
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        {"tests/test_io.py": "error"},  # the module holding them failed to import
+        dict.fromkeys(REGRESSED, "skipped"),  # skipped there (an importorskip)
+        {REGRESSED[0]: "passed"},  # one of them ran, the other never did
+    ],
+    ids=["collection-error", "skipped", "half-ran"],
+)
+def test_bisect_calls_no_release_good_where_the_regressed_tests_did_not_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, between: dict[str, str]
+) -> None:
+    """A release was `good` when none of the regressed tests *failed* there: one where they never
+    ran (a collection error, a skip) was put on the good side, and the run proved a wrong pin
+    (here `torch<2.6.0` "pass on 2.5.1", though nothing passed on 2.5.1)."""
+    passed = dict.fromkeys(REGRESSED, "passed")
+    found = _bisect_with(tmp_path, monkeypatch, {"2.5.0": passed, "2.5.1": between})
+    assert found["outcomes"] == {"2.4.1": "good", "2.5.0": "good", "2.5.1": "skip", "2.6.0": "bad"}
+    evidence = found["evidence"]
+    assert isinstance(evidence, dict) and "did not pass or fail" in evidence["2.5.1"]
+    assert found["first_bad"] == "2.6.0" and "pin" not in found
+    assert "2.5.1 or 2.6.0" in str(found["sentence"])

@@ -320,3 +320,25 @@ def to_retry(classified: Classified) -> tuple[str, ...]:
     if classified.eco_class != EcoClass.REGRESSED:
         return ()
     return classified.new_failures
+
+
+def bisect_outcome(result: SideRun, tests: Sequence[str]) -> tuple[str, str]:
+    """One release's run of a regressed project's regressed tests, in a bisection: ``"bad"`` when
+    one of them failed, ``"good"`` only when every one of them passed, else ``"skip"`` (no
+    evidence either way: the tests did not run, were skipped, or the module holding them failed to
+    import), each with the line that says why. Calling a release good because none of the tests
+    *failed* put a release whose tests never ran on the good side, and with it a wrong pin."""
+    wanted = set(tests)
+    if result.status not in (SideStatus.PASSED, SideStatus.FAILED):
+        return "skip", result.detail or str(result.status)
+    if result.failing() & wanted:
+        return "bad", result.summary
+    missing = sorted(wanted - result.passing())
+    if missing:
+        seen = ", ".join(f"{t}: {result.tests.get(t, 'not run')}" for t in missing[:3])
+        more = f" (+{len(missing) - 3} more)" if len(missing) > 3 else ""
+        return (
+            "skip",
+            f"{len(missing)} regressed test(s) did not pass or fail ({seen}{more}); {result.summary}",
+        )
+    return "good", result.summary

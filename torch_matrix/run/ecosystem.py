@@ -31,7 +31,7 @@ from torch_matrix.edges import console, proc
 from torch_matrix.edges.fileio import atomic_write
 from packaging.version import Version
 
-from torch_matrix.judge.ecosystem import classify, to_retry
+from torch_matrix.judge.ecosystem import bisect_outcome, classify, to_retry
 from torch_matrix.plan.bisection import BAD, GOOD, SKIP, conclude, next_version, release_candidates
 from torch_matrix.plan.ecosystem import estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
@@ -346,12 +346,7 @@ def bisect_project(
             outcomes[version], evidence[version] = SKIP, broken.detail
         else:
             result = sides.run_tests(item, venv_python, only=tests)
-            failing = result.failing() & set(tests)
-            if result.status in (SideStatus.PASSED, SideStatus.FAILED):
-                outcomes[version] = BAD if failing else GOOD
-                evidence[version] = result.summary
-            else:
-                outcomes[version], evidence[version] = SKIP, result.detail
+            outcomes[version], evidence[version] = bisect_outcome(result, tests)
         shutil.rmtree(work / version, ignore_errors=True)
     conclusion = conclude(versions, outcomes)
     found: dict[str, object] = {

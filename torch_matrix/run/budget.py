@@ -175,11 +175,11 @@ def _requirements_file(path: Path, depth: int = 0) -> tuple[list[str], list[str]
 def _declared_dependencies(project: Path, extras: str) -> tuple[list[str], bool]:
     """(a local project's dependencies, with those of ``extras``, from its pyproject.toml; whether
     that is all of them: False where they come from setup.py or are dynamic)."""
-    from torch_matrix.spec.parse import tomllib
+    from torch_matrix.spec.parse import TOML_ERRORS, tomllib
 
     try:
         data = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, UnicodeDecodeError, *TOML_ERRORS):
         return [], False
     table = data.get("project")
     if not isinstance(table, dict):

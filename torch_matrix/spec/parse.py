@@ -51,6 +51,22 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+# A TOML file that cannot be read (the tuple world/specfile and run/budget catch): arrays or
+# inline tables nested past Python's recursion limit raise RecursionError, not TOMLDecodeError.
+TOML_ERRORS = (tomllib.TOMLDecodeError, RecursionError)
+
+
+def loads_toml(text: str, where: str, hint: str) -> dict[str, Any]:
+    """``tomllib.loads``, every way it fails one ``UserError`` naming the file."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"invalid TOML: {error}", where=where, hint=hint) from None
+    except RecursionError:
+        raise UserError(
+            "invalid TOML: arrays or tables nested too deeply to read", where=where, hint=hint
+        ) from None
+
 
 def derived_name(path: Path) -> str:
     """The results name of a spec file that sets none: its directory's name (``tinytrain`` for
@@ -82,14 +98,7 @@ def parse_spec(
     ``where``), never to the process's current directory. ``default_name`` is the
     results name when the spec sets none (``default`` if None).
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(
-            f"invalid TOML: {error}",
-            where=where,
-            hint="fix the TOML syntax at that line and column; " + CHECK_HINT,
-        ) from None
+    data = loads_toml(text, where, "fix the TOML syntax at that line and column; " + CHECK_HINT)
     return _Parser(
         where, environ or {}, base_dir or os.path.dirname(where), default_name or "default"
     ).spec(data)
@@ -107,14 +116,7 @@ def parse_pyproject(
     With no ``name`` the results go under the project's name (``[project] name``), else a
     name derived from the table, never ``default``.
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(
-            f"invalid TOML: {error}",
-            where=where,
-            hint="fix the TOML syntax at that line and column; " + CHECK_HINT,
-        ) from None
+    data = loads_toml(text, where, "fix the TOML syntax at that line and column; " + CHECK_HINT)
     tool = data.get("tool", {})
     table = tool.get("torch-matrix") if isinstance(tool, dict) else None
     shown = f"{where} [{PYPROJECT_TABLE}]"

@@ -31,7 +31,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from torch_matrix.spec.parse import tomllib
+from torch_matrix.spec.parse import loads_toml
 from torch_matrix.vocab.errors import UserError, did_you_mean
 from torch_matrix.vocab.records import StrEnum
 
@@ -300,12 +300,7 @@ def _source(table: dict[str, Any], where: str, base_dir: str) -> Source:
 
 def parse_projects(text: str, where: str = "projects.toml", base_dir: str = "") -> list[Project]:
     """The projects of a projects file, in file order; every error one ``UserError`` naming the key."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(
-            f"invalid TOML: {error}", where=where, hint="fix the TOML syntax at that line"
-        ) from None
+    data = loads_toml(text, where, "fix the TOML syntax at that line")
     unknown = sorted(set(data) - {"defaults", "project"})
     if unknown:
         raise UserError(

@@ -216,6 +216,8 @@ def _read_json(path: Path) -> tuple[Any, str | None, str]:
         )  # place errors as an editor counts lines
     except RecursionError:
         return None, "not JSON (nested too deeply)", text
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        return None, "not JSON that Python reads (a number with too many digits)", text
     try:
         return json.loads(text), None, text
     except json.JSONDecodeError as error:

@@ -18,6 +18,7 @@ from torch_matrix.vocab import settings
 from torch_matrix.vocab.layout import SPEC_ENV
 from torch_matrix.spec.model import DEFAULT_SPEC_PATH, PYPROJECT, PYPROJECT_TABLE, Spec
 from torch_matrix.spec.parse import (
+    TOML_ERRORS,
     derived_name,
     parse_pyproject,
     parse_spec,
@@ -49,7 +50,7 @@ def _has_tool_table(pyproject: Path) -> bool:
         return False
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (UnicodeDecodeError, *TOML_ERRORS):
         return b"torch-matrix" in raw  # without that name it cannot hold our table
     return isinstance(data.get("tool"), dict) and "torch-matrix" in data["tool"]
 
@@ -232,7 +233,7 @@ def declared_ranges(
             pyproject = Path(item.absolute(spec.base_dir)) / "pyproject.toml"
             try:
                 project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project") or {}
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            except (OSError, UnicodeDecodeError, *TOML_ERRORS):
                 continue
             shown = os.path.relpath(pyproject, spec.base_dir)
             extras = [e.strip() for e in item.extras.strip("[]").split(",") if e.strip()]

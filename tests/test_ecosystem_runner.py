@@ -67,11 +67,100 @@ def test_shards_cover_every_project_once_and_the_estimate_counts_before_the_run(
         assert sorted(p.name for part in parts for p in part) == ["a", "b", "c"]
     with pytest.raises(UserError):
         shard_projects(projects, 1, MAX_SHARDS + 1)
-    cost = estimate(projects, {"2.5.1": 3_000_000_000, "2.6.0": None})
+    cost = estimate(projects, {"2.5.1": [("torch-2.5.1.whl", 3_000_000_000)], "2.6.0": None})
     assert (cost.projects, cost.skipped, cost.venvs) == (2, 1, 4)
     assert cost.worst_seconds == (60 + 1200) * 4
     lines = "\n".join(cost.lines())
     assert "torch 2.5.1: 3.0 GB" in lines and "torch 2.6.0: size unknown" in lines
+    assert "downloads at least 3.0 GB once into uv's cache (not found)" in lines
+
+
+TORCH_251 = [("torch-2.5.1-x.whl", 900_000_000), ("nvidia_cudnn-9.1-x.whl", 2_000_000_000)]
+TORCH_260 = [("torch-2.6.0-x.whl", 800_000_000), ("nvidia_cudnn-9.1-x.whl", 2_000_000_000)]
+
+
+@pytest.mark.parametrize(
+    "cached, sizes, downloads",
+    [
+        (  # the real case: both torches cached; it said "downloads once ... = 5.7 GB"
+            {"torch-2.5.1-x.whl", "torch-2.6.0-x.whl", "nvidia_cudnn-9.1-x.whl"},
+            "torch 2.5.1: 2.9 GB (in uv's cache), torch 2.6.0: 2.8 GB (in uv's cache)",
+            "downloads nothing: all in uv's cache (/fake/uv)",
+        ),
+        (
+            {"torch-2.5.1-x.whl", "nvidia_cudnn-9.1-x.whl"},
+            "torch 2.5.1: 2.9 GB (in uv's cache), torch 2.6.0: 2.8 GB (2.0 GB of it in uv's cache)",
+            "downloads 0.8 GB once into uv's cache (/fake/uv)",
+        ),
+        (  # the CUDA wheel both sides pin is fetched once
+            set(),
+            "torch 2.5.1: 2.9 GB, torch 2.6.0: 2.8 GB",
+            "downloads 3.7 GB once into uv's cache (/fake/uv)",
+        ),
+    ],
+)
+def test_the_estimate_downloads_only_what_uv_s_cache_lacks(
+    cached: set[str], sizes: str, downloads: str
+) -> None:
+    projects = parse_projects(FILE, "p.toml")
+    cost = estimate(projects, {"2.5.1": TORCH_251, "2.6.0": TORCH_260}, cached, "/fake/uv")
+    line = cost.lines()[1]
+    assert f": {sizes}; {downloads};" in line, line
+    assert cost.to_json()["download_bytes"] == sum(
+        size for name, size in {**dict(TORCH_251), **dict(TORCH_260)}.items() if name not in cached
+    )
+
+
+def test_the_run_s_estimate_reads_uv_s_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The line printed before a run (and by --estimate), with UV_CACHE_DIR a fake cache holding
+    torch 2.5.1's wheel (uv's ``wheels-v*/pypi/<name>/<version>-<tags>`` entry) and not 2.6.0's."""
+    import json
+    import sys
+
+    from packaging.requirements import Requirement
+
+    from torch_matrix.run.ecosystem import EcosystemRun, plan_run
+    from torch_matrix.world.listings import DistFile
+
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    wheel_tags = f"{tag}-{tag}-manylinux1_x86_64"
+
+    class Index:  # the two calls the estimate makes of a PackageIndex
+        def files(self, name: str, version: str) -> list[DistFile]:
+            filename = f"{name.replace('-', '_')}-{version}-{wheel_tags}.whl"  # as PyPI spells it
+            size = {"torch": 900_000_000, "nvidia-cudnn-cu12": 2_000_000_000}[name]
+            return [
+                DistFile(filename, f"https://x/{filename}", version, tags=(wheel_tags,), size=size)
+            ]
+
+        def requires_dist(self, name: str, version: str) -> list[Requirement]:
+            return [Requirement("nvidia-cudnn-cu12==9.1.0.70"), Requirement("numpy")]
+
+    cache = tmp_path / "uv"
+    for name, version in (("torch", "2.5.1"), ("nvidia-cudnn-cu12", "9.1.0.70")):
+        archive = cache / "archive-v0" / f"{name}-{version}"
+        archive.mkdir(parents=True)
+        entry = cache / "wheels-v8" / "pypi" / name / f"{version}-{wheel_tags}"
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.symlink_to(archive)
+    monkeypatch.setenv("UV_CACHE_DIR", str(cache))
+    a, b, c = parse_projects(FILE, "p.toml")
+    run = EcosystemRun(
+        projects=[a, b, c],
+        baseline=parse_side("2.5.1", "baseline"),
+        candidate=parse_side("2.6.0", "candidate"),
+        out=tmp_path / "run",
+    )
+    plan_run(run, Index())  # type: ignore[arg-type]
+    printed = capsys.readouterr().err
+    assert (
+        "torch 2.5.1: 2.9 GB (in uv's cache), torch 2.6.0: 2.9 GB (2.0 GB of it in uv's cache); "
+        f"downloads 0.9 GB once into uv's cache ({cache})" in printed
+    ), printed
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())["estimate"]
+    assert saved["download_bytes"] == 900_000_000 and saved["uv_cache"] == str(cache)
 
 
 @pytest.mark.parametrize(

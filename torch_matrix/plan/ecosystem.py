@@ -8,8 +8,8 @@ each other. A GitHub Actions matrix holds at most 256 jobs, so N <= 256.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Collection, Mapping, Sequence
 
 from torch_matrix.spec.projects import Project
 from torch_matrix.vocab.errors import UserError
@@ -25,30 +25,48 @@ def shard_projects(projects: Sequence[Project], k: int, n: int) -> list[Project]
     return [p for i, p in enumerate(projects) if i % n == k - 1]
 
 
+Wheels = Sequence[tuple[str, int | None]]  # a side's torch wheel and its pinned wheels: name, bytes
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The cost of a run: downloads (each torch once: uv's cache shares it between projects and
-    sides), venvs, and the wall time at worst (every budget used, every project retried)."""
+    sides; what the cache holds already is not downloaded), venvs, and the wall time at worst
+    (every budget used, every project retried)."""
 
     projects: int
     skipped: int
     torch_bytes: Mapping[str, int | None]  # torch version -> its wheel and CUDA wheels, bytes
     worst_seconds: float
     venvs: int
+    cached_bytes: Mapping[str, int] = field(default_factory=dict)  # of those, in uv's cache
+    download_bytes: int | None = None  # what uv's cache lacks, each file once; None: unknown
+    download_known: bool = True  # False: some file uv's cache lacks has no size
+    uv_cache: str = ""  # "" where uv's cache was not found (all counted as downloads)
 
     def lines(self) -> list[str]:
-        known = [b for b in self.torch_bytes.values() if b is not None]
         sizes = ", ".join(
-            f"torch {v}: {_gb(b)}" if b is not None else f"torch {v}: size unknown"
+            f"torch {v}: {_gb(b)}{_held(b, self.cached_bytes.get(v, 0))}"
+            if b is not None
+            else f"torch {v}: size unknown"
+            + (f" ({_gb(self.cached_bytes[v])} in uv's cache)" if self.cached_bytes.get(v) else "")
             for v, b in self.torch_bytes.items()
         )
-        total = sum(known)
+        where = f"uv's cache ({self.uv_cache})" if self.uv_cache else "uv's cache (not found)"
+        if self.download_bytes is None:
+            downloads = "downloads: unknown"
+        elif self.download_bytes == 0 and self.download_known:
+            downloads = f"downloads nothing: all in {where}"
+        else:
+            downloads = (
+                f"downloads {'at least ' if not self.download_known else ''}"
+                f"{_gb(self.download_bytes)} once into {where}"
+            )
         return [
             f"estimate: {self.projects} project(s) to run ({self.skipped} skipped), "
             f"{self.venvs} venvs (one per project per side, each deleted when its result is written)",
-            f"estimate: downloads once into uv's cache: {sizes}"
-            + (f" = {_gb(total)}" if len(known) > 1 else "")
-            + "; each project's own dependencies come on top",
+            f"estimate: torch with the CUDA wheels it pins: {sizes}; {downloads}; "
+            "each project's own dependencies come on top",
             f"estimate: at most {_duration(self.worst_seconds)} of tests (every budget used on "
             "both sides, every project's regressed tests retried)",
         ]
@@ -58,20 +76,56 @@ class Estimate:
             "projects": self.projects,
             "skipped": self.skipped,
             "torch_bytes": dict(self.torch_bytes),
+            "cached_bytes": dict(self.cached_bytes),
+            "download_bytes": self.download_bytes,
+            "download_known": self.download_known,
+            "uv_cache": self.uv_cache,
             "worst_seconds": self.worst_seconds,
             "venvs": self.venvs,
         }
 
 
-def estimate(projects: Sequence[Project], torch_bytes: Mapping[str, int | None]) -> Estimate:
+def estimate(
+    projects: Sequence[Project],
+    wheels: Mapping[str, Wheels | None],
+    cached: Collection[str] = (),
+    uv_cache: str = "",
+) -> Estimate:
+    """``wheels``: each side's torch version -> its wheel files and their bytes (None: the index
+    could not say); ``cached``: the file names uv's cache holds (``world.wheelset.cached_wheels``).
+    A file both sides pin is downloaded once."""
     running = [p for p in projects if not p.skip]
+    totals: dict[str, int | None] = {}
+    held: dict[str, int] = {}
+    missing: dict[str, int | None] = {}
+    for version, files in wheels.items():
+        if files is None:
+            totals[version] = None
+            continue
+        sizes = [size for _name, size in files]
+        totals[version] = sum(s for s in sizes if s is not None) if None not in sizes else None
+        held[version] = sum(size or 0 for name, size in files if name in cached)
+        missing.update((name, size) for name, size in files if name not in cached)
+    unknown_side = any(files is None for files in wheels.values())
     return Estimate(
         projects=len(running),
         skipped=len(projects) - len(running),
-        torch_bytes=dict(torch_bytes),
+        torch_bytes=totals,
         worst_seconds=sum(p.budget_s for p in running) * 4,  # 2 sides, then 2 retries
         venvs=2 * len(running),
+        cached_bytes=held,
+        download_bytes=None
+        if unknown_side and not missing
+        else sum(size or 0 for size in missing.values()),
+        download_known=not unknown_side and None not in missing.values(),
+        uv_cache=uv_cache,
     )
+
+
+def _held(total: int, cached: int) -> str:
+    if cached and cached >= total:
+        return " (in uv's cache)"
+    return f" ({_gb(cached)} of it in uv's cache)" if cached else ""
 
 
 def _gb(size: int) -> str:

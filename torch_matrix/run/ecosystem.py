@@ -40,8 +40,10 @@ from torch_matrix.vocab.ecosystem import RETRIES, EcoClass, Role, SideRun, SideS
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world import ecosystem_side as sides
 from torch_matrix.world.ecosystem_results import read_meta
-from torch_matrix.world.ecosystem_source import SourceError, fetch, torch_download_bytes
+from torch_matrix.world.ecosystem_source import SourceError, fetch, torch_wheels
+from torch_matrix.world.environment import uv_cache_dir
 from torch_matrix.world.index import PackageIndex
+from torch_matrix.world.wheelset import cached_wheels
 
 RUN_FILE = "run.json"
 BISECT_FILE = "bisect.json"
@@ -95,11 +97,13 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     """The shard's projects, and run.json with the estimate (printed before anything starts)."""
     mine = shard_projects(run.projects, *run.shard)
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    sizes = {
-        side.torch: (torch_download_bytes(index, side.torch, tag) if index is not None else None)
+    wheels = {
+        side.torch: (torch_wheels(index, side.torch, tag) if index is not None else None)
         for side in (run.baseline, run.candidate)
     }
-    cost = estimate(mine, sizes)
+    names = [name for files in wheels.values() for name, _size in files or ()]
+    uv_cache = uv_cache_dir() if names else ""
+    cost = estimate(mine, wheels, cached_wheels(uv_cache, names), uv_cache)
     for line in cost.lines():
         console.note(line)
     run.out.mkdir(parents=True, exist_ok=True)

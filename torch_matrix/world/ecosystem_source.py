@@ -116,6 +116,8 @@ def _wheel_for(files: list[DistFile], python_tag: str) -> DistFile | None:
 def _bytes_of(item: DistFile) -> int | None:
     import urllib.request
 
+    if item.size is not None:  # the index said (PEP 700), no request
+        return item.size
     url = item.url
     if item.is_local:
         try:
@@ -131,17 +133,17 @@ def _bytes_of(item: DistFile) -> int | None:
         return None
 
 
-def torch_download_bytes(index: PackageIndex, version: str, python_tag: str) -> int | None:
-    """Bytes of torch ``version``'s wheel for this machine and of the pinned wheels it requires
-    (nvidia-*, triton: 3-4 GB per CUDA line on PyPI's Linux builds). None when the index
-    cannot say."""
+def torch_wheels(
+    index: PackageIndex, version: str, python_tag: str
+) -> list[tuple[str, int | None]] | None:
+    """Torch ``version``'s wheel for this machine and the pinned wheels it requires (nvidia-*,
+    triton: 3-4 GB per CUDA line on PyPI's Linux builds): each file's name and bytes (None where
+    the index cannot say). None when the index has no such wheel."""
     try:
         item = _wheel_for(index.files("torch", version), python_tag)
         if item is None:
             return None
-        total = _bytes_of(item)
-        if total is None:
-            return None
+        found: list[tuple[str, int | None]] = [(item.filename, _bytes_of(item))]
         for requirement in index.requires_dist("torch", version):
             if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
                 continue
@@ -149,8 +151,8 @@ def torch_download_bytes(index: PackageIndex, version: str, python_tag: str) -> 
             if not pins:
                 continue
             dependency = _wheel_for(index.files(requirement.name, pins[0]), python_tag)
-            size = _bytes_of(dependency) if dependency is not None else None
-            total += size or 0
-        return total
+            if dependency is not None:
+                found.append((dependency.filename, _bytes_of(dependency)))
+        return found
     except (IndexUnavailable, UserError, OSError, ValueError):  # an estimate never stops a run
         return None

@@ -69,3 +69,58 @@ def test_a_projects_file_nested_too_deeply_is_one_line_naming_the_file(
     assert error == (
         f"torch-matrix: error: {projects}: invalid TOML: arrays or tables nested too deeply to read"
     )
+
+
+def test_venvs_on_a_small_other_filesystem_refuse_the_run_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv's cache on the big disk, the venvs on a small one: uv copies every wheel into each venv,
+    so the budget (read at uv's cache) said 21.8 GB while the venvs' 200 MB tmpfs filled 33 s into
+    the first install ('No space left on device', an error cell). Now refused before anything is
+    installed, with the figures."""
+    from tests.test_cost import _env, _project
+    from torch_matrix.run import pipeline
+    from torch_matrix.run.budget import plan_cost, refuse_unless_fits
+    from torch_matrix.world.specfile import load_spec
+    from torch_matrix.vocab.errors import UserError
+
+    project = _project(tmp_path)
+    environ = {**_env(tmp_path), "UV_LINK_MODE": "copy"}
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCH_MATRIX_DISK_BUDGET", raising=False)
+    spec = load_spec(project / "matrix.toml", environ)
+    cells = list(pipeline.plan_for_spec(spec))
+    venvs = tmp_path / "small" / ".nox"
+
+    def free(path: object) -> int:
+        return 1000 if Path(str(path)) == venvs else 10**12
+
+    cost = plan_cost(
+        spec, cells, environ, uv_cache=str(tmp_path / "uv"), venvs_dir=venvs, free=free
+    )
+    with pytest.raises(UserError) as caught:
+        refuse_unless_fits(cost)
+    error = caught.value
+    need = max(c.disk for c in cost.cells)
+    assert error.one_line().startswith(
+        f"torch-matrix: error: {venvs}: the venvs' disk cannot hold this run: uv copies every "
+        f"wheel into each venv, and the largest cell, {cells[0].id}, needs "
+    )
+    assert error.one_line().endswith("of disk there; 1.0 kB is free")
+    assert "UV_CACHE_DIR" in (error.hint or "")
+    assert need > 1000
+    # room enough there, or uv hardlinking: no refusal
+    roomy = plan_cost(
+        spec,
+        cells,
+        environ,
+        uv_cache=str(tmp_path / "uv"),
+        venvs_dir=venvs,
+        free=lambda _path: 10**12,
+    )
+    refuse_unless_fits(roomy)
+    linked = plan_cost(
+        spec, cells, _env(tmp_path), uv_cache=str(tmp_path / "uv"), venvs_dir=venvs, free=free
+    )
+    refuse_unless_fits(linked)

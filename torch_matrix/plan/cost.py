@@ -121,6 +121,9 @@ class PlanCost:
         str  # "the spec's disk_budget", "$TORCH_MATRIX_DISK_BUDGET", "free disk less 5 GB"
     )
     copies: bool = False  # uv copies into each venv (no hardlinks)
+    # Where uv copies: the free disk on the venvs' filesystem (None: not read, or uv hardlinks)
+    venvs_free: int | None = None
+    venvs_dir: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def _unique(self) -> dict[str, Wheel]:
@@ -178,6 +181,20 @@ class PlanCost:
     @property
     def exact(self) -> bool:
         return all(c.exact for c in self.cells)
+
+    def venvs_fit(self) -> str:
+        """Where uv copies every wheel into each venv: why the venvs' filesystem cannot hold the
+        largest cell's copy (the budget counts uv's cache, on another disk), or ""."""
+        if not self.copies or self.venvs_free is None or not self.cells:
+            return ""
+        largest = max(self.cells, key=lambda c: c.disk)
+        need = largest.disk  # its wheels unpacked, and the venv itself
+        if need <= self.venvs_free:
+            return ""
+        return (
+            f"uv copies every wheel into each venv, and the largest cell, {largest.cell_id}, "
+            f"needs {format_size(need)} of disk there; {format_size(self.venvs_free)} is free"
+        )
 
     def fits(self) -> str:
         """Why the budget cannot hold the run's largest cell (with the fix), or ""."""

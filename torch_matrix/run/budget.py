@@ -282,6 +282,7 @@ def plan_cost(
     costs = tuple(cell_cost(c.id, c.variant, sets[c.id], held) for c in cells)
     budget, origin = budget_of(spec, environ, uv_cache or venvs_dir, free)
     copies = bool(uv_cache) and link_mode_warning(uv_cache, Path(venvs_dir), environ) is not None
+    venvs_free = free(venvs_dir) if copies else None  # each venv a full copy: it must fit there
     notes = []
     if not uv_cache:
         notes.append("uv's cache directory is unknown: nothing counted as cached")
@@ -291,12 +292,23 @@ def plan_cost(
         budget=budget,
         budget_origin=origin,
         copies=copies,
+        venvs_free=venvs_free,
+        venvs_dir=str(venvs_dir),
         notes=tuple(notes),
     )
 
 
 def refuse_unless_fits(cost: PlanCost) -> None:
-    """The plan-time check: a budget that cannot hold the run's largest cell stops the run."""
+    """The plan-time check: a budget that cannot hold the run's largest cell stops the run, and so
+    does a venvs' filesystem that cannot hold its copy where uv copies (it cannot hardlink)."""
+    copy = cost.venvs_fit()
+    if copy:
+        raise UserError(
+            f"the venvs' disk cannot hold this run: {copy}",
+            where=cost.venvs_dir,
+            hint="let uv hardlink instead: set UV_CACHE_DIR to a directory on this filesystem "
+            "(and unset UV_LINK_MODE=copy), or free disk there",
+        )
     why = cost.fits()
     if why:
         raise UserError(

@@ -191,7 +191,9 @@ def test_a_schema_2_database_migrates_to_compact_rows_and_keeps_every_value(tmp_
     with open_history(db, create=False) as history:
         assert history.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         tables = {row[0] for row in history.db.execute("SELECT name FROM sqlite_master")}
-        assert "probes" not in tables and {"cells", "texts", "cells_by_cell"} <= tables
+        assert "probes" not in tables and {"cells", "texts"} <= tables
+        # schema 4: no index by cell (each night's rows were spread over its pages)
+        assert "cells_by_cell" not in tables
         assert history.db.execute("SELECT count(*) FROM cells").fetchone()[0] == 4
         rows = history.runs()
         assert [row.run.id for row in rows] == ["r1", "r2"]
@@ -583,8 +585,15 @@ def test_pins_quote_the_pass_rate_of_each_exclusion(tmp_path, capsys):
     )
 
 
-def test_sql_pass_rates_agree_with_the_pure_function(tmp_path):
+@pytest.mark.parametrize("cells_per_query", [500, 1, 2])
+def test_sql_pass_rates_agree_with_the_pure_function(tmp_path, monkeypatch, cells_per_query):
+    """And the per-cell queries (one per run and chunk of cells, by the primary key) read every
+    cell whatever the chunk size."""
     import random
+
+    from torch_matrix.world import history as history_module
+
+    monkeypatch.setattr(history_module, "CELLS_PER_QUERY", cells_per_query)
 
     rng = random.Random(3)
     db = tmp_path / "h.sqlite"

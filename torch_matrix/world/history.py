@@ -17,11 +17,12 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from torch_matrix.judge.snapshot import (
     EVIDENCE_STATUSES,
@@ -48,6 +49,9 @@ from torch_matrix.world.history_schema import (
     migrate,
     row_values,
 )
+
+# Cells named in one per-run query (SQLite's variable limit is 999 before 3.32).
+CELLS_PER_QUERY = 500
 
 
 def default_db_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -235,13 +239,8 @@ class History:
         seqs = {row.seq: i for i, row in enumerate(runs)}
         cells_wanted = {cell for cell, _ in wanted}
         states: dict[tuple[int, str], tuple[str, str]] = {}
-        placeholders = ",".join("?" * len(cells_wanted))
-        for seq, cell, verdict, failing in self.db.execute(  # index cells_by_cell
-            f"SELECT run, cell, verdict, failing FROM cells WHERE cell IN ({placeholders})",
-            sorted(cells_wanted),
-        ):
-            if seq in seqs:
-                states[(seq, cell)] = (verdict, failing)
+        for seq, cell, verdict, failing in self._cell_rows("verdict, failing", seqs, cells_wanted):
+            states[(seq, cell)] = (verdict, failing)
         out: dict[tuple[str, str], list[tuple[RunRef, bool | None]]] = {}
         for cell, probe in wanted:
             series: list[tuple[RunRef, bool | None]] = []
@@ -328,19 +327,30 @@ class History:
         if not runs or not cells:
             return {}
         best: dict[tuple[str, str], tuple[int, str]] = {}
-        for seq, cell, names, statuses in self.db.execute(  # index cells_by_cell
-            f"SELECT run, cell, probe_names, probe_statuses FROM cells WHERE cell IN "
-            f"({','.join('?' * len(cells))}) AND run >= ?",
-            [*cells, min(order)],
+        for seq, cell, names, statuses in self._cell_rows(
+            "probe_names, probe_statuses", order, cells
         ):
-            position = order.get(seq)
-            if position is None:
-                continue
+            position = order[seq]
             for probe, status in self._statuses(names, statuses):
                 key = (cell, probe)
                 if key in wanted and (key not in best or position > best[key][0]):
                     best[key] = (position, status)
         return {key: status for key, (_, status) in best.items()}
+
+    def _cell_rows(
+        self, columns: str, runs: Iterable[int], cells: Iterable[str]
+    ) -> Iterator[tuple[Any, ...]]:
+        """``(run, cell, *columns)`` of the given cells in the given runs, read by the primary key
+        (run, cell): one query per run and up to ``CELLS_PER_QUERY`` cells, a lookup each."""
+        wanted = sorted(set(cells))
+        for start in range(0, len(wanted), CELLS_PER_QUERY):
+            chunk = wanted[start : start + CELLS_PER_QUERY]
+            query = (
+                f"SELECT run, cell, {columns} FROM cells WHERE run = ? AND cell IN "
+                f"({','.join('?' * len(chunk))})"
+            )
+            for seq in sorted(set(runs)):
+                yield from self.db.execute(query, [seq, *chunk])
 
     def specs(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT DISTINCT spec FROM runs ORDER BY spec")]

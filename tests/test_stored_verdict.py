@@ -220,7 +220,8 @@ def test_a_file_written_otherwise_but_meaning_the_same_keeps_its_verdict(tmp_pat
     path.write_text(json.dumps(dict(reversed(list(data.items()))), indent=4))
     loaded = load_results(tmp_path / "run")
     assert loaded.problems == [] and loaded.rejudged == []
-    assert loaded.results[0].verdict == data["verdict"]
+    kept = {key: value for key, value in data["verdict"].items() if key != "text"}
+    assert loaded.results[0].verdict == kept  # the file's own digest stays with the file
 
 
 def test_a_record_changed_in_memory_carries_no_stale_verdict():
@@ -324,3 +325,86 @@ def test_the_cells_session_reads_its_verdict_beside_its_counterfactuals(tmp_path
     assert was == ENVIRONMENT
     assert layout.cell_file(cells, broken.cell.id).read_bytes() == before
     assert in_light_of(alone, []) == (alone, "")
+
+
+# ---------------------------------------------------------------------------- the file's own digest
+
+
+def _written(tmp_path: Path, status: str = FAIL) -> Path:
+    result = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", status)])
+    return write_result(result, layout.cells_dir(tmp_path / "run"))
+
+
+@given(
+    st.builds(
+        Verdict,
+        st.sampled_from(VERDICTS),
+        failing=_names.map(tuple),
+        reason=st.text(max_size=40),
+        environment=_attributions,
+        fixes=_attributions,
+    )
+)
+def test_a_cell_file_is_its_records_indented_json_with_the_verdicts_text_last(verdict):
+    from torch_matrix.world.resultschema import (
+        cell_file_text,
+        is_valid_cell_result,
+        written_with_verdict,
+    )
+
+    record = make_result().with_verdict({**verdict.to_json(), "of": "sha256:" + "1" * 64})
+    text = cell_file_text(record.to_json())
+    data = json.loads(text)
+    assert list(data["verdict"])[-1] == "text"
+    assert text == json.dumps(data, indent=2) + "\n"  # the layout every earlier version wrote
+    assert {k: v for k, v in data["verdict"].items() if k != "text"} == record.verdict
+    assert written_with_verdict(text, data) and is_valid_cell_result(data)
+
+
+def test_an_unchanged_file_is_trusted_without_its_schema_check_or_record_digest(
+    tmp_path, no_judging, monkeypatch
+):
+    from torch_matrix.world import results as results_module
+
+    path = _written(tmp_path)
+    monkeypatch.setattr(results_module, "describe_schema_error", lambda data: "checked")
+    monkeypatch.setattr(results_module, "holds", lambda data, result: False)
+    loaded = load_results(tmp_path / "run")
+    assert loaded.problems == [] and loaded.skipped == []
+    assert verdict_of(loaded.results[0]).kind == INCOMPATIBLE
+    # the same file, one byte changed, is checked: the schema check runs (and here refuses it)
+    path.write_text(path.read_text().replace('"fail"', '"pass"', 1))
+    assert load_results(tmp_path / "run").results == []
+
+
+def test_a_key_added_after_the_verdict_is_no_unchanged_file(tmp_path):
+    """JSON keeps the last of two equal keys: one added after the verdict would override what
+    the file's digest covered. Here it empties the probes: the record changed, judged again."""
+    path = _written(tmp_path)
+    text = path.read_text()
+    path.write_text(text[: -len("\n}\n")] + ',\n  "probes": []\n}\n')
+    loaded = load_results(tmp_path / "run")
+    [problem] = loaded.problems
+    assert "changed after its verdict (incompatible)" in problem
+    assert verdict_of(loaded.results[0]).kind == COMPATIBLE and loaded.results[0].probes == ()
+
+
+def test_an_edited_stored_verdict_is_judged_again_and_named(tmp_path):
+    path = _written(tmp_path)
+    text = path.read_text()
+    path.write_text(text.replace('"kind": "incompatible"', '"kind": "compatible"'))
+    loaded = load_results(tmp_path / "run")
+    [problem] = loaded.problems
+    assert problem == (
+        f"{path}: its stored verdict (compatible) is not what its record judges "
+        "(incompatible): the file changed after it was written; judged again"
+    )
+    assert verdict_of(loaded.results[0]).kind == INCOMPATIBLE
+
+
+def test_a_file_with_other_line_endings_keeps_its_verdict_quietly(tmp_path):
+    path = _written(tmp_path)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))  # a Windows checkout
+    loaded = load_results(tmp_path / "run")
+    assert loaded.problems == [] and loaded.rejudged == []
+    assert loaded.results[0].verdict["kind"] == INCOMPATIBLE

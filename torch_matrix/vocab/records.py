@@ -19,7 +19,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
 # ``install`` / ``install_digest`` (what else went into the cell: the project under test);
 # a version-1 file is a version-2 file without them, and loads unchanged. 3 added ``targets``:
@@ -30,7 +30,10 @@ SCHEMA_VERSION = 7
 # ``cell.reason`` (why a follow-up cell exists); a version-5 file is a version-6 file without them.
 # 7 added the optional ``verdict``: the cell's verdict, computed once when the result is written
 # (``torch_matrix.judge.stored``) and read by every reader; a file without one is judged on load.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+# 8 added the stored verdict's optional ``text``: the digest of the cell file's bytes before its
+# verdict, as ``world.results.write_result`` wrote them (a loader that finds them unchanged trusts
+# the record without encoding it again: ``world.resultschema.written_with_verdict``).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum as StrEnum  # re-exported: the layers' status enums derive from it

@@ -22,6 +22,7 @@ from typing import Any
 
 from torch_matrix.vocab import layout
 from torch_matrix.judge.stored import Rejudged, holds, judge_run, judged
+from torch_matrix.judge.verdict import Verdict, fresh_verdict
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
 from torch_matrix.edges.fileio import cyclic_gc_paused
@@ -40,7 +41,13 @@ from torch_matrix.world.shardvalues import (
     may_need_checking,
 )
 from torch_matrix.world.resultfiles import candidate_files
-from torch_matrix.world.resultschema import describe_schema_error, is_canonical_json
+from torch_matrix.world.resultschema import (
+    cell_file_text,
+    describe_schema_error,
+    is_canonical_json,
+    stored_verdict_problem,
+    written_with_verdict,
+)
 
 MERGED_SCHEMA_ID = "torch-matrix/results"
 MERGED_SCHEMA_VERSION = 1
@@ -123,8 +130,7 @@ def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
         # ``replaces`` is not part of what a verdict judges: the stored one stays
         result = dataclasses.replace(result, replaces=previous).with_verdict(result.verdict)
     result = judged(result)  # judged once, here, unless it carries its verdict (judge.stored)
-    text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
-    atomic_write_text(path, text)
+    atomic_write_text(path, cell_file_text(result.to_json()))
     return path
 
 
@@ -338,7 +344,7 @@ def _entries_from_file(
     ):
         out.skip(shown, "not a torch-matrix results file")
         return
-    entry = _entry_from_data(data, shown, out, merged=False, suspicious=suspicious)
+    entry = _entry_from_data(data, shown, out, merged=False, suspicious=suspicious, text=text)
     if entry:
         entry.path = path
         yield entry
@@ -349,11 +355,20 @@ _AT_VERDICT = _AT + "verdict"
 
 
 def _entry_from_data(
-    data: Any, shown: str, out: LoadedResults, merged: bool, suspicious: bool = True
+    data: Any,
+    shown: str,
+    out: LoadedResults,
+    merged: bool,
+    suspicious: bool = True,
+    text: str | None = None,
 ) -> _Entry | None:
     # Values first (shardvalues): a NaN duration or a lone surrogate costs that field, not the cell.
     notes = check_numbers(data) + check_targets(data) + (check_values(data) if suspicious else [])
-    problem = describe_schema_error(data)
+    # A cell file unchanged since it was written with its verdict needs only the verdict checked.
+    written = text is not None and not notes and written_with_verdict(text, data)
+    problem = stored_verdict_problem(data) if written else describe_schema_error(data)
+    if problem and written:
+        written, problem = False, describe_schema_error(data)
     if problem and problem.startswith(_AT_VERDICT) and isinstance(data, dict):
         # The stored verdict is derived from the record: a damaged one costs the verdict (judged
         # again), never the cell's evidence.
@@ -364,6 +379,10 @@ def _entry_from_data(
     if problem:
         out.skip(shown, problem)
         return None
+    stored = data.get("verdict")
+    digested = isinstance(stored, dict) and "text" in stored
+    if digested:  # the file's own digest: checked above, meaningless in memory or results.json
+        data = {**data, "verdict": {k: v for k, v in stored.items() if k != "text"}}
     try:
         result = CellResult.from_json(data)
     except (KeyError, TypeError, ValueError) as error:  # schema and records out of step
@@ -371,13 +390,23 @@ def _entry_from_data(
         return None
     if notes:
         out.problems.append(f"{shown}: {'; '.join(notes)}")
-    if result.verdict and not holds(data, result):
+    if result.verdict and not written and not holds(data, result):
         if not notes:  # a repaired value (said above) is no edit
             out.problems.append(
                 f"{shown}: the record changed after its verdict ({result.verdict.get('kind')}) "
                 "was stored; judged again (rerun the cell to store a new result)"
             )
         result = result.with_verdict({})
+    elif result.verdict and not written and digested and text is not None:
+        # Its writer digested every byte up to the verdict's end, and the file changed since: the
+        # record's digest (``of``) holds, so what changed is its layout or the verdict itself.
+        now = fresh_verdict(result)
+        if now != Verdict.from_json(result.verdict):
+            out.problems.append(
+                f"{shown}: its stored verdict ({result.verdict.get('kind')}) is not what its "
+                f"record judges ({now.kind}): the file changed after it was written; judged again"
+            )
+            result = result.with_verdict({})
     return _Entry(result, shown, merged, data)
 
 

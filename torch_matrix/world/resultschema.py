@@ -8,6 +8,7 @@ schema file) before jsonschema, which has the final word and writes the message
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from functools import lru_cache
@@ -200,3 +201,63 @@ def describe_schema_error(data: Any) -> str | None:
     if len(message) > 160:
         message = message[:157] + "..."
     return f"invalid cell result at {where}: {message}"
+
+
+# ---------------------------------------------------------------------------- a cell file as written
+
+# How ``cell_file_text`` lays out a cell file: ``json.dumps(indent=2)`` of the record, its stored
+# verdict last, and the verdict's ``text`` last in it: the digest of every byte before that key.
+_TEXT_KEY = ',\n    "text": "'
+_TEXT_END = '"\n  }\n}\n'
+
+
+def text_digest(covered: str) -> str:
+    """``sha256:<hex>`` of a cell file's text before its verdict's ``text``."""
+    return "sha256:" + hashlib.sha256(covered.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def cell_file_text(data: dict[str, Any]) -> str:
+    """A cell file's text for ``data`` (``CellResult.to_json()``): indented JSON; a stored
+    verdict (written last) gets ``text``, the digest of the file's bytes before it."""
+    verdict = data.get("verdict")
+    if not verdict:
+        return json.dumps(data, indent=2) + "\n"
+    mine = {key: value for key, value in verdict.items() if key != "text"}
+    body = json.dumps({**data, "verdict": mine}, indent=2)
+    covered = body[: -len("\n  }\n}")]  # up to the end of the verdict's last value
+    return covered + _TEXT_KEY + text_digest(covered) + _TEXT_END
+
+
+def written_with_verdict(text: str, data: Any) -> bool:
+    """Whether ``text`` (a cell file, parsed as ``data``) is byte for byte what
+    ``cell_file_text`` wrote: then the record is valid and unchanged since it was judged, and so
+    is its verdict, and a loader needs neither the schema check of the record nor its digest
+    (``judge.stored.holds``).
+
+    Sound against an edit anywhere: every byte before the verdict's ``text`` must hash to it, and
+    the file must end right after it (no key can follow it to override what the digest covered).
+    False is always safe: the loader then checks it all."""
+    if type(data) is not dict or data.get("schema_version") != SCHEMA_VERSION:
+        return False
+    verdict = data.get("verdict")
+    digest = verdict.get("text") if type(verdict) is dict else None
+    if type(digest) is not str:
+        return False
+    ending = _TEXT_KEY + digest + _TEXT_END
+    return text.endswith(ending) and text_digest(text[: -len(ending)]) == digest
+
+
+@lru_cache(maxsize=1)
+def _smallest_record() -> dict[str, Any]:
+    """A valid cell result with nothing in it: the frame ``stored_verdict_problem`` checks a
+    verdict in."""
+    return CellResult(
+        cell=Cell(id="c", axes={"python": "3", "torch": "2"}, requirements=()),
+        fingerprint="f",
+        install=InstallOutcome(status=INSTALLED),
+    ).to_json()
+
+
+def stored_verdict_problem(data: dict[str, Any]) -> str | None:
+    """``describe_schema_error`` of ``data``'s stored verdict alone (the rest written as is)."""
+    return describe_schema_error({**_smallest_record(), "verdict": data.get("verdict")})

@@ -258,6 +258,19 @@ def _smallest_record() -> dict[str, Any]:
     ).to_json()
 
 
+@lru_cache(maxsize=1)
+def _verdict_check() -> Callable[[Any], bool] | None:
+    """The fast check of the schema's ``verdict`` alone (None: jsonschema alone)."""
+    schema = cell_result_schema()
+    try:
+        return compile_checker({**schema["properties"]["verdict"], "$defs": schema["$defs"]})
+    except Unsupported:
+        return None
+
+
 def stored_verdict_problem(data: dict[str, Any]) -> str | None:
     """``describe_schema_error`` of ``data``'s stored verdict alone (the rest written as is)."""
+    check = _verdict_check()
+    if check is not None and check(data.get("verdict")):
+        return None
     return describe_schema_error({**_smallest_record(), "verdict": data.get("verdict")})

@@ -376,3 +376,17 @@ def test_failures_differing_only_in_noise_are_one_group_shown_by_one_real_messag
     assert "**4 test(s)**" in text and "0x7fcc1d3a8f00" in text
     assert "message of the first (4 different messages" in text
     assert "message of the first (4 different messages" in html_page(report)
+
+
+def test_a_bisection_without_a_pin_renders() -> None:
+    """A bisection that proves no pin (not exact, non-monotone, a release that would not install)
+    writes bisect.json without 'pin' or 'proof': the HTML page raised jinja2's UndefinedError
+    (StrictUndefined) and `ecosystem report` stopped with a traceback."""
+    meta, sides = _world(1)
+    sentence = "first bad between 2.5.1 and 2.6.0 (2.5.2 did not install)"
+    report = build(meta, sides, {"p0000": {"sentence": sentence, "last_good": "2.5.1"}})
+    page = html_page(report)
+    assert sentence in page and "proven pin" not in page
+    assert sentence in markdown(report)
+    pinned = build(meta, sides, {"p0000": {"sentence": "x", "pin": "torch<2.6.0", "proof": "p"}})
+    assert "proven pin <code>torch&lt;2.6.0</code> (p)" in html_page(pinned)

@@ -233,13 +233,23 @@ def test_each_synthetic_project_lands_in_its_class_with_its_evidence(
 
 
 def _stable(report: dict[str, Any]) -> dict[str, Any]:
-    """The report without the measured seconds (the only thing two runs may differ in)."""
+    """The report without the measured seconds and times (the only thing two runs may differ in)."""
     text = json.dumps(report, sort_keys=True)
     data = json.loads(text)
+    assert data.pop("wall_time")["projects"] == len(data["projects"]) - 1  # all timed but gpuonly
     for project in data["projects"].values():
+        project.pop("seconds"), project.pop("wall_seconds")
         for side in project["sides"].values():
             side.pop("seconds")
     return data
+
+
+def _summary_stable(text: str) -> str:
+    """summary.md without its measured wall times (the run's line, each project's cell)."""
+    import re
+
+    text = re.sub(r"\*\*Wall time\*\*: .*", "**Wall time**: (measured)", text)
+    return re.sub(r"\| \d+ s \|$", "| (measured) |", text, flags=re.MULTILINE)
 
 
 def test_two_shards_merged_equal_the_unsharded_run(world: dict[str, Any], unsharded: Path) -> None:
@@ -253,9 +263,9 @@ def test_two_shards_merged_equal_the_unsharded_run(world: dict[str, Any], unshar
     }
     merged = _report(world, first, second, out=world["tmp"] / "report-merged")
     assert _stable(merged) == _stable(whole)
-    assert (world["tmp"] / "report-merged/summary.md").read_text() == (
-        world["tmp"] / "report-whole/summary.md"
-    ).read_text()
+    assert _summary_stable((world["tmp"] / "report-merged/summary.md").read_text()) == (
+        _summary_stable((world["tmp"] / "report-whole/summary.md").read_text())
+    )
     only_one = _report(world, first, out=world["tmp"] / "report-one")
     assert sorted(only_one["missing"]) == sorted(p.name for p in (second / "projects").iterdir()), (
         "a missing shard's projects are named, never silently absent"
@@ -325,3 +335,8 @@ def test_bisect_finds_the_first_bad_release_and_the_proven_pin(world: dict[str, 
     report = _report(world, out)
     assert report["projects"]["tinytrain"]["bisect"]["pin"] == "torch<2.6.0"
     assert "proven pin" in (out / "summary.md").read_text()
+    # the project's wall time reaches the bisection's end: from the baseline's start
+    baseline = json.loads((out / "projects/tinytrain/baseline.json").read_text())
+    assert baseline["started"] < found["started"] <= found["ended"]
+    wall = report["projects"]["tinytrain"]["wall_seconds"]
+    assert wall >= round(found["ended"] - baseline["started"], 1) - 0.1

@@ -390,3 +390,71 @@ def test_a_bisection_without_a_pin_renders() -> None:
     assert sentence in markdown(report)
     pinned = build(meta, sides, {"p0000": {"sentence": "x", "pin": "torch<2.6.0", "proof": "p"}})
     assert "proven pin <code>torch&lt;2.6.0</code> (p)" in html_page(pinned)
+
+
+def test_wall_time_per_project_and_in_total_and_not_recorded_where_absent() -> None:
+    """A project's wall time runs from its first side's start to its last side's end, retries and
+    bisection included (not the side time, which adds two sides at once twice); a project whose
+    files predate the times says 'not recorded', never 0; a skipped one 'not run'."""
+    meta, sides = _world(3)  # p0000 regressed, p0001 fixed, p0002 same-pass, gpu skipped
+    t0 = 1_764_000_000.0
+    timed = {
+        "baseline": (t0 + 0, t0 + 150),
+        "candidate": (t0 + 1, t0 + 160),
+        "baseline-retry": (t0 + 170, t0 + 200),
+        "candidate-retry": (t0 + 170, t0 + 210),
+    }
+    for key, (start, end) in timed.items():
+        source = sides["p0000"]["candidate" if key.startswith("candidate") else "baseline"]
+        sides["p0000"][key] = replace(source, started=start, ended=end, seconds=end - start)
+    for key in ("baseline", "candidate"):
+        sides["p0002"][key] = replace(sides["p0002"][key], started=t0 + 400, ended=t0 + 430)
+    bisections = {"p0000": {"sentence": "first bad: 2.6.0", "started": t0 + 220, "ended": t0 + 300}}
+    report = build(meta, sides, bisections)
+    rows = {row.name: row for row in report.rows}
+    assert rows["p0000"].wall_seconds() == 300.0  # the bisection's end - the baseline's start
+    assert rows["p0000"].seconds() > 300  # side time: both sides at once, counted twice
+    assert rows["p0002"].wall_seconds() == 30.0
+    assert rows["p0001"].wall_seconds() is None  # its files have no times
+    assert rows["gpu"].wall_seconds() is None
+    data = report.to_json()
+    assert data["projects"]["p0000"]["wall_seconds"] == 300.0
+    assert data["projects"]["p0001"]["wall_seconds"] is None
+    assert data["wall_time"] == {
+        "seconds": 330.0,
+        "projects": 2,
+        "not_recorded": ["p0001"],
+        "first_start": "2025-11-24 16:00:00 UTC",
+        "last_end": "2025-11-24 16:07:10 UTC",
+    }
+    text = markdown(report)
+    assert "**Wall time**: 330 s in all (2 project(s)" in text
+    assert "not recorded for p0001" in text
+    table = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| p")}
+    assert table["| p0000"].endswith("| 300 s |") and table["| p0001"].endswith("| not recorded |")
+    assert "| gpu | skipped |" in text and text.split("| gpu | skipped |")[1].split("\n")[
+        0
+    ].endswith("| not run |")
+    page = html_page(report)
+    assert "Wall time 330 s in all" in page and "not recorded" in page and "not run" in page
+
+
+def test_a_report_of_results_without_times_says_not_recorded_never_zero() -> None:
+    meta, sides = _world(3)
+    report = build(meta, sides)
+    wall = report.to_json()["wall_time"]
+    assert wall["seconds"] is None and wall["projects"] == 0
+    assert wall["not_recorded"] == ["p0000", "p0001", "p0002"]
+    text = markdown(report)
+    assert "**Wall time**: not recorded" in text and "| 0 s |" not in text
+
+
+def test_a_side_s_times_round_trip_and_older_files_load() -> None:
+    side = _side("p", Role.BASELINE, SideStatus.PASSED, {"t": "passed"}, started=1.5, ended=9.0)
+    again = SideRun.from_json(side.to_json())
+    assert (again.started, again.ended) == (1.5, 9.0)
+    older = side.to_json()
+    del older["started"], older["ended"]
+    assert SideRun.from_json(older).started is None
+    with pytest.raises(ValueError, match="seconds since the epoch"):
+        SideRun.from_json({**side.to_json(), "ended": "yesterday"})

@@ -371,3 +371,64 @@ def test_bisect_calls_no_release_good_where_the_regressed_tests_did_not_pass(
     assert isinstance(evidence, dict) and "did not pass or fail" in evidence["2.5.1"]
     assert found["first_bad"] == "2.6.0" and "pin" not in found
     assert "2.5.1 or 2.6.0" in str(found["sentence"])
+
+
+def test_each_side_file_records_when_it_began_and_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run stamps every side it writes, the retries too, so the report can say each project's
+    wall time (from its first side's start to its last side's end); the sides and the tests are
+    stand-ins here (no venv): a regressed project, its test failing on every retry."""
+    import json
+
+    from torch_matrix.report.ecosystem import build
+    from torch_matrix.run import ecosystem as runner
+    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+    from torch_matrix.world.ecosystem_results import load
+
+    a, _b, _c = parse_projects(FILE, "p.toml")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
+    monkeypatch.setattr(sides, "isolation", lambda *args: sides.Isolation((), "on (test)", ""))
+    monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
+
+    def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:
+        outcome = "passed" if work.side.role == "baseline" else "failed"
+        return SideRun(
+            project=work.project.name,
+            role=Role(work.side.role),
+            torch=work.side.torch,
+            status=SideStatus.PASSED if outcome == "passed" else SideStatus.FAILED,
+            tests={"tests/test_a.py::test_load": outcome},
+            messages={"tests/test_a.py::test_load": "UnpicklingError"}
+            if outcome != "passed"
+            else {},
+            retry_of=tuple(kw.get("only") or ()),  # type: ignore[call-overload]
+        )
+
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    run = runner.EcosystemRun(
+        projects=[a],
+        baseline=parse_side("2.5.1", "baseline"),
+        candidate=parse_side("2.6.0", "candidate"),
+        out=tmp_path / "run",
+    )
+    runner.plan_run(run, None)
+    before = __import__("time").time()
+    assert runner.run_project(run, a, None) == "regressed"
+    after = __import__("time").time()
+    files = sorted((tmp_path / "run" / "projects" / "a").glob("*.json"))
+    assert [f.name for f in files][:4] == [
+        "baseline-retry.json",
+        "baseline-retry2.json",
+        "baseline-retry3.json",
+        "baseline.json",
+    ]
+    for path in files:
+        data = json.loads(path.read_text())
+        assert before <= data["started"] <= data["ended"] <= after, path.name
+    loaded = load([tmp_path / "run"])
+    (row,) = build(loaded.meta, loaded.sides).rows
+    wall = row.wall_seconds()
+    assert wall is not None and 0 <= wall <= after - before

@@ -11,7 +11,8 @@ from torch_matrix.edges.fileio import atomic_write
 
 
 def write_reports(args: argparse.Namespace) -> int:
-    from torch_matrix.report.ecosystem import build, html_page, markdown
+    from torch_matrix.report.ecosystem import build, html_page, markdown, total_wall_text, wall_text
+    from torch_matrix.vocab.ecosystem import EcoClass
     from torch_matrix.world.ecosystem_results import load
 
     directories = [Path(d) for d in args.dirs]
@@ -28,9 +29,11 @@ def write_reports(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{count} {name}" for name, count in report.counts().items() if count)
     total = sum(row.seconds() for row in report.rows)
     print(f"{len(report.rows)} project(s): {counts or 'none'}; {total:.0f} s of side time in all")
+    print(f"  {total_wall_text(report)}")
     for row in report.rows:
+        wall = wall_text(row.wall_seconds(), row.eco_class == EcoClass.SKIPPED)
         print(
-            f"  {row.name}: {row.eco_class} ({row.seconds():.0f} s): "
+            f"  {row.name}: {row.eco_class} ({row.seconds():.0f} s of side time, wall {wall}): "
             f"{row.classified.evidence[:160]}"
         )
     if report.missing:

@@ -89,7 +89,27 @@ class Row:
         return self.classified.eco_class
 
     def seconds(self) -> float:
+        """Side time: every side's install and tests, added up (two sides at once count twice)."""
         return sum(s.seconds + s.install_seconds for s in self.sides.values())
+
+    def span(self) -> tuple[float, float] | None:
+        """When the project's first side began and its last ended (retries and bisection
+        included); None where a part of it has no recorded times (files from before they were
+        recorded), or nothing ran (skipped)."""
+        if self.eco_class == EcoClass.SKIPPED or not self.sides:
+            return None
+        spans: list[tuple[Any, Any]] = [(s.started, s.ended) for s in self.sides.values()]
+        if self.bisect:
+            spans.append((self.bisect.get("started"), self.bisect.get("ended")))
+        numbers = (int, float)
+        if not all(isinstance(a, numbers) and isinstance(b, numbers) for a, b in spans):
+            return None
+        return float(min(a for a, _ in spans)), float(max(b for _, b in spans))
+
+    def wall_seconds(self) -> float | None:
+        """Wall time: from the start of the first side to the end of the last."""
+        span = self.span()
+        return span[1] - span[0] if span else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +129,8 @@ class Row:
                 for key, side in sorted(self.sides.items())
             },
             "bisect": dict(self.bisect),
+            "seconds": round(self.seconds(), 1),
+            "wall_seconds": _rounded(self.wall_seconds()),
         }
 
 
@@ -125,6 +147,20 @@ class Report:
             counts[str(row.eco_class)] += 1
         return counts
 
+    def wall_time(self) -> dict[str, Any]:
+        """The run's wall time: its projects' wall times added up (``seconds``: each project runs
+        after the one before; None where none was recorded), the projects it covers and those
+        with no recorded times, and the first start and the last end (UTC)."""
+        spans = {row.name: row.span() for row in self.rows if row.eco_class != EcoClass.SKIPPED}
+        known = [span for span in spans.values() if span is not None]
+        return {
+            "seconds": round(sum(end - start for start, end in known), 1) if known else None,
+            "projects": len(known),
+            "not_recorded": sorted((n for n, span in spans.items() if span is None), key=str.lower),
+            "first_start": _utc(min(start for start, _ in known)) if known else None,
+            "last_end": _utc(max(end for _, end in known)) if known else None,
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": REPORT_SCHEMA,
@@ -132,8 +168,47 @@ class Report:
             "candidate": dict(self.candidate),
             "counts": self.counts(),
             "missing": list(self.missing),
+            "wall_time": self.wall_time(),
             "projects": {row.name: row.to_json() for row in self.rows},
         }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return round(seconds, 1) if seconds is not None else None
+
+
+def _utc(moment: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(moment, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC"
+    )
+
+
+NOT_RECORDED = "not recorded"
+
+
+def wall_text(seconds: float | None, skipped: bool = False) -> str:
+    """A wall time as the reports show it: ``177 s``, ``not run`` (skipped) or ``not recorded``
+    (results from before the times were recorded): never a 0 that was not measured."""
+    if skipped:
+        return "not run"
+    return f"{seconds:.0f} s" if seconds is not None else NOT_RECORDED
+
+
+def total_wall_text(report: Report) -> str:
+    """The run's wall time in one sentence (Markdown, HTML, the terminal)."""
+    wall = report.wall_time()
+    if wall["seconds"] is None:
+        return f"wall time {NOT_RECORDED} (results written before the times were recorded)"
+    text = (
+        f"wall time {wall['seconds']:.0f} s in all ({wall['projects']} project(s), each from its "
+        f"first side's start to its last side's end, retries and bisection included; "
+        f"first start {wall['first_start']}, last end {wall['last_end']})"
+    )
+    if wall["not_recorded"]:
+        text += f"; {NOT_RECORDED} for {', '.join(wall['not_recorded'])}"
+    return text
 
 
 def groups_of(
@@ -215,6 +290,8 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
         "| --- | ---: |",
         *[f"| {name} | {count} |" for name, count in report.counts().items()],
         "",
+        f"**Wall time**: {md_text(total_wall_text(report).removeprefix('wall time '))}",
+        "",
     ]
     if report.missing:
         head += [
@@ -246,14 +323,15 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
     table = [
         "## All projects",
         "",
-        "| project | class | baseline | candidate |",
-        "| --- | --- | --- | --- |",
+        "| project | class | baseline | candidate | wall time |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for row in report.rows:
         before, after = row.sides.get("baseline"), row.sides.get("candidate")
+        wall = wall_text(row.wall_seconds(), row.eco_class == EcoClass.SKIPPED)
         table.append(
             f"| {md_text(row.name)} | {row.eco_class} | "
-            f"{md_text(_side_text(before))} | {md_text(_side_text(after))} |"
+            f"{md_text(_side_text(before))} | {md_text(_side_text(after))} | {wall} |"
         )
     needs_human = [
         b
@@ -348,6 +426,7 @@ def html_page(report: Report) -> str:
                 ],
                 "bisect": dict(row.bisect),
                 "seconds": f"{row.seconds():.0f}",
+                "wall": wall_text(row.wall_seconds(), row.eco_class == EcoClass.SKIPPED),
             }
         )
     return template.render(
@@ -356,6 +435,7 @@ def html_page(report: Report) -> str:
         counts=report.counts(),
         rows=rows,
         missing=list(report.missing),
+        wall=total_wall_text(report),
     )
 
 

@@ -23,7 +23,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
@@ -229,17 +229,17 @@ def _run_project(
             )
 
         def one_side(role: Role) -> tuple[SideRun, str]:
-            started = time.monotonic()
+            began, started = time.time(), time.monotonic()
             broken, venv_python = sides.prepare(works[role])
             if broken is not None:
-                return broken, ""
+                return replace(broken, started=began, ended=time.time()), ""
             found = sides.run_tests(
                 works[role],
                 venv_python,
                 install_seconds=time.monotonic() - started,
                 echo=run.echo,
             )
-            return found, venv_python
+            return replace(found, started=began, ended=time.time()), venv_python
 
         for role, (found, venv_python) in zip(Role, _both(run, works, one_side)):
             results[role] = found
@@ -258,8 +258,10 @@ def _run_project(
                         _both(
                             run,
                             works,
-                            lambda role: sides.run_tests(
-                                works[role], pythons[role], only=again, echo=run.echo
+                            lambda role: _timed(
+                                lambda: sides.run_tests(
+                                    works[role], pythons[role], only=again, echo=run.echo
+                                )
                             ),
                         ),
                     )
@@ -277,7 +279,9 @@ def _run_project(
                 if final.eco_class != EcoClass.REGRESSED:
                     break
             if run.bisect and final.eco_class == EcoClass.REGRESSED and index is not None:
+                began = time.time()
                 bisected = bisect_project(run, project, tree, isolation, final.new_failures, index)
+                bisected.update(started=began, ended=time.time())  # in the project's wall time
                 staged[out / "projects" / project.name / BISECT_FILE] = (
                     json.dumps(bisected, indent=1) + "\n"
                 )
@@ -289,6 +293,13 @@ def _run_project(
 
 
 T = TypeVar("T")
+
+
+def _timed(job: Callable[[], SideRun]) -> SideRun:
+    """``job``'s result with when it began and ended (the project's wall time spans them)."""
+    began = time.time()
+    found = job()
+    return replace(found, started=began, ended=time.time())
 
 
 def _both(

@@ -110,6 +110,10 @@ class SideRun:
     memory_limit: str = ""  # "8 GiB (RLIMIT_AS)" or why none
     resolved: Mapping[str, str] = field(default_factory=dict)  # distribution -> version
     retry_of: tuple[str, ...] = ()  # a retry: the node ids it reran
+    # when the side began (its venv) and ended, seconds since the epoch: a project's wall time
+    # spans its sides, retries and bisection; None in files written before they were recorded
+    started: float | None = None
+    ended: float | None = None
 
     def failing(self) -> set[str]:
         return {node for node, outcome in self.tests.items() if outcome in ("failed", "error")}
@@ -140,6 +144,8 @@ class SideRun:
             "memory_limit": self.memory_limit,
             "resolved": dict(sorted(self.resolved.items())),
             "retry_of": list(self.retry_of),
+            "started": self.started,
+            "ended": self.ended,
         }
 
     @classmethod
@@ -176,8 +182,19 @@ class SideRun:
                 memory_limit=str(data.get("memory_limit") or ""),
                 resolved={str(k): str(v) for k, v in dict(data.get("resolved") or {}).items()},
                 retry_of=tuple(str(x) for x in data.get("retry_of") or ()),
+                started=_moment(data.get("started")),
+                ended=_moment(data.get("ended")),
             )
         except KeyError as error:
             raise ValueError(f"missing key {error.args[0]!r}") from None
         except (TypeError, ValueError) as error:
             raise ValueError(str(error)) from None
+
+
+def _moment(value: Any) -> float | None:
+    """A recorded time (seconds since the epoch), None where absent; a number or it is refused."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"a time must be seconds since the epoch, not {value!r}")
+    return float(value)

@@ -124,3 +124,63 @@ def test_venvs_on_a_small_other_filesystem_refuse_the_run_before_it_starts(
         spec, cells, _env(tmp_path), uv_cache=str(tmp_path / "uv"), venvs_dir=venvs, free=free
     )
     refuse_unless_fits(linked)
+
+
+@pytest.mark.parametrize("spec", [None, "/work/proj/matrix.toml"])
+def test_the_rerun_line_of_a_run_of_the_built_in_matrix_works_as_printed(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    spec: str | None,
+) -> None:
+    """The README's main job (`nox -s matrix` in a clone: the built-in default matrix) ended with
+    `torch-matrix run -s 'matrix(t2.13.0-py3.11)' -- --redo`, which in that clone said "no spec
+    found here" and exit 2: `run` takes the built-in matrix only with --default."""
+    from tests.factories import make_probe, make_result
+    from torch_matrix.vocab.records import FAIL
+    from torch_matrix.world.results import write_result
+    from torch_matrix.world.runplan import RunPlan, write_plan
+
+    monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
+    result = make_result(probes=[make_probe("install_sanity", FAIL, "boom")])
+    run = tmp_path / "results" / "default"
+    write_result(result, run / "cells")
+    write_plan(run, RunPlan(cells=(result.cell,), spec=spec))
+    assert cli.main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    option = "--default" if spec is None else f"--spec {spec}"
+    line = f"torch-matrix run {option} -s 'matrix({result.cell.id})' -- --redo"
+    assert line in out
+    assert line in (run / "summary.md").read_text(encoding="utf-8")
+    assert cli.main(["repro", result.cell.id, "--results", str(tmp_path / "results")]) == 0
+    assert line in capsys.readouterr().out
+
+
+def test_a_cell_whose_result_file_cannot_be_read_is_listed_as_missing_with_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A truncated cell file was one warning, then gone: the table, summary.md and results.json
+    had one cell fewer and no trace of it (the nightly's summary said '3 cells' of 4)."""
+    from tests.factories import make_probe, make_result
+    from torch_matrix.vocab.records import FAIL
+    from torch_matrix.world.results import write_result
+    from torch_matrix.world.runplan import RunPlan, write_plan
+
+    monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
+    good = make_result(torch="2.5.1")
+    bad = make_result(torch="2.6.0", probes=[make_probe("install_sanity", FAIL, "boom")])
+    run = tmp_path / "run"
+    write_result(good, run / "cells")
+    damaged = write_result(bad, run / "cells")
+    damaged.write_bytes(damaged.read_bytes()[:300])
+    write_plan(run, RunPlan(cells=(good.cell, bad.cell), spec=None))
+    assert cli.main(["report", str(run)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert "1 planned but missing" in captured.out
+    why = f"its result file {damaged} cannot be read (not JSON (line "
+    row = next(line for line in captured.out.splitlines() if line.startswith(bad.cell.id))
+    assert why in row
+    summary = (run / "summary.md").read_text(encoding="utf-8")
+    assert bad.cell.id in summary and why in summary
+    assert cli.main(["report", str(run), "--strict"]) == 1

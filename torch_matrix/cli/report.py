@@ -38,6 +38,8 @@ from torch_matrix.world.runplan import (
     planned_ids,
     read_log,
     read_plan,
+    rerun_spec,
+    unreadable_cells,
 )
 from torch_matrix.judge.verdict import NO_EVIDENCE
 
@@ -304,6 +306,7 @@ def _write_files(
     spec: Any,
     max_bytes: Any,
     reasons: Mapping[str, str] | None = None,
+    pins_spec: str | None = None,
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
@@ -319,7 +322,7 @@ def _write_files(
     if _arg(args, "pins"):
         from torch_matrix.run.pins import PinsOptions  # the pins code: only when asked for
 
-        options = dataclasses.replace(PinsOptions.from_args(args), spec=spec)
+        options = dataclasses.replace(PinsOptions.from_args(args), spec=pins_spec)
         pins = _write_pins([item.result for item in judged], out_dir, options, reasons)
     if _arg(args, "html"):
         path = _write_html(
@@ -379,6 +382,12 @@ def _report(args: argparse.Namespace) -> int:
         # The run's own plan and cell log: a cell that died before its result is listed with
         # why; a result deleted on purpose does not come back as "missing".
         missing, reasons = planned_but_missing(run_plan, log, present)
+    listed = set(planned_ids(missing))
+    for item, why in unreadable_cells(run_plan, loaded.skipped, loaded.problems, present):
+        cell_id = planned_ids([item])[0]
+        if cell_id not in listed:
+            missing.append(item)
+        reasons[cell_id] = why
 
     max_bytes = _arg(args, "max_summary_bytes")
     spec = (  # for the rerun lines
@@ -387,6 +396,7 @@ def _report(args: argparse.Namespace) -> int:
         or (run_plan.spec if run_plan is not None else None)
         or None
     )
+    pins_spec, spec = spec, spec or rerun_spec(run_plan)  # the built-in matrix reruns --default
     judged = judge(loaded.results)
     if _arg(args, "format", "text") == "markdown":
         table = report_markdown.render_markdown_summary(
@@ -426,6 +436,7 @@ def _report(args: argparse.Namespace) -> int:
                 spec,
                 max_bytes,
                 reasons,
+                pins_spec,
             )
     except OSError as error:
         sys.stdout.write(table)  # the table comes out even when the files cannot be written

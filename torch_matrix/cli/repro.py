@@ -10,6 +10,7 @@ import argparse
 import difflib
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from torch_matrix.edges import console
@@ -17,7 +18,7 @@ from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.escaping import terminal
 from torch_matrix.edges.fileio import atomic_write
 from torch_matrix.vocab import settings
-from torch_matrix.vocab.layout import SPEC_ENV
+from torch_matrix.vocab.layout import CELLS_DIR, SPEC_ENV
 from torch_matrix.report.repro import chosen_probe, chosen_target, render_bundle
 from torch_matrix.world.results import load_results
 
@@ -36,6 +37,17 @@ def project_source(directory: str) -> dict[str, str]:
     if code == 0 and code2 == 0 and url.strip() and not url.strip().startswith(("/", "file:")):
         found.update(url=url.strip(), commit=commit.strip())
     return found
+
+
+def _run_spec(sources: Mapping[str, str], cell_id: str) -> str | None:
+    """The spec the cell's run recorded (its planned-cells.json), for the rerun line: a run of the
+    built-in default matrix reruns with --default."""
+    from torch_matrix.world.runplan import read_plan, rerun_spec
+
+    source = Path(sources.get(cell_id, ""))
+    if source.parent.name != CELLS_DIR:
+        return None  # from a merged results.json: no run directory of its own
+    return rerun_spec(read_plan(source.parent.parent)[0])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -66,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
             str(results_dir),
             hint=f"its probes: {names}",
         )
-    spec = args.spec or settings.read(os.environ, SPEC_ENV)
+    spec = args.spec or settings.read(os.environ, SPEC_ENV) or _run_spec(loaded.sources, args.cell)
     if chosen_probe(result, args.probe) is None and not args.probe:
         print(
             f"torch-matrix: note: every probe of {args.cell} passed; the bundle describes the cell",

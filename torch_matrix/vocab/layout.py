@@ -80,10 +80,24 @@ def cell_session(cell_id: str) -> str:
     return f"{MATRIX_SESSION}({cell_id})"
 
 
+# The "spec" of a rerun line for a run of the built-in default matrix (it had no spec file):
+# ``torch-matrix run`` takes that matrix only when asked.
+DEFAULT_SPEC_OPTION = "--default"
+
+
+def _spec_option(spec_path: str | os.PathLike[str] | None) -> str:
+    if not spec_path:
+        return ""
+    if str(spec_path) == DEFAULT_SPEC_OPTION:
+        return f" {DEFAULT_SPEC_OPTION}"
+    return f" --spec {shlex.quote(str(spec_path))}"
+
+
 def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:
     """The shell line that reruns one cell, already complete or not: ``torch-matrix run`` (the shipped
-    noxfile), so it works where it is printed, in a project with no noxfile of its own too."""
-    spec = f" --spec {shlex.quote(str(spec_path))}" if spec_path else ""
+    noxfile), so it works where it is printed, in a project with no noxfile of its own too.
+    ``spec_path`` ``DEFAULT_SPEC_OPTION``: a cell of the built-in default matrix."""
+    spec = _spec_option(spec_path)
     return f"torch-matrix run{spec} -s {shlex.quote(cell_session(cell_id))} -- --redo"
 
 
@@ -92,7 +106,7 @@ def followup_repro_command(cell_id: str, spec_path: str | os.PathLike[str] | Non
     session drops its result (``cells/<id>.json`` of the run directory, wherever that is) and plans
     it again. Through ``torch-matrix run`` (the shipped noxfile), like every rerun line, so it works
     where it is printed, in a project with no noxfile of its own too."""
-    spec = f" --spec {shlex.quote(str(spec_path))}" if spec_path else ""
+    spec = _spec_option(spec_path)
     return f"torch-matrix run{spec} -s {FOLLOWUPS_SESSION} -- --redo {shlex.quote(cell_id)}"
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.edges.fileio import append_line, atomic_write
+from torch_matrix.vocab.layout import CELLS_DIR, DEFAULT_SPEC_OPTION
 from torch_matrix.vocab.records import Cell, StrEnum
 
 PLAN_NAME = "planned-cells.json"
@@ -215,6 +216,38 @@ def missing_reason(
             "stopped before it"
         )
     return "its result file is gone"
+
+
+def rerun_spec(plan: RunPlan | None) -> str | None:
+    """What a rerun line names as the run's spec: its file, ``--default`` where the run had the
+    built-in default matrix (``torch-matrix run`` finds no spec in a checkout without it), or None
+    where no plan was read."""
+    if plan is None:
+        return None
+    return plan.spec or DEFAULT_SPEC_OPTION
+
+
+def unreadable_cells(
+    plan: RunPlan | None, skipped: Iterable[str], problems: Iterable[str], present: set[str]
+) -> list[tuple[Cell | str, str]]:
+    """The cells whose result file is there but cannot be read (``LoadedResults.skipped``), each
+    with why: the report lists them as missing instead of dropping them from its table, its
+    summary.md and its results.json."""
+    planned = dict(zip(planned_ids(plan.cells), plan.cells)) if plan is not None else {}
+    lines = list(problems)
+    found: list[tuple[Cell | str, str]] = []
+    for where in skipped:
+        path = Path(where)
+        if path.parent.name != CELLS_DIR or path.suffix != ".json" or path.stem in present:
+            continue
+        why = next((line[len(where) + 2 :] for line in lines if line.startswith(f"{where}: ")), "")
+        found.append(
+            (
+                planned.get(path.stem, path.stem),
+                f"its result file {where} cannot be read ({why}): rerun the cell",
+            )
+        )
+    return found
 
 
 def planned_but_missing(

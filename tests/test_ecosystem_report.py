@@ -458,3 +458,27 @@ def test_a_side_s_times_round_trip_and_older_files_load() -> None:
     assert SideRun.from_json(older).started is None
     with pytest.raises(ValueError, match="seconds since the epoch"):
         SideRun.from_json({**side.to_json(), "ended": "yesterday"})
+
+
+def test_a_skipped_project_shows_its_reason_not_side_files_from_before_its_skip() -> None:
+    """The real run's pytorch-msssim: skipped in run.json, with side files from an earlier run
+    before its skip reason; the table showed 'broken: 0 passed' on both sides (a maintainer reads
+    'the tests broke') and its stale seconds counted in the run's side time."""
+    meta, sides = _world(1)
+    meta["projects"].append({"name": "msssim", "skip": "the sdist's tests are scripts"})
+    sides["msssim"] = {
+        str(role): _side("msssim", role, SideStatus.BROKEN, {}, detail="no tests ran")
+        for role in Role
+    }
+    sides["msssim"]["baseline"] = replace(sides["msssim"]["baseline"], seconds=44.0)
+    report = build(meta, sides)
+    (row,) = [r for r in report.rows if r.name == "msssim"]
+    assert row.eco_class == "skipped" and row.seconds() == 0 and row.sides == {}
+    line = [x for x in markdown(report).splitlines() if x.startswith("| msssim |")][0]
+    assert line == (
+        "| msssim | skipped | not run: the sdist's tests are scripts | not run | not run |"
+    )
+    assert "broken" not in line
+    assert report.to_json()["projects"]["msssim"]["sides"] == {}
+    page = html_page(report)
+    assert "no tests ran" not in page and "the sdist&#39;s tests are scripts" in page

@@ -31,11 +31,12 @@ def write_reports(args: argparse.Namespace) -> int:
     print(f"{len(report.rows)} project(s): {counts or 'none'}; {total:.0f} s of side time in all")
     print(f"  {total_wall_text(report)}")
     for row in report.rows:
-        wall = wall_text(row.wall_seconds(), row.eco_class == EcoClass.SKIPPED)
-        print(
-            f"  {row.name}: {row.eco_class} ({row.seconds():.0f} s of side time, wall {wall}): "
-            f"{row.classified.evidence[:160]}"
+        times = (
+            "not run"
+            if row.eco_class == EcoClass.SKIPPED
+            else f"{row.seconds():.0f} s of side time, wall time {wall_text(row.wall_seconds())}"
         )
+        print(f"  {row.name}: {row.eco_class} ({times}): {row.classified.evidence[:160]}")
     if report.missing:
         print(f"  no result: {', '.join(report.missing)}")
     console.note(

@@ -265,7 +265,10 @@ def build(
             if classified.eco_class == EcoClass.REGRESSED
             else ()
         )
-        rows.append(Row(name, classified, dict(found), groups, (bisections or {}).get(name, {})))
+        # a skipped project ran nothing in this run: side files left from before its skip reason
+        # are not its results (they showed a stale 'broken' and added to the side time)
+        kept = {} if classified.eco_class == EcoClass.SKIPPED else dict(found)
+        rows.append(Row(name, classified, kept, groups, (bisections or {}).get(name, {})))
     done = {row.name for row in rows}
     missing = tuple(sorted(n for n in skip if n not in done))
     rows.sort(key=lambda r: (CLASS_ORDER.index(r.eco_class), r.name.lower()))
@@ -328,10 +331,15 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
     ]
     for row in report.rows:
         before, after = row.sides.get("baseline"), row.sides.get("candidate")
-        wall = wall_text(row.wall_seconds(), row.eco_class == EcoClass.SKIPPED)
+        skipped = row.eco_class == EcoClass.SKIPPED
+        wall = wall_text(row.wall_seconds(), skipped)
+        if skipped:  # never run: its reason, not a side file left from before it was skipped
+            before_text, after_text = f"not run: {row.classified.evidence}"[:200], "not run"
+        else:
+            before_text, after_text = _side_text(before), _side_text(after)
         table.append(
             f"| {md_text(row.name)} | {row.eco_class} | "
-            f"{md_text(_side_text(before))} | {md_text(_side_text(after))} | {wall} |"
+            f"{md_text(before_text)} | {md_text(after_text)} | {wall} |"
         )
     needs_human = [
         b

@@ -482,3 +482,38 @@ def test_a_skipped_project_shows_its_reason_not_side_files_from_before_its_skip(
     assert report.to_json()["projects"]["msssim"]["sides"] == {}
     page = html_page(report)
     assert "no tests ran" not in page and "the sdist&#39;s tests are scripts" in page
+
+
+def test_a_regression_says_what_was_tested_and_how_to_reproduce_it_outside_the_tool() -> None:
+    """Read as the project's maintainer: which release of theirs was tested with which command,
+    and the commands that show the failure without torch-matrix (the hand check's steps)."""
+    meta, sides = _world(1)  # p0000 regressed
+    meta["projects"][0] = {
+        "name": "p0000",
+        "source": {"kind": "sdist", "location": "p0000==1.5.2"},
+        "command": "python -m pytest -q tests",
+        "extras": ["test"],
+        "requires": ["pytest", "numpy<2"],
+        "torchvision": True,
+    }
+    meta["baseline"] = {"torch": "2.5.1", "torchvision": "0.20.1", "label": "2.5.1"}
+    meta["candidate"] = {"torch": "2.6.0", "torchvision": "0.21.0", "label": "2.6.0"}
+    report = build(meta, sides)
+    text = markdown(report)
+    assert "tested: the PyPI sdist `p0000==1.5.2` with `python -m pytest -q tests`" in text
+    assert (
+        "- reproduce in the project's tree (`pip download --no-deps --no-binary :all: "
+        "p0000==1.5.2`, unpacked): `pip install torch==2.6.0 torchvision==0.21.0 '.[test]' "
+        "pytest 'numpy<2'`, then `python -m pytest -p no:cacheprovider "
+        "tests/test_p0000.py::test_0`: fails; with `torch==2.5.1 torchvision==0.20.1` it passes"
+    ) in text
+    page = html_page(report)
+    assert "<code>pip download --no-deps --no-binary :all: p0000==1.5.2</code>" in page
+    assert "with <code>torch==2.5.1 torchvision==0.20.1</code> it passes" in page
+    git = dict(meta["projects"][0], source={"kind": "git", "location": "https://g/p", "ref": "v1"})
+    meta["projects"][0] = git
+    assert "(`git clone https://g/p && git checkout v1`, unpacked)" in markdown(build(meta, sides))
+    two, sides = _world(2)  # p0000 regressed, p0001 fixed: only the regression has the line
+    two["projects"] = [{"name": n, "command": "python -m pytest"} for n in ("p0000", "p0001")]
+    assert markdown(build(two, sides)).count("- reproduce in the project's tree") == 1
+    assert "reproduce" not in markdown(build(*_world(2)))  # no command known: nothing made up

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from torch_matrix.judge.catalogue import Cause, cause_of
 from torch_matrix.judge.ecosystem import Classified, classify
 from torch_matrix.vocab.ecosystem import CLASS_ORDER, RETRIES, EcoClass, Role, SideRun, retry_key
-from torch_matrix.vocab.escaping import md_code, md_text
+from torch_matrix.vocab.escaping import md_code, md_text, shell_line
 
 GITHUB_ISSUE_CHARS = 65_536
 REPORT_SCHEMA = 1
@@ -83,6 +83,7 @@ class Row:
     sides: Mapping[str, SideRun]  # "baseline", "candidate", "baseline-retry", ... (retry_key)
     groups: tuple[FailureGroup, ...] = ()
     bisect: Mapping[str, Any] = field(default_factory=dict)  # first bad, pin, proof
+    project: Mapping[str, Any] = field(default_factory=dict)  # its entry in run.json
 
     @property
     def eco_class(self) -> EcoClass:
@@ -247,6 +248,7 @@ def build(
 ) -> Report:
     """The report of one run: ``meta`` is run.json, ``sides`` each project's side results."""
     skip = {p["name"]: p.get("skip", "") for p in meta.get("projects", ())}
+    entries = {p["name"]: p for p in meta.get("projects", ())}
     rows = []
     for name in sorted(sides, key=str.lower):
         found = sides[name]
@@ -268,7 +270,8 @@ def build(
         # a skipped project ran nothing in this run: side files left from before its skip reason
         # are not its results (they showed a stale 'broken' and added to the side time)
         kept = {} if classified.eco_class == EcoClass.SKIPPED else dict(found)
-        rows.append(Row(name, classified, kept, groups, (bisections or {}).get(name, {})))
+        bisect = (bisections or {}).get(name, {})
+        rows.append(Row(name, classified, kept, groups, bisect, entries.get(name, {})))
     done = {row.name for row in rows}
     missing = tuple(sorted(n for n in skip if n not in done))
     rows.sort(key=lambda r: (CLASS_ORDER.index(r.eco_class), r.name.lower()))
@@ -304,7 +307,14 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
     blocks: list[str] = []
     for row in report.rows:
         c = row.classified
-        lines = [f"### {row.name}: {c.eco_class}", "", md_text(c.evidence), ""]
+        lines = [f"### {row.name}: {c.eco_class}", ""]
+        if row.project.get("command"):
+            lines += [
+                f"tested: {source_text(row.project) or md_text(row.name)} with "
+                f"{md_code(row.project.get('command', ''))}",
+                "",
+            ]
+        lines += [md_text(c.evidence), ""]
         for group in row.groups:
             shown = ", ".join(md_code(t) for t in group.tests[:SHOWN_IDS])
             more = f" +{len(group.tests) - SHOWN_IDS} more" if len(group.tests) > SHOWN_IDS else ""
@@ -315,6 +325,8 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
                 f"fix: {md_text(group.cause.fix)}"
                 + (f" ({md_text(group.cause.source)})" if group.cause.source else ""),
             ]
+        steps = reproduce(row, report)
+        lines += [_reproduce_line(steps)] if steps else []
         if row.bisect:
             lines += [f"- bisection: {md_text(str(row.bisect.get('sentence', '')))}"]
             if row.bisect.get("pin"):
@@ -351,6 +363,68 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
     if len(text) <= limit:
         return text
     return _cut(head, needs_human, table, limit, link)
+
+
+def source_text(project: Mapping[str, Any]) -> str:
+    """Where the project's tested source came from (run.json's entry): the maintainer's version."""
+    source = project.get("source") or {}
+    kind, where, ref = source.get("kind"), source.get("location", ""), source.get("ref", "")
+    if kind == "sdist":
+        return f"the PyPI sdist {md_code(where)}"
+    if kind == "git":
+        return f"{md_code(where)} at {md_code(ref)}" if ref else md_code(where)
+    return f"the tree at {md_code(where)}" if where else ""
+
+
+def _pins(project: Mapping[str, Any], side: Mapping[str, Any]) -> list[str]:
+    pins = [f"torch=={side.get('torch', '?')}"]
+    if project.get("torchvision") and side.get("torchvision"):
+        pins.append(f"torchvision=={side['torchvision']}")
+    return pins
+
+
+def reproduce(row: Row, report: Report) -> dict[str, str]:
+    """How the project's maintainer runs a regression's first test outside the tool: ``fetch``
+    the source, ``install`` the candidate in its tree, run ``command``; it passes with
+    ``baseline``'s pins. Empty where the project did not regress."""
+    project, tests = row.project, row.classified.new_failures
+    if not project.get("command") or not tests or row.eco_class != EcoClass.REGRESSED:
+        return {}
+    source = project.get("source") or {}
+    fetch = {
+        "sdist": f"pip download --no-deps --no-binary :all: {source.get('location', '')}",
+        "git": f"git clone {source.get('location', '')}"
+        + (f" && git checkout {source['ref']}" if source.get("ref") else ""),
+    }.get(str(source.get("kind")), "")
+    extras = f"[{','.join(project.get('extras') or ())}]" if project.get("extras") else ""
+    index = report.candidate.get("index")
+    install = shell_line(
+        [
+            "pip",
+            "install",
+            *(["--extra-index-url", index] if index else []),
+            *_pins(project, report.candidate),
+            f".{extras}",
+            *(project.get("requires") or ()),
+        ]
+    )
+    command = str(project.get("command", ""))
+    if "pytest" in command and tests[0] != "(the test command)":
+        command = shell_line(["python", "-m", "pytest", "-p", "no:cacheprovider", tests[0]])
+    return {
+        "fetch": fetch,
+        "install": install,
+        "command": command,
+        "baseline": " ".join(_pins(project, report.baseline)),
+    }
+
+
+def _reproduce_line(steps: Mapping[str, str]) -> str:
+    where = f" ({md_code(steps['fetch'])}, unpacked)" if steps["fetch"] else ""
+    return (
+        f"- reproduce in the project's tree{where}: {md_code(steps['install'])}, then "
+        f"{md_code(steps['command'])}: fails; with {md_code(steps['baseline'])} it passes"
+    )
 
 
 def _message_label(group: FailureGroup) -> str:
@@ -433,6 +507,9 @@ def html_page(report: Report) -> str:
                     for key, side in sorted(row.sides.items())
                 ],
                 "bisect": dict(row.bisect),
+                "source": row.project.get("source") or {},
+                "command": row.project.get("command", ""),
+                "reproduce": reproduce(row, report),
                 "seconds": f"{row.seconds():.0f}",
                 "wall": wall_text(row.wall_seconds(), row.eco_class == EcoClass.SKIPPED),
             }

@@ -184,3 +184,56 @@ def test_a_cell_whose_result_file_cannot_be_read_is_listed_as_missing_with_why(
     summary = (run / "summary.md").read_text(encoding="utf-8")
     assert bad.cell.id in summary and why in summary
     assert cli.main(["report", str(run), "--strict"]) == 1
+
+
+ECO_ARGS = ["--baseline", "2.5.1", "--candidate", "2.6.0", "--estimate"]
+PROJECT = '[[project]]\nname = "x"\ncommand = "pytest -q"\n'
+
+
+@pytest.mark.parametrize(
+    "body, where, words",
+    [
+        # a checkout that is not there: the run started, and each side failed on it
+        ('path = "./nowhere"\n', "x.path", "nowhere is not a directory"),
+        # an empty reason: the project meant to be skipped was run
+        ('sdist = "einops==0.8.1"\nskip = " "\n', "x.skip", "skip must be the reason, a non-empty"),
+    ],
+)
+def test_a_projects_file_mistake_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, where: str, words: str
+) -> None:
+    projects = tmp_path / "projects.toml"
+    projects.write_text(PROJECT + body)
+    argv = ["ecosystem", "run", str(projects), *ECO_ARGS, "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    error, _ = _error_lines(capsys.readouterr().err)
+    assert error.startswith(f"torch-matrix: error: {projects} [[project]] {where}: ")
+    assert words in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_projects_file_that_is_not_utf8_says_where_and_to_resave_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: Python's codec message ('utf-8' codec can't decode byte 0xff in position 20: ...)
+    and a hint to give the path of a projects file, which it was."""
+    projects = tmp_path / "projects.toml"
+    projects.write_bytes(b'[[project]]\nname = "\xff"\n')
+    assert cli.main(["ecosystem", "run", str(projects), *ECO_ARGS]) == 2
+    error, hint = _error_lines(capsys.readouterr().err)
+    assert error == f"torch-matrix: error: {projects}: not valid UTF-8 (byte 0xff on line 2)"
+    assert "re-save the projects file as UTF-8" in hint
+
+
+@pytest.mark.parametrize("nightly", ["nightly-2025-13-45:2.7.0", "nightly-2025-02-30:2.7.0"])
+def test_a_nightly_on_a_day_that_does_not_exist_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nightly: str
+) -> None:
+    """Before: the estimate went on with 'torch 2.7.0.dev20251345: size unknown'."""
+    projects = tmp_path / "projects.toml"
+    projects.write_text(PROJECT + 'sdist = "einops==0.8.1"\n')
+    argv = ["ecosystem", "run", str(projects), "--baseline", nightly, "--candidate", "2.6.0"]
+    assert cli.main([*argv, "--estimate", "--out", str(tmp_path / "out")]) == 2
+    error, hint = _error_lines(capsys.readouterr().err)
+    assert error.startswith(f"torch-matrix: error: --baseline: nightly '{nightly}': 2025-")
+    assert error.endswith("is not a date") and "nightly-YYYY-MM-DD" in hint

@@ -99,13 +99,36 @@ def _load_projects(path: str) -> list:
 
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        line = Path(path).read_bytes()[: error.start].count(b"\n") + 1
         raise UserError(
-            f"cannot read the projects file: {getattr(error, 'strerror', None) or error}",
+            f"not valid UTF-8 (byte {error.object[error.start]:#04x} on line {line})",
+            where=path,
+            hint="TOML files are UTF-8: re-save the projects file as UTF-8",
+        ) from None
+    except OSError as error:
+        raise UserError(
+            f"cannot read the projects file: {error.strerror or error}",
             where=path,
             hint="give the path of a projects file (TOML with [[project]] tables)",
         ) from None
     return parse_projects(text, path, base_dir=str(Path(path).resolve().parent))
+
+
+def _check_paths(projects: list, path: str) -> None:
+    """A local checkout that is not there is said before the run, not as each side's failure."""
+    from torch_matrix.spec.projects import SourceKind
+
+    for project in projects:
+        location = project.source.location
+        if project.skip or project.source.kind != SourceKind.PATH or Path(location).is_dir():
+            continue
+        raise UserError(
+            f"{location} is not a directory",
+            where=f"{path} [[project]] {project.name}.path",
+            hint="paths are relative to the projects file's directory: fix the path, "
+            "or give the project as an sdist or a git URL and ref",
+        )
 
 
 def run_main(args: argparse.Namespace) -> int:
@@ -143,6 +166,7 @@ def run_main(args: argparse.Namespace) -> int:
             hint="compare two different torch releases, e.g. --baseline 2.5.1 --candidate 2.6.0",
         )
     k, n = parse_shard(args.shard)
+    _check_paths(projects, args.projects)
     default = args.index or os.environ.get("UV_DEFAULT_INDEX", "")
     config = IndexConfig(
         default=default,

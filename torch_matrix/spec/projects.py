@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -171,6 +172,14 @@ def parse_side(
                 where=where,
                 hint=f"write nightly-{year}-{month}-{day}:2.7.0 or the exact 2.7.0.dev{year}{month}{day}",
             )
+        try:
+            date(int(year), int(month), int(day))
+        except ValueError:  # no such day: no nightly was built on it
+            raise UserError(
+                f"nightly {raw!r}: {year}-{month}-{day} is not a date",
+                where=where,
+                hint="nightly-YYYY-MM-DD:2.7.0, e.g. nightly-2025-03-01:2.7.0",
+            ) from None
         version = f"{base}.dev{year}{month}{day}"
     else:
         version = raw
@@ -357,9 +366,9 @@ def parse_projects(text: str, where: str = "projects.toml", base_dir: str = "") 
                 "command must be a non-empty string", where=f"{here}.command", hint=HINT
             )
         skip = table.get("skip", "")
-        if not isinstance(skip, str):
-            raise UserError(
-                "skip must be the reason, a string",
+        if not isinstance(skip, str) or ("skip" in table and not skip.strip()):
+            raise UserError(  # an empty reason would run the project it was meant to skip
+                "skip must be the reason, a non-empty string",
                 where=f"{here}.skip",
                 hint='skip = "needs a GPU"',
             )

@@ -237,3 +237,32 @@ def test_a_nightly_on_a_day_that_does_not_exist_is_refused(
     error, hint = _error_lines(capsys.readouterr().err)
     assert error.startswith(f"torch-matrix: error: --baseline: nightly '{nightly}': 2025-")
     assert error.endswith("is not a date") and "nightly-YYYY-MM-DD" in hint
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["history", "--last", "-1"], "--last: expected a number of runs >= 1, got -1"),
+        (["history", "--last", "0"], "--last: expected a number of runs >= 1, got 0"),
+        (["import", "RUN", "--date", "notadate"], "--date: 'notadate' is not an ISO date"),
+    ],
+)
+def test_a_bad_history_option_is_one_line_and_nothing_is_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], words: str
+) -> None:
+    """Before: `history --last -1` showed one run, `--last 0` thirty, and `import --date notadate`
+    stored a run dated 'notadate' (exit 0 each)."""
+    from tests.factories import make_result
+    from torch_matrix.world.results import write_result
+
+    run = tmp_path / "run"
+    write_result(make_result(), run / "cells")
+    db = tmp_path / "history.sqlite"
+    assert cli.main(["import", str(run), "--db", str(db)]) == 0
+    capsys.readouterr()
+    before = db.read_bytes()
+    argv = [str(run) if arg == "RUN" else arg for arg in argv]
+    assert cli.main([*argv, "--db", str(db)]) == 2
+    error, _ = _error_lines(capsys.readouterr().err)
+    assert error == f"torch-matrix: error: {words}"
+    assert db.read_bytes() == before

@@ -52,6 +52,18 @@ def import_main(args: argparse.Namespace) -> int:
     from torch_matrix.world.history import db_path, open_history
     from torch_matrix.world.results import cyclic_gc_paused
 
+    if args.date:
+        from datetime import datetime
+
+        try:
+            datetime.fromisoformat(args.date)
+        except ValueError:  # stored as given, it would sort the history by nonsense
+            raise UserError(
+                f"{args.date!r} is not an ISO date",
+                "--date",
+                hint="e.g. --date 2026-11-27 or 2026-11-27T03:00:00+00:00 (default: when the "
+                "run's last cell finished)",
+            ) from None
     path = db_path(args.db)
     # The whole import: the snapshot of 2,500 loaded results makes ~40,000 more objects, and the
     # cyclic collector rescanning the results kept alive cost as much as building them.
@@ -71,6 +83,12 @@ def history_main(args: argparse.Namespace) -> int:
     from torch_matrix.report import diff_render
     from torch_matrix.world.history import db_path, open_history
 
+    if args.last is not None and args.last < 1:  # 0 read as the default, -1 as one run
+        raise UserError(
+            f"expected a number of runs >= 1, got {args.last}",
+            "--last",
+            hint=f"e.g. --last 365; leave it out for the last {DEFAULT_WINDOW}",
+        )
     path = db_path(args.db)
     window = args.last or DEFAULT_WINDOW
     with open_history(path, create=False) as history:

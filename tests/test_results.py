@@ -588,3 +588,17 @@ def test_probe_from_json_makes_what_the_constructor_makes(probe):
     assert set(vars(loaded)) == {field.name for field in dataclasses.fields(records.ProbeResult)}
     with pytest.raises(dataclasses.FrozenInstanceError):
         loaded.status = "fail"  # type: ignore[misc]
+
+
+def test_result_from_json_makes_what_the_constructor_makes():
+    """CellResult.from_json fills the record without its __init__ (speed), as ProbeResult's does:
+    every field (the stored verdict too), same values, still frozen."""
+    from torch_matrix.judge.stored import judged
+
+    for result in (full_result(), judged(full_result()), make_result()):
+        loaded = records.CellResult.from_json(result.to_json())
+        assert loaded == result and loaded.verdict == result.verdict
+        assert vars(loaded) == vars(result)
+        assert set(vars(loaded)) == {field.name for field in dataclasses.fields(records.CellResult)}
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            loaded.fingerprint = "x"  # type: ignore[misc]

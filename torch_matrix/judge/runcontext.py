@@ -57,7 +57,7 @@ def in_run_context(results: list[CellResult]) -> list[CellResult]:
     for result in results:
         if not nowhere and (
             result.install.status != "installed"
-            or not any(p.status in FAILING for p in result.probes)
+            or _FAILING.isdisjoint([p.status for p in result.probes])
         ):
             out.append(result)  # nothing below can apply (missing_module wants a failing probe)
             continue
@@ -96,6 +96,7 @@ def in_run_context(results: list[CellResult]) -> list[CellResult]:
     return out
 
 
+_FAILING = frozenset(FAILING)
 _COUNTERFACTUAL_OF = (
     "counterfactual-of-"  # the tag a counterfactual cell carries (torch_matrix.plan.counterfactual)
 )

@@ -72,10 +72,13 @@ def context_of(result: CellResult) -> dict[str, dict[str, Any]]:
     verdict of ``result`` is judged in (empty: judged alone)."""
     marks: dict[str, dict[str, Any]] = {}
     for probe in result.probes:
-        found = {key: probe.evidence[key] for key in CONTEXT_MARKS if key in probe.evidence}
-        if found:
-            marks[probe.name] = found
+        evidence = probe.evidence
+        if evidence and not _MARKS.isdisjoint(evidence):  # nearly every probe: no mark
+            marks[probe.name] = {key: evidence[key] for key in CONTEXT_MARKS if key in evidence}
     return marks
+
+
+_MARKS = frozenset(CONTEXT_MARKS)
 
 
 def judged(result: CellResult) -> CellResult:

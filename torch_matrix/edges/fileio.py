@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import gc
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,6 +80,8 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
 
 def _atomic_write(target: Path, text: str, durable: bool) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # here: every command imports this module, few write
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:

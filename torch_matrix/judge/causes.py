@@ -50,9 +50,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from torch_matrix.vocab.records import StrEnum
-from typing import Any, Callable, Mapping
-
-from torch_matrix.judge.catalogue import Finding, diagnose
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from torch_matrix.vocab.versions import newest as newest_version
 from torch_matrix.vocab.records import (
@@ -68,6 +66,9 @@ from torch_matrix.vocab.records import (
     ProbeResult,
     local_label,
 )
+
+if TYPE_CHECKING:  # the catalogue itself is imported where it is asked (``code_finding``)
+    from torch_matrix.judge.catalogue import Finding
 
 
 class Cause(StrEnum):
@@ -388,6 +389,9 @@ def code_finding(probe: ProbeResult) -> Finding | None:
     command probe (its whole text, its frames), else the probe's own text."""
     if probe.status not in FAILING:
         return None
+    # Imported here: the catalogue is large, and a run that fails nowhere never asks it.
+    from torch_matrix.judge.catalogue import diagnose
+
     failures = [
         *(probe.evidence.get("collection_errors") or ()),
         *(probe.evidence.get("failed") or ()),

@@ -7,7 +7,6 @@ Pure; ``torch_matrix.judge.hardware`` judges a build on a target.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 from collections.abc import Iterable
@@ -166,6 +165,8 @@ def parse_gpu(text: str) -> Gpu:
         return Gpu(f"sm_{cap}", cap)
     name = _BY_KEY.get(_key(raw))
     if name is None:
+        import difflib  # here: only a misspelt GPU name needs it
+
         close = difflib.get_close_matches(_key(raw), list(_BY_KEY), n=3, cutoff=0.6)
         hint = (
             (f"did you mean {' or '.join(repr(_BY_KEY[c]) for c in close)}? " if close else "")

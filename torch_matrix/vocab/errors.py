@@ -12,7 +12,6 @@ traceback::
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 EXIT_BAD_INPUT = 2
@@ -43,5 +42,7 @@ class UserError(Exception):
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``did you mean 'torchvision'? `` for a near miss (a typo, a case slip), else ``""``."""
     by_lower = {item.lower(): item for item in known}
+    import difflib  # here: only a misspelt name needs it
+
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
     return f"did you mean {by_lower[close[0]]!r}? " if close else ""

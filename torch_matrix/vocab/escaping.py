@@ -19,7 +19,6 @@ HTML is not here: the page's template escapes every value (Jinja autoescape).
 
 from __future__ import annotations
 
-import html
 import re
 import shlex
 from collections.abc import Iterable
@@ -138,6 +137,8 @@ def md_prose(text: object) -> str:
 
 def md_html(text: object) -> str:
     """Text inside raw HTML of a Markdown page (``<summary>``): one line, HTML-escaped, no mention."""
+    import html  # here: its entity table is large, and most commands write no HTML
+
     return _unmention(html.escape(terminal(" ".join(str(text).split())), quote=True))
 
 

@@ -432,3 +432,58 @@ def test_each_side_file_records_when_it_began_and_ended(
     (row,) = build(loaded.meta, loaded.sides).rows
     wall = row.wall_seconds()
     assert wall is not None and 0 <= wall <= after - before
+
+
+def test_bisect_between_two_nightlies_runs_the_nightlies_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two nightlies the bisection looked for final releases, found none, and proved the
+    candidate's nightly the first bad one ("no release lies between them") without testing the
+    nightlies of the days between, where the break had come in."""
+    from packaging.version import Version
+
+    from torch_matrix.run import ecosystem
+    from torch_matrix.run.ecosystem import EcosystemRun
+    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+
+    days = [f"2.7.0.dev202503{d:02d}" for d in range(1, 6)]
+    tested: list[str] = []
+
+    class Index:
+        def versions(self, project: str) -> list[Version]:
+            return [Version(v) for v in ("2.6.0", *days, "2.7.0")]
+
+    def prepare(work: sides.SideWork) -> tuple[None, str]:
+        assert work.side.index == "https://nightly.example/cpu"
+        return None, "python"
+
+    def run_tests(work: sides.SideWork, python: str, *, only: tuple[str, ...]) -> SideRun:
+        tested.append(work.side.torch)
+        outcome = "failed" if work.side.torch >= days[2] else "passed"  # broken from March 3
+        return SideRun(
+            project="a",
+            role=Role.CANDIDATE,
+            torch=work.side.torch,
+            status=SideStatus.FAILED if outcome == "failed" else SideStatus.PASSED,
+            tests=dict.fromkeys(only, outcome),
+            summary=f"{len(only)} {outcome}",
+        )
+
+    monkeypatch.setattr(sides, "prepare", prepare)
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    a = parse_projects(FILE, "p.toml")[0]
+    nightly = "https://nightly.example/cpu"
+    run = EcosystemRun(
+        projects=[a],
+        baseline=parse_side("nightly-2025-03-01:2.7.0", "baseline", index=nightly),
+        candidate=parse_side("nightly-2025-03-05:2.7.0", "candidate", index=nightly),
+        out=tmp_path,
+        bisect=True,
+    )
+    found = ecosystem.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
+    assert found["versions"] == days
+    assert tested == [days[2], days[1]]  # the middle day, then the one left between
+    assert found["first_bad"] == "2.7.0.dev20250303" and found["last_good"] == "2.7.0.dev20250302"
+    assert found["pin"] == "torch<2.7.0.dev20250303"
+    assert "no nightly lies between" in str(found["proof"])
+    assert "main@{2025-03-02}...main@{2025-03-03}" in str(found["changes"])

@@ -32,7 +32,17 @@ from torch_matrix.edges.fileio import atomic_write
 from packaging.version import Version
 
 from torch_matrix.judge.ecosystem import bisect_outcome, classify, to_retry
-from torch_matrix.plan.bisection import BAD, GOOD, SKIP, conclude, next_version, release_candidates
+from torch_matrix.plan.bisection import (
+    BAD,
+    GOOD,
+    SKIP,
+    compare_url,
+    conclude,
+    next_version,
+    nightly_candidates,
+    nightly_date,
+    release_candidates,
+)
 from torch_matrix.plan.ecosystem import estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.spec.projects import Project, Side, SideKind
@@ -334,17 +344,24 @@ def bisect_project(
     index: PackageIndex,
 ) -> dict[str, object]:
     """The first torch release between the sides on which the regressed tests fail (each tested
-    release a venv running only those tests), and the pin that follows, with its proof."""
+    release a venv running only those tests), and the pin that follows, with its proof. Where
+    both sides are nightlies, the first bad nightly (one a day, from the candidate's index): a
+    release list held none between two nightlies, and the run proved a first bad with no
+    evidence for the days between."""
     good, bad = run.baseline.torch, run.candidate.torch
-    versions = sorted(
-        set(release_candidates(_torch_versions(index), good, bad)) | {good, bad}, key=Version
-    )
+    good_day, bad_day = nightly_date(good), nightly_date(bad)
+    if good_day and bad_day:  # two nightlies: every nightly between (one a day), not releases
+        between = nightly_candidates(_torch_versions(index), good_day, bad_day)
+    else:
+        between = release_candidates(_torch_versions(index), good, bad)
+    versions = sorted(set(between) | {good, bad}, key=Version)
+    kind = SideKind.NIGHTLY if good_day and bad_day else SideKind.RELEASE
     outcomes: dict[str, str] = {good: GOOD, bad: BAD}  # the run itself tested the ends
     evidence: dict[str, str] = {good: "passed (the baseline)", bad: "failed (the candidate)"}
     work = run.out.resolve() / "work" / project.name / "bisect"
     log_dir = run.out.resolve() / "projects" / project.name
     while (version := next_version(versions, outcomes)) is not None:
-        side = Side("candidate", version, SideKind.RELEASE, "", run.candidate.index, version)
+        side = Side("candidate", version, kind, "", run.candidate.index, version)
         item = sides.SideWork(
             project=project,
             side=side,
@@ -376,8 +393,11 @@ def bisect_project(
         found["pin"] = f"torch<{conclusion.first_bad}"
         found["proof"] = (
             f"{len(tests)} regressed test(s) pass on torch {conclusion.last_good} and fail on "
-            f"{conclusion.first_bad}; no release lies between them"
+            f"{conclusion.first_bad}; no {'nightly' if kind == SideKind.NIGHTLY else 'release'} "
+            "lies between them"
         )
+    if conclusion.exact and conclusion.last_good and conclusion.first_bad:
+        found["changes"] = compare_url(conclusion.last_good, conclusion.first_bad)
     return found
 
 

@@ -487,3 +487,42 @@ def test_bisect_between_two_nightlies_runs_the_nightlies_between(
     assert found["pin"] == "torch<2.7.0.dev20250303"
     assert "no nightly lies between" in str(found["proof"])
     assert "main@{2025-03-02}...main@{2025-03-03}" in str(found["changes"])
+
+
+def test_the_estimate_of_a_bisecting_run_counts_the_releases_between(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real 2.4.1 -> 2.6.0 run with --bisect installed torch 2.5.0 and 2.5.1 for each
+    regressed project, and its estimate said nothing of them (only the two sides' downloads)."""
+    from packaging.version import Version
+
+    from torch_matrix.run.ecosystem import EcosystemRun, plan_run
+
+    class Index:
+        def versions(self, project: str) -> list[Version]:
+            return [Version(v) for v in ("2.3.1", "2.4.1", "2.5.0", "2.5.1", "2.6.0", "2.7.0")]
+
+        def files(self, project: str, version: str) -> list[object]:
+            return []  # no wheel: the sides' sizes are unknown
+
+    a = parse_projects(FILE, "p.toml")[0]  # budget 60 s
+
+    def planned(candidate: str, bisect: bool) -> str:
+        run = EcosystemRun(
+            projects=[a],
+            baseline=parse_side("2.4.1", "baseline"),
+            candidate=parse_side(candidate, "candidate"),
+            out=tmp_path / f"{candidate}-{bisect}",
+            bisect=bisect,
+        )
+        plan_run(run, Index())  # type: ignore[arg-type]
+        return capsys.readouterr().err
+
+    said = planned("2.6.0", True)
+    assert (
+        "--bisect: each regressed project runs its regressed tests on at most 2 of the 2 releases "
+        "between the sides (2.5.0, 2.5.1)" in said
+    )
+    assert "at most 2 min of tests per regressed project" in said
+    assert "--bisect" not in planned("2.6.0", False)
+    assert "no releases lie between the sides" in planned("2.5.0", True)

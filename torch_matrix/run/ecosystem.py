@@ -19,6 +19,7 @@ are written.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -52,7 +53,7 @@ from torch_matrix.world import ecosystem_side as sides
 from torch_matrix.world.ecosystem_results import read_meta
 from torch_matrix.world.ecosystem_source import SourceError, fetch, torch_wheels
 from torch_matrix.world.environment import uv_cache_dir
-from torch_matrix.world.index import PackageIndex
+from torch_matrix.world.index import IndexUnavailable, PackageIndex
 from torch_matrix.world.wheelset import cached_wheels
 
 RUN_FILE = "run.json"
@@ -116,6 +117,11 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     cost = estimate(mine, wheels, cached_wheels(uv_cache, names), uv_cache)
     for line in cost.lines():
         console.note(line)
+    if run.bisect and index is not None and mine:
+        try:
+            console.note(bisect_estimate(run, index, max(p.budget_s for p in mine)))
+        except (IndexUnavailable, UserError, OSError, ValueError) as error:  # never stops a run
+            console.note(f"estimate: --bisect: the versions between the sides are unknown: {error}")
     run.out.mkdir(parents=True, exist_ok=True)
     meta = {
         "schema": 1,
@@ -335,6 +341,38 @@ def _torch_versions(index: PackageIndex) -> list[str]:
     return [str(v) for v in index.versions("torch")]
 
 
+def bisect_versions(run: EcosystemRun, index: PackageIndex) -> tuple[list[str], SideKind]:
+    """The torch versions a bisection chooses from, the sides' included, oldest first: the final
+    releases between them, or where both sides are nightlies, one nightly a day between them."""
+    good, bad = run.baseline.torch, run.candidate.torch
+    good_day, bad_day = nightly_date(good), nightly_date(bad)
+    if good_day and bad_day:  # two nightlies: every nightly between (one a day), not releases
+        between = nightly_candidates(_torch_versions(index), good_day, bad_day)
+    else:
+        between = release_candidates(_torch_versions(index), good, bad)
+    versions = sorted(set(between) | {good, bad}, key=Version)
+    return versions, SideKind.NIGHTLY if good_day and bad_day else SideKind.RELEASE
+
+
+def bisect_estimate(run: EcosystemRun, index: PackageIndex, budget_s: float) -> str:
+    """The estimate's line for ``--bisect``: the versions between the sides a regressed project's
+    regressed tests may run on (a binary search: at most ceil(log2(n + 1)) of n), each a venv and,
+    for a torch not yet in uv's cache, a download the size of a side's."""
+    versions, kind = bisect_versions(run, index)
+    between = versions[1:-1]
+    what = "nightlies" if kind == SideKind.NIGHTLY else "releases"
+    if not between:
+        return f"estimate: --bisect: no {what} lie between the sides (a regression's first bad is the candidate)"
+    steps = math.ceil(math.log2(len(between) + 1))
+    shown = ", ".join(between[:6]) + (f", ... ({len(between)} in all)" if len(between) > 6 else "")
+    return (
+        f"estimate: --bisect: each regressed project runs its regressed tests on at most {steps} "
+        f"of the {len(between)} {what} between the sides ({shown}): a venv each, a torch download "
+        f"each the size of a side's where uv's cache lacks it, and at most "
+        f"{steps * budget_s / 60:.0f} min of tests per regressed project; not in the figures above"
+    )
+
+
 def bisect_project(
     run: EcosystemRun,
     project: Project,
@@ -349,13 +387,7 @@ def bisect_project(
     release list held none between two nightlies, and the run proved a first bad with no
     evidence for the days between."""
     good, bad = run.baseline.torch, run.candidate.torch
-    good_day, bad_day = nightly_date(good), nightly_date(bad)
-    if good_day and bad_day:  # two nightlies: every nightly between (one a day), not releases
-        between = nightly_candidates(_torch_versions(index), good_day, bad_day)
-    else:
-        between = release_candidates(_torch_versions(index), good, bad)
-    versions = sorted(set(between) | {good, bad}, key=Version)
-    kind = SideKind.NIGHTLY if good_day and bad_day else SideKind.RELEASE
+    versions, kind = bisect_versions(run, index)
     outcomes: dict[str, str] = {good: GOOD, bad: BAD}  # the run itself tested the ends
     evidence: dict[str, str] = {good: "passed (the baseline)", bad: "failed (the candidate)"}
     work = run.out.resolve() / "work" / project.name / "bisect"

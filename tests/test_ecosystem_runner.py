@@ -312,7 +312,10 @@ def _bisect_with(
     def prepare(work: sides.SideWork) -> tuple[None, str]:
         return None, "python"
 
-    def run_tests(work: sides.SideWork, python: str, *, only: tuple[str, ...]) -> SideRun:
+    def run_tests(
+        work: sides.SideWork, python: str, *, only: tuple[str, ...], purpose: str
+    ) -> SideRun:
+        assert purpose == "bisection"
         assert tuple(only) == REGRESSED
         tests = on[work.side.torch]
         failed = any(o in ("failed", "error") for o in tests.values())
@@ -457,7 +460,10 @@ def test_bisect_between_two_nightlies_runs_the_nightlies_between(
         assert work.side.index == "https://nightly.example/cpu"
         return None, "python"
 
-    def run_tests(work: sides.SideWork, python: str, *, only: tuple[str, ...]) -> SideRun:
+    def run_tests(
+        work: sides.SideWork, python: str, *, only: tuple[str, ...], purpose: str
+    ) -> SideRun:
+        assert purpose == "bisection"
         tested.append(work.side.torch)
         outcome = "failed" if work.side.torch >= days[2] else "passed"  # broken from March 3
         return SideRun(

@@ -409,7 +409,7 @@ def bisect_project(
         if broken is not None:
             outcomes[version], evidence[version] = SKIP, broken.detail
         else:
-            result = sides.run_tests(item, venv_python, only=tests)
+            result = sides.run_tests(item, venv_python, only=tests, purpose="bisection")
             outcomes[version], evidence[version] = bisect_outcome(result, tests)
         shutil.rmtree(work / version, ignore_errors=True)
     conclusion = conclude(versions, outcomes)

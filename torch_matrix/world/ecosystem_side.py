@@ -221,8 +221,10 @@ def run_tests(
     only: Sequence[str] = (),
     install_seconds: float = 0.0,
     echo: Callable[[str], None] | None = None,
+    purpose: str = "retry",
 ) -> SideRun:
-    """The project's command in a fresh copy of its tree; ``only``: the node ids a retry keeps."""
+    """The project's command in a fresh copy of its tree; ``only``: the node ids a retry (or a
+    bisection: ``purpose``, as the log says it) keeps."""
     if work.stopping.is_set():
         return _broken(work, "interrupted before its tests ran", time.monotonic())
     suffix = "-retry" if only else ""
@@ -270,7 +272,7 @@ def run_tests(
     ]
     _write(
         work.log,
-        f"\n$ {work.project.command}{'  # retry of ' + str(len(only)) + ' test(s)' if only else ''}\n",
+        f"\n$ {work.project.command}{f'  # {purpose} of {len(only)} test(s)' if only else ''}\n",
     )
     started = time.monotonic()
     with open(work.log, "a", encoding="utf-8", errors="replace") as log:

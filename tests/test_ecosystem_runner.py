@@ -350,6 +350,8 @@ def test_bisect_pins_below_the_first_release_where_the_regressed_tests_fail(
     assert found["versions"] == ["2.4.1", "2.5.0", "2.5.1", "2.6.0"]
     assert found["outcomes"] == {"2.4.1": "good", "2.5.0": "good", "2.5.1": "bad", "2.6.0": "bad"}
     assert found["first_bad"] == "2.5.1" and found["pin"] == "torch<2.5.1"
+    seconds = found["seconds"]  # each release it installed and ran, the sides' own not again
+    assert isinstance(seconds, dict) and sorted(seconds) == ["2.5.0", "2.5.1"]
 
 
 @pytest.mark.parametrize(

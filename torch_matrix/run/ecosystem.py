@@ -390,6 +390,7 @@ def bisect_project(
     versions, kind = bisect_versions(run, index)
     outcomes: dict[str, str] = {good: GOOD, bad: BAD}  # the run itself tested the ends
     evidence: dict[str, str] = {good: "passed (the baseline)", bad: "failed (the candidate)"}
+    seconds: dict[str, float] = {}  # each release the bisection installed and ran
     work = run.out.resolve() / "work" / project.name / "bisect"
     log_dir = run.out.resolve() / "projects" / project.name
     while (version := next_version(versions, outcomes)) is not None:
@@ -405,6 +406,7 @@ def bisect_project(
             index=run.index,
             isolation=isolation,
         )
+        began = time.monotonic()
         broken, venv_python = sides.prepare(item)
         if broken is not None:
             outcomes[version], evidence[version] = SKIP, broken.detail
@@ -412,6 +414,7 @@ def bisect_project(
             result = sides.run_tests(item, venv_python, only=tests, purpose="bisection")
             outcomes[version], evidence[version] = bisect_outcome(result, tests)
         shutil.rmtree(work / version, ignore_errors=True)
+        seconds[version] = round(time.monotonic() - began, 1)  # the install and the tests
     conclusion = conclude(versions, outcomes)
     found: dict[str, object] = {
         "versions": versions,
@@ -420,6 +423,7 @@ def bisect_project(
         "sentence": conclusion.sentence(),
         "last_good": conclusion.last_good,
         "first_bad": conclusion.first_bad,
+        "seconds": seconds,
     }
     if conclusion.exact and conclusion.first_bad and not conclusion.non_monotone:
         found["pin"] = f"torch<{conclusion.first_bad}"

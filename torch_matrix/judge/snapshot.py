@@ -73,7 +73,12 @@ def cell_state(result: CellResult) -> CellState:
         failing=verdict.failing if verdict.kind == INCOMPATIBLE else (),
         requirements=tuple(result.cell.requirements),
         python=result.cell.python,
-        probes={p.name: _probe_state(p.status, p.message, p.repro) for p in result.probes},
+        probes={
+            p.name: ProbeState(p.status, p.message, p.repro)
+            if p.message or p.repro
+            else _BARE_STATES.get(p.status) or _probe_state(p.status, "", "")
+            for p in result.probes
+        },
     )
 
 

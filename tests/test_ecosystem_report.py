@@ -517,3 +517,22 @@ def test_a_regression_says_what_was_tested_and_how_to_reproduce_it_outside_the_t
     two["projects"] = [{"name": n, "command": "python -m pytest"} for n in ("p0000", "p0001")]
     assert markdown(build(two, sides)).count("- reproduce in the project's tree") == 1
     assert "reproduce" not in markdown(build(*_world(2)))  # no command known: nothing made up
+
+
+def test_every_failing_test_and_the_flipped_ones_are_named_for_the_maintainer() -> None:
+    """The HTML page showed 5 of a group's tests and '+6 more' with no way to see them (only
+    ecosystem.json had them); a regressed project's test that flipped on retry was a count in the
+    evidence, never named (zuko 2.5.1 -> 2.6.0: '1 more flipped on retry: flaky')."""
+    meta, sides = _world(1, failing=16)  # p0000: 16 regressed tests, two messages (8 each)
+    report = build(meta, sides)
+    (row,) = [r for r in report.rows if r.name == "p0000"]
+    row = replace(row, classified=replace(row.classified, flipped=("tests/test_x.py::test_seed",)))
+    report = replace(report, rows=(row,))
+    page = html_page(report)
+    for test in row.groups[0].tests:
+        assert f"<code>{test}</code>" in page
+    assert "<summary>+3 more</summary>" in page
+    assert "flipped on retry (flaky, not counted): <code>tests/test_x.py::test_seed</code>" in page
+    text = markdown(report)
+    assert "+3 more (all in report.html and ecosystem.json)" in text
+    assert "- flipped on retry (flaky, not counted): `tests/test_x.py::test_seed`" in text

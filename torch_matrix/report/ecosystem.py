@@ -317,13 +317,21 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
         lines += [md_text(c.evidence), ""]
         for group in row.groups:
             shown = ", ".join(md_code(t) for t in group.tests[:SHOWN_IDS])
-            more = f" +{len(group.tests) - SHOWN_IDS} more" if len(group.tests) > SHOWN_IDS else ""
+            more = (
+                f" +{len(group.tests) - SHOWN_IDS} more (all in report.html and ecosystem.json)"
+                if len(group.tests) > SHOWN_IDS
+                else ""
+            )
             lines += [
                 f"- **{len(group.tests)} test(s)**: {shown}{more}",
                 f"  - {_message_label(group)}: {md_text(group.message[:300])}",
                 f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
                 f"fix: {md_text(group.cause.fix)}"
                 + (f" ({md_text(group.cause.source)})" if group.cause.source else ""),
+            ]
+        if c.flipped and c.eco_class == EcoClass.REGRESSED:
+            lines += [
+                f"- flipped on retry (flaky, not counted): {', '.join(md_code(t) for t in c.flipped)}"
             ]
         steps = reproduce(row, report)
         lines += [_reproduce_line(steps)] if steps else []
@@ -490,7 +498,7 @@ def html_page(report: Report) -> str:
                     {
                         "count": len(g.tests),
                         "tests": list(g.tests[:SHOWN_IDS]),
-                        "more": max(0, len(g.tests) - SHOWN_IDS),
+                        "rest": list(g.tests[SHOWN_IDS:]),  # folded: a maintainer sees them all
                         "message": g.message,
                         "label": _message_label(g),
                         "cause": g.cause,
@@ -507,6 +515,9 @@ def html_page(report: Report) -> str:
                     for key, side in sorted(row.sides.items())
                 ],
                 "bisect": dict(row.bisect),
+                "flipped": list(row.classified.flipped)
+                if row.eco_class == EcoClass.REGRESSED
+                else [],
                 "source": row.project.get("source") or {},
                 "command": row.project.get("command", ""),
                 "reproduce": reproduce(row, report),

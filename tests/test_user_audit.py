@@ -266,3 +266,35 @@ def test_a_bad_history_option_is_one_line_and_nothing_is_stored(
     error, _ = _error_lines(capsys.readouterr().err)
     assert error == f"torch-matrix: error: {words}"
     assert db.read_bytes() == before
+
+
+DEEP_JSON = "[" * 100000 + "]" * 100000
+
+
+def test_damaged_ecosystem_files_are_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run.json, a side result or an ecosystem.json nested past the recursion limit, and an
+    ecosystem.json whose projects are not a table, each printed a traceback (RecursionError,
+    AttributeError: 'int' object has no attribute 'items')."""
+    run = tmp_path / "run"
+    (run / "projects" / "x").mkdir(parents=True)
+    meta = '{"baseline": {"torch": "2.5.1"}, "candidate": {"torch": "2.6.0"}, "projects": []}'
+    (run / "run.json").write_text(meta)
+    side = run / "projects" / "x" / "candidate.json"
+    side.write_text(DEEP_JSON)
+    assert cli.main(["ecosystem", "report", str(run), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{side}: left out: " in err
+    (run / "run.json").write_text(DEEP_JSON)
+    assert cli.main(["ecosystem", "report", str(run)]) == 2
+    error, _ = _error_lines(capsys.readouterr().err)
+    assert error.startswith(f"torch-matrix: error: {run / 'run.json'}: cannot read run.json")
+    good = tmp_path / "out" / "ecosystem.json"
+    assert good.is_file()
+    for text in (DEEP_JSON, '{"projects": 5}', '{"projects": {"x": 1}}', '{"projects": [1]}'):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        assert cli.main(["ecosystem", "diff", str(bad), str(good)]) == 2
+        error, _ = _error_lines(capsys.readouterr().err)
+        assert error.startswith(f"torch-matrix: error: {bad}: ")

@@ -38,7 +38,7 @@ def read_meta(directory: Path) -> dict[str, Any]:
         raise UserError(
             "not an ecosystem run (no run.json)", where=str(directory), hint=HINT
         ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise UserError(f"cannot read run.json: {error}", where=str(path), hint=HINT) from None
     if not isinstance(data, dict) or "baseline" not in data or "candidate" not in data:
         raise UserError("run.json has no baseline and candidate", where=str(path), hint=HINT)
@@ -69,7 +69,13 @@ def load(directories: list[Path]) -> Loaded:
                     continue
                 try:
                     side = SideRun.from_json(json.loads(path.read_text(encoding="utf-8")))
-                except (OSError, UnicodeDecodeError, ValueError, AttributeError) as error:
+                except (
+                    OSError,
+                    UnicodeDecodeError,
+                    ValueError,
+                    AttributeError,
+                    RecursionError,
+                ) as error:
                     loaded.problems.append(f"{path}: left out: {error}")
                     continue
                 loaded.sides.setdefault(project_dir.name, {})[key] = side
@@ -77,7 +83,7 @@ def load(directories: list[Path]) -> Loaded:
             if bisect.exists():
                 try:
                     loaded.bisections[project_dir.name] = json.loads(bisect.read_text("utf-8"))
-                except (OSError, UnicodeDecodeError, ValueError) as error:
+                except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
                     loaded.problems.append(f"{bisect}: left out: {error}")
     return loaded
 
@@ -87,12 +93,19 @@ def load_report_json(path: Path) -> dict[str, Any]:
     target = path / "ecosystem.json" if path.is_dir() else path
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise UserError(
             f"cannot read {target.name}: {getattr(error, 'strerror', None) or error}",
             where=str(target),
             hint="run `torch-matrix ecosystem report DIR` first: it writes DIR/ecosystem.json",
         ) from None
-    if not isinstance(data, dict) or "projects" not in data:
+    projects = data.get("projects") if isinstance(data, dict) else None
+    if (
+        not isinstance(projects, dict)
+        or not all(
+            isinstance(p, dict) and isinstance(p.get("class"), str) for p in projects.values()
+        )
+        or not all(isinstance(data.get(side, {}), dict) for side in ("baseline", "candidate"))
+    ):  # what `ecosystem diff` reads: a dict of projects, each with its class
         raise UserError("not an ecosystem report", where=str(target), hint="give an ecosystem.json")
     return data

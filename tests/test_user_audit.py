@@ -4,6 +4,7 @@ input is one line naming the file, key or value, then `hint:`, and a non-zero ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,30 @@ def test_damaged_ecosystem_files_are_one_line_not_a_traceback(
         assert cli.main(["ecosystem", "diff", str(bad), str(good)]) == 2
         error, _ = _error_lines(capsys.readouterr().err)
         assert error.startswith(f"torch-matrix: error: {bad}: ")
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda d: (d / "matrix.toml").mkdir(), "; ./matrix.toml is not a file"),
+        (
+            lambda d: (d / "pyproject.toml").write_text('[tool.torch_matrix]\ntorch = ["2.5.1"]\n'),
+            "; ./pyproject.toml has [tool.torch_matrix], not [tool.torch-matrix]",
+        ),
+    ],
+)
+def test_no_spec_found_names_what_nearly_was_one(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    make: Callable[[Path], object],
+    words: str,
+) -> None:
+    """Before: only 'no spec found here (looked for ... ./matrix.toml ...)' while ./matrix.toml was
+    there (a directory), or the table was spelt [tool.torch_matrix]."""
+    make(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
+    assert cli.main(["plan"]) == 2
+    error, _ = _error_lines(capsys.readouterr().err)
+    assert error.endswith(words) and "no spec found here" in error

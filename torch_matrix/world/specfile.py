@@ -80,6 +80,22 @@ def find_spec(
 LOOKED_FOR = "--spec, $TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in ./pyproject.toml"
 
 
+def _near_misses(here: Path) -> str:
+    """What looks like a spec here but is not one (a matrix.toml that is a directory, a
+    [tool.torch_matrix] table), for the "no spec found" line."""
+    notes = []
+    if (here / "matrix.toml").exists() and not (here / "matrix.toml").is_file():
+        notes.append("./matrix.toml is not a file")
+    try:
+        tool = tomllib.loads((here / PYPROJECT).read_text(encoding="utf-8")).get("tool")
+    except (OSError, UnicodeDecodeError, *TOML_ERRORS):
+        tool = None
+    for key in tool if isinstance(tool, dict) else ():
+        if key != "torch-matrix" and key.lower().replace("_", "-") == "torch-matrix":
+            notes.append(f"./{PYPROJECT} has [tool.{key}], not [{PYPROJECT_TABLE}]")
+    return "; ".join(notes)
+
+
 def require_spec(
     path: str | os.PathLike[str] | None = None,
     default: bool = False,
@@ -90,8 +106,9 @@ def require_spec(
     ``default`` (``--default``) asks for the built-in matrix (three CUDA torch installs, GBs)."""
     source = find_spec(path, environ, cwd)
     if source.builtin and not default:
+        near = _near_misses(Path(cwd or os.getcwd()))
         raise UserError(
-            f"no spec found here (looked for {LOOKED_FOR})",
+            f"no spec found here (looked for {LOOKED_FOR})" + (f"; {near}" if near else ""),
             where=str(Path(cwd or os.getcwd())),
             hint="write a matrix.toml or a [tool.torch-matrix] table in pyproject.toml "
             "(`torch-matrix help spec`), pass --spec FILE, or --default for the built-in "

@@ -536,3 +536,32 @@ def test_every_failing_test_and_the_flipped_ones_are_named_for_the_maintainer() 
     text = markdown(report)
     assert "+3 more (all in report.html and ecosystem.json)" in text
     assert "- flipped on retry (flaky, not counted): `tests/test_x.py::test_seed`" in text
+
+
+def test_a_same_fail_project_says_why_its_tests_fail_on_both_sides() -> None:
+    """The real run's torch-optimizer read only 'fails on both sides: 175 failed, 103 passed':
+    its maintainer could not tell why. Now its failures are grouped by message as a
+    regression's are (the cause only where the catalogue knows one)."""
+    meta, sides = _world(1, failing=4)
+    ids = list(sides["p0000"]["baseline"].tests)
+    messages = {
+        t: "AttributeError: 'Lookahead' object has no attribute '_optimizer_state_dict_pre_hooks'"
+        if j < 3
+        else "\x1b[1mFailed: DID NOT RAISE RuntimeError\x1b[0m"
+        for j, t in enumerate(ids)
+    }
+    for role in Role:
+        sides["p0000"][str(role)] = _side(
+            "p0000", role, SideStatus.FAILED, dict.fromkeys(ids, "failed"), messages=messages
+        )
+    report = build(meta, sides)
+    (row,) = [r for r in report.rows if r.name == "p0000"]
+    assert row.eco_class == "same-fail"
+    assert [len(g.tests) for g in row.groups] == [3, 1]
+    assert row.groups[1].message == "Failed: DID NOT RAISE RuntimeError"
+    text = markdown(report)
+    assert "Failing on both sides (not the candidate's doing), by message:" in text
+    assert "_optimizer_state_dict_pre_hooks" in text and "cause: unknown" not in text
+    page = html_page(report)
+    assert "_optimizer_state_dict_pre_hooks" in page and "cause: unknown" not in page
+    assert report.to_json()["projects"]["p0000"]["groups"][0]["tests"] == ids[:3]

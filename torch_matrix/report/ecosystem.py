@@ -9,7 +9,7 @@ its own two result files. Only the measured seconds differ between two runs of t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from torch_matrix.judge.catalogue import Cause, cause_of
@@ -262,11 +262,15 @@ def build(
             retry_baseline=_retries(found, Role.BASELINE),
             retry_candidate=_retries(found, Role.CANDIDATE),
         )
-        groups = (
-            groups_of(classified, candidate.output_tail, candidate)
-            if classified.eco_class == EcoClass.REGRESSED
-            else ()
-        )
+        groups: tuple[FailureGroup, ...] = ()
+        if classified.eco_class == EcoClass.REGRESSED:
+            groups = groups_of(classified, candidate.output_tail, candidate)
+        elif classified.eco_class == EcoClass.SAME_FAIL and candidate.failing():
+            # broken on both sides: why, for its maintainer (the candidate's messages)
+            failing = tuple(sorted(candidate.failing()))
+            messages = {t: _NOISE[0][0].sub("", candidate.messages.get(t, "")) for t in failing}
+            both = replace(classified, new_failures=failing, messages=messages)
+            groups = groups_of(both, candidate.output_tail, candidate)
         # a skipped project ran nothing in this run: side files left from before its skip reason
         # are not its results (they showed a stale 'broken' and added to the side time)
         kept = {} if classified.eco_class == EcoClass.SKIPPED else dict(found)
@@ -315,6 +319,8 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
                 "",
             ]
         lines += [md_text(c.evidence), ""]
+        if row.groups and c.eco_class == EcoClass.SAME_FAIL:
+            lines += ["Failing on both sides (not the candidate's doing), by message:", ""]
         for group in row.groups:
             shown = ", ".join(md_code(t) for t in group.tests[:SHOWN_IDS])
             more = (
@@ -325,10 +331,13 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
             lines += [
                 f"- **{len(group.tests)} test(s)**: {shown}{more}",
                 f"  - {_message_label(group)}: {md_text(group.message[:300])}",
-                f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
-                f"fix: {md_text(group.cause.fix)}"
-                + (f" ({md_text(group.cause.source)})" if group.cause.source else ""),
             ]
+            if c.eco_class == EcoClass.REGRESSED or group.cause.kind != "unknown":
+                lines += [
+                    f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
+                    f"fix: {md_text(group.cause.fix)}"
+                    + (f" ({md_text(group.cause.source)})" if group.cause.source else "")
+                ]
         if c.flipped and c.eco_class == EcoClass.REGRESSED:
             lines += [
                 f"- flipped on retry (flaky, not counted): {', '.join(md_code(t) for t in c.flipped)}"

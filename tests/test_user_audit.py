@@ -326,3 +326,19 @@ def test_no_spec_found_names_what_nearly_was_one(
     assert cli.main(["plan"]) == 2
     error, _ = _error_lines(capsys.readouterr().err)
     assert error.endswith(words) and "no spec found here" in error
+
+
+@pytest.mark.parametrize("cells_is_a_file", [False, True])
+def test_a_report_of_a_folder_without_results_is_refused_not_zero_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cells_is_a_file: bool
+) -> None:
+    """Before: '0 cells: 0 compatible, ...', exit 0, summary.md and results.json written into the
+    folder (a typo'd path that exists, or a run whose cells/ became a file, read as a clean run);
+    pins, import and diff of the same folder already said 'no cell results found', exit 2."""
+    if cells_is_a_file:
+        (tmp_path / "cells").write_text("x")
+    assert cli.main(["report", str(tmp_path)]) == 2
+    error, hint = _error_lines(capsys.readouterr().err)
+    assert error.startswith(f"torch-matrix: error: {tmp_path}: no cell results found")
+    assert error.endswith(f"{tmp_path / 'cells'} is not a directory") == cells_is_a_file
+    assert not (tmp_path / "summary.md").exists() and not (tmp_path / "results.json").exists()

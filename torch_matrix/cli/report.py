@@ -2,7 +2,7 @@
 
 Writes ``summary.md`` (GitHub Markdown) and a merged ``results.json`` into the results
 directory (or ``--out``). Exit status: 0, also when cells are incompatible (those are
-findings, not failures). With ``--strict``: 1 when any cell is an ``error`` (install or
+findings, not failures); 2 when the folder holds no result and no planned cell. With ``--strict``: 1 when any cell is an ``error`` (install or
 probe-runner trouble), a planned cell has no result, or a result file could not be read:
 infrastructure trouble that a nightly job should fail on.
 """
@@ -388,6 +388,18 @@ def _report(args: argparse.Namespace) -> int:
         if cell_id not in listed:
             missing.append(item)
         reasons[cell_id] = why
+    if not loaded.results and not loaded.problems and not missing:
+        # Nothing to report: a report of "0 cells" (exit 0, summary.md and results.json written
+        # there) read as a run that found nothing wrong. pins, import and diff refuse it too.
+        from torch_matrix.world.results import no_results_hint
+
+        cells = results_dir / "cells"
+        odd = f"; {cells} is not a directory" if cells.exists() and not cells.is_dir() else ""
+        raise UserError(
+            "no cell results found (expected <run>/cells/*.json or a merged results.json)" + odd,
+            str(results_dir),
+            hint=no_results_hint(),
+        )
 
     max_bytes = _arg(args, "max_summary_bytes")
     spec = (  # for the rerun lines

@@ -602,3 +602,10 @@ def test_result_from_json_makes_what_the_constructor_makes():
         assert set(vars(loaded)) == {field.name for field in dataclasses.fields(records.CellResult)}
         with pytest.raises(dataclasses.FrozenInstanceError):
             loaded.fingerprint = "x"  # type: ignore[misc]
+
+
+def test_probe_from_json_refuses_keys_a_probe_does_not_have():
+    """The probe runner's output is not schema-checked: a key that is no field (``to_json``!)
+    must not become an attribute of the record."""
+    with pytest.raises(ValueError, match="to_json"):
+        records.ProbeResult.from_json({"name": "p", "status": "pass", "to_json": None})

@@ -396,9 +396,70 @@ def test_an_edited_stored_verdict_is_judged_again_and_named(tmp_path):
     loaded = load_results(tmp_path / "run")
     [problem] = loaded.problems
     assert problem == (
-        f"{path}: its stored verdict (compatible) is not what its record judges "
-        "(incompatible): the file changed after it was written; judged again"
+        f"{path}: its stored verdict (compatible, not incompatible) is not what its record "
+        "judges: the file was edited after it was written; judged again"
     )
+    assert verdict_of(loaded.results[0]).kind == INCOMPATIBLE
+
+
+def _without_text(text: str) -> str:
+    """The file as if its own digest had never been written (or was deleted by hand)."""
+    head, _, _ = text.rpartition(',\n    "text": ')
+    return head + "\n  }\n}\n"
+
+
+def test_an_edited_verdict_whose_digest_was_deleted_too_is_judged_again(tmp_path):
+    path = _written(tmp_path)
+    edited = _without_text(path.read_text()).replace(
+        '"kind": "incompatible"', '"kind": "compatible"'
+    )
+    path.write_text(edited)
+    loaded = load_results(tmp_path / "run")
+    [problem] = loaded.problems
+    assert "(compatible, not incompatible)" in problem and "edited" in problem
+    assert verdict_of(loaded.results[0]).kind == INCOMPATIBLE
+
+
+def test_a_reworded_verdict_of_this_version_is_named_by_what_differs(tmp_path):
+    path = _written(tmp_path)
+    data = json.loads(path.read_text())
+    data["verdict"]["reason"] = "nothing failed, honest"
+    path.write_text(json.dumps(data, indent=4))
+    [problem] = load_results(tmp_path / "run").problems
+    assert "(incompatible, with another reason or cause)" in problem
+
+
+def test_another_versions_verdict_in_a_reserialised_file_is_kept_quietly(tmp_path):
+    """Its rules may differ from this version's: the layout alone never costs a stored verdict."""
+    path = _written(tmp_path)
+    data = json.loads(path.read_text())
+    data["verdict"].update(judged_by="0.0.1", reason="an older version's words")
+    path.write_text(json.dumps(data, indent=4))
+    loaded = load_results(tmp_path / "run")
+    assert (
+        loaded.problems == [] and loaded.results[0].verdict["reason"] == "an older version's words"
+    )
+
+
+def test_the_writer_vouches_only_for_a_valid_record_with_its_own_verdict(tmp_path):
+    """A record the schema refuses, or one carrying another record's verdict, is written without
+    the file's digest, so the loader checks it in full: refused, or judged again."""
+    cells = layout.cells_dir(tmp_path / "run")
+    bogus = make_result(make_cell(torch="2.5.1"), probes=[make_probe("install_sanity", "bogus")])
+    path = write_result(bogus, cells)
+    assert '"text"' not in path.read_text()
+    loaded = load_results(tmp_path / "run")
+    assert loaded.results == [] and loaded.skipped == [str(path)]
+    assert "invalid cell result at probes/0/status" in loaded.problems[0]
+    path.unlink()
+    passing = stored.judged(
+        make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity")])
+    )
+    failing = make_result(make_cell(torch="2.6.0"), probes=[make_probe("install_sanity", FAIL)])
+    path = write_result(failing.with_verdict(passing.verdict), cells)
+    assert '"text"' not in path.read_text()
+    loaded = load_results(tmp_path / "run")
+    assert "changed after its verdict (compatible)" in loaded.problems[0]
     assert verdict_of(loaded.results[0]).kind == INCOMPATIBLE
 
 

@@ -317,6 +317,8 @@ class ProbeResult:
         # holds the two together, field by field).
         if "name" not in data or "status" not in data:
             raise KeyError("name" if "name" not in data else "status")
+        if not _PROBE_FIELDS.issuperset(data):
+            raise ValueError(f"unknown probe keys: {sorted(set(data) - _PROBE_FIELDS)}")
         probe = object.__new__(cls)
         fields = probe.__dict__
         fields.update(_PROBE_DEFAULTS)
@@ -327,6 +329,7 @@ class ProbeResult:
         return probe
 
 
+_PROBE_FIELDS = frozenset(item.name for item in dataclasses.fields(ProbeResult))
 # ProbeResult's defaults, read from the dataclass (``from_json`` fills a probe over them).
 _PROBE_DEFAULTS: dict[str, Any] = {
     item.name: item.default_factory() if callable(item.default_factory) else item.default

@@ -23,6 +23,7 @@ from typing import Any
 from torch_matrix.vocab import layout
 from torch_matrix.judge.stored import Rejudged, holds, judge_run, judged
 from torch_matrix.judge.verdict import Verdict, fresh_verdict
+from torch_matrix import __version__ as TOOL_VERSION
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa: F401 - the name callers import
 from torch_matrix.edges.fileio import cyclic_gc_paused
@@ -130,7 +131,12 @@ def write_result(result: CellResult, directory: str | os.PathLike[str]) -> Path:
         # ``replaces`` is not part of what a verdict judges: the stored one stays
         result = dataclasses.replace(result, replaces=previous).with_verdict(result.verdict)
     result = judged(result)  # judged once, here, unless it carries its verdict (judge.stored)
-    atomic_write_text(path, cell_file_text(result.to_json()))
+    data = result.to_json()
+    # The file's own digest (``text``) vouches that the loader may skip the record's schema check
+    # and digest: written only for a valid record whose verdict is its own. Any other is written
+    # without one and checked in full when it is read (refused, or judged again), as before.
+    certified = describe_schema_error(data) is None and holds(data, result)
+    atomic_write_text(path, cell_file_text(data, digest=certified))
     return path
 
 
@@ -397,14 +403,28 @@ def _entry_from_data(
                 "was stored; judged again (rerun the cell to store a new result)"
             )
         result = result.with_verdict({})
-    elif result.verdict and not written and digested and text is not None:
-        # Its writer digested every byte up to the verdict's end, and the file changed since: the
-        # record's digest (``of``) holds, so what changed is its layout or the verdict itself.
+    elif (
+        result.verdict
+        and not written
+        and text is not None
+        and data.get("schema_version") == SCHEMA_VERSION
+        and result.verdict.get("judged_by") == TOOL_VERSION
+    ):
+        # A cell file of this version whose own digest is gone or no longer fits, while the
+        # record's (``of``) holds: its layout changed, or the verdict itself. Judged by these same
+        # rules, a verdict that differs from the record's can only be an edit. (A verdict another
+        # version stored is kept: its rules may differ; ``report --rejudge`` judges it again.)
         now = fresh_verdict(result)
-        if now != Verdict.from_json(result.verdict):
+        was = Verdict.from_json(result.verdict)
+        if now != was:
+            differs = (
+                f"{was.kind}, not {now.kind}"
+                if now.kind != was.kind
+                else f"{was.kind}, with another reason or cause"
+            )
             out.problems.append(
-                f"{shown}: its stored verdict ({result.verdict.get('kind')}) is not what its "
-                f"record judges ({now.kind}): the file changed after it was written; judged again"
+                f"{shown}: its stored verdict ({differs}) is not what its record judges: the "
+                "file was edited after it was written; judged again"
             )
             result = result.with_verdict({})
     return _Entry(result, shown, merged, data)

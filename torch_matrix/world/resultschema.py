@@ -216,11 +216,12 @@ def text_digest(covered: str) -> str:
     return "sha256:" + hashlib.sha256(covered.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def cell_file_text(data: dict[str, Any]) -> str:
-    """A cell file's text for ``data`` (``CellResult.to_json()``): indented JSON; a stored
-    verdict (written last) gets ``text``, the digest of the file's bytes before it."""
+def cell_file_text(data: dict[str, Any], digest: bool = True) -> str:
+    """A cell file's text for ``data`` (``CellResult.to_json()``): indented JSON; with ``digest``,
+    a stored verdict (written last) gets ``text``, the digest of the file's bytes before it (the
+    writer gives it only to a valid record whose verdict is its own: ``world.results``)."""
     verdict = data.get("verdict")
-    if not verdict:
+    if not verdict or not digest:
         return json.dumps(data, indent=2) + "\n"
     mine = {key: value for key, value in verdict.items() if key != "text"}
     body = json.dumps({**data, "verdict": mine}, indent=2)

@@ -248,7 +248,11 @@ def probe_dir(tmp: Path, source: str, name: str = "custom.py") -> Path:
 
 
 def test_full_disk_during_install_is_error_never_a_pin(tmp_path):
-    """A venv on a 1 MB tmpfs; torch carries a 2.4 MB file: uv fails with ENOSPC mid-install."""
+    """A venv on a 1 MB tmpfs; torch carries a 2.4 MB file. The run is refused before any install
+    (the venvs' disk cannot hold the plan's largest cell; before that check, uv failed with ENOSPC
+    mid-install, an error cell): no evidence, the run goes red, the report names the cell and
+    why, and no pin comes out of it. uv's own ENOSPC words are classified as a disk error in
+    tests/test_environment.py (DISK_FULL)."""
     needs_private_mounts()
     big = torch_wheel("2.1.0")
     big.files["torch/_weights.py"] = "# " + "x" * 2_400_000 + "\n"
@@ -265,17 +269,14 @@ def test_full_disk_during_install_is_error_never_a_pin(tmp_path):
         env,
     )
     log = done.stdout + done.stderr
-    assert "No space left on device" in log or "os error 28" in log, log
+    assert "the venvs' disk cannot hold this run" in log, log
     assert done.returncode != 0, log  # no evidence: the run must go red
-    result = read_result(cells_dir(tmp_path) / f"{GOOD}.json")
-    assert result is not None, log
-    assert result.install.status == "error", result.install
-    assert verdict_of(result).kind == NO_EVIDENCE
-    assert not result.probes  # nothing was probed in a broken venv
+    assert read_result(cells_dir(tmp_path) / f"{GOOD}.json") is None, log
     assert "Traceback" not in log
+    report = cli(tmp_path, env, "report", str(tmp_path / "results" / "faults"))
+    assert "planned but missing" in report.stdout and GOOD in report.stdout, report.stdout
     # No pin comes out of it.
     pins = cli(tmp_path, env, "pins", str(tmp_path / "results" / "faults"), "--no-coverage")
-    assert pins.returncode == 0, pins.stderr
     assert "torch!=2.1.0" not in pins.stdout and "!=" not in pins.stdout, pins.stdout
     assert_no_orphans(tmp_path)
 

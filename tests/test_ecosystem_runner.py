@@ -534,3 +534,17 @@ def test_the_estimate_of_a_bisecting_run_counts_the_releases_between(
     assert "at most 2 min of tests per regressed project" in said
     assert "--bisect" not in planned("2.6.0", False)
     assert "no releases lie between the sides" in planned("2.5.0", True)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"), [("passed", "good"), ("failed", "bad"), ("timeout", "skip")]
+)
+def test_bisect_judges_a_command_that_is_not_pytest_by_its_exit(status: str, expected: str) -> None:
+    """A project whose command is not pytest has one "test", the whole command: its regression
+    is the command failing. A release where it passed was 'no evidence' (no per-test outcome
+    passed), and, before that, one where it failed was good (no per-test outcome failed)."""
+    from torch_matrix.judge.ecosystem import WHOLE, bisect_outcome
+    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+
+    result = SideRun(project="b", role=Role.CANDIDATE, torch="2.5.1", status=SideStatus(status))
+    assert bisect_outcome(result, (WHOLE,))[0] == expected

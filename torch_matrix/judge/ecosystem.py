@@ -331,14 +331,16 @@ def bisect_outcome(result: SideRun, tests: Sequence[str]) -> tuple[str, str]:
     wanted = set(tests)
     if result.status not in (SideStatus.PASSED, SideStatus.FAILED):
         return "skip", result.detail or str(result.status)
-    if result.failing() & wanted:
-        return "bad", result.summary
-    missing = sorted(wanted - result.passing())
+    outcomes = _outcomes(result)  # a command that is not pytest: one test, WHOLE, its exit code
+    summary = result.summary or f"the test command {result.status}"
+    if {t for t, o in outcomes.items() if o in ("failed", "error")} & wanted:
+        return "bad", summary
+    missing = sorted(wanted - {t for t, o in outcomes.items() if o in ("passed", "xpassed")})
     if missing:
-        seen = ", ".join(f"{t}: {result.tests.get(t, 'not run')}" for t in missing[:3])
+        seen = ", ".join(f"{t}: {outcomes.get(t, 'not run')}" for t in missing[:3])
         more = f" (+{len(missing) - 3} more)" if len(missing) > 3 else ""
         return (
             "skip",
-            f"{len(missing)} regressed test(s) did not pass or fail ({seen}{more}); {result.summary}",
+            f"{len(missing)} regressed test(s) did not pass or fail ({seen}{more}); {summary}",
         )
-    return "good", result.summary
+    return "good", summary

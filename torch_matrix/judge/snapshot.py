@@ -76,7 +76,7 @@ def cell_state(result: CellResult) -> CellState:
         probes={
             p.name: ProbeState(p.status, p.message, p.repro)
             if p.message or p.repro
-            else _BARE_STATES.get(p.status) or _probe_state(p.status, "", "")
+            else _BARE_STATES.get(p.status) or _bare_state(p.status)
             for p in result.probes
         },
     )
@@ -85,14 +85,10 @@ def cell_state(result: CellResult) -> CellState:
 _BARE_STATES: dict[str, ProbeState] = {}  # status -> its state with no message: a few at most
 
 
-def _probe_state(status: str, message: str, repro: str) -> ProbeState:
+def _bare_state(status: str) -> ProbeState:
     """ProbeStates are frozen: one shared per status when there is no message or repro. A night
     of 2,500 cells holds ~40,000 probes, nearly all of them a pass with nothing to say."""
-    if message or repro:
-        return ProbeState(status, message, repro)
-    found = _BARE_STATES.get(status)
-    if found is None:
-        found = _BARE_STATES[status] = ProbeState(status)
+    found = _BARE_STATES[status] = ProbeState(status)
     return found
 
 

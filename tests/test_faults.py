@@ -997,13 +997,17 @@ def test_non_utf8_spec_is_one_line(tmp_path, index):
 @pytest.mark.parametrize(
     "name, value, session, accepts",
     [
-        ("TORCH_MATRIX_FOLLOWUPS", "x", "followups", "a whole number >= 0"),
-        ("TORCH_MATRIX_FOLLOWUPS", "-1", "followups", "a whole number >= 0"),
-        ("TORCH_MATRIX_FOLLOWUPS", "-1", "matrix", "a whole number >= 0"),
+        ("TORCH_MATRIX_FOLLOWUPS", "x", "followups", "a whole number from 0 to"),
+        ("TORCH_MATRIX_FOLLOWUPS", "-1", "followups", "a whole number from 0 to"),
+        ("TORCH_MATRIX_FOLLOWUPS", "-1", "matrix", "a whole number from 0 to"),
         ("TORCH_MATRIX_PREFETCH_FREE_GB", "1e300", "matrix", "a number of GB from 0 to"),
         ("TORCH_MATRIX_PREFETCH_FREE_GB", "1e300", "report", "a number of GB from 0 to"),
-        ("TORCH_MATRIX_PROBE_RERUNS", "-1", "matrix", "a whole number >= 0"),
+        ("TORCH_MATRIX_PROBE_RERUNS", "-1", "matrix", "a whole number from 0 to"),
         ("TORCH_MATRIX_REDO", "maybe", "matrix", "1, true, yes, on, or 0, false, no, off"),
+        # issue 45: accepted, then a cell's watchdog died (OverflowError: timestamp out of range)
+        # and an install retry ended in an OverflowError traceback, with no result
+        ("TORCH_MATRIX_PROBE_GRACE", "1e300", "matrix", "a number of seconds from 0 to 86400"),
+        ("TORCH_MATRIX_RETRY_BACKOFF", "1e300", "matrix", "a number of seconds from 0 to 3600"),
     ],
 )
 def test_a_bad_variable_is_one_line_in_the_session_that_reads_it(

@@ -238,7 +238,7 @@ def test_cap_from_reads_the_follow_up_cap():
             followups.cap_from({"TORCH_MATRIX_FOLLOWUPS": bad})
         assert caught.value.one_line() == (
             f"torch-matrix: error: TORCH_MATRIX_FOLLOWUPS: {bad!r} is not accepted: expected a "
-            "whole number >= 0 (0 switches follow-up cells off)"
+            "whole number from 0 to 100000 (0 switches follow-up cells off)"
         )
     assert followups.within_cap(["a", "b"], 7, 8) == (["a"], 1)
 

@@ -255,7 +255,7 @@ def test_cache_dir_and_ttl_from_environment(tmp_path):
         indexcache.default_ttl({"TORCH_MATRIX_INDEX_TTL": "soon"})
     assert caught.value.one_line() == (
         "torch-matrix: error: TORCH_MATRIX_INDEX_TTL: 'soon' is not accepted: expected a number "
-        "of seconds >= 0 (0 always refetches the listings)"
+        "of seconds from 0 to 31622400 (a year; 0 always refetches)"
     )
 
 

@@ -100,6 +100,17 @@ def test_a_good_value_is_read(name: str, raw: str, value: object) -> None:
         ("TORCH_MATRIX_REDO", "maybe"),
         ("TORCH_MATRIX_GPUS", "0,,1"),
         ("TORCH_MATRIX_NIGHTLY_INDEX", "download.pytorch.org/whl/nightly"),
+        # issue 45: accepted, then a cell's watchdog thread died (timestamp out of range) and an
+        # install retry ended in an OverflowError traceback: every number has a declared range
+        ("TORCH_MATRIX_PROBE_GRACE", "1e300"),
+        ("TORCH_MATRIX_PROBE_GRACE", "86401"),
+        ("TORCH_MATRIX_RETRY_BACKOFF", "1e300"),
+        ("TORCH_MATRIX_RETRY_BACKOFF", "3601"),
+        ("TORCH_MATRIX_INDEX_TTL", "1e300"),
+        ("TORCH_MATRIX_PROBE_RERUNS", "99999999999999999999"),
+        ("TORCH_MATRIX_FOLLOWUPS", "99999999999999999999"),
+        ("TORCH_MATRIX_PREFETCH", "99999999999999999999"),
+        ("TORCH_MATRIX_DISK_BUDGET", "1e300"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable_and_what_it_accepts(
@@ -166,3 +177,58 @@ def test_a_bad_value_stops_a_command_before_it_runs(tmp_path, monkeypatch, capsy
     assert err[0].startswith("torch-matrix: error: TORCH_MATRIX_FOLLOWUPS: '-1' is not accepted")
     assert err[1].startswith("  hint: e.g. TORCH_MATRIX_FOLLOWUPS=24")
     assert "Traceback" not in "\n".join(err)
+
+
+# The argument list each command needs to get past argparse (whose own exit is 2 as well): a new
+# command must be added here, so that it too is shown to refuse a bad value before any work.
+COMMAND_ARGS = {
+    "plan": [],
+    "report": ["{tmp}"],
+    "pins": ["{tmp}"],
+    "repro": ["some-cell"],
+    "check": [],
+    "import": ["{tmp}"],
+    "history": [],
+    "diff": ["{tmp}", "{tmp}"],
+    "bisect": ["--good", "2.5.0", "--bad", "2.6.0"],
+    "ecosystem": ["run", "--baseline", "2.5.1", "--candidate", "2.6.0", "{tmp}/projects.toml"],
+    "run": [],
+}
+
+
+def test_every_number_has_a_declared_range() -> None:
+    """A parsed number has an upper bound: no value reaches a timer, a sleep or a loop unchecked."""
+    for variable in PARSED:
+        if variable.type in ("seconds", "count", "GB", "size"):
+            assert " to " in variable.accepted, variable.name
+            with pytest.raises(UserError):
+                parse({variable.name: "1" + "0" * 30})
+
+
+@pytest.mark.parametrize(
+    "name, raw", [("TORCH_MATRIX_PROBE_GRACE", "1e300"), ("TORCH_MATRIX_RETRY_BACKOFF", "1e300")]
+)
+def test_a_value_out_of_range_stops_every_command_with_one_line(
+    tmp_path, monkeypatch, capsys, name, raw
+) -> None:
+    """Issue 45: ``TORCH_MATRIX_PROBE_GRACE=1e300 torch-matrix plan`` was accepted (and overflowed
+    a timer in each cell). Every command refuses it first: one line naming the variable and the
+    range, a hint, exit 2, no traceback."""
+    from torch_matrix.cli import COMMANDS
+
+    assert sorted(COMMAND_ARGS) == sorted(set(COMMANDS) - {"help"})
+    monkeypatch.setenv(name, raw)
+    monkeypatch.chdir(tmp_path)
+    accepted = BY_NAME[name].accepted
+    assert " from 0 to " in accepted
+    for command, args in COMMAND_ARGS.items():
+        argv = [command] + [a.format(tmp=tmp_path) for a in args]
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.splitlines()
+        assert err[0] == (
+            f"torch-matrix: error: {name}: {raw!r} is not accepted: expected {accepted}"
+        ), argv
+        assert err[1].startswith(f"  hint: e.g. {name}="), argv
+        assert len(err) == 2, (argv, err)
+    assert main(["help", "env"]) == 0  # the table of variables prints whatever they hold
+    assert name in capsys.readouterr().out

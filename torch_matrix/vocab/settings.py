@@ -62,6 +62,14 @@ DEFAULT_FOLLOWUPS = 24
 DEFAULT_PREFETCH = 2
 DEFAULT_PREFETCH_FREE_GB = 10.0
 MAX_PREFETCH_FREE_GB = 1e9  # a billion GB: more than any disk, and bytes stay a finite integer
+# The declared ranges of the numbers (the error line says them): each far above any real use,
+# and far below what a timer (``threading.TIMEOUT_MAX``), ``time.sleep`` or a loop can take.
+MAX_PROBE_GRACE_S = 86400.0  # a day
+MAX_RETRY_BACKOFF_S = 3600.0  # an hour, times the attempt number
+MAX_INDEX_TTL_S = 366 * 86400.0  # a year
+MAX_PROBE_RERUNS = 100
+MAX_FOLLOWUPS = 100_000
+MAX_PREFETCH = 1000
 DEFAULT_INDEX_TTL_S = 6 * 3600.0
 DEFAULT_NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/cpu"
 
@@ -81,11 +89,24 @@ def _path(raw: str) -> str | None:
     return raw or None
 
 
-def _seconds(raw: str) -> float:
-    value = _number(raw)
-    if value < 0:
-        raise BadValue(raw)
-    return value
+def _within(low: float, high: float, number: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``number``'s parser, refusing a value outside [low, high] (the variable's declared range)."""
+
+    def parse(raw: str) -> Any:
+        value = number(raw)
+        if not low <= value <= high:
+            raise BadValue(raw)
+        return value
+
+    return parse
+
+
+def _seconds(high: float) -> Callable[[str], float]:
+    return _within(0, high, _number)
+
+
+def _counts(high: int) -> Callable[[str], int]:
+    return _within(0, high, _count)
 
 
 def _number(raw: str) -> float:
@@ -104,11 +125,7 @@ def _count(raw: str) -> int:
     return int(raw)
 
 
-def _gigabytes(raw: str) -> float:
-    value = _number(raw)
-    if not 0 <= value <= MAX_PREFETCH_FREE_GB:
-        raise BadValue(raw)
-    return value
+_gigabytes = _within(0, MAX_PREFETCH_FREE_GB, _number)
 
 
 def _size(raw: str) -> int | None:
@@ -232,8 +249,8 @@ VARIABLES: tuple[Variable, ...] = (
         "seconds",
         f"{DEFAULT_PROBE_GRACE_S:g}",
         "seconds the cell watchdog adds to [probes] timeout x probes for start-up",
-        "a number of seconds >= 0",
-        _seconds,
+        f"a number of seconds from 0 to {MAX_PROBE_GRACE_S:.0f} (a day)",
+        _seconds(MAX_PROBE_GRACE_S),
         "probe_grace_s",
         example="60",
     ),
@@ -242,8 +259,8 @@ VARIABLES: tuple[Variable, ...] = (
         "count",
         str(DEFAULT_PROBE_RERUNS),
         "at most how many more times a failing probe runs, alone, to tell flaky from broken",
-        "a whole number >= 0 (0: no reruns)",
-        _count,
+        f"a whole number from 0 to {MAX_PROBE_RERUNS} (0: no reruns)",
+        _counts(MAX_PROBE_RERUNS),
         "probe_reruns",
         example="2",
     ),
@@ -252,8 +269,8 @@ VARIABLES: tuple[Variable, ...] = (
         "seconds",
         f"{DEFAULT_RETRY_BACKOFF_S:g}",
         "seconds before an install retry, times the attempt number",
-        "a number of seconds >= 0",
-        _seconds,
+        f"a number of seconds from 0 to {MAX_RETRY_BACKOFF_S:.0f} (an hour)",
+        _seconds(MAX_RETRY_BACKOFF_S),
         "retry_backoff_s",
         example="3",
     ),
@@ -262,8 +279,8 @@ VARIABLES: tuple[Variable, ...] = (
         "count",
         str(DEFAULT_FOLLOWUPS),
         "the most follow-up cells (counterfactuals, the edges that prove a pin) per run",
-        "a whole number >= 0 (0 switches follow-up cells off)",
-        _count,
+        f"a whole number from 0 to {MAX_FOLLOWUPS} (0 switches follow-up cells off)",
+        _counts(MAX_FOLLOWUPS),
         "followups",
         example="24",
     ),
@@ -272,8 +289,8 @@ VARIABLES: tuple[Variable, ...] = (
         "count",
         str(DEFAULT_FOLLOWUPS),
         "the older name of TORCH_MATRIX_FOLLOWUPS, read when that is unset",
-        "a whole number >= 0 (0 switches follow-up cells off)",
-        _count,
+        f"a whole number from 0 to {MAX_FOLLOWUPS} (0 switches follow-up cells off)",
+        _counts(MAX_FOLLOWUPS),
         "followups",
         alias_of=FOLLOWUPS_ENV,
         example="24",
@@ -283,8 +300,8 @@ VARIABLES: tuple[Variable, ...] = (
         "count",
         str(DEFAULT_PREFETCH),
         "how many cells ahead to fetch into uv's cache while a cell runs its probes",
-        "a whole number of cells >= 0 (0 switches the prefetch off)",
-        _count,
+        f"a whole number of cells from 0 to {MAX_PREFETCH} (0 switches the prefetch off)",
+        _counts(MAX_PREFETCH),
         "prefetch",
         example="2",
     ),
@@ -303,7 +320,7 @@ VARIABLES: tuple[Variable, ...] = (
         "size",
         "the spec's disk_budget, else the free disk less 5 GB (a tenth of it below 50 GB free)",
         "the disk a run may fill: what it adds to uv's cache, and its venvs",
-        "a size such as 15GB, 500MB, 12GiB or a number of bytes",
+        "a size from 0 to 1 EB, such as 15GB, 500MB, 12GiB or a number of bytes",
         _size,
         "disk_budget",
         example="15GB",
@@ -333,8 +350,8 @@ VARIABLES: tuple[Variable, ...] = (
         "seconds",
         f"{DEFAULT_INDEX_TTL_S:g} (6 h)",
         "how long a cached index listing is used before it is fetched again",
-        "a number of seconds >= 0 (0 always refetches the listings)",
-        _seconds,
+        f"a number of seconds from 0 to {MAX_INDEX_TTL_S:.0f} (a year; 0 always refetches)",
+        _seconds(MAX_INDEX_TTL_S),
         "index_ttl_s",
         example="3600",
     ),

@@ -5,6 +5,7 @@ module's layer is the folder it is saved in. These tests hold the code to that:
   ``torch_matrix/noxfile.py`` live at the top), and every package under torch_matrix/ is a layer;
 - every import (lazy ones included) goes to the module's own package or to a layer above it,
   and the edges import nothing of ours but the vocabulary;
+- the ecosystem mode is one package that only the commands (``cli/``, the shipped noxfile) import;
 - no import circle inside a package;
 - no module or package is named like a standard-library module or one of our dependencies
   (a folder on ``sys.path`` would shadow it: ``matrix/bisect.py`` once broke every downstream run);
@@ -34,6 +35,7 @@ LAYERS = (
     "edges",
     "world",
     "run",
+    "ecosystem",
     "cli",
 )
 # The edges do one I/O job each: of ours they may import the vocabulary only. The probe suite
@@ -156,6 +158,46 @@ def test_imports_go_to_the_own_package_or_a_layer_above():
             if not _allowed(mine, theirs):
                 wrong.append(f"{name} ({mine}) imports {target} ({theirs})")
     assert wrong == [], "an import against the layers (docs/ARCHITECTURE.md): move the code"
+
+
+# The ecosystem mode (torch_matrix/ecosystem/) is one package, like crater's: it may import every
+# layer it needs, and only the commands (cli/, the shipped noxfile, `python -m torch_matrix`) import it.
+MODE = "ecosystem"
+MODE_IMPORTERS = {MODE, "cli"}
+
+
+def foreign_imports_of_the_mode(known: dict[str, Path]) -> list[str]:
+    """Each import of an ecosystem module by a module outside the ecosystem package and the
+    commands, as "importer imports target"."""
+    wrong = []
+    for name, path in known.items():
+        mine = layer_of(name) or name.split(".")[0]
+        for target in sorted(imports_of(name, path, set(known))):
+            if layer_of(target) == MODE and mine not in MODE_IMPORTERS:
+                wrong.append(f"{name} imports {target}")
+    return wrong
+
+
+def test_only_the_commands_import_the_ecosystem_mode():
+    known = modules()
+    assert any(layer_of(name) == MODE for name in known)
+    assert foreign_imports_of_the_mode(known) == [], (
+        "only cli/ and the noxfile import torch_matrix.ecosystem: move the shared part to its layer"
+    )
+
+
+def test_the_ecosystem_check_names_a_foreign_import(tmp_path: Path):
+    """The check above fails when another package imports the mode (lazily too)."""
+    known = modules()
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "def f():\n    from torch_matrix.ecosystem.classify import classify\n    return classify\n"
+    )
+    known["report.planted"] = planted
+    assert foreign_imports_of_the_mode(known) == ["report.planted imports ecosystem.classify"]
+    known.pop("report.planted")
+    known["cli.planted"] = planted
+    assert foreign_imports_of_the_mode(known) == []
 
 
 def test_no_import_circle_inside_a_package():

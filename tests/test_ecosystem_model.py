@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torch_matrix.judge.ecosystem import WHOLE, classify, to_retry
-from torch_matrix.spec.projects import (
+from torch_matrix.ecosystem.classify import WHOLE, classify, to_retry
+from torch_matrix.ecosystem.projects import (
     SideKind,
     SourceKind,
     parse_projects,
     parse_side,
     torchvision_for,
 )
-from torch_matrix.vocab.ecosystem import EcoClass, Role, SideRun, SideStatus, SpuriousKind
+from torch_matrix.ecosystem.records import EcoClass, Role, SideRun, SideStatus, SpuriousKind
 from torch_matrix.vocab.errors import UserError
 
 # ------------------------------------------------------------------ the projects file
@@ -310,9 +310,9 @@ def test_a_test_that_flips_on_a_later_retry_is_flaky_and_the_report_reads_every_
     every retry's result file."""
     import json
 
-    from torch_matrix.report.ecosystem import build
-    from torch_matrix.vocab.ecosystem import RETRIES, retry_key
-    from torch_matrix.world.ecosystem_results import load
+    from torch_matrix.ecosystem.report import build
+    from torch_matrix.ecosystem.records import RETRIES, retry_key
+    from torch_matrix.ecosystem.results import load
 
     assert RETRIES >= 3
     base = side(B, OK, {"a": "passed", "b": "passed"})
@@ -409,9 +409,10 @@ def test_only_a_regressed_project_is_retried(base: SideRun, cand: SideRun) -> No
     assert set(to_retry(got)) <= set(got.new_failures)
 
 
-def test_the_ecosystem_modules_sit_in_their_layers_and_architecture_names_each() -> None:
-    """The ecosystem subsystem spans the layers (docs/ARCHITECTURE.md): each module is named in
-    its layer's row, so a newcomer finds it from the map."""
+def test_the_ecosystem_modules_sit_in_one_package_and_architecture_names_each() -> None:
+    """The ecosystem mode is one package, torch_matrix/ecosystem/ (docs/ARCHITECTURE.md): each of
+    its modules is named in the package's row, so a newcomer finds it from the map; the retry's
+    pytest plugin runs in the project's interpreter and so sits with the probe suite."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
@@ -419,18 +420,13 @@ def test_the_ecosystem_modules_sit_in_their_layers_and_architecture_names_each()
     for line in (root / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines():
         if line.startswith("| `") and "/` |" in line:
             rows[line.split("`")[1].rstrip("/")] = line
-    modules = {
-        "probes": "pytest_select",
-        "vocab": "ecosystem",
-        "judge": "ecosystem",
-        "spec": "projects",
-        "plan": "ecosystem",
-        "report": "ecosystem",
-        "world": ("ecosystem_source", "ecosystem_side", "ecosystem_results"),
-        "run": "ecosystem",
-        "cli": ("ecosystem", "ecosystem_report"),
-    }
-    for layer, names in modules.items():
-        for name in (names,) if isinstance(names, str) else names:
-            assert (root / "torch_matrix" / layer / f"{name}.py").is_file()
-            assert f"`{name}`" in rows[layer], f"docs/ARCHITECTURE.md: name {layer}/{name}"
+    package = root / "torch_matrix" / "ecosystem"
+    names = sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__")
+    assert {"projects", "sides", "runner", "results", "classify", "report"} <= set(names)
+    for name in names:
+        assert f"`{name}`" in rows["ecosystem"], f"docs/ARCHITECTURE.md: name ecosystem/{name}"
+    assert (root / "torch_matrix" / "probes" / "pytest_select.py").is_file()
+    assert "`pytest_select`" in rows["probes"]
+    for name in ("ecosystem", "ecosystem_report"):
+        assert (root / "torch_matrix" / "cli" / f"{name}.py").is_file()
+        assert f"`{name}`" in rows["cli"], f"docs/ARCHITECTURE.md: name cli/{name}"

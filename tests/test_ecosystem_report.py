@@ -13,7 +13,7 @@ import pytest
 
 from tests.browser import dump_dom, find_browser, png_size, screenshot
 from torch_matrix.judge.catalogue import cause_of
-from torch_matrix.report.ecosystem import (
+from torch_matrix.ecosystem.report import (
     GITHUB_ISSUE_CHARS,
     build,
     diff,
@@ -21,7 +21,7 @@ from torch_matrix.report.ecosystem import (
     markdown,
     message_key,
 )
-from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
 META: dict[str, Any] = {
     "baseline": {"torch": "2.5.1", "label": "2.5.1"},
@@ -228,7 +228,7 @@ def test_the_cause_names_the_global_and_the_call_site_from_the_failure_s_whole_t
     tail, from later tests, did not name it, so the fix read `add_safe_globals([<the class named
     in the error>])` and named no call site. The failure's whole text and its frames in the
     project's own code, kept from the pytest records, give both."""
-    from torch_matrix.world.ecosystem_side import failure_details
+    from torch_matrix.ecosystem.sides import failure_details
 
     node = "opacus/tests/module_validator_test.py::ModuleValidator_test::test_fix"
     cut = "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded"
@@ -362,7 +362,7 @@ def test_failures_differing_only_in_noise_are_one_group_shown_by_one_real_messag
         seen.append(message)
         return real_cause_of(message, *args)
 
-    monkeypatch.setattr("torch_matrix.report.ecosystem.cause_of", spy)
+    monkeypatch.setattr("torch_matrix.ecosystem.report.cause_of", spy)
     report = build(meta, sides)
     (row,) = report.rows
     assert [len(g.tests) for g in row.groups] == [4, 1]

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from torch_matrix.cli import main as cli
-from torch_matrix.plan.ecosystem import MAX_SHARDS, estimate, shard_projects
+from torch_matrix.ecosystem.plan import MAX_SHARDS, estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
-from torch_matrix.spec.projects import parse_projects, parse_side
+from torch_matrix.ecosystem.projects import parse_projects, parse_side
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world import ecosystem_side as sides
+from torch_matrix.ecosystem import sides
 
 FILE = """
 [[project]]
@@ -121,7 +121,7 @@ def test_the_run_s_estimate_reads_uv_s_cache(
 
     from packaging.requirements import Requirement
 
-    from torch_matrix.run.ecosystem import EcosystemRun, plan_run
+    from torch_matrix.ecosystem.runner import EcosystemRun, plan_run
     from torch_matrix.world.listings import DistFile
 
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
@@ -193,7 +193,7 @@ def test_a_missing_projects_file_and_a_missing_report_are_one_line(
 
 
 def _redo_run(tmp_path: Path) -> tuple[object, Path]:
-    from torch_matrix.run.ecosystem import EcosystemRun
+    from torch_matrix.ecosystem.runner import EcosystemRun
 
     a, _, c = parse_projects(FILE, "p.toml")
     run = EcosystemRun(
@@ -219,7 +219,7 @@ def test_a_redone_project_stopped_halfway_keeps_its_earlier_results(
 ) -> None:
     """A redo deleted a project's results before rerunning it; a run stopped then (a time limit,
     Ctrl-C) lost them. Now nothing is replaced until the new results are all known."""
-    from torch_matrix.run import ecosystem
+    from torch_matrix.ecosystem import runner
 
     run, projects = _redo_run(tmp_path)
     names = ("baseline.json", "candidate.json", "candidate-retry.json", "baseline-retry.json")
@@ -228,20 +228,20 @@ def test_a_redone_project_stopped_halfway_keeps_its_earlier_results(
     def stopped(*_args: object, **_kwargs: object) -> Path:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ecosystem, "fetch", stopped)
+    monkeypatch.setattr(runner, "fetch", stopped)
     with pytest.raises(KeyboardInterrupt):
-        ecosystem.run_project(run, run.projects[0], None)  # type: ignore[attr-defined]
+        runner.run_project(run, run.projects[0], None)  # type: ignore[attr-defined]
     assert {p.name: p.read_text() for p in (projects / "a").glob("*.json")} == texts
 
 
 def test_a_redone_project_replaces_its_results_and_drops_the_earlier_run_s_others(
     tmp_path: Path,
 ) -> None:
-    from torch_matrix.run import ecosystem
+    from torch_matrix.ecosystem import runner
 
     run, projects = _redo_run(tmp_path)
     _earlier(projects / "c", ("baseline.json", "candidate.json", "candidate-retry.json"))
-    assert ecosystem.run_project(run, run.projects[1], None) == "skipped"  # type: ignore[attr-defined]
+    assert runner.run_project(run, run.projects[1], None) == "skipped"  # type: ignore[attr-defined]
     left = sorted(p.name for p in (projects / "c").glob("*.json"))
     assert left == ["baseline.json", "candidate.json"]  # the earlier retry is not this run's
     for name in left:
@@ -254,10 +254,10 @@ def test_a_redo_of_some_projects_keeps_the_rest_of_the_run_in_run_json(tmp_path:
     class, same-fail in the real run) and could no longer name the projects with no result."""
     import json
 
-    from torch_matrix.report.ecosystem import build
-    from torch_matrix.run.ecosystem import EcosystemRun, plan_run
-    from torch_matrix.vocab.ecosystem import EcoClass, Role, SideRun, SideStatus
-    from torch_matrix.world.ecosystem_results import load
+    from torch_matrix.ecosystem.report import build
+    from torch_matrix.ecosystem.runner import EcosystemRun, plan_run
+    from torch_matrix.ecosystem.records import EcoClass, Role, SideRun, SideStatus
+    from torch_matrix.ecosystem.results import load
 
     a, b, c = parse_projects(FILE, "p.toml")
     baseline, candidate = parse_side("2.5.1", "baseline"), parse_side("2.6.0", "candidate")
@@ -301,9 +301,9 @@ def _bisect_with(
     and tests replaced by ``on[version]``: the regressed tests' outcomes there."""
     from packaging.version import Version
 
-    from torch_matrix.run import ecosystem
-    from torch_matrix.run.ecosystem import EcosystemRun
-    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+    from torch_matrix.ecosystem import runner
+    from torch_matrix.ecosystem.runner import EcosystemRun
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
     class Index:
         def versions(self, project: str) -> list[Version]:
@@ -338,7 +338,7 @@ def _bisect_with(
         out=tmp_path,
         bisect=True,
     )
-    return ecosystem.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
+    return runner.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
 
 
 def test_bisect_pins_below_the_first_release_where_the_regressed_tests_fail(
@@ -386,10 +386,10 @@ def test_each_side_file_records_when_it_began_and_ended(
     stand-ins here (no venv): a regressed project, its test failing on every retry."""
     import json
 
-    from torch_matrix.report.ecosystem import build
-    from torch_matrix.run import ecosystem as runner
-    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
-    from torch_matrix.world.ecosystem_results import load
+    from torch_matrix.ecosystem.report import build
+    from torch_matrix.ecosystem import runner
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+    from torch_matrix.ecosystem.results import load
 
     a, _b, _c = parse_projects(FILE, "p.toml")
     tree = tmp_path / "tree"
@@ -447,9 +447,9 @@ def test_bisect_between_two_nightlies_runs_the_nightlies_between(
     nightlies of the days between, where the break had come in."""
     from packaging.version import Version
 
-    from torch_matrix.run import ecosystem
-    from torch_matrix.run.ecosystem import EcosystemRun
-    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+    from torch_matrix.ecosystem import runner
+    from torch_matrix.ecosystem.runner import EcosystemRun
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
     days = [f"2.7.0.dev202503{d:02d}" for d in range(1, 6)]
     tested: list[str] = []
@@ -488,7 +488,7 @@ def test_bisect_between_two_nightlies_runs_the_nightlies_between(
         out=tmp_path,
         bisect=True,
     )
-    found = ecosystem.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
+    found = runner.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
     assert found["versions"] == days
     assert tested == [days[2], days[1]]  # the middle day, then the one left between
     assert found["first_bad"] == "2.7.0.dev20250303" and found["last_good"] == "2.7.0.dev20250302"
@@ -504,7 +504,7 @@ def test_the_estimate_of_a_bisecting_run_counts_the_releases_between(
     regressed project, and its estimate said nothing of them (only the two sides' downloads)."""
     from packaging.version import Version
 
-    from torch_matrix.run.ecosystem import EcosystemRun, plan_run
+    from torch_matrix.ecosystem.runner import EcosystemRun, plan_run
 
     class Index:
         def versions(self, project: str) -> list[Version]:
@@ -543,8 +543,8 @@ def test_bisect_judges_a_command_that_is_not_pytest_by_its_exit(status: str, exp
     """A project whose command is not pytest has one "test", the whole command: its regression
     is the command failing. A release where it passed was 'no evidence' (no per-test outcome
     passed), and, before that, one where it failed was good (no per-test outcome failed)."""
-    from torch_matrix.judge.ecosystem import WHOLE, bisect_outcome
-    from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+    from torch_matrix.ecosystem.classify import WHOLE, bisect_outcome
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
     result = SideRun(project="b", role=Role.CANDIDATE, torch="2.5.1", status=SideStatus(status))
     assert bisect_outcome(result, (WHOLE,))[0] == expected

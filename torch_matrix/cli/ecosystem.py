@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def _load_projects(path: str) -> list:
-    from torch_matrix.spec.projects import parse_projects
+    from torch_matrix.ecosystem.projects import parse_projects
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -117,7 +117,7 @@ def _load_projects(path: str) -> list:
 
 def _check_paths(projects: list, path: str) -> None:
     """A local checkout that is not there is said before the run, not as each side's failure."""
-    from torch_matrix.spec.projects import SourceKind
+    from torch_matrix.ecosystem.projects import SourceKind
 
     for project in projects:
         location = project.source.location
@@ -134,9 +134,9 @@ def _check_paths(projects: list, path: str) -> None:
 def run_main(args: argparse.Namespace) -> int:
     from torch_matrix.edges import console
     from torch_matrix.plan.shards import parse_shard
-    from torch_matrix.run.ecosystem import EcosystemRun, plan_run, run_all
+    from torch_matrix.ecosystem.runner import EcosystemRun, plan_run, run_all
     from torch_matrix.spec.model import IndexConfig
-    from torch_matrix.spec.projects import parse_side
+    from torch_matrix.ecosystem.projects import parse_side
     from torch_matrix.world.index import open_index
 
     projects = _load_projects(args.projects)

@@ -11,9 +11,9 @@ from torch_matrix.edges.fileio import atomic_write
 
 
 def write_reports(args: argparse.Namespace) -> int:
-    from torch_matrix.report.ecosystem import build, html_page, markdown, total_wall_text, wall_text
-    from torch_matrix.vocab.ecosystem import EcoClass
-    from torch_matrix.world.ecosystem_results import load
+    from torch_matrix.ecosystem.report import build, html_page, markdown, total_wall_text, wall_text
+    from torch_matrix.ecosystem.records import EcoClass
+    from torch_matrix.ecosystem.results import load
 
     directories = [Path(d) for d in args.dirs]
     loaded = load(directories)
@@ -47,8 +47,8 @@ def write_reports(args: argparse.Namespace) -> int:
 
 
 def print_diff(args: argparse.Namespace) -> int:
-    from torch_matrix.report.ecosystem import diff, diff_text
-    from torch_matrix.world.ecosystem_results import load_report_json
+    from torch_matrix.ecosystem.report import diff, diff_text
+    from torch_matrix.ecosystem.results import load_report_json
 
     old, new = load_report_json(Path(args.old)), load_report_json(Path(args.new))
     if args.json:

@@ -23,8 +23,8 @@ from torch_matrix.edges import proc
 from torch_matrix.judge.catalogue import user_frames
 from torch_matrix.probes import pytest_outcomes, pytest_select
 from torch_matrix.spec.model import IndexConfig
-from torch_matrix.spec.projects import Project, Side
-from torch_matrix.vocab.ecosystem import Role, SideRun, SideStatus
+from torch_matrix.ecosystem.projects import Project, Side
+from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 from torch_matrix.world.environment import base_env, parse_freeze, uv_executable
 
 INSTALL_TIMEOUT_S = 1800.0

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch_matrix.vocab.ecosystem import RETRIES, Role, SideRun, retry_key
+from torch_matrix.ecosystem.records import RETRIES, Role, SideRun, retry_key
 from torch_matrix.vocab.errors import UserError
 
 RUN_FILE = "run.json"

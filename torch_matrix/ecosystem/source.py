@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from torch_matrix.edges import proc
-from torch_matrix.spec.projects import Project, SourceKind
+from torch_matrix.ecosystem.projects import Project, SourceKind
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.world.listings import DistFile
 from torch_matrix.world.index import IndexUnavailable, PackageIndex, http_fetch

@@ -5,7 +5,7 @@ per project per side.
 The run directory::
 
     run.json                          the sides, the projects file's projects, the shard, the estimate
-    projects/<name>/baseline.json     a SideRun (vocab/ecosystem.py)
+    projects/<name>/baseline.json     a SideRun (ecosystem/records.py)
     projects/<name>/candidate.json
     projects/<name>/<side>-retry.json only for a regressed project: its regressed tests, rerun
     projects/<name>/<side>.log        uv's install output and the test command's output
@@ -32,7 +32,7 @@ from torch_matrix.edges import console, proc
 from torch_matrix.edges.fileio import atomic_write
 from packaging.version import Version
 
-from torch_matrix.judge.ecosystem import bisect_outcome, classify, to_retry
+from torch_matrix.ecosystem.classify import bisect_outcome, classify, to_retry
 from torch_matrix.plan.bisection import (
     BAD,
     GOOD,
@@ -44,14 +44,14 @@ from torch_matrix.plan.bisection import (
     nightly_date,
     release_candidates,
 )
-from torch_matrix.plan.ecosystem import estimate, shard_projects
+from torch_matrix.ecosystem.plan import estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
-from torch_matrix.spec.projects import Project, Side, SideKind
-from torch_matrix.vocab.ecosystem import RETRIES, EcoClass, Role, SideRun, SideStatus, retry_key
+from torch_matrix.ecosystem.projects import Project, Side, SideKind
+from torch_matrix.ecosystem.records import RETRIES, EcoClass, Role, SideRun, SideStatus, retry_key
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world import ecosystem_side as sides
-from torch_matrix.world.ecosystem_results import read_meta
-from torch_matrix.world.ecosystem_source import SourceError, fetch, torch_wheels
+from torch_matrix.ecosystem import sides
+from torch_matrix.ecosystem.results import read_meta
+from torch_matrix.ecosystem.source import SourceError, fetch, torch_wheels
 from torch_matrix.world.environment import uv_cache_dir
 from torch_matrix.world.index import IndexUnavailable, PackageIndex
 from torch_matrix.world.wheelset import cached_wheels

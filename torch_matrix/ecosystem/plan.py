@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Mapping, Sequence
 
-from torch_matrix.spec.projects import Project
+from torch_matrix.ecosystem.projects import Project
 from torch_matrix.vocab.errors import UserError
 
 MAX_SHARDS = 256  # a GitHub Actions matrix's job limit

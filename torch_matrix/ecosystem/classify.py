@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from torch_matrix.vocab.ecosystem import EcoClass, SideRun, SideStatus, SpuriousKind
+from torch_matrix.ecosystem.records import EcoClass, SideRun, SideStatus, SpuriousKind
 
 # The whole command, when the command is not pytest (no per-test outcomes).
 WHOLE = "(the test command)"

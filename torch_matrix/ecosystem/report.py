@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from torch_matrix.judge.catalogue import Cause, cause_of
-from torch_matrix.judge.ecosystem import Classified, classify
-from torch_matrix.vocab.ecosystem import CLASS_ORDER, RETRIES, EcoClass, Role, SideRun, retry_key
+from torch_matrix.ecosystem.classify import Classified, classify
+from torch_matrix.ecosystem.records import CLASS_ORDER, RETRIES, EcoClass, Role, SideRun, retry_key
 from torch_matrix.vocab.escaping import md_code, md_text, shell_line
 
 GITHUB_ISSUE_CHARS = 65_536
@@ -491,7 +491,7 @@ def html_page(report: Report) -> str:
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("torch_matrix.report", "templates"),
+        loader=jinja2.PackageLoader("torch_matrix.ecosystem", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )

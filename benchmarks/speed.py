@@ -97,9 +97,120 @@ def cell_timings(results_root: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+def planned_wheels(spec: Path, env: dict[str, str], cwd: Path) -> dict[str, int | None]:
+    """filename -> bytes of every wheel file ``torch-matrix plan --json`` says the spec's cells
+    install (None: the index gives no size)."""
+    import json
+    import sys
+
+    from .common import run_command
+
+    planned = run_command(
+        [sys.executable, "-m", "torch_matrix", "plan", "--json"],
+        env={**env, "TORCH_MATRIX_SPEC": str(spec)},
+        cwd=cwd,
+        check=False,
+    )
+    if planned.returncode != 0:
+        raise BenchError(f"plan --json exited {planned.returncode}: {planned.stdout[-1500:]}")
+    try:
+        cells = json.loads(planned.stdout)
+    except ValueError as error:
+        raise BenchError(f"plan --json printed no JSON ({error}): {planned.stdout[-1500:]}")
+    return {
+        w["filename"]: w.get("size") for c in cells for w in c.get("cost", {}).get("wheels", [])
+    }
+
+
+def run_wheels(planned: dict[str, int | None], cache: Path) -> dict[str, Any]:
+    """The run's unique wheel files: the plan's, and any other the run's cache holds (sized by
+    PyPI's JSON API); read before the cache is deleted. A run deletes each cell's venv, so the
+    venvs cannot say (issue 46)."""
+    from .wheelsizes import (
+        cached_wheel_files,
+        file_sizes,
+        is_wheel_name,
+        not_planned,
+        unique_wheel_sizes,
+    )
+
+    cached = cached_wheel_files(cache) if cache.is_dir() else set()
+    # uv names an entry of a long tag set by a digest: no file name to size it by (the plan's
+    # file of that project and version is the same one, counted there).
+    fetched = {name for name in cached if is_wheel_name(name)}
+    extra = not_planned(planned, fetched)
+    try:
+        looked_up = file_sizes(extra) if extra else {}
+        lookup_error = ""
+    except OSError as error:  # the index unreachable: those files stay unsized, said so
+        looked_up, lookup_error = {}, f"PyPI JSON API: {error}"
+    sizes, unsized = unique_wheel_sizes(planned, fetched, looked_up)
+    return {
+        "sizes": sizes,
+        "unsized": unsized,
+        "planned_files": len(planned),
+        "cached_files": len(cached),
+        "cached_not_planned": extra,
+        "cached_by_digest": sorted(cached - fetched),
+        "lookup_error": lookup_error,
+    }
+
+
+def cold_figures(
+    cold_s: float,
+    warm_s: float,
+    unique_bytes: int,
+    bandwidth: float,
+    serial_s: float | None,
+    installs: dict[str, float],
+) -> dict[str, Any]:
+    """The cold figure's ratios from what was measured (pure); a side that is missing (no wheel
+    bytes, no serial install) gives None, never a division by zero."""
+    download_s = unique_bytes / bandwidth if unique_bytes and bandwidth else None
+    return {
+        "download_at_link_speed_s": download_s,
+        "cold_over_warm": ratio(cold_s, warm_s),
+        "cold_over_bytes_and_warm": ratio(cold_s, download_s + warm_s) if download_s else None,
+        "old_figure_cold_install_over_bytes": ratio(serial_s, download_s),
+        "cold_run_install_over_bytes": ratio(installs.get("cold"), download_s),
+        "share_of_serial_downloads_hidden": 1 - (cold_s - warm_s) / serial_s if serial_s else None,
+    }
+
+
+def fmt(value: float | None, spec: str = ".2f", unit: str = "") -> str:
+    """A figure for a log line; ``n/a`` where it could not be taken."""
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+
+def cold_lines(
+    figures: dict[str, Any],
+    wheels: dict[str, Any],
+    cold_s: float,
+    warm_s: float,
+    serial_s: float | None,
+    installs: dict[str, float],
+) -> list[str]:
+    """The cold figure's log lines (pure)."""
+    sizes = wheels["sizes"]
+    unsized = f"; no size for {', '.join(wheels['unsized'])}" if wheels["unsized"] else ""
+    return [
+        f"  unique wheel bytes {human_bytes(sum(sizes.values()))} in {len(sizes)} files (the plan's "
+        f"{wheels['planned_files']}; uv's cache held {wheels['cached_files']}, "
+        f"{len(wheels['cached_not_planned'])} not in the plan{unsized}) = "
+        f"{fmt(figures['download_at_link_speed_s'], '.1f', ' s')} at link speed; cold / warm "
+        f"{fmt(figures['cold_over_warm'])}x; cold / (bytes / bandwidth + warm) "
+        f"{fmt(figures['cold_over_bytes_and_warm'])}x",
+        f"  old figure, cold install / (bytes / bandwidth): "
+        f"{fmt(figures['old_figure_cold_install_over_bytes'])}x in series (figure 2's path); the "
+        f"cold run's install phases {installs.get('cold', 0.0):.1f} s = "
+        f"{fmt(figures['cold_run_install_over_bytes'])}x (warm {installs.get('warm', 0.0):.1f} s); "
+        f"the cold run paid {cold_s - warm_s:.1f} s more than the warm one for downloads that cost "
+        f"{fmt(serial_s, '.1f', ' s')} in series",
+    ]
+
+
 def measure_cold(ctx: Context) -> dict[str, Any]:
     from .cold_matrix import PROBE_FILES, download_once, install_matrix, probe_file_url
-    from .wheelsizes import unique_installed, wheel_sizes
 
     import shutil
 
@@ -111,14 +222,17 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
         )
     spec = ctx.dir("speed") / "matrix.toml"
     spec.write_text(cold_spec())
+    cache = ctx.work / "speed-cold-cache"
+    remove_tree(cache)
+    # The unique wheel bytes, from the plan (read before the runs: the index's metadata only).
+    planned = planned_wheels(spec, {"UV_CACHE_DIR": str(cache)}, spec.parent)
+    remove_tree(cache)
     url, size = probe_file_url(*PROBE_FILES[ctx.quick])
     bandwidth = sorted(download_once(url, size)["bandwidth_Bps"] for _ in range(3))[1]
     ctx.log(
         f"  bandwidth {human_bytes(bandwidth)}/s (median of 3 downloads of {human_bytes(size)})"
     )
-    cache = ctx.work / "speed-cold-cache"
     runs: dict[str, dict[str, Any]] = {}
-    remove_tree(cache)
     for label in ("cold", "warm"):  # the same cache: fresh for cold, as cold left it for warm
         settle()
         load = load_average()
@@ -137,8 +251,8 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
             f"{len(runs[label]['cells'])} cells in {runs[label]['wall_s']:.1f} s (load {load}); "
             f"{phase_line(runs[label]['cells'])}"
         )
-    sizes = wheel_sizes(unique_installed([Path(v) for v in runs["warm"]["venvs"]]))
-    unique_bytes = sum(sizes.values())
+    wheels = run_wheels(planned, cache)
+    unique_bytes = sum(wheels["sizes"].values())
     for label in ("cold", "warm"):
         remove_tree(ctx.work / f"speed-envs-{label}")
         remove_tree(ctx.work / f"speed-inductor-{label}")
@@ -155,39 +269,23 @@ def measure_cold(ctx: Context) -> dict[str, Any]:
         f"  downloads in series (figure 2's path: {len(serial_venvs)} cells' installs alone, fresh "
         f"UV_CACHE_DIR): {serial_s:.1f} s (load {load})"
     )
-    download_s = unique_bytes / bandwidth
     cold, warm = runs["cold"]["wall_s"], runs["warm"]["wall_s"]
-    cold_over_warm = ratio(cold, warm)
-    cold_over_ideal = ratio(cold, download_s + warm)
     installs = {
         label: sum(c["install_s"] or 0.0 for c in run["cells"].values())
         for label, run in runs.items()
     }
-    hidden = 1 - (cold - warm) / serial_s if serial_s else None
-    ctx.log(
-        f"  unique wheel bytes {human_bytes(unique_bytes)} in {len(sizes)} files = {download_s:.1f} s at "
-        f"link speed; cold / warm {cold_over_warm:.2f}x; cold / (bytes / bandwidth + warm) "
-        f"{cold_over_ideal:.2f}x"
-    )
-    ctx.log(
-        f"  old figure, cold install / (bytes / bandwidth): {ratio(serial_s, download_s):.2f}x in series "
-        f"(figure 2's path); the cold run's install phases {installs['cold']:.1f} s = "
-        f"{ratio(installs['cold'], download_s):.2f}x (warm {installs['warm']:.1f} s); the cold run paid "
-        f"{cold - warm:.1f} s more than the warm one for downloads that cost {serial_s:.1f} s in series"
-    )
+    figures = cold_figures(cold, warm, unique_bytes, bandwidth, serial_s, installs)
+    for line in cold_lines(figures, wheels, cold, warm, serial_s, installs):
+        ctx.log(line)
     return {
         "runs": runs,
         "bandwidth_Bps": bandwidth,
         "unique_wheel_bytes": unique_bytes,
-        "unique_wheel_files": len(sizes),
-        "download_at_link_speed_s": download_s,
-        "cold_over_warm": cold_over_warm,
-        "cold_over_bytes_and_warm": cold_over_ideal,
+        "unique_wheel_files": len(wheels["sizes"]),
+        "wheels": wheels,
         "install_phases_s": installs,
         "serial_install_s": serial_s,
-        "old_figure_cold_install_over_bytes": ratio(serial_s, download_s),
-        "cold_run_install_over_bytes": ratio(installs["cold"], download_s),
-        "share_of_serial_downloads_hidden": hidden,
+        **figures,
     }
 
 
@@ -288,8 +386,8 @@ def measure(ctx: Context) -> dict[str, Any]:
         ctx.log(f"  default matrix NOT MEASURED: {error}")
     cold = result.get("cold", {})
     note = (
-        f"cold / (unique bytes / bandwidth + warm) = {cold['cold_over_bytes_and_warm']:.2f}x; old figure, "
-        f"cold install / (bytes / bandwidth) = {cold['old_figure_cold_install_over_bytes']:.2f}x"
+        f"cold / (unique bytes / bandwidth + warm) = {fmt(cold['cold_over_bytes_and_warm'])}x; old "
+        f"figure, cold install / (bytes / bandwidth) = {fmt(cold['old_figure_cold_install_over_bytes'])}x"
         if "cold_over_warm" in cold
         else ""
     )

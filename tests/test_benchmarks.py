@@ -174,3 +174,125 @@ def test_context_dir_is_fresh(tmp_path: Path):
     ctx = Context(work=tmp_path, quick=True, log=lambda line: None)
     (ctx.dir("a") / "stale").write_text("x")
     assert not (ctx.dir("a") / "stale").exists()
+
+
+def _uv_entry(folder: Path, name: str) -> None:
+    """One wheel as uv's cache files it: the link to its archive, ``.http``, ``.lock``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).mkdir()
+    for suffix in (".http", ".lock"):
+        (folder / f"{name}{suffix}").write_text("")
+
+
+def test_cached_wheel_files_names_the_files_in_uvs_cache(tmp_path: Path):
+    from benchmarks.wheelsizes import cached_wheel_files, is_wheel_name
+
+    cache = tmp_path / "uv"
+    _uv_entry(
+        cache / "wheels-v8" / "pypi" / "nvidia-cublas-cu12", "12.1.3.1-py3-none-manylinux1_x86_64"
+    )
+    _uv_entry(cache / "wheels-v8" / "pypi" / "numpy", "2.0.2-cp311-cp311-manylinux_2_17_x86_64")
+    _uv_entry(cache / "wheels-v8" / "pypi" / "markupsafe", "3.0.4-516d0c2242d49034")  # digest name
+    _uv_entry(
+        cache / "wheels-v8" / "index" / "c4ce114a73359c17" / "torch",
+        "2.5.1-cp311-cp311-linux_x86_64",
+    )
+    (cache / "wheels-v8" / "pypi" / "torch").mkdir()  # a fetch under way: its .lock only
+    (
+        cache / "wheels-v8" / "pypi" / "torch" / "2.4.1-cp311-cp311-manylinux1_x86_64.lock"
+    ).write_text("")
+    found = cached_wheel_files(cache)
+    assert found == {
+        "nvidia_cublas_cu12-12.1.3.1-py3-none-manylinux1_x86_64.whl",
+        "numpy-2.0.2-cp311-cp311-manylinux_2_17_x86_64.whl",
+        "markupsafe-3.0.4-516d0c2242d49034.whl",
+        "torch-2.5.1-cp311-cp311-linux_x86_64.whl",
+    }
+    assert not is_wheel_name("markupsafe-3.0.4-516d0c2242d49034.whl")
+    assert is_wheel_name("numpy-2.0.2-cp311-cp311-manylinux_2_17_x86_64.whl")
+
+
+def test_unique_wheel_sizes_come_from_the_plan_with_the_caches_extra_files():
+    from benchmarks.wheelsizes import not_planned, unique_wheel_sizes
+
+    planned = {
+        "nvidia_cublas_cu12-12.1.3.1-py3-none-manylinux1_x86_64.whl": 700,
+        "numpy-2.0.2-cp311-cp311-manylinux_2_17_x86_64.whl": 20,
+        "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl": None,  # the index gave no size
+    }
+    fetched = {
+        "nvidia_cublas_cu12-12.1.3.1-py3-none-manylinux1_x86_64.whl",
+        "Numpy-2.0.2-cp311-cp311-manylinux_2_17_x86_64.whl",  # another spelling, the same file
+        "setuptools-80.0.0-py3-none-any.whl",  # the run fetched it, the plan does not name it
+    }
+    assert not_planned(planned, fetched) == ["setuptools-80.0.0-py3-none-any.whl"]
+    sizes, unsized = unique_wheel_sizes(planned, fetched, {"setuptools-80.0.0-py3-none-any.whl": 1})
+    assert sum(sizes.values()) == 721 and len(sizes) == 3
+    assert unsized == ["torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"]
+
+
+def test_figure_8_measures_a_run_that_keeps_no_venvs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A run deletes each cell's venv (issue 46): the wheel bytes come from the plan and uv's
+    cache, and every figure is a number (it was ``unique wheel bytes 0 B`` and a TypeError)."""
+    from benchmarks import cold_matrix, speed
+
+    walls = {"cold": 120.0, "warm": 100.0}
+
+    def fake_run_nox(ctx, label, env, noxfile=None):
+        cache = Path(env["UV_CACHE_DIR"])
+        if label == "cold":  # the cold run fills the fresh cache; the warm one finds it full
+            _uv_entry(cache / "wheels-v8" / "pypi" / "torch", "2.5.1-cp311-cp311-manylinux1_x86_64")
+            _uv_entry(cache / "wheels-v8" / "pypi" / "markupsafe", "3.0.4-516d0c2242d49034")
+        cell = {
+            "install_s": 30.0 if label == "cold" else 1.0,
+            "probes_s": 50.0,
+            "verify_s": 1.0,
+            "total_s": 90.0,
+        }
+        return {"wall_s": walls[label], "cells": {"c1": cell}, "venvs": [], "nox_exit": 0}
+
+    planned = {
+        "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl": 900_000_000,
+        "markupsafe-3.0.4-cp311-cp311-manylinux2014_x86_64.whl": 100_000,
+    }
+    monkeypatch.setattr(speed, "NEEDED_FREE_GB", 0)
+    monkeypatch.setattr(speed, "planned_wheels", lambda spec, env, cwd: planned)
+    monkeypatch.setattr(speed, "run_nox", fake_run_nox)
+    monkeypatch.setattr(speed, "settle", lambda: None)
+    monkeypatch.setattr(cold_matrix, "probe_file_url", lambda *a: ("http://x", 100))
+    monkeypatch.setattr(cold_matrix, "download_once", lambda url, size: {"bandwidth_Bps": 100e6})
+    monkeypatch.setattr(cold_matrix, "install_matrix", lambda ctx, cache, root: ([root], 40.0))
+    lines: list[str] = []
+    ctx = Context(work=tmp_path, quick=False, log=lines.append)
+    cold = speed.measure_cold(ctx)
+    assert cold["unique_wheel_bytes"] == 900_100_000 and cold["unique_wheel_files"] == 2
+    # the digest-named cache entry is the plan's markupsafe file: kept apart, not counted twice
+    assert cold["wheels"]["cached_by_digest"] == ["markupsafe-3.0.4-516d0c2242d49034.whl"]
+    assert cold["wheels"]["cached_not_planned"] == [] and cold["wheels"]["unsized"] == []
+    assert cold["cold_over_warm"] == 1.2
+    assert cold["download_at_link_speed_s"] == pytest.approx(9.001)
+    assert cold["cold_over_bytes_and_warm"] == pytest.approx(120.0 / 109.001)
+    assert cold["old_figure_cold_install_over_bytes"] == pytest.approx(40.0 / 9.001)
+    assert cold["share_of_serial_downloads_hidden"] == pytest.approx(0.5)
+    assert any("unique wheel bytes 858.4 MiB in 2 files" in line for line in lines), lines
+    assert not (tmp_path / "speed-cold-cache").exists()  # the fresh cache deleted
+
+
+def test_figure_8_lines_say_na_where_no_wheel_bytes_are_known():
+    from benchmarks.speed import cold_figures, cold_lines
+
+    figures = cold_figures(120.0, 100.0, 0, 100e6, 40.0, {"cold": 30.0})
+    assert figures["cold_over_warm"] == 1.2
+    assert figures["download_at_link_speed_s"] is None
+    assert figures["old_figure_cold_install_over_bytes"] is None
+    wheels = {
+        "sizes": {},
+        "unsized": ["torch-x.whl"],
+        "planned_files": 1,
+        "cached_files": 0,
+        "cached_not_planned": [],
+    }
+    lines = cold_lines(figures, wheels, 120.0, 100.0, 40.0, {"cold": 30.0})
+    assert "n/a at link speed" in lines[0] and "no size for torch-x.whl" in lines[0]

@@ -357,9 +357,7 @@ def test_bad_bisect_input_gets_one_line(tmp_path):
 
 
 def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
-    import argparse
-
-    from torch_matrix.cli.bisection import TEST_PROBE, _held_spec
+    from torch_matrix.run.bisection import TEST_PROBE, BisectRequest, held_spec
     from torch_matrix.vocab.errors import UserError
     from torch_matrix.spec.parse import parse_spec
 
@@ -368,10 +366,10 @@ def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
         '[extras]\nnumpy = ["<2", ">=2"]\n[probes]\nrun = ["install_sanity"]\n',
         "m.toml",
     )
-    args = argparse.Namespace(
-        python=None, variant=None, set=["numpy=>=2"], test="tests/test_io.py::test_load", probe=None
+    args = BisectRequest(
+        "2.4.1", "2.5.1", set_axes=("numpy=>=2",), test="tests/test_io.py::test_load"
     )
-    held = _held_spec(spec, args, ["2.4.1", "2.5.1"], spec.index)
+    held = held_spec(spec, args, ["2.4.1", "2.5.1"], spec.index)
     assert held.python == ("3.11",) and held.variants == ("cpu",)
     assert [axis.values for axis in held.extras] == [(">=2",)]
     assert held.torch.explicit == ("2.4.1", "2.5.1")
@@ -380,18 +378,10 @@ def test_test_nodeid_becomes_a_command_probe_and_other_axes_are_held(tmp_path):
         TEST_PROBE,
     )  # the test alone
     with pytest.raises(UserError, match="not one of the spec's values"):
-        _held_spec(
-            spec,
-            argparse.Namespace(python=None, variant=None, set=["numpy=3"], test=None, probe=None),
-            ["2.5.1"],
-            spec.index,
+        held_spec(
+            spec, BisectRequest("2.4.1", "2.5.1", set_axes=("numpy=3",)), ["2.5.1"], spec.index
         )
     with pytest.raises(UserError, match="not in the spec's probes.run"):
-        _held_spec(
-            spec,
-            argparse.Namespace(
-                python=None, variant=None, set=None, test=None, probe="torch_compile"
-            ),
-            ["2.5.1"],
-            spec.index,
+        held_spec(
+            spec, BisectRequest("2.4.1", "2.5.1", probe="torch_compile"), ["2.5.1"], spec.index
         )

@@ -22,7 +22,7 @@ the same verdict) whose ``origin`` says why it exists:
   release the environment explains waits for its counterfactual, whose verdict stands for the
   release; once one passed, the edge's next cells install that fix from the start (``with_fixes``);
 - ``bisect`` (``torch-matrix bisect``): cells judged by one probe or test, kept apart from the
-  run's cells (``cli.bisection``).
+  run's cells (``run.bisection``).
 
 Where a break's edges are and which release each wants next: ``plan.breaks``; the cell that tests
 one edge release: ``plan.edgecells``. ``plan_followups(results, facts)`` is the one planning function: results + index facts -> the

@@ -182,13 +182,10 @@ def _build_pins(
                     goods_inside, values, python=package == PYTHON, policy=policy
                 )
                 windows = ()
-                if (
-                    policy == PinPolicy.PROVEN
-                    and cond_axis == PYTHON
-                    and package != PYTHON
-                    and grid.released.get(package)
-                ):
-                    # A window under a marker: proven over the cells the marker applies to.
+                if policy == PinPolicy.PROVEN and package != PYTHON and grid.released.get(package):
+                    # A window under a condition (a marker, or another package's values that no
+                    # marker can say): proven over the cells the condition applies to, so the
+                    # alternatives and the trade-offs give the same evidence the same bound.
                     windows = tuple(
                         find_windows(
                             package,

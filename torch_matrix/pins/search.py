@@ -11,6 +11,7 @@ from packaging.version import Version
 
 from .model import Answer, Tradeoff
 from .specifiers import PinPolicy
+from torch_matrix.vocab.versions import version_key
 from .vocabulary import PYTHON, VARIANT, Observation
 from .masks import Atom, _Grid, _indices
 from .answers import _answer, _rank_key
@@ -63,13 +64,22 @@ def _greedy(
 
 
 def _pure_failures(grid: _Grid) -> list[Atom]:
-    """Values that only ever appear in bad cells: excluding them costs no good cell."""
-    free = [
-        Atom(axis, value)
-        for axis in grid.pinnable
-        for value, cells in grid.where(axis).items()
-        if value is not None and cells & grid.bad_mask and not cells & grid.good_mask
-    ]
+    """Values that only ever appear in bad cells: excluding them costs no good cell.
+
+    A failure holds only where it was seen: a value whose cells ran on some of the run's Pythons
+    only (an edge cell that ran torch 2.2.0 on 3.12 alone) is excluded on those Pythons, scoped by
+    a marker, never on a Python where no cell ran it."""
+    free: list[Atom] = []
+    pythons = set(grid.values(PYTHON)) if PYTHON in grid.axes else set()
+    for axis in grid.pinnable:
+        for value, cells in grid.where(axis).items():
+            if value is None or not cells & grid.bad_mask or cells & grid.good_mask:
+                continue
+            seen_on = grid.values(PYTHON, cells) if axis != PYTHON and pythons else set()
+            if seen_on and seen_on != pythons:
+                free.extend(Atom(axis, value, PYTHON, q) for q in sorted(seen_on, key=version_key))
+            else:
+                free.append(Atom(axis, value))
     uncovered = 0
     for atom in free:
         uncovered |= grid.mask(atom)

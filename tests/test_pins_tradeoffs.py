@@ -464,7 +464,7 @@ def test_the_report_session_pins_the_rules_trade_off_and_prints_each(tmp_path, c
     """The run's one pins line names the trade-off the rule pinned, and each trade-off under it; with
     none pinned it must not say "none needed" while a break is open."""
     import torch_matrix.run.pins
-    from torch_matrix.cli.report import _write_pins
+    from torch_matrix.run.report import _write_pins
 
     monkeypatch.setattr(
         torch_matrix.run.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)

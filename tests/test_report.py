@@ -479,6 +479,34 @@ def test_cli_strict_fails_on_unreadable_result_file(tmp_path, capsys):
     assert code == 1 and "1 unreadable file(s)" in err
 
 
+def test_cli_prints_the_table_and_one_error_line_when_the_files_cannot_be_written(
+    results_dir, tmp_path, capsys
+):
+    """The files are written before the table is printed; when they cannot be (--out is a file),
+    the table still comes out, then what was written so far, then one error line: exit 2."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, out, err = run_report(capsys, results_dir, "--out", blocker / "sub")
+    assert code == 2
+    assert "4 cells: 1 compatible, 1 incompatible, 1 unsatisfiable, 1 error" in out
+    errors = [line for line in err.splitlines() if line.startswith("torch-matrix: error:")]
+    assert len(errors) == 1 and "cannot write the report" in errors[0], err
+    assert "Traceback" not in err
+
+
+def test_the_report_use_case_writes_the_files_and_returns_what_the_command_prints(results_dir):
+    """run.report.make_report: the files are written; the table and what writing them said come
+    back for the command to print (nothing of it is printed yet)."""
+    from torch_matrix.run.report import ReportRequest, make_report
+
+    outcome = make_report(ReportRequest(results_dir=results_dir, strict=True))
+    assert "4 cells: 1 compatible, 1 incompatible, 1 unsatisfiable, 1 error" in outcome.table
+    assert outcome.said.startswith("wrote ") and str(results_dir / "summary.md") in outcome.said
+    assert (results_dir / "summary.md").is_file() and (results_dir / "results.json").is_file()
+    assert outcome.unwritten is None
+    assert outcome.strict.startswith("torch-matrix: --strict: 1 error cell(s)")
+
+
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
     code, _, err = run_report(capsys, tmp_path / "nowhere")
     assert code == 2

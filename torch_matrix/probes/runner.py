@@ -260,9 +260,9 @@ def list_probes(specs, problems, commands):
         print("%-*s  %-8s  %s" % (width, name, isolation, doc))
 
 
-def run_suite(args):
-    started = time.time()
-    expected = parse_pairs(args.expect, "--expect")
+def _selection(args):
+    """The probes this run runs: (specs, problems, commands, probe dirs); ``None`` after ``--list``.
+    A bad argument is a ``UsageError``."""
     commands = parse_commands(args.command)
     selected = set()
     for value in args.select:
@@ -279,7 +279,7 @@ def run_suite(args):
         raise UsageError(refused[0].message)
     if args.list:
         list_probes(specs, problems, commands)
-        return 0
+        return None
     known = set(s.name for s in specs) | set(p.name for p in problems) | set(n for n, _ in commands)
     unknown = sorted(selected - known)
     if unknown:
@@ -290,47 +290,110 @@ def run_suite(args):
     if selected:
         specs = [s for s in specs if s.name in selected]
         problems = [p for p in problems if p.name in selected]
-    progress = Progress(args.json_progress, args.quiet)
-    options = {"expected": expected, "variant": args.variant}
-    tmpdir = tempfile.mkdtemp(prefix="probes-")
+    return specs, problems, commands, probe_dirs
+
+
+def _start_zygote(args, probe_dirs, tmpdir, progress):
+    """The zygote the shared probes fork from, started (it may have died starting or been closed
+    as unsafe to fork: ``alive`` says), or ``None`` when no probe shares an interpreter."""
+    from torch_matrix.probes.zygoteclient import Zygote
+
+    zygote = Zygote(
+        ZYGOTE_IMPORTS,
+        probe_dirs,
+        not args.no_standard,
+        tmpdir,
+        child_env(),
+        import_timeout=args.import_timeout,
+        log=lambda text: progress.event("zygote", text, message=text),
+    )
+    if not zygote.start():
+        progress.event(
+            "zygote",
+            "no zygote: shared probes run in fresh interpreters instead",
+            imports=zygote.imports,
+        )
+        return zygote
+    progress.event(
+        "zygote",
+        "zygote ready in %.2fs (%s)" % (zygote.ready_seconds, _describe_imports(zygote.imports)),
+        seconds=round(zygote.ready_seconds, 3),
+        imports=zygote.imports,
+    )
+    if not fork_safe(zygote.observations):
+        progress.event(
+            "zygote",
+            "import torch initialised CUDA on this GPU machine: forked children "
+            "would inherit it, so shared probes run in fresh interpreters instead",
+        )
+        zygote.close()
+    return zygote
+
+
+def _run_probe(spec, request, zygote):
+    """One discovered probe's result: forked from the zygote when it shares an interpreter and the
+    zygote lives, else in a fresh interpreter; whatever goes wrong costs this probe only."""
+    try:
+        result = None
+        if spec.isolation == api.SHARED and zygote is not None and zygote.alive:
+            result = zygote.run(request)
+        if result is None:
+            request["isolation"] = api.PRISTINE
+            if (
+                zygote is not None
+            ):  # what the zygote learnt about imports still helps (install_sanity)
+                request["imports"] = zygote.imports
+            result = run_pristine(request)
+    except Exception as exc:
+        result = {
+            "name": spec.name,
+            "status": "error",
+            "isolation": request["isolation"],
+            "message": "the runner could not run the probe: %s" % execute.one_line(exc),
+        }
+    return result
+
+
+def _gpu(zygote, tmpdir):
+    """The GPU facts: from the zygote (torch imported already), else a subprocess, else none."""
+    gpu = None
+    if zygote is not None and zygote.alive:
+        gpu = zygote.gpu_facts(
+            {
+                "timeout": 120.0,
+                "output_path": os.path.join(tmpdir, "gpu.out"),
+                "result_path": os.path.join(tmpdir, "gpu.json"),
+                "workdir": tmpdir,
+            }
+        )
+    if gpu is not None:
+        return gpu
+    if facts.installed_version("torch"):
+        return _gpu_facts_subprocess(tmpdir)
+    return {
+        "cuda_available": False,
+        "torch_cuda": None,
+        "devices": [],
+        "driver": facts.driver_version(),
+    }
+
+
+def _run_all(args, options, selection, progress, tmpdir):
+    """Run every selected probe, then read the GPU facts: (results, gpu, zygote). ``--out`` is
+    rewritten after each probe (``checkpoint``)."""
+    specs, problems, commands, probe_dirs = selection
     results = []
     total = len(specs) + len(problems) + len(commands)
+
+    def record(result):
+        results.append(execute.capped(result))
+        checkpoint(args.out, results)
+        progress.result(results[-1], len(results), total)
+
     zygote = None
     try:
-        shared = [s for s in specs if s.isolation == api.SHARED and args.isolation == "auto"]
-        if shared:
-            from torch_matrix.probes.zygoteclient import Zygote
-
-            zygote = Zygote(
-                ZYGOTE_IMPORTS,
-                probe_dirs,
-                not args.no_standard,
-                tmpdir,
-                child_env(),
-                import_timeout=args.import_timeout,
-                log=lambda text: progress.event("zygote", text, message=text),
-            )
-            if zygote.start():
-                progress.event(
-                    "zygote",
-                    "zygote ready in %.2fs (%s)"
-                    % (zygote.ready_seconds, _describe_imports(zygote.imports)),
-                    seconds=round(zygote.ready_seconds, 3),
-                    imports=zygote.imports,
-                )
-                if not fork_safe(zygote.observations):
-                    progress.event(
-                        "zygote",
-                        "import torch initialised CUDA on this GPU machine: forked children "
-                        "would inherit it, so shared probes run in fresh interpreters instead",
-                    )
-                    zygote.close()
-            else:
-                progress.event(
-                    "zygote",
-                    "no zygote: shared probes run in fresh interpreters instead",
-                    imports=zygote.imports,
-                )
+        if any(s.isolation == api.SHARED for s in specs) and args.isolation == "auto":
+            zygote = _start_zygote(args, probe_dirs, tmpdir, progress)
         index = 0
         for spec in specs:
             index += 1
@@ -345,66 +408,31 @@ def run_suite(args):
                 index,
             )
             started_probe = time.time()
-            try:
-                result = None
-                if spec.isolation == api.SHARED and zygote is not None and zygote.alive:
-                    result = zygote.run(request)
-                if result is None:
-                    request["isolation"] = api.PRISTINE
-                    if (
-                        zygote is not None
-                    ):  # what the zygote learnt about imports still helps (install_sanity)
-                        request["imports"] = zygote.imports
-                    result = run_pristine(request)
-            except Exception as exc:  # whatever went wrong with this probe costs this probe only
-                result = {
-                    "name": spec.name,
-                    "status": "error",
-                    "isolation": request["isolation"],
-                    "message": "the runner could not run the probe: %s" % execute.one_line(exc),
-                }
-            results.append(
-                execute.capped(execute.checked_result(result, request, time.time() - started_probe))
-            )
-            checkpoint(args.out, results)
-            progress.result(results[-1], len(results), total)
+            result = _run_probe(spec, request, zygote)
+            record(execute.checked_result(result, request, time.time() - started_probe))
         for problem in problems:
-            results.append(execute.capped(_problem_result(problem)))
-            checkpoint(args.out, results)
-            progress.result(results[-1], len(results), total)
+            record(_problem_result(problem))
         for name, command in commands:
             index += 1
-            results.append(
-                execute.capped(
-                    run_command_probe(name, command, args.timeout, tmpdir, index, args.command_dir)
-                )
-            )
-            checkpoint(args.out, results)
-            progress.result(results[-1], len(results), total)
-        gpu = None
-        if zygote is not None and zygote.alive:
-            gpu = zygote.gpu_facts(
-                {
-                    "timeout": 120.0,
-                    "output_path": os.path.join(tmpdir, "gpu.out"),
-                    "result_path": os.path.join(tmpdir, "gpu.json"),
-                    "workdir": tmpdir,
-                }
-            )
-        if gpu is None:
-            gpu = (
-                _gpu_facts_subprocess(tmpdir)
-                if facts.installed_version("torch")
-                else {
-                    "cuda_available": False,
-                    "torch_cuda": None,
-                    "devices": [],
-                    "driver": facts.driver_version(),
-                }
-            )
+            record(run_command_probe(name, command, args.timeout, tmpdir, index, args.command_dir))
+        gpu = _gpu(zygote, tmpdir)
     finally:
         if zygote is not None:
             zygote.close()
+    return results, gpu, zygote
+
+
+def run_suite(args):
+    started = time.time()
+    options = {"expected": parse_pairs(args.expect, "--expect"), "variant": args.variant}
+    selection = _selection(args)
+    if selection is None:  # --list
+        return 0
+    progress = Progress(args.json_progress, args.quiet)
+    tmpdir = tempfile.mkdtemp(prefix="probes-")
+    try:
+        results, gpu, zygote = _run_all(args, options, selection, progress, tmpdir)
+    finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     data = {
         "probes_schema": PROBES_SCHEMA,

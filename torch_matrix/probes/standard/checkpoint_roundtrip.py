@@ -109,23 +109,8 @@ def resolve_globals(names):
     return found
 
 
-@probe(
-    "checkpoint_roundtrip",
-    doc="model+optimizer+scheduler state, epoch, best metric, config object, numpy "
-    "values survive torch.save/torch.load(path); records weights_only needs",
-)
-def checkpoint_roundtrip(ctx):
-    import torch
-
-    try:
-        import numpy as np
-    except ImportError:
-        np = None
-    torch.manual_seed(0)
-    model, optimizer, scheduler = build(torch)
-    model(torch.randn(4, 4)).sum().backward()
-    optimizer.step()
-    scheduler.step()
+def _checkpoint(torch, np, model, optimizer, scheduler):
+    """What real training code saves: the three states, epoch, metric, a config object, numpy values."""
     checkpoint = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -138,12 +123,12 @@ def checkpoint_roundtrip(ctx):
     if np is not None:
         checkpoint["best_metric"] = np.float64(0.91)
         checkpoint["val_curve"] = np.array([0.5, 0.8, 0.91])
-    workdir = scratch_dir(ctx)
-    path = os.path.join(workdir, "ckpt.pt")
-    torch.save(checkpoint, path)
-    facts = {"numpy_values": np is not None}
+    return checkpoint
 
-    # 1. The way training code loads it: torch.load(path), default arguments.
+
+def _default_load(torch, path, facts):
+    """1. The way training code loads it: ``torch.load(path)``, default arguments. Returns what
+    loaded (``None`` when refused) and records the outcome in ``facts``."""
     loaded, default_error = None, None
     with caught_warnings() as load_warnings:
         try:
@@ -162,37 +147,43 @@ def checkpoint_roundtrip(ctx):
     facts["default_load"] = "ok" if default_error is None else default_error
     if load_warnings:
         facts["default_load_warnings"] = load_warnings[:3]
-    ctx.note("default_load", facts["default_load"])
+    return loaded
 
-    if default_error is not None:
-        # 2. What this version requires instead.
-        needed_names = unsafe_globals(torch, path)
-        facts["unsafe_globals"] = needed_names
-        requirements = []
-        safe_loaded, allowlist, api, safe_error = load_with_safe_globals(
-            torch, path, resolve_globals(needed_names) + [argparse.Namespace, RunConfig]
+
+def _load_otherwise(torch, path, facts):
+    """2. What this version requires instead of the default load: the checkpoint as loaded that
+    way, and ``facts["requires"]``; ``Fail`` when nothing loads it."""
+    needed_names = unsafe_globals(torch, path)
+    facts["unsafe_globals"] = needed_names
+    requirements = []
+    loaded = None
+    safe_loaded, allowlist, api, safe_error = load_with_safe_globals(
+        torch, path, resolve_globals(needed_names) + [argparse.Namespace, RunConfig]
+    )
+    if safe_loaded is not None:
+        loaded = safe_loaded
+        requirements.append("%s(%s)" % (api, advice_names(allowlist)))
+    elif api:
+        facts["safe_globals_load"] = safe_error
+    try:
+        loaded_unsafe = torch.load(path, weights_only=False)
+        requirements.insert(0, "weights_only=False")
+        loaded = loaded if loaded is not None else loaded_unsafe
+    except Exception as exc:
+        facts["weights_only_false_load"] = first_line(exc)
+    if loaded is None:
+        raise Fail(
+            "the checkpoint cannot be loaded at all",
+            observed=facts,
+            expected="some way to load it",
+            repro=REPRO,
         )
-        if safe_loaded is not None:
-            loaded = safe_loaded
-            requirements.append("%s(%s)" % (api, advice_names(allowlist)))
-        elif api:
-            facts["safe_globals_load"] = safe_error
-        try:
-            loaded_unsafe = torch.load(path, weights_only=False)
-            requirements.insert(0, "weights_only=False")
-            loaded = loaded if loaded is not None else loaded_unsafe
-        except Exception as exc:
-            facts["weights_only_false_load"] = first_line(exc)
-        if loaded is None:
-            raise Fail(
-                "the checkpoint cannot be loaded at all",
-                observed=facts,
-                expected="some way to load it",
-                repro=REPRO,
-            )
-        facts["requires"] = requirements
+    facts["requires"] = requirements
+    return loaded
 
-    # 3. map_location the ways training code passes it.
+
+def _map_locations(ctx, torch, path, workdir, facts):
+    """3. ``map_location`` the ways training code passes it: each must put the tensors on the CPU."""
     locations = {}
     for label, location in (
         ("'cpu'", "cpu"),
@@ -224,7 +215,9 @@ def checkpoint_roundtrip(ctx):
             torch.load(cuda_path, map_location="cpu")["w"].device
         )
 
-    # 4. Restore into fresh objects, as resuming does, and compare.
+
+def _restore_mismatches(torch, np, loaded, model, optimizer, scheduler):
+    """4. Restore into fresh objects, as resuming does, and compare: what differs."""
     fresh_model, fresh_optimizer, fresh_scheduler = build(torch)
     fresh_model.load_state_dict(loaded["model"])
     fresh_optimizer.load_state_dict(loaded["optimizer"])
@@ -254,6 +247,36 @@ def checkpoint_roundtrip(ctx):
         mismatches.append("epoch/best_metric/config")
     if np is not None and loaded["val_curve"].tolist() != [0.5, 0.8, 0.91]:
         mismatches.append("numpy array")
+    return mismatches
+
+
+@probe(
+    "checkpoint_roundtrip",
+    doc="model+optimizer+scheduler state, epoch, best metric, config object, numpy "
+    "values survive torch.save/torch.load(path); records weights_only needs",
+)
+def checkpoint_roundtrip(ctx):
+    import torch
+
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    torch.manual_seed(0)
+    model, optimizer, scheduler = build(torch)
+    model(torch.randn(4, 4)).sum().backward()
+    optimizer.step()
+    scheduler.step()
+    workdir = scratch_dir(ctx)
+    path = os.path.join(workdir, "ckpt.pt")
+    torch.save(_checkpoint(torch, np, model, optimizer, scheduler), path)
+    facts = {"numpy_values": np is not None}
+    loaded = _default_load(torch, path, facts)
+    ctx.note("default_load", facts["default_load"])
+    if facts["default_load"] != "ok":
+        loaded = _load_otherwise(torch, path, facts)
+    _map_locations(ctx, torch, path, workdir, facts)
+    mismatches = _restore_mismatches(torch, np, loaded, model, optimizer, scheduler)
     if mismatches:
         raise Fail(
             "checkpoint did not round-trip",

@@ -135,6 +135,52 @@ def arch_supported(capability, arch_list):
     return arch_verdict(capability, arch_list).kernels
 
 
+def _check_device(torch, index, arch_list, facts):
+    """One device: its arch has kernels in this build and a small kernel computes the right sum."""
+    capability = tuple(torch.cuda.get_device_capability(index))
+    name = torch.cuda.get_device_name(index)
+    verdict = arch_verdict(capability, arch_list)
+    facts["devices"].append(
+        {
+            "index": index,
+            "name": name,
+            "capability": "%d.%d" % capability,
+            "kernels": verdict.kernels,
+            "arch_reason": verdict.reason,
+        }
+    )
+    if verdict.kernels is None:
+        raise Fail(
+            "%s (sm_%d%d) has no kernels in this build; is_available() says True anyway: %s"
+            % ((name,) + capability + (verdict.reason,)),
+            observed=arch_list,
+            expected="sm_%d%d" % capability,
+            repro=REPRO,
+            evidence=facts,
+        )
+    try:
+        total = (
+            (torch.arange(1024, device="cuda:%d" % index, dtype=torch.float32) ** 2).sum().item()
+        )
+        torch.cuda.synchronize(index)
+    except Exception as exc:  # "no kernel image is available for execution on the device"
+        raise Fail(
+            "a small kernel failed on %s: %s" % (name, first_line(exc)),
+            observed=first_line(exc),
+            expected="357389824.0",
+            repro=REPRO,
+            evidence=facts,
+        )
+    if total != 357389824.0:
+        raise Fail(
+            "a small kernel computed the wrong sum on %s" % name,
+            observed=total,
+            expected=357389824.0,
+            repro=REPRO,
+            evidence=facts,
+        )
+
+
 @probe(
     "cuda_devices",
     doc="CUDA device count, the card's arch in get_arch_list(), a small kernel, driver vs "
@@ -162,50 +208,7 @@ def cuda_devices(ctx):
             evidence=facts,
         )
     for index in range(facts["count"]):
-        capability = tuple(torch.cuda.get_device_capability(index))
-        name = torch.cuda.get_device_name(index)
-        verdict = arch_verdict(capability, arch_list)
-        facts["devices"].append(
-            {
-                "index": index,
-                "name": name,
-                "capability": "%d.%d" % capability,
-                "kernels": verdict.kernels,
-                "arch_reason": verdict.reason,
-            }
-        )
-        if verdict.kernels is None:
-            raise Fail(
-                "%s (sm_%d%d) has no kernels in this build; is_available() says True anyway: %s"
-                % ((name,) + capability + (verdict.reason,)),
-                observed=arch_list,
-                expected="sm_%d%d" % capability,
-                repro=REPRO,
-                evidence=facts,
-            )
-        try:
-            total = (
-                (torch.arange(1024, device="cuda:%d" % index, dtype=torch.float32) ** 2)
-                .sum()
-                .item()
-            )
-            torch.cuda.synchronize(index)
-        except Exception as exc:  # "no kernel image is available for execution on the device"
-            raise Fail(
-                "a small kernel failed on %s: %s" % (name, first_line(exc)),
-                observed=first_line(exc),
-                expected="357389824.0",
-                repro=REPRO,
-                evidence=facts,
-            )
-        if total != 357389824.0:
-            raise Fail(
-                "a small kernel computed the wrong sum on %s" % name,
-                observed=total,
-                expected=357389824.0,
-                repro=REPRO,
-                evidence=facts,
-            )
+        _check_device(torch, index, arch_list, facts)
     try:
         facts["cudnn"] = (
             torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None

@@ -70,15 +70,8 @@ def _nms_check(torch, torchvision):
     return [int(i) for i in keep.tolist()]
 
 
-@probe(
-    "install_sanity",
-    doc="installed versions are the ones asked for, the CUDA build matches the variant, "
-    "torchvision's compiled ops (nms) load and run",
-)
-def install_sanity(ctx):
-    problems = []  # (check, message, observed, expected)
-    evidence = {"variant": ctx.variant}
-
+def _import_torch(ctx):
+    """``torch``, imported; ``Fail`` when it is not installed or its import failed."""
     import_failure = ctx.import_error("torch")
     if import_failure is None and _installed_version("torch") is None:
         expected_torch = ctx.expected.get("torch")
@@ -99,35 +92,29 @@ def install_sanity(ctx):
         )
     import torch
 
-    cuda_build = getattr(torch.version, "cuda", None)
-    evidence.update(
-        torch=str(torch.__version__),
-        torch_cuda=cuda_build,
-        torch_hip=getattr(torch.version, "hip", None),
-        torch_file=getattr(torch, "__file__", None),
-    )
-    ctx.note("torch", evidence["torch"])
+    return torch
 
-    # 1. versions
-    modules = {"torch": torch}
-    torchvision, torchvision_error = None, None
+
+def _import_torchvision(ctx, modules, evidence):
+    """Import torchvision where it is installed (into ``modules``): (its error, its traceback)."""
     tv_failure = ctx.import_error("torchvision")
-    cause_traceback = ""
     if tv_failure is not None:
-        torchvision_error = tv_failure.get("error", "")
-        cause_traceback = tv_failure.get("traceback", "")
-    elif _installed_version("torchvision") is not None:
-        try:
-            import torchvision
-        except Exception as exc:
-            torchvision_error = "%s: %s" % (
-                type(exc).__name__,
-                (str(exc).strip().splitlines() or [""])[0],
-            )
-            cause_traceback = _frames(exc)
-        else:
-            modules["torchvision"] = torchvision
-            evidence["torchvision"] = str(torchvision.__version__)
+        return tv_failure.get("error", ""), tv_failure.get("traceback", "")
+    if _installed_version("torchvision") is None:
+        return None, ""
+    try:
+        import torchvision
+    except Exception as exc:
+        error = "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0])
+        return error, _frames(exc)
+    modules["torchvision"] = torchvision
+    evidence["torchvision"] = str(torchvision.__version__)
+    return None, ""
+
+
+def _version_problems(ctx, modules, evidence):
+    """1. The installed versions against the ones asked for."""
+    problems = []
     for name, wanted in sorted(ctx.expected.items()):
         module = modules.get(name)
         found = (
@@ -142,24 +129,27 @@ def install_sanity(ctx):
             )
         elif not versions_match(found, wanted):
             problems.append((name, "%s is %s, expected %s" % (name, found, wanted), found, wanted))
+    return problems
 
-    # 2. CUDA build against the variant
+
+def _build_problems(ctx, cuda_build, evidence):
+    """2. The CUDA (or ROCm) build against the variant."""
     known, wanted_cuda = expected_cuda(ctx.variant)
     if known:
         evidence["expected_cuda"] = wanted_cuda
         if wanted_cuda is None and cuda_build is not None:
-            problems.append(
+            return [
                 (
                     "cuda_build",
                     "variant cpu but torch is a CUDA %s build" % cuda_build,
                     cuda_build,
                     None,
                 )
-            )
-        elif wanted_cuda is not None and (
+            ]
+        if wanted_cuda is not None and (
             cuda_build is None or _cuda_major_minor(cuda_build) != wanted_cuda
         ):
-            problems.append(
+            return [
                 (
                     "cuda_build",
                     "variant %s expects CUDA %s, torch.version.cuda is %s"
@@ -167,57 +157,81 @@ def install_sanity(ctx):
                     cuda_build,
                     wanted_cuda,
                 )
-            )
+            ]
     elif ctx.variant.startswith("rocm"):
         hip = evidence["torch_hip"]
         if not hip or not str(hip).startswith(ctx.variant[4:]):
-            problems.append(
+            return [
                 (
                     "cuda_build",
                     "variant %s but torch.version.hip is %s" % (ctx.variant, hip),
                     hip,
                     ctx.variant[4:],
                 )
-            )
+            ]
+    return []
 
-    # 3. torchvision's compiled ops
+
+def _ops_problems(torch, modules, torchvision_error, evidence):
+    """3. torchvision's compiled ops: (problems, the traceback of an ops call that raised)."""
     if torchvision_error is not None:
-        problems.append(
-            (
-                "torchvision_ops",
-                "import torchvision failed: %s" % torchvision_error,
-                torchvision_error,
-                "import torchvision succeeds",
-            )
+        problem = (
+            "torchvision_ops",
+            "import torchvision failed: %s" % torchvision_error,
+            torchvision_error,
+            "import torchvision succeeds",
         )
-    elif "torchvision" in modules:
-        try:
-            keep = _nms_check(torch, modules["torchvision"])
-        except Exception as exc:
-            message = (str(exc).strip().splitlines() or [""])[0]
-            cause_traceback = _frames(exc)
-            problems.append(
-                (
-                    "torchvision_ops",
-                    "torchvision.ops.nms failed: %s: %s" % (type(exc).__name__, message),
-                    "%s: %s" % (type(exc).__name__, message),
-                    [0, 2],
-                )
-            )
-        else:
-            evidence["nms_keep"] = keep
-            if keep != [0, 2]:
-                problems.append(
-                    (
-                        "torchvision_ops",
-                        "torchvision.ops.nms returned %s, expected [0, 2]" % keep,
-                        keep,
-                        [0, 2],
-                    )
-                )
-    else:
+        return [problem], None
+    if "torchvision" not in modules:
         evidence["torchvision"] = None
+        return [], None
+    try:
+        keep = _nms_check(torch, modules["torchvision"])
+    except Exception as exc:
+        message = (str(exc).strip().splitlines() or [""])[0]
+        problem = (
+            "torchvision_ops",
+            "torchvision.ops.nms failed: %s: %s" % (type(exc).__name__, message),
+            "%s: %s" % (type(exc).__name__, message),
+            [0, 2],
+        )
+        return [problem], _frames(exc)
+    evidence["nms_keep"] = keep
+    if keep != [0, 2]:
+        problem = (
+            "torchvision_ops",
+            "torchvision.ops.nms returned %s, expected [0, 2]" % keep,
+            keep,
+            [0, 2],
+        )
+        return [problem], None
+    return [], None
 
+
+@probe(
+    "install_sanity",
+    doc="installed versions are the ones asked for, the CUDA build matches the variant, "
+    "torchvision's compiled ops (nms) load and run",
+)
+def install_sanity(ctx):
+    evidence = {"variant": ctx.variant}
+    torch = _import_torch(ctx)
+    cuda_build = getattr(torch.version, "cuda", None)
+    evidence.update(
+        torch=str(torch.__version__),
+        torch_cuda=cuda_build,
+        torch_hip=getattr(torch.version, "hip", None),
+        torch_file=getattr(torch, "__file__", None),
+    )
+    ctx.note("torch", evidence["torch"])
+    modules = {"torch": torch}
+    torchvision_error, cause_traceback = _import_torchvision(ctx, modules, evidence)
+    problems = _version_problems(ctx, modules, evidence)  # (check, message, observed, expected)
+    problems += _build_problems(ctx, cuda_build, evidence)
+    ops_problems, ops_traceback = _ops_problems(torch, modules, torchvision_error, evidence)
+    problems += ops_problems
+    if ops_traceback is not None:
+        cause_traceback = ops_traceback
     if problems:
         raise Fail(
             "; ".join(p[1] for p in problems),

@@ -21,6 +21,42 @@ DTYPES = (
 )
 
 
+def _check_dtypes(np, torch):
+    """Every dtype in ``DTYPES`` maps to its twin and back."""
+    wrong = []
+    for np_name, torch_name in DTYPES:
+        there = torch.from_numpy(np.zeros(2, dtype=np_name)).dtype
+        back = torch.zeros(2, dtype=getattr(torch, torch_name)).numpy().dtype
+        if there != getattr(torch, torch_name) or back != np.dtype(np_name):
+            wrong.append("%s->%s->%s" % (np_name, there, back))
+    if wrong:
+        raise Fail(
+            "dtype mapping differs",
+            observed=wrong,
+            expected="identity for %s" % [d for d, _ in DTYPES],
+            repro=REPRO,
+        )
+
+
+def _check_scalars(np, torch):
+    """numpy scalars become 0-d tensors of their dtype; ``np.asarray(tensor)`` reads the values."""
+    scalar = torch.tensor(np.float64(1.5))
+    int_scalar = torch.tensor(np.int64(3))
+    as_array = np.asarray(torch.arange(3))
+    if (scalar.dtype, float(scalar), int_scalar.dtype, as_array.tolist()) != (
+        torch.float64,
+        1.5,
+        torch.int64,
+        [0, 1, 2],
+    ):
+        raise Fail(
+            "numpy scalars / np.asarray(tensor) convert wrongly",
+            observed=[str(scalar.dtype), float(scalar), str(int_scalar.dtype), as_array.tolist()],
+            expected=["torch.float64", 1.5, "torch.int64", [0, 1, 2]],
+            repro=REPRO,
+        )
+
+
 @probe(
     "numpy_interop",
     doc="from_numpy/.numpy() share memory, dtypes map both ways, numpy scalars convert "
@@ -68,35 +104,8 @@ def numpy_interop(ctx):
             repro=REPRO,
         )
 
-    wrong = []
-    for np_name, torch_name in DTYPES:
-        there = torch.from_numpy(np.zeros(2, dtype=np_name)).dtype
-        back = torch.zeros(2, dtype=getattr(torch, torch_name)).numpy().dtype
-        if there != getattr(torch, torch_name) or back != np.dtype(np_name):
-            wrong.append("%s->%s->%s" % (np_name, there, back))
-    if wrong:
-        raise Fail(
-            "dtype mapping differs",
-            observed=wrong,
-            expected="identity for %s" % [d for d, _ in DTYPES],
-            repro=REPRO,
-        )
-
-    scalar = torch.tensor(np.float64(1.5))
-    int_scalar = torch.tensor(np.int64(3))
-    as_array = np.asarray(torch.arange(3))
-    if (scalar.dtype, float(scalar), int_scalar.dtype, as_array.tolist()) != (
-        torch.float64,
-        1.5,
-        torch.int64,
-        [0, 1, 2],
-    ):
-        raise Fail(
-            "numpy scalars / np.asarray(tensor) convert wrongly",
-            observed=[str(scalar.dtype), float(scalar), str(int_scalar.dtype), as_array.tolist()],
-            expected=["torch.float64", 1.5, "torch.int64", [0, 1, 2]],
-            repro=REPRO,
-        )
+    _check_dtypes(np, torch)
+    _check_scalars(np, torch)
 
     # Non-contiguous and negative-stride arrays: from_numpy rejects negative strides, as_tensor copies them.
     flipped = np.arange(4)[::-1]

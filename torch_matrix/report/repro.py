@@ -294,48 +294,48 @@ def chosen_target(result: CellResult, wanted: str | None) -> Mapping[str, Any] |
     return next((t for t in result.targets if t["verdict"] not in RUNS_ON_TARGET), None)
 
 
-def render_bundle(
-    result: CellResult,
-    results: Sequence[CellResult],
-    probe_name: str | None = None,
-    spec_path: str | None = None,
-    target: str | None = None,
-    project: Mapping[str, str] | None = None,
-) -> str:
-    """``project``: for a command probe, the project's ``dir`` and, when it is a git checkout, its
-    remote ``url`` and ``commit`` (read by the caller)."""
-    cell = result.cell
-    verdict = verdict_of(result)
-    hardware = chosen_target(result, target)
-    probe = chosen_probe(result, probe_name)
-    if target and hardware is not None and not probe_name:
-        probe = None  # asked about a target: the bundle is about that, not the first failing probe
+def _heading(
+    result: CellResult, probe: ProbeResult | None, hardware: Any, status: str
+) -> list[str]:
+    """The bundle's title line: the torch version, what failed and how."""
     what = probe.name if probe is not None else "the cell"
-    status = probe.status if probe is not None else verdict.kind
-    torch_version = built_versions(result).get("torch", cell.torch)
+    torch_version = built_versions(result).get("torch", result.cell.torch)
     title = f"torch {md_text(torch_version)}: {md_code(what)} {md_text(status)}"
     if probe is not None and probe.message:
         title += f": {md_text(shorten(probe.message, 100))}"
     if hardware is not None and probe is None:
         title = f"torch {md_text(torch_version)} on {md_text(hardware['target'])}: {md_text(hardware['verdict'])}"
-    lines = [f"### {title}", ""]
-    if hardware is not None:
+    return [f"### {title}", ""]
+
+
+def _hardware_lines(hardware: Any) -> list[str]:
+    """The hardware target asked about: its verdict and reason, and what the device said."""
+    if hardware is None:
+        return []
+    lines = [
+        f"**Hardware target** {md_text(hardware['target'])}: **{md_text(hardware['verdict'])}**. "
+        f"{md_text(hardware['reason'])}",
+        "",
+    ]
+    if hardware.get("device"):
         lines += [
-            f"**Hardware target** {md_text(hardware['target'])}: **{md_text(hardware['verdict'])}**. "
-            f"{md_text(hardware['reason'])}",
+            f"On the device: {md_text(hardware['device'])}"
+            + (
+                " (**disagrees** with the static verdict)"
+                if hardware.get("agrees") is False
+                else ""
+            ),
             "",
         ]
-        if hardware.get("device"):
-            lines += [
-                f"On the device: {md_text(hardware['device'])}"
-                + (
-                    " (**disagrees** with the static verdict)"
-                    if hardware.get("agrees") is False
-                    else ""
-                ),
-                "",
-            ]
-    nearest = nearest_passing(result, results, probe.name if probe is not None else None)
+    return lines
+
+
+def _finding_lines(
+    result: CellResult, results: Sequence[CellResult], probe: ProbeResult | None
+) -> list[str]:
+    """What went wrong: an install that failed, the probe's status, observed and expected, its
+    cause; then the nearest passing cell and the environment."""
+    lines: list[str] = []
     if result.install.status != INSTALLED:
         lines += [
             f"The cell was not installed: **{md_text(result.install.status)}**.",
@@ -359,6 +359,7 @@ def render_bundle(
         cause = cause_text(result, probe)
         if cause:
             lines += [f"**Cause** (torch-matrix's reading): {md_text(cause)}", ""]
+    nearest = nearest_passing(result, results, probe.name if probe is not None else None)
     lines.append(
         f"**Nearest passing cell**: {nearest.line()}."
         if nearest
@@ -367,31 +368,49 @@ def render_bundle(
     )
     lines += ["", "#### Environment", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
-    command_probe = probe is not None and probe.isolation == "command"
+    return lines
+
+
+def _reproduce_lines(
+    result: CellResult,
+    probe: ProbeResult | None,
+    hardware: Any,
+    project: Mapping[str, str] | None,
+    command_probe: bool,
+) -> list[str]:
+    """How to get there again: a command probe's shell steps, or the install lines and the probe's
+    snippet (the GPU snippet for a hardware target)."""
+    lines: list[str] = []
     if command_probe and probe is not None:
         # A project's own test command: shell steps (the project by git URL and commit, the cell's
         # install made portable, the failing tests by node id), not a Python snippet.
         steps, notes = command_probe_lines(result, probe, project or {})
         lines += ["", "#### Steps (shell)", "", md_fence("\n".join(steps), "sh"), ""]
         lines += [f"Note: {md_text(note)}." for note in notes] + ([""] if notes else [])
-    else:
-        lines += ["", "#### Install", ""]
-        if cell.is_existing_env:
-            lines += [
-                f"Probed as found by `torch-matrix check` ({md_text(result.install.message)}); these lines "
-                "rebuild its versions in a fresh venv:",
-                "",
-            ]
-        lines += [md_fence("\n".join(install_lines(result)), "sh"), ""]
-    if probe is not None and probe.repro and not command_probe:
+        return lines
+    lines += ["", "#### Install", ""]
+    if result.cell.is_existing_env:
+        lines += [
+            f"Probed as found by `torch-matrix check` ({md_text(result.install.message)}); these lines "
+            "rebuild its versions in a fresh venv:",
+            "",
+        ]
+    lines += [md_fence("\n".join(install_lines(result)), "sh"), ""]
+    if probe is not None and probe.repro:
         lines += ["#### Minimal snippet (`repro.py`)", "", md_fence(probe.repro, "python"), ""]
-    elif hardware is not None and not command_probe:
+    elif hardware is not None:
         lines += [
             "#### Minimal snippet (`repro.py`, on the GPU)",
             "",
             md_fence(HARDWARE_SNIPPET, "python"),
             "",
         ]
+    return lines
+
+
+def _detail_lines(result: CellResult, probe: ProbeResult | None) -> list[str]:
+    """The hardware targets judged from the build, then the probe's traceback, evidence and output."""
+    lines: list[str] = []
     if result.targets:
         lines += [
             "#### Hardware targets (judged from the build, no GPU needed)",
@@ -424,6 +443,13 @@ def render_bundle(
             "</details>",
             "",
         ]
+    return lines
+
+
+def _rerun_lines(result: CellResult, spec_path: str | None) -> list[str]:
+    """The torch-matrix command that runs this cell again, and the cell's verdict."""
+    cell = result.cell
+    verdict = verdict_of(result)
     rerun = (
         check_command(str(result.interpreter.get("path") or "PATH/TO/python"))
         if cell.is_existing_env
@@ -431,7 +457,7 @@ def render_bundle(
         if cell.is_followup  # no session of its own
         else repro_command(cell.id, spec_path)
     )
-    lines += ["#### Rerun with torch-matrix", "", md_fence(rerun, "sh"), ""]
+    lines = ["#### Rerun with torch-matrix", "", md_fence(rerun, "sh"), ""]
     if verdict.kind != COMPATIBLE:
         why = (
             f"failing required probes: {', '.join(verdict.failing)}"
@@ -444,18 +470,49 @@ def render_bundle(
             + ".",
             "",
         ]
+    return lines
+
+
+def _by_role(
+    text: str, result: CellResult, probe: ProbeResult, project: Mapping[str, str] | None
+) -> str:
+    """A command probe's bundle without machine-local paths: the project and the cell's venv by
+    role, not by place."""
+    venv = str(Path(str(result.interpreter.get("path") or "/nonexistent/bin/python")).parent.parent)
+    for local, role in (
+        (str((project or {}).get("dir") or probe.evidence.get("cwd") or ""), "$PROJECT"),
+        (venv, "$CELL_VENV"),
+    ):
+        if len(local) > 1:
+            text = text.replace(local, role)
+    return text
+
+
+def render_bundle(
+    result: CellResult,
+    results: Sequence[CellResult],
+    probe_name: str | None = None,
+    spec_path: str | None = None,
+    target: str | None = None,
+    project: Mapping[str, str] | None = None,
+) -> str:
+    """``project``: for a command probe, the project's ``dir`` and, when it is a git checkout, its
+    remote ``url`` and ``commit`` (read by the caller)."""
+    hardware = chosen_target(result, target)
+    probe = chosen_probe(result, probe_name)
+    if target and hardware is not None and not probe_name:
+        probe = None  # asked about a target: the bundle is about that, not the first failing probe
+    status = probe.status if probe is not None else verdict_of(result).kind
+    command_probe = probe is not None and probe.isolation == "command"
+    lines = _heading(result, probe, hardware, status)
+    lines += _hardware_lines(hardware)
+    lines += _finding_lines(result, results, probe)
+    lines += _reproduce_lines(result, probe, hardware, project, command_probe)
+    lines += _detail_lines(result, probe)
+    lines += _rerun_lines(result, spec_path)
     text = "\n".join(lines).rstrip() + "\n"
     if command_probe and probe is not None:
-        # no machine-local paths: the project and the cell's venv by role, not by place
-        venv = str(
-            Path(str(result.interpreter.get("path") or "/nonexistent/bin/python")).parent.parent
-        )
-        for local, role in (
-            (str((project or {}).get("dir") or probe.evidence.get("cwd") or ""), "$PROJECT"),
-            (venv, "$CELL_VENV"),
-        ):
-            if len(local) > 1:
-                text = text.replace(local, role)
+        text = _by_role(text, result, probe, project)
     return text
 
 

@@ -26,7 +26,7 @@ from torch_matrix.plan.cost import (
     summary_lines,
 )
 from torch_matrix.plan.followups import DEFAULT_CAP, cap_from
-from torch_matrix.run.budget import BUDGET_ENV, budget_of, refuse_unless_fits
+from torch_matrix.run.disk import BUDGET_ENV, budget_of, refuse_unless_fits
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size, parse_size
 from torch_matrix.world.indexcache import DiskCache
@@ -428,7 +428,7 @@ def _uv_cache(root: Path, filenames: list[str], size: int = 1000) -> None:
 
 
 def _keeper(tmp_path: Path, budget: int, free: int = 100 * GB):
-    from torch_matrix.run.budget import Keeper, Ledger
+    from torch_matrix.run.disk import Keeper, Ledger
 
     lines: list[str] = []
     keeper = Keeper(
@@ -495,7 +495,7 @@ def test_a_cell_that_cannot_fit_is_named_with_its_need_and_what_is_left(tmp_path
     ("free", "floor"), [(100 * GB, GB), (10 * GB, GB), (3 * GB, 3 * GB // 10), (0, 0), (-1, 0)]
 )
 def test_a_small_disk_keeps_a_tenth_of_its_free_space_free_a_large_one_1_gb(free, floor):
-    from torch_matrix.run.budget import free_floor
+    from torch_matrix.run.disk import free_floor
 
     assert free_floor(free) == floor
 
@@ -515,7 +515,7 @@ def test_a_disk_short_of_room_evicts_what_the_run_fetched_even_within_the_budget
 
 
 def test_a_cells_venv_is_removed_once_written_unless_asked_to_keep(tmp_path):
-    from torch_matrix.run.budget import KEEP_ENV, remove_venv
+    from torch_matrix.run.disk import KEEP_ENV, remove_venv
 
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -589,7 +589,7 @@ def test_each_install_retry_is_said_with_its_reason():
 
 
 def test_the_install_heartbeat_says_the_bytes_fetched_and_what_is_being_fetched(tmp_path):
-    from torch_matrix.run.budget import install_watch
+    from torch_matrix.run.disk import install_watch
 
     wheels = (
         Wheel("torch", "2.3.1", "torch-2.3.1-py3-none-any.whl", 800 * 1000**2, GB),
@@ -622,7 +622,7 @@ def test_the_install_heartbeat_says_the_bytes_fetched_and_what_is_being_fetched(
 def test_a_wheel_still_arriving_counts_by_what_is_unpacked_never_more_than_its_size(
     unpacked, expected
 ):
-    from torch_matrix.run.budget import arriving_bytes
+    from torch_matrix.run.disk import arriving_bytes
 
     left = [Wheel("torch", "1", "torch-1-py3-none-any.whl", 1000, 2000)]
     assert arriving_bytes(left, unpacked) == expected
@@ -721,7 +721,7 @@ def test_the_projects_own_install_items_are_in_the_cost_and_what_cannot_be_sized
 
 
 def test_a_project_whose_dependencies_are_not_in_pyproject_says_so(tmp_path):
-    from torch_matrix.run.budget import install_items_cost
+    from torch_matrix.run.sizing import install_items_cost
 
     (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='x')\n")
     (tmp_path / "req.txt").write_text("-r more.txt\nfoo @ https://example.org/foo.whl\n")
@@ -737,7 +737,7 @@ def test_a_budget_read_from_the_free_disk_counts_the_runs_own_wheels_already_in_
     """A follow-up session (or a resumed run) measures the free disk with the run's wheels already
     in uv's cache: they belong to what the run may fill, or the follow-ups would evict everything
     the grid fetched though no budget was given (seen on the real 6-release run)."""
-    from torch_matrix.run.budget import Keeper, Ledger
+    from torch_matrix.run.disk import Keeper, Ledger
 
     spec = parse_spec('torch = ["2.1.0"]\n', "matrix.toml")
     budget, origin = budget_of(spec, {}, tmp_path, free=lambda _p: 20 * GB)

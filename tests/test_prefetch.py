@@ -364,7 +364,7 @@ stop_on_sigterm()
 tmp = Path(sys.argv[1])
 prefetcher = Prefetcher(PrefetchSettings(ahead=1, min_free_bytes=0), cache_dir=str(tmp), scratch=tmp / "scratch",
                         index_config=None, python_for=lambda cell: sys.executable, uv=str(tmp / "uv"))
-atexit.register(prefetcher.close)  # as torch_matrix.run.fetchahead.run_prefetcher does
+atexit.register(prefetcher.close)  # as torch_matrix.run.prefetch.run_prefetcher does
 prefetcher.ahead([make_cell()])
 print("holding", flush=True)
 time.sleep(300)

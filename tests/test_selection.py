@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 import pytest
 
-from torch_matrix.run import fetchahead
+from torch_matrix.run import prefetch
 from torch_matrix.run.selection import Candidate, read_selection, selected, wants_matrix
 from torch_matrix.run.matrixplan import MatrixPlan
 from tests.factories import make_cell
@@ -125,15 +125,15 @@ def test_the_prefetch_queue_is_what_nox_runs_after_the_running_session(tmp_path,
     monkeypatch.setattr(plan, "fingerprint", lambda cell: "fp")
     first, second, third, fourth = (f"matrix({c.id})" for c in cells)
     environ: dict[str, str] = {}
-    upcoming = fetchahead.queued_cells(plan, first, (), ["-s", "matrix"], environ)
+    upcoming = prefetch.queued_cells(plan, first, (), ["-s", "matrix"], environ)
     assert upcoming == cells[1:]
     # the order the names were given in, not the plan's
     argv = ["-s", fourth, second, first]
-    assert fetchahead.queued_cells(plan, fourth, (), argv, environ) == [cells[1], cells[0]]
-    assert fetchahead.queued_cells(plan, first, (), argv, environ) == []
+    assert prefetch.queued_cells(plan, fourth, (), argv, environ) == [cells[1], cells[0]]
+    assert prefetch.queued_cells(plan, first, (), argv, environ) == []
     # a session not in the selection, or a selection not followed: nothing is fetched ahead
-    assert fetchahead.queued_cells(plan, third, (), argv, environ) is None
-    assert fetchahead.queued_cells(plan, first, (), ["--extra-python", "3.13"], environ) is None
+    assert prefetch.queued_cells(plan, third, (), argv, environ) is None
+    assert prefetch.queued_cells(plan, first, (), ["--extra-python", "3.13"], environ) is None
 
 
 def private_nox_uses(text: str, where: str) -> list[str]:

@@ -81,7 +81,7 @@ def test_venvs_on_a_small_other_filesystem_refuse_the_run_before_it_starts(
     installed, with the figures."""
     from tests.test_cost import _env, _project
     from torch_matrix.run import pipeline
-    from torch_matrix.run.budget import plan_cost, refuse_unless_fits
+    from torch_matrix.run.disk import plan_cost, refuse_unless_fits
     from torch_matrix.world.specfile import load_spec
     from torch_matrix.vocab.errors import UserError
 

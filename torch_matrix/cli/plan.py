@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from torch_matrix.plan.cost import PlanCost, cell_note, summary_lines
-from torch_matrix.run.budget import plan_cost, refuse_unless_fits
+from torch_matrix.run.disk import plan_cost, refuse_unless_fits
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size
 from torch_matrix.vocab.layout import SHARD_ENV

@@ -105,7 +105,7 @@ class CellSteps:
     # cell): the run's prefetch of the next cells' wheels (``torch_matrix.run.prefetch``). None: nothing.
     probes_starting: Callable[[Cell], Any] | None = None
     # While the install runs: what the heartbeat adds (bytes fetched of bytes to fetch, the
-    # packages still being fetched: ``run.budget.install_watch``). None: the time alone.
+    # packages still being fetched: ``run.disk.install_watch``). None: the time alone.
     install_progress: Callable[[], str] | None = None
 
     def resolved(self) -> "_Steps":

@@ -1,11 +1,15 @@
-"""The run's cost and its disk budget, wired: the spec + the index + uv's cache -> ``plan.cost``.
+"""The run's disk: its budget, the keeper that holds it while cells run, and eviction.
 
 - ``budget_of``: ``$TORCH_MATRIX_DISK_BUDGET``, else the spec's ``disk_budget``, else the free space
   of the disk that holds uv's cache and the venvs less a margin (``plan.cost.DEFAULT_MARGIN``, or a
   tenth of the free space where that is less).
-- ``plan_cost``: each cell's wheels (``world.wheelset``), what uv's cache holds, the follow-up cap.
+- ``plan_cost``: each cell's wheels (``run.sizing``), what uv's cache holds, the follow-up cap.
 - ``refuse_unless_fits``: the plan-time check, one error line with the figure and the fix.
 - ``room_for``: before a cell installs, whether it fits what is left of the budget.
+- ``Keeper`` and its ``Ledger``: what the run fetched, evicted from uv's cache when a cell needs
+  the room (never what the user had cached); ``remove_venv`` after a cell's result is written.
+- Each session's side (``disk_keeper``, ``followup_keeper``, ``budgeted``): the matrix cells and the
+  follow-up cells keep one ledger; a cell that does not fit is recorded as not run, never a finding.
 """
 
 from __future__ import annotations
@@ -14,8 +18,6 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,12 @@ from torch_matrix.plan.cost import (
     CellCost,
     PlanCost,
     Wheel,
-    WheelSet,
     cell_cost,
 )
 from torch_matrix.plan.followups import cap_from
-from torch_matrix.spec.model import DEFAULT_VARIANT, Spec
+from torch_matrix.run.matrixplan import MatrixPlan
+from torch_matrix.run.sizing import cell_wheel_sets, followup_cost
+from torch_matrix.spec.model import Spec
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import Cell
 from torch_matrix.vocab import settings
@@ -69,198 +72,6 @@ def budget_of(
 def keep_venvs(environ: Mapping[str, str]) -> bool:
     keep: bool = settings.read(environ, KEEP_ENV)
     return keep
-
-
-def named_requirements(items: Sequence[str]) -> list[str]:
-    """The install items that name a package on the index (``pytest>=8``), not a path or a file
-    (``.[test]``, ``-r requirements.txt``: see ``install_items_cost``)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    found = []
-    for item in items:
-        text = item.strip()
-        if text.startswith(("-", ".", "/", "~")) or "@" in text:
-            continue
-        try:
-            Requirement(text)
-        except InvalidRequirement:
-            continue
-        found.append(text)
-    return found
-
-
-@dataclass(frozen=True)
-class ItemsCost:
-    """What a cell's ``install`` items add to its cost: requirements to resolve on the index (the
-    named ones, those of a requirements file, a local project's declared dependencies), local wheel
-    files (sized by ``stat`` and their zip directory), and what cannot be sized, each with why."""
-
-    requirements: tuple[str, ...] = ()
-    wheels: tuple[Wheel, ...] = ()
-    unknown: tuple[str, ...] = ()
-
-
-def install_items_cost(items: Sequence[str], base_dir: str) -> ItemsCost:
-    """The cost side of the spec's ``install`` items (paths relative to ``base_dir``, the project)."""
-    from torch_matrix.spec import install_items as kinds
-
-    requirements: list[str] = []
-    wheels: list[Wheel] = []
-    unknown: list[str] = []
-    for text in items:
-        try:
-            item = kinds.parse_item(text)
-        except kinds.InstallItemError:
-            unknown.append(f"{text}: not an install item this tool can size")
-            continue
-        if item.kind == kinds.REQUIREMENT:
-            requirements.append(item.text)
-        elif item.kind == kinds.REQUIREMENTS_FILE:
-            more, why = _requirements_file(Path(item.absolute(base_dir)))
-            requirements += more
-            unknown += [f"{text}: {reason}" for reason in why]
-        elif item.kind == kinds.PATH:
-            path = item.absolute(base_dir)
-            if kinds.is_project_dir(path):
-                declared, complete = _declared_dependencies(Path(path), item.extras)
-                requirements += declared
-                unknown.append(f"{text}: the project itself, built from {path}: size unknown")
-                if not complete:
-                    unknown.append(
-                        f"{text}: its dependencies are not declared in pyproject.toml "
-                        "(setup.py or dynamic): their size is unknown"
-                    )
-            elif path.endswith(".whl") and os.path.isfile(path):
-                wheels.append(_local_wheel(Path(path)))
-            else:
-                unknown.append(f"{text}: built from {path}: size unknown")
-        # a constraints file installs nothing by itself
-    return ItemsCost(tuple(requirements), tuple(wheels), tuple(unknown))
-
-
-def _requirements_file(path: Path, depth: int = 0) -> tuple[list[str], list[str]]:
-    """(the requirements a requirements file names, what in it cannot be sized)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        return [], [f"cannot read {path}: {error}"]
-    found: list[str] = []
-    unknown: list[str] = []
-    for raw in lines:
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        option, _sep, rest = line.partition(" ")
-        if option in ("-r", "--requirement") and rest.strip() and depth < 5:
-            more, why = _requirements_file(path.parent / rest.strip(), depth + 1)
-            found += more
-            unknown += why
-            continue
-        if option in ("-c", "--constraint") or line.startswith("--"):
-            continue  # constraints and index options install nothing by themselves
-        try:
-            Requirement(line)
-        except InvalidRequirement:
-            unknown.append(f"{line} (in {path.name}): size unknown")
-            continue
-        if "@" in line:
-            unknown.append(f"{line} (in {path.name}): a direct reference, size unknown")
-            continue
-        found.append(line)
-    return found, unknown
-
-
-def _declared_dependencies(project: Path, extras: str) -> tuple[list[str], bool]:
-    """(a local project's dependencies, with those of ``extras``, from its pyproject.toml; whether
-    that is all of them: False where they come from setup.py or are dynamic)."""
-    from torch_matrix.spec.parse import TOML_ERRORS, tomllib
-
-    try:
-        data = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, *TOML_ERRORS):
-        return [], False
-    table = data.get("project")
-    if not isinstance(table, dict):
-        return [], False
-    dynamic = table.get("dynamic") or []
-    found = [str(d) for d in table.get("dependencies") or [] if isinstance(d, str)]
-    optional = table.get("optional-dependencies") or {}
-    for extra in (e.strip() for e in extras.strip("[]").split(",") if e.strip()):
-        found += [str(d) for d in optional.get(extra) or [] if isinstance(d, str)]
-    self_name = str(table.get("name", ""))
-    # ``.[test]`` whose extra names the project again (``toyproj[dev]``) resolves through it.
-    found = [d for d in found if not _names(d, self_name)]
-    complete = "dependencies" not in dynamic and "optional-dependencies" not in dynamic
-    return found, complete
-
-
-def _names(requirement: str, project: str) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    try:
-        return canonicalize_name(Requirement(requirement).name) == canonicalize_name(project)
-    except InvalidRequirement:
-        return False
-
-
-def _local_wheel(path: Path) -> Wheel:
-    """A wheel file given by path: its size from ``stat``, unpacked from its zip directory."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from torch_matrix.edges.ranges import LocalZip, RangeReadError, unpacked_size
-
-    size = path.stat().st_size
-    try:
-        unpacked: int | None = unpacked_size(LocalZip(path))
-    except RangeReadError:
-        unpacked = None
-    try:
-        name, version, _build, _tags = parse_wheel_filename(path.name)
-        project, release = str(name), str(version)
-    except InvalidWheelFilename:
-        project, release = path.name, ""
-    return Wheel(project, release, path.name, size, unpacked)
-
-
-def cell_wheel_sets(
-    spec: Spec, cells: Sequence[Cell], environ: Mapping[str, str], workers: int = 8
-) -> dict[str, WheelSet]:
-    """Each cell's wheels, resolved from the index (cells with a plan note install nothing)."""
-    from torch_matrix.world.index import open_index
-    from torch_matrix.world.specfile import project_dir
-    from torch_matrix.world.wheelset import cell_wheels
-
-    indexes = {}
-    for variant in dict.fromkeys(c.variant for c in cells):
-        indexes[variant] = open_index(
-            spec.index, variant=variant or DEFAULT_VARIANT, environ=environ
-        )
-
-    base_dir = project_dir(spec)
-    items = {c.install: install_items_cost(c.install, base_dir) for c in cells if not c.plan_note}
-
-    def one(cell: Cell) -> WheelSet:
-        if cell.plan_note:
-            return WheelSet()
-        index = indexes[cell.variant]
-        extra = items[cell.install]
-        try:
-            found = cell_wheels(
-                [*cell.requirements, *extra.requirements], lambda _name: index, cell.python
-            )
-        except (UserError, OSError, ValueError) as error:
-            return WheelSet(unknown=(f"cannot size the cell: {error}", *extra.unknown))
-        return WheelSet((*found.wheels, *extra.wheels), (*found.unknown, *extra.unknown))
-
-    todo = [c for c in cells if not c.plan_note]
-    found: dict[str, WheelSet] = {c.id: WheelSet() for c in cells if c.plan_note}
-    if todo:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
-            found.update(zip([c.id for c in todo], pool.map(one, todo)))
-    return found
 
 
 def plan_cost(
@@ -535,3 +346,107 @@ def arriving_bytes(left: Sequence[Wheel], unpacked_so_far: int) -> int:
     if not size or not disk or unpacked_so_far <= 0:
         return 0
     return min(size, unpacked_so_far * size // disk)
+
+
+# ---------------------------------------------------------------- each session's side of the budget
+#
+# The first matrix cell sets the run's ``Keeper`` up (the plan's cost printed, a budget that cannot
+# hold the largest cell refused) and tells the prefetcher what fits ahead; each cell's install is
+# watched (bytes fetched) or refused (``not_run``: no evidence, never a finding); the follow-up
+# session keeps the same ledger and prints each follow-up cell's cost first (``cost_line``).
+
+KEEPER: list[Any] = []  # (Keeper, plan.cost.PlanCost): one per nox process
+
+
+def disk_keeper(
+    session: Any,
+    plan: MatrixPlan,
+    venvs_dir: Path,
+    environ: Mapping[str, str] = os.environ,
+    prefetcher: Any = None,
+) -> tuple[Keeper, PlanCost]:
+    """The run's disk budget, set up by its first cell: the plan's cost printed, a budget that cannot
+    hold the largest cell refused (``UserError``), what uv's cache holds of the plan's wheels now
+    recorded as the user's (never evicted). ``prefetcher`` (``run.prefetch``) is then told what fits
+    ahead."""
+    from torch_matrix.plan.cost import summary_lines
+    from torch_matrix.world.environment import uv_cache_dir
+
+    if not KEEPER:
+        assert plan.spec is not None  # a matrix cell's plan always has its spec
+        uv_cache = uv_cache_dir(environ)
+        cost = plan_cost(plan.spec, plan.cells, environ, uv_cache=uv_cache, venvs_dir=venvs_dir)
+        for line in summary_lines(cost):
+            session.log(f"cost: {line}")
+        refuse_unless_fits(cost)
+        keeper = Keeper(
+            cost.budget,
+            cost.budget_origin,
+            uv_cache,
+            Ledger(plan.run_dir / LEDGER_NAME),
+            log=session.log,
+        )
+        keeper.start({w.filename: w.disk for c in cost.cells for w in c.wheels})
+        KEEPER.append((keeper, cost))
+        if (
+            prefetcher is not None
+        ):  # the prefetch fetches a cell ahead only where the budget holds it
+            prefetcher.fits = lambda cell: keeper_ahead(keeper, cost, plan, cell, environ)
+    return KEEPER[0]
+
+
+def keeper_ahead(keeper: Any, cost: Any, plan: MatrixPlan, cell: Cell, environ: Any) -> str:
+    own = cost.cell(cell.id)
+    if own is None and plan.spec is not None:
+        own = followup_cost(plan.spec, cell, environ)
+    return keeper.ahead(own) if own is not None else ""
+
+
+def not_run(steps: Any, why: str) -> Any:
+    """``steps`` whose install does not run: the cell is recorded as not run, with ``why`` (an
+    install error, no evidence: never a finding)."""
+    import dataclasses
+
+    from torch_matrix.run.cellrun import CellSteps
+    from torch_matrix.vocab.records import INSTALL_ERROR, InstallOutcome
+
+    def refuse(*_args: Any, **_kwargs: Any) -> InstallOutcome:
+        return InstallOutcome(INSTALL_ERROR, (), why, 0)
+
+    return dataclasses.replace(steps or CellSteps(), install=refuse)
+
+
+def watched(steps: Any, cost: Any, uv_cache: str) -> Any:
+    """``steps`` whose install heartbeat says the bytes fetched and what is being fetched."""
+    import dataclasses
+
+    from torch_matrix.run.cellrun import CellSteps
+
+    return dataclasses.replace(steps or CellSteps(), install_progress=install_watch(cost, uv_cache))
+
+
+def followup_keeper(
+    session: Any, plan: MatrixPlan, envdir: Path, environ: Mapping[str, str] = os.environ
+) -> Any:
+    """The follow-up session's side of the run's disk budget (the same ledger as its matrix cells)."""
+    from torch_matrix.world.environment import uv_cache_dir
+
+    assert plan.spec is not None  # load_plan always sets it
+    uv_cache = uv_cache_dir(environ)
+    budget, origin = budget_of(plan.spec, environ, uv_cache or envdir)
+    return Keeper(budget, origin, uv_cache, Ledger(plan.run_dir / LEDGER_NAME), log=session.log)
+
+
+def budgeted(
+    session: Any, keeper: Keeper, own: CellCost | None, later: Iterable[str], steps: Any
+) -> tuple[Any, str]:
+    """A cell's ``steps`` held to the budget: refused (``not_run``, the reason warned) when ``own``
+    does not fit beside the wheels of the cells ``later`` (their filenames, kept for them), else
+    its install watched. Returns (the steps, why it was refused or "")."""
+    if own is None:
+        return steps, ""
+    why = keeper.room(own, later)
+    if why:
+        session.warn(why)
+        return not_run(steps, why), why
+    return watched(steps, own, keeper.uv_cache), ""

@@ -24,12 +24,18 @@ Bounded and never in the way:
 
 Only the pins are fetched (not the project's own install items), and not for a cell that
 installs a pair over its own requirement (``install = "override"``).
+
+What a session fetches ahead: ``queued_cells`` reads the cells after the running session from nox's
+command line (``run.selection``: nox's own queue is private); ``prefetch_steps`` gives each cell the
+``CellSteps`` whose probe phase starts fetching them (one ``Prefetcher`` per nox process, closed at
+exit). Off under ``-j`` and with ``TORCH_MATRIX_PREFETCH=0``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.edges import proc
+from torch_matrix.run.disk import free_bytes
+from torch_matrix.run.matrixplan import (
+    MatrixPlan,
+    is_complete,
+    redo_requested,
+    selected_cells,
+)
+from torch_matrix.vocab import layout
 from torch_matrix.vocab import settings as env_settings
 from torch_matrix.vocab.settings import BUDGET_ENV as BUDGET_ENV, PREFETCH_ENV as PREFETCH_ENV
 from torch_matrix.vocab.records import Cell
@@ -73,14 +87,6 @@ def fetch_command(
     return command[:at] + ["--target", str(target), "--quiet"] + command[at:]
 
 
-def free_bytes(path: str | os.PathLike[str]) -> int:
-    """Free space on the filesystem of ``path`` (or of its nearest existing parent)."""
-    where = Path(path)
-    while not where.exists() and where != where.parent:
-        where = where.parent
-    return shutil.disk_usage(where).free
-
-
 class Prefetcher:
     """One per run. ``ahead(cells)`` when a cell's probes start; ``close()`` at the end (idempotent)."""
 
@@ -111,7 +117,7 @@ class Prefetcher:
         self.start = start
         self.boost = boost
         # Whether a cell may be fetched ahead now ("" or why not): the run's disk budget
-        # (``run.budget.Keeper.ahead``), set once the run has one.
+        # (``run.disk.Keeper.ahead``), set once the run has one.
         self.fits: Callable[[Cell], str] | None = None
         self.queued: list[Cell] = []
         self.seen: set[str] = set()  # cell ids queued once this run (fetched, failed or skipped)
@@ -284,3 +290,95 @@ def hash_command(python: str, target: Path) -> list[str]:
     """``torch_matrix/probes/facts.py record TARGET``: the install check over a fetched target, which fills its
     memo of files hashed (the exit status says nothing of the files: only matches are remembered)."""
     return [python, "-I", str(probe_process.facts_script()), "record", str(target)]
+
+
+# ---------------------------------------------------------------- what a session fetches ahead
+
+PREFETCHER: list[Any] = []  # one Prefetcher per nox process (closed at exit)
+
+
+def queued_cells(
+    plan: MatrixPlan,
+    running: str,
+    posargs: Sequence[str],
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> list[Cell] | None:
+    """The matrix cells nox runs after the session named ``running``, in its order (those with a complete result are
+    skipped unless redone): the plan's cells as nox's command line (``argv``, default this
+    process's) selects them (``torch_matrix.run.selection``). None when that selection is not
+    one this tool can follow, or ``running`` is not in it (then nothing is fetched ahead)."""
+    chosen = selected_cells(plan, sys.argv[1:] if argv is None else argv, environ)
+    names = [layout.cell_session(cell.id) for cell in chosen or ()]
+    if running not in names:
+        return None
+    by_name = {layout.cell_session(cell.id): cell for cell in plan.cells}
+    after = names[names.index(running) + 1 :]
+    redo = redo_requested(posargs, environ)
+    return [
+        cell
+        for cell in (by_name[name] for name in after)
+        if not cell.plan_note
+        and plan.has_interpreter(cell)
+        and (redo or not is_complete(plan, cell))
+    ]
+
+
+def run_prefetcher(
+    session: Any,
+    index_config: Any,
+    python_for: Callable[[Cell], str],
+    venvs_dir: Path,
+    environ: Mapping[str, str] = os.environ,
+) -> Any:
+    """The run's one ``Prefetcher`` (closed at exit), or None when ``TORCH_MATRIX_PREFETCH=0``."""
+    import atexit
+
+    from torch_matrix.world.environment import base_env, uv_cache_dir
+
+    settings = settings_from(environ)
+    if settings.ahead <= 0:
+        return None
+    if not PREFETCHER:
+        prefetcher = Prefetcher(
+            settings,
+            cache_dir=uv_cache_dir(environ) or str(venvs_dir),
+            scratch=venvs_dir / f".torch-matrix-prefetch-{os.getpid()}",
+            index_config=index_config,
+            python_for=python_for,
+            env=base_env(),
+            log=session.log,
+        )
+        atexit.register(prefetcher.close)
+        PREFETCHER.append(prefetcher)
+    return PREFETCHER[0]
+
+
+def prefetch_steps(
+    session: Any, plan: MatrixPlan, venvs_dir: Path, environ: Mapping[str, str] = os.environ
+) -> Callable[[Cell, Sequence[Cell]], Any]:
+    """``steps(cell, first)``: the ``CellSteps`` for ``cell``, whose probe phase starts the prefetch of
+    what runs next: ``first`` (follow-up cells), then the next cells nox has queued. A fetch of
+    ``cell`` itself still under way is waited for (never two uv processes on the same downloads).
+    Off under ``-j`` (cells overlap there) and with ``TORCH_MATRIX_PREFETCH=0``."""
+    from torch_matrix.run.cellrun import CellSteps
+
+    if getattr(session, "parallel", False):
+        return lambda cell, first: None
+    prefetcher = run_prefetcher(
+        session, plan.planned_spec.index, plan.interpreter_for, venvs_dir, environ
+    )
+    if prefetcher is None:
+        return lambda cell, first: None
+
+    def steps(cell: Cell, first: Sequence[Cell]) -> Any:
+        prefetcher.claim(cell.id)
+
+        def starting(_running: Cell) -> None:
+            upcoming = queued_cells(plan, session.name, session.posargs, environ=environ)
+            if upcoming is not None:
+                prefetcher.ahead([*first, *upcoming])
+
+        return CellSteps(probes_starting=starting)
+
+    return steps

@@ -62,16 +62,9 @@ from torch_matrix.run.matrixplan import (
     redo_requested,
     refresh_targets,
 )
-from torch_matrix.run.fetchahead import prefetch_steps, queued_cells, run_prefetcher
-from torch_matrix.run.diskkeeper import (
-    cost_line,
-    disk_keeper,
-    followup_cost,
-    followup_keeper,
-    not_run,
-    remove_venv,
-    watched,
-)
+from torch_matrix.run.prefetch import PREFETCHER, prefetch_steps, queued_cells, run_prefetcher
+from torch_matrix.run.disk import budgeted, disk_keeper, followup_keeper, remove_venv
+from torch_matrix.run.sizing import cost_line, followup_cost
 
 if TYPE_CHECKING:
     from torch_matrix.run.cellrun import CellSettings
@@ -104,12 +97,33 @@ def gpu_list(environ: Mapping[str, str] = os.environ) -> list[str]:
     return list(env_settings.read(environ, GPUS_ENV))
 
 
-def run_matrix_cell(
-    session: Any, plan: MatrixPlan, cell: Cell, environ: Mapping[str, str] = os.environ
-) -> None:
-    """The body of one ``matrix(<cell-id>)`` session."""
-    from torch_matrix.run.cellrun import CellSettings, run_cell
+def _cell_settings(
+    plan: MatrixPlan, cell: Cell, venv: Path, position: int, environ: Mapping[str, str]
+) -> CellSettings:
+    """What one matrix cell runs with: its spec's probes and index, the settings of the environment."""
+    from torch_matrix.run.cellrun import CellSettings
     from torch_matrix.world.specfile import project_dir
+
+    return CellSettings(
+        cells_dir=plan.cells_dir,
+        work_dir=venv / "torch-matrix",
+        index_config=plan.planned_spec.index,
+        fingerprint=plan.fingerprint(cell),
+        probe_dirs=tuple(plan.planned_spec.probes.dirs),
+        probe_commands=dict(plan.planned_spec.probes.commands),
+        probe_timeout_s=plan.planned_spec.probes.timeout,
+        probe_grace_s=env_settings.read(environ, GRACE_ENV),
+        retry_backoff_s=env_settings.read(environ, BACKOFF_ENV),
+        position=position,
+        total=len(plan.cells),
+        project_dir=project_dir(plan.planned_spec),
+        probe_reruns=probe_reruns(environ),
+        targets=plan.planned_spec.targets,
+    )
+
+
+def _say_verdict(session: Any, cell: Cell, result: Any) -> None:
+    """The cell's verdict as nox's last line of the session: an error only for no evidence."""
     from torch_matrix.judge.verdict import (
         COMPATIBLE,
         ENVIRONMENT,
@@ -117,6 +131,27 @@ def run_matrix_cell(
         NO_EVIDENCE,
         verdict_of,
     )
+
+    verdict = verdict_of(result)
+    # nox prints it as it is: a probe's message can hold anything
+    reason = terminal(verdict.reason.strip())
+    if verdict.kind == NO_EVIDENCE:
+        session.error(f"{cell.id}: ERROR (no evidence): {reason}")
+    if verdict.kind == INCOMPATIBLE:
+        session.warn(f"{cell.id}: INCOMPATIBLE: {reason}")
+    elif verdict.kind == ENVIRONMENT:
+        session.warn(f"{cell.id}: ENVIRONMENT (advice, not a version finding): {reason}")
+    elif verdict.kind == COMPATIBLE:
+        session.log(f"{cell.id}: compatible")
+    else:
+        session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+
+
+def run_matrix_cell(
+    session: Any, plan: MatrixPlan, cell: Cell, environ: Mapping[str, str] = os.environ
+) -> None:
+    """The body of one ``matrix(<cell-id>)`` session."""
+    from torch_matrix.run.cellrun import run_cell
 
     if not getattr(session, "parallel", False):
         with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
@@ -136,22 +171,7 @@ def run_matrix_cell(
     position = plan.cells.index(cell) + 1 if cell in plan.cells else 0
     venv = Path(session.virtualenv.location)
     warn_if_uv_cannot_hardlink(session, venv.parent, environ)
-    settings = CellSettings(
-        cells_dir=plan.cells_dir,
-        work_dir=venv / "torch-matrix",
-        index_config=plan.planned_spec.index,
-        fingerprint=plan.fingerprint(cell),
-        probe_dirs=tuple(plan.planned_spec.probes.dirs),
-        probe_commands=dict(plan.planned_spec.probes.commands),
-        probe_timeout_s=plan.planned_spec.probes.timeout,
-        probe_grace_s=env_settings.read(environ, GRACE_ENV),
-        retry_backoff_s=env_settings.read(environ, BACKOFF_ENV),
-        position=position,
-        total=len(plan.cells),
-        project_dir=project_dir(plan.planned_spec),
-        probe_reruns=probe_reruns(environ),
-        targets=plan.planned_spec.targets,
-    )
+    settings = _cell_settings(plan, cell, venv, position, environ)
     venv_python = str(venv / "bin" / "python")
     with claim_gpu(gpu_list(environ), plan.results_root / layout.GPU_LOCKS_DIR, position) as device:
         if device is not None:
@@ -159,17 +179,14 @@ def run_matrix_cell(
             session.log(f"{cell.id}: using GPU {device}")
         try:
             steps = prefetch_steps(session, plan, venv.parent, environ)
-            keeper, cost = disk_keeper(session, plan, venv.parent, environ)
+            prefetcher = PREFETCHER[0] if PREFETCHER else None
+            keeper, cost = disk_keeper(session, plan, venv.parent, environ, prefetcher)
             own = cost.cell(cell.id)
             running = getattr(session, "name", "")  # the cells nox runs after this one
             later = queued_cells(plan, running, session.posargs, environ=environ) or []
-            why = keeper.room(own, cost.wheels_of(c.id for c in later)) if own else ""
-            cell_steps = steps(cell, ())
-            if why:
-                session.warn(why)
-                cell_steps = not_run(cell_steps, why)
-            elif own is not None:
-                cell_steps = watched(cell_steps, own, keeper.uv_cache)
+            cell_steps, why = budgeted(
+                session, keeper, own, cost.wheels_of(c.id for c in later), steps(cell, ())
+            )
             result = run_cell(cell, venv_python, settings, cell_steps)
             if not why:
                 followed = run_counterfactuals(
@@ -188,19 +205,7 @@ def run_matrix_cell(
             cell_failed(session, plan, cell, error.render())
         except WriteFailed as error:  # the budget's ledger on a full results disk: one line
             cell_failed(session, plan, cell, error.user_error().render())
-    verdict = verdict_of(result)
-    # nox prints it as it is: a probe's message can hold anything
-    reason = terminal(verdict.reason.strip())
-    if verdict.kind == NO_EVIDENCE:
-        session.error(f"{cell.id}: ERROR (no evidence): {reason}")
-    if verdict.kind == INCOMPATIBLE:
-        session.warn(f"{cell.id}: INCOMPATIBLE: {reason}")
-    elif verdict.kind == ENVIRONMENT:
-        session.warn(f"{cell.id}: ENVIRONMENT (advice, not a version finding): {reason}")
-    elif verdict.kind == COMPATIBLE:
-        session.log(f"{cell.id}: compatible")
-    else:
-        session.warn(f"{cell.id}: UNSATISFIABLE (not a finding): {reason}")
+    _say_verdict(session, cell, result)
 
 
 def in_light_of(result: Any, followed: Sequence[Any]) -> tuple[Any, str]:
@@ -280,24 +285,149 @@ def run_counterfactuals(
     return results
 
 
+def _checked_redo(session: Any, plan: MatrixPlan) -> list[str]:
+    """The ``--redo`` ids, every one checked before anything is touched: a follow-up cell's, with a
+    result to redo. A redone result is never deleted: the planner is shown the results without it
+    (so it plans that cell again), and the rerun overwrites the file."""
+    from torch_matrix.plan.followups import is_followup_id
+
+    redo_ids = redo_cells(session.posargs)
+    for cell_id in redo_ids:
+        if not is_followup_id(cell_id):  # a matrix cell: the planner would never plan it again
+            raise UserError(
+                f"--redo {cell_id} is a matrix cell, not a follow-up cell",
+                "posargs",
+                hint=f"rerun it with `{layout.repro_command(cell_id)}`",
+            )
+        if not layout.cell_file(plan.cells_dir, cell_id).is_file():
+            raise UserError(
+                f"no result of the cell {cell_id} to redo",
+                str(plan.cells_dir),
+                hint="pass a follow-up cell's id as the report's rerun line prints it",
+            )
+    return redo_ids
+
+
+class _Followups:
+    """The follow-up session's state between the planner's calls: each cell run in a venv of its own
+    (its wheels fetched ahead, held to the disk budget), the results the planner reads, the cells
+    planned after the running one, and the ``--redo`` ids not yet rerun."""
+
+    def __init__(
+        self,
+        session: Any,
+        plan: MatrixPlan,
+        base: CellSettings,
+        suite: str,
+        redo: Sequence[str],
+        argv: Sequence[str],
+        environ: Mapping[str, str],
+    ) -> None:
+        from torch_matrix.run.pipeline import wanted_pythons
+        from torch_matrix.world.interpreters import find_interpreters
+
+        self.session = session
+        self.plan = plan
+        self.spec = plan.planned_spec
+        self.base = base
+        self.suite = suite
+        self.environ = environ
+        self.pending_redo = set(redo)
+        self.following: list[Cell] = []
+        self.interpreters = find_interpreters(
+            wanted_pythons(self.spec), self.spec.interpreters, environ
+        )
+        envdir = envdir_of(argv)
+        # While a follow-up cell runs its probes, the wheels of those planned after it are fetched.
+        self.prefetcher = run_prefetcher(session, self.spec.index, self.python_for, envdir, environ)
+        self.keeper = followup_keeper(session, plan, envdir, environ)
+        if self.prefetcher is not None:
+            self.prefetcher.fits = self.fits
+
+    def python_for(self, cell: Cell) -> str:
+        interpreter = self.interpreters.get(cell.python)
+        return interpreter.path if interpreter else sys.executable
+
+    def fits(self, cell: Cell) -> str:
+        own = followup_cost(self.spec, cell, self.environ)
+        return self.keeper.ahead(own) if own is not None else ""
+
+    def upcoming(self, cells: Sequence[Cell]) -> None:
+        self.following[:] = cells
+
+    def load(self) -> list[Any]:
+        """The results the planner reads. A follow-up result of older probes or another index (its
+        fingerprint differs) is not evidence: left out, its cell is planned again and rerun, like
+        a grid cell would be."""
+        from torch_matrix.world.results import load_results
+
+        index = self.spec.index.to_json()
+        return [
+            r
+            for r in load_results(self.plan.run_dir).results
+            if r.cell.id not in self.pending_redo
+            and (not r.cell.is_followup or r.fingerprint == r.cell.fingerprint(index, self.suite))
+        ]
+
+    def run(self, cell: Cell, position: int) -> None:
+        import dataclasses
+
+        from torch_matrix.judge.verdict import verdict_of
+        from torch_matrix.plan.counterfactual import counterfactual_of
+        from torch_matrix.run.cellrun import CellSteps
+        from torch_matrix.run.followups import run_in_own_venv
+        from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL
+        from torch_matrix.world.results import has_complete_result, read_result
+
+        cells_dir = self.plan.cells_dir
+        settings = dataclasses.replace(
+            self.base,
+            fingerprint=cell.fingerprint(self.spec.index.to_json(), self.suite),
+            position=position,
+        )
+        followed = None
+        if cell.origin == ORIGIN_COUNTERFACTUAL:  # run here only when the cell's session could not
+            followed = read_result(layout.cell_file(cells_dir, counterfactual_of(cell.id)))
+        steps = None
+        if self.prefetcher is not None:
+            self.prefetcher.claim(cell.id)
+            after = list(self.following)
+            prefetcher = self.prefetcher
+            steps = CellSteps(probes_starting=lambda _running: prefetcher.ahead(after))
+        own = followup_cost(self.spec, cell, self.environ)
+        if own is not None and not has_complete_result(cells_dir, cell, settings.fingerprint):
+            self.session.log(f"{cell.id}: {cell.origin} cell: {cost_line(own)}")
+            steps, _why = budgeted(self.session, self.keeper, own, (), steps)
+        venv = self.base.work_dir / f"followup-{cell.id}"
+        result, resumed = run_in_own_venv(
+            cell,
+            settings,
+            self.python_for(cell),
+            venv,
+            redo=cell.id in self.pending_redo,
+            base=followed,
+            steps=steps,
+        )
+        self.pending_redo.discard(cell.id)
+        if own is not None:
+            self.keeper.record(own)
+        remove_venv(venv, self.environ, lambda line: self.session.log(f"{cell.id}: {line}"))
+        self.session.log(
+            f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}"
+            + (" [resumed]" if resumed else "")
+        )
+
+
 def run_followups_session(
     session: Any, argv: Sequence[str] = sys.argv, environ: Mapping[str, str] = os.environ
 ) -> Any:
     """The body of ``nox -s followups`` (queued by every matrix cell, before the report): the
     follow-up cells the run's results call for (``torch_matrix.plan.followups``), each in a venv of its
     own under the env dir, until none is left or the cap is spent; prints what they cost."""
-    import dataclasses
-
-    from torch_matrix.judge.verdict import verdict_of
-    from torch_matrix.plan.followups import cap_from, is_followup_id
-    from torch_matrix.run.cellrun import CellSettings, CellSteps
-    from torch_matrix.run.followups import IndexView, run_followups, run_in_own_venv
-    from torch_matrix.run.pipeline import wanted_pythons
-    from torch_matrix.world.interpreters import find_interpreters
+    from torch_matrix.plan.followups import cap_from
+    from torch_matrix.run.cellrun import CellSettings
+    from torch_matrix.run.followups import IndexView, run_followups
     from torch_matrix.world.probesuite import suite_digest
-    from torch_matrix.plan.counterfactual import counterfactual_of
-    from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL
-    from torch_matrix.world.results import has_complete_result, load_results, read_result
     from torch_matrix.world.specfile import project_dir
 
     try:
@@ -312,31 +442,12 @@ def run_followups_session(
         held_env = environ if isinstance(environ, MutableMapping) else dict(environ)
         locks.hold(plan.run_dir, "results directory", held_env)
         locks.hold(envdir_of(argv), "nox env dir (--envdir)", held_env)
-        # Every --redo id is checked before anything is touched; a redone result is never deleted:
-        # the planner is shown the results without it (so it plans that cell again), and the rerun
-        # overwrites the file. One the planner does not plan again keeps its result, and says so.
-        redo_ids = redo_cells(session.posargs)
-        for cell_id in redo_ids:
-            if not is_followup_id(cell_id):  # a matrix cell: the planner would never plan it again
-                raise UserError(
-                    f"--redo {cell_id} is a matrix cell, not a follow-up cell",
-                    "posargs",
-                    hint=f"rerun it with `{layout.repro_command(cell_id)}`",
-                )
-            if not layout.cell_file(plan.cells_dir, cell_id).is_file():
-                raise UserError(
-                    f"no result of the cell {cell_id} to redo",
-                    str(plan.cells_dir),
-                    hint="pass a follow-up cell's id as the report's rerun line prints it",
-                )
-        pending_redo = set(redo_ids)
-        interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
-        suite = suite_digest(spec)
-        envdir = envdir_of(argv)
+        # One the planner does not plan again keeps its result, and says so.
+        redo_ids = _checked_redo(session, plan)
         cap = cap_from(environ, spec.followups)
         base = CellSettings(
             cells_dir=plan.cells_dir,
-            work_dir=envdir,
+            work_dir=envdir_of(argv),
             index_config=spec.index,
             probe_dirs=tuple(spec.probes.dirs),
             probe_commands=dict(spec.probes.commands),
@@ -347,86 +458,11 @@ def run_followups_session(
             project_dir=project_dir(spec),
             probe_reruns=probe_reruns(environ),
         )
-
-        def python_for(cell: Cell) -> str:
-            interpreter = interpreters.get(cell.python)
-            return interpreter.path if interpreter else sys.executable
-
-        # While a follow-up cell runs its probes, the wheels of those planned after it are fetched.
-        prefetcher = run_prefetcher(session, spec.index, python_for, envdir, environ)
-        keeper = followup_keeper(session, plan, envdir, environ)
-        if prefetcher is not None:
-
-            def fits(cell: Cell) -> str:
-                own = followup_cost(spec, cell, environ)
-                return keeper.ahead(own) if own is not None else ""
-
-            prefetcher.fits = fits
-        following: list[Cell] = []
-
-        def run(cell: Cell, position: int) -> None:
-            settings = dataclasses.replace(
-                base, fingerprint=cell.fingerprint(spec.index.to_json(), suite), position=position
-            )
-            followed = None
-            if (
-                cell.origin == ORIGIN_COUNTERFACTUAL
-            ):  # run here only when the cell's session could not
-                followed = read_result(layout.cell_file(plan.cells_dir, counterfactual_of(cell.id)))
-            steps = None
-            if prefetcher is not None:
-                prefetcher.claim(cell.id)
-                after = list(following)
-                steps = CellSteps(probes_starting=lambda _running: prefetcher.ahead(after))
-            own = followup_cost(spec, cell, environ)
-            why = ""
-            if own is not None and not has_complete_result(
-                plan.cells_dir, cell, settings.fingerprint
-            ):
-                session.log(f"{cell.id}: {cell.origin} cell: {cost_line(own)}")
-                why = keeper.room(own, ())
-                if why:
-                    session.warn(why)
-                    steps = not_run(steps, why)
-                else:
-                    steps = watched(steps, own, keeper.uv_cache)
-            venv = envdir / f"followup-{cell.id}"
-            result, resumed = run_in_own_venv(
-                cell,
-                settings,
-                python_for(cell),
-                venv,
-                redo=cell.id in pending_redo,
-                base=followed,
-                steps=steps,
-            )
-            pending_redo.discard(cell.id)
-            if own is not None:
-                keeper.record(own)
-            remove_venv(venv, environ, lambda line: session.log(f"{cell.id}: {line}"))
-            session.log(
-                f"{cell.id}: {cell.origin} cell: {verdict_of(result).kind}"
-                + (" [resumed]" if resumed else "")
-            )
-
-        def load() -> list[Any]:
-            # A follow-up result of older probes or another index (its fingerprint differs) is not
-            # evidence: left out, its cell is planned again and rerun, like a grid cell would be.
-            return [
-                r
-                for r in load_results(plan.run_dir).results
-                if r.cell.id not in pending_redo
-                and (
-                    not r.cell.is_followup
-                    or r.fingerprint == r.cell.fingerprint(spec.index.to_json(), suite)
-                )
-            ]
-
-        def upcoming(cells: Sequence[Cell]) -> None:
-            following[:] = cells
-
-        spent = run_followups(load, IndexView(spec, environ), run, cap, session.log, upcoming)
-        for cell_id in sorted(pending_redo):
+        runs = _Followups(session, plan, base, suite_digest(spec), redo_ids, argv, environ)
+        spent = run_followups(
+            runs.load, IndexView(spec, environ), runs.run, cap, session.log, runs.upcoming
+        )
+        for cell_id in sorted(runs.pending_redo):
             session.warn(
                 console.warning_line(
                     f"--redo {cell_id}: the follow-up planner did not plan this cell again (the "

@@ -230,6 +230,50 @@ def find_pins(
             [],
             None,
         )
+    candidates = _candidates(grid, remaining, pinnable, conditions, pure)
+    answers, atoms_of = _offered(grid, candidates, pure, pairs, policy)
+    ranked = sorted(answers.values(), key=_rank_key)
+    safe = next(answer for answer in ranked if answer.expressible)
+    diagnosis = None if ranked[0].expressible else ranked[0]
+    tradeoffs, traded = find_tradeoffs(grid, safe, diagnosis, packages, policy)
+    kept = _unexplained(grid, atoms_of.get(id(safe), ()), tradeoffs, traded)
+    if kept is not None:
+        lean = _answer(grid, safe.label, kept, pairs, policy)[0]
+        lean_tradeoffs, lean_traded = find_tradeoffs(grid, lean, diagnosis, packages, policy)
+        if (
+            lean_traded is not None
+            and set(lean_traded.unresolved) <= set(traded.unresolved if traded else ())
+            and not _explained_by_tradeoff(grid, kept, lean_tradeoffs, lean_traded)
+            and {t.line() for t in lean_tradeoffs if t.rank == 1}
+            == {t.line() for t in tradeoffs if t.rank == 1}
+        ):
+            tradeoffs, traded = lean_tradeoffs, lean_traded
+    return ranked, tradeoffs, traded
+
+
+def _unexplained(
+    grid: _Grid, atoms: Sequence[Atom], tradeoffs: Sequence[Tradeoff], traded: Answer | None
+) -> list[Atom] | None:
+    """``atoms`` less those the pinned trade-off explains, or None when it explains none. A release
+    of the axis under test seen only in failing pairs that the pinned trade-off on the incidental
+    dependency already excludes (torch 1.13.0 tested only with numpy 2, next to numpy<2): the
+    dependency explains its failure, so it is not excluded again."""
+    redundant = _explained_by_tradeoff(grid, atoms, tradeoffs, traded)
+    if not redundant:
+        return None
+    return [atom for atom in atoms if atom not in redundant]
+
+
+def _candidates(
+    grid: _Grid,
+    remaining: int,
+    pinnable: Sequence[str],
+    conditions: Sequence[str],
+    pure: list[Atom],
+) -> list[tuple[str, list[Atom] | None]]:
+    """Each way to exclude the ``remaining`` bad cells, labelled: blame one axis (alone or scoped by
+    another), the greedy covers (PEP 508 only, or any condition), the cover that loses no good cell.
+    ``None``: that way finds no cover."""
     candidates: list[tuple[str, list[Atom] | None]] = []
     for axis in pinnable:
         candidates.append((f"blame {axis} alone", _blame_one(grid, remaining, axis)))
@@ -263,6 +307,19 @@ def find_pins(
             _free_cover(grid, remaining, expressible),
         )
     )
+    return candidates
+
+
+def _offered(
+    grid: _Grid,
+    candidates: Sequence[tuple[str, list[Atom] | None]],
+    pure: list[Atom],
+    pairs: Mapping[Version, set[Version]],
+    policy: PinPolicy,
+) -> tuple[dict[tuple[Any, ...], Answer], dict[int, tuple[Atom, ...]]]:
+    """The answers worth offering, the best per (unresolved, expressible), each with its atoms (by
+    ``id`` of the answer): never one that excludes a version seen working, nor one whose rounding
+    admitted a bad cell; always one expressible (the pure failures alone)."""
     # Candidates with the same atoms give the same pins: build each once, under its best label.
     distinct: dict[tuple[Atom, ...], str] = {}
     for label, atoms in candidates:
@@ -285,27 +342,7 @@ def find_pins(
         fallback = _answer(grid, "exclude failing versions", pure, pairs, policy)[0]
         answers[((), True)] = fallback
         atoms_of[id(fallback)] = tuple(pure)
-    ranked = sorted(answers.values(), key=_rank_key)
-    safe = next(answer for answer in ranked if answer.expressible)
-    diagnosis = None if ranked[0].expressible else ranked[0]
-    tradeoffs, traded = find_tradeoffs(grid, safe, diagnosis, packages, policy)
-    redundant = _explained_by_tradeoff(grid, atoms_of.get(id(safe), ()), tradeoffs, traded)
-    if redundant:
-        # A release of the axis under test seen only in failing pairs that the pinned trade-off on the
-        # incidental dependency already excludes (torch 1.13.0 tested only with numpy 2, next to
-        # numpy<2): the dependency explains its failure, so it is not excluded again.
-        kept = [atom for atom in atoms_of[id(safe)] if atom not in redundant]
-        lean = _answer(grid, safe.label, kept, pairs, policy)[0]
-        lean_tradeoffs, lean_traded = find_tradeoffs(grid, lean, diagnosis, packages, policy)
-        if (
-            lean_traded is not None
-            and set(lean_traded.unresolved) <= set(traded.unresolved if traded else ())
-            and not _explained_by_tradeoff(grid, kept, lean_tradeoffs, lean_traded)
-            and {t.line() for t in lean_tradeoffs if t.rank == 1}
-            == {t.line() for t in tradeoffs if t.rank == 1}
-        ):
-            tradeoffs, traded = lean_tradeoffs, lean_traded
-    return ranked, tradeoffs, traded
+    return answers, atoms_of
 
 
 def _explained_by_tradeoff(

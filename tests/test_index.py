@@ -362,3 +362,27 @@ def test_whole_wheel_only_where_the_server_has_no_ranges(tmp_path):
     )
     assert [str(r) for r in index.requires_dist("torchvision", "0.11.3")] == ["torch==1.10.2"]
     assert asked[-2:] == [url + ".metadata", url]
+
+
+def test_a_cached_file_reads_back_whole_and_a_newer_tools_keys_are_left_out():
+    """``DistFile.from_json`` reads a cached listing field by field (issue 46: thousands of files
+    in a warm ``nox -l``): every field round-trips, so a field added to DistFile must be read too."""
+    import dataclasses
+
+    from torch_matrix.world.listings import DistFile
+
+    values = {
+        "filename": "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl",
+        "url": "https://files.example/torch.whl",
+        "version": "2.5.1",
+        "requires_python": ">=3.9",
+        "tags": ("cp311-cp311-manylinux1_x86_64",),
+        "yanked": True,
+        "has_metadata": True,
+        "size": 906_000_000,
+    }
+    assert set(values) == {f.name for f in dataclasses.fields(DistFile)}
+    original = DistFile(**values)
+    assert DistFile.from_json({**original.to_json(), "added_later": 1}) == original
+    minimal = DistFile.from_json({"filename": "a-1.tar.gz", "url": "u", "version": "1"})
+    assert minimal == DistFile("a-1.tar.gz", "u", "1")

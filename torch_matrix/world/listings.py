@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -52,10 +52,18 @@ class DistFile:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DistFile:
-        # Keys a newer torch-matrix wrote into the shared cache are left out, not an error.
-        known = {f.name for f in fields(cls)} - {"tags"}
+        # Keys a newer torch-matrix wrote into the shared cache are left out, not an error. Field
+        # by field (a warm plan reads thousands of cached files: no per-file filtering).
+        get = data.get
         return cls(
-            **{k: v for k, v in data.items() if k in known}, tags=tuple(data.get("tags", ()))
+            filename=data["filename"],
+            url=data["url"],
+            version=data["version"],
+            requires_python=get("requires_python", ""),
+            tags=tuple(get("tags", ())),
+            yanked=get("yanked", False),
+            has_metadata=get("has_metadata", False),
+            size=get("size"),
         )
 
 

@@ -19,6 +19,10 @@ import urllib.parse
 import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+
+from torch_matrix.edges import httpget
+from torch_matrix.vocab.sizes import format_size
 
 from torch_matrix.edges.zipdir import (
     TAIL_BYTES,
@@ -30,7 +34,11 @@ from torch_matrix.edges.zipdir import (
     parse_directory,
 )
 
-HTTP_TIMEOUT_S = 30.0
+# What a wheel may claim before it is "not read": far above any real wheel (torch's directory is
+# about 1 MB; its METADATA, CUDAConfig.h and version.py a few kB each), far below the memory a
+# plan can spend. A member is inflated no further than its limit, whatever its directory says.
+MAX_DIRECTORY_BYTES = 64_000_000
+MAX_MEMBER_BYTES = 16_000_000
 USER_AGENT = "torch-matrix (reading a wheel's build facts; +https://github.com/)"
 
 
@@ -47,27 +55,42 @@ RangeFetch = Callable[[str, str], "tuple[int, bytes, int]"]
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
-def http_range(url: str, wanted: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[int, bytes, int]:
-    """GET one range of ``url``; raises ``RangesUnsupported`` when the answer is not a 206."""
+def http_range(url: str, wanted: str, timeout: float | None = None) -> tuple[int, bytes, int]:
+    """GET one range of ``url``; raises ``RangesUnsupported`` when the answer is not a 206. At
+    most the bytes asked for are read, within one read's deadline (``edges.httpget``)."""
     import urllib.error  # imported here: a warm plan never needs http
-    import urllib.request
 
-    request = urllib.request.Request(url, headers={"Range": wanted, "User-Agent": USER_AGENT})
+    found: list[re.Match[str]] = []
+
+    def partial_only(response: Any) -> None:
+        match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
+        if response.status != 206 or match is None:  # the whole file is coming: do not read it
+            raise RangesUnsupported(
+                f"{_host(url)} answered a range request with HTTP {response.status} and no "
+                "Content-Range: it does not serve ranges"
+            )
+        found.append(match)
+
+    headers = {"Range": wanted, "User-Agent": USER_AGENT}
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            found = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
-            if response.status != 206 or found is None:  # the whole file is coming: do not read it
-                raise RangesUnsupported(
-                    f"{_host(url)} answered a range request with HTTP {response.status} and no "
-                    "Content-Range: it does not serve ranges"
-                )
-            return int(found.group(1)), response.read(), int(found.group(3))
+        answer = httpget.get(
+            url, headers, _asked(wanted), "a range", before_body=partial_only, deadline_s=timeout
+        )
     except urllib.error.HTTPError as error:
         if error.code == 416:
             raise RangesUnsupported(f"{_host(url)} refused a range request (HTTP 416)") from None
         raise RangeReadError(f"HTTP {error.code} from {url}") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise RangeReadError(f"cannot reach {url}: {getattr(error, 'reason', error)}") from None
+    except httpget.ReadFailed as error:
+        raise RangeReadError(str(error)) from None
+    return int(found[0].group(1)), answer.body, int(found[0].group(3))
+
+
+def _asked(wanted: str) -> int:
+    """How many bytes ``bytes=A-B`` or ``bytes=-N`` asks for: the most a range answer may hold."""
+    first, _dash, last = wanted.removeprefix("bytes=").partition("-")
+    if not first:
+        return int(last)
+    return int(last) - int(first) + 1
 
 
 def _host(url: str) -> str:
@@ -115,6 +138,11 @@ class RemoteZip:
                     found = find_directory(tail, tail_start)
                     if not isinstance(found, Directory):
                         raise ZipFormatError("the zip64 end record was not found where it says")
+                if found.size > MAX_DIRECTORY_BYTES:
+                    raise RangeReadError(
+                        f"{self.url}: its central directory claims {format_size(found.size)}, "
+                        f"over the limit of {format_size(MAX_DIRECTORY_BYTES)}: not read"
+                    )
                 if found.offset >= tail_start:  # a small zip: its directory is in the tail
                     at = found.offset - tail_start
                     directory = tail[at : at + found.size]
@@ -130,9 +158,10 @@ class RemoteZip:
         member = self.members().get(name)
         if member is None:
             return None
+        _within_limit(self.url, member.name, member.size, member.compressed_size)
         start, length = member.span()
         try:
-            return member_data(member, self._range(start, length))
+            return member_data(member, self._range(start, length), MAX_MEMBER_BYTES)
         except ZipFormatError as error:
             raise RangeReadError(f"{self.url}: {error}") from None
 
@@ -161,9 +190,28 @@ class LocalZip:
     def read(self, name: str) -> bytes | None:
         try:
             with zipfile.ZipFile(self.path) as archive:
-                return archive.read(name) if name in archive.NameToInfo else None
+                return read_member(archive, name, self.url) if name in archive.NameToInfo else None
         except (OSError, zipfile.BadZipFile) as error:
             raise RangeReadError(f"{self.path}: not a readable wheel: {error}") from None
+
+
+def _within_limit(url: str, name: str, size: int, compressed: int) -> None:
+    if max(size, compressed) > MAX_MEMBER_BYTES:
+        raise RangeReadError(
+            f"{url}: {name} claims {format_size(max(size, compressed))}, over the limit of "
+            f"{format_size(MAX_MEMBER_BYTES)} for one member: not read"
+        )
+
+
+def read_member(archive: zipfile.ZipFile, name: str, url: str) -> bytes:
+    """One member of a local (or wholly fetched) zip, inflated no further than
+    ``MAX_MEMBER_BYTES``: a ``RangeReadError`` naming ``url`` and the limit past it."""
+    info = archive.getinfo(name)
+    _within_limit(url, name, info.file_size, info.compress_size)
+    with archive.open(info) as member:
+        data = member.read(MAX_MEMBER_BYTES + 1)
+    _within_limit(url, name, len(data), 0)
+    return data
 
 
 def metadata_name(members: Iterable[str]) -> str | None:

@@ -136,9 +136,10 @@ def parse_directory(data: bytes) -> dict[str, Member]:
     return members
 
 
-def member_data(member: Member, chunk: bytes) -> bytes:
+def member_data(member: Member, chunk: bytes, limit: int) -> bytes:
     """The member's content from ``chunk`` (the bytes of ``member.span()``), inflated and checked
-    against the directory's CRC-32 and size."""
+    against the directory's CRC-32 and size; never inflated past its stated size or ``limit``
+    (a zip bomb whose directory understates it stops there)."""
     if len(chunk) < LOCAL_SIZE or chunk[:4] != LOCAL_SIGNATURE:
         raise ZipFormatError(f"{member.name}: no local file header where the directory says")
     name_len, extra_len = struct.unpack("<HH", chunk[26:30])
@@ -149,8 +150,9 @@ def member_data(member: Member, chunk: bytes) -> bytes:
     if member.method == STORED:
         data = raw
     elif member.method == DEFLATED:
+        most = min(member.size, limit) + 1
         try:
-            data = zlib.decompress(raw, -15)
+            data = zlib.decompressobj(-15).decompress(raw, most)
         except zlib.error as error:
             raise ZipFormatError(f"{member.name}: cannot inflate: {error}") from None
     else:

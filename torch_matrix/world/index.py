@@ -31,6 +31,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from torch_matrix.edges import httpget
 from torch_matrix.edges.console import warn_once
 from torch_matrix.edges.ranges import (
     RangeFetch,
@@ -39,6 +40,7 @@ from torch_matrix.edges.ranges import (
     RemoteZip,
     http_range,
     metadata_name,
+    read_member,
 )
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.spec.model import PYPI_SIMPLE, IndexConfig
@@ -52,8 +54,9 @@ from torch_matrix.world.listings import (
 )
 from torch_matrix.world.wheeltarget import WheelTarget, wheel_fits
 
-HTTP_TIMEOUT_S = 30.0
 MAX_WHEEL_BYTES = 64 * 1024 * 1024  # only to read METADATA when the index serves no .metadata
+MAX_PAGE_BYTES = 64 * 1024 * 1024  # a listing or a .metadata file (PyPI's torch page: ~1 MB)
+MAX_SDIST_BYTES = 512 * 1024 * 1024  # an ecosystem project's source archive
 ACCEPT = (
     "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
     "text/html;q=0.01"
@@ -76,27 +79,26 @@ class NotCached(Exception):
 # ---------------------------------------------------------------- helpers
 
 
-def http_fetch(url: str, accept: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[str, bytes] | None:
-    """GET over http(s). None for 404/410 (the project or file is not there)."""
+def http_fetch(url: str, accept: str) -> tuple[str, bytes] | None:
+    """GET over http(s), bounded (``edges.httpget``: a cap, one deadline, a retry on a cut body).
+    None for 404/410 (the project or file is not there)."""
     import urllib.error  # imported here: a warm run never needs http, ssl or email
-    import urllib.request
 
-    request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": USER_AGENT})
+    if url.endswith(".whl"):
+        limit, what = MAX_WHEEL_BYTES, "a wheel read whole"
+    elif url.endswith((".tar.gz", ".zip")):
+        limit, what = MAX_SDIST_BYTES, "a source archive"
+    else:
+        limit, what = MAX_PAGE_BYTES, "a page"
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            length = response.headers.get("Content-Length")
-            if length and int(length) > MAX_WHEEL_BYTES and url.endswith(".whl"):
-                raise IndexUnavailable(
-                    f"{url}: {int(length)} bytes is too large to read metadata from"
-                )
-            return response.headers.get("Content-Type", ""), response.read()
+        answer = httpget.get(url, {"Accept": accept, "User-Agent": USER_AGENT}, limit, what)
     except urllib.error.HTTPError as error:
         if error.code in (404, 410):
             return None
         raise IndexUnavailable(f"HTTP {error.code} from {url}") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
-        raise IndexUnavailable(f"cannot reach {url}: {reason}") from None
+    except httpget.ReadFailed as error:
+        raise IndexUnavailable(str(error)) from None
+    return answer.headers.get("Content-Type", ""), answer.body
 
 
 def _range_metadata(url: str, filename: str, fetch: RangeFetch) -> str | None:
@@ -404,7 +406,7 @@ class PackageIndex:
         path = _local_path(item.url)
         if path is not None:  # local wheels are cheap to read and can be rebuilt: no cache
             with path.open("rb") as wheel:
-                return parse_metadata(_wheel_metadata(wheel, item.filename))[0]
+                return parse_metadata(_wheel_metadata(wheel, item.filename, item.url))[0]
         cache_key = f"metadata {item.url}"
         cached = self.cache.read("metadata", cache_key)
         if cached is not None:
@@ -423,7 +425,7 @@ class PackageIndex:
             response = self.fetch(item.url, "*/*")
             if response is None:
                 raise IndexUnavailable(f"{item.url}: not found")
-            text = _wheel_metadata(io.BytesIO(response[1]), item.filename)
+            text = _wheel_metadata(io.BytesIO(response[1]), item.filename, item.url)
         requires, requires_python = parse_metadata(text)
         self.cache.write(
             "metadata", cache_key, {"requires_dist": requires, "requires_python": requires_python}
@@ -431,7 +433,7 @@ class PackageIndex:
         return requires
 
 
-def _wheel_metadata(wheel: IO[bytes], filename: str) -> str:
+def _wheel_metadata(wheel: IO[bytes], filename: str, url: str) -> str:
     """METADATA of a whole wheel held locally (a find-links file, or one fetched whole)."""
     import zipfile
 
@@ -440,7 +442,9 @@ def _wheel_metadata(wheel: IO[bytes], filename: str) -> str:
             name = metadata_name(archive.namelist())
             if name is None:
                 raise IndexUnavailable(f"{filename}: no .dist-info/METADATA in the wheel")
-            return archive.read(name).decode("utf-8", errors="replace")
+            return read_member(archive, name, url).decode("utf-8", errors="replace")
+    except RangeReadError as error:
+        raise IndexUnavailable(str(error)) from None
     except zipfile.BadZipFile:
         raise IndexUnavailable(f"{filename}: not a valid wheel (zip)") from None
 

@@ -674,3 +674,35 @@ def test_the_command_lines_pins_choices_are_the_pipelines():
 
     assert cli.PIN_POLICIES == tuple(policy.value for policy in PinPolicy)
     assert cli.TRADEOFFS == TRADEOFF_CHOICES
+
+
+def _summary(text: str) -> list[str]:
+    """The pins summary in a command's output: the `pins: ` line and the lines under it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("pins: "))
+    end = start + 1
+    while end < len(lines) and lines[end].startswith(("  ", "pins per hardware target: ")):
+        end += 1
+    return lines[start:end]
+
+
+def test_pins_and_report_pins_print_one_summary(tmp_path, capsys, monkeypatch):
+    """`pins` and `report --pins` wrote the same files and each printed its own summary (`pins` a
+    list of "wrote" lines, `report --pins` the pins line); now both print the one summary, the pins
+    line with each trade-off under it. Fails on the old code."""
+    import torch_matrix.run.pins
+    from torch_matrix.cli import main
+    from torch_matrix.world.results import write_result
+
+    monkeypatch.setattr(
+        torch_matrix.run.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
+    )
+    for result in the_numpy_run():
+        write_result(result, tmp_path / "run" / "cells")
+    assert main(["report", str(tmp_path / "run"), "--pins"]) == 0
+    reported = _summary(capsys.readouterr().err)
+    assert main(["pins", str(tmp_path / "run")]) == 0
+    pinned = _summary(capsys.readouterr().out)
+    assert reported == pinned
+    assert pinned[0].startswith("pins: numpy<2: ") and str(tmp_path / "run" / "pins") in pinned[0]
+    assert "  trade-off 1 (pinned by the rule): numpy<2: gives up 4 working pairs" in pinned[1]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from torch_matrix.edges import console
 from torch_matrix.vocab.errors import UserError
@@ -22,6 +24,7 @@ from torch_matrix.run.pins import (
     PinsOptions,
     derive_pins,
     missing_of,
+    summary_lines,
     write_outputs,
     write_target_outputs,
 )
@@ -94,15 +97,7 @@ def _pins(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else Path(args.results_dir) / PINS_DIR
     if not (args.apply and args.dry_run):
         try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            for path in write_outputs(suggestion, out_dir, missing):
-                text.append(f"wrote {path}\n")
-            for path in write_target_outputs(per_target, out_dir):
-                text.append(f"wrote {path}\n")
-            if getattr(args, "pr_body", None):  # the nightly's pull request body: fix first
-                body = Path(args.pr_body)
-                atomic_write(body, render_pr_body(suggestion, os.environ.get(RUN_URL_ENV, "")))
-                text.append(f"wrote {body}\n")
+            text += _write(args, outcome, missing, out_dir)
         except OSError as error:
             sys.stdout.write("".join(text))
             sys.stdout.flush()
@@ -113,45 +108,66 @@ def _pins(args: argparse.Namespace) -> int:
                 "with --out DIR",
             ) from None
     if args.apply:
-        from torch_matrix.world.apply import (  # tomlkit: only --apply edits a file
-            EXCLUDED_NOTE,
-            apply_pins,
-        )
-
-        result = apply_pins(
-            args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run
-        )
-        if result.changed:
-            text.append(result.diff())
-        text.append(
-            f"{args.apply}: "
-            + (
-                "not edited"
-                if not result.edited
-                else "not changed, but a requirement installs a release the evidence excludes "
-                "(see the notes)"
-                if not result.changed and any(EXCLUDED_NOTE in note for note in result.notes)
-                else "no change needed"
-                if not result.changed
-                else "would change (dry run, nothing written)"
-                if args.dry_run
-                else f"updated ({len(result.changes)} requirement(s))"
-            )
-            + "\n"
-        )
-        text += [f"note: {note}\n" for note in result.notes]
-        advice = ",".join(
-            spec
-            for pin in suggestion.recommended.pins_for(PYTHON)
-            if pin.condition is None
-            for spec in pin.specifiers
-        )
-        if advice:
-            text.append(
-                f"note: Requires-Python advice {advice} is not applied; update requires-python yourself\n"
-            )
+        text += _apply(args, suggestion)
     sys.stdout.write("".join(text))
     return 0
+
+
+def _write(
+    args: argparse.Namespace, outcome: Any, missing: Mapping[str, str], out_dir: Path
+) -> list[str]:
+    """The pins files (and --pr-body's), then the summary ``report --pins`` prints too."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = write_outputs(outcome.suggestion, out_dir, missing)
+    per_target = write_target_outputs(outcome.per_target, out_dir)
+    text = [line + "\n" for line in summary_lines(outcome.suggestion, paths, per_target, out_dir)]
+    if getattr(args, "pr_body", None):  # the nightly's pull request body: fix first
+        body = Path(args.pr_body)
+        atomic_write(body, render_pr_body(outcome.suggestion, os.environ.get(RUN_URL_ENV, "")))
+        text.append(f"wrote {body}\n")
+    return text
+
+
+def _apply(args: argparse.Namespace, suggestion: Any) -> list[str]:
+    """--apply FILE: the requirements file updated (or, with --dry-run, the diff); what it says."""
+    from torch_matrix.world.apply import (  # tomlkit: only --apply edits a file
+        EXCLUDED_NOTE,
+        apply_pins,
+    )
+
+    text: list[str] = []
+
+    result = apply_pins(args.apply, requirement_lines(suggestion.recommended), dry_run=args.dry_run)
+    if result.changed:
+        text.append(result.diff())
+    text.append(
+        f"{args.apply}: "
+        + (
+            "not edited"
+            if not result.edited
+            else "not changed, but a requirement installs a release the evidence excludes "
+            "(see the notes)"
+            if not result.changed and any(EXCLUDED_NOTE in note for note in result.notes)
+            else "no change needed"
+            if not result.changed
+            else "would change (dry run, nothing written)"
+            if args.dry_run
+            else f"updated ({len(result.changes)} requirement(s))"
+        )
+        + "\n"
+    )
+    text += [f"note: {note}\n" for note in result.notes]
+    advice = ",".join(
+        spec
+        for pin in suggestion.recommended.pins_for(PYTHON)
+        if pin.condition is None
+        for spec in pin.specifiers
+    )
+    if advice:
+        text.append(
+            f"note: Requires-Python advice {advice} is not applied; update requires-python yourself\n"
+        )
+    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:

@@ -320,3 +320,42 @@ def write_target_outputs(per_target: Sequence[Any], out_dir: Path) -> list[Path]
         atomic_write(path, render_target_constraints(pins))
         written.append(path)
     return written
+
+
+def summary_lines(
+    suggestion: Any, paths: Sequence[Path], target_paths: Sequence[Path], pins_dir: Path
+) -> list[str]:
+    """What ``pins`` and ``report --pins`` print once the pins are written, the one summary of
+    both: the pins line (the pins, or why there are none; where they are, how to apply them), each
+    untested release and each trade-off under it, then the per-target files."""
+    from torch_matrix.pins import requirement_lines
+
+    pins = [line.text() for line in requirement_lines(suggestion.recommended)]
+    open_breaks = len(
+        {t.interaction for t in suggestion.tradeoffs}
+        - {t.interaction for t in suggestion.tradeoffs if suggestion.pinned(t)}
+    )
+    summary = (
+        ", ".join(pins)
+        if pins
+        else "none needed"
+        if not open_breaks and not suggestion.untested
+        else "none proven needed so far"
+        if not open_breaks
+        else "none that keeps every working version"
+    )
+    if open_breaks:  # "none needed" would be false: a break is open until the maintainer picks
+        summary += f"; {open_breaks} break{'s' if open_breaks > 1 else ''} left open, choose a trade-off below"
+    lines = [
+        f"pins: {summary}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
+        "`torch-matrix pins --apply FILE` updates a requirements file)"
+    ]
+    lines += [f"  {line}" for line in suggestion.untested]  # never a bare "none needed"
+    for tradeoff in suggestion.tradeoffs:  # a pin that gives up working pairs says so here
+        state = "pinned by the rule" if suggestion.pinned(tradeoff) else "not pinned"
+        lines.append(f"  trade-off {tradeoff.rank} ({state}): {tradeoff.describe()}")
+    if target_paths:
+        lines.append(
+            f"pins per hardware target: {len(target_paths)} file(s) under {pins_dir / TARGETS_DIR}"
+        )
+    return lines

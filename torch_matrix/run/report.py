@@ -206,9 +206,13 @@ def _write_pins(
     """What ``torch-matrix pins`` writes (``torch_matrix.run.pins``, the same options), from the
     results already loaded (one load for both); returns each requirement line with its proof, for
     the HTML report."""
-    from torch_matrix.pins import requirement_lines
     from torch_matrix.pins.render import pinned_with_proof
-    from torch_matrix.run.pins import derive_pins, write_outputs, write_target_outputs
+    from torch_matrix.run.pins import (
+        derive_pins,
+        summary_lines,
+        write_outputs,
+        write_target_outputs,
+    )
 
     if not results:
         print("pins: no cell results, nothing to suggest", file=sys.stderr)
@@ -216,42 +220,9 @@ def _write_pins(
     outcome = derive_pins(results, options)
     suggestion = outcome.suggestion
     paths = write_outputs(suggestion, out_dir / PINS_DIR, missing_reasons)
-    pins = [line.text() for line in requirement_lines(suggestion.recommended)]
-    open_breaks = len(
-        {t.interaction for t in suggestion.tradeoffs}
-        - {t.interaction for t in suggestion.tradeoffs if suggestion.pinned(t)}
-    )
-    summary = (
-        ", ".join(pins)
-        if pins
-        else "none needed"
-        if not open_breaks and not suggestion.untested
-        else "none proven needed so far"
-        if not open_breaks
-        else "none that keeps every working version"
-    )
-    if (
-        open_breaks
-    ):  # "none needed" would be false: a break is open until the maintainer picks a trade-off
-        summary += f"; {open_breaks} break{'s' if open_breaks > 1 else ''} left open, choose a trade-off below"
-    print(
-        f"pins: {summary}: {paths[0]} (and {paths[1].name}, {paths[2].name}; "
-        "`torch-matrix pins --apply FILE` updates a requirements file)",
-        file=sys.stderr,
-    )
-    for line in suggestion.untested:  # never a bare "none needed" past the evidence
-        print(f"  {line}", file=sys.stderr)
-    for (
-        tradeoff
-    ) in suggestion.tradeoffs:  # a pin that gives up working pairs says so where it is printed
-        state = "pinned by the rule" if suggestion.pinned(tradeoff) else "not pinned"
-        print(f"  trade-off {tradeoff.rank} ({state}): {tradeoff.describe()}", file=sys.stderr)
     per_target = write_target_outputs(outcome.per_target, out_dir / PINS_DIR)
-    if per_target:
-        print(
-            f"pins per hardware target: {len(per_target)} file(s) under {out_dir / PINS_DIR / 'targets'}",
-            file=sys.stderr,
-        )
+    for line in summary_lines(suggestion, paths, per_target, out_dir / PINS_DIR):
+        print(line, file=sys.stderr)
     return pinned_with_proof(suggestion)
 
 

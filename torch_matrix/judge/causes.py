@@ -134,9 +134,22 @@ class Attribution:
 
 VERSION_CAUSE = Attribution(Cause.VERSION)
 _MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
+# torch warns on every numpy bridge it sets up when numpy is absent, then goes on: a line of the
+# output, never the failure (torch 2.3.1 on Python 3.12: dynamo unsupported, and this warning).
+_NUMPY_WARNING = re.compile(r"^.*Failed to initialize NumPy: No module named 'numpy'.*$", re.M)
+
+
+def _missed(text: str) -> re.Match[str] | None:
+    """The first ``No module named 'x'`` of a failure's text that is not torch's numpy warning."""
+    return _MISSING_MODULE.search(_NUMPY_WARNING.sub("", text))
+
+
 # Modules a cell's own axes provide: missing, they are a version finding (e.g. torchvision
-# without its ops), not a dependency the environment forgot.
-_UNDER_TEST = {"torch", "torchvision", "torchaudio", "numpy"}
+# without its ops), not a dependency the environment forgot. Any other module (numpy where no
+# axis pins it, setuptools, onnxscript, ...) that is not installed is an environment gap, whatever
+# probe or test missed it: the counterfactual adds it, all else equal (numpy is under test only
+# where the cell varies it: ``axis_modules``).
+_UNDER_TEST = {"torch", "torchvision", "torchaudio"}
 # Modules whose distribution has another name: the requirement that brings them. torch 2.1's
 # torch.compile imports pkg_resources (seen on real wheels, Python 3.11), which setuptools provided
 # until 82.0.0 removed it (checked: 81.0.0 has it, 82.0.0 does not).
@@ -253,18 +266,11 @@ def missing_module(result: CellResult, probe: ProbeResult) -> str:
     be "add it"; else ""."""
     if probe.status not in FAILING or result.install.status != "installed":
         return ""
-    found = _MISSING_MODULE.search(_text(probe))
+    found = _missed(_text(probe))
     if not found:
         return ""
     module = found.group(1).split(".")[0]
-    if (
-        module in _UNDER_TEST
-        or module in axis_modules(result.cell)
-        or probe.name.startswith(module)
-        or _satisfied(result.install.resolved, DISTRIBUTION_OF.get(module, module))
-    ):
-        return ""
-    return module
+    return module if _environment_gap(result, module, probe.name) else ""
 
 
 def requirement_name(text: str) -> str:
@@ -346,14 +352,23 @@ def install_attribution(result: CellResult) -> Attribution | None:
     found = numpy_abi(result.install.resolved, text)
     if found is not None:
         return found
-    missing = _MISSING_MODULE.search(text)
+    missing = _missed(text)
     if missing:
         module = missing.group(1).split(".")[0]
-        if module in DISTRIBUTION_OF and not _satisfied(
-            result.install.resolved, DISTRIBUTION_OF[module]
-        ):
+        if _environment_gap(result, module):
             return _missing_dependency("import torch", module)
     return None
+
+
+def _environment_gap(result: CellResult, module: str, probe: str = "") -> bool:
+    """``module``, missed by ``probe``, is an environment gap: no axis of the cell provides it, the
+    probe is not about it, and no distribution that ships it is installed."""
+    return not (
+        module in _UNDER_TEST
+        or module in axis_modules(result.cell)
+        or (probe and probe.startswith(module))
+        or _satisfied(result.install.resolved, DISTRIBUTION_OF.get(module, module))
+    )
 
 
 def _missing_dependency(who: str, module: str) -> Attribution:
@@ -488,15 +503,10 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
                 detail=finding.change.key,
                 fix=finding.fix,
             )
-    missing = _MISSING_MODULE.search(text)
+    missing = _missed(text)
     if missing:
         module = missing.group(1).split(".")[0]
-        distribution = DISTRIBUTION_OF.get(module, module)
-        if (
-            module not in _UNDER_TEST
-            and not _satisfied(resolved, distribution)
-            and not probe.name.startswith(module)
-        ):
+        if _environment_gap(result, module, probe.name):
             return _missing_dependency(probe.name, module)
     torch = resolved.get("torch", "")
     vision = resolved.get("torchvision", "")

@@ -351,25 +351,46 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
                 attribution.advice if not attribution.requirement else "",
             )
             groups.setdefault(key, []).append((result.cell.id, probe, python))
-    from torch_matrix.plan.counterfactual import counterfactual_of, is_counterfactual
+    from torch_matrix.plan.counterfactual import (
+        counterfactual_of,
+        fixes_applied,
+        is_counterfactual,
+        parent_counterfactual,
+        requirement_name,
+    )
 
     # A counterfactual confirms the fix when the probes the environment broke now pass there
-    # (the cell may still fail something else, for a reason of its own).
+    # (the cell may still fail something else, for a reason of its own). One that fails them for
+    # want of yet another module (numpy added, setuptools missing) neither confirms nor refutes:
+    # its own counterfactual (both fixes) decides, for the original cell and for it.
     env_probes = {
         result.cell.id: set(verdict_of(result).environment)
         for result in results
-        if result.install.status == INSTALLED and not is_counterfactual(result.cell.id)
+        if result.install.status == INSTALLED
     }
     outcome_of_fix: dict[str, list[tuple[str, bool]]] = {}
     for result in results:
         if is_counterfactual(result.cell.id) and result.install.status == INSTALLED:
-            original = counterfactual_of(result.cell.id)
-            wanted = env_probes.get(original, ())
-            probes = [p for p in map(result.probe, wanted) if p is not None]
-            if wanted and len(probes) == len(wanted):
-                outcome_of_fix.setdefault(original, []).append(
-                    (result.cell.id, all(p.status == "pass" for p in probes))
-                )
+            applied = {
+                requirement_name(r)
+                for r in result.cell.requirements[-max(1, fixes_applied(result.cell)) :]
+            }
+            gaps = {
+                name
+                for name, found in verdict_of(result).environment.items()
+                if found.requirement and requirement_name(found.requirement) not in applied
+            }
+            for before in dict.fromkeys(
+                (counterfactual_of(result.cell.id), parent_counterfactual(result.cell.id))
+            ):
+                wanted = env_probes.get(before, ())
+                probes = [p for p in map(result.probe, wanted) if p is not None]
+                if not wanted or len(probes) != len(wanted):
+                    continue
+                passed = all(p.status == "pass" for p in probes)
+                if not passed and {p.name for p in probes if p.status != "pass"} <= gaps:
+                    continue  # another gap: the next counterfactual decides
+                outcome_of_fix.setdefault(before, []).append((result.cell.id, passed))
     advice = []
     for (kind, requirement, text), seen in sorted(groups.items()):
         line = requirement

@@ -39,6 +39,7 @@ NEEDED = (
     "install_sanity"  # every probe's premise: the pinned versions import and are what was asked
 )
 _SEPARATOR = "-cf-"
+MAX_FIXES = 3  # environment fixes one counterfactual chain may stack (numpy, then setuptools, ...)
 
 
 def is_counterfactual(cell_id: str) -> bool:
@@ -54,12 +55,36 @@ def _token(requirement: str) -> str:
     return re.sub(r"[^A-Za-z0-9._]+", "_", requirement).strip("_")
 
 
+def parent_counterfactual(cell_id: str) -> str:
+    """The cell a counterfactual's last fix was added to: ``A-cf-with-numpy`` for
+    ``A-cf-with-numpy-with-setuptools``, ``A`` for ``A-cf-with-numpy``, the id for any other."""
+    if not is_counterfactual(cell_id):
+        return cell_id
+    original, steps = cell_id.split(_SEPARATOR, 1)
+    parts = steps.split("-with-")
+    if len(parts) == 1:
+        return original
+    return original + _SEPARATOR + "-with-".join(parts[:-1])
+
+
+def fixes_applied(cell: Cell) -> int:
+    """How many fixes a counterfactual carries (0 for an ordinary cell)."""
+    if not is_counterfactual(cell.id):
+        return 0
+    return len(cell.id.split(_SEPARATOR, 1)[1].split("-with-"))
+
+
 def plan_counterfactuals(result: CellResult) -> list[Cell]:
-    """The cells that would isolate the blame for ``result``'s failure (none when it passed,
-    or when the cell is itself a counterfactual)."""
+    """The cells that would isolate the blame for ``result``'s failure (none when it passed).
+
+    A counterfactual that fails for want of another module (torch 2.2.0's torch.compile misses
+    numpy, then, numpy added, setuptools) gets one more, with both fixes (``A-cf-with-numpy-with-
+    setuptools``), up to ``MAX_FIXES``; never one that adds a requirement it already has."""
     cell = result.cell
-    if is_counterfactual(cell.id):
+    chained = is_counterfactual(cell.id)
+    if chained and fixes_applied(cell) >= MAX_FIXES:
         return []
+    have = {requirement_name(r) for r in cell.requirements}
     verdict = verdict_of(result)
     added: dict[
         tuple[str, str], list[str]
@@ -71,6 +96,10 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
             and attribution.requirement
         ):
             step = (f"with-{_token(attribution.requirement)}", attribution.requirement)
+            if chained and requirement_name(attribution.requirement) in have:
+                continue  # the fix was applied and did not help: no loop
+        elif chained:
+            continue
         elif attribution.kind == EnvironmentKind.MISMATCHED_BUILD:
             step = _matched_build(result.install.resolved)
         else:
@@ -82,12 +111,12 @@ def plan_counterfactuals(result: CellResult) -> list[Cell]:
     for (suffix, requirement), concerned in added.items():
         cells.append(
             Cell(
-                id=f"{cell.id}{_SEPARATOR}{suffix}",
+                id=f"{cell.id}-{suffix}" if chained else f"{cell.id}{_SEPARATOR}{suffix}",
                 axes=dict(cell.axes),
                 requirements=with_requirement(cell.requirements, requirement),
                 probes=cell.probes,
                 required_probes=cell.required_probes,
-                tags=(*cell.tags, TAG, f"{TAG}-of-{cell.id}"),
+                tags=tuple(dict.fromkeys((*cell.tags, TAG, f"{TAG}-of-{cell.id}"))),
                 policy=dict(cell.policy),
                 install=cell.install,
                 install_digest=cell.install_digest,

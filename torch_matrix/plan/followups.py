@@ -40,6 +40,7 @@ from torch_matrix.plan import bisection
 from torch_matrix.plan.counterfactual import (
     _SEPARATOR as _CF_SEPARATOR,
     counterfactual_of,
+    fixes_applied,
     plan_counterfactuals,
 )
 from torch_matrix.vocab import settings
@@ -114,7 +115,8 @@ def plan_followups(
         if result.cell.origin in (
             ORIGIN_MATRIX,
             ORIGIN_EDGE,
-        ):  # an edge cell's environment is fixed too
+            ORIGIN_COUNTERFACTUAL,
+        ):  # an edge cell's environment is fixed too, and a counterfactual's next gap
             for cell in plan_counterfactuals(result):
                 if cell.id not in have:
                     planned.setdefault(cell.id, cell)
@@ -173,9 +175,10 @@ def _confirmed_fixes(
             or bisection.outcome_of(result).kind != bisection.GOOD
         ):
             continue
-        fix = cell.requirements[-1]
-        for axis in moving_axes(cell, torchvision_axis=True):
-            found.setdefault((axis, context_of(cell, axis)), {}).setdefault(fix, cell.id)
+        # a chain (numpy, then setuptools) passed with every fix it stacked, the last ones added
+        for fix in cell.requirements[-max(1, fixes_applied(cell)) :]:
+            for axis in moving_axes(cell, torchvision_axis=True):
+                found.setdefault((axis, context_of(cell, axis)), {}).setdefault(fix, cell.id)
     return {key: tuple(sorted(value.items())) for key, value in found.items()}
 
 

@@ -373,7 +373,7 @@ class _Followups:
         import dataclasses
 
         from torch_matrix.judge.verdict import verdict_of
-        from torch_matrix.plan.counterfactual import counterfactual_of
+        from torch_matrix.plan.counterfactual import parent_counterfactual
         from torch_matrix.run.cellrun import CellSteps
         from torch_matrix.run.followups import run_in_own_venv
         from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL
@@ -387,7 +387,7 @@ class _Followups:
         )
         followed = None
         if cell.origin == ORIGIN_COUNTERFACTUAL:  # run here only when the cell's session could not
-            followed = read_result(layout.cell_file(cells_dir, counterfactual_of(cell.id)))
+            followed = read_result(layout.cell_file(cells_dir, parent_counterfactual(cell.id)))
         steps = None
         if self.prefetcher is not None:
             self.prefetcher.claim(cell.id)

@@ -3159,3 +3159,17 @@ def test_a_new_break_in_edited_results_that_is_not_bisected_says_why(tmp_path, i
     assert report.returncode == 0, report.stderr
     assert "Breaks not bisected:" in report.stdout and said[0].split("nox > ")[-1] in report.stdout
     assert "### Breaks not bisected" in (run_dir / "summary.md").read_text()
+
+
+# Issue 45, round 4: `import RUN --name nightly` then `diff RUN` was a StopIteration traceback
+# (cli/history.py `_previous` looked for the stored row among the runs of the layout's name).
+def test_a_run_imported_under_another_name_diffs_against_its_own_history(tmp_path, finished_run):
+    run_dir = copy_run(finished_run, tmp_path)
+    env = env_for(tmp_path, tmp_path / "matrix.toml")
+    db = tmp_path / "history.sqlite"
+    imported = cli(tmp_path, env, "import", str(run_dir), "--name", "nightly", "--db", str(db))
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    done = cli(tmp_path, env, "diff", str(run_dir), "--db", str(db))
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no earlier run of spec 'nightly'" in done.stderr, done.stderr

@@ -171,11 +171,19 @@ def _side(
     return history.snapshot(row), row
 
 
+def _filed_as(row: RunRow | None, new: Snapshot) -> str:
+    """The spec name a run is filed under: its stored row's (``import --name`` may differ from
+    the results layout's), else its own."""
+    return row.run.spec if row is not None else new.run.spec
+
+
 def _previous(history: History, row: RunRow | None, new: Snapshot) -> RunRow | None:
-    """The run before ``new`` of the same spec: before its row, or the newest when it is not stored."""
-    runs = history.runs(spec=new.run.spec)
+    """The run before ``new`` of the spec it is filed under: before its row, or the newest when
+    it is not stored."""
+    runs = history.runs(spec=_filed_as(row, new))
     if row is not None:
-        position = next(i for i, candidate in enumerate(runs) if candidate.seq == row.seq)
+        seqs = [candidate.seq for candidate in runs]
+        position = seqs.index(row.seq) if row.seq in seqs else len(runs)
         return runs[position - 1] if position > 0 else None
     older = [candidate for candidate in runs if candidate.run.id != new.run.id]
     return older[-1] if older else None
@@ -250,7 +258,8 @@ def diff_main(args: argparse.Namespace) -> int:
             )
             if old is None:
                 print(
-                    f"torch-matrix: note: no earlier run of spec {new.run.spec!r} in the history; "
+                    f"torch-matrix: note: no earlier run of spec {_filed_as(new_row, new)!r} in "
+                    "the history; "
                     "every cell counts as appeared",
                     file=sys.stderr,
                 )

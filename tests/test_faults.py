@@ -3173,3 +3173,45 @@ def test_a_run_imported_under_another_name_diffs_against_its_own_history(tmp_pat
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no earlier run of spec 'nightly'" in done.stderr, done.stderr
+
+
+# Issue 45: a side file with `seconds: NaN` (json.loads reads it) printed "nan s" as a duration.
+def test_a_side_file_with_a_non_finite_duration_is_named_never_printed_as_nan(tmp_path):
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+
+    run = tmp_path / "eco"
+    meta = {
+        "baseline": {"torch": "2.5.1", "label": "2.5.1"},
+        "candidate": {"torch": "2.6.0", "label": "2.6.0"},
+        "projects": [{"name": "p"}, {"name": "q"}],
+    }
+    (run / "projects" / "p").mkdir(parents=True)
+    (run / "projects" / "q").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps(meta))
+    for name in ("p", "q"):
+        for role in Role:
+            side = SideRun(
+                project=name,
+                role=role,
+                torch=meta[role.value]["torch"],
+                status=SideStatus.PASSED,
+                tests={"t.py::test": "passed"},
+                seconds=12.0,
+            ).to_json()
+            if name == "p" and role == Role.CANDIDATE:
+                side["seconds"] = float("nan")
+            (run / "projects" / name / f"{role.value}.json").write_text(json.dumps(side))
+    env = env_for(tmp_path, tmp_path / "matrix.toml")
+    done = cli(tmp_path, env, "ecosystem", "report", str(run), "--out", str(tmp_path / "out"))
+    text = (
+        done.stdout
+        + done.stderr
+        + "".join(
+            p.read_text() for p in (tmp_path / "out").glob("*") if p.suffix in (".md", ".json")
+        )
+    )
+    assert "Traceback" not in text, text
+    assert "nan s" not in text.lower() and "NaN" not in text, text
+    bad = run / "projects" / "p" / "candidate.json"
+    named = [line for line in done.stderr.splitlines() if str(bad) in line]
+    assert len(named) == 1 and "'seconds'" in named[0] and "nan" in named[0], done.stderr

@@ -9,6 +9,8 @@ loader with a hint.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -175,8 +177,8 @@ class SideRun:
                 summary=str(data.get("summary") or ""),
                 detail=str(data.get("detail") or ""),
                 output_tail=str(data.get("output_tail") or ""),
-                seconds=float(data.get("seconds") or 0.0),
-                install_seconds=float(data.get("install_seconds") or 0.0),
+                seconds=_duration(data, "seconds"),
+                install_seconds=_duration(data, "install_seconds"),
                 log=str(data.get("log") or ""),
                 network=str(data.get("network") or ""),
                 memory_limit=str(data.get("memory_limit") or ""),
@@ -195,6 +197,19 @@ def _moment(value: Any) -> float | None:
     """A recorded time (seconds since the epoch), None where absent; a number or it is refused."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"a time must be seconds since the epoch, not {value!r}")
+    return float(value)
+
+
+def _duration(data: Mapping[str, Any], key: str) -> float:
+    """A recorded duration, 0 where absent; a finite number of seconds >= 0 or it is refused
+    (``json`` reads ``NaN`` and ``Infinity``, which would print as "nan s")."""
+    value = data.get(key) or 0.0
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise ValueError(f"{key!r} must be a number of seconds >= 0, not {value!r}")
     return float(value)

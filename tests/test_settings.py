@@ -29,8 +29,8 @@ def test_every_variable_the_code_names_is_declared_once() -> None:
     }
     assert sorted(set(named) - set(BY_NAME)) == []
     assert (
-        len(BY_NAME) == len(VARIABLES) == 24
-    )  # RERUN_ALWAYS left, the ecosystem's PYTEST_ONLY came, RUN_URL (pins --pr-body) came, DISK_BUDGET and KEEP_VENVS came (#32)
+        len(BY_NAME) == len(VARIABLES) == 25
+    )  # RERUN_ALWAYS left, the ecosystem's PYTEST_ONLY came, RUN_URL (pins --pr-body) came, DISK_BUDGET and KEEP_VENVS came (#32), PROBE_NOW (the heartbeat, #42)
     assert "TORCH_MATRIX_RERUN_ALWAYS" not in named  # a benchmark-only switch: not in the product
 
 

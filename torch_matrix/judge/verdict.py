@@ -54,6 +54,10 @@ class VerdictKind(StrEnum):
     # and its companions from different builds, a pair installed over its own requirement): the
     # cell carries advice, is no evidence for the pins, and does not fail the run.
     ENVIRONMENT = "environment"
+    # A required probe ran past its limit (``[probes] timeout``) and nothing else failed: the
+    # limit is the machine's and the spec's, not the versions'. No evidence, and the run fails
+    # with a hint naming the key and the time the probe ran (result files from version 9 on).
+    TIMED_OUT = "timeout"
 
 
 COMPATIBLE = VerdictKind.COMPATIBLE
@@ -61,6 +65,7 @@ INCOMPATIBLE = VerdictKind.INCOMPATIBLE
 NOT_INSTALLABLE = VerdictKind.NOT_INSTALLABLE
 NO_EVIDENCE = VerdictKind.NO_EVIDENCE
 ENVIRONMENT = VerdictKind.ENVIRONMENT
+TIMED_OUT = VerdictKind.TIMED_OUT
 VERDICTS = tuple(VerdictKind)
 
 _BAD_PROBE_STATUSES = (FAIL, ERROR, TIMEOUT, CRASH)
@@ -217,6 +222,16 @@ def fresh_verdict(result: CellResult) -> Verdict:
     environment = environment_failures(result, failing)
     advice = changed_defaults(result, failing)
     failing = tuple(name for name in failing if name not in environment and name not in advice)
+    timed_out = tuple(name for name in failing if by_name[name].status == TIMEOUT)
+    if timed_out and len(timed_out) == len(failing):
+        # Only a limit was reached: nothing about the versions was seen (a failure beside it still is).
+        return Verdict(
+            TIMED_OUT,
+            failing=timed_out,
+            missing=missing,
+            idle=idle,
+            reason=timeout_reason([by_name[name] for name in timed_out]),
+        )
     if failing:
         first = by_name[failing[0]]
         return Verdict(
@@ -269,6 +284,22 @@ def fresh_verdict(result: CellResult) -> Verdict:
     return Verdict(COMPATIBLE)
 
 
+def timeout_reason(probes: Sequence[ProbeResult]) -> str:
+    """What a timed-out cell's verdict says: each probe, the time it ran, and the key to raise."""
+    ran = "; ".join(f"{p.name} ran {p.duration_s:.0f} s: {p.message}".strip() for p in probes)
+    longest = max((p.duration_s for p in probes), default=0.0)
+    return (
+        f"past its limit, no evidence: {ran}; raise [probes] timeout in the spec "
+        f"(e.g. timeout = {suggested_limit(longest):g}) and run the cell again"
+    )
+
+
+def suggested_limit(ran_s: float) -> float:
+    """A limit that the probe which ran ``ran_s`` seconds before it was killed has room under:
+    twice that, rounded up to ten minutes."""
+    return max(600.0, -(-2 * ran_s // 600) * 600)
+
+
 def is_complete(stored: CellResult | None, cell: Cell, fingerprint: str) -> bool:
     """True when resume may keep ``stored`` for ``cell``: same fingerprint, a final install
     outcome, every wanted probe present.
@@ -282,6 +313,8 @@ def is_complete(stored: CellResult | None, cell: Cell, fingerprint: str) -> bool
         return True
     if stored.install.status != INSTALLED or stored.probe(PROBE_RUNNER) is not None:
         return False
+    if verdict_of(stored).kind == TIMED_OUT:
+        return False  # a limit reached is no answer: the next run tries again (a raised limit too)
     have = {probe.name for probe in stored.probes}
     wanted = set(asked(cell, cell.probes)) | set(asked(cell, cell.required_probes))
     if not wanted:

@@ -12,6 +12,7 @@ import os
 import re
 
 OUT_ENV = "TORCH_MATRIX_PYTEST_OUT"
+NOW_ENV = "TORCH_MATRIX_PROBE_NOW"  # the runner's file naming the running probe; ours: <it>.test
 MESSAGE_CHARS = 300
 
 
@@ -86,6 +87,18 @@ def _detail(report, record):
     if frames:
         record["frames"] = frames
     return record
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """The test starting now, for the cell's heartbeat (``--`` a test that hangs is named)."""
+    path = os.environ.get(NOW_ENV)
+    if not path:
+        return
+    try:
+        with open(path + ".test", "w") as handle:
+            handle.write(nodeid)
+    except OSError:
+        pass
 
 
 def pytest_runtest_logreport(report):

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from torch_matrix.probes import api, discovery, execute, facts
+from torch_matrix.probes import api, discovery, execute, facts, pytest_outcomes
 from torch_matrix.probes.isolated import child_env, run_command_probe, run_pristine
 
 PROBES_SCHEMA = 1
@@ -104,6 +104,12 @@ def build_parser():
         help="per-probe timeout in seconds for probes that declare none (default %(default)s)",
     )
     parser.add_argument(
+        "--command-timeout",
+        type=float,
+        default=None,
+        help="timeout in seconds for each --command probe (default: --timeout)",
+    )
+    parser.add_argument(
         "--import-timeout",
         type=float,
         default=600.0,
@@ -176,6 +182,21 @@ class Progress(object):
             total=total,
             message=result.get("message", ""),
         )
+
+
+def say_running(name):
+    """Name the probe starting now in the file the cell's heartbeat reads (``$TORCH_MATRIX_PROBE_NOW``);
+    the test a command's pytest runs goes to ``<file>.test`` (``pytest_outcomes``)."""
+    path = os.environ.get(pytest_outcomes.NOW_ENV)
+    if not path:
+        return
+    try:
+        if os.path.exists(path + ".test"):
+            os.unlink(path + ".test")
+        with open(path, "w") as handle:
+            handle.write(name)
+    except OSError:
+        pass
 
 
 def _request(name, source, isolation, timeout, options, tmpdir, index):
@@ -398,6 +419,7 @@ def _run_all(args, options, selection, progress, tmpdir):
         for spec in specs:
             index += 1
             timeout = spec.timeout if spec.timeout_declared else args.timeout
+            say_running(spec.name)
             request = _request(
                 spec.name,
                 getattr(spec, "source", ""),
@@ -414,7 +436,9 @@ def _run_all(args, options, selection, progress, tmpdir):
             record(_problem_result(problem))
         for name, command in commands:
             index += 1
-            record(run_command_probe(name, command, args.timeout, tmpdir, index, args.command_dir))
+            say_running(name)
+            limit = args.timeout if args.command_timeout is None else args.command_timeout
+            record(run_command_probe(name, command, limit, tmpdir, index, args.command_dir))
         gpu = _gpu(zygote, tmpdir)
     finally:
         if zygote is not None:

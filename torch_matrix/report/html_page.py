@@ -48,6 +48,7 @@ from torch_matrix.judge.verdict import (
     ENVIRONMENT,
     INCOMPATIBLE,
     NO_EVIDENCE,
+    TIMED_OUT,
     NOT_INSTALLABLE,
     VERDICTS,
     probe_counts_as_failure,
@@ -78,6 +79,7 @@ VERDICT_LABELS = {
     NOT_INSTALLABLE: "unsatisfiable",
     NO_EVIDENCE: "error (no evidence)",
     ENVIRONMENT: "environment",
+    TIMED_OUT: "timeout (no evidence)",
     MISSING: "planned but missing",
 }
 VERDICT_HELP = {
@@ -86,6 +88,7 @@ VERDICT_HELP = {
     NOT_INSTALLABLE: "no wheel / resolver said no: not a finding",
     NO_EVIDENCE: "install or probe-runner trouble: no evidence either way",
     ENVIRONMENT: "the environment explains the failure (advice, no pin)",
+    TIMED_OUT: "a required probe ran past [probes] timeout: no evidence either way",
     MISSING: "planned, no result file",
 }
 NEW = "new"  # a cell the previous run did not have
@@ -281,7 +284,9 @@ def cell_view(
     )
     passed, skipped = _quiet_lines(result.probes)
     rerun = (
-        cell_repro(cell, spec) if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT) else ""
+        cell_repro(cell, spec)
+        if verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT, TIMED_OUT)
+        else ""
     )
     return CellView(
         id=cell.id,

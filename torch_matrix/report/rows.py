@@ -25,10 +25,12 @@ from torch_matrix.judge.verdict import (
     INCOMPATIBLE,
     ENVIRONMENT,
     NO_EVIDENCE,
+    TIMED_OUT,
     NOT_INSTALLABLE,
     VERDICTS,
     Verdict,
     probe_counts_as_failure,
+    timeout_reason,
     verdict_of,
 )
 
@@ -41,6 +43,7 @@ TEXT_SYMBOLS = {
     NOT_INSTALLABLE: "–",
     NO_EVIDENCE: "!",
     ENVIRONMENT: "⚙",
+    TIMED_OUT: "⏱",
     MISSING: "?",
 }
 MARKDOWN_SYMBOLS = {
@@ -49,6 +52,7 @@ MARKDOWN_SYMBOLS = {
     NOT_INSTALLABLE: "➖",
     NO_EVIDENCE: "⚠️",
     ENVIRONMENT: "⚙️",
+    TIMED_OUT: "⏱️",
     MISSING: "❔",
 }
 # A compatible cell whose probe failed on a changed default (torch.load's weights_only flip): the
@@ -173,7 +177,8 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 def counts_line(judged: Sequence[Judged], missing: Sequence[Cell | str] = ()) -> str:
     counts = count_verdicts(judged)
     # ``environment`` is named only when a cell has it, so the usual line keeps its four counts
-    shown = [kind for kind in VERDICTS if kind != ENVIRONMENT or counts[kind]]
+    # (and ``timeout``), so the usual line keeps its four counts
+    shown = [kind for kind in VERDICTS if kind not in (ENVIRONMENT, TIMED_OUT) or counts[kind]]
     line = (
         plural(len(judged), "cell") + ": " + ", ".join(f"{counts[kind]} {kind}" for kind in shown)
     )
@@ -449,12 +454,16 @@ def detail_rows(judged: Iterable[Judged], full_repro: bool = False) -> list[list
             ):
                 continue
             status = probe.status if probe.name in required else f"{probe.status} (not required)"
+            message = probe.message
+            if verdict.kind == TIMED_OUT and probe.name in verdict.failing:
+                # the time it ran and the key to raise (``timeout_reason``), not only "killed"
+                message = timeout_reason([probe])
             rows.append(
                 [
                     cell.id,
                     probe.name,
                     status,
-                    shorten(probe.message, 160),
+                    shorten(message, 240),
                     _observed_vs_expected(probe.observed, probe.expected),
                     probe.repro if full_repro else shorten(probe.repro, 160),
                 ]
@@ -468,7 +477,7 @@ def repro_lines(judged: Iterable[Judged], spec: str | None = None) -> list[tuple
     """(cell id, shell line) for each cell that did not pass; unsatisfiable cells have nothing to rerun."""
     lines = []
     for item in judged:
-        if item.verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT):
+        if item.verdict.kind in (INCOMPATIBLE, NO_EVIDENCE, ENVIRONMENT, TIMED_OUT):
             lines.append((item.cell.id, result_repro(item.result, spec)))
     return lines
 

@@ -250,6 +250,7 @@ def _run_one(
         probe_dirs=tuple(spec.probes.dirs),
         probe_commands=dict(spec.probes.commands),
         probe_timeout_s=spec.probes.timeout,
+        probe_command_timeout_s=spec.probes.command_timeout,
         position=position,
         total=total,
         project_dir=project_dir(spec),

@@ -59,6 +59,7 @@ class CellSettings:
     probe_dirs: tuple[str, ...] = ()
     probe_commands: Mapping[str, str] = field(default_factory=dict)
     probe_timeout_s: float = 300.0  # per probe; the runner as a whole gets a multiple of it
+    probe_command_timeout_s: float | None = None  # per command probe; None: ``probe_timeout_s``
     probe_grace_s: float = 60.0  # on top: interpreter start, importing torch once
     install_retries: int = environment.DEFAULT_RETRIES
     retry_backoff_s: float = environment.DEFAULT_BACKOFF_S
@@ -85,6 +86,7 @@ class CellSettings:
             dirs=tuple(self.probe_dirs),
             commands=dict(self.probe_commands),
             timeout_s=self.probe_timeout_s,
+            command_timeout_s=self.probe_command_timeout_s,
             grace_s=self.probe_grace_s,
             env=dict(self.env),
             command_dir=self.project_dir,
@@ -475,6 +477,7 @@ def _probe_and_finish(
         else cell
     )
     with progress.phase("probes") as note:
+        note.detail = lambda: probe_process.running_now(settings.work_dir)
         if step.probes_starting is not None:
             step.probes_starting(cell)
         if subset and base is not None:

@@ -290,6 +290,7 @@ class CheckOptions:
     probe_dirs: tuple[str, ...] = ()
     probe_commands: Mapping[str, str] = field(default_factory=dict)
     probe_timeout_s: float = 300.0
+    probe_command_timeout_s: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     project_dir: str | None = None  # command probes run from it (the spec's directory)
     targets: tuple[
@@ -308,6 +309,7 @@ class CheckOptions:
             probe_dirs=tuple(probes.dirs),
             probe_commands=dict(probes.commands),
             probe_timeout_s=float(probes.timeout),
+            probe_command_timeout_s=float(probes.command_timeout),
             project_dir=project_dir(spec),
             targets=tuple(spec.targets),
         )
@@ -334,6 +336,7 @@ def check_environment(
             probe_dirs=options.probe_dirs,
             probe_commands=dict(options.probe_commands),
             probe_timeout_s=options.probe_timeout_s,
+            probe_command_timeout_s=options.probe_command_timeout_s,
             env=dict(options.env),
             project_dir=options.project_dir,
             user_site=True,

@@ -39,7 +39,7 @@ from torch_matrix.world.runplan import (
     rerun_spec,
     unreadable_cells,
 )
-from torch_matrix.judge.verdict import NO_EVIDENCE
+from torch_matrix.judge.verdict import NO_EVIDENCE, TIMED_OUT
 
 if TYPE_CHECKING:
     from torch_matrix.run.pins import PinsOptions
@@ -463,7 +463,7 @@ def _table(
 def _strict(args: ReportRequest, judged: Any, missing: Sequence[Any], loaded: Any) -> str:
     """--strict's complaint (error cells, missing cells, unreadable files), '' when none."""
     if args.strict:
-        errors = [item.cell.id for item in judged if item.verdict.kind == NO_EVIDENCE]
+        errors = [item.cell.id for item in judged if item.verdict.kind in (NO_EVIDENCE, TIMED_OUT)]
         unread = loaded.skipped
         if errors or missing or unread:
             return (

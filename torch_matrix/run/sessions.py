@@ -112,6 +112,7 @@ def _cell_settings(
         probe_dirs=tuple(plan.planned_spec.probes.dirs),
         probe_commands=dict(plan.planned_spec.probes.commands),
         probe_timeout_s=plan.planned_spec.probes.timeout,
+        probe_command_timeout_s=plan.planned_spec.probes.command_timeout,
         probe_grace_s=env_settings.read(environ, GRACE_ENV),
         retry_backoff_s=env_settings.read(environ, BACKOFF_ENV),
         position=position,
@@ -129,6 +130,7 @@ def _say_verdict(session: Any, cell: Cell, result: Any) -> None:
         ENVIRONMENT,
         INCOMPATIBLE,
         NO_EVIDENCE,
+        TIMED_OUT,
         verdict_of,
     )
 
@@ -137,6 +139,8 @@ def _say_verdict(session: Any, cell: Cell, result: Any) -> None:
     reason = terminal(verdict.reason.strip())
     if verdict.kind == NO_EVIDENCE:
         session.error(f"{cell.id}: ERROR (no evidence): {reason}")
+    if verdict.kind == TIMED_OUT:  # the run proved nothing about this cell: it fails
+        session.error(f"{cell.id}: TIMEOUT (no evidence): {reason}")
     if verdict.kind == INCOMPATIBLE:
         session.warn(f"{cell.id}: INCOMPATIBLE: {reason}")
     elif verdict.kind == ENVIRONMENT:
@@ -452,6 +456,7 @@ def run_followups_session(
             probe_dirs=tuple(spec.probes.dirs),
             probe_commands=dict(spec.probes.commands),
             probe_timeout_s=spec.probes.timeout,
+            probe_command_timeout_s=spec.probes.command_timeout,
             probe_grace_s=env_settings.read(environ, GRACE_ENV),
             retry_backoff_s=env_settings.read(environ, BACKOFF_ENV),
             total=cap,

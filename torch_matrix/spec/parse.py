@@ -24,6 +24,8 @@ from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.records import default_policy, public_version
 from torch_matrix.spec.reader import CHECK_HINT, TableReader, show_value, spec_hint
 from torch_matrix.spec.model import (
+    DEFAULT_COMMAND_TIMEOUT_S,
+    DEFAULT_PROBE_TIMEOUT_S,
     CURRENT_PYTHON,
     DEFAULT_TORCH,
     DEFAULT_VARIANT,
@@ -487,7 +489,7 @@ class _Parser(TableReader):
                 raise self.error(
                     f"probes.{key}", f"invalid value {policy[key]!r} (expected 'fail' or 'pass')"
                 )
-        timeout = table.get("timeout", 300)
+        timeout = table.get("timeout", DEFAULT_PROBE_TIMEOUT_S)
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, (int, float))
@@ -510,6 +512,7 @@ class _Parser(TableReader):
             dirs=dirs,
             commands=commands,
             timeout=float(timeout),
+            command_timeout=float(timeout) if "timeout" in table else DEFAULT_COMMAND_TIMEOUT_S,
             **policy,
         )
 

@@ -20,7 +20,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 SCHEMA_ID = "torch-matrix/cell-result"
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # Versions this tool reads. 2 added the optional ``cell.origin`` and the cell's optional
 # ``install`` / ``install_digest`` (what else went into the cell: the project under test);
 # a version-1 file is a version-2 file without them, and loads unchanged. 3 added ``targets``:
@@ -34,7 +34,10 @@ SCHEMA_VERSION = 8
 # 8 added the stored verdict's optional ``text``: the digest of the cell file's bytes before its
 # verdict, as ``world.results.write_result`` wrote them (a loader that finds them unchanged trusts
 # the record without encoding it again: ``world.resultschema.written_with_verdict``).
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+# 9 added the verdict kind ``timeout`` (a required probe ran past ``[probes] timeout``: no evidence,
+# never ``incompatible``); a version-8 file is a version-9 file without it, and its stored verdict
+# on a timed-out probe is judged again on load (``judge.stored``).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum as StrEnum  # re-exported: the layers' status enums derive from it

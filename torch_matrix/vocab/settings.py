@@ -47,6 +47,7 @@ LOCK_OWNER_ENV = "TORCH_MATRIX_LOCK_OWNER"
 CELL_ENV = "TORCH_MATRIX_CELL"
 PYTEST_OUT_ENV = "TORCH_MATRIX_PYTEST_OUT"
 PYTEST_ONLY_ENV = "TORCH_MATRIX_PYTEST_ONLY"
+PROBE_NOW_ENV = "TORCH_MATRIX_PROBE_NOW"
 RUN_URL_ENV = "TORCH_MATRIX_RUN_URL"
 
 # Who sets a variable: the user, or torch-matrix for its own children (documented, not parsed).
@@ -411,6 +412,16 @@ VARIABLES: tuple[Variable, ...] = (
         "path",
         "",
         "where a command probe's pytest writes its outcomes",
+        "set by torch-matrix",
+        setter=INTERNAL,
+        parsed=IN_CELL,
+    ),
+    Variable(
+        PROBE_NOW_ENV,
+        "path",
+        "",
+        "where the probe runner names the probe it runs (and a command's pytest its test), "
+        "for the cell's heartbeat",
         "set by torch-matrix",
         setter=INTERNAL,
         parsed=IN_CELL,

@@ -28,6 +28,7 @@ from packaging.requirements import Requirement
 from torch_matrix.edges import proc
 from torch_matrix.judge.gpus import Gpu, Target, TargetError, parse_driver
 from torch_matrix.vocab.records import ERROR, PROBE_RUNNER, Cell, ProbeResult
+from torch_matrix.vocab.settings import PROBE_NOW_ENV
 
 OUTPUT_TAIL = 3000
 
@@ -39,6 +40,7 @@ class ProbeOptions:
     dirs: tuple[str, ...] = ()
     commands: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 300.0  # per probe; the runner as a whole gets a multiple of it
+    command_timeout_s: float | None = None  # per command probe; None: ``timeout_s``
     grace_s: float = 60.0  # on top: interpreter start, importing torch once
     env: Mapping[str, str] = field(default_factory=dict)  # extra variables (CUDA_VISIBLE_DEVICES)
     command_dir: str | None = None  # where command probes run (the project under test); None: cwd
@@ -220,6 +222,8 @@ def probe_command(cell: Cell, venv_python: str, out: Path, options: ProbeOptions
         "--timeout",
         f"{options.timeout_s:g}",
     ]  # the spec's per-probe limit, both ways
+    if options.commands:
+        command += ["--command-timeout", f"{_command_limit(options):g}"]
     if cell.probes:
         command += ["--select", ",".join(cell.probes)]
     for name, version in expected_versions(cell).items():
@@ -231,6 +235,10 @@ def probe_command(cell: Cell, venv_python: str, out: Path, options: ProbeOptions
     if options.commands and options.command_dir:
         command += ["--command-dir", str(options.command_dir)]
     return command
+
+
+def _command_limit(options: ProbeOptions) -> float:
+    return options.timeout_s if options.command_timeout_s is None else options.command_timeout_s
 
 
 def runner_failure(message: str, output: str = "", duration_s: float = 0.0) -> ProbeResult:
@@ -282,9 +290,18 @@ def run_probes(
         out.unlink()
     stage = stage_probes(work)
     command = probe_command(cell, venv_python, out, options)
-    count = max(1, len(cell.probes) or 20) + len(options.commands)
-    timeout = options.timeout_s * count + options.grace_s
+    count = max(1, len(cell.probes) or 20)
+    timeout = (
+        options.timeout_s * count
+        + _command_limit(options) * len(options.commands)
+        + options.grace_s
+    )
+    count += len(options.commands)
     runner_env = probe_env(venv_python, stage, env, options.env, options.user_site)
+    now = running_file(work)
+    for stale in (now, now.with_name(now.name + ".test")):
+        stale.unlink(missing_ok=True)
+    runner_env[PROBE_NOW_ENV] = str(now)
     runner_env[proc.MARKER] = proc.new_marker()  # how everything the runner starts is found again
     try:
         done = proc.stream(
@@ -338,6 +355,29 @@ def run_probes(
             {},
         )
     return ProbeRun(probes, data)
+
+
+def running_file(work_dir: Path) -> Path:
+    """Where the probe runner names the probe it runs (``$TORCH_MATRIX_PROBE_NOW``); its command's
+    pytest names the running test in ``<it>.test``."""
+    return Path(work_dir) / "probe-now.txt"
+
+
+def running_now(work_dir: Path) -> str:
+    """What the cell's probe phase is running (``tests: tests/test_x.py::test_y``), for its
+    heartbeat; "" when the runner has named nothing yet."""
+    now = running_file(work_dir)
+    try:
+        probe = now.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+    try:
+        test = now.with_name(now.name + ".test").read_text(encoding="utf-8").strip()
+    except OSError:
+        test = ""
+    if not probe:
+        return ""
+    return f"running {probe}" + (f": {test}" if test else "")
 
 
 def _partial_probes(out: Path) -> tuple[ProbeResult, ...]:

@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -29,6 +29,7 @@ from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa:
 from torch_matrix.edges.fileio import cyclic_gc_paused
 from torch_matrix.vocab.layout import MERGED_NAME
 from torch_matrix.vocab.records import (
+    TIMEOUT,
     SCHEMA_ID,
     SCHEMA_VERSION,
     Cell,
@@ -403,6 +404,8 @@ def _entry_from_data(
                 "was stored; judged again (rerun the cell to store a new result)"
             )
         result = result.with_verdict({})
+    elif result.verdict and _judged_before_timeouts(data, result):
+        result = result.with_verdict({})  # judged again: a probe past its limit is no evidence now
     elif (
         result.verdict
         and not written
@@ -428,6 +431,20 @@ def _entry_from_data(
             )
             result = result.with_verdict({})
     return _Entry(result, shown, merged, data)
+
+
+# The first result schema whose verdicts know ``timeout`` (a probe past its limit: no evidence).
+_TIMEOUT_KIND_SINCE = 9
+
+
+def _judged_before_timeouts(data: Mapping[str, Any], result: CellResult) -> bool:
+    """A file an older version wrote whose stored verdict judged a timed-out probe (as a failure)."""
+    version = data.get("schema_version")
+    return (
+        isinstance(version, int)
+        and version < _TIMEOUT_KIND_SINCE
+        and any(probe.status == TIMEOUT for probe in result.probes)
+    )
 
 
 def _choose(first: _Entry, second: _Entry) -> tuple[_Entry, _Entry, str]:

@@ -199,40 +199,9 @@ def classify(
     budget = " (in the tests that ran before the budget ran out)" if timed_out else ""
     new = newly_failing(baseline, candidate)
     gone = newly_failing(candidate, baseline)
-    messages = {t: _message(candidate, t) for t in sorted(new)}
     if new:
-        found = _spurious(candidate, _failure_texts(candidate, new), timeout=False)
-        if found:
-            return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
         flipped = _flips(new, retry_baseline, retry_candidate)
-        steady = new - set(flipped)
-        if flipped and not steady:
-            return Classified(
-                project,
-                EcoClass.FLAKY,
-                f"{len(flipped)} of {len(new)} regressed test(s) flipped on retry: "
-                + ", ".join(flipped[:3]),
-                new_failures=tuple(sorted(new)),
-                fixed_tests=tuple(sorted(gone)),
-                flipped=tuple(flipped),
-                messages=messages,
-            )
-        # Tests that failed on every retry stay regressed beside one that flipped: a flaky test
-        # must not hide a project's real regressions (zuko 2.5.1 -> 2.6.0: 6 weights_only
-        # failures and one unseeded test that flipped read as "flaky").
-        also = f" ({len(flipped)} more flipped on retry: flaky)" if flipped else ""
-        first = sorted(steady)[0]
-        return Classified(
-            project,
-            EcoClass.REGRESSED,
-            f"{len(steady)} test(s) fail only with torch {candidate.torch}{budget}{also}: "
-            f"{first} -- {messages[first]}"[:600],
-            new_failures=tuple(sorted(steady)),
-            fixed_tests=tuple(sorted(gone)),
-            flipped=tuple(flipped),
-            messages={t: messages[t] for t in sorted(steady)},
-        )
-    candidate_passes = candidate.status == SideStatus.PASSED
+        return _new_failures(project, candidate, new, gone, budget, flipped)
     if gone:
         found = _spurious(baseline, _failure_texts(baseline, gone), timeout=False)
         if found:
@@ -249,6 +218,56 @@ def classify(
         found = _spurious(timed_out[0], [])
         assert found is not None
         return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    return _unchanged(project, baseline, candidate)
+
+
+def _new_failures(
+    project: str,
+    candidate: SideRun,
+    new: set[str],
+    gone: set[str],
+    budget: str,
+    flipped: list[str],
+) -> Classified:
+    """Tests that fail only on the candidate side: spurious (the machine, not torch), flaky (each
+    flipped on retry) or regressed."""
+    messages = {t: _message(candidate, t) for t in sorted(new)}
+    found = _spurious(candidate, _failure_texts(candidate, new), timeout=False)
+    if found:
+        return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    steady = new - set(flipped)
+    if flipped and not steady:
+        return Classified(
+            project,
+            EcoClass.FLAKY,
+            f"{len(flipped)} of {len(new)} regressed test(s) flipped on retry: "
+            + ", ".join(flipped[:3]),
+            new_failures=tuple(sorted(new)),
+            fixed_tests=tuple(sorted(gone)),
+            flipped=tuple(flipped),
+            messages=messages,
+        )
+    # Tests that failed on every retry stay regressed beside one that flipped: a flaky test
+    # must not hide a project's real regressions (zuko 2.5.1 -> 2.6.0: 6 weights_only
+    # failures and one unseeded test that flipped read as "flaky").
+    also = f" ({len(flipped)} more flipped on retry: flaky)" if flipped else ""
+    first = sorted(steady)[0]
+    return Classified(
+        project,
+        EcoClass.REGRESSED,
+        f"{len(steady)} test(s) fail only with torch {candidate.torch}{budget}{also}: "
+        f"{first} -- {messages[first]}"[:600],
+        new_failures=tuple(sorted(steady)),
+        fixed_tests=tuple(sorted(gone)),
+        flipped=tuple(flipped),
+        messages={t: messages[t] for t in sorted(steady)},
+    )
+
+
+def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classified:
+    """No test changed between the sides: both pass, or both fail for the same reason (the
+    machine's or the project's harness: spurious), or both fail."""
+    candidate_passes = candidate.status == SideStatus.PASSED
     if baseline.status == SideStatus.PASSED and candidate_passes:
         return Classified(
             project, EcoClass.SAME_PASS, f"{candidate.summary or 'passed'} on both sides"

@@ -352,55 +352,53 @@ def parse_projects(text: str, where: str = "projects.toml", base_dir: str = "") 
                 f"project {name!r} is listed twice", where=here, hint="keep one of the two"
             )
         seen.add(name.lower())
-        for key in table:
-            if key not in PROJECT_KEYS:
-                raise UserError(
-                    f"unknown key {key!r}",
-                    where=here,
-                    hint=f"known: {', '.join(PROJECT_KEYS)}. {did_you_mean(key, PROJECT_KEYS)}",
-                )
-        merged = {**defaults, **table}
-        command = merged.get("command", DEFAULT_COMMAND)
-        if not isinstance(command, str) or not command.strip():
-            raise UserError(
-                "command must be a non-empty string", where=f"{here}.command", hint=HINT
-            )
-        skip = table.get("skip", "")
-        if not isinstance(skip, str) or ("skip" in table and not skip.strip()):
-            raise UserError(  # an empty reason would run the project it was meant to skip
-                "skip must be the reason, a non-empty string",
-                where=f"{here}.skip",
-                hint='skip = "needs a GPU"',
-            )
-        torchvision = merged.get("torchvision", False)
-        if not isinstance(torchvision, bool):
-            raise UserError(
-                "torchvision must be true or false", where=f"{here}.torchvision", hint=HINT
-            )
-        memory = merged.get("memory", 8)
-        if (
-            isinstance(memory, bool)
-            or not isinstance(memory, (int, float))
-            or not 0 < memory < 1024
-        ):
-            raise UserError(
-                f"invalid memory limit {memory!r}",
-                where=f"{here}.memory",
-                hint="GiB of address space for the tests, e.g. memory = 8",
-            )
-        requires = _requirements(defaults.get("requires", []), f"{where} [defaults].requires")
-        requires += _requirements(table.get("requires", []), f"{here}.requires")
-        projects.append(
-            Project(
-                name=name,
-                source=_source(table, here, base_dir),
-                command=command.strip(),
-                extras=_strings(table.get("extras", []), f"{here}.extras"),
-                requires=requires,
-                budget_s=_duration(merged.get("budget", DEFAULT_BUDGET_S), f"{here}.budget"),
-                torchvision=torchvision,
-                skip=skip.strip(),
-                memory_gib=float(memory),
-            )
-        )
+        projects.append(_project(table, defaults, here, where, base_dir))
     return projects
+
+
+def _project(
+    table: dict[str, Any], defaults: dict[str, Any], here: str, where: str, base_dir: str
+) -> Project:
+    """One [[project]] table (its keys over [defaults]) as a ``Project``; ``here`` names it."""
+    name = table["name"]
+    for key in table:
+        if key not in PROJECT_KEYS:
+            raise UserError(
+                f"unknown key {key!r}",
+                where=here,
+                hint=f"known: {', '.join(PROJECT_KEYS)}. {did_you_mean(key, PROJECT_KEYS)}",
+            )
+    merged = {**defaults, **table}
+    command = merged.get("command", DEFAULT_COMMAND)
+    if not isinstance(command, str) or not command.strip():
+        raise UserError("command must be a non-empty string", where=f"{here}.command", hint=HINT)
+    skip = table.get("skip", "")
+    if not isinstance(skip, str) or ("skip" in table and not skip.strip()):
+        raise UserError(  # an empty reason would run the project it was meant to skip
+            "skip must be the reason, a non-empty string",
+            where=f"{here}.skip",
+            hint='skip = "needs a GPU"',
+        )
+    torchvision = merged.get("torchvision", False)
+    if not isinstance(torchvision, bool):
+        raise UserError("torchvision must be true or false", where=f"{here}.torchvision", hint=HINT)
+    memory = merged.get("memory", 8)
+    if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 < memory < 1024:
+        raise UserError(
+            f"invalid memory limit {memory!r}",
+            where=f"{here}.memory",
+            hint="GiB of address space for the tests, e.g. memory = 8",
+        )
+    requires = _requirements(defaults.get("requires", []), f"{where} [defaults].requires")
+    requires += _requirements(table.get("requires", []), f"{here}.requires")
+    return Project(
+        name=name,
+        source=_source(table, here, base_dir),
+        command=command.strip(),
+        extras=_strings(table.get("extras", []), f"{here}.extras"),
+        requires=requires,
+        budget_s=_duration(merged.get("budget", DEFAULT_BUDGET_S), f"{here}.budget"),
+        torchvision=torchvision,
+        skip=skip.strip(),
+        memory_gib=float(memory),
+    )

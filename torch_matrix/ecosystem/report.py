@@ -308,50 +308,7 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
             f"**No result** (not run yet, or a shard is missing): {', '.join(report.missing)}",
             "",
         ]
-    blocks: list[str] = []
-    for row in report.rows:
-        c = row.classified
-        lines = [f"### {row.name}: {c.eco_class}", ""]
-        if row.project.get("command"):
-            lines += [
-                f"tested: {source_text(row.project) or md_text(row.name)} with "
-                f"{md_code(row.project.get('command', ''))}",
-                "",
-            ]
-        lines += [md_text(c.evidence), ""]
-        if row.groups and c.eco_class == EcoClass.SAME_FAIL:
-            lines += ["Failing on both sides (not the candidate's doing), by message:", ""]
-        for group in row.groups:
-            shown = ", ".join(md_code(t) for t in group.tests[:SHOWN_IDS])
-            more = (
-                f" +{len(group.tests) - SHOWN_IDS} more (all in report.html and ecosystem.json)"
-                if len(group.tests) > SHOWN_IDS
-                else ""
-            )
-            lines += [
-                f"- **{len(group.tests)} test(s)**: {shown}{more}",
-                f"  - {_message_label(group)}: {md_text(group.message[:300])}",
-            ]
-            if c.eco_class == EcoClass.REGRESSED or group.cause.kind != "unknown":
-                lines += [
-                    f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
-                    f"fix: {md_text(group.cause.fix)}"
-                    + (f" ({md_text(group.cause.source)})" if group.cause.source else "")
-                ]
-        if c.flipped and c.eco_class == EcoClass.REGRESSED:
-            lines += [
-                f"- flipped on retry (flaky, not counted): {', '.join(md_code(t) for t in c.flipped)}"
-            ]
-        steps = reproduce(row, report)
-        lines += [_reproduce_line(steps)] if steps else []
-        if row.bisect:
-            lines += [f"- bisection: {md_text(str(row.bisect.get('sentence', '')))}"]
-            if row.bisect.get("pin"):
-                lines += [
-                    f"- proven pin: {md_code(row.bisect['pin'])} "
-                    f"({md_text(row.bisect.get('proof', ''))})"
-                ]
-        blocks.append("\n".join(lines) + "\n")
+    blocks = [_project_block(row, report) for row in report.rows]
     table = [
         "## All projects",
         "",
@@ -380,6 +337,53 @@ def markdown(report: Report, *, limit: int = GITHUB_ISSUE_CHARS, link: str = "")
     if len(text) <= limit:
         return text
     return _cut(head, needs_human, table, limit, link)
+
+
+def _project_block(row: Row, report: Report) -> str:
+    """One project's block under "Needs a look": its class, what was tested, the evidence, the
+    failing tests grouped by message with each group's cause, the reproduction, the bisection."""
+    c = row.classified
+    lines = [f"### {row.name}: {c.eco_class}", ""]
+    if row.project.get("command"):
+        lines += [
+            f"tested: {source_text(row.project) or md_text(row.name)} with "
+            f"{md_code(row.project.get('command', ''))}",
+            "",
+        ]
+    lines += [md_text(c.evidence), ""]
+    if row.groups and c.eco_class == EcoClass.SAME_FAIL:
+        lines += ["Failing on both sides (not the candidate's doing), by message:", ""]
+    for group in row.groups:
+        shown = ", ".join(md_code(t) for t in group.tests[:SHOWN_IDS])
+        more = (
+            f" +{len(group.tests) - SHOWN_IDS} more (all in report.html and ecosystem.json)"
+            if len(group.tests) > SHOWN_IDS
+            else ""
+        )
+        lines += [
+            f"- **{len(group.tests)} test(s)**: {shown}{more}",
+            f"  - {_message_label(group)}: {md_text(group.message[:300])}",
+        ]
+        if c.eco_class == EcoClass.REGRESSED or group.cause.kind != "unknown":
+            lines += [
+                f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
+                f"fix: {md_text(group.cause.fix)}"
+                + (f" ({md_text(group.cause.source)})" if group.cause.source else "")
+            ]
+    if c.flipped and c.eco_class == EcoClass.REGRESSED:
+        lines += [
+            f"- flipped on retry (flaky, not counted): {', '.join(md_code(t) for t in c.flipped)}"
+        ]
+    steps = reproduce(row, report)
+    lines += [_reproduce_line(steps)] if steps else []
+    if row.bisect:
+        lines += [f"- bisection: {md_text(str(row.bisect.get('sentence', '')))}"]
+        if row.bisect.get("pin"):
+            lines += [
+                f"- proven pin: {md_code(row.bisect['pin'])} "
+                f"({md_text(row.bisect.get('proof', ''))})"
+            ]
+    return "\n".join(lines) + "\n"
 
 
 def source_text(project: Mapping[str, Any]) -> str:

@@ -3214,3 +3214,27 @@ def test_a_side_file_with_a_non_finite_duration_is_named_never_printed_as_nan(tm
     bad = run / "projects" / "p" / "candidate.json"
     named = [line for line in done.stderr.splitlines() if str(bad) in line]
     assert len(named) == 1 and "'seconds'" in named[0] and "nan" in named[0], done.stderr
+
+
+# Issue 45: a driver given as the branch `580` was read as 580.0.0 and judged too old for CUDA
+# 13.x, whose minor-version floor NVIDIA gives as `>= 580` (every public R580 Linux driver meets
+# 580.65.06). A branch alone is "some 580 driver"; the verdict says what it assumed.
+def test_a_driver_branch_alone_is_some_driver_of_that_branch_and_the_verdict_says_so():
+    from torch_matrix.judge.gpus import targets_of
+    from torch_matrix.judge.hardware import BuildFacts, Hardware, judge
+
+    cuda13 = BuildFacts(
+        torch="2.13.0+cu130", cuda="13.0", arch_list=("sm_80", "sm_90", "sm_100", "sm_120")
+    )
+    (target,) = targets_of(["RTX 4090"], ["580"])
+    found = judge(cuda13, target)
+    assert found is not None and found.verdict == Hardware.NATIVE, found
+    assert "driver 580 read as some R580 driver, assumed >= 580.65.06" in found.reason
+    for older in ("575", "580.65"):  # an older branch, or a driver written in full below the floor
+        (target,) = targets_of(["RTX 4090"], [older])
+        found = judge(cuda13, target)
+        assert found is not None and found.verdict == Hardware.DRIVER_TOO_OLD, (older, found)
+        assert "assumed" not in found.reason
+    (target,) = targets_of(["RTX 4090"], ["590"])  # a newer branch: nothing assumed
+    found = judge(cuda13, target)
+    assert found is not None and found.verdict == Hardware.NATIVE and "assumed" not in found.reason

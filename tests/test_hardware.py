@@ -121,11 +121,11 @@ def test_the_driver_floor_of_each_cuda_major():
 
 
 def test_a_driver_is_compared_as_written_never_padded_to_the_floor():
-    # '580' is the branch, i.e. 580.0.0: below CUDA 13.0's 580.65.06 floor, as is '580.65'.
-    for written in ("580", "580.65", "580.65.05"):
+    # '580.65' is below CUDA 13.0's 580.65.06 floor; a branch alone is another matter (issue 45)
+    for written in ("580.65", "580.65.05", "575"):
         found = verdict("2.13.0", "RTX 4090", written)
         assert found.verdict == Hardware.DRIVER_TOO_OLD and ">= 580.65.06" in found.reason, written
-    for written in ("580.65.06", "580.82.07", "581"):
+    for written in ("580.65.06", "580.82.07", "581", "580"):
         assert verdict("2.13.0", "RTX 4090", written).verdict == Hardware.NATIVE, written
     assert (
         verdict("2.4.1", "RTX 4090", "470.57").verdict == Hardware.DRIVER_TOO_OLD

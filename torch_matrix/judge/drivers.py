@@ -5,8 +5,11 @@ Corresponding Driver Versions", the toolkit driver of each release) and Table 2 
 Minimum Required Driver Version for CUDA Minor Version Compatibility"):
 https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#cuda-driver . A runtime X.Y
 runs on a driver of at least the minor-version-compatibility minimum of major X (525.60.13 for
-12.x); at the toolkit driver of X.Y or above, everything works. A driver is compared as the
-version it is written (``580`` is 580.0.0, below a ``580.65.06`` floor).
+12.x); at the toolkit driver of X.Y or above, everything works. A driver written in full is
+compared as written (``580.65`` is below a ``580.65.06`` floor, never padded up to it). A branch
+alone (``580``) is what a user means by it, "some R580 driver": below a floor of a newer branch,
+above one of an older branch, and against a floor of its own branch assumed to meet it (every
+public R580 Linux driver meets CUDA 13.x's ``580.65.06``), the verdict saying what it assumed.
 
 Pure; ``torch_matrix.judge.hardware`` uses it for the driver-too-old verdict.
 """
@@ -47,14 +50,30 @@ def driver_numbers(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
+def is_branch(driver: str) -> bool:
+    """``580``: a driver branch alone, not one driver."""
+    return driver.isdigit()
+
+
 def at_least(driver: str, minimum: str) -> bool:
-    """``driver >= minimum``, each compared as the version it is: a part not written is 0, so a
-    branch alone (``580``, i.e. 580.0.0) does not meet a ``580.65.06`` floor, and ``580.65`` does
-    not either; ``580.82.07`` does. Padding the driver to the floor's length would pass any driver
-    of the floor's branch, however old."""
+    """``driver >= minimum``, each compared as the version it is written: a part not written is 0,
+    so ``580.65`` does not meet a ``580.65.06`` floor (padding the driver to the floor's length
+    would pass any driver of the floor's branch, however old). A branch alone (``580``) is some
+    driver of that branch: it meets a floor of its own branch (``assumed`` says so)."""
     have, need = driver_numbers(driver), driver_numbers(minimum)
+    if is_branch(driver):
+        return have[0] >= need[0]
     width = max(len(have), len(need))
     return have + (0,) * (width - len(have)) >= need + (0,) * (width - len(need))
+
+
+def assumed(driver: str, minimum: str) -> str:
+    """What a branch alone was taken to mean against ``minimum`` ("" where nothing was assumed)."""
+    if not minimum or not is_branch(driver) or "." not in minimum:
+        return ""
+    if driver_numbers(driver)[0] != driver_numbers(minimum)[0]:
+        return ""
+    return f"driver {driver} read as some R{driver} driver, assumed >= {minimum}"
 
 
 def driver_minimum(cuda: str) -> tuple[str, str]:

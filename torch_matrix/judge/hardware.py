@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_matrix.judge.drivers import (
+    assumed,
     at_least,
     card_driver_floor,
     driver_minimum,
@@ -195,11 +196,23 @@ def arch_judgement(capability: int, arch_list: Iterable[str]) -> tuple[Hardware,
 
 
 def _driver_judgement(build: BuildFacts, driver: str, needs_jit: bool) -> tuple[bool, str]:
-    """(too old, reason) for the newest CUDA runtime of torch and torchvision's ops."""
+    """(too old, reason) for the newest CUDA runtime of torch and torchvision's ops; a branch
+    alone (``580``) says what it was assumed to be."""
+    too_old, reason = _driver_reason(build, driver, needs_jit)
+    compat, toolkit = driver_minimum(_newest_runtime(build)[1])
+    note = assumed(driver, toolkit) or assumed(driver, compat)
+    return too_old, reason + (f" ({note})" if note and not too_old else "")
+
+
+def _newest_runtime(build: BuildFacts) -> tuple[str, str]:
     runtimes = [("torch", build.cuda)] + (
         [("torchvision", build.torchvision_cuda)] if build.torchvision_cuda else []
     )
-    who, cuda = max(runtimes, key=lambda item: version_key(item[1]))
+    return max(runtimes, key=lambda item: version_key(item[1]))
+
+
+def _driver_reason(build: BuildFacts, driver: str, needs_jit: bool) -> tuple[bool, str]:
+    who, cuda = _newest_runtime(build)
     which = f"CUDA {cuda} (torch)" if who == "torch" else f"CUDA {cuda} (torchvision's ops)"
     compat, toolkit = driver_minimum(cuda)
     floor = compat or toolkit

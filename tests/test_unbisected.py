@@ -37,3 +37,33 @@ def test_a_break_with_a_passing_grid_cell_is_bisected_so_not_listed() -> None:
     good = make_result(cell=make_cell(torch="2.1.0", python="3.11"))
     assert unbisected([good, _failing("2.2.0")]) == []
     assert unbisected([good]) == []
+
+
+def test_a_report_searches_for_unbisected_breaks_once_for_its_table_and_summary(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """The table and summary.md both list the break; the search over 2,000 results ran once per
+    renderer (issue 46: 0.1 s of a report's CPU twice). Now once per report."""
+    from torch_matrix import cli
+    from torch_matrix.plan import unbisected as module
+    from torch_matrix.world import results
+
+    edge = make_result(torch="2.3.0", python="3.11")
+    edge = dataclasses.replace(
+        edge, cell=dataclasses.replace(edge.cell, id=edge.cell.id + "-edge", origin=ORIGIN_EDGE)
+    )
+    cells = tmp_path / "run" / "cells"
+    for result in (_failing("2.1.0"), _failing("2.4.0"), edge):
+        results.write_result(result, cells)
+    calls = []
+    real = module.unbisected
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "unbisected", counted)
+    assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
+    assert "follow-up cells pass at 2.3.0" in capsys.readouterr().out
+    assert "follow-up cells pass at 2.3.0" in (tmp_path / "out" / "summary.md").read_text()
+    assert len(calls) == 1

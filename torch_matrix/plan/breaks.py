@@ -10,6 +10,7 @@ break's release passes. The cells that test them: ``plan.edgecells``; the planni
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
@@ -123,7 +124,10 @@ def context_of(cell: Cell, axis: str = TORCH) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(held))
 
 
+@functools.lru_cache(maxsize=4096)
 def _release(text: str) -> Version | None:
+    """The final release ``text`` names (its public version), or None. Cached: a run's cells name
+    a few dozen releases, and every report reads each of its 2,000 cells on every axis (issue 46)."""
     found = bisection.final_releases([text])
     return Version(found[0]) if found else None
 
@@ -143,6 +147,9 @@ def value_on(result: CellResult, axis: str) -> str:
 
 def _exact(specifier: str) -> str:
     return specifier[2:] if specifier.startswith("==") and "*" not in specifier else ""
+
+
+_RANK = {bisection.GOOD: 2, bisection.BAD: 1, bisection.SKIP: 0}  # a good release beats a bad one
 
 
 def outcomes_by_context(
@@ -177,18 +184,19 @@ def outcomes_by_context(
         if version is None:
             continue
         kind = bisection.outcome_of(result).kind
-        entry = found.setdefault(context_of(cell, axis), {}).get(str(version))
-        rank = {bisection.GOOD: 2, bisection.BAD: 1, bisection.SKIP: 0}
+        tested = found.setdefault(context_of(cell, axis), {})
+        release = str(version)
+        entry = tested.get(release)
         if (
             entry is None
-            or rank[kind] > rank[str(entry["kind"])]
+            or _RANK[kind] > _RANK[str(entry["kind"])]
             or (
-                rank[kind] == rank[str(entry["kind"])]
+                _RANK[kind] == _RANK[str(entry["kind"])]
                 and entry["origin"] != ORIGIN_MATRIX
                 and cell.origin == ORIGIN_MATRIX
             )
         ):
-            found[context_of(cell, axis)][str(version)] = {
+            tested[release] = {
                 "kind": kind,
                 "origin": cell.origin,
                 "cell": cell,

@@ -124,8 +124,11 @@ def render_markdown_summary(
     title: str = "torch-matrix results",
     spec: str | None = None,
     missing_reasons: Mapping[str, str] | None = None,
+    unbisected: Sequence[str] | None = None,
 ) -> str:
     """GitHub-flavoured Markdown for summary.md and $GITHUB_STEP_SUMMARY.
+
+    ``unbisected``: ``rows.unbisected_notes`` of these results, where the caller has them already.
 
     When the full text exceeds ``max_bytes`` it degrades in steps, and says so: first the
     per-probe details and grid go, then the per-cell table, then the pivot is replaced by
@@ -166,7 +169,8 @@ def render_markdown_summary(
         if notes
         else ""
     )
-    unbisected = unbisected_notes(judged)
+    if unbisected is None:
+        unbisected = unbisected_notes(judged)
     unbisected_section = (
         "### Breaks not bisected\n\n" + "\n".join(f"- {md_cell(line)}" for line in unbisected)
         if unbisected

@@ -203,11 +203,13 @@ def render_text(
     width: int | None = None,
     spec: str | None = None,
     missing_reasons: Mapping[str, str] | None = None,
+    unbisected: Sequence[str] | None = None,
 ) -> str:
     """What ``torch-matrix report`` prints: counts, the table (or pivot), then why cells did not pass.
 
     ``width``: the terminal's; tables are cut to fit it (the rerun lines never are), with a note
-    that the full text is in the files. ``spec``: the spec the run was planned from, for the rerun lines."""
+    that the full text is in the files. ``spec``: the spec the run was planned from, for the rerun lines.
+    ``unbisected``: ``rows.unbisected_notes`` of these results, where the caller has them already."""
     judged = judge(results)
     cuts: list[bool] = []
     parts = [counts_line(judged, missing)]
@@ -223,7 +225,8 @@ def render_text(
             f"Follow-up cells ({len(followups)}; planned from the results, not from the spec's grid):\n"
             + _table(followup_rows(followups), FOLLOWUP_HEADERS, tablefmt, width, cuts)
         )
-    unbisected = unbisected_notes(judged)
+    if unbisected is None:
+        unbisected = unbisected_notes(judged)
     if unbisected:
         parts.append("Breaks not bisected:\n" + "\n".join(f"  {line}" for line in unbisected))
     notes = changed_default_notes(judged)

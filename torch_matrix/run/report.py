@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from torch_matrix.report.rows import judge
+from torch_matrix.report.rows import judge, unbisected_notes
 from torch_matrix.report import terminal as report
 from torch_matrix.report import markdown as report_markdown
 from torch_matrix.edges import console
@@ -395,10 +395,16 @@ def make_report(args: ReportRequest) -> ReportOutcome:
     )
     pins_spec, spec = spec, spec or rerun_spec(run_plan)  # the built-in matrix reruns --default
     judged = judge(loaded.results)
-    table = _table(args, judged, missing, spec, reasons)
+    unbisected = unbisected_notes(judged)  # once, for the table and the summary (issue 46)
+    table = _table(args, judged, missing, spec, reasons, unbisected)
     out_dir = Path(args.out or (results_dir.parent if results_dir.is_file() else results_dir))
     summary = report_markdown.render_markdown_summary(
-        judged, max_bytes=max_bytes, missing=missing, spec=spec, missing_reasons=reasons
+        judged,
+        max_bytes=max_bytes,
+        missing=missing,
+        spec=spec,
+        missing_reasons=reasons,
+        unbisected=unbisected,
     )
     # Files first, then the table (the command prints it): a reader that stops early (`| head`)
     # closes the pipe, and what was asked for (summary.md, results.json, the HTML, pins) must be
@@ -439,6 +445,7 @@ def _table(
     missing: list[Cell | str],
     spec: str | None,
     reasons: Mapping[str, str],
+    unbisected: Sequence[str] | None = None,
 ) -> str:
     """The table the command prints: text laid out to the terminal, or Markdown."""
     if args.format == "markdown":
@@ -448,6 +455,7 @@ def _table(
             missing=missing,
             spec=spec,
             missing_reasons=reasons,
+            unbisected=unbisected,
         )
     return report.render_text(
         judged,
@@ -457,6 +465,7 @@ def _table(
         width=args.width,
         spec=spec,
         missing_reasons=reasons,
+        unbisected=unbisected,
     )
 
 

@@ -207,19 +207,12 @@ def _first_runs(
     return found
 
 
-def diff_main(args: argparse.Namespace) -> int:
-    from torch_matrix.report import diff_render
+def _compare(args: argparse.Namespace, refs: list[str]) -> Any:
+    """The two runs compared (each a results directory or a run of the history; one or none
+    given: the run before it, the last two), with the run each new failure first appeared in."""
     from torch_matrix.report.diff import diff_snapshots, failing_pairs
     from torch_matrix.world.history import db_path
 
-    refs = list(args.runs)
-    if len(refs) > 2:
-        raise UserError(
-            f"expected at most two runs (OLD NEW), got {len(refs)}",
-            " ".join(refs),
-            hint="`torch-matrix diff OLD NEW`, `diff NEW` (against the run before it) or "
-            "`diff` (the last two runs)",
-        )
     history = _open_if_present(args)
     new_row: RunRow | None
     try:
@@ -268,7 +261,21 @@ def diff_main(args: argparse.Namespace) -> int:
     finally:
         if history is not None:
             history.close()
-    result = diff_snapshots(old, new, first)
+    return diff_snapshots(old, new, first)
+
+
+def diff_main(args: argparse.Namespace) -> int:
+    from torch_matrix.report import diff_render
+
+    refs = list(args.runs)
+    if len(refs) > 2:
+        raise UserError(
+            f"expected at most two runs (OLD NEW), got {len(refs)}",
+            " ".join(refs),
+            hint="`torch-matrix diff OLD NEW`, `diff NEW` (against the run before it) or "
+            "`diff` (the last two runs)",
+        )
+    result = _compare(args, refs)
     if args.format == "markdown":
         sys.stdout.write(diff_render.render_markdown(result))
     elif args.format == "json":
@@ -283,26 +290,30 @@ def diff_main(args: argparse.Namespace) -> int:
         else:
             console.warn("--github-summary: GITHUB_STEP_SUMMARY is not set")
     if args.issues:
-        from torch_matrix.world.results import atomic_write_text
-
-        bundles, fixes = _from_new_run(refs[-1] if refs else None, result.new_failures)
-        plan = diff_render.issue_plan(
-            result, run_url=args.run_url or "", bundles=bundles, fixes=fixes
-        )
-        for (
-            cell,
-            probe,
-        ), text in bundles.items():  # whole, beside the plan: the body may hold them cut
-            atomic_write_text(
-                Path(args.issues).parent / "bundles" / diff_render.bundle_file(cell, probe), text
-            )
-        atomic_write_text(Path(args.issues), json.dumps(plan, indent=1) + "\n")
-        print(
-            f"wrote {args.issues}: {len(plan['open'])} issue(s) to open, {len(plan['close'])} cell+probe "
-            "pair(s) passing",
-            file=sys.stderr,
-        )
+        _write_issues(args, refs, result)
     return 0
+
+
+def _write_issues(args: argparse.Namespace, refs: list[str], result: Any) -> None:
+    """--issues FILE: the issue plan (what to open, what to close) and each new failure's bundle."""
+    from torch_matrix.report import diff_render
+    from torch_matrix.world.results import atomic_write_text
+
+    bundles, fixes = _from_new_run(refs[-1] if refs else None, result.new_failures)
+    plan = diff_render.issue_plan(result, run_url=args.run_url or "", bundles=bundles, fixes=fixes)
+    for (
+        cell,
+        probe,
+    ), text in bundles.items():  # whole, beside the plan: the body may hold them cut
+        atomic_write_text(
+            Path(args.issues).parent / "bundles" / diff_render.bundle_file(cell, probe), text
+        )
+    atomic_write_text(Path(args.issues), json.dumps(plan, indent=1) + "\n")
+    print(
+        f"wrote {args.issues}: {len(plan['open'])} issue(s) to open, {len(plan['close'])} cell+probe "
+        "pair(s) passing",
+        file=sys.stderr,
+    )
 
 
 def _from_new_run(

@@ -592,7 +592,7 @@ def test_run_makes_spec_and_results_absolute(tmp_path):
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     env = run_cli.run_environment(None, None, tmp_path, {})
     assert env["TORCH_MATRIX_SPEC"] == str(tmp_path / "pyproject.toml")
-    assert env["TORCH_MATRIX_RESULTS"] == str(tmp_path / "results")
+    assert env["TORCH_MATRIX_RESULTS"] == str(tmp_path / ".torch-matrix" / "results")
     with pytest.raises(UserError):
         run_cli.run_environment("nope.toml", None, tmp_path, {})
 

@@ -82,7 +82,9 @@ def test_example_project_runs_its_own_tests_in_every_cell(tmp_path):
     index = _world(tmp_path)
     project = tmp_path / "tinytrain"
     shutil.copytree(
-        EXAMPLE, project, ignore=shutil.ignore_patterns("results", ".nox", "__pycache__")
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns("results", ".torch-matrix", ".nox", "__pycache__"),
     )
     assert not (project / "noxfile.py").exists()
     env = _env(tmp_path, index.url)
@@ -99,7 +101,8 @@ def test_example_project_runs_its_own_tests_in_every_cell(tmp_path):
     done = _cli(project, env, "run")
     log = done.stdout + done.stderr
     assert done.returncode == 0, log
-    run_dir = project / "results" / "tinytrain"  # the project's name: never results/default
+    # the project's name, never results/default; under .torch-matrix/, which no build discovers
+    run_dir = project / ".torch-matrix" / "results" / "tinytrain"
     assert (project / ".nox").is_dir()  # venvs under the project, not inside the package
     results = {
         torch: read_result(run_dir / "cells" / f"{cell}.json") for torch, cell in cells.items()

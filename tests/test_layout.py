@@ -35,7 +35,7 @@ def test_repro_names_the_session_and_optionally_the_spec():
 
 
 def test_results_root_is_absolute_and_follows_the_variable(tmp_path):
-    assert layout.results_root({}) == (layout.Path.cwd() / "results")
+    assert layout.results_root({}) == (layout.Path.cwd() / ".torch-matrix" / "results")
     assert layout.results_root({layout.RESULTS_ENV: str(tmp_path)}) == tmp_path
 
 

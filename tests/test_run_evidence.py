@@ -5,18 +5,21 @@ real pytest, flit_core and setuptools repackaged from this interpreter), a small
 
 - a suite that runs past ``[probes] timeout`` is no evidence (``timeout``), never ``incompatible``:
   the run fails, naming the key and the time the suite ran, and the heartbeat names the test;
+- a flat-layout setuptools project (automatic discovery, ``install = [".[test]"]``) installs in
+  every cell: the tool's results and scratch are nowhere its build looks;
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from torch_matrix.judge.verdict import TIMED_OUT, verdict_of
+from torch_matrix.judge.verdict import COMPATIBLE, TIMED_OUT, verdict_of
 from torch_matrix.world.results import read_result
 from tests.synthetic_wheels import build_index, downstream_wheels, installed_wheels
 
@@ -97,6 +100,73 @@ timeout = 20
 }
 
 
+FLAT_LAYOUT = {
+    "pyproject.toml": """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "flat"
+version = "0.1"
+
+[project.optional-dependencies]
+test = ["pytest"]
+
+[tool.torch-matrix]
+python = ["current"]
+torch = ["2.4.0", "2.5.0"]
+torchvision = "none"
+install = [".[test]"]
+
+[tool.torch-matrix.probes]
+run = ["tests"]
+commands = { tests = "pytest -q tests" }
+""",
+    "flat/__init__.py": "def answer():\n    return 42\n",
+    "tests/test_flat.py": "import flat\n\ndef test_answer():\n    assert flat.answer() == 42\n",
+}
+
+
+def test_a_flat_layout_setuptools_project_installs_in_every_cell(tmp_path, world):
+    """setuptools' automatic discovery took the tool's `results/` for a second top-level package:
+    every cell `! error` ("Multiple top-level packages discovered in a flat-layout: ['flat',
+    'results']"), retried 3 times. The results now go to `.torch-matrix/results/`, a folder no
+    backend discovers (git ignores it too); a run the old default left in `results/` still reads."""
+    project = write_files(tmp_path / "flat", FLAT_LAYOUT)
+    env = env_for(tmp_path, world.url)
+    done = cli(project, env, "run")
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log
+    assert "Multiple top-level packages" not in log
+    run_dir = project / ".torch-matrix" / "results" / "flat"
+    for torch in ("2.4.0", "2.5.0"):
+        result = read_result(run_dir / "cells" / f"t{torch}-py{PY}.json")
+        assert result is not None, log
+        assert verdict_of(result).kind == COMPATIBLE, (torch, verdict_of(result).reason)
+        assert result.probe("tests").evidence["tests"] == {"passed": 1}
+    assert not (project / "results").exists()
+    ignored = subprocess.run(
+        ["git", "init", "-q", "."], cwd=project, capture_output=True, text=True, check=False
+    )
+    if ignored.returncode == 0:  # git sees nothing of the tool's: the folder ignores itself
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert ".torch-matrix" not in status, status
+    # A run the old default left in ./results: `report` and `pins` with no argument still read it.
+    (project / ".torch-matrix" / "results").rename(project / "results")
+    shutil.rmtree(project / ".torch-matrix")
+    report = cli(project, env, "report")
+    assert report.returncode == 0, report.stderr
+    assert "2 cells: 2 compatible" in report.stdout, report.stdout
+    assert f"torch-matrix report: {project / 'results' / 'flat'}" in report.stderr, report.stderr
+
+
 def test_a_suite_past_its_limit_is_no_evidence_and_fails_the_run(tmp_path, world):
     """The project's suite sleeps past `[probes] timeout = 20`: the cell was `✗ incompatible` and the
     run exited 0, nothing naming the limit. Now its verdict is `timeout` (no evidence), the run
@@ -107,7 +177,7 @@ def test_a_suite_past_its_limit_is_no_evidence_and_fails_the_run(tmp_path, world
     done = cli(project, env, "run")
     log = done.stdout + done.stderr
     cell = f"t2.4.0-py{PY}"
-    result = read_result(project / "results" / "slow" / "cells" / f"{cell}.json")
+    result = read_result(project / ".torch-matrix" / "results" / "slow" / "cells" / f"{cell}.json")
     assert result is not None, log
     assert result.probe("tests").status == "timeout", result.probe("tests")
     verdict = verdict_of(result)
@@ -120,7 +190,7 @@ def test_a_suite_past_its_limit_is_no_evidence_and_fails_the_run(tmp_path, world
     assert (
         "1 cell: 0 compatible, 0 incompatible, 0 unsatisfiable, 0 error, 1 timeout" in done.stdout
     )
-    summary = (project / "results" / "slow" / "summary.md").read_text()
+    summary = (project / ".torch-matrix" / "results" / "slow" / "summary.md").read_text()
     assert "[probes] timeout" in summary, summary
     # the heartbeat (every 15 s) named the probe and the test it was running
     assert "running tests: tests/test_slow.py::test_sleeps" in log, log

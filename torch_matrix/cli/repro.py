@@ -51,7 +51,9 @@ def _run_spec(sources: Mapping[str, str], cell_id: str) -> str | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    results_dir = Path(args.results)
+    from torch_matrix.cli.rundir import default_root
+
+    results_dir = Path(args.results) if args.results else default_root()
     loaded = load_results(results_dir)
     for problem in loaded.problems:
         console.warn(str(problem))
@@ -120,9 +122,10 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     )
     parser.add_argument(
         "--results",
-        default="results",
+        default=None,
         metavar="DIR",
-        help="results directory or merged results.json (default: results)",
+        help="results directory or merged results.json (default: $TORCH_MATRIX_RESULTS or "
+        "./.torch-matrix/results; a run the old default left in ./results is still read)",
     )
     parser.add_argument(
         "--spec",

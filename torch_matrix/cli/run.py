@@ -5,7 +5,7 @@ Runs the matrix for the spec found from the current directory (``--spec``,
 or, with ``--default``, the built-in default) with the noxfile that ships with the package (torch_matrix/noxfile.py),
 so a downstream repository needs no noxfile. nox's selection and parallel options
 (``-s``, ``-t``, ``-k``, ``-j``, ``-l``, ``-x``, ...) and ``--`` pass through unchanged.
-Results go to ``./results`` (or ``$TORCH_MATRIX_RESULTS`` / ``--results``), venvs to
+Results go to ``./.torch-matrix/results`` (or ``$TORCH_MATRIX_RESULTS`` / ``--results``), venvs to
 ``./.nox/<spec name>`` (or ``--envdir``): under the current directory, never inside the package.
 """
 
@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "$TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in ./pyproject.toml; with "
         "--default the built-in one) with the noxfile that ships with torch-matrix. Any other option "
         "goes to nox unchanged: -s/-t/-k to select cells or sessions, -j N for parallel "
-        "cells, -l to list, and `-- --redo` after a `--`. Results go to ./results, venvs to "
+        "cells, -l to list, and `-- --redo` after a `--`. Results go to ./.torch-matrix/results, venvs to "
         "./.nox."
     )
     parser.usage = (
@@ -108,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "--results",
         metavar="DIR",
-        help="results root (default: $TORCH_MATRIX_RESULTS or ./results)",
+        help="results root (default: $TORCH_MATRIX_RESULTS or ./.torch-matrix/results)",
     )
     parser.add_argument(
         "--default",

@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.vocab.layout import CELLS_DIR, MERGED_NAME, results_root, run_dir
+from torch_matrix.vocab import settings
+from torch_matrix.vocab.layout import (
+    CELLS_DIR,
+    LEGACY_RESULTS,
+    MERGED_NAME,
+    RESULTS_ENV,
+    results_root,
+    run_dir,
+)
 
 
 def _has_results(directory: Path) -> bool:
@@ -29,12 +37,31 @@ def default_run_dir(spec_path: str | None = None, environ: Mapping[str, str] = o
         spec = load_spec(spec_path, environ)
     except UserError:
         spec = None  # a spec that does not load names no run; the root's runs still can
-    if spec is not None and _has_results(run_dir(root, spec.name)):
-        return run_dir(root, spec.name)
-    runs = (
-        sorted(d for d in root.iterdir() if d.is_dir() and _has_results(d)) if root.is_dir() else []
-    )
-    return runs[0] if len(runs) == 1 else root
+    roots = [root]
+    if not settings.read(environ, RESULTS_ENV) and not root.is_dir():
+        roots.append(Path(LEGACY_RESULTS).absolute())  # a run the old default left: still read
+    for where in roots:
+        if spec is not None and _has_results(run_dir(where, spec.name)):
+            return run_dir(where, spec.name)
+    for where in roots:
+        runs = (
+            sorted(d for d in where.iterdir() if d.is_dir() and _has_results(d))
+            if where.is_dir()
+            else []
+        )
+        if len(runs) == 1:
+            return runs[0]
+    return root
+
+
+def default_root(environ: Mapping[str, str] = os.environ) -> Path:
+    """The results root (``$TORCH_MATRIX_RESULTS``, else the default), or the old default
+    (``./results``) where only that one exists."""
+    root = results_root(environ)
+    legacy = Path(LEGACY_RESULTS).absolute()
+    if not settings.read(environ, RESULTS_ENV) and not root.is_dir() and legacy.is_dir():
+        return legacy
+    return root
 
 
 def resolve(args, command: str, environ: Mapping[str, str] = os.environ) -> None:

@@ -89,6 +89,9 @@ def lock_run(
         return
     locks.hold(plan.run_dir, "results directory", environ)
     locks.hold(envdir_of(argv), "nox env dir (--envdir)", environ)
+    from torch_matrix.world.results import keep_out_of_vcs
+
+    keep_out_of_vcs(plan.results_root)
 
 
 def nox_venv_of(envdir: Path, cell_id: str) -> Path:

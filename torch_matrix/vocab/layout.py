@@ -31,6 +31,7 @@ LOCK_NAME = (
 )
 
 DEFAULT_RESULTS = settings.DEFAULT_RESULTS
+LEGACY_RESULTS = settings.LEGACY_RESULTS  # the default before #42: still read, never written
 DEFAULT_RUN = "default"
 CELLS_DIR = "cells"
 MERGED_NAME = "results.json"

@@ -55,7 +55,14 @@ USER, INTERNAL = "user", "internal"
 # Where it is parsed: here, or inside a cell's interpreter by the probe suite.
 HERE, IN_CELL = "here", "in the cell"
 
-DEFAULT_RESULTS = "results"
+# Under the project, where no build backend looks: a hidden folder whose name is no identifier.
+# setuptools' flat-layout discovery skips names with a dot and ``[._]*``; hatch, flit and poetry
+# take the package by the project's name (and git ignores the folder: it holds a ``.gitignore``).
+# Until #42 the default was ``results``, which setuptools' automatic discovery took for a second
+# top-level package ("Multiple top-level packages discovered in a flat-layout"): every cell that
+# installed the project failed. ``report``/``pins`` still read a run left there (``LEGACY_RESULTS``).
+DEFAULT_RESULTS = ".torch-matrix/results"
+LEGACY_RESULTS = "results"
 DEFAULT_PROBE_GRACE_S = 60.0
 DEFAULT_RETRY_BACKOFF_S = 3.0
 DEFAULT_PROBE_RERUNS = 2
@@ -208,7 +215,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         RESULTS_ENV,
         "path",
-        "./results",
+        "./.torch-matrix/results",
         "the results root: each run writes <root>/<spec name>/",
         "a directory path",
         _path,

@@ -107,6 +107,22 @@ class LoadedResults:
         return found[2]
 
 
+def keep_out_of_vcs(results_root: Path) -> None:
+    """The default results root's hidden folder (``.torch-matrix/``) gets a ``.gitignore`` of ``*``,
+    as uv and virtualenv do for a venv: git (and poetry's sdist, which asks git) leaves it out.
+    Any other root, named by the user, is theirs: nothing is written."""
+    hidden = Path(results_root).parent
+    if hidden.name != Path(layout.DEFAULT_RESULTS).parent.name:
+        return
+    marker = hidden / ".gitignore"
+    try:
+        if not marker.exists():
+            hidden.mkdir(parents=True, exist_ok=True)
+            marker.write_text("# written by torch-matrix: its results, never the project's\n*\n")
+    except OSError:
+        pass  # a read-only folder: the run itself says so when it writes its results
+
+
 def cells_dir(results_root: str | os.PathLike[str], run_name: str) -> Path:
     return layout.cells_dir(layout.run_dir(results_root, run_name))
 

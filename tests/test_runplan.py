@@ -91,3 +91,105 @@ def test_a_log_that_cannot_be_written_is_one_line_never_an_exception(tmp_path: P
 def test_append_line_writes_one_line() -> None:
     with pytest.raises(ValueError):
         append_line("/nonexistent/x", "two\nlines")
+
+
+# ---------------------------------------------------------------- evidence belongs to its spec
+
+
+def _grid(torch: str, digest: str) -> Cell:
+    import dataclasses
+
+    from tests.factories import make_cell
+
+    made = make_cell(torch=torch, torchvision="", probes=("tests",), required_probes=("tests",))
+    return dataclasses.replace(made, install=(".[test]",), install_digest=digest)
+
+
+def test_results_the_plan_no_longer_plans_are_stale_and_never_counted(tmp_path: Path) -> None:
+    """The spec changed (its install file: another install digest, so new definitions): the grid
+    cell ran again, but the counterfactual and the edge cell planned from its earlier result, and a
+    cell the spec dropped, stayed and counted in the table, report.html and pins ("6 evidence
+    cells"). Now they are listed as stale and left out of the table and the pins."""
+    import dataclasses
+
+    from tests.factories import make_probe, make_result
+    from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL, ORIGIN_EDGE
+    from torch_matrix.world.results import load_results, write_result
+    from torch_matrix.world.runplan import write_plan
+
+    index = {"default": "https://example.invalid/simple"}
+    suite = "suite-digest-1"
+    old, new = _grid("2.4.0", "sha256:old"), _grid("2.4.0", "sha256:new")
+    dropped = _grid("2.2.0", "sha256:old")
+    counterfactual = dataclasses.replace(
+        old,
+        id=f"{old.id}-cf-with-numpy",
+        requirements=(*old.requirements, "numpy"),
+        tags=("counterfactual", f"counterfactual-of-{old.id}"),
+        origin=ORIGIN_COUNTERFACTUAL,
+        reason=f"{old.id} with numpy",
+    )
+    edge = dataclasses.replace(
+        old, id="t2.3.0-py3.11-edge", requirements=("torch==2.3.0",), origin=ORIGIN_EDGE
+    )
+    edge = dataclasses.replace(edge, axes={**edge.axes, "torch": "2.3.0"})
+    cells = tmp_path / "run" / "cells"
+    failing = [make_probe("tests", "fail", message="1 failed: tests/test_x.py::test_y")]
+    for made, probes in (
+        (new, None),
+        (counterfactual, None),
+        (edge, failing),
+        (dropped, failing),
+    ):
+        write_result(
+            make_result(made, probes=probes, fingerprint=made.fingerprint(index, suite)), cells
+        )
+    write_plan(tmp_path / "run", RunPlan(cells=(new,), spec=None, index=index, suite=suite))
+
+    loaded = load_results(tmp_path / "run")
+    assert [r.cell.id for r in loaded.results] == [new.id]
+    assert sorted(loaded.stale) == sorted([counterfactual.id, edge.id, dropped.id])
+    assert "plans this cell no more" in loaded.stale[dropped.id]
+    assert "follow-up of a cell the spec plans no more" in loaded.stale[edge.id]
+    assert any("stale, not counted" in line for line in loaded.problems)
+
+    # The same cell files, once the plan is the one they were made for: all four count again.
+    write_plan(tmp_path / "run", RunPlan(cells=(old, dropped), spec=None, index=index, suite=suite))
+    assert len(load_results(tmp_path / "run").results) == 3  # (the new grid file replaced old's)
+
+    # Another probe suite (the tool or the probes changed): every follow-up is stale.
+    write_plan(tmp_path / "run", RunPlan(cells=(new,), spec=None, index=index, suite="other"))
+    again = load_results(tmp_path / "run")
+    assert again.results == [] and "another index or probe suite" in again.stale[counterfactual.id]
+
+
+def test_the_report_and_pins_leave_stale_results_out(tmp_path: Path, capsys) -> None:
+    """End to end through the commands: the table counts the current cell only, and the pins draw
+    nothing from the stale failure."""
+    import dataclasses
+
+    from tests.factories import make_probe, make_result
+    from torch_matrix import cli
+    from torch_matrix.vocab.records import ORIGIN_EDGE
+    from torch_matrix.world.results import write_result
+    from torch_matrix.world.runplan import write_plan
+
+    index, suite = {"default": ""}, "s1"
+    new = _grid("2.4.0", "sha256:new")
+    edge = dataclasses.replace(
+        _grid("2.3.0", "sha256:old"), id="t2.3.0-py3.11-edge", origin=ORIGIN_EDGE
+    )
+    run = tmp_path / "run"
+    write_result(make_result(new, fingerprint=new.fingerprint(index, suite)), run / "cells")
+    failing = [make_probe("tests", "fail", message="1 failed: tests/test_x.py::test_y")]
+    write_result(
+        make_result(edge, probes=failing, fingerprint=edge.fingerprint(index, suite)), run / "cells"
+    )
+    write_plan(run, RunPlan(cells=(new,), spec=None, index=index, suite=suite))
+    assert cli.main(["report", str(run)]) == 0
+    out, err = capsys.readouterr()
+    assert "1 cell: 1 compatible, 0 incompatible" in out, out
+    assert "t2.3.0-py3.11-edge" not in out and "stale, not counted" in err, err
+    assert cli.main(["pins", str(run), "--no-coverage", "--out", str(tmp_path / "pins")]) == 0
+    out, err = capsys.readouterr()
+    assert "2.3.0" not in (tmp_path / "pins" / "constraints.txt").read_text()

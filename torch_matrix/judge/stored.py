@@ -34,7 +34,7 @@ from torch_matrix import __version__ as TOOL_VERSION
 from torch_matrix.judge.causes import COLLECTED_NOWHERE, MODULE_PROVIDER, REFUTED_BY
 from torch_matrix.judge.runcontext import in_run_context
 from torch_matrix.judge.verdict import fresh_verdict
-from torch_matrix.vocab.records import CellResult
+from torch_matrix.vocab.records import TIMEOUT, CellResult
 
 # Left out of the digest: the envelope, the verdict itself, which file a rerun replaced, and the
 # hardware targets (judged apart, again when the spec's [targets] change: ``run.cellrun.rejudged``).
@@ -138,3 +138,17 @@ def judge_run(
                 )
             )
     return out, replaced
+
+
+# The first result schema whose verdicts know ``timeout`` (a probe past its limit: no evidence).
+_TIMEOUT_KIND_SINCE = 9
+
+
+def judged_before_timeouts(data: Mapping[str, Any], result: CellResult) -> bool:
+    """A file an older version wrote whose stored verdict judged a timed-out probe (as a failure)."""
+    version = data.get("schema_version")
+    return (
+        isinstance(version, int)
+        and version < _TIMEOUT_KIND_SINCE
+        and any(probe.status == TIMEOUT for probe in result.probes)
+    )

@@ -89,7 +89,7 @@ def lock_run(
         return
     locks.hold(plan.run_dir, "results directory", environ)
     locks.hold(envdir_of(argv), "nox env dir (--envdir)", environ)
-    from torch_matrix.world.results import keep_out_of_vcs
+    from torch_matrix.world.runplan import keep_out_of_vcs
 
     keep_out_of_vcs(plan.results_root)
 
@@ -142,7 +142,16 @@ def prepare_cells(
     spec_path = Path(plan.spec.path)
     spec = None if spec_path.resolve() == DEFAULT_SPEC_PATH.resolve() else str(spec_path.absolute())
     try:
-        write_plan(plan.run_dir, RunPlan(cells=tuple(plan.cells), spec=spec, blocked=blocked))
+        write_plan(
+            plan.run_dir,
+            RunPlan(
+                cells=tuple(plan.cells),
+                spec=spec,
+                blocked=blocked,
+                index=plan.planned_spec.index.to_json(),
+                suite=plan.suite,
+            ),
+        )
     except OSError as error:  # the cells still run; the report then knows only their results
         console.warn(f"cannot write the run's plan: {error.strerror or error} ({plan.run_dir})")
     queued = [

@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.vocab import layout
-from torch_matrix.judge.stored import Rejudged, holds, judge_run, judged
+from torch_matrix.judge.stored import Rejudged, holds, judge_run, judged, judged_before_timeouts
 from torch_matrix.judge.verdict import Verdict, fresh_verdict
 from torch_matrix import __version__ as TOOL_VERSION
 from torch_matrix.vocab.errors import UserError
@@ -29,7 +29,6 @@ from torch_matrix.edges.fileio import atomic_write as atomic_write_text  # noqa:
 from torch_matrix.edges.fileio import cyclic_gc_paused
 from torch_matrix.vocab.layout import MERGED_NAME
 from torch_matrix.vocab.records import (
-    TIMEOUT,
     SCHEMA_ID,
     SCHEMA_VERSION,
     Cell,
@@ -87,6 +86,8 @@ class LoadedResults:
     # Cells whose stored verdict did not stand in the context read (``judge.stored.judge_run``):
     # the report names those whose verdict differs (``rejudged_lines``).
     rejudged: list[Rejudged] = field(default_factory=list)
+    # Results the run's plan no longer plans (``plan.stale``): cell id -> why; never counted.
+    stale: dict[str, str] = field(default_factory=dict)
 
     def skip(self, where: str, why: str) -> None:
         self.problems.append(f"{where}: {why}")
@@ -105,22 +106,6 @@ class LoadedResults:
         if found is None or found[2] is None or self.json_of(result) is None:
             return None
         return found[2]
-
-
-def keep_out_of_vcs(results_root: Path) -> None:
-    """The default results root's hidden folder (``.torch-matrix/``) gets a ``.gitignore`` of ``*``,
-    as uv and virtualenv do for a venv: git (and poetry's sdist, which asks git) leaves it out.
-    Any other root, named by the user, is theirs: nothing is written."""
-    hidden = Path(results_root).parent
-    if hidden.name != Path(layout.DEFAULT_RESULTS).parent.name:
-        return
-    marker = hidden / ".gitignore"
-    try:
-        if not marker.exists():
-            hidden.mkdir(parents=True, exist_ok=True)
-            marker.write_text("# written by torch-matrix: its results, never the project's\n*\n")
-    except OSError:
-        pass  # a read-only folder: the run itself says so when it writes its results
 
 
 def cells_dir(results_root: str | os.PathLike[str], run_name: str) -> Path:
@@ -420,7 +405,7 @@ def _entry_from_data(
                 "was stored; judged again (rerun the cell to store a new result)"
             )
         result = result.with_verdict({})
-    elif result.verdict and _judged_before_timeouts(data, result):
+    elif result.verdict and judged_before_timeouts(data, result):
         result = result.with_verdict({})  # judged again: a probe past its limit is no evidence now
     elif (
         result.verdict
@@ -447,20 +432,6 @@ def _entry_from_data(
             )
             result = result.with_verdict({})
     return _Entry(result, shown, merged, data)
-
-
-# The first result schema whose verdicts know ``timeout`` (a probe past its limit: no evidence).
-_TIMEOUT_KIND_SINCE = 9
-
-
-def _judged_before_timeouts(data: Mapping[str, Any], result: CellResult) -> bool:
-    """A file an older version wrote whose stored verdict judged a timed-out probe (as a failure)."""
-    version = data.get("schema_version")
-    return (
-        isinstance(version, int)
-        and version < _TIMEOUT_KIND_SINCE
-        and any(probe.status == TIMEOUT for probe in result.probes)
-    )
 
 
 def _choose(first: _Entry, second: _Entry) -> tuple[_Entry, _Entry, str]:
@@ -543,6 +514,15 @@ def load_results(root: str | os.PathLike[str], rejudge: bool = False) -> LoadedR
     files = [base] if base.is_file() else candidate_files(base)
     with cyclic_gc_paused():
         loaded = _load_files(files)
+    if base.is_dir():
+        from torch_matrix.world.runplan import stale_in
+
+        for cell_id, why in stale_in(base, loaded.results).items():
+            loaded.stale[cell_id] = why
+            loaded.problems.append(
+                f"{loaded.sources.get(cell_id, cell_id)}: stale, not counted: {why}"
+            )
+        loaded.results[:] = [r for r in loaded.results if r.cell.id not in loaded.stale]
     loaded.results[:], loaded.rejudged = judge_run(loaded.results, rejudge=rejudge)
     return loaded
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.edges.fileio import append_line, atomic_write
-from torch_matrix.vocab.layout import CELLS_DIR, DEFAULT_SPEC_OPTION
-from torch_matrix.vocab.records import Cell, StrEnum
+from torch_matrix.vocab.layout import CELLS_DIR, DEFAULT_RESULTS, DEFAULT_SPEC_OPTION
+from torch_matrix.vocab.records import Cell, CellResult, StrEnum
 
 PLAN_NAME = "planned-cells.json"
 PLAN_SCHEMA = "torch-matrix-run-plan"
@@ -41,15 +41,23 @@ class RunPlan:
     cells: tuple[Cell | str, ...] = ()
     spec: str | None = None  # the spec file the run used (None: the built-in default)
     blocked: Mapping[str, str] = field(default_factory=dict)  # cell id -> why it cannot run
+    # What the cells' fingerprints were made with (``MatrixPlan.fingerprint``): the index's JSON
+    # and the probe suite's digest; a result made with others is stale (``plan.stale``). Optional:
+    # a plan written before #42 has neither.
+    index: Mapping[str, Any] | None = None
+    suite: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "schema": PLAN_SCHEMA,
             "schema_version": PLAN_VERSION,
             "spec": self.spec,
             "cells": [c if isinstance(c, str) else c.to_json() for c in self.cells],
             "blocked": dict(sorted(self.blocked.items())),
         }
+        if self.index is not None and self.suite:
+            data.update(index=dict(self.index), suite=self.suite)
+        return data
 
 
 def plan_path(run_dir: str | os.PathLike[str]) -> Path:
@@ -95,7 +103,45 @@ def _from_json(data: Mapping[str, Any], path: Path) -> tuple[RunPlan | None, str
                 cells.append(item["id"])
             else:
                 return None, f"{path}: a cell entry is not a cell; ignored"
-    return RunPlan(cells=tuple(cells), spec=spec, blocked=dict(blocked)), ""
+    index, suite = data.get("index"), data.get("suite")
+    known = isinstance(index, dict) and isinstance(suite, str) and bool(suite)
+    return (
+        RunPlan(
+            cells=tuple(cells),
+            spec=spec,
+            blocked=dict(blocked),
+            index=index if known else None,
+            suite=str(suite) if known else "",
+        ),
+        "",
+    )
+
+
+def stale_in(run_dir: str | os.PathLike[str], results: Sequence[CellResult]) -> dict[str, str]:
+    """cell id -> why, for each of ``results`` the run's plan no longer plans (``plan.stale``);
+    nothing without a readable plan."""
+    from torch_matrix.plan.stale import stale_results
+
+    plan, _ = read_plan(run_dir)
+    if plan is None or not plan.cells:
+        return {}
+    return stale_results(results, plan.cells, plan.index, plan.suite)
+
+
+def keep_out_of_vcs(results_root: Path) -> None:
+    """The default results root's hidden folder (``.torch-matrix/``) gets a ``.gitignore`` of ``*``,
+    as uv and virtualenv do for a venv: git (and poetry's sdist, which asks git) leaves it out.
+    Any other root, named by the user, is theirs: nothing is written."""
+    hidden = Path(results_root).parent
+    if hidden.name != Path(DEFAULT_RESULTS).parent.name:
+        return
+    marker = hidden / ".gitignore"
+    try:
+        if not marker.exists():
+            hidden.mkdir(parents=True, exist_ok=True)
+            marker.write_text("# written by torch-matrix: its results, never the project's\n*\n")
+    except OSError:
+        pass  # a read-only folder: the run itself says so when it writes its results
 
 
 class CellEvent(StrEnum):

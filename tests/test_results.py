@@ -609,3 +609,43 @@ def test_probe_from_json_refuses_keys_a_probe_does_not_have():
     must not become an attribute of the record."""
     with pytest.raises(ValueError, match="to_json"):
         records.ProbeResult.from_json({"name": "p", "status": "pass", "to_json": None})
+
+
+def test_a_cell_without_evidence_is_tried_again_by_a_resumed_run(tmp_path):
+    """A truncated wheel in uv's cache installs (its RECORD said nothing of a cut shared library)
+    and the probes fail loading it: '! error', no evidence. A resumed run kept that result as
+    complete and skipped the cell (exit 0, the error left in the table). Now it runs it again;
+    a cell whose tests all skipped (no evidence either, but a rerun skips them again) stays kept."""
+    from tests.factories import make_cell, make_probe, make_result
+    from torch_matrix.judge.verdict import NO_EVIDENCE, verdict_of
+    from torch_matrix.world.results import has_complete_result, write_result
+
+    cell = make_cell(torch="2.4.0", torchvision="", probes=("install_sanity",))
+    broken = make_result(
+        cell,
+        fingerprint="f1",
+        probes=[
+            make_probe(
+                "install_sanity",
+                "fail",
+                message="ImportError: torch/lib/libtorch_cpu.so: invalid ELF header",
+            )
+        ],
+    )
+    assert verdict_of(broken).kind == NO_EVIDENCE
+    write_result(broken, tmp_path / "cells")
+    assert not has_complete_result(tmp_path / "cells", cell, "f1")
+
+    idle_cell = make_cell(torch="2.5.0", torchvision="", probes=("tests",))
+    idle = make_result(
+        idle_cell,
+        fingerprint="f1",
+        probes=[
+            make_probe(
+                "tests", "skip", message="0 passed, 3 skipped", evidence={"no_evidence": True}
+            )
+        ],
+    )
+    assert verdict_of(idle).kind == NO_EVIDENCE and verdict_of(idle).idle
+    write_result(idle, tmp_path / "cells")
+    assert has_complete_result(tmp_path / "cells", idle_cell, "f1")

@@ -304,8 +304,8 @@ def is_complete(stored: CellResult | None, cell: Cell, fingerprint: str) -> bool
     """True when resume may keep ``stored`` for ``cell``: same fingerprint, a final install
     outcome, every wanted probe present.
 
-    ``error`` installs and a probe runner that died are infrastructure trouble, so they
-    are always retried (``results.has_complete_result`` reads the file and asks this).
+    ``error`` installs, a probe runner that died, any other cell without evidence (but for tests
+    that all skipped) and a probe past its limit are no answer, so they are always retried (``results.has_complete_result`` reads the file and asks this).
     """
     if stored is None or stored.fingerprint != fingerprint or stored.cell.id != cell.id:
         return False
@@ -313,8 +313,13 @@ def is_complete(stored: CellResult | None, cell: Cell, fingerprint: str) -> bool
         return True
     if stored.install.status != INSTALLED or stored.probe(PROBE_RUNNER) is not None:
         return False
-    if verdict_of(stored).kind == TIMED_OUT:
+    verdict = verdict_of(stored)
+    if verdict.kind == TIMED_OUT:
         return False  # a limit reached is no answer: the next run tries again (a raised limit too)
+    if verdict.kind == NO_EVIDENCE and not (verdict.idle and not verdict.environment):
+        # No evidence (a broken install the probes found, a required probe with no result): the
+        # next run tries again. Tests that all skipped stay: a rerun skips them again.
+        return False
     have = {probe.name for probe in stored.probes}
     wanted = set(asked(cell, cell.probes)) | set(asked(cell, cell.required_probes))
     if not wanted:

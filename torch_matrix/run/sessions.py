@@ -338,6 +338,7 @@ class _Followups:
         self.environ = environ
         self.pending_redo = set(redo)
         self.following: list[Cell] = []
+        self.no_evidence: list[str] = []  # follow-up cells run now that gave none: the run fails
         self.interpreters = find_interpreters(
             wanted_pythons(self.spec), self.spec.interpreters, environ
         )
@@ -376,7 +377,7 @@ class _Followups:
     def run(self, cell: Cell, position: int) -> None:
         import dataclasses
 
-        from torch_matrix.judge.verdict import verdict_of
+        from torch_matrix.judge.verdict import NO_EVIDENCE, TIMED_OUT, verdict_of
         from torch_matrix.plan.counterfactual import parent_counterfactual
         from torch_matrix.run.cellrun import CellSteps
         from torch_matrix.run.followups import run_in_own_venv
@@ -413,6 +414,9 @@ class _Followups:
             steps=steps,
         )
         self.pending_redo.discard(cell.id)
+        verdict = verdict_of(result)
+        if verdict.kind in (NO_EVIDENCE, TIMED_OUT):  # the session fails once all have run
+            self.no_evidence.append(f"{cell.id} ({verdict.kind}: {terminal(verdict.reason)[:200]})")
         if own is not None:
             self.keeper.record(own)
         remove_venv(venv, self.environ, lambda line: self.session.log(f"{cell.id}: {line}"))
@@ -473,6 +477,12 @@ def run_followups_session(
                     f"--redo {cell_id}: the follow-up planner did not plan this cell again (the "
                     "results no longer call for it, or the cap is spent); its result is kept as it was"
                 )
+            )
+        if runs.no_evidence:
+            session.error(
+                f"{len(runs.no_evidence)} follow-up cell(s) without evidence: "
+                + "; ".join(runs.no_evidence)
+                + " (the next run tries them again)"
             )
         return spent
     except UserError as error:

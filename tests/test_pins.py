@@ -617,3 +617,39 @@ def test_a_run_whose_cells_after_the_evidence_are_all_unsatisfiable_never_says_n
     assert suggest_pins(results[:1]).untested == ()
     failing_last = [*results, make_result(torch="1.12.0", torchvision="", python="3.9")]
     assert suggest_pins(failing_last).untested == ()
+
+
+def test_no_evidence_is_never_an_all_clear(tmp_path, capsys):
+    """Every cell unsatisfiable or without evidence (installs that all failed): `pins` said
+    "pins: none needed" and exited 0, and so did the run's report. Now the pins line says no cell
+    was seen working or failing, and why, and both commands exit non-zero; one compatible cell
+    makes "none needed" true again."""
+    from tests.factories import make_cell, make_result
+    from torch_matrix import cli
+    from torch_matrix.world.results import write_result
+
+    run = tmp_path / "run"
+    failed = make_result(
+        make_cell(torch="2.4.0", torchvision=""),
+        status="error",
+        message="error: Failed to build `toy @ file:///x`: Multiple top-level packages",
+    )
+    no_wheel = make_result(
+        make_cell(torch="2.3.0", torchvision=""), status="unsatisfiable", message="no wheel"
+    )
+    for result in (failed, no_wheel):
+        write_result(result, run / "cells")
+    assert cli.main(["pins", str(run), "--no-coverage", "--out", str(tmp_path / "p")]) == 1
+    out, _ = capsys.readouterr()
+    assert "none needed" not in out, out
+    assert "pins: none proven: no cell was seen working or failing" in out, out
+    assert "1 without evidence (t2.4.0-py3.11: error: Failed to build" in out, out
+    assert "1 unsatisfiable" in out
+    assert cli.main(["report", str(run), "--pins"]) == 1
+    _, err = capsys.readouterr()
+    assert "none needed" not in err and "none proven" in err, err
+
+    write_result(make_result(make_cell(torch="2.5.0", torchvision="")), run / "cells")
+    assert cli.main(["pins", str(run), "--no-coverage", "--out", str(tmp_path / "p")]) == 0
+    out, _ = capsys.readouterr()
+    assert "pins: none needed" in out, out

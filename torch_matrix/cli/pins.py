@@ -24,6 +24,7 @@ from torch_matrix.run.pins import (
     PinsOptions,
     derive_pins,
     missing_of,
+    no_evidence_line,
     summary_lines,
     write_outputs,
     write_target_outputs,
@@ -34,6 +35,8 @@ from torch_matrix.pins.target_render import render_target_summary
 from torch_matrix.world.results import load_results, no_results_hint
 from torch_matrix.vocab.escaping import terminal
 from torch_matrix.vocab.settings import RUN_URL_ENV
+
+EXIT_NO_EVIDENCE = 1  # no cell was seen working or failing: no all-clear
 
 
 def history_confidence(suggestion, args: argparse.Namespace) -> str:
@@ -110,7 +113,8 @@ def _pins(args: argparse.Namespace) -> int:
     if args.apply:
         text += _apply(args, suggestion)
     sys.stdout.write("".join(text))
-    return 0
+    # No cell seen working or failing: the pins line says what is missing, and the command fails.
+    return EXIT_NO_EVIDENCE if no_evidence_line(suggestion) else 0
 
 
 def _write(

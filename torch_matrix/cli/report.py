@@ -17,9 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from torch_matrix.edges.fileio import cyclic_gc_paused
+from torch_matrix.vocab.settings import SHARD_ENV
 
 EXIT_OK = 0
 EXIT_STRICT = 1
+EXIT_NO_EVIDENCE = 1  # --pins: no evidence, no all-clear
 
 
 def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
@@ -71,6 +73,10 @@ def main(args: argparse.Namespace) -> int:
     if report.strict:
         print(report.strict, file=sys.stderr)
         return EXIT_STRICT
+    if report.no_evidence and not os.environ.get(SHARD_ENV):
+        # --pins: no cell was seen working or failing (said in the pins line). A CI shard's cells
+        # are part of a run: the merged report decides.
+        return EXIT_NO_EVIDENCE
     return EXIT_OK
 
 

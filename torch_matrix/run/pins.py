@@ -27,6 +27,7 @@ from torch_matrix.pins.render import (
 )
 from torch_matrix.pins.target_render import TARGETS_DIR, render_target_constraints
 from torch_matrix.pins.targets import target_pins
+from torch_matrix.report.rows import shorten
 from torch_matrix.vocab.escaping import terminal
 from torch_matrix.vocab.records import CellResult
 
@@ -50,12 +51,13 @@ class PinsOptions:
 
     @classmethod
     def from_args(cls, args: Any) -> PinsOptions:
+        run_dir = _text_or_none(getattr(args, "results_dir", None))
         return cls(
             policy=PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN),
             tradeoffs=getattr(args, "tradeoffs", None) or "pin",
             coverage=not getattr(args, "no_coverage", False),
             spec=getattr(args, "spec", None),
-            run_dir=_text_or_none(getattr(args, "results_dir", None)),
+            run_dir=run_dir,
         )
 
 
@@ -322,6 +324,31 @@ def write_target_outputs(per_target: Sequence[Any], out_dir: Path) -> list[Path]
     return written
 
 
+def no_evidence_line(suggestion: Any) -> str:
+    """Why no pin can be said at all, "" when some cell gave evidence (compatible or incompatible):
+    "none needed" holds only where a cell was seen working or failing. Said, and the command
+    fails, when every cell was unsatisfiable or without evidence (installs that all failed)."""
+    counts = suggestion.counts
+    if counts.get("compatible", 0) or counts.get("incompatible", 0):
+        return ""
+    parts = []
+    if suggestion.no_evidence:
+        first = suggestion.no_evidence[0]
+        parts.append(
+            f"{len(suggestion.no_evidence)} without evidence ({first.cell_id}: "
+            f"{shorten(first.reason, 160)})"
+        )
+    if suggestion.unsatisfiable:
+        parts.append(f"{len(suggestion.unsatisfiable)} unsatisfiable")
+    if suggestion.environment:
+        parts.append(f"{len(suggestion.environment)} environment finding(s), advice only")
+    return (
+        "none proven: no cell was seen working or failing"
+        + (f" ({'; '.join(parts)})" if parts else "")
+        + "; fix what the table says and run again"
+    )
+
+
 def summary_lines(
     suggestion: Any, paths: Sequence[Path], target_paths: Sequence[Path], pins_dir: Path
 ) -> list[str]:
@@ -335,9 +362,12 @@ def summary_lines(
         {t.interaction for t in suggestion.tradeoffs}
         - {t.interaction for t in suggestion.tradeoffs if suggestion.pinned(t)}
     )
+    missing = no_evidence_line(suggestion)
     summary = (
         ", ".join(pins)
         if pins
+        else missing
+        if missing
         else "none needed"
         if not open_breaks and not suggestion.untested
         else "none proven needed so far"

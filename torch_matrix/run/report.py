@@ -79,6 +79,8 @@ class ReportOutcome:
     said: str = ""
     unwritten: UserError | None = None
     strict: str = ""
+    # ``--pins``: why no pin could be said at all (``run.pins.no_evidence_line``): exit 1.
+    no_evidence: str = ""
 
 
 def _cells_from_plan_json(data: Any, where: str) -> list[Cell | str]:
@@ -202,13 +204,14 @@ def _write_pins(
     out_dir: Path,
     options: PinsOptions,
     missing_reasons: Mapping[str, str] | None = None,
-) -> list[tuple[str, tuple[str, ...]]]:
+) -> tuple[list[tuple[str, tuple[str, ...]]], str]:
     """What ``torch-matrix pins`` writes (``torch_matrix.run.pins``, the same options), from the
     results already loaded (one load for both); returns each requirement line with its proof, for
-    the HTML report."""
+    the HTML report, and why no pin could be said at all ("" when some cell gave evidence)."""
     from torch_matrix.pins.render import pinned_with_proof
     from torch_matrix.run.pins import (
         derive_pins,
+        no_evidence_line,
         summary_lines,
         write_outputs,
         write_target_outputs,
@@ -216,14 +219,14 @@ def _write_pins(
 
     if not results:
         print("pins: no cell results, nothing to suggest", file=sys.stderr)
-        return []
+        return [], "no cell results"
     outcome = derive_pins(results, options)
     suggestion = outcome.suggestion
     paths = write_outputs(suggestion, out_dir / PINS_DIR, missing_reasons)
     per_target = write_target_outputs(outcome.per_target, out_dir / PINS_DIR)
     for line in summary_lines(suggestion, paths, per_target, out_dir / PINS_DIR):
         print(line, file=sys.stderr)
-    return pinned_with_proof(suggestion)
+    return pinned_with_proof(suggestion), no_evidence_line(suggestion)
 
 
 def cell_files(sources: Mapping[str, str], page: Path) -> dict[str, str]:
@@ -289,7 +292,8 @@ def _write_files(
     max_bytes: Any,
     reasons: Mapping[str, str] | None = None,
     pins_spec: str | None = None,
-) -> None:
+) -> str:
+    """Write the report's files; returns ``--pins``' no-evidence line ("" when evidence exists)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [atomic_write(out_dir / SUMMARY_NAME, summary)]
     written.append(write_merged([item.result for item in judged], out_dir / MERGED_NAME, loaded))
@@ -301,9 +305,10 @@ def _write_files(
         written.append(atomic_write(Path(args.junit), render_junit(judged)))
     print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)
     pins: list[tuple[str, tuple[str, ...]]] = []
+    unproven = ""
     if args.pins is not None:
         options = dataclasses.replace(args.pins, spec=pins_spec)
-        pins = _write_pins([item.result for item in judged], out_dir, options, reasons)
+        pins, unproven = _write_pins([item.result for item in judged], out_dir, options, reasons)
     if args.html:
         path = _write_html(
             Path(args.html),
@@ -316,6 +321,7 @@ def _write_files(
             loaded.sources,
         )
         print(f"HTML report: {path}", file=sys.stderr)
+    return unproven
 
 
 def _missing(args: ReportRequest, loaded: Any) -> tuple[Any, list[Cell | str], dict[str, str]]:
@@ -412,7 +418,7 @@ def make_report(args: ReportRequest) -> ReportOutcome:
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            _write_files(
+            unproven = _write_files(
                 args,
                 judged,
                 missing,
@@ -436,7 +442,12 @@ def make_report(args: ReportRequest) -> ReportOutcome:
                 "elsewhere with --out DIR",
             ),
         )
-    return ReportOutcome(table, said.getvalue(), strict=_strict(args, judged, missing, loaded))
+    return ReportOutcome(
+        table,
+        said.getvalue(),
+        strict=_strict(args, judged, missing, loaded),
+        no_evidence=unproven,
+    )
 
 
 def _table(

@@ -653,3 +653,46 @@ def test_no_evidence_is_never_an_all_clear(tmp_path, capsys):
     assert cli.main(["pins", str(run), "--no-coverage", "--out", str(tmp_path / "p")]) == 0
     out, _ = capsys.readouterr()
     assert "pins: none needed" in out, out
+
+
+def test_pins_of_a_results_directory_use_that_runs_spec(tmp_path, monkeypatch, capsys):
+    """`torch-matrix pins RESULTS` run from elsewhere read the spec found there (or the built-in
+    default's range): the per-target files of two hardware cases held only `torch!=2.7.1` and a
+    false "No release of the spec's range runs here". It now reads the spec the run planned its
+    cells with (planned-cells.json), and `report --pins` the same."""
+    from tests.factories import make_cell, make_result
+    from torch_matrix import cli
+    from torch_matrix.world import specfile
+    from torch_matrix.world.results import write_result
+    from torch_matrix.world.runplan import RunPlan, write_plan
+
+    project = tmp_path / "project"
+    project.mkdir()
+    run_spec = project / "matrix.toml"
+    offline = (tmp_path / "no-index").as_uri()  # nothing to read: offline, the spec is what counts
+    run_spec.write_text(
+        f'name = "mine"\ntorch = [">=2.8"]\n[index]\ndefault = "{offline}"\nextra = []\n'
+    )
+    run = tmp_path / "run"
+    cell = make_cell(torch="2.8.0", torchvision="")
+    write_result(make_result(cell), run / "cells")
+    write_plan(run, RunPlan(cells=(cell,), spec=str(run_spec)))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "matrix.toml").write_text('name = "other"\ntorch = ["2.1.0"]\n')
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("TORCH_MATRIX_SPEC", raising=False)
+    asked: list[object] = []
+    real = specfile.load_spec
+
+    def spy(path=None, *args, **kwargs):
+        asked.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(specfile, "load_spec", spy)
+    cli.main(["pins", str(run), "--out", str(tmp_path / "p")])
+    assert asked and all(str(path) == str(run_spec) for path in asked), asked
+    asked.clear()
+    cli.main(["report", str(run), "--pins"])
+    assert asked and all(str(path) == str(run_spec) for path in asked), asked
+    capsys.readouterr()

@@ -197,7 +197,11 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         help="also write a pull request body (Markdown): the code fixes first, then the pins "
         "($TORCH_MATRIX_RUN_URL names the run)",
     )
-    parser.add_argument("--spec", help="spec whose [index] lists released versions for coverage")
+    parser.add_argument(
+        "--spec",
+        help="spec whose [index] lists released versions for coverage (default: the spec the "
+        "run planned its cells with, as its planned-cells.json names it)",
+    )
     add_pins_options(parser)
     parser.add_argument(
         "--history",

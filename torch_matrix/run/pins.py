@@ -56,9 +56,24 @@ class PinsOptions:
             policy=PinPolicy(getattr(args, "policy", None) or PinPolicy.PROVEN),
             tradeoffs=getattr(args, "tradeoffs", None) or "pin",
             coverage=not getattr(args, "no_coverage", False),
-            spec=getattr(args, "spec", None),
+            spec=getattr(args, "spec", None) or run_spec(run_dir),
             run_dir=run_dir,
         )
+
+
+def run_spec(run_dir: str | None) -> str | None:
+    """The spec the run in ``run_dir`` planned its cells with (its ``planned-cells.json``: the
+    file, or the built-in default's), so ``pins RESULTS`` reads that run's range and index wherever
+    it is run from; None where the run wrote no plan (the spec found from here, as before)."""
+    if not run_dir:
+        return None
+    from torch_matrix.spec.model import DEFAULT_SPEC_PATH
+    from torch_matrix.world.runplan import read_plan
+
+    plan, _ = read_plan(run_dir)
+    if plan is None:
+        return None
+    return plan.spec or str(DEFAULT_SPEC_PATH)
 
 
 def _text_or_none(value: Any) -> str | None:

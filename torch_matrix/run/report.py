@@ -307,7 +307,9 @@ def _write_files(
     pins: list[tuple[str, tuple[str, ...]]] = []
     unproven = ""
     if args.pins is not None:
-        options = dataclasses.replace(args.pins, spec=pins_spec)
+        from torch_matrix.run.pins import run_spec
+
+        options = dataclasses.replace(args.pins, spec=pins_spec or run_spec(str(results_dir)))
         pins, unproven = _write_pins([item.result for item in judged], out_dir, options, reasons)
     if args.html:
         path = _write_html(

@@ -209,6 +209,101 @@ def _fix(change: Change, text: str, site: CallSite | None) -> str:
     return change.fix.format(site=f"`{site.code}`" if site and site.code else "the call")
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def load_fix_groups(failures: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The failures torch.load's weights_only default explains, grouped by cause: the user's
+    call site, with its tests and the classes their errors refused, by site."""
+    groups: dict[str, dict[str, Any]] = {}
+    for failure in failures:
+        text = str(failure.get("text") or failure.get("message") or "")
+        if find_change(text) is not WEIGHTS_ONLY:
+            continue
+        site = _site(WEIGHTS_ONLY, failure.get("frames") or ())
+        key = f"{site.path}:{site.line}" if site else "?"
+        group = groups.setdefault(
+            key, {"site": key, "code": site.code if site else "", "tests": [], "globals": []}
+        )
+        for value, into in (
+            (failure.get("nodeid"), "tests"),
+            *((g, "globals") for g in _GLOBAL.findall(text)),
+        ):
+            if value and value not in group[into]:
+                group[into].append(value)
+    return [groups[key] for key in sorted(groups)]
+
+
+def load_fix_sites(
+    failures: Sequence[Mapping[str, Any]], proofs: Mapping[str, Any] | None = None
+) -> list[Mapping[str, Any]]:
+    """The call sites of ``weights_only_fix``: the proofs' groups where a rerun made them, else
+    the failures' own."""
+    proven = proofs.get("load_fixes") if isinstance(proofs, Mapping) else None
+    if isinstance(proven, list) and proven:
+        return [group for group in proven if isinstance(group, Mapping)]
+    return list(load_fix_groups(failures))
+
+
+def weights_only_fix(
+    failures: Sequence[Mapping[str, Any]], proofs: Mapping[str, Any] | None = None
+) -> str:
+    """The fix for each call site torch.load's weights_only default broke, with every class its
+    loads refuse and whether a rerun of its tests with the fix applied proved it
+    (``torch_matrix.probes.fixproof``: the probe's ``fix_proofs``); a fix not proven says so."""
+    groups = load_fix_sites(failures, proofs)
+    parts = []
+    for group in groups:
+        code = str(group.get("code") or "")
+        code = code if "torch.load(" in code else "torch.load(path)"
+        tests = list(group.get("tests") or ())
+        names = list(group.get("allowed") or group.get("globals") or ()) or [
+            "<the class named in the error>"
+        ]
+        text = (
+            (
+                f"at {group.get('site', '?')} ({_plural(len(tests), 'test')}): "
+                if len(groups) > 1
+                else ""
+            )
+            + f"`{code}` -> "
+            f"`{_with_weights_only_false(code)}` if the file is trusted, or allow its types: "
+            f"`torch.serialization.add_safe_globals([{', '.join(names)}])`"
+        )
+        if "allowed" not in group:
+            text += (
+                " (not proven: no rerun with it applied; torch names one refused class at a "
+                "time, so the list may be incomplete)"
+            )
+        elif group.get("failed"):
+            failed = list(group["failed"])
+            text += (
+                f" (NOT proven: with it, {len(failed)} of {len(tests)} tests still fail on a "
+                f"rerun: {failed[0]})"
+            )
+        else:
+            found = len(names) - len(group.get("globals") or ())
+            text += (
+                f" (proven: with it, the {_plural(len(tests), 'failing test')} pass on a rerun"
+                + (f"; {_plural(found, 'more class')} found by rerunning)" if found > 0 else ")")
+            )
+        parts.append(text)
+    old = proofs.get("old_default") if isinstance(proofs, Mapping) else None
+    if isinstance(old, Mapping) and old.get("ran"):
+        tests, failed = list(old.get("tests") or ()), list(old.get("failed") or ())
+        verdict = (
+            f"proven: the {_plural(len(tests), 'failing test')} pass with it on a rerun"
+            if not failed
+            else f"NOT proven: {len(failed)} of {len(tests)} tests still fail with it: {failed[0]}"
+        )
+        parts.append(
+            f"or the old default for every load (`{old.get('env')}`, or `weights_only=False` at "
+            f"each site): {verdict}"
+        )
+    return "; ".join(parts)
+
+
 def _with_weights_only_false(code: str) -> str:
     """``torch.load(path)`` -> ``torch.load(path, weights_only=False)`` (the call's last paren)."""
     start = code.find("torch.load(")

@@ -405,7 +405,12 @@ def code_finding(probe: ProbeResult) -> Finding | None:
     if probe.status not in FAILING:
         return None
     # Imported here: the catalogue is large, and a run that fails nowhere never asks it.
-    from torch_matrix.judge.catalogue import diagnose
+    from torch_matrix.judge.catalogue import (
+        WEIGHTS_ONLY,
+        diagnose,
+        load_fix_sites,
+        weights_only_fix,
+    )
 
     failures = [
         *(probe.evidence.get("collection_errors") or ()),
@@ -423,6 +428,18 @@ def code_finding(probe: ProbeResult) -> Finding | None:
         found = found or finding
         tests.append(str(failure.get("nodeid", "")))
     if found is not None:
+        if found.change is WEIGHTS_ONLY:
+            # Grouped by call site, every refused class named, each fix proven by a rerun (or
+            # said not to be): one finding for all of them.
+            mine = [f for f in failures if isinstance(f, dict)]
+            proofs = probe.evidence.get("fix_proofs")
+            one_site = len(load_fix_sites(mine, proofs)) == 1
+            return dataclasses.replace(
+                found,
+                fix=weights_only_fix(mine, proofs),
+                site=found.site if one_site else None,
+                tests=tuple(t for t in tests if t),
+            )
         return dataclasses.replace(found, tests=tuple(t for t in tests if t))
     return diagnose(_text(probe))
 

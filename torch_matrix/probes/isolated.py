@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from torch_matrix.probes import execute, pytest_outcomes
+from torch_matrix.probes import execute, fixproof, pytest_outcomes
 
 
 def package_root():
@@ -163,6 +163,10 @@ def run_command_probe(name, command, timeout, tmpdir, index, cwd=None):
         result["evidence"]["exit_code"] = code
         if status == "fail":
             result.update(observed=code, expected=0)
+            # A torch.load refused by weights_only: each call site's fix rerun on its tests.
+            proofs = fixproof.prove(command, cwd, records, base, timeout, command_env, wait_process)
+            if proofs is not None:
+                result["evidence"]["fix_proofs"] = proofs
     elif code == 0:
         result.update(status="pass", message="")
         result["evidence"]["exit_code"] = 0

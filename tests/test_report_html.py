@@ -451,3 +451,30 @@ def test_terminal_escapes_in_a_probe_message_never_reach_the_page_raw():
     assert "Weights only load failed" in text
     assert "\\x1b]0;owned\\x07 done" in text  # shown, inert
     assert "UnpicklingError: \\x1b[2Jcleared" in text
+
+
+def test_each_cell_links_to_its_own_file_relative_to_the_page(tmp_path):
+    """``run.report.cell_files``: one relative path per folder, worked out once (issue 46: 2,000
+    ``os.path.relpath`` calls were 2% of ``report --html``); the links are what they were."""
+    import os
+    from urllib.parse import quote
+
+    from torch_matrix.run.report import cell_files
+
+    sources = {
+        "a": str(tmp_path / "run" / "cells" / "a.json"),
+        "b b": str(tmp_path / "run" / "cells" / "b b.json"),
+        "c": str(tmp_path / "other" / "cells" / "c.json"),
+        "d": "results.json[3]",  # a merged copy has no file of its own
+        "e": os.path.relpath(tmp_path / "run" / "e.json"),  # given relative to the cwd
+    }
+    for page in (tmp_path / "run" / "report.html", tmp_path / "out" / "deep" / "report.html"):
+        where = os.path.dirname(os.path.abspath(page))
+        expected = {
+            cell: quote(os.path.relpath(os.path.abspath(source), where).replace(os.sep, "/"))
+            for cell, source in sources.items()
+            if source.endswith(".json")
+        }
+        assert cell_files(sources, page) == expected
+    assert cell_files(sources, tmp_path / "run" / "report.html")["e"] == "e.json"
+    assert cell_files(sources, tmp_path / "run" / "report.html")["b b"] == "cells/b%20b.json"

@@ -234,11 +234,17 @@ def cell_files(sources: Mapping[str, str], page: Path) -> dict[str, str]:
     every cell read from a cell file, whatever folder of the results it lies in; a cell read from a
     merged results.json (``results.json[3]``) has none."""
     where = os.path.dirname(os.path.abspath(page))
-    return {
-        cell_id: quote(Path(os.path.relpath(os.path.abspath(source), where)).as_posix())
-        for cell_id, source in sources.items()
-        if source.endswith(".json")
-    }
+    folders: dict[str, str] = {}  # each folder's path relative to the page, worked out once
+    links = {}
+    for cell_id, source in sources.items():
+        if not source.endswith(".json"):
+            continue
+        folder, name = os.path.split(os.path.abspath(source))
+        relative = folders.get(folder)
+        if relative is None:
+            relative = folders[folder] = os.path.relpath(folder, where)
+        links[cell_id] = quote(os.path.normpath(os.path.join(relative, name)).replace(os.sep, "/"))
+    return links
 
 
 def _write_html(

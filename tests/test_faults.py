@@ -3238,3 +3238,38 @@ def test_a_driver_branch_alone_is_some_driver_of_that_branch_and_the_verdict_say
     (target,) = targets_of(["RTX 4090"], ["590"])  # a newer branch: nothing assumed
     found = judge(cuda13, target)
     assert found is not None and found.verdict == Hardware.NATIVE and "assumed" not in found.reason
+
+
+# Issue 45: a plain SIGINT to the `torch-matrix run` process (not its group: `kill -INT PID`, a
+# supervisor, a CI runner's cancel) let the run finish and then exited 130; SIGTERM left nox
+# running. Either now stops the run as a terminal's Ctrl-C does: nox winds down, no orphan.
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_to_the_tool_process_alone_stops_the_run_as_ctrl_c_does(
+    tmp_path, index, signame, code
+):
+    spec = tree_spec(tmp_path, index.url, hold_s=300)
+    env = env_for(tmp_path, spec)
+    tool = subprocess.Popen(
+        [*AS_FOREGROUND_JOB, sys.executable, "-m", "torch_matrix.cli", "run", "-s", "matrix"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: (tmp_path / "pids" / "command.pid").exists(), 90, "the command probe")
+        time.sleep(0.2)
+        pids = process_tree_pids(tmp_path)
+        started = time.monotonic()
+        os.kill(tool.pid, getattr(signal, signame))  # the process alone, not its group
+        out, err = finish(tool, 60)
+    finally:
+        if tool.poll() is None:
+            os.killpg(tool.pid, signal.SIGKILL)
+    assert tool.returncode == code, (tool.returncode, err[-3000:])
+    assert time.monotonic() - started < 45  # stopped, not run to the probe's end (300 s)
+    assert "Traceback" not in err, err[-3000:]
+    assert not (cells_dir(tmp_path) / f"{GOOD}.json").exists()  # interrupted: no half verdict
+    assert_no_orphans(tmp_path, pids)

@@ -18,7 +18,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from torch_matrix.edges import console
+from torch_matrix.edges import console, proc
 from torch_matrix.edges.fileio import WriteFailed
 from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import EXIT_BAD_INPUT, UserError
@@ -177,6 +177,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the tool's own process (not a test calling main): SIGTERM stops it as ^C
+        proc.stop_on_sigterm()
     try:
         if args.command != "help":  # the table of variables must print whatever their values
             settings.parse(os.environ)  # every TORCH_MATRIX_* variable, before any work
@@ -187,9 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WriteFailed as error:  # a file it writes (--out, --apply, the report's files): one line
         console.error(error.user_error())
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         console.note("torch-matrix: interrupted")
-        return 130
+        return 143 if isinstance(interrupt, proc.Terminated) else 130  # 128 + the signal
     except BrokenPipeError:
         # The reader went away (`torch-matrix report ... | head`): files are written before the
         # table is printed, so nothing is lost; no traceback, and no second error at exit.

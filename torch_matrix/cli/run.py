@@ -80,10 +80,7 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr
     )
-    try:
-        return proc.call(command, env=env, cwd=cwd)
-    except KeyboardInterrupt:
-        return 130
+    return proc.call(command, env=env, cwd=cwd)  # an interrupt: 130 (SIGTERM 143), cli.main
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:

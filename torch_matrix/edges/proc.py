@@ -90,6 +90,21 @@ def run_text(
 CALL_GRACE_S = 60.0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to the tool: raised where the signal lands, so it unwinds as Ctrl-C does."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread: a command
+    stops as Ctrl-C stops it (its children wound down, its files whole), instead of dying at
+    once with its children left running."""
+    signal.signal(signal.SIGTERM, _terminated)
+
+
 def call(
     command: Sequence[str],
     *,
@@ -99,14 +114,23 @@ def call(
 ) -> int:
     """Run ``command`` in the foreground (our stdin/stdout/stderr) and return its exit status.
 
-    Ctrl-C at the terminal reaches the child as well (our process group): it is given
-    ``grace_s`` to wind down (a nox run stops its cell's probe runner and its prefetch, keeps
-    the finished cells) before it is stopped, not killed at once as ``subprocess.call`` does
-    after 0.25 s. A second Ctrl-C stops it now. KeyboardInterrupt is raised again after."""
-    process = subprocess.Popen(list(command), env=dict(env) if env is not None else None, cwd=cwd)
+    The child runs in a process group of its own, and an interrupt of ours is passed on to it
+    once: Ctrl-C at the terminal, ``kill -INT`` of our process alone, or SIGTERM (with
+    ``stop_on_sigterm``) all reach the child and what it started as one SIGINT, as a terminal's
+    Ctrl-C would. It is given ``grace_s`` to wind down (a nox run stops its cell's probe runner
+    and its prefetch, keeps the finished cells) before it is stopped, not killed at once as
+    ``subprocess.call`` does after 0.25 s. A second interrupt stops it now. The interrupt is
+    raised again after."""
+    process = subprocess.Popen(
+        list(command), env=dict(env) if env is not None else None, cwd=cwd, process_group=0
+    )
     try:
         return process.wait()
     except KeyboardInterrupt:
+        try:
+            os.killpg(process.pid, signal.SIGINT)
+        except OSError:
+            pass  # gone already
         try:
             process.wait(grace_s)
         except (subprocess.TimeoutExpired, KeyboardInterrupt):

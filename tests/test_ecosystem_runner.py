@@ -12,7 +12,7 @@ from torch_matrix.ecosystem.plan import MAX_SHARDS, estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.ecosystem.projects import parse_projects, parse_side
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.ecosystem import sides
+from torch_matrix.ecosystem import bisection, sides
 
 FILE = """
 [[project]]
@@ -301,7 +301,6 @@ def _bisect_with(
     and tests replaced by ``on[version]``: the regressed tests' outcomes there."""
     from packaging.version import Version
 
-    from torch_matrix.ecosystem import runner
     from torch_matrix.ecosystem.runner import EcosystemRun
     from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
@@ -338,7 +337,7 @@ def _bisect_with(
         out=tmp_path,
         bisect=True,
     )
-    return runner.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
+    return bisection.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
 
 
 def test_bisect_pins_below_the_first_release_where_the_regressed_tests_fail(
@@ -447,7 +446,6 @@ def test_bisect_between_two_nightlies_runs_the_nightlies_between(
     nightlies of the days between, where the break had come in."""
     from packaging.version import Version
 
-    from torch_matrix.ecosystem import runner
     from torch_matrix.ecosystem.runner import EcosystemRun
     from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
@@ -488,7 +486,7 @@ def test_bisect_between_two_nightlies_runs_the_nightlies_between(
         out=tmp_path,
         bisect=True,
     )
-    found = runner.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
+    found = bisection.bisect_project(run, a, tmp_path, sides.isolation(False), REGRESSED, Index())  # type: ignore[arg-type]
     assert found["versions"] == days
     assert tested == [days[2], days[1]]  # the middle day, then the one left between
     assert found["first_bad"] == "2.7.0.dev20250303" and found["last_good"] == "2.7.0.dev20250302"

@@ -6,13 +6,14 @@ Rust's crater: a torch release against many downstream projects' own tests.
 - `source`: a project's source on disk (sdist, git, path);
 - `sides`: one project on one side (venv, install, its own tests, isolated);
 - `records`: what a side run wrote (`SideRun`), the classes a project ends in;
-- `runner`: the run itself, every project on both sides, the retry, the bisection;
+- `runner`: the run itself, every project on both sides, the retry;
+- `bisection`: a regressed project's first bad torch between the sides, and its pin;
 - `results`: a run's result files read back (one directory or its shards, merged);
 - `classify`: a project's class from its two sides and the retry (pure);
 - `report`: the JSON, Markdown, HTML (`templates/`) and the diff of two runs (pure).
 
 May import every layer (the shared pieces it uses stay there: `edges.proc` for processes,
-`world.index` for the index, `world.environment` for uv, `world.wheelset` for the cached torch wheels, `plan.bisection` for
-the next release to try).
+`world.index` for the index, `world.environment` for uv, `world.wheelset` for the cached torch
+wheels, `plan.bisection` for the next release to try).
 Only the commands (`cli/`) and the shipped noxfile may import it (tests/test_architecture.py).
 """

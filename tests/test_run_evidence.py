@@ -12,6 +12,7 @@ real pytest, flit_core and setuptools repackaged from this interpreter), a small
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -194,3 +195,52 @@ def test_a_suite_past_its_limit_is_no_evidence_and_fails_the_run(tmp_path, world
     assert "[probes] timeout" in summary, summary
     # the heartbeat (every 15 s) named the probe and the test it was running
     assert "running tests: tests/test_slow.py::test_sleeps" in log, log
+
+
+def _printed_command(line: str) -> list[str]:
+    """A printed `torch-matrix ...` line as this interpreter runs it (the installed script's twin)."""
+    words = shlex.split(line.strip())
+    assert words[0] == "torch-matrix", line
+    return words[1:]
+
+
+def test_every_printed_command_runs_as_printed_for_a_pyproject_spec(tmp_path, world):
+    """A pyproject spec's "Rerun a cell" line said `--spec '<file> [tool.torch-matrix]'` (the run's
+    plan stored the spec as messages show it): "no such spec file", exit 2, from the table,
+    summary.md and a later report alike. The bundle's rerun line named `$PROJECT/...`, and its probe
+    repro the venv the session had deleted. Each printed line now runs as printed, from the
+    project's directory, and names no machine path."""
+    project = write_files(tmp_path / "flat", FLAT_LAYOUT)
+    (project / "tests" / "test_torch.py").write_text(  # a finding on 2.5.0: a rerun line to print
+        "import torch\n\ndef test_not_2_5():\n    assert torch.__version__ != '2.5.0'\n"
+    )
+    env = env_for(tmp_path, world.url)
+    done = cli(project, env, "run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = project / ".torch-matrix" / "results" / "flat"
+    cell = f"t2.5.0-py{PY}"
+    # the report made later, on its own (from the plan), and summary.md print the same line
+    later = cli(project, env, "report", str(run_dir))
+    summary = (run_dir / "summary.md").read_text()
+    for text in (later.stdout, summary):
+        lines = [line for line in text.splitlines() if f"'matrix({cell})'" in line]
+        assert lines, text
+        for line in lines:
+            assert "[tool.torch-matrix]" not in line, line
+            again = cli(project, env, *_printed_command(line))
+            assert again.returncode == 0, (line, again.stdout + again.stderr)
+    assert ".nox" not in summary, summary  # no probe repro names the venv the session removed
+    # the issue bundles, of the failing cell and of a compatible one: their rerun lines run from
+    # the project's directory
+    for shown in (cell, f"t2.4.0-py{PY}"):
+        _bundle_runs(project, env, run_dir, shown, tmp_path)
+
+
+def _bundle_runs(project: Path, env: dict[str, str], run_dir: Path, cell: str, tmp_path: Path):
+    bundle = cli(project, env, "repro", cell, "--results", str(run_dir))
+    assert bundle.returncode == 0, bundle.stderr
+    text = bundle.stdout
+    assert str(tmp_path) not in text and "/root/" not in text and "&lt;" not in text, text
+    rerun = text.split("#### Rerun with torch-matrix", 1)[1].split("```sh\n", 1)[1].split("\n")[0]
+    again = cli(project, env, *_printed_command(rerun))
+    assert again.returncode == 0, (rerun, again.stdout + again.stderr)

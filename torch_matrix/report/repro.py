@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torch_matrix.vocab.layout import check_command, followup_repro_command, repro_command
+from torch_matrix.vocab.layout import (
+    check_command,
+    followup_repro_command,
+    repro_command,
+    spec_file,
+)
 from torch_matrix.report.html_page import cause_text
 from torch_matrix.vocab.versions import version_key
 from torch_matrix.vocab.records import (
@@ -26,8 +31,8 @@ from torch_matrix.vocab.records import (
     ProbeResult,
     built_versions,
 )
-from torch_matrix.report.rows import RUNS_ON_TARGET, extras_of, shorten
-from torch_matrix.judge.verdict import COMPATIBLE, verdict_of
+from torch_matrix.report.rows import RUNS_ON_TARGET, extras_of
+from torch_matrix.judge.verdict import COMPATIBLE, TIMED_OUT, verdict_of
 from torch_matrix.report.markdown import Code
 from torch_matrix.vocab.escaping import md_code, md_fence, md_text, shell_line
 
@@ -302,7 +307,7 @@ def _heading(
     torch_version = built_versions(result).get("torch", result.cell.torch)
     title = f"torch {md_text(torch_version)}: {md_code(what)} {md_text(status)}"
     if probe is not None and probe.message:
-        title += f": {md_text(shorten(probe.message, 100))}"
+        title += f": {_prose(probe.message, 100)}"
     if hardware is not None and probe is None:
         title = f"torch {md_text(torch_version)} on {md_text(hardware['target'])}: {md_text(hardware['verdict'])}"
     return [f"### {title}", ""]
@@ -346,7 +351,7 @@ def _finding_lines(
     if probe is not None:
         lines += [
             f"**Probe** {md_code(probe.name)}: **{md_text(probe.status)}**"
-            + (f". {md_text(probe.message)}" if probe.message else ""),
+            + (f". {_prose(probe.message)}" if probe.message else ""),
             "",
         ]
         if probe.observed is not None or probe.expected is not None:
@@ -356,9 +361,10 @@ def _finding_lines(
                 f"| {_md_inline(probe.observed)} | {_md_inline(probe.expected)} |",
                 "",
             ]
-        cause = cause_text(result, probe)
+        verdict = verdict_of(result)
+        cause = verdict.reason if verdict.kind == TIMED_OUT else cause_text(result, probe)
         if cause:
-            lines += [f"**Cause** (torch-matrix's reading): {md_text(cause)}", ""]
+            lines += [f"**Cause** (torch-matrix's reading): {_prose(cause)}", ""]
     nearest = nearest_passing(result, results, probe.name if probe is not None else None)
     lines.append(
         f"**Nearest passing cell**: {nearest.line()}."
@@ -446,7 +452,9 @@ def _detail_lines(result: CellResult, probe: ProbeResult | None) -> list[str]:
     return lines
 
 
-def _rerun_lines(result: CellResult, spec_path: str | None) -> list[str]:
+def _rerun_lines(
+    result: CellResult, spec_path: str | None, from_project: bool = False
+) -> list[str]:
     """The torch-matrix command that runs this cell again, and the cell's verdict."""
     cell = result.cell
     verdict = verdict_of(result)
@@ -457,7 +465,8 @@ def _rerun_lines(result: CellResult, spec_path: str | None) -> list[str]:
         if cell.is_followup  # no session of its own
         else repro_command(cell.id, spec_path)
     )
-    lines = ["#### Rerun with torch-matrix", "", md_fence(rerun, "sh"), ""]
+    where = " (from the project's directory)" if from_project else ""
+    lines = [f"#### Rerun with torch-matrix{where}", "", md_fence(rerun, "sh"), ""]
     if verdict.kind != COMPATIBLE:
         why = (
             f"failing required probes: {', '.join(verdict.failing)}"
@@ -466,22 +475,37 @@ def _rerun_lines(result: CellResult, spec_path: str | None) -> list[str]:
         )
         lines += [
             f"Verdict of the cell: **{verdict.kind}**"
-            + (f" ({md_text(shorten(why, 200))})" if why else "")
+            + (f" ({_prose(why, 200)})" if why else "")
             + ".",
             "",
         ]
     return lines
 
 
+def _prose(text: str, width: int | None = None) -> str:
+    """A message in the bundle as plain text: cut at a word (with an ellipsis) when it is longer
+    than ``width``, and as inline code where it holds ``<``, ``>`` or ``&`` (Markdown would need
+    them as ``&lt;``, which reads wrong wherever the bundle is read as text)."""
+    line = " ".join(str(text).split())
+    if width is not None and len(line) > width:
+        cut = line[: width - 1]
+        line = (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "…"
+    return md_code(line) if any(ch in line for ch in "<>&") else md_text(line)
+
+
 def _by_role(
-    text: str, result: CellResult, probe: ProbeResult, project: Mapping[str, str] | None
+    text: str, result: CellResult, probe: ProbeResult | None, project: Mapping[str, str] | None
 ) -> str:
-    """A command probe's bundle without machine-local paths: the project and the cell's venv by
-    role, not by place."""
+    """The bundle without machine-local paths: the project, the cell's venv and the interpreter's
+    home by role, not by place."""
     venv = str(Path(str(result.interpreter.get("path") or "/nonexistent/bin/python")).parent.parent)
+    base = str(result.interpreter.get("base") or "")
+    home = str(Path(base).parent.parent) if base else ""
+    cwd = probe.evidence.get("cwd") if probe is not None else None
     for local, role in (
-        (str((project or {}).get("dir") or probe.evidence.get("cwd") or ""), "$PROJECT"),
+        (str((project or {}).get("dir") or cwd or ""), "$PROJECT"),
         (venv, "$CELL_VENV"),
+        (home, "$PYTHON_HOME"),
     ):
         if len(local) > 1:
             text = text.replace(local, role)
@@ -509,11 +533,24 @@ def render_bundle(
     lines += _finding_lines(result, results, probe)
     lines += _reproduce_lines(result, probe, hardware, project, command_probe)
     lines += _detail_lines(result, probe)
-    lines += _rerun_lines(result, spec_path)
+    root = str((project or {}).get("dir") or (probe.evidence.get("cwd") if probe else "") or "")
+    if not root and spec_path and spec_path.startswith("/"):
+        root = str(Path(spec_file(spec_path)).parent)  # the spec's project: its directory
+    shown = _from_project(spec_path, root)
+    lines += _rerun_lines(result, shown, from_project=shown != spec_path)
     text = "\n".join(lines).rstrip() + "\n"
-    if command_probe and probe is not None:
-        text = _by_role(text, result, probe, project)
-    return text
+    return _by_role(text, result, probe, {**(project or {}), "dir": root} if root else project)
+
+
+def _from_project(spec_path: str | None, project_dir: str) -> str | None:
+    """The spec as the rerun line names it from the project's directory (where the bundle's steps
+    run): relative when it lies there, so the line runs as printed (``$PROJECT`` would not)."""
+    if not spec_path or not project_dir or spec_path.startswith("-"):
+        return spec_path
+    try:
+        return str(Path(spec_file(spec_path)).relative_to(project_dir))
+    except ValueError:
+        return spec_path
 
 
 def _md_inline(value: Any) -> str:

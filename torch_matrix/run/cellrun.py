@@ -79,6 +79,9 @@ class CellSettings:
     user_site: bool = False
     # Hardware targets ([targets], check --gpu/--driver) judged from the cell's build facts.
     targets: tuple[Target, ...] = ()
+    # False: the session removes the cell's venv once its result is written (``run.disk.remove_venv``),
+    # so a command probe's repro must not name it (it would not run as printed).
+    venv_kept: bool = True
 
     @property
     def probe_options(self) -> ProbeOptions:
@@ -286,6 +289,17 @@ def headline(message: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_VENV_PATH = re.compile(r'PATH=\S+:"\$PATH" ')
+
+
+def without_venv(probe: ProbeResult) -> ProbeResult:
+    """A command probe's repro without the venv the session removes (``cd X && pytest -q tests``):
+    run in the cell's environment, which the table's rerun line makes again."""
+    if probe.isolation != "command" or not _VENV_PATH.search(probe.repro):
+        return probe
+    return dataclasses.replace(probe, repro=_VENV_PATH.sub("", probe.repro, count=1))
+
+
 def _finish(
     cell: Cell,
     settings: CellSettings,
@@ -302,6 +316,8 @@ def _finish(
     timings = dict(progress.timings)
     timings["total"] = progress.clock() - wall_start
     timings = {name: round(seconds, 3) for name, seconds in timings.items()}  # as stored
+    if not settings.venv_kept:
+        probes = tuple(without_venv(p) for p in probes)
     result = CellResult(
         cell=cell,
         fingerprint=settings.fingerprint,

@@ -139,7 +139,7 @@ def prepare_cells(
                 f"{cell.id}: cannot create its venv: {problem}; move it away (torch-matrix removes "
                 "only a half-made venv it made)"
             )
-    spec_path = Path(plan.spec.path)
+    spec_path = Path(layout.spec_file(plan.spec.path))
     spec = None if spec_path.resolve() == DEFAULT_SPEC_PATH.resolve() else str(spec_path.absolute())
     try:
         write_plan(

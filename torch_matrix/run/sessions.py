@@ -63,7 +63,13 @@ from torch_matrix.run.matrixplan import (
     refresh_targets,
 )
 from torch_matrix.run.prefetch import PREFETCHER, prefetch_steps, queued_cells, run_prefetcher
-from torch_matrix.run.disk import budgeted, disk_keeper, followup_keeper, remove_venv
+from torch_matrix.run.disk import (
+    budgeted,
+    disk_keeper,
+    followup_keeper,
+    keep_venvs,
+    remove_venv,
+)
 from torch_matrix.run.sizing import cost_line, followup_cost
 
 if TYPE_CHECKING:
@@ -120,6 +126,7 @@ def _cell_settings(
         project_dir=project_dir(plan.planned_spec),
         probe_reruns=probe_reruns(environ),
         targets=plan.planned_spec.targets,
+        venv_kept=keep_venvs(environ),
     )
 
 
@@ -466,6 +473,7 @@ def run_followups_session(
             total=cap,
             project_dir=project_dir(spec),
             probe_reruns=probe_reruns(environ),
+            venv_kept=keep_venvs(environ),
         )
         runs = _Followups(session, plan, base, suite_digest(spec), redo_ids, argv, environ)
         spent = run_followups(

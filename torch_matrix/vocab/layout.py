@@ -86,12 +86,23 @@ def cell_session(cell_id: str) -> str:
 DEFAULT_SPEC_OPTION = "--default"
 
 
+# How a pyproject spec names itself in messages (``spec.parse``: ``<file> [tool.torch-matrix]``);
+# ``--spec`` takes the file alone.
+PYPROJECT_SHOWN = " [tool.torch-matrix]"
+
+
+def spec_file(shown: str) -> str:
+    """The file of a spec as a message or a plan names it: ``x/pyproject.toml [tool.torch-matrix]``
+    -> ``x/pyproject.toml``; anything else unchanged."""
+    return shown[: -len(PYPROJECT_SHOWN)] if shown.endswith(PYPROJECT_SHOWN) else shown
+
+
 def _spec_option(spec_path: str | os.PathLike[str] | None) -> str:
     if not spec_path:
         return ""
     if str(spec_path) == DEFAULT_SPEC_OPTION:
         return f" {DEFAULT_SPEC_OPTION}"
-    return f" --spec {shlex.quote(str(spec_path))}"
+    return f" --spec {shlex.quote(spec_file(str(spec_path)))}"
 
 
 def repro_command(cell_id: str, spec_path: str | os.PathLike[str] | None = None) -> str:

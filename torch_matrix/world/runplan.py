@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.edges.fileio import append_line, atomic_write
-from torch_matrix.vocab.layout import CELLS_DIR, DEFAULT_RESULTS, DEFAULT_SPEC_OPTION
+from torch_matrix.vocab.layout import CELLS_DIR, DEFAULT_RESULTS, DEFAULT_SPEC_OPTION, spec_file
 from torch_matrix.vocab.records import Cell, CellResult, StrEnum
 
 PLAN_NAME = "planned-cells.json"
@@ -103,6 +103,8 @@ def _from_json(data: Mapping[str, Any], path: Path) -> tuple[RunPlan | None, str
                 cells.append(item["id"])
             else:
                 return None, f"{path}: a cell entry is not a cell; ignored"
+    if isinstance(spec, str):
+        spec = spec_file(spec)  # a plan written before #42 named a pyproject spec as shown
     index, suite = data.get("index"), data.get("suite")
     known = isinstance(index, dict) and isinstance(suite, str) and bool(suite)
     return (

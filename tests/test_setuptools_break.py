@@ -178,3 +178,24 @@ def test_the_pins_admit_no_failing_pair_of_any_release_and_keep_torch_whole(cap)
     (window,) = line.windows
     assert window.releases[0] == "82.0.0" and window.releases[-1] == "84.2.1", window.releases
     assert "edge not found" not in window.proof()
+
+
+def test_an_incidental_pin_torch_does_not_declare_says_it_must_be_installed():
+    """``setuptools<82`` in constraints.txt restricts a setuptools something else installs; torch
+    2.1.2 declares none, so ``uv pip install -c constraints.txt torch==2.1.2`` installs none and the
+    test still fails. The files say the line must be installed (``-r requirements-pins.txt``)."""
+    import json
+
+    from torch_matrix.pins.render import render_constraints, render_json, render_requirements
+    from torch_matrix.pins.render import render_text
+
+    suggestion = suggest_pins(
+        loaded(followed(10_000)), {"torch": list(TORCH), "setuptools": list(SETUPTOOLS)}
+    )
+    assert suggestion.must_install() == ["setuptools<82"]
+    for text in (render_constraints(suggestion), render_requirements(suggestion)):
+        assert "Install, not only constrain: setuptools<82" in text
+        assert "`pip install -r requirements-pins.txt`" in text
+    assert "setuptools<82" in render_requirements(suggestion).splitlines()
+    assert "Install, not only constrain: setuptools<82" in render_text(suggestion)
+    assert json.loads(render_json(suggestion))["must_install"] == ["setuptools<82"]

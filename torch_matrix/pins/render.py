@@ -286,6 +286,9 @@ def render_text(suggestion: Suggestion) -> str:
             out.append(f"  Requires-Python advice: {advice}")
             for pin in recommended.pins_for(PYTHON):
                 out.extend(_comment_lines(pin.exclusions, "      # "))
+        must = suggestion.must_install()
+        if must:
+            out.append("  " + MUST_INSTALL.format(lines=", ".join(must)))
     if suggestion.untested:
         out.append("Untested beyond the evidence (a break there would go unseen; no pin says so):")
         out.extend("  " + line for line in suggestion.untested)
@@ -395,6 +398,15 @@ def _file_text(out: list[str]) -> str:
     return "\n".join(terminal(line, multiline=False) for line in out) + "\n"
 
 
+# A pin on a dependency torch does not declare (setuptools for torch 2.1.2) takes effect only where
+# it is installed: constraints restrict versions something else asks for, and install nothing.
+MUST_INSTALL = (
+    "Install, not only constrain: {lines} (a failing test needed it present, and torch does not "
+    "declare it, so `-c constraints.txt` alone installs none): use `pip install -r "
+    "requirements-pins.txt` (or add the line to your requirements)"
+)
+
+
 def render_constraints(suggestion: Suggestion) -> str:
     """A constraints file for ``pip install -c`` / ``uv pip install -c`` (no extras, names only)."""
     out = [
@@ -408,6 +420,9 @@ def render_constraints(suggestion: Suggestion) -> str:
     advice = _python_advice(recommended)
     if advice:
         out.append(f"# Requires-Python advice: {advice}")
+    must = suggestion.must_install()
+    if must:
+        out.append("# " + MUST_INSTALL.format(lines=", ".join(must)))
     for line in requirement_lines(recommended):
         if line.specifiers:
             reason = _inline_reason(line)
@@ -436,6 +451,9 @@ def render_requirements(suggestion: Suggestion) -> str:
     """Requirement lines with the full reason of every exclusion above them."""
     recommended = suggestion.recommended
     out = ["# Suggested by `torch-matrix pins` (" + _keeps(recommended) + ")."]
+    must = suggestion.must_install()
+    if must:
+        out.append("# " + MUST_INSTALL.format(lines=", ".join(must)))
     out.extend("# " + line if line else "#" for line in fix_first_lines(suggestion, "  ")[:-1])
     advice = _python_advice(recommended)
     if advice:
@@ -518,6 +536,9 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
         data["safe"] = suggestion.safe.to_json()
     if suggestion.untested:  # only when there are some: earlier pins.json files stay the same
         data["untested_beyond"] = list(suggestion.untested)
+    must = suggestion.must_install()
+    if must:  # only when there are some: earlier pins.json files stay the same
+        data["must_install"] = must
     if (
         suggestion.not_pinned
     ):  # only when there are some: earlier pins.json files stay byte-identical

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from packaging.utils import canonicalize_name
 
 from torch_matrix.vocab.records import INSTALLED, ORIGIN_BISECT, CellResult, public_version
 from torch_matrix.judge.verdict import (
@@ -27,7 +28,8 @@ from .evidence import (
     package_axes,
     version_evidence,
 )
-from .model import Answer, Tradeoff
+from torch_matrix.judge.causes import MODULE_PROVIDER, EnvironmentKind, requirement_name
+from .model import Answer, Tradeoff, requirement_lines
 from .search import find_pins
 from .specifiers import PinPolicy
 from .untested import untested_beyond
@@ -57,6 +59,18 @@ class Suggestion:
     # torch releases after the newest with evidence, every cell unsatisfiable or errored
     # (``pins.untested``): "no pin needed" holds only up to there.
     untested: tuple[str, ...] = ()
+    # Distributions a failing probe needed present (a module it missed: ``pkg_resources`` from
+    # setuptools), normalized: a pin on one is a requirement to install, not only a constraint
+    # (torch 2.1.2 does not declare setuptools, so ``-c constraints.txt`` installs none).
+    needed_present: tuple[str, ...] = ()
+
+    def must_install(self) -> list[str]:
+        """The pinned lines a user must install (``-r requirements-pins.txt``), not only allow."""
+        return [
+            line.text()
+            for line in requirement_lines(self.recommended)
+            if line.specifiers and canonicalize_name(line.package) in self.needed_present
+        ]
 
     def pinned(self, tradeoff: Tradeoff) -> bool:
         """Whether the files pin this trade-off: its interaction's first by the rule
@@ -115,6 +129,22 @@ def holes(results: Sequence[CellResult], packages: Sequence[str]) -> dict[str, d
         package: {v: why for v, why in releases.items() if v not in tested.get(package, set())}
         for package, releases in found.items()
     }
+
+
+def needed_present(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """The distributions a failing probe needed installed: the provider of a module it missed
+    (``judge.runcontext``'s ``module_provider``: setuptools for ``pkg_resources``), or the
+    requirement of a missing-dependency finding; normalized, sorted."""
+    found: set[str] = set()
+    for result in results:
+        for probe in result.probes:
+            provider = probe.evidence.get(MODULE_PROVIDER)
+            if isinstance(provider, Mapping) and provider.get("distribution"):
+                found.add(canonicalize_name(requirement_name(str(provider["distribution"]))))
+        for attribution in verdict_of(result).environment.values():
+            if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:
+                found.add(canonicalize_name(requirement_name(attribution.requirement)))
+    return tuple(sorted(found))
 
 
 def suggest_pins(
@@ -178,6 +208,7 @@ def suggest_pins(
         traded=traded,
         pin_tradeoffs=pin_tradeoffs,
         untested=untested_beyond(results),
+        needed_present=needed_present(results),
     )
     # Coverage is of what the files pin: the one rule for that is ``Suggestion.recommended``.
     return dataclasses.replace(

@@ -375,19 +375,25 @@ def _missing(args: ReportRequest, loaded: Any) -> tuple[Any, list[Cell | str], d
     return run_plan, missing, reasons
 
 
+def _loaded(args: ReportRequest) -> Any:
+    """The results, with a warning for each file that could not be read and each cell judged
+    again in the run's context (a follow-up refuted its advice, ...): the report shows that verdict
+    and writes it into results.json; the cell's own file is left as it is."""
+    loaded = load_results(args.results_dir, rejudge=args.rejudge)
+    for problem in loaded.problems:
+        console.warn(str(problem))
+    for line in rejudged_lines(loaded):
+        console.warn(line)
+    return loaded
+
+
 def make_report(args: ReportRequest) -> ReportOutcome:
     """The report as asked: the results loaded and judged, the missing cells with why, the
     files written (summary.md, results.json, and what was asked: HTML, JUnit, pins, the GitHub
     summary), the table for stdout. Warnings go out as they are found; what writing the files
     said waits in the outcome, to follow the table."""
     results_dir = args.results_dir
-    loaded = load_results(results_dir, rejudge=args.rejudge)
-    for problem in loaded.problems:
-        console.warn(str(problem))
-    # A cell judged again in the run's context (a follow-up refuted its advice, ...): the report
-    # shows that verdict and writes it into results.json; the cell's own file is left as it is.
-    for line in rejudged_lines(loaded):
-        console.warn(line)
+    loaded = _loaded(args)
     if not loaded.results and not loaded.problems and args.strict:
         return ReportOutcome(
             strict=UserError(

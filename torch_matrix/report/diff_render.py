@@ -165,41 +165,9 @@ def bundle_file(cell: str, probe: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{cell}--{probe}")[:200] + ".md"
 
 
-def issue_body(failure: NewFailure, run_url: str = "", fix: str = "") -> str:
-    """The issue's head. ``fix``: the code fix the cell's stored verdict gives for the probe
-    (``Verdict.fixes``: the user's own call site and the class the error names), else the
-    catalogue's diagnosis of the message alone (a generic call)."""
-    first = failure.first_run
-    seen = (
-        f"first failing run {md_code(first.id)} ({md_text(first.date or 'date unknown')}"
-        if first
-        else "first failing run unknown"
-    )
-    if first and first.commit:
-        seen += f", commit {md_text(first.commit[:12])}"
-    seen += ")" if first else ""
-    pins = " ".join(failure.requirements)
-    marker = f"cell={failure.cell} probe={failure.probe}"
-    lines = [
-        f"<!-- {ISSUE_LABEL} {md_html(marker)} -->",
-        f"The nightly matrix found **{md_text(failure.probe)}** {md_code(failure.status)} in cell "
-        f"{md_code(failure.cell)} (Python {md_text(failure.python or '?')}: {md_code(pins)}); {seen}.",
-        "",
-    ]
-    if run_url:
-        lines += [f"Run: {md_text(run_url)}", ""]
-    if failure.message:
-        lines += ["> " + md_text(_short(failure.message, 1000)), ""]
-    finding = diagnose(failure.message) if not fix else None
-    if fix or finding is not None:  # an API change with a known code fix: the answer to merge first
-        lines += [
-            "### Fix first",
-            "",
-            md_prose(fix or (finding.advice() if finding else "")),
-            "",
-            "Excluding the release is the alternative for code that cannot change.",
-            "",
-        ]
+def _reproduce_lines(failure: NewFailure) -> list[str]:
+    """How to reproduce a new failure: the rerun command, the install by hand, the probe's repro."""
+    lines: list[str] = []
     lines += [
         "### Reproduce",
         "",
@@ -243,6 +211,45 @@ def issue_body(failure: NewFailure, run_url: str = "", fix: str = "") -> str:
                 + f"\n# ... {len(repro) - REPRO_CHARS} more characters: the bundle below has it whole"
             )
         lines += ["The probe's own repro:", "", md_fence(repro, "python"), ""]
+    return lines
+
+
+def issue_body(failure: NewFailure, run_url: str = "", fix: str = "") -> str:
+    """The issue's head. ``fix``: the code fix the cell's stored verdict gives for the probe
+    (``Verdict.fixes``: the user's own call site and the class the error names), else the
+    catalogue's diagnosis of the message alone (a generic call)."""
+    first = failure.first_run
+    seen = (
+        f"first failing run {md_code(first.id)} ({md_text(first.date or 'date unknown')}"
+        if first
+        else "first failing run unknown"
+    )
+    if first and first.commit:
+        seen += f", commit {md_text(first.commit[:12])}"
+    seen += ")" if first else ""
+    pins = " ".join(failure.requirements)
+    marker = f"cell={failure.cell} probe={failure.probe}"
+    lines = [
+        f"<!-- {ISSUE_LABEL} {md_html(marker)} -->",
+        f"The nightly matrix found **{md_text(failure.probe)}** {md_code(failure.status)} in cell "
+        f"{md_code(failure.cell)} (Python {md_text(failure.python or '?')}: {md_code(pins)}); {seen}.",
+        "",
+    ]
+    if run_url:
+        lines += [f"Run: {md_text(run_url)}", ""]
+    if failure.message:
+        lines += ["> " + md_text(_short(failure.message, 1000)), ""]
+    finding = diagnose(failure.message) if not fix else None
+    if fix or finding is not None:  # an API change with a known code fix: the answer to merge first
+        lines += [
+            "### Fix first",
+            "",
+            md_prose(fix or (finding.advice() if finding else "")),
+            "",
+            "Excluding the release is the alternative for code that cannot change.",
+            "",
+        ]
+    lines += _reproduce_lines(failure)
     lines += [
         f"The nightly closes this issue when {md_code(failure.probe)} passes again in {md_code(failure.cell)}."
     ]

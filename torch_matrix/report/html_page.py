@@ -346,23 +346,8 @@ def _column_sort(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return (_variant_key(key[0]), version_key(key[1]), key[2])
 
 
-def build_page(
-    results: Iterable[Any],
-    *,
-    missing: Sequence[Cell | str] = (),
-    previous: Mapping[str, str] | None = None,
-    previous_label: str | None = None,
-    title: str = "torch-matrix results",
-    generated: str = "",
-    spec: str | None = None,
-    cell_files: Mapping[str, str] | None = None,
-    pins: Sequence[tuple[str, Sequence[str]]] = (),
-) -> Page:
-    """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes).
-    ``cell_files``: cell id -> its result file relative to the page (the links to the full text).
-    ``pins``: the suggested requirement lines, each with its proof lines (``pins.render``)."""
-    judged = judge(results)
-    missing_cells = [cell for cell in missing if isinstance(cell, Cell)]
+def _probe_names(judged: Sequence[Judged]) -> list[str]:
+    """Every probe a cell planned or ran, in the order first seen."""
     probe_names: list[str] = []
     seen: set[str] = set()
     for item in judged:
@@ -370,22 +355,15 @@ def build_page(
             if name not in seen:
                 seen.add(name)
                 probe_names.append(name)
-    views: list[tuple[Cell, CellView]] = []
-    for item in judged:
-        change = ""
-        if previous is not None:
-            before = previous.get(item.cell.id)
-            change = NEW if before is None else ("" if before == item.verdict.kind else before)
-        views.append(
-            (
-                item.cell,
-                cell_view(
-                    item, change, spec, probe_names, (cell_files or {}).get(item.cell.id, "")
-                ),
-            )
-        )
-    views += [(cell, _missing_view(cell, spec, probe_names)) for cell in missing_cells]
+    return probe_names
 
+
+def _grid(
+    views: Sequence[tuple[Cell, CellView]],
+) -> tuple[list[Column], list[tuple[str, int]], list[Row], bool]:
+    """The heatmap: its columns (variant, Python, extras), the variant groups over them (when
+    there are several), its rows (torch, torchvision; newest first) and whether torchvision is a
+    row key. Follow-up cells are listed apart: the grid shows what the spec planned."""
     extra_names = sorted({name for cell, _ in views for name in extras_of(cell)})
     with_torchvision = any(cell.torchvision for cell, _ in views)
     columns_keys = sorted({_column_key(cell, extra_names) for cell, _ in views}, key=_column_sort)
@@ -405,25 +383,54 @@ def build_page(
                 groups[-1] = (key[0], groups[-1][1] + 1)
             else:
                 groups.append((key[0], 1))
-
     slots: dict[tuple[str, str], dict[tuple[Any, ...], list[CellView]]] = {}
     for cell, view in views:
         if cell.is_followup:
-            continue  # listed apart: the grid shows what the spec planned
+            continue
         row_key = (cell.torch, cell.torchvision if with_torchvision else "")
         slots.setdefault(row_key, {}).setdefault(_column_key(cell, extra_names), []).append(view)
-    rows = []
-    for row_key in sorted(
-        slots, key=lambda k: (version_key(k[0]), version_key(k[1])), reverse=True
-    ):
-        rows.append(
-            Row(
-                torch=row_key[0],
-                torchvision=row_key[1],
-                slots=tuple(tuple(slots[row_key].get(column.key, ())) for column in columns),
-            )
+    rows = [
+        Row(
+            torch=row_key[0],
+            torchvision=row_key[1],
+            slots=tuple(tuple(slots[row_key].get(column.key, ())) for column in columns),
         )
+        for row_key in sorted(
+            slots, key=lambda k: (version_key(k[0]), version_key(k[1])), reverse=True
+        )
+    ]
+    return columns, groups, rows, with_torchvision
 
+
+def build_page(
+    results: Iterable[Any],
+    *,
+    missing: Sequence[Cell | str] = (),
+    previous: Mapping[str, str] | None = None,
+    previous_label: str | None = None,
+    title: str = "torch-matrix results",
+    generated: str = "",
+    spec: str | None = None,
+    cell_files: Mapping[str, str] | None = None,
+    pins: Sequence[tuple[str, Sequence[str]]] = (),
+) -> Page:
+    """The page's data. ``previous``: cell id -> verdict kind of an earlier run (highlights changes).
+    ``cell_files``: cell id -> its result file relative to the page (the links to the full text).
+    ``pins``: the suggested requirement lines, each with its proof lines (``pins.render``)."""
+    judged = judge(results)
+    probe_names = _probe_names(judged)
+    views: list[tuple[Cell, CellView]] = []
+    for item in judged:
+        change = ""
+        if previous is not None:
+            before = previous.get(item.cell.id)
+            change = NEW if before is None else ("" if before == item.verdict.kind else before)
+        file = (cell_files or {}).get(item.cell.id, "")
+        views.append((item.cell, cell_view(item, change, spec, probe_names, file)))
+    views += [
+        (cell, _missing_view(cell, spec, probe_names)) for cell in missing if isinstance(cell, Cell)
+    ]
+    columns, groups, rows, with_torchvision = _grid(views)
     counts = count_verdicts(judged)
     count_list = [(str(kind), TEXT_SYMBOLS[kind], counts[kind]) for kind in VERDICTS]
     if missing:
@@ -432,11 +439,8 @@ def build_page(
         (kind, TEXT_SYMBOLS[kind], VERDICT_LABELS[kind], VERDICT_HELP[kind])
         for kind in (*VERDICTS, MISSING)
     ]
-    notes = changed_default_notes(judged)
     cell_views = [view for _, view in views]
-    changes = [view for view in cell_views if view.change]
     present = {view.id for view in cell_views}
-    gone = sorted(cell_id for cell_id in (previous or {}) if cell_id not in present)
     hardware_headers, hardware_rows = hardware_table(judged)
     return Page(
         title=title,
@@ -450,13 +454,13 @@ def build_page(
         probe_names=probe_names,
         legend=legend,
         previous=previous_label if previous is not None else None,
-        changes=changes,
-        gone=gone,
+        changes=[view for view in cell_views if view.change],
+        gone=sorted(cell_id for cell_id in (previous or {}) if cell_id not in present),
         generated=generated,
         hardware_headers=hardware_headers,
         hardware_rows=hardware_rows,
         hardware_reasons=hardware_reasons(judged, width=600),
-        changed_default_notes=notes,
+        changed_default_notes=changed_default_notes(judged),
         code_fix_notes=code_fix_notes(judged),
         followups=[view for view in cell_views if view.origin],
         pins=[(line, tuple(proof)) for line, proof in pins],

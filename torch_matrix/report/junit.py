@@ -27,6 +27,7 @@ from torch_matrix.vocab.records import (
     FAIL,
     INSTALLED,
     PASS,
+    ProbeResult,
     TIMEOUT,
     UNSATISFIABLE,
     CellResult,
@@ -89,90 +90,96 @@ def _add(parent: ET.Element, tag: str, message: str, kind: str, body: str = "") 
         element.text = _clean(body)
 
 
+def _install_case(suite: ET.Element, result: CellResult) -> str:
+    """A testcase for an install that did not happen: skipped (unsatisfiable) or an error. Returns
+    which count it adds to."""
+    case = _testcase(suite, result.cell.id, "install", result.timings.get("total", 0.0))
+    if result.install.status == UNSATISFIABLE:
+        _add(case, "skipped", f"unsatisfiable: {result.install.message}", UNSATISFIABLE)
+        return "skipped"
+    _add(
+        case,
+        "error",
+        f"install {result.install.status}: {result.install.message}",
+        result.install.status,
+        result.install.message,
+    )
+    return "errors"
+
+
+def _probe_case(
+    suite: ET.Element, item: Judged, probe: ProbeResult, required: set[str]
+) -> str | None:
+    """A probe's testcase: passed, an error, a failure (a changed default says so) or skipped (a
+    probe the policy or the cell does not require). Returns which count it adds to (None: passed)."""
+    case = _testcase(suite, item.cell.id, probe.name, probe.duration_s)
+    counts_bad = (
+        probe_counts_as_failure(probe.status, dict(item.cell.policy)) and probe.name in required
+    )
+    message = f"{probe.status}: {probe.message}" if probe.message else probe.status
+    if probe.status == PASS:
+        if probe.message:  # a command probe's counts: "44 passed, 4 skipped"
+            ET.SubElement(case, "system-out").text = _clean(probe.message)
+        return None
+    if counts_bad and probe.status in _ERRORS:
+        _add(case, "error", message, probe.status, _body(probe))
+        return "errors"
+    if counts_bad and probe.name in item.verdict.advice:
+        _add(
+            case,
+            "failure",
+            f"{CHANGED_DEFAULT_MARK} changed default (the cell is {item.verdict.kind}): "
+            f"{item.verdict.advice[probe.name].advice}",
+            "changed-default",
+            _body(probe),
+        )
+        return "failures"
+    if counts_bad:
+        _add(
+            case,
+            "failure",
+            message,
+            probe.status if probe.status == FAIL else f"{probe.status} (policy: fail)",
+            _body(probe),
+        )
+        return "failures"
+    note = (
+        "" if probe.name in required or probe.status not in (FAIL, *_ERRORS) else " (not required)"
+    )
+    _add(case, "skipped", message + note, probe.status)
+    return "skipped"
+
+
 def _suite(item: Judged, counts: dict[str, float]) -> ET.Element:
     result, cell = item.result, item.cell
     suite = ET.Element("testsuite", name=_clean(cell.id))
-    tests = failures = errors = skipped = 0
+    tally = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     total = 0.0
     if result.install.status != INSTALLED:
-        case = _testcase(suite, cell.id, "install", result.timings.get("total", 0.0))
-        tests += 1
-        if result.install.status == UNSATISFIABLE:
-            _add(case, "skipped", f"unsatisfiable: {result.install.message}", UNSATISFIABLE)
-            skipped += 1
-        else:
-            _add(
-                case,
-                "error",
-                f"install {result.install.status}: {result.install.message}",
-                result.install.status,
-                result.install.message,
-            )
-            errors += 1
-    policy = dict(cell.policy)
+        tally["tests"] += 1
+        tally[_install_case(suite, result)] += 1
     required = set(cell.required_probes or [p.name for p in result.probes])
     for probe in result.probes:
-        case = _testcase(suite, cell.id, probe.name, probe.duration_s)
-        tests += 1
+        tally["tests"] += 1
         total += probe.duration_s
-        counts_bad = probe_counts_as_failure(probe.status, policy) and probe.name in required
-        message = f"{probe.status}: {probe.message}" if probe.message else probe.status
-        if probe.status == PASS:
-            if probe.message:  # a command probe's counts: "44 passed, 4 skipped"
-                ET.SubElement(case, "system-out").text = _clean(probe.message)
-        elif counts_bad and probe.status in _ERRORS:
-            _add(case, "error", message, probe.status, _body(probe))
-            errors += 1
-        elif counts_bad and probe.name in item.verdict.advice:
-            _add(
-                case,
-                "failure",
-                f"{CHANGED_DEFAULT_MARK} changed default (the cell is {item.verdict.kind}): "
-                f"{item.verdict.advice[probe.name].advice}",
-                "changed-default",
-                _body(probe),
-            )
-            failures += 1
-        elif counts_bad:
-            _add(
-                case,
-                "failure",
-                message,
-                probe.status if probe.status == FAIL else f"{probe.status} (policy: fail)",
-                _body(probe),
-            )
-            failures += 1
-        else:
-            note = (
-                ""
-                if probe.name in required or probe.status not in (FAIL, *_ERRORS)
-                else " (not required)"
-            )
-            _add(case, "skipped", message + note, probe.status)
-            skipped += 1
+        outcome = _probe_case(suite, item, probe, required)
+        if outcome is not None:
+            tally[outcome] += 1
     if result.install.status == INSTALLED:
         present = {probe.name for probe in result.probes}
         for name in cell.required_probes:
             if name not in present:
                 case = _testcase(suite, cell.id, name, 0.0)
                 _add(case, "error", "required probe produced no result", "missing")
-                tests += 1
-                errors += 1
-    suite.set("tests", str(tests))
-    suite.set("failures", str(failures))
-    suite.set("errors", str(errors))
-    suite.set("skipped", str(skipped))
+                tally["tests"] += 1
+                tally["errors"] += 1
+    for key, value in tally.items():
+        suite.set(key, str(value))
+        counts[key] += value
     total = _seconds(total)
     suite.set("time", f"{total:.3f}")
     if result.finished_at:
         suite.set("timestamp", result.finished_at[:19])
-    for key, value in (
-        ("tests", tests),
-        ("failures", failures),
-        ("errors", errors),
-        ("skipped", skipped),
-    ):
-        counts[key] += value
     counts["time"] += total
     return suite
 

@@ -117,6 +117,99 @@ def _cut_to_bytes(text: str, limit: int) -> str:
     return text.encode("utf-8")[: max(limit, 0)].decode("utf-8", errors="ignore")
 
 
+def _notes_section(heading: str, lines: Sequence[str], help_text: str = "") -> str:
+    """A section of notes, one bullet a line ("" when there are none)."""
+    if not lines:
+        return ""
+    intro = f"{help_text.capitalize()}:\n\n" if help_text else ""
+    bullet = md_prose if help_text else md_cell
+    return f"### {heading}\n\n{intro}" + "\n".join(f"- {bullet(line)}" for line in lines)
+
+
+def _sections(
+    judged: Sequence[Judged],
+    missing: Sequence[Cell | str],
+    missing_reasons: Mapping[str, str] | None,
+    title: str,
+    spec: str | None,
+    unbisected: Sequence[str] | None,
+) -> dict[str, str]:
+    """Every section of the summary by name, "" where it has nothing to say."""
+    sections = dict.fromkeys(("missing", "pivot", "cells", "details", "grid", "hardware"), "")
+    sections["head"] = f"## {title}\n\n**{counts_line(judged, missing)}**"
+    if missing:
+        sections["missing"] = (
+            f"### {MARKDOWN_SYMBOLS[MISSING]} Planned but missing ({len(missing)})\n\n"
+            + md_table(MISSING_HEADERS, missing_rows(missing, missing_reasons))
+        )
+    if judged or missing:
+        headers, rows = pivot_table(judged, MARKDOWN_SYMBOLS, missing_cells(missing))
+        sections["pivot"] = "### Compatibility\n\n" + md_table(headers, rows)
+    if judged:
+        sections["cells"] = "### Cells\n\n" + md_table(
+            CELL_HEADERS, cell_rows(judged, MARKDOWN_SYMBOLS)
+        )
+        if 0 < len(judged) <= GRID_MAX_CELLS:
+            headers, rows = probe_grid(judged)
+            sections["grid"] = "### Probe status per cell\n\n" + md_table(headers, rows)
+    if any(item.verdict.kind != COMPATIBLE for item in judged):
+        sections["details"] = _md_details(judged, spec)
+    sections["fixes"] = _notes_section(
+        f"{CODE_FIX_MARK} Fix first", code_fix_notes(judged), CODE_FIX_HELP
+    )
+    sections["notes"] = _notes_section(
+        f"{CHANGED_DEFAULT_MARK} Changed defaults",
+        changed_default_notes(judged),
+        CHANGED_DEFAULT_HELP,
+    )
+    if unbisected is None:
+        unbisected = unbisected_notes(judged)
+    sections["unbisected"] = _notes_section("Breaks not bisected", unbisected)
+    headers, rows = hardware_table(judged)
+    if rows:
+        why = hardware_reasons(judged, width=400)
+        sections["hardware"] = (
+            "### Hardware targets\n\nJudged from each build's own arch list and CUDA runtime "
+            "(no GPU needed).\n\n"
+            + md_table(headers, rows)
+            + ("\n\n" + "\n".join(f"- {md_cell(line)}" for line in why) if why else "")
+        )
+    return sections
+
+
+# What each level of shortening keeps (the note it adds, the sections by name), fullest first.
+_LEVELS = (
+    (
+        "",
+        (
+            "head",
+            "missing",
+            "pivot",
+            "fixes",
+            "notes",
+            "unbisected",
+            "hardware",
+            "cells",
+            "details",
+            "grid",
+        ),
+    ),
+    (
+        "per-probe details and the probe grid omitted",
+        ("head", "missing", "pivot", "fixes", "notes", "unbisected", "hardware", "cells"),
+    ),
+    (
+        "per-probe details, the probe grid and the per-cell table omitted",
+        ("head", "missing", "pivot", "fixes", "notes", "hardware"),
+    ),
+    ("tables omitted; cells listed by verdict", ("head", "fixes", "lists")),
+)
+
+
+def _join(*sections: str) -> str:
+    return "\n\n".join(section for section in sections if section) + "\n"
+
+
 def render_markdown_summary(
     results: Iterable[CellResult | Judged],
     max_bytes: int | None = None,
@@ -135,111 +228,21 @@ def render_markdown_summary(
     lists of cell ids per verdict; as a last resort the text is cut.
     """
     judged = judge(results)
-    head = f"## {title}\n\n**{counts_line(judged, missing)}**"
-    missing_section = ""
-    if missing:
-        missing_section = (
-            f"### {MARKDOWN_SYMBOLS[MISSING]} Planned but missing ({len(missing)})\n\n"
-            + md_table(MISSING_HEADERS, missing_rows(missing, missing_reasons))
-        )
-    pivot_section = cells_section = details_section = grid_section = ""
-    if judged or missing:
-        headers, rows = pivot_table(judged, MARKDOWN_SYMBOLS, missing_cells(missing))
-        pivot_section = "### Compatibility\n\n" + md_table(headers, rows)
-    if judged:
-        cells_section = "### Cells\n\n" + md_table(
-            CELL_HEADERS, cell_rows(judged, MARKDOWN_SYMBOLS)
-        )
-        if 0 < len(judged) <= GRID_MAX_CELLS:
-            headers, rows = probe_grid(judged)
-            grid_section = "### Probe status per cell\n\n" + md_table(headers, rows)
-    if any(item.verdict.kind != COMPATIBLE for item in judged):
-        details_section = _md_details(judged, spec)
-    fixes = code_fix_notes(judged)
-    fixes_section = (
-        f"### {CODE_FIX_MARK} Fix first\n\n{CODE_FIX_HELP.capitalize()}:\n\n"
-        + "\n".join(f"- {md_prose(line)}" for line in fixes)
-        if fixes
-        else ""
-    )
-    notes = changed_default_notes(judged)
-    notes_section = (
-        f"### {CHANGED_DEFAULT_MARK} Changed defaults\n\n{CHANGED_DEFAULT_HELP.capitalize()}:\n\n"
-        + "\n".join(f"- {md_prose(line)}" for line in notes)
-        if notes
-        else ""
-    )
-    if unbisected is None:
-        unbisected = unbisected_notes(judged)
-    unbisected_section = (
-        "### Breaks not bisected\n\n" + "\n".join(f"- {md_cell(line)}" for line in unbisected)
-        if unbisected
-        else ""
-    )
-    hardware_section = ""
-    headers, rows = hardware_table(judged)
-    if rows:
-        why = hardware_reasons(judged, width=400)
-        hardware_section = (
-            "### Hardware targets\n\nJudged from each build's own arch list and CUDA runtime "
-            "(no GPU needed).\n\n"
-            + md_table(headers, rows)
-            + ("\n\n" + "\n".join(f"- {md_cell(line)}" for line in why) if why else "")
-        )
-
-    def join(*sections: str) -> str:
-        return "\n\n".join(section for section in sections if section) + "\n"
-
-    levels = [
-        (
-            "",
-            [
-                head,
-                missing_section,
-                pivot_section,
-                fixes_section,
-                notes_section,
-                unbisected_section,
-                hardware_section,
-                cells_section,
-                details_section,
-                grid_section,
-            ],
-        ),
-        (
-            "per-probe details and the probe grid omitted",
-            [
-                head,
-                missing_section,
-                pivot_section,
-                fixes_section,
-                notes_section,
-                unbisected_section,
-                hardware_section,
-                cells_section,
-            ],
-        ),
-        (
-            "per-probe details, the probe grid and the per-cell table omitted",
-            [head, missing_section, pivot_section, fixes_section, notes_section, hardware_section],
-        ),
-        (
-            "tables omitted; cells listed by verdict",
-            [head, fixes_section, _md_verdict_lists(judged, missing)],
-        ),
-    ]
+    sections = _sections(judged, missing, missing_reasons, title, spec, unbisected)
     if max_bytes is None:
-        return join(*levels[0][1])
+        return _join(*(sections[name] for name in _LEVELS[0][1]))
+    sections["lists"] = _md_verdict_lists(judged, missing)
     limit = max_bytes
-    for note, sections in levels:
+    for note, names in _LEVELS:
+        chosen = [sections[name] for name in names]
         if note:
-            sections = [sections[0], _shortened_note(note, limit), *sections[1:]]
-        text = join(*sections)
+            chosen = [chosen[0], _shortened_note(note, limit), *chosen[1:]]
+        text = _join(*chosen)
         if _byte_len(text) <= limit:
             return text
     note = _shortened_note("cut to fit", limit)
     marker = "\n\n…\n"
-    body = join(head, note, _md_verdict_lists(judged, missing))
+    body = _join(sections["head"], note, sections["lists"])
     room = limit - _byte_len(marker)
     return _cut_to_bytes(body, room) + marker if room > 0 else _cut_to_bytes(body, limit)
 

@@ -444,10 +444,9 @@ def code_finding(probe: ProbeResult) -> Finding | None:
     return diagnose(_text(probe))
 
 
-def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
-    """The cause of ``probe``'s outcome in ``result`` (``version`` for a pass or skip too)."""
-    if probe.status in (PASS, SKIP):
-        return VERSION_CAUSE
+def _recorded_cause(probe: ProbeResult) -> Attribution | None:
+    """A cause the probe's own record states: a changed default, the runner that died, a module
+    another release shipped, an advice a counterfactual refuted (both seen across the run)."""
     if "changed default:" in probe.message:
         # The release changed a default: the plain call users make fails, a workaround works. A
         # finding about the version, whose answer is the workaround, not an exclusion.
@@ -472,15 +471,18 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
             refuted_advice(refuted),
             detail=str(refuted.get("module", "")),
         )
-    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
-        environment = _environment_before_collection(result, probe)
-        if environment is not None:
-            return environment
-    if (
-        probe.status == ERROR
-        and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN
-        and not probe.evidence.get(COLLECTED_NOWHERE)
-    ):
+    return None
+
+
+def _tests_not_run(result: CellResult, probe: ProbeResult) -> Attribution | None:
+    """A command probe whose pytest ran no test: the environment before collection, an import the
+    axis under test broke, or the test suite itself."""
+    if not (probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN):
+        return None
+    environment = _environment_before_collection(result, probe)
+    if environment is not None:
+        return environment
+    if not probe.evidence.get(COLLECTED_NOWHERE):
         module = axis_module_named(result.cell, probe)
         if module:
             finding = code_finding(probe)
@@ -495,19 +497,23 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
                 advice=f"{advice}; {finding.advice()}" if finding else advice,
                 fix=finding.fix if finding else "",
             )
-    if probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN:
-        finding = code_finding(probe)  # collected nowhere, on an API every tested release lacks
-        return Attribution(
-            Cause.ENVIRONMENT,
-            EnvironmentKind.TESTS_DID_NOT_RUN,
-            f"{probe.name}: the tests did not run (pytest exit {probe.evidence['pytest_exit']}): "
-            + (
-                f"fix the test suite: {finding.advice()}"
-                if finding
-                else f"fix the test suite; {probe.message.split(' (exit ')[0][:160]}"
-            ),
-            detail=probe.message[:120],
-        )
+    finding = code_finding(probe)  # collected nowhere, on an API every tested release lacks
+    return Attribution(
+        Cause.ENVIRONMENT,
+        EnvironmentKind.TESTS_DID_NOT_RUN,
+        f"{probe.name}: the tests did not run (pytest exit {probe.evidence['pytest_exit']}): "
+        + (
+            f"fix the test suite: {finding.advice()}"
+            if finding
+            else f"fix the test suite; {probe.message.split(' (exit ')[0][:160]}"
+        ),
+        detail=probe.message[:120],
+    )
+
+
+def _read_from_message(result: CellResult, probe: ProbeResult) -> Attribution | None:
+    """A cause read from the failure's text and the install: an API change the catalogue knows, a
+    missing undeclared dependency, a mismatched pair or build, a broken install."""
     text = _text(probe)
     resolved = result.install.resolved
     if probe.isolation == "command":  # the user's own tests: an API change the catalogue knows
@@ -558,7 +564,19 @@ def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
             "a shared library of an installed package cannot be loaded: reinstall the environment",
             detail=probe.message[:120],
         )
-    return VERSION_CAUSE
+    return None
+
+
+def attribute(result: CellResult, probe: ProbeResult) -> Attribution:
+    """The cause of ``probe``'s outcome in ``result`` (``version`` for a pass or skip too)."""
+    if probe.status in (PASS, SKIP):
+        return VERSION_CAUSE
+    return (
+        _recorded_cause(probe)
+        or _tests_not_run(result, probe)
+        or _read_from_message(result, probe)
+        or VERSION_CAUSE
+    )
 
 
 def code_fixes(result: CellResult, names: tuple[str, ...]) -> dict[str, Attribution]:

@@ -188,9 +188,9 @@ def verdict_of(result: CellResult) -> Verdict:
     return verdict
 
 
-def fresh_verdict(result: CellResult) -> Verdict:
-    """Judge ``result`` from its probes and install, ignoring any stored verdict: what
-    ``judge.stored`` stores, and what ``report --rejudge`` asks for."""
+def _before_the_probes(result: CellResult) -> Verdict | None:
+    """The verdict when the probes have nothing to say: no installable cell, an install that did
+    not finish (its environment may explain why), a probe runner that died. None: judge the probes."""
     if result.install.status == UNSATISFIABLE:
         return Verdict(NOT_INSTALLABLE, reason=result.install.message)
     if result.install.status == INSTALL_ERROR or result.install.status != INSTALLED:
@@ -205,6 +205,15 @@ def fresh_verdict(result: CellResult) -> Verdict:
     runner = result.probe(PROBE_RUNNER)
     if runner is not None and runner.status != PASS:
         return Verdict(NO_EVIDENCE, reason=f"probe runner: {runner.message}")
+    return None
+
+
+def fresh_verdict(result: CellResult) -> Verdict:
+    """Judge ``result`` from its probes and install, ignoring any stored verdict: what
+    ``judge.stored`` stores, and what ``report --rejudge`` asks for."""
+    before = _before_the_probes(result)
+    if before is not None:
+        return before
     required = asked(result.cell, result.cell.required_probes) or tuple(
         p.name for p in result.probes
     )

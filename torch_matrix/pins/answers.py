@@ -94,6 +94,67 @@ def _reason(
     )
 
 
+def _scoped_pins(
+    grid: _Grid,
+    package: str,
+    mine: Sequence[Atom],
+    excluded: set[Value],
+    policy: PinPolicy,
+) -> list[Pin]:
+    """The pins on ``package`` under a condition (a marker, or another package's values): one per
+    group of conditions that exclude the same values, beyond those ``excluded`` unconditionally."""
+    scoped = [a for a in mine if a.cond_axis]
+    where = grid.where(package)
+    pins: list[Pin] = []
+    for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
+        per_cond: dict[Value, frozenset[Value]] = {}
+        for atom in scoped:
+            if atom.cond_axis == cond_axis:
+                per_cond[atom.cond_value] = per_cond.get(atom.cond_value, frozenset()) | {
+                    atom.value
+                }
+        groups: dict[frozenset[Value], list[Value]] = {}
+        for cond_value, values in per_cond.items():
+            groups.setdefault(values - excluded, []).append(cond_value)
+        for values, cond_values in sorted(
+            groups.items(), key=lambda g: sorted(map(version_key, g[1]))
+        ):
+            if not values:
+                continue
+            condition = Condition(
+                cond_axis, tuple(sorted(cond_values, key=version_key)), grid.tested(cond_axis)
+            )
+            inside = 0
+            for cond_value in condition.values:
+                inside |= grid.where(cond_axis).get(cond_value, 0)
+            goods_inside = grid.values(package, inside) - excluded - values
+            specs = build_specifiers(goods_inside, values, python=package == PYTHON, policy=policy)
+            windows: tuple[Window, ...] = ()
+            if policy == PinPolicy.PROVEN and package != PYTHON and grid.released.get(package):
+                # A window under a condition (a marker, or another package's values that no
+                # marker can say): proven over the cells the condition applies to, so the
+                # alternatives and the trade-offs give the same evidence the same bound.
+                windows = tuple(
+                    find_windows(
+                        package,
+                        values,
+                        goods_inside,
+                        grid.cells(inside),
+                        grid.released[package],
+                        grid.origins,
+                        grid.wheel_pythons.get(package),
+                        grid.holes.get(package),
+                    )
+                )
+                specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
+            reasons = tuple(
+                _reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)), grid)
+                for v in sorted(values)
+            )
+            pins.append(Pin(package, specs, condition, reasons, windows))
+    return pins
+
+
 def _build_pins(
     grid: _Grid,
     atoms: Sequence[Atom],
@@ -155,55 +216,7 @@ def _build_pins(
             pins.append(
                 Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key)), windows)
             )
-        scoped = [a for a in mine if a.cond_axis]
-        for cond_axis in sorted({a.cond_axis for a in scoped}, key=_axis_rank):
-            per_cond: dict[Value, frozenset[Value]] = {}
-            for atom in scoped:
-                if atom.cond_axis == cond_axis:
-                    per_cond[atom.cond_value] = per_cond.get(atom.cond_value, frozenset()) | {
-                        atom.value
-                    }
-            groups: dict[frozenset[Value], list[Value]] = {}
-            for cond_value, values in per_cond.items():
-                groups.setdefault(values - excluded, []).append(cond_value)
-            for values, cond_values in sorted(
-                groups.items(), key=lambda g: sorted(map(version_key, g[1]))
-            ):
-                if not values:
-                    continue
-                condition = Condition(
-                    cond_axis, tuple(sorted(cond_values, key=version_key)), grid.tested(cond_axis)
-                )
-                inside = 0
-                for cond_value in condition.values:
-                    inside |= grid.where(cond_axis).get(cond_value, 0)
-                goods_inside = grid.values(package, inside) - excluded - values
-                specs = build_specifiers(
-                    goods_inside, values, python=package == PYTHON, policy=policy
-                )
-                windows = ()
-                if policy == PinPolicy.PROVEN and package != PYTHON and grid.released.get(package):
-                    # A window under a condition (a marker, or another package's values that no
-                    # marker can say): proven over the cells the condition applies to, so the
-                    # alternatives and the trade-offs give the same evidence the same bound.
-                    windows = tuple(
-                        find_windows(
-                            package,
-                            values,
-                            goods_inside,
-                            grid.cells(inside),
-                            grid.released[package],
-                            grid.origins,
-                            grid.wheel_pythons.get(package),
-                            grid.holes.get(package),
-                        )
-                    )
-                    specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
-                reasons = tuple(
-                    _reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)), grid)
-                    for v in sorted(values)
-                )
-                pins.append(Pin(package, specs, condition, reasons, windows))
+        pins += _scoped_pins(grid, package, mine, excluded, policy)
     return pins
 
 

@@ -319,38 +319,8 @@ class EnvironmentAdvice:
         }
 
 
-def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]:
-    groups: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = {}
-    installed_pythons: set[Any] = set()
-    # A mismatched pair is confirmed by the same torchvision passing with its own torch.
-    vision_of: dict[str, Any] = {}
-    good_with_vision: dict[Any, list[str]] = {}
-    for result in results:
-        verdict = verdict_of(result)
-        if result.install.status != INSTALLED and not verdict.environment:
-            continue  # (an install whose ``import torch`` the environment broke carries advice)
-        python = _public(result.cell.axes.get(PYTHON, ""))
-        if python is not None:
-            installed_pythons.add(python)
-        vision = _public(result.install.resolved.get("torchvision", ""))
-        vision_of[result.cell.id] = vision
-        if (
-            verdict.kind == COMPATIBLE
-            and vision is not None
-            and "install-override" not in result.cell.tags
-        ):
-            good_with_vision.setdefault(vision, []).append(result.cell.id)
-        for probe, attribution in [
-            *verdict.environment.items(),
-            *verdict.advice.items(),
-            *verdict.fixes.items(),
-        ]:
-            key = (
-                str(attribution.kind),
-                attribution.requirement,
-                attribution.advice if not attribution.requirement else "",
-            )
-            groups.setdefault(key, []).append((result.cell.id, probe, python))
+def _fix_outcomes(results: Sequence[CellResult]) -> dict[str, list[tuple[str, bool]]]:
+    """Cell id -> each counterfactual of it and whether it confirms the fix."""
     from torch_matrix.plan.counterfactual import (
         counterfactual_of,
         fixes_applied,
@@ -391,6 +361,42 @@ def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]
                 if not passed and {p.name for p in probes if p.status != "pass"} <= gaps:
                     continue  # another gap: the next counterfactual decides
                 outcome_of_fix.setdefault(before, []).append((result.cell.id, passed))
+    return outcome_of_fix
+
+
+def environment_advice(results: Sequence[CellResult]) -> list[EnvironmentAdvice]:
+    groups: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = {}
+    installed_pythons: set[Any] = set()
+    # A mismatched pair is confirmed by the same torchvision passing with its own torch.
+    vision_of: dict[str, Any] = {}
+    good_with_vision: dict[Any, list[str]] = {}
+    for result in results:
+        verdict = verdict_of(result)
+        if result.install.status != INSTALLED and not verdict.environment:
+            continue  # (an install whose ``import torch`` the environment broke carries advice)
+        python = _public(result.cell.axes.get(PYTHON, ""))
+        if python is not None:
+            installed_pythons.add(python)
+        vision = _public(result.install.resolved.get("torchvision", ""))
+        vision_of[result.cell.id] = vision
+        if (
+            verdict.kind == COMPATIBLE
+            and vision is not None
+            and "install-override" not in result.cell.tags
+        ):
+            good_with_vision.setdefault(vision, []).append(result.cell.id)
+        for probe, attribution in [
+            *verdict.environment.items(),
+            *verdict.advice.items(),
+            *verdict.fixes.items(),
+        ]:
+            key = (
+                str(attribution.kind),
+                attribution.requirement,
+                attribution.advice if not attribution.requirement else "",
+            )
+            groups.setdefault(key, []).append((result.cell.id, probe, python))
+    outcome_of_fix = _fix_outcomes(results)
     advice = []
     for (kind, requirement, text), seen in sorted(groups.items()):
         line = requirement

@@ -245,9 +245,9 @@ def fix_first_lines(suggestion: Suggestion, indent: str) -> list[str]:
     return out
 
 
-def render_text(suggestion: Suggestion) -> str:
-    """The report ``torch-matrix pins`` prints."""
-    out = ["torch-matrix pins: " + _counts_line(suggestion), ""]
+def _evidence_lines(suggestion: Suggestion) -> list[str]:
+    """Each axis's tested versions: good, bad, in both."""
+    out: list[str] = []
     out.append("Tested versions:")
     width = max((len(axis) for axis in suggestion.evidence), default=6)
     for axis, evidence in suggestion.evidence.items():
@@ -260,6 +260,13 @@ def render_text(suggestion: Suggestion) -> str:
             parts.append("in good and bad cells " + _listing(evidence.mixed))
         out.append(f"  {axis:<{width}}  " + (" | ".join(parts) or "no evidence"))
     out.append("")
+    return out
+
+
+def _pin_lines(suggestion: Suggestion) -> list[str]:
+    """The suggested pins, each with what it gives up and why, the code fixes first; what is
+    untested beyond the evidence; the incompatible cells no pin excludes."""
+    out: list[str] = []
     recommended = suggestion.recommended
     lines = [line for line in requirement_lines(recommended) if line.specifiers]
     advice = _python_advice(recommended)
@@ -299,6 +306,12 @@ def render_text(suggestion: Suggestion) -> str:
             "seen working; see the interaction):",
             "  " + _listing(recommended.unresolved),
         ]
+    return out
+
+
+def _choice_lines(suggestion: Suggestion) -> list[str]:
+    """The interaction no requirement can say, its trade-offs, and the other answers ranked."""
+    out: list[str] = []
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
         how = (
@@ -327,36 +340,50 @@ def render_text(suggestion: Suggestion) -> str:
         for rank, answer in enumerate(suggestion.answers, 1):
             marker = "" if answer.expressible else " [not expressible in PEP 508]"
             out.append(f"  {rank}. {answer.describe()}  ({_keeps(answer)}){marker}")
-    if any(item.kind not in CODE_FIX_KINDS for item in suggestion.environment):
-        out += [
-            "",
-            "Advice (failures an environment or a changed default explains; no pin is derived "
-            "from them):",
-        ]
-        for item in suggestion.environment:
-            if item.kind in CODE_FIX_KINDS:
-                continue  # printed first, above the pins
-            out.append(f"  [{item.kind}] {item.advice}")
-            if item.requirement:
-                out.append(f"      requirement: {item.requirement}")
-            out.append(f"      seen in: {_listing(item.cells, 4)}")
-            if item.confirmed_by:
-                what = (
-                    "the same torchvision with its own torch passes"
-                    if item.kind == "mismatched-pair"
-                    else "with the fix applied, all else equal, passes"
-                )
-                out.append(f"      confirmed: {what}: {_listing(item.confirmed_by, 4)}")
-            if item.refuted_by:
-                out.append(
-                    f"      NOT confirmed: with the fix applied still fails: {_listing(item.refuted_by, 4)}"
-                )
-            if item.kind == "changed-default":
-                out.append(
-                    "      confirmed in the cell itself: the plain call fails, the workaround works"
-                )
-            elif not item.confirmed_by and not item.refuted_by:
-                out.append("      unconfirmed: no counterfactual cell was run")
+    return out
+
+
+def _advice_lines(suggestion: Suggestion) -> list[str]:
+    """Failures an environment or a changed default explains, each confirmed, refuted or not."""
+    if not any(item.kind not in CODE_FIX_KINDS for item in suggestion.environment):
+        return []
+    out: list[str] = []
+    out += [
+        "",
+        "Advice (failures an environment or a changed default explains; no pin is derived "
+        "from them):",
+    ]
+    for item in suggestion.environment:
+        if item.kind in CODE_FIX_KINDS:
+            continue  # printed first, above the pins
+        out.append(f"  [{item.kind}] {item.advice}")
+        if item.requirement:
+            out.append(f"      requirement: {item.requirement}")
+        out.append(f"      seen in: {_listing(item.cells, 4)}")
+        if item.confirmed_by:
+            what = (
+                "the same torchvision with its own torch passes"
+                if item.kind == "mismatched-pair"
+                else "with the fix applied, all else equal, passes"
+            )
+            out.append(f"      confirmed: {what}: {_listing(item.confirmed_by, 4)}")
+        if item.refuted_by:
+            out.append(
+                f"      NOT confirmed: with the fix applied still fails: {_listing(item.refuted_by, 4)}"
+            )
+        if item.kind == "changed-default":
+            out.append(
+                "      confirmed in the cell itself: the plain call fails, the workaround works"
+            )
+        elif not item.confirmed_by and not item.refuted_by:
+            out.append("      unconfirmed: no counterfactual cell was run")
+    return out
+
+
+def _cell_note_lines(suggestion: Suggestion) -> list[str]:
+    """The cells no pin is derived from (unsatisfiable, no evidence, existing environments), then
+    the coverage."""
+    out: list[str] = []
     if suggestion.unsatisfiable:
         out += ["", "Unsatisfiable cells (nothing to install; not incompatibilities):"]
         out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.unsatisfiable]
@@ -368,6 +395,17 @@ def render_text(suggestion: Suggestion) -> str:
         out += [f"  {note.cell_id}: {note.reason}" for note in suggestion.not_pinned]
     out += ["", "Coverage (admitted but never tested; 'not excluded' is not 'verified'):"]
     out += ["  " + line for line in coverage_lines(suggestion)]
+    return out
+
+
+def render_text(suggestion: Suggestion) -> str:
+    """The report ``torch-matrix pins`` prints."""
+    out = ["torch-matrix pins: " + _counts_line(suggestion), ""]
+    out += _evidence_lines(suggestion)
+    out += _pin_lines(suggestion)
+    out += _choice_lines(suggestion)
+    out += _advice_lines(suggestion)
+    out += _cell_note_lines(suggestion)
     return terminal("\n".join(out)) + "\n"
 
 

@@ -97,6 +97,79 @@ def _uncovered(windows: Sequence[Window]) -> tuple[Window, ...]:
     return tuple(kept)
 
 
+def _proven_windows(
+    grid: _Grid,
+    package: str,
+    other: str,
+    cells: int,
+    scope: int,
+    clean: set[Value],
+    guard: set[Value],
+    mixed: set[Value],
+) -> tuple[tuple[Window, ...], tuple[str, ...]]:
+    """Under ``PinPolicy.PROVEN``: the windows that exclude the ``clean`` failing values whole (a
+    package other than torch/torchvision bounded by the line it crossed), and the specifiers they
+    make with the ``mixed`` values excluded as themselves."""
+    windows = tuple(
+        find_windows(
+            package,
+            clean,
+            guard,
+            grid.cells(scope),
+            grid.released[package],
+            grid.origins,
+            grid.wheel_pythons.get(package),
+            grid.holes.get(package),
+        )
+    )
+    if package not in CORE_PACKAGES:
+        seen_failing = grid.values(package, scope & grid.bad_mask)
+        partners = ", ".join(str(v) for v in sorted(grid.values(other, cells), key=version_key))
+        pythons = sorted(
+            {python_of(o.value(PYTHON)) for o in grid.cells(scope) if o.value(PYTHON)},
+            key=version_key,
+        )
+        installable, _ = admitted_releases(
+            grid.released[package], grid.wheel_pythons.get(package), pythons
+        )
+        windows = tuple(
+            line_bound(
+                w,
+                guard,
+                grid.released[package],
+                seen_failing,
+                f"with {other} {partners}",
+                installable,
+            )
+            for w in windows
+        )
+    specs = merge_specifiers(
+        (),
+        [s for w in windows for s in w.specifiers]
+        + [f"!={v}" for v in sorted(mixed, key=version_key)],
+    )
+    return windows, specs
+
+
+def _given_up(grid: _Grid, lost: int, package: str, other: str) -> tuple[str, ...]:
+    """The working pairs a trade-off gives up, each with up to two of its cells."""
+    pairs: dict[tuple[Value, Value], list[str]] = {}
+    for observation in grid.cells(lost):
+        key = (observation.value(package), observation.value(other))
+        pairs.setdefault(key, []).append(observation.cell_id)
+    first, second = sorted((package, other), key=_axis_rank)
+    given_up: list[str] = []
+    for (p, o), ids in sorted(
+        pairs.items(), key=lambda item: (version_key(item[0][0]), version_key(item[0][1]))
+    ):
+        values = {package: p, other: o}
+        given_up.append(
+            f"{first} {values[first]} x {second} {values[second]} [{', '.join(sorted(ids)[:2])}"
+            + (f", +{len(ids) - 2} more]" if len(ids) > 2 else "]")
+        )
+    return tuple(given_up)
+
+
 def _alternative(
     grid: _Grid,
     safe: Answer,
@@ -132,44 +205,7 @@ def _alternative(
     specs = build_specifiers(goods - failing, failing, policy=policy)
     windows: tuple[Window, ...] = ()
     if policy == PinPolicy.PROVEN and grid.released.get(package):
-        windows = tuple(
-            find_windows(
-                package,
-                clean,
-                guard,
-                grid.cells(scope),
-                grid.released[package],
-                grid.origins,
-                grid.wheel_pythons.get(package),
-                grid.holes.get(package),
-            )
-        )
-        if package not in CORE_PACKAGES:
-            seen_failing = grid.values(package, scope & grid.bad_mask)
-            partners = ", ".join(str(v) for v in sorted(grid.values(other, cells), key=version_key))
-            pythons = sorted(
-                {python_of(o.value(PYTHON)) for o in grid.cells(scope) if o.value(PYTHON)},
-                key=version_key,
-            )
-            installable, _ = admitted_releases(
-                grid.released[package], grid.wheel_pythons.get(package), pythons
-            )
-            windows = tuple(
-                line_bound(
-                    w,
-                    guard,
-                    grid.released[package],
-                    seen_failing,
-                    f"with {other} {partners}",
-                    installable,
-                )
-                for w in windows
-            )
-        specs = merge_specifiers(
-            (),
-            [s for w in windows for s in w.specifiers]
-            + [f"!={v}" for v in sorted(mixed, key=version_key)],
-        )
+        windows, specs = _proven_windows(grid, package, other, cells, scope, clean, guard, mixed)
     where = grid.where(package)
     exclusions = tuple(
         _reason(package, v, grid.cells(grid.bad_mask & scope & where.get(v, 0)), grid)
@@ -179,21 +215,7 @@ def _alternative(
     draft = Answer("", _with_pin(safe.pins, pin), (), len(grid.good))
     admitted = grid.admitted(draft)
     lost = grid.good_mask & ~admitted
-    pairs: dict[tuple[Value, Value], list[str]] = {}
-    for observation in grid.cells(lost):
-        key = (observation.value(package), observation.value(other))
-        pairs.setdefault(key, []).append(observation.cell_id)
-    first, second = sorted((package, other), key=_axis_rank)
-    given_up: list[str] = []
-    for (p, o), ids in sorted(
-        pairs.items(), key=lambda item: (version_key(item[0][0]), version_key(item[0][1]))
-    ):
-        values = {package: p, other: o}
-        given_up.append(
-            f"{first} {values[first]} x {second} {values[second]} [{', '.join(sorted(ids)[:2])}"
-            + (f", +{len(ids) - 2} more]" if len(ids) > 2 else "]")
-        )
-    gives_up = tuple(given_up)
+    gives_up = _given_up(grid, lost, package, other)
     pin = Pin(package, specs, None, exclusions, windows, gives_up)
     if windows:
         given = [v for w in windows for v in (w.releases if w.proven else w.tested)]

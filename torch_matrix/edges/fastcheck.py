@@ -49,6 +49,13 @@ class Unsupported(Exception):
     """The schema uses something this compiler does not know: use jsonschema alone."""
 
 
+def _only_if(kind: Any, test: str, json_type: str) -> str:
+    """``test and `` unless the schema's ``type`` (``kind``) already guarantees it."""
+    return (
+        "" if kind == json_type or (json_type == "number" and kind == "integer") else f"{test} and "
+    )
+
+
 class _Writer:
     def __init__(self, root: dict[str, Any]) -> None:
         self.root = root
@@ -94,15 +101,33 @@ class _Writer:
             if not isinstance(kind, str) or kind not in _TYPE_TESTS:
                 raise Unsupported(kind)
             out.append(f"{indent}if {_TYPE_TESTS[kind].format(v=var)}: return False")
+        self.values(schema, var, indent, out)
+        if "required" in schema:
+            required = schema["required"]
+            if not isinstance(required, list) or not all(isinstance(key, str) for key in required):
+                raise Unsupported(required)
+            if required:
+                out.append(
+                    f"{indent}if {_only_if(kind, f'type({var}) is dict', 'object')}not "
+                    f"{self.constant(frozenset(required))} <= {var}.keys(): return False"
+                )
+        if "properties" in schema or "additionalProperties" in schema:
+            self.properties(schema, var, indent, out, kind == "object")
+        if "items" in schema:
+            item = self.name("_i")
+            body: list[str] = []
+            self.node(schema["items"], item, indent + "        ", body)
+            if body and kind == "array":
+                out.append(f"{indent}for {item} in {var}:")
+                out.extend(line[4:] for line in body)
+            elif body:
+                out.append(f"{indent}if type({var}) is list:")
+                out.append(f"{indent}    for {item} in {var}:")
+                out.extend(body)
+        self.scalars(schema, kind, var, indent, out)
 
-        def only_if(test: str, json_type: str) -> str:
-            """``test and `` unless the type checked above already guarantees it."""
-            return (
-                ""
-                if kind == json_type or (json_type == "number" and kind == "integer")
-                else f"{test} and "
-            )
-
+    def values(self, schema: dict[str, Any], var: str, indent: str, out: list[str]) -> None:
+        """``const`` and ``enum``: the value itself, its type included (``True`` is not ``1``)."""
         if "const" in schema:
             value = schema["const"]
             if type(value) not in _SCALARS:
@@ -128,35 +153,18 @@ class _Writer:
                 out.append(
                     f"{indent}if not any(type({var}) is t and {var} == o for t, o in {pairs}): return False"
                 )
-        if "required" in schema:
-            required = schema["required"]
-            if not isinstance(required, list) or not all(isinstance(key, str) for key in required):
-                raise Unsupported(required)
-            if required:
-                out.append(
-                    f"{indent}if {only_if(f'type({var}) is dict', 'object')}not "
-                    f"{self.constant(frozenset(required))} <= {var}.keys(): return False"
-                )
-        if "properties" in schema or "additionalProperties" in schema:
-            self.properties(schema, var, indent, out, kind == "object")
-        if "items" in schema:
-            item = self.name("_i")
-            body: list[str] = []
-            self.node(schema["items"], item, indent + "        ", body)
-            if body and kind == "array":
-                out.append(f"{indent}for {item} in {var}:")
-                out.extend(line[4:] for line in body)
-            elif body:
-                out.append(f"{indent}if type({var}) is list:")
-                out.append(f"{indent}    for {item} in {var}:")
-                out.extend(body)
+
+    def scalars(
+        self, schema: dict[str, Any], kind: Any, var: str, indent: str, out: list[str]
+    ) -> None:
+        """``pattern``, ``minimum``, ``minLength``: each applies to its own type only."""
         if "pattern" in schema:
             try:
                 pattern = re.compile(schema["pattern"])
             except (re.error, TypeError) as error:
                 raise Unsupported(schema["pattern"]) from error
             out.append(
-                f"{indent}if {only_if(f'type({var}) is str', 'string')}"
+                f"{indent}if {_only_if(kind, f'type({var}) is str', 'string')}"
                 f"{self.constant(pattern)}.search({var}) is None: return False"
             )
         if "minimum" in schema:
@@ -165,14 +173,14 @@ class _Writer:
                 raise Unsupported(minimum)
             number = f"(type({var}) is int or type({var}) is float)"
             out.append(
-                f"{indent}if {only_if(number, 'number')}not {var} >= {self.constant(minimum)}: return False"
+                f"{indent}if {_only_if(kind, number, 'number')}not {var} >= {self.constant(minimum)}: return False"
             )
         if "minLength" in schema:
             length = schema["minLength"]
             if type(length) is not int:
                 raise Unsupported(length)
             out.append(
-                f"{indent}if {only_if(f'type({var}) is str', 'string')}len({var}) < {length}: return False"
+                f"{indent}if {_only_if(kind, f'type({var}) is str', 'string')}len({var}) < {length}: return False"
             )
 
     def properties(

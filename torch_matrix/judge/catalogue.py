@@ -12,6 +12,7 @@ Each entry has a test on the real output of the release that introduced it
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -367,6 +368,38 @@ def _gone_name(message: str) -> str:
         return f"{imported.group(2)}.{imported.group(1)}"
     attribute = _NO_ATTRIBUTE.search(message)
     return f"{attribute.group(1)}.{attribute.group(2)}" if attribute else ""
+
+
+def probe_finding(evidence: Mapping[str, Any], text: str) -> Finding | None:
+    """The finding for a failing probe: each failing test and collection error of a command probe
+    (its whole text, its frames; the first change found, with every test it explains), else the
+    probe's own ``text``. ``torch.load``'s weights_only findings are grouped by call site, every
+    refused class named, each fix proven by a rerun (or said not to be): one finding for all."""
+    failures = [*(evidence.get("collection_errors") or ()), *(evidence.get("failed") or ())]
+    found: Finding | None = None
+    tests: list[str] = []
+    for failure in failures:
+        if not isinstance(failure, dict):
+            continue
+        message = str(failure.get("text") or failure.get("message") or "")
+        finding = diagnose(message, failure.get("frames") or ())
+        if finding is None or (found is not None and finding.change != found.change):
+            continue
+        found = found or finding
+        tests.append(str(failure.get("nodeid", "")))
+    if found is None:
+        return diagnose(text)
+    if found.change is WEIGHTS_ONLY:
+        mine = [f for f in failures if isinstance(f, dict)]
+        proofs = evidence.get("fix_proofs")
+        one_site = len(load_fix_sites(mine, proofs)) == 1
+        return dataclasses.replace(
+            found,
+            fix=weights_only_fix(mine, proofs),
+            site=found.site if one_site else None,
+            tests=tuple(t for t in tests if t),
+        )
+    return dataclasses.replace(found, tests=tuple(t for t in tests if t))
 
 
 def cause_of(message: str, context: str = "", frames: Sequence[Mapping[str, Any]] = ()) -> Cause:

@@ -46,7 +46,6 @@ run (``in_run_context``):
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from torch_matrix.vocab.records import StrEnum
@@ -400,48 +399,13 @@ def _environment_before_collection(result: CellResult, probe: ProbeResult) -> At
 
 
 def code_finding(probe: ProbeResult) -> Finding | None:
-    """The catalogue's finding for a failing probe: each failing test and collection error of a
-    command probe (its whole text, its frames), else the probe's own text."""
+    """The catalogue's finding for a failing probe (``catalogue.probe_finding``)."""
     if probe.status not in FAILING:
         return None
     # Imported here: the catalogue is large, and a run that fails nowhere never asks it.
-    from torch_matrix.judge.catalogue import (
-        WEIGHTS_ONLY,
-        diagnose,
-        load_fix_sites,
-        weights_only_fix,
-    )
+    from torch_matrix.judge.catalogue import probe_finding
 
-    failures = [
-        *(probe.evidence.get("collection_errors") or ()),
-        *(probe.evidence.get("failed") or ()),
-    ]
-    found: Finding | None = None
-    tests: list[str] = []
-    for failure in failures:
-        if not isinstance(failure, dict):
-            continue
-        text = str(failure.get("text") or failure.get("message") or "")
-        finding = diagnose(text, failure.get("frames") or ())
-        if finding is None or (found is not None and finding.change != found.change):
-            continue
-        found = found or finding
-        tests.append(str(failure.get("nodeid", "")))
-    if found is not None:
-        if found.change is WEIGHTS_ONLY:
-            # Grouped by call site, every refused class named, each fix proven by a rerun (or
-            # said not to be): one finding for all of them.
-            mine = [f for f in failures if isinstance(f, dict)]
-            proofs = probe.evidence.get("fix_proofs")
-            one_site = len(load_fix_sites(mine, proofs)) == 1
-            return dataclasses.replace(
-                found,
-                fix=weights_only_fix(mine, proofs),
-                site=found.site if one_site else None,
-                tests=tuple(t for t in tests if t),
-            )
-        return dataclasses.replace(found, tests=tuple(t for t in tests if t))
-    return diagnose(_text(probe))
+    return probe_finding(probe.evidence, _text(probe))
 
 
 def _recorded_cause(probe: ProbeResult) -> Attribution | None:

@@ -253,6 +253,18 @@ def fresh_verdict(result: CellResult) -> Verdict:
             idle=idle,
             fixes=code_fixes(result, failing),
         )
+    return _nothing_failed(environment, missing, idle, advice, by_name)
+
+
+def _nothing_failed(
+    environment: dict[str, Attribution],
+    missing: tuple[str, ...],
+    idle: tuple[str, ...],
+    advice: dict[str, Attribution],
+    by_name: dict[str, ProbeResult],
+) -> Verdict:
+    """The verdict when no required probe failed for a version: what the environment explains, a
+    required probe with no result, one that ran no test, a changed default, else compatible."""
     if environment:
         fixes = sorted({a.advice for a in environment.values()})
         # A broken install or tests that never ran leave nothing to judge: no evidence, and the

@@ -193,6 +193,28 @@ def _table(
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+def _note_parts(judged: Sequence[Judged], unbisected: Sequence[str] | None) -> list[str]:
+    """The notes under the table: breaks not bisected, changed defaults, code fixes first."""
+    parts: list[str] = []
+    if unbisected is None:
+        unbisected = unbisected_notes(judged)
+    if unbisected:
+        parts.append("Breaks not bisected:\n" + "\n".join(f"  {line}" for line in unbisected))
+    notes = changed_default_notes(judged)
+    if notes:
+        parts.append(
+            f"{CHANGED_DEFAULT_MARK} changed default: {CHANGED_DEFAULT_HELP}:\n"
+            + "\n".join(f"  {line}" for line in notes)
+        )
+    fixes = code_fix_notes(judged)
+    if fixes:
+        parts.append(
+            f"{CODE_FIX_MARK} fix first: {CODE_FIX_HELP}:\n"
+            + "\n".join(f"  {line}" for line in fixes)
+        )
+    return parts
+
+
 def render_text(
     results: Iterable[CellResult | Judged],
     *,
@@ -225,22 +247,7 @@ def render_text(
             f"Follow-up cells ({len(followups)}; planned from the results, not from the spec's grid):\n"
             + _table(followup_rows(followups), FOLLOWUP_HEADERS, tablefmt, width, cuts)
         )
-    if unbisected is None:
-        unbisected = unbisected_notes(judged)
-    if unbisected:
-        parts.append("Breaks not bisected:\n" + "\n".join(f"  {line}" for line in unbisected))
-    notes = changed_default_notes(judged)
-    if notes:
-        parts.append(
-            f"{CHANGED_DEFAULT_MARK} changed default: {CHANGED_DEFAULT_HELP}:\n"
-            + "\n".join(f"  {line}" for line in notes)
-        )
-    fixes = code_fix_notes(judged)
-    if fixes:
-        parts.append(
-            f"{CODE_FIX_MARK} fix first: {CODE_FIX_HELP}:\n"
-            + "\n".join(f"  {line}" for line in fixes)
-        )
+    parts += _note_parts(judged, unbisected)
     details = detail_rows(judged)
     if details:
         parts.append(

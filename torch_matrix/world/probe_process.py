@@ -327,6 +327,12 @@ def run_probes(
             ),
             {},
         )
+    return _read_output(out, done)
+
+
+def _read_output(out: Path, done: Any) -> ProbeRun:
+    """What the probe runner wrote to ``out`` once it exited (``done``: its ``proc.stream`` outcome):
+    every probe, or the finished ones and a runner failure that says why the rest are missing."""
     try:
         data = json.loads(out.read_text(encoding="utf-8"))
         probes = _probe_results(data["results"])

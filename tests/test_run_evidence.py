@@ -244,3 +244,47 @@ def _bundle_runs(project: Path, env: dict[str, str], run_dir: Path, cell: str, t
     rerun = text.split("#### Rerun with torch-matrix", 1)[1].split("```sh\n", 1)[1].split("\n")[0]
     again = cli(project, env, *_printed_command(rerun))
     assert again.returncode == 0, (rerun, again.stdout + again.stderr)
+
+
+BROKEN_BUILD = {
+    "pyproject.toml": """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[tool.torch-matrix]
+name = "native"
+python = ["current"]
+torch = ["2.4.0"]
+torchvision = "none"
+install = ["."]
+
+[tool.torch-matrix.probes]
+run = ["install_sanity"]
+""",
+    "setup.py": "raise RuntimeError('native: cannot find libfoo.so (set FOO_HOME)')\n",
+}
+
+
+def test_the_builds_own_error_comes_first_and_is_not_retried(tmp_path, world):
+    """A project whose setup.py cannot find its native library: the table and summary.md showed
+    uv's chain ("Failed to build ...; The build backend returned an error; Call to ... failed")
+    and the RuntimeError only in nox's abort line, after 3 attempts with --reinstall. The build's
+    own error now comes first, and a build that fails as written is tried once."""
+    project = write_files(tmp_path / "native", BROKEN_BUILD)
+    env = env_for(tmp_path, world.url)
+    done = cli(project, env, "run")
+    log = done.stdout + done.stderr
+    assert done.returncode != 0, log
+    cell = f"t2.4.0-py{PY}"
+    result = read_result(
+        project / ".torch-matrix" / "results" / "native" / "cells" / f"{cell}.json"
+    )
+    assert result is not None and result.install.status == "error", log
+    expected = "the build failed: RuntimeError: native: cannot find libfoo.so (set FOO_HOME)"
+    assert result.install.message.startswith(expected), result.install.message
+    assert result.install.attempts == 1, result.install.attempts
+    assert "install attempt 1 of" not in log, log
+    assert expected in done.stdout, done.stdout  # the table's row
+    summary = (project / ".torch-matrix" / "results" / "native" / "summary.md").read_text()
+    assert expected in summary, summary

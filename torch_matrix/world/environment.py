@@ -319,7 +319,7 @@ def install(
                 runner=runner,
             )
             return InstallOutcome(UNSATISFIABLE, tuple(command), message, attempt)
-        if verdict.status == UNSATISFIABLE or attempt > retries:
+        if verdict.status == UNSATISFIABLE or attempt > retries or not verdict.retry:
             return InstallOutcome(verdict.status, tuple(command), verdict.message, attempt)
         if log is not None:  # a retry is said, with its reason: it costs a whole install again
             reason = verdict.message.splitlines()[0] if verdict.message else f"exit {returncode}"

@@ -76,6 +76,8 @@ _NOISE = re.compile(r"^(Using Python .* environment at:|Resolved \d+ packages?|P
 class Classification:
     status: str  # UNSATISFIABLE or INSTALL_ERROR
     message: str
+    # False: the same install fails the same way again (a build backend's own error): no retry.
+    retry: bool = True
 
 
 def trim_output(output: str, keep_summary: bool = False) -> str:
@@ -104,6 +106,41 @@ _MACHINE_REASONS = (
 )
 
 
+# uv's words for a build backend that failed (a project's setup.py, a sdist that does not build),
+# and the blocks in which it quotes the backend's own output.
+_BUILD_FAILED = re.compile(
+    r"The build backend returned an error|Failed to build `|Build backend failed", re.IGNORECASE
+)
+_BACKEND_BLOCK = re.compile(r"^\s*\[(?:stderr|stdout)\]\s*$")
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): \S.*$")
+_BACKEND_ERROR_LINE = re.compile(r"^(?:error|ERROR|fatal error): \S.*$")
+
+
+def build_error(output: str) -> str:
+    """The build's own error, as the backend said it (``RuntimeError: cannot find libfoo.so``,
+    setuptools' ``error: Multiple top-level packages discovered ...``), when uv says a build
+    backend failed; "" otherwise. The last exception line of the quoted output, else its last
+    ``error:`` line."""
+    if not output or not _BUILD_FAILED.search(output):
+        return ""
+    quoted: list[str] = []
+    inside = False
+    for line in output.splitlines():
+        if _BACKEND_BLOCK.match(line):
+            inside = True
+            continue
+        if inside:
+            if line.strip() and not line.startswith((" ", "\t")):
+                inside = False  # uv's own lines again (a hint, the next error)
+                continue
+            quoted.append(line.strip())
+    for pattern in (_EXCEPTION_LINE, _BACKEND_ERROR_LINE):
+        found = [line for line in quoted if pattern.match(line)]
+        if found:
+            return found[-1][:300]
+    return ""
+
+
 def cause_summary(output: str) -> str:
     """One line that says why an install failed, the cause first: uv's ``error:`` and its
     ``Caused by:`` lines joined (``error: Failed to install torch; cause: ... (os error 28)``), led by
@@ -113,6 +150,9 @@ def cause_summary(output: str) -> str:
         :4
     ]
     summary = "; ".join(dict.fromkeys(parts))
+    built = build_error(output)
+    if built:  # the build's own words first: uv's chain only says that a backend failed
+        summary = f"the build failed: {built}" + (f" ({summary})" if summary else "")
     for pattern, reason in _MACHINE_REASONS:
         if pattern.search(output or ""):
             return f"{reason}: {summary}" if summary else reason
@@ -136,6 +176,8 @@ def classify_install_failure(returncode: int, output: str) -> Classification:
         )
     if any(p.search(output) for p in _ERROR_PATTERNS):
         return Classification(INSTALL_ERROR, _cause_first(output, message))
+    if build_error(output):  # deterministic: the project's (or a sdist's) build fails as written
+        return Classification(INSTALL_ERROR, _cause_first(output, message), retry=False)
     if any(p.search(output) for p in _UNSATISFIABLE_PATTERNS):
         return Classification(UNSATISFIABLE, message)
     return Classification(

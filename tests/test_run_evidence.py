@@ -241,6 +241,7 @@ def _bundle_runs(project: Path, env: dict[str, str], run_dir: Path, cell: str, t
     assert bundle.returncode == 0, bundle.stderr
     text = bundle.stdout
     assert str(tmp_path) not in text and "/root/" not in text and "&lt;" not in text, text
+    assert "file://" not in text and "$PROJECT[" not in text, text  # installs from the project
     rerun = text.split("#### Rerun with torch-matrix", 1)[1].split("```sh\n", 1)[1].split("\n")[0]
     again = cli(project, env, *_printed_command(rerun))
     assert again.returncode == 0, (rerun, again.stdout + again.stderr)

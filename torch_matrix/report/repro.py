@@ -167,30 +167,71 @@ def environment_rows(result: CellResult) -> list[tuple[str, str]]:
     return rows
 
 
-def install_lines(result: CellResult) -> list[str]:
-    """``uv venv`` and the cell's own ``uv pip install`` with its index options, into a fresh venv."""
+def install_lines(
+    result: CellResult, project_dir: str = "", snippet: bool = True
+) -> tuple[list[str], list[str]]:
+    """``uv venv`` and the cell's own ``uv pip install`` with its index options, into a fresh venv,
+    run from the project's directory (``project_dir``: its paths made relative, machine-local
+    indexes and paths left out); ``snippet``: then run the probe's ``repro.py``. Returns the lines
+    and the notes on what was left out."""
     command = list(result.install.command)
-    if len(command) >= 3 and command[1:3] == ["pip", "install"]:
-        args = command[3:]
-    else:
-        args = list(result.cell.requirements)
-    cleaned: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg == "--python":
-            skip = True
+    args = (
+        command[3:]
+        if len(command) >= 3 and command[1:3] == ["pip", "install"]
+        else list(result.cell.requirements)
+    )
+    kept, notes = _portable_args(args, project_dir)
+    lines = [
+        shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
+        shell_line(["uv", "pip", "install", "--python", VENV, *kept]),
+    ]
+    return lines + ([f"{VENV}/bin/python repro.py"] if snippet else []), notes
+
+
+_VALUED = (
+    "--python",
+    "--find-links",
+    "-f",
+    "--index-url",
+    "--extra-index-url",
+    "--index",
+    "--default-index",
+)
+
+
+def _portable_args(args: Sequence[str], directory: str) -> tuple[list[str], list[str]]:
+    """The install's arguments without this machine: ``--python`` dropped, a path inside the
+    project relative to it, a local index, find-links directory or path left out (said)."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    skip_next = False
+    for position, arg in enumerate(args):
+        if skip_next:
+            skip_next = False
             continue
         if arg.startswith("--python="):
             continue
-        cleaned.append(arg)
-    return [
-        shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
-        shell_line(["uv", "pip", "install", "--python", VENV, *cleaned]),
-        f"{VENV}/bin/python repro.py",
-    ]
+        if arg in _VALUED:
+            value = args[position + 1] if position + 1 < len(args) else ""
+            skip_next = True
+            if arg == "--python":
+                continue
+            if _portable(value, directory) is None:
+                dropped.append(f"{arg} (a local directory or file)")
+                continue
+            kept += [arg, value]
+            continue
+        portable = _portable(arg, directory)
+        if portable is None:
+            dropped.append("(a local path)")
+        else:
+            kept.append(portable)
+    notes = (
+        ["left out (local to the machine that ran the cell): " + ", ".join(dropped)]
+        if dropped
+        else []
+    )
+    return kept, notes
 
 
 def _portable(arg: str, project: str) -> str | None:
@@ -225,48 +266,9 @@ def command_probe_lines(
         notes.append(
             "the project is not a git checkout with a remote: run these from its directory"
         )
-    command = list(result.install.command)
-    args = (
-        command[3:]
-        if len(command) >= 3 and command[1:3] == ["pip", "install"]
-        else list(result.cell.requirements)
-    )
-    kept: list[str] = []
-    dropped: list[str] = []
-    skip_next = False
-    for position, arg in enumerate(args):
-        if skip_next:
-            skip_next = False
-            continue
-        if arg in (
-            "--python",
-            "--find-links",
-            "-f",
-            "--index-url",
-            "--extra-index-url",
-            "--index",
-            "--default-index",
-        ):
-            value = args[position + 1] if position + 1 < len(args) else ""
-            skip_next = True
-            if arg == "--python":
-                continue
-            if _portable(value, directory) is None:
-                dropped.append(f"{arg} (a local directory or file)")
-                continue
-            kept += [arg, value]
-            continue
-        portable = _portable(arg, directory)
-        if portable is None:
-            dropped.append("(a local path)")
-        else:
-            kept.append(portable)
-    if dropped:
-        notes.append("left out (local to the machine that ran the cell): " + ", ".join(dropped))
-    steps += [
-        shell_line(["uv", "venv", "--python", result.cell.python, VENV]),
-        shell_line(["uv", "pip", "install", "--python", VENV, *kept]),
-    ]
+    install, left_out = install_lines(result, directory, snippet=False)
+    notes += left_out
+    steps += install
     command_text = str(probe.evidence.get("command") or "")
     failed: list[str] = []
     for group in probe.evidence.get("failure_groups") or ():
@@ -401,7 +403,13 @@ def _reproduce_lines(
             "rebuild its versions in a fresh venv:",
             "",
         ]
-    lines += [md_fence("\n".join(install_lines(result)), "sh"), ""]
+    root = str((project or {}).get("dir") or "")
+    snippet = bool(probe is not None and probe.repro) or hardware is not None
+    install, notes = install_lines(result, root, snippet=snippet)
+    lines += [md_fence("\n".join(install), "sh"), ""]
+    if root:
+        notes = ["run these from the project's directory", *notes]
+    lines += [f"Note: {md_text(note)}." for note in notes] + ([""] if notes else [])
     if probe is not None and probe.repro:
         lines += ["#### Minimal snippet (`repro.py`)", "", md_fence(probe.repro, "python"), ""]
     elif hardware is not None:
@@ -531,15 +539,16 @@ def render_bundle(
     lines = _heading(result, probe, hardware, status)
     lines += _hardware_lines(hardware)
     lines += _finding_lines(result, results, probe)
-    lines += _reproduce_lines(result, probe, hardware, project, command_probe)
-    lines += _detail_lines(result, probe)
     root = str((project or {}).get("dir") or (probe.evidence.get("cwd") if probe else "") or "")
     if not root and spec_path and spec_path.startswith("/"):
         root = str(Path(spec_file(spec_path)).parent)  # the spec's project: its directory
+    where = {**(project or {}), "dir": root} if root else project
+    lines += _reproduce_lines(result, probe, hardware, where, command_probe)
+    lines += _detail_lines(result, probe)
     shown = _from_project(spec_path, root)
     lines += _rerun_lines(result, shown, from_project=shown != spec_path)
     text = "\n".join(lines).rstrip() + "\n"
-    return _by_role(text, result, probe, {**(project or {}), "dir": root} if root else project)
+    return _by_role(text, result, probe, where)
 
 
 def _from_project(spec_path: str | None, project_dir: str) -> str | None:

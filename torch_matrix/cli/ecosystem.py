@@ -19,7 +19,12 @@ from torch_matrix.vocab.errors import UserError
 
 def main(args: argparse.Namespace) -> int:
     """``torch-matrix ecosystem VERB``: the verb's function."""
-    verbs = {"run": run_main, "report": report_main, "diff": diff_main}
+    verbs = {
+        "run": run_main,
+        "report": report_main,
+        "diff": diff_main,
+        "discover": discover_main,
+    }
     return verbs[args.verb](args)
 
 
@@ -87,6 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     report.add_argument(
         "--max-summary-chars", type=int, default=65_536, help="GitHub's issue body limit (65,536)"
     )
+
+    found = verbs.add_parser(
+        "discover",
+        help="what a zero-config entry finds in an sdist: its tests, their needs, the command, and why",
+    )
+    found.add_argument("what", help="a pinned sdist (zuko==1.3.1) or a source tree's directory")
+    found.add_argument("--index", default="", help="the index (default: $UV_DEFAULT_INDEX or PyPI)")
+    found.add_argument("--json", action="store_true", help="machine-readable output")
 
     diff = verbs.add_parser("diff", help="what changed between two ecosystem runs")
     diff.add_argument("old", help="a run directory or its ecosystem.json")
@@ -208,3 +221,20 @@ def diff_main(args: argparse.Namespace) -> int:
     from torch_matrix.cli.ecosystem_report import print_diff
 
     return print_diff(args)
+
+
+def discover_main(args: argparse.Namespace) -> int:
+    import json
+
+    from torch_matrix.ecosystem.source import discover_source
+    from torch_matrix.spec.model import IndexConfig
+    from torch_matrix.world.index import open_index
+
+    index = open_index(IndexConfig(default=args.index or os.environ.get("UV_DEFAULT_INDEX", "")))
+    found = discover_source(args.what, index)
+    if args.json:
+        print(json.dumps(found.to_json(), indent=1))
+    else:
+        print(f"{args.what}:")
+        print("\n".join(f"  {line}" for line in found.lines()))
+    return 0

@@ -2,6 +2,7 @@
 Rust's crater: a torch release against many downstream projects' own tests.
 
 - `projects`: the input, the projects file and the two sides (baseline, candidate torch);
+- `discover`: what an unpacked sdist implies about running its tests (a zero-config entry; pure);
 - `plan`: which projects a shard runs, and what the run will cost;
 - `source`: a project's source on disk (sdist, git, path);
 - `sides`: one project on one side (venv, install, its own tests, isolated);

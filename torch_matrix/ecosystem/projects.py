@@ -2,6 +2,10 @@
 
 A projects file::
 
+    [[project]]
+    sdist = "zuko==1.3.1"            # zero-config: the name, the tests, what they need and the
+                                     # command are discovered from the sdist (``discover``)
+
     [defaults]                       # optional; every key a project may set
     budget = "20m"
     command = "python -m pytest -q -p no:cacheprovider tests"
@@ -53,6 +57,10 @@ PROJECT_KEYS = (
     "skip",
     "memory",
 )
+DISCOVERED_KEYS = (
+    "extras",
+    "torchvision",
+)  # a zero-config entry: the hand's win over the discovery's
 DEFAULT_KEYS = ("budget", "command", "requires", "torchvision", "memory")
 HINT = (
     'a [[project]] table has name, one source (sdist = "name==X.Y", git + ref, or path), '
@@ -93,6 +101,10 @@ class Project:
     torchvision: bool = False
     skip: str = ""
     memory_gib: float = 8.0
+    # zero-config (no command in the table or [defaults]): the sdist's files fill command,
+    # extras and torchvision where ``given`` lacks them, and add to requires (ecosystem.discover)
+    discover: bool = False
+    given: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,7 +118,7 @@ class Project:
             "torchvision": self.torchvision,
             "skip": self.skip,
             "memory_gib": self.memory_gib,
-        }
+        } | ({"discover": True, "given": sorted(self.given)} if self.discover else {})
 
 
 @dataclass(frozen=True)
@@ -339,12 +351,13 @@ def parse_projects(text: str, where: str = "projects.toml", base_dir: str = "") 
         here = f"{where} [[project]] #{number}"
         if not isinstance(table, dict):
             raise UserError("[[project]] must be a table", where=here, hint=HINT)
-        name = table.get("name")
+        name = table.get("name", _sdist_name(table.get("sdist")))
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise UserError(
                 f"invalid or missing name {name!r}",
                 where=here,
-                hint="a short name of letters, digits, '.', '_', '-' (it names the result files)",
+                hint="a short name of letters, digits, '.', '_', '-' (it names the result files); "
+                'an sdist entry may leave it out: sdist = "zuko==1.3.1" is named zuko',
             )
         here = f"{where} [[project]] {name}"
         if name.lower() in seen:
@@ -352,7 +365,7 @@ def parse_projects(text: str, where: str = "projects.toml", base_dir: str = "") 
                 f"project {name!r} is listed twice", where=here, hint="keep one of the two"
             )
         seen.add(name.lower())
-        projects.append(_project(table, defaults, here, where, base_dir))
+        projects.append(_project({"name": name, **table}, defaults, here, where, base_dir))
     return projects
 
 
@@ -369,6 +382,7 @@ def _project(
                 hint=f"known: {', '.join(PROJECT_KEYS)}. {did_you_mean(key, PROJECT_KEYS)}",
             )
     merged = {**defaults, **table}
+    zero_config = "command" not in merged
     command = merged.get("command", DEFAULT_COMMAND)
     if not isinstance(command, str) or not command.strip():
         raise UserError("command must be a non-empty string", where=f"{here}.command", hint=HINT)
@@ -401,4 +415,17 @@ def _project(
         torchvision=torchvision,
         skip=skip.strip(),
         memory_gib=float(memory),
+        discover=zero_config,
+        given=frozenset(k for k in DISCOVERED_KEYS if k in merged) if zero_config else frozenset(),
     )
+
+
+def _sdist_name(value: Any) -> Any:
+    """A zero-config entry's name: its sdist's (``zuko==1.3.1`` -> ``zuko``); None where there is
+    no readable one (the name's own error then says what is missing)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return Requirement(value).name
+    except InvalidRequirement:
+        return None

@@ -9,6 +9,7 @@ The run directory::
     projects/<name>/candidate.json
     projects/<name>/<side>-retry.json only for a regressed project: its regressed tests, rerun
     projects/<name>/<side>.log        uv's install output and the test command's output
+    projects/<name>/discovery.json    a zero-config project: the tests, needs and command found
     projects/<name>/bisect.json       with --bisect, a regressed project: its first bad torch, its pin
 
 A project whose two results exist is not run again (resume after an interruption); ``redo`` runs
@@ -39,13 +40,14 @@ from torch_matrix.ecosystem.records import RETRIES, EcoClass, Role, SideRun, Sid
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.ecosystem import sides
 from torch_matrix.ecosystem.results import read_meta
-from torch_matrix.ecosystem.source import SourceError, fetch, torch_wheels
+from torch_matrix.ecosystem.source import SourceError, fetch, torch_wheels, with_discovery
 from torch_matrix.world.environment import uv_cache_dir
 from torch_matrix.world.index import IndexUnavailable, PackageIndex
 from torch_matrix.world.wheelset import cached_wheels
 
 RUN_FILE = "run.json"
 BISECT_FILE = "bisect.json"
+DISCOVERY_FILE = "discovery.json"  # a zero-config project: what its sdist implied, and why
 
 
 @dataclass
@@ -197,6 +199,9 @@ def _run_project(
     try:
         try:
             tree = fetch(project, work / "source", index)
+            project, discovered = with_discovery(project, tree)
+            if discovered is not None:
+                staged[logs / DISCOVERY_FILE] = json.dumps(discovered.to_json(), indent=1) + "\n"
         except (SourceError, OSError) as error:
             for role in Role:
                 side = _side_for(run, role)

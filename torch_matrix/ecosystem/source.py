@@ -5,13 +5,16 @@ directory that both sides copy. Each failure is a ``SourceError`` with one line 
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import tarfile
 import zipfile
 from pathlib import Path
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 
+from torch_matrix.ecosystem.discover import Discovery, NoTests, applied, discover, wanted
 from torch_matrix.edges import proc
 from torch_matrix.ecosystem.projects import Project, SourceKind
 from torch_matrix.vocab.errors import UserError
@@ -40,6 +43,83 @@ def fetch(project: Project, dest: Path, index: PackageIndex | None) -> Path:
     if source.kind == SourceKind.GIT:
         return _git(source.location, source.ref, dest / "tree")
     return _sdist(source.location, dest, index)
+
+
+MAX_READ_BYTES = 1 << 20  # a configuration or test file read for discovery, at most
+SKIPPED_DIRS = {".git", ".venv", ".nox", ".tox", "__pycache__", "node_modules"}
+
+
+def read_tree(root: Path) -> tuple[list[str], dict[str, str]]:
+    """A source tree's files (relative, with ``/``) and the text of those ``discover`` reads."""
+    paths: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        base = Path(folder).relative_to(root).as_posix()
+        paths += [name if base == "." else f"{base}/{name}" for name in sorted(files)]
+    texts: dict[str, str] = {}
+    for path in wanted(paths):
+        try:
+            with open(root / path, "rb") as handle:
+                texts[path] = handle.read(MAX_READ_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue  # unreadable reads as absent, as a damaged file does
+    return paths, texts
+
+
+def discover_tree(name: str, root: Path) -> Discovery:
+    """What the tree implies about running its tests; raises ``NoTests``."""
+    paths, texts = read_tree(root)
+    return discover(name, paths, texts)
+
+
+def with_discovery(project: Project, root: Path) -> tuple[Project, Discovery | None]:
+    """A zero-config project completed from its tree (the project as it was for any other);
+    raises ``SourceError`` where the tree has no tests."""
+    if not project.discover:
+        return project, None
+    try:
+        found = discover_tree(project.name, root)
+    except NoTests as error:
+        raise SourceError(str(error)) from None
+    return applied(project, found), found
+
+
+def discover_source(what: str, index: PackageIndex | None) -> Discovery:
+    """``torch-matrix ecosystem discover``: ``name==version`` (its sdist, fetched from the index
+    into a scratch folder, removed after) or a local source tree. Raises ``UserError``."""
+    local = Path(what).expanduser()
+    if local.is_dir():
+        return _discover_or_refuse(local.resolve().name, local, what)
+    try:
+        requirement = Requirement(what)
+    except InvalidRequirement:
+        requirement = None
+    pinned = [s for s in requirement.specifier if s.operator == "=="] if requirement else []
+    if requirement is None or len(pinned) != 1:
+        raise UserError(
+            f"{what!r} is neither name==version nor a directory",
+            where="discover",
+            hint="give a pinned sdist (torch-matrix ecosystem discover zuko==1.3.1) or a source tree",
+        )
+    with tempfile.TemporaryDirectory(prefix="torch-matrix-discover-") as scratch:
+        try:
+            tree = _sdist(f"{requirement.name}=={pinned[0].version}", Path(scratch), index)
+        except SourceError as error:
+            raise UserError(
+                str(error), where=what, hint="check the name and version on the index"
+            ) from None
+        return _discover_or_refuse(requirement.name, tree, what)
+
+
+def _discover_or_refuse(name: str, tree: Path, what: str) -> Discovery:
+    try:
+        return discover_tree(name, tree)
+    except NoTests as error:
+        raise UserError(
+            str(error),
+            where=what,
+            hint="give the project a git source (its repository has the tests) with command = ...",
+        ) from None
 
 
 def _git(url: str, ref: str, tree: Path) -> Path:

@@ -1,0 +1,343 @@
+"""Zero-config ecosystem entries (issue 44): what an sdist's files imply about running its tests.
+Pure: trees given as file lists and texts, no network, no venv."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from torch_matrix.ecosystem.discover import NoTests, discover, wanted
+
+PKG_INFO = """\
+Metadata-Version: 2.1
+Name: demo
+Version: 1.0
+Requires-Dist: torch>=2.0
+Requires-Dist: numpy
+Provides-Extra: test
+Requires-Dist: pytest; extra == "test"
+Requires-Dist: scipy; extra == "test"
+Provides-Extra: dev
+Requires-Dist: black; extra == "dev"
+"""
+
+
+def found(paths, texts=None, name="demo"):
+    texts = {k: textwrap.dedent(v) for k, v in (texts or {}).items()}
+    assert set(texts) <= set(wanted(paths)), "the tree reader would not read these"
+    return discover(name, paths, texts)
+
+
+def test_testpaths_of_pyproject_win_over_a_tests_folder():
+    d = found(
+        ["pyproject.toml", "tests/test_a.py", "demo/unit/test_b.py", "PKG-INFO"],
+        {
+            "pyproject.toml": """
+                [tool.pytest.ini_options]
+                testpaths = ["demo/unit"]
+                """,
+            "PKG-INFO": PKG_INFO,
+        },
+    )
+    assert d.tests == ("demo/unit",)
+    assert d.command == "python -m pytest -q -p no:cacheprovider demo/unit"
+    assert d.extras == ("test",)
+    assert "tests: testpaths in pyproject.toml [tool.pytest.ini_options]" in d.reasons
+
+
+def test_testpaths_missing_from_the_sdist_fall_back_to_the_folder_and_say_so():
+    d = found(
+        ["setup.cfg", "test/test_a.py"],
+        {"setup.cfg": "[tool:pytest]\ntestpaths = tests\n"},
+    )
+    assert d.tests == ("test",)
+    assert any("names testpaths tests: not in the sdist" in r for r in d.reasons)
+
+
+def test_pytest_ini_is_read_before_pyproject_as_pytest_does():
+    d = found(
+        ["pytest.ini", "pyproject.toml", "a/test_x.py", "b/test_y.py"],
+        {
+            "pytest.ini": "[pytest]\ntestpaths = a\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["b"]\n',
+        },
+    )
+    assert d.tests == ("a",)
+
+
+def test_a_tox_test_session_gives_the_options_deps_and_requirement_file():
+    d = found(
+        ["tox.ini", "tests/test_a.py", "requirements/ci.txt", "PKG-INFO"],
+        {
+            "tox.ini": """
+                [testenv:lint]
+                commands = flake8 demo
+                [testenv]
+                deps =
+                    -r requirements/ci.txt
+                    .[test]
+                    hypothesis>=6
+                commands = pytest -x --cov=demo --cov-report xml {posargs:tests}
+                """,
+            "PKG-INFO": PKG_INFO,
+        },
+    )
+    assert d.tests == ("tests",)
+    # coverage and its report dropped, -x kept, {posargs:tests} is the test location
+    assert d.command == "python -m pytest -q -p no:cacheprovider -x tests"
+    assert d.extras == ("test",)
+    assert "hypothesis>=6" in d.requires
+    assert any(r.startswith("needs: what tox.ini [testenv] installs") for r in d.reasons)
+
+
+def test_a_requirement_file_of_a_session_is_read_with_its_includes():
+    paths = ["tox.ini", "tests/test_a.py", "requirements-test.txt", "requirements-base.txt"]
+    texts = {
+        "tox.ini": "[testenv]\ndeps = -r requirements-test.txt\ncommands = python -m pytest\n",
+        "requirements-test.txt": "-r requirements-base.txt\npytest-mock  # mocks\n-e .\n",
+    }
+    # requirements-base.txt is not named like a test file: the session's include still reads it
+    d = discover("demo", paths, {**texts, "requirements-base.txt": "scipy>=1.9\n"})
+    assert d.requires[:3] == ("pytest", "scipy>=1.9", "pytest-mock")
+
+
+def test_a_noxfile_test_session_gives_the_pytest_call_and_installs():
+    d = found(
+        ["noxfile.py", "tests/unit/test_a.py", "tests/slow/test_b.py", "PKG-INFO"],
+        {
+            "noxfile.py": """
+                import nox
+
+                @nox.session
+                def lint(session):
+                    session.run("ruff", "check")
+
+                @nox.session(python=["3.11"])
+                def tests(session):
+                    session.install("-e", ".[dev]", "pytest-timeout")
+                    session.run("pytest", "-n", "2", "tests/unit", *session.posargs)
+                """,
+            "PKG-INFO": PKG_INFO,
+        },
+    )
+    assert d.tests == ("tests/unit",)
+    assert d.command == "python -m pytest -q -p no:cacheprovider -n 2 tests/unit"
+    assert d.extras == ("dev",)
+    assert "pytest-timeout" in d.requires and "pytest-xdist" in d.requires
+
+
+def test_addopts_that_need_a_plugin_bring_it():
+    d = found(
+        ["pyproject.toml", "tests/test_a.py"],
+        {
+            "pyproject.toml": """
+                [tool.pytest.ini_options]
+                addopts = "--cov=demo --timeout=60"
+                asyncio_mode = "auto"
+                """
+        },
+    )
+    assert {"pytest-cov", "pytest-timeout", "pytest-asyncio"} <= set(d.requires)
+
+
+def test_a_dependency_group_is_followed_through_its_includes():
+    d = found(
+        ["pyproject.toml", "tests/test_a.py"],
+        {
+            "pyproject.toml": """
+                [dependency-groups]
+                base = ["scipy"]
+                test = ["pytest>=8", {include-group = "base"}]
+                """
+        },
+    )
+    assert d.requires == ("pytest>=8", "scipy")
+
+
+def test_test_folders_inside_the_package_and_src_layout():
+    d = found(["demo/tests/test_a.py", "src/other/test/test_b.py", "setup.py"])
+    assert d.tests == ("demo/tests", "src/other/test")
+
+
+def test_test_files_deep_in_the_package_run_the_package():
+    d = found(["tltorch/layers/tests/test_a.py", "docs/test_doc.py", "setup.py"])
+    assert d.tests == ("tltorch",)
+
+
+def test_imports_the_metadata_leaves_out_are_added_and_torchvision_pairs():
+    d = found(
+        ["tests/test_a.py", "tests/conftest.py", "PKG-INFO", "demo/__init__.py"],
+        {
+            "tests/test_a.py": "import numpy as np\nimport demo\nfrom torchvision import models\n",
+            "tests/conftest.py": "import scipy.stats\nimport yaml\n",
+            "PKG-INFO": PKG_INFO,
+        },
+    )
+    # numpy is a dependency, scipy comes with the test extra, demo is the project: only yaml
+    assert d.requires == ("pytest", "pyyaml")
+    assert d.torchvision is True  # imported by the tests: the side pairs it, never unpinned
+    assert "torchvision" not in d.requires
+
+
+def test_torch_and_torchvision_are_never_installed_as_test_needs():
+    d = found(
+        ["tests/test_a.py", "requirements-dev.txt"],
+        {"requirements-dev.txt": "torch>=2\ntorchvision\nscipy\n"},
+    )
+    assert d.requires == ("pytest", "scipy")
+    assert d.torchvision is True
+
+
+def test_dev_extra_only_when_nothing_names_the_test_needs():
+    d = found(["tests/test_a.py", "PKG-INFO"], {"PKG-INFO": PKG_INFO.replace("test", "docs")})
+    assert d.extras == ("dev",)
+    assert any("no test extra; the dev extra" in r for r in d.reasons)
+
+
+def test_no_tests_is_said_with_what_was_looked_for():
+    with pytest.raises(NoTests, match="no tests in the sdist: no pytest testpaths"):
+        found(["demo/__init__.py", "setup.py", "docs/test_x.py"])
+
+
+def test_damaged_configuration_is_read_as_absent():
+    d = found(
+        ["pyproject.toml", "tox.ini", "noxfile.py", "tests/test_a.py"],
+        {"pyproject.toml": "[tool", "tox.ini": "[testenv\n", "noxfile.py": "def ("},
+    )
+    assert d.tests == ("tests",)
+    assert d.command == "python -m pytest -q -p no:cacheprovider tests"
+
+
+def test_a_requirement_file_s_tools_are_left_out_and_extra_only_needs_pair_nothing():
+    d = found(
+        ["tests/test_a.py", "dev_requirements.txt", "PKG-INFO"],
+        {
+            "dev_requirements.txt": "black\nflake8\nsphinx\nhypothesis\n",
+            "PKG-INFO": PKG_INFO
+            + 'Provides-Extra: vision\nRequires-Dist: torchvision; extra == "vision"\n',
+        },
+    )
+    assert d.requires == ("pytest", "hypothesis")
+    assert any("tools that test nothing: black, flake8, sphinx" in r for r in d.reasons)
+    assert d.torchvision is False  # only an extra the tests do not install names it
+
+
+# -- a zero-config entry, through the projects file, the tree and the run ----------------------
+
+ZERO = """
+[defaults]
+requires = ["pytest"]
+
+[[project]]
+sdist = "demo==1.0"
+
+[[project]]
+sdist = "other==2.0"
+extras = []
+requires = ["scipy<1.14"]
+torchvision = false
+
+[[project]]
+name = "hand"
+sdist = "hand==1.0"
+command = "python -m pytest tests/test_one.py"
+"""
+
+
+def _tree(root):
+    files = {
+        "PKG-INFO": PKG_INFO,
+        "tests/test_a.py": "import yaml\nimport torchvision\nimport scipy\n",
+        "tox.ini": "[testenv]\ncommands = pytest -x tests\n",
+    }
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return root
+
+
+def test_a_zero_config_entry_is_named_by_its_sdist_and_discovered_only_where_the_hand_is_silent(
+    tmp_path,
+):
+    from torch_matrix.ecosystem.projects import parse_projects
+    from torch_matrix.ecosystem.source import with_discovery
+
+    demo, other, hand = parse_projects(ZERO, "p.toml")
+    assert (demo.name, demo.discover, hand.discover) == ("demo", True, False)
+    tree = _tree(tmp_path)
+    done, found = with_discovery(demo, tree)
+    assert found is not None and done.command == "python -m pytest -q -p no:cacheprovider -x tests"
+    assert (done.extras, done.torchvision) == (("test",), True)
+    assert done.requires == ("pyyaml", "pytest")  # discovered, then the entry's own
+    done, _ = with_discovery(other, tree)
+    # the hand's keys win: no extras, no torchvision; its scipy pin replaces the discovered one
+    assert (done.extras, done.torchvision) == ((), False)
+    assert done.requires == ("pyyaml", "pytest", "scipy<1.14")
+    assert with_discovery(hand, tree) == (hand, None)  # a hand command: nothing discovered
+
+
+def test_a_zero_config_run_records_its_discovery_and_a_tree_without_tests_is_no_source(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from torch_matrix.ecosystem import runner, sides
+    from torch_matrix.ecosystem.projects import parse_projects, parse_side
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+
+    demo = parse_projects(ZERO, "p.toml")[0]
+    tree = _tree(tmp_path / "tree")
+    commands = []
+    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
+    monkeypatch.setattr(sides, "isolation", lambda *args: sides.Isolation((), "on (test)", ""))
+    monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
+
+    def run_tests(work, python, **kw):
+        commands.append((work.project.command, work.project.requires, work.project.torchvision))
+        return SideRun(
+            project=work.project.name,
+            role=Role(work.side.role),
+            torch=work.side.torch,
+            status=SideStatus.PASSED,
+            tests={"tests/test_a.py::test_a": "passed"},
+        )
+
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    run = runner.EcosystemRun(
+        projects=[demo],
+        baseline=parse_side("2.5.1", "baseline"),
+        candidate=parse_side("2.6.0", "candidate"),
+        out=tmp_path / "run",
+    )
+    runner.plan_run(run, None)
+    assert runner.run_project(run, demo, None) == "same-pass"
+    assert set(commands) == {
+        ("python -m pytest -q -p no:cacheprovider -x tests", ("pyyaml", "pytest"), True)
+    }
+    recorded = json.loads((tmp_path / "run/projects/demo/discovery.json").read_text())
+    assert recorded["tests"] == ["tests"] and recorded["reasons"]
+
+    for path in list(tree.rglob("test_*.py")):
+        path.unlink()
+    run.redo = True
+    assert runner.run_project(run, demo, None) == "no source"
+    side = json.loads((tmp_path / "run/projects/demo/baseline.json").read_text())
+    assert side["status"] == "broken" and side["detail"].startswith("source: no tests in the sdist")
+    assert not (tmp_path / "run/projects/demo/discovery.json").exists()
+
+
+def test_discover_command_on_a_tree_and_its_bad_input(tmp_path, capsys):
+    from torch_matrix.cli import main
+
+    tree = _tree(tmp_path / "demo")
+    assert main(["ecosystem", "discover", str(tree)]) == 0
+    out = capsys.readouterr().out
+    assert "command:     python -m pytest -q -p no:cacheprovider -x tests" in out
+    assert "tests: the pytest call of tox.ini [testenv]" in out
+    assert main(["ecosystem", "discover", "demo>=1"]) == 2
+    err = capsys.readouterr().err
+    assert "'demo>=1' is neither name==version nor a directory" in err and "hint:" in err
+    (tree / "tests" / "test_a.py").unlink()
+    assert main(["ecosystem", "discover", str(tree)]) == 2
+    assert "no tests in the sdist" in capsys.readouterr().err

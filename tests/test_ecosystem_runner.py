@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from torch_matrix.cli import main as cli
 from torch_matrix.ecosystem.plan import MAX_SHARDS, estimate, shard_projects
@@ -127,7 +128,10 @@ def test_the_run_s_estimate_reads_uv_s_cache(
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     wheel_tags = f"{tag}-{tag}-manylinux1_x86_64"
 
-    class Index:  # the two calls the estimate makes of a PackageIndex
+    class Index:  # the three calls the estimate makes of a PackageIndex
+        def versions(self, name: str) -> list[Version]:
+            return [Version("2.5.1"), Version("2.6.0")]
+
         def files(self, name: str, version: str) -> list[DistFile]:
             filename = f"{name.replace('-', '_')}-{version}-{wheel_tags}.whl"  # as PyPI spells it
             size = {"torch": 900_000_000, "nvidia-cudnn-cu12": 2_000_000_000}[name]
@@ -299,7 +303,6 @@ def _bisect_with(
 ) -> dict[str, object]:
     """bisect_project over torch 2.4.1 .. 2.6.0 (2.5.0 and 2.5.1 between), each release's venv
     and tests replaced by ``on[version]``: the regressed tests' outcomes there."""
-    from packaging.version import Version
 
     from torch_matrix.ecosystem.runner import EcosystemRun
     from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
@@ -395,7 +398,9 @@ def test_each_side_file_records_when_it_began_and_ended(
     (tree / "tests").mkdir(parents=True)  # a has no command: its tests are discovered there
     (tree / "tests" / "test_a.py").write_text("def test_load(): pass\n")
     monkeypatch.setattr(runner, "fetch", lambda *args: tree)
-    monkeypatch.setattr(sides, "isolation", lambda *args: sides.Isolation((), "on (test)", ""))
+    monkeypatch.setattr(
+        sides, "isolation", lambda *args, **kwargs: sides.Isolation((), "on (test)", "")
+    )
     monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
 
     def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:

@@ -64,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     run.add_argument("--python", default=sys.executable, help="the interpreter of the venvs")
     run.add_argument("--redo", action="store_true", help="run projects that already have results")
     run.add_argument("--network", action="store_true", help="leave the tests' network on")
+    run.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run the projects' build and tests unconfined (default: each side in a bubblewrap "
+        "sandbox; refused where the machine offers none)",
+    )
     run.add_argument("--keep-venvs", action="store_true", help="keep work/ (venvs, source copies)")
     run.add_argument("--quiet", action="store_true", help="do not echo the tests' output")
     run.add_argument(
@@ -145,7 +151,7 @@ def _check_paths(projects: list, path: str) -> None:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from torch_matrix.edges import console
+    from torch_matrix.edges import console, locks
     from torch_matrix.plan.shards import parse_shard
     from torch_matrix.ecosystem.runner import EcosystemRun, plan_run, run_all
     from torch_matrix.spec.model import IndexConfig
@@ -197,18 +203,45 @@ def run_main(args: argparse.Namespace) -> int:
         python=args.python,
         shard=(k, n),
         network_off=not args.network,
+        confine=not args.no_sandbox,
         redo=args.redo,
         keep_venvs=args.keep_venvs,
         bisect=args.bisect,
         parallel_sides=not args.sides_in_turn,
         echo=None if args.quiet else (lambda line: print(line, flush=True)),
     )
+    # one run per --out: the second is refused before it writes anything (run.json included)
+    locks.hold(out, "--out directory", hint="wait for it to finish, or give this run its own --out")
     if args.estimate:
         plan_run(run, index)
         return 0
+    _confinement(run, args.no_sandbox)
     code = run_all(run, index)
     console.note(f"results in {out}; the report: torch-matrix ecosystem report {out}")
     return code
+
+
+def _confinement(run: object, unconfined: bool) -> None:
+    """Refuse a run whose untrusted code the machine cannot confine, unless asked to run it so;
+    say which confinement it has (every side's result records it too)."""
+    from torch_matrix.edges import console, sandbox
+
+    if unconfined:
+        console.note(
+            "sandbox: none (--no-sandbox): the projects' build and tests run as you, with your "
+            "home, your environment and the network for the build"
+        )
+        return
+    found = sandbox.detect()
+    if not found.on:
+        raise UserError(
+            f"no sandbox for the projects' code: {found.why_none}",
+            where="ecosystem run",
+            hint="install bubblewrap (bash tests/install-browser.sh, or apt-get install "
+            "bubblewrap) and, as non-root, allow unprivileged user namespaces; or run them "
+            "unconfined with --no-sandbox",
+        )
+    console.note(f"sandbox: {sandbox.describe(found, network=False, gate='index')}")
 
 
 def report_main(args: argparse.Namespace) -> int:

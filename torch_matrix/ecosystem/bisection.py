@@ -9,7 +9,6 @@ release's outcome is ``classify.bisect_outcome``.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -120,7 +119,7 @@ def bisect_project(
         else:
             result = sides.run_tests(item, venv_python, only=tests, purpose="bisection")
             outcomes[version], evidence[version] = bisect_outcome(result, tests)
-        shutil.rmtree(work / version, ignore_errors=True)
+        item.cleanup()  # its folder, and its venv in uv's cache under a sandbox
         seconds[version] = round(time.monotonic() - began, 1)  # the install and the tests
     conclusion = conclude(versions, outcomes)
     found: dict[str, object] = {

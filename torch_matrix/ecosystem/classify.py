@@ -28,7 +28,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from torch_matrix.ecosystem.records import EcoClass, SideRun, SideStatus, SpuriousKind
+from torch_matrix.ecosystem.records import (
+    EcoClass,
+    SideRun,
+    SideStatus,
+    SpuriousKind,
+    not_installed,
+)
 
 # The whole command, when the command is not pytest (no per-test outcomes).
 WHOLE = "(the test command)"
@@ -43,7 +49,9 @@ SPURIOUS_PATTERNS: tuple[tuple[SpuriousKind, re.Pattern[str]], ...] = (
         SpuriousKind.OOM,
         re.compile(
             r"\bMemoryError\b|std::bad_alloc|DefaultCPUAllocator: (?:can't|not enough memory)"
-            r"|Cannot allocate memory|out of memory|OutOfMemoryError"
+            r"|Cannot allocate memory|[Oo]ut of memory|OutOfMemoryError"
+            # a limit too small to start the interpreter or the shell at all
+            r"|failed to map segment from shared object|xmalloc: cannot allocate"
         ),
     ),
     (
@@ -195,6 +203,10 @@ def classify(
     ):
         reason = skip_reason or candidate.detail or baseline.detail or "skipped"
         return Classified(project, EcoClass.SKIPPED, reason)
+    unmade = [side for side in (candidate, baseline) if not_installed(side)]
+    if unmade:  # never evidence: a side that was not installed says nothing about torch
+        said = "; ".join(f"{side.role}: {side.detail}" for side in unmade)
+        return Classified(project, EcoClass.SPURIOUS, said[:600], spurious=SpuriousKind.INSTALL)
     timed_out = [side for side in (baseline, candidate) if side.status == SideStatus.TIMEOUT]
     budget = " (in the tests that ran before the budget ran out)" if timed_out else ""
     new = newly_failing(baseline, candidate)
@@ -279,6 +291,8 @@ def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classifie
         found = _spurious(side, texts)
         if found:
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
+    broken = _collection_errors(baseline, candidate)
+    shown = f"; {broken}" if broken else ""  # the collection error itself, as the evidence
     lacking = [_MISSING_TEST_FILE.search(text) for text in texts]
     found_lacking = [match for match in lacking if match is not None]
     if texts and len(found_lacking) == len(lacking):
@@ -286,7 +300,7 @@ def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classifie
             project,
             EcoClass.SPURIOUS,
             f"both sides: the project's source lacks a test module its tests import "
-            f"({found_lacking[0].group(0)}): choose tests that do not import it",
+            f"({found_lacking[0].group(0)}): choose tests that do not import it{shown}"[:600],
             spurious=SpuriousKind.HARNESS,
         )
     missing = [_MISSING_TEST_DEPENDENCY.search(text) for text in texts]
@@ -296,7 +310,14 @@ def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classifie
             project,
             EcoClass.SPURIOUS,
             f"both sides: a test dependency is missing ({found_missing[0].group(0)}): add it to the "
-            "project's requires",
+            f"project's requires{shown}"[:600],
+            spurious=SpuriousKind.HARNESS,
+        )
+    if broken:
+        return Classified(
+            project,
+            EcoClass.SPURIOUS,
+            f"both sides: {broken} (the harness, not torch: choose tests that collect)",
             spurious=SpuriousKind.HARNESS,
         )
     worst = candidate if not candidate_passes else baseline
@@ -310,6 +331,26 @@ def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classifie
 
 
 Retries = SideRun | Sequence[SideRun] | None
+
+
+def _collection_errors(baseline: SideRun, candidate: SideRun) -> str:
+    """The first collection error, where neither side ran a test for it (a test module importing
+    a helper the source does not ship): the error itself, as the evidence; "" otherwise. Either
+    both sides stopped at collection (pytest exit 2: their ``detail`` says so) or both failed
+    only to collect the same modules, no test passing."""
+    sides = (baseline, candidate)
+    if all(
+        s.status == SideStatus.BROKEN and s.detail.startswith("collection error") for s in sides
+    ):
+        return " ".join(candidate.detail.split())[:400]
+    failing = [side.failing() for side in sides]
+    if not failing[0] or failing[0] != failing[1] or any(side.passing() for side in sides):
+        return ""
+    if any("::" in node or not node.endswith((".py", "/")) for node in failing[0]):
+        return ""  # a test's own failure, not a module that did not collect
+    first = sorted(failing[0])[0]
+    said = " ".join(_message(candidate, first).split())
+    return f"collection error in {first}: {said}"[:400]
 
 
 def _runs(retries: Retries) -> list[SideRun]:

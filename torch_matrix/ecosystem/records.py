@@ -77,6 +77,16 @@ class SpuriousKind(StrEnum):
     OOM = "out-of-memory"
     DISK = "full-disk"
     HARNESS = "harness-fault"
+    INSTALL = "not-installed"  # the side's torch, the project or its source could not be had
+
+
+# A side's ``detail`` when it never reached its tests for want of an install: no evidence about
+# torch, whatever the other side did (a typo'd --candidate once filed every project regressed).
+NOT_INSTALLED = ("install failed", "uv venv failed", "source:")
+
+
+def not_installed(side: SideRun) -> bool:
+    return side.status == SideStatus.BROKEN and side.detail.startswith(NOT_INSTALLED)
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,9 @@ class SideRun:
     log: str = ""  # the side's log, relative to the run directory
     network: str = ""  # "off (unshare -n)" or why it stayed on
     memory_limit: str = ""  # "8 GiB (RLIMIT_AS)" or why none
+    # what confined the side's install and tests: "bwrap: ..." (edges/sandbox.py) or
+    # "none: <why>"; "" in files written before the sandbox
+    confinement: str = ""
     resolved: Mapping[str, str] = field(default_factory=dict)  # distribution -> version
     retry_of: tuple[str, ...] = ()  # a retry: the node ids it reran
     # when the side began (its venv) and ended, seconds since the epoch: a project's wall time
@@ -144,6 +157,7 @@ class SideRun:
             "log": self.log,
             "network": self.network,
             "memory_limit": self.memory_limit,
+            "confinement": self.confinement,
             "resolved": dict(sorted(self.resolved.items())),
             "retry_of": list(self.retry_of),
             "started": self.started,
@@ -182,6 +196,7 @@ class SideRun:
                 log=str(data.get("log") or ""),
                 network=str(data.get("network") or ""),
                 memory_limit=str(data.get("memory_limit") or ""),
+                confinement=str(data.get("confinement") or ""),
                 resolved={str(k): str(v) for k, v in dict(data.get("resolved") or {}).items()},
                 retry_of=tuple(str(x) for x in data.get("retry_of") or ()),
                 started=_moment(data.get("started")),

@@ -126,6 +126,7 @@ class Row:
                     "seconds": round(side.seconds + side.install_seconds, 1),
                     "network": side.network,
                     "memory_limit": side.memory_limit,
+                    "confinement": side.confinement,
                 }
                 for key, side in sorted(self.sides.items())
             },

@@ -30,6 +30,7 @@ from typing import Callable, Sequence, TypeVar
 
 from torch_matrix.edges import console, proc
 from torch_matrix.edges.fileio import atomic_write
+from packaging.version import Version
 
 from torch_matrix.ecosystem.bisection import bisect_estimate, bisect_project
 from torch_matrix.ecosystem.classify import classify, to_retry
@@ -60,6 +61,7 @@ class EcosystemRun:
     python: str = sys.executable
     shard: tuple[int, int] = (1, 1)
     network_off: bool = True
+    confine: bool = True  # bubblewrap around every side (edges/sandbox.py); False: --no-sandbox
     redo: bool = False
     keep_venvs: bool = False
     bisect: bool = False  # a regressed project: its first bad torch between the sides, and its pin
@@ -97,6 +99,8 @@ def _skipped(project: Project, side: Side) -> SideRun:
 def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     """The shard's projects, and run.json with the estimate (printed before anything starts)."""
     mine = shard_projects(run.projects, *run.shard)
+    if index is not None:
+        check_listed(run, index)
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     wheels = {
         side.torch: (torch_wheels(index, side.torch, tag) if index is not None else None)
@@ -123,6 +127,36 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     }
     atomic_write(run.out / RUN_FILE, json.dumps(meta, indent=1) + "\n")
     return mine
+
+
+def check_listed(run: EcosystemRun, index: PackageIndex) -> None:
+    """A side whose torch the index does not list is refused before anything is installed: a
+    typo (``--candidate 9.9.9``) or a pre-release without its index filed every passing project
+    regressed. An index that cannot be read leaves it to the install (said, never a verdict)."""
+    try:
+        listed = index.versions("torch")
+    except (IndexUnavailable, UserError, OSError, ValueError) as error:
+        console.note(f"estimate: cannot list torch's releases on the index ({error})")
+        return
+    public = {v.public for v in listed}
+    for side in (run.baseline, run.candidate):
+        try:
+            wanted = Version(side.torch).public
+        except ValueError:
+            wanted = side.torch
+        if wanted in public:
+            continue
+        newest = max((v for v in listed if not v.is_prerelease), default=None)
+        raise UserError(
+            f"torch {side.torch} is not on the index" + (f" ({side.index})" if side.index else ""),
+            where=f"--{side.role}",
+            hint=(
+                f"give a release it lists (the newest: {newest})"
+                if newest
+                else "give a release it lists"
+            )
+            + f", or the index that has it with --{side.role}-index",
+        )
 
 
 # What decides a side's results: a directory holding another torch's results is not this run's.
@@ -156,6 +190,28 @@ def listed_projects(run: EcosystemRun) -> list[dict[str, object]]:
         if isinstance(entry, dict) and "name" in entry:
             kept.append(mine.pop(str(entry["name"]), entry))  # in place: the earlier order
     return kept + list(mine.values())  # then the projects new to this directory
+
+
+def side_isolation(run: EcosystemRun) -> sides.Isolation:
+    """What confines every side of the run: bubblewrap, hiding the run's directory (the records
+    the harness alone writes), seeing the venvs' interpreter again, the build reaching only the
+    run's indexes; or, with --no-sandbox, the old prefix."""
+    if not run.confine:
+        return sides.isolation(run.network_off)
+    prefix = Path(
+        proc.run_text([run.python, "-c", "import sys; print(sys.base_prefix)"], timeout=60)[
+            1
+        ].strip()
+        or sys.base_prefix
+    )
+    urls = [run.index.default, *run.index.extra, run.baseline.index, run.candidate.index]
+    return sides.isolation(
+        run.network_off,
+        confine=True,
+        hidden=(run.out.resolve(),),
+        readable=(prefix.resolve(), Path(run.python).resolve().parent, Path(run.python).parent),
+        index_urls=tuple(u for u in urls if u),
+    )
 
 
 def run_project(run: EcosystemRun, project: Project, index: PackageIndex | None) -> str:
@@ -196,6 +252,7 @@ def _run_project(
         shutil.rmtree(work)
     logs = out / "projects" / project.name
     logs.mkdir(parents=True, exist_ok=True)
+    works: dict[Role, sides.SideWork] = {}
     try:
         try:
             tree = fetch(project, work / "source", index)
@@ -217,10 +274,9 @@ def _run_project(
                     ),
                 )
             return "no source"
-        isolation = sides.isolation(run.network_off)
+        isolation = side_isolation(run)
         results: dict[Role, SideRun] = {}
         pythons: dict[Role, str] = {}
-        works: dict[Role, sides.SideWork] = {}
         for role in Role:
             side = _side_for(run, role)
             log = logs / f"{role}.log"
@@ -298,6 +354,8 @@ def _run_project(
         return str(first.eco_class)
     finally:
         if not run.keep_venvs:
+            for item in works.values():
+                item.cleanup()
             shutil.rmtree(work, ignore_errors=True)
 
 

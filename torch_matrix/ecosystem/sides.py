@@ -19,15 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from torch_matrix.edges import proc
+from torch_matrix.edges import indexgate, proc, sandbox
+from torch_matrix.edges.sandbox import Sandbox
 from torch_matrix.judge.catalogue import user_frames
 from torch_matrix.probes import pytest_outcomes, pytest_select
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.ecosystem.projects import Project, Side
 from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
-from torch_matrix.world.environment import base_env, parse_freeze, uv_executable
+from torch_matrix.world.environment import base_env, parse_freeze, uv_cache_dir, uv_executable
 
 INSTALL_TIMEOUT_S = 1800.0
+# The build's own limit (address space): the project's, but never below what uv and a compiler
+# need, so that a test limit too small to start an interpreter is said by the tests, not the install.
+INSTALL_MEMORY_GIB = 8.0
 TAIL_CHARS = 4000
 FRAMES_KEPT = 3  # a failure's innermost frames in the project's own code: its call site
 GIB = 1 << 30
@@ -39,11 +43,21 @@ PLUGINS = {
 
 @dataclass(frozen=True)
 class Isolation:
-    """What the machine allows around a test command: the prefix, and the two notes a result keeps."""
+    """What confines a side: bubblewrap (``sandbox.on``: edges/sandbox.py) around the install and
+    the tests, or, with ``--no-sandbox`` only, the old prefix (``unshare -n`` where root) and
+    ``prlimit``. ``hidden``: the run's own directory (its records), empty inside every sandbox;
+    ``readable``: what the sandbox must see again (the interpreter's prefix, uv, local indexes)."""
 
     network_prefix: tuple[str, ...]
     network: str
     prlimit: str  # the prlimit executable, "" = none
+    sandbox: Sandbox = Sandbox(why_none="--no-sandbox")
+    tests_network: bool = False
+    hidden: tuple[Path, ...] = ()
+    readable: tuple[Path, ...] = ()
+    index_urls: tuple[
+        str, ...
+    ] = ()  # the install's http(s) indexes: the gate lets only them through
 
     def prefix(self, memory_gib: float) -> list[str]:
         memory = [self.prlimit, f"--as={int(memory_gib * GIB)}", "--"] if self.prlimit else []
@@ -54,11 +68,35 @@ class Isolation:
             return "none: prlimit not found"
         return f"{memory_gib:g} GiB address space (prlimit --as)"
 
+    def confinement(self) -> str:
+        return sandbox.describe(self.sandbox, network=self.tests_network)
 
-def isolation(network_off: bool = True) -> Isolation:
-    """``unshare -n`` (a network namespace with only loopback) when we are root and it works;
-    else the network stays on and the note says why."""
+
+def isolation(
+    network_off: bool = True,
+    *,
+    confine: bool = False,
+    hidden: Sequence[Path] = (),
+    readable: Sequence[Path] = (),
+    index_urls: Sequence[str] = (),
+) -> Isolation:
+    """``confine``: bubblewrap around every side (the caller has checked ``sandbox.detect()``);
+    its network namespace takes the tests' network away. Unconfined (``--no-sandbox``):
+    ``unshare -n`` (a network namespace with only loopback) when we are root and it works; else
+    the network stays on and the note says why."""
     prlimit = shutil.which("prlimit") or ""
+    if confine:
+        found = sandbox.detect()
+        return Isolation(
+            (),
+            "off (bwrap --unshare-net)" if network_off else "on (asked for)",
+            prlimit,
+            sandbox=found,
+            tests_network=not network_off,
+            hidden=tuple(hidden),
+            readable=tuple(readable),
+            index_urls=tuple(index_urls),
+        )
     if not network_off:
         return Isolation((), "on (asked for)", prlimit)
     unshare = shutil.which("unshare")
@@ -131,7 +169,10 @@ def index_args(index: IndexConfig, side: Side) -> list[str]:
 
 @dataclass
 class SideWork:
-    """Where one side works: ``folder`` (venv, source copy, plugins) is deleted after the run."""
+    """Where one side works. ``folder`` is the harness's (overrides, retry ids, plugins: read-only
+    in the sandbox); ``folder/box`` the one tree the side may write (its source copies, pytest's
+    records); under a sandbox the venv lives in uv's cache (``venv_root``: hardlinks from the
+    cache reach only within one mount). All deleted after the run (``cleanup``)."""
 
     project: Project
     side: Side
@@ -145,10 +186,115 @@ class SideWork:
     marker: str = field(default_factory=proc.new_marker)  # marks every process of this side
     stopping: threading.Event = field(default_factory=threading.Event)  # interrupted: start nothing
 
+    @property
+    def box(self) -> Path:
+        return self.folder / "box"
+
+    def venv_root(self) -> Path:
+        if self.isolation.sandbox.on:
+            cache = uv_cache_dir()
+            if cache:
+                return Path(cache) / "torch-matrix-sandbox" / self.marker
+        return self.folder
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.venv_root() != self.folder:
+            shutil.rmtree(self.venv_root(), ignore_errors=True)
+
 
 def _write(log: Path, text: str) -> None:
     with open(log, "a", encoding="utf-8", errors="replace") as handle:
         handle.write(text)
+
+
+def _fresh_dir(path: Path) -> Path:
+    """``path`` as a new empty directory, whatever the side left there (a symlink out of its
+    tree is removed, never followed: the harness writes here after the sandbox did)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _fresh_file(path: Path, text: str) -> None:
+    """``text`` into a new file at ``path``, never through a link the side left there."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _local_paths(index: IndexConfig) -> list[Path]:
+    """The install's local indexes and find-links folders: the sandbox must see them."""
+    found = []
+    for url in (index.default, *index.extra, *index.find_links):
+        if url.startswith("file://"):
+            found.append(Path(url[len("file://") :]))
+        elif url and "://" not in url:
+            found.append(Path(url))
+    # a PEP 503 index's pages link to files beside them: ``root/simple`` -> ``root``
+    found = [p.parent if p.name == "simple" else p for p in found]
+    return [p for p in found if p.exists()]
+
+
+def _uv_env() -> dict[str, str]:
+    """uv's own settings a confined install keeps (where packages come from), never a password."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith("UV_")
+        and not any(word in k for word in ("PASSWORD", "TOKEN", "USERNAME", "KEYRING", "AUTH"))
+    }
+
+
+def _confined_install(
+    work: SideWork, command: list[str], env: dict[str, str], uv: str
+) -> tuple[int, str, str]:
+    """The install inside the sandbox: its build code with no network but the index (the gate),
+    a memory limit, writing only the side's box and uv's cache (the venv is in it)."""
+    iso = work.isolation
+    cache = Path(uv_cache_dir())
+    extra = {**_uv_env(), "UV_CACHE_DIR": str(cache), "UV_PYTHON_DOWNLOADS": "never"}
+    readable = [
+        *iso.readable,
+        work.folder,
+        Path(uv).resolve().parent,
+        *_local_paths(work.index),
+        *([Path(work.side.index)] if work.side.index and "://" not in work.side.index else []),
+    ]
+    urls = [u for u in (*iso.index_urls, work.side.index) if u.startswith(("http://", "https://"))]
+    local_only = _local_paths(work.index) and not urls and work.index.default
+    gate = None if local_only else indexgate.IndexGate(indexgate.index_hosts(urls))
+    try:
+        argv = list(command)
+        if gate is not None:
+            extra.update(indexgate.proxy_env())
+            readable.append(gate.folder)
+            argv = indexgate.forwarded(work.python, gate, argv)
+        confined = sandbox.command(
+            iso.sandbox,
+            argv,
+            cwd=work.box,
+            env=sandbox.allowed_env(os.environ, extra),
+            writable=[work.box, cache],
+            readable=readable,
+            hidden=iso.hidden,
+            network=False,
+            memory_bytes=int(max(work.project.memory_gib, INSTALL_MEMORY_GIB) * GIB),
+        )
+        code, out, err = proc.run_text(confined, timeout=INSTALL_TIMEOUT_S, env=env)
+        if gate is not None and gate.refused:
+            err += "".join(f"index gate: refused {line}\n" for line in gate.refused)
+        return code, out, err
+    finally:
+        if gate is not None:
+            gate.close()
 
 
 def prepare(
@@ -158,8 +304,9 @@ def prepare(
     uv = uv_executable()
     env = base_env()
     work.folder.mkdir(parents=True, exist_ok=True)
+    _fresh_dir(work.box)
     started = time.monotonic()
-    venv = work.folder / "venv"
+    venv = work.venv_root() / "venv"
     code, out, err = proc.run_text(
         [uv, "venv", "-q", "--python", work.python, str(venv)], timeout=300, env=env
     )
@@ -169,6 +316,11 @@ def prepare(
         return _broken(work, f"uv venv failed: {(err or out).strip()[-300:]}", started), ""
     over = work.folder / "overrides.txt"
     over.write_text(overrides(work.project, work.side), encoding="utf-8")
+    confined = work.isolation.sandbox.on
+    tree = work.tree
+    if confined:  # the build writes into its source (egg-info, build/): a copy in the box
+        tree = work.box / "build-src"
+        shutil.copytree(work.tree, tree, symlinks=True)
     command = [
         uv,
         "pip",
@@ -178,10 +330,17 @@ def prepare(
         "--overrides",
         str(over),
         *index_args(work.index, work.side),
-        *install_args(work.project, work.side, work.tree),
+        *install_args(work.project, work.side, tree),
     ]
     _write(work.log, "$ " + " ".join(command) + "\n")
-    code, out, err = proc.run_text(command, timeout=INSTALL_TIMEOUT_S, env=env)
+    if confined:
+        _write(
+            work.log,
+            f"# confined: {work.isolation.confinement()}; the build reaches the index only\n",
+        )
+        code, out, err = _confined_install(work, command, env, uv)
+    else:
+        code, out, err = proc.run_text(command, timeout=INSTALL_TIMEOUT_S, env=env)
     _write(work.log, out + err + f"[install exit {code}]\n")
     if code != 0:
         lines = [line for line in (err or out).splitlines() if line.strip()]
@@ -204,6 +363,7 @@ def _broken(work: SideWork, detail: str, started: float, tail: str = "") -> Side
         log=work.log_name,
         network=work.isolation.network,
         memory_limit=work.isolation.memory_note(work.project.memory_gib),
+        confinement=work.isolation.confinement(),
     )
 
 
@@ -228,48 +388,70 @@ def run_tests(
     if work.stopping.is_set():
         return _broken(work, "interrupted before its tests ran", time.monotonic())
     suffix = "-retry" if only else ""
-    tree = work.folder / f"src{suffix}"
-    if tree.exists():
+    box = work.box
+    box.mkdir(parents=True, exist_ok=True)
+    tree = box / f"src{suffix}"
+    if tree.is_symlink():
+        tree.unlink()
+    elif tree.exists():
         shutil.rmtree(tree)
     shutil.copytree(work.tree, tree, symlinks=True)
     # pytest climbs from the tests to the first ini file it finds: with none in the project's tree
     # it would take one above the run directory (a checkout's pyproject.toml), its options and its
     # rootdir. This empty one stops the climb; the project's own ini, nearer, still wins.
-    (work.folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    plugins = work.folder / "plugins"
-    plugins.mkdir(exist_ok=True)
+    _fresh_file(box / "pytest.ini", "[pytest]\n")
+    plugins = _fresh_dir(work.folder / "plugins")
     for name, module in PLUGINS.items():
         shutil.copyfile(str(module.__file__), plugins / f"{name}.py")
-    records = work.folder / f"outcomes{suffix}.jsonl"
-    records.unlink(missing_ok=True)
+    records = box / f"outcomes{suffix}.jsonl"
+    if records.is_symlink() or records.exists():
+        records.unlink()
     bin_dir = str(Path(venv_python).parent)
-    env = base_env(
-        {
-            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
-            "VIRTUAL_ENV": str(Path(bin_dir).parent),
-            "PYTHONPATH": str(plugins),
-            # --rootdir: node ids relative to the project's own tree on both sides, even where
-            # the tree has no ini file and pytest would climb to one above it
-            "PYTEST_ADDOPTS": f"-p torch_matrix_pytest_outcomes -p torch_matrix_pytest_select "
-            f"--rootdir={tree}",
-            pytest_outcomes.OUT_ENV: str(records),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "HF_HUB_OFFLINE": "1",
-            "MPLBACKEND": "Agg",
-            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
-            proc.MARKER: work.marker,
-        }
-    )
+    confined = work.isolation.sandbox.on
+    ours = {
+        "PATH": bin_dir
+        + os.pathsep
+        + (sandbox.SYSTEM_PATH if confined else os.environ.get("PATH", "")),
+        "VIRTUAL_ENV": str(Path(bin_dir).parent),
+        "PYTHONPATH": str(plugins),
+        # --rootdir: node ids relative to the project's own tree on both sides, even where
+        # the tree has no ini file and pytest would climb to one above it
+        "PYTEST_ADDOPTS": f"-p torch_matrix_pytest_outcomes -p torch_matrix_pytest_select "
+        f"--rootdir={tree}",
+        pytest_outcomes.OUT_ENV: str(records),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "MPLBACKEND": "Agg",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+        proc.MARKER: work.marker,
+    }
     if only:
         selected = work.folder / "retry-ids.txt"
         selected.write_text("\n".join(only) + "\n", encoding="utf-8")
-        env[pytest_select.ONLY_ENV] = str(selected)
-    command = [
-        *work.isolation.prefix(work.project.memory_gib),
-        "bash",
-        "-c",
-        work.project.command,
-    ]
+        ours[pytest_select.ONLY_ENV] = str(selected)
+    if confined:
+        iso = work.isolation
+        env = sandbox.allowed_env(os.environ, ours)
+        command = sandbox.command(
+            iso.sandbox,
+            ["bash", "-c", work.project.command],
+            cwd=tree,
+            env=env,
+            writable=[box],
+            readable=[*iso.readable, work.folder, Path(bin_dir).parent],
+            hidden=iso.hidden,
+            network=iso.tests_network,
+            memory_bytes=int(work.project.memory_gib * GIB),
+        )
+        env = {**base_env(), proc.MARKER: work.marker}  # bwrap's own: --clearenv sets the inside
+    else:
+        env = base_env(ours)
+        command = [
+            *work.isolation.prefix(work.project.memory_gib),
+            "bash",
+            "-c",
+            work.project.command,
+        ]
     _write(
         work.log,
         f"\n$ {work.project.command}{f'  # {purpose} of {len(only)} test(s)' if only else ''}\n",
@@ -294,7 +476,8 @@ def run_tests(
         except OSError as error:
             return _broken(work, f"cannot start the test command: {error}", started)
     seconds = time.monotonic() - started
-    found = pytest_outcomes.read_records(str(records))
+    # a link the side left in place of its records is not read (it could point anywhere)
+    found = [] if records.is_symlink() else pytest_outcomes.read_records(str(records))
     outcomes = pytest_outcomes.per_test(found)
     messages, texts, frames = failure_details(found)
     summary = pytest_outcomes.counts_text(outcomes) if found else f"exit {done.returncode}"
@@ -344,6 +527,7 @@ def run_tests(
         log=work.log_name,
         network=work.isolation.network,
         memory_limit=work.isolation.memory_note(work.project.memory_gib),
+        confinement=work.isolation.confinement(),
         resolved=freeze(venv_python),
         retry_of=tuple(only),
     )

@@ -32,7 +32,12 @@ def _holder(path: Path) -> str:
         return "?"
 
 
-def hold(directory: Path, what: str, environ: MutableMapping[str, str] = os.environ) -> None:
+def hold(
+    directory: Path,
+    what: str,
+    environ: MutableMapping[str, str] = os.environ,
+    hint: str = "",
+) -> None:
     """Lock ``directory`` for this process, or raise ``UserError`` naming the run that holds it."""
     directory = Path(directory).absolute()
     if directory in _held:
@@ -56,7 +61,9 @@ def hold(directory: Path, what: str, environ: MutableMapping[str, str] = os.envi
         raise UserError(
             f"another torch-matrix run (pid {holder}) is using this {what}",
             where=str(directory),
-            hint=f"wait for pid {holder} to finish, or give this run its own "
+            hint=f"pid {holder}: {hint}"
+            if hint
+            else f"wait for pid {holder} to finish, or give this run its own "
             "TORCH_MATRIX_RESULTS and --envdir",
         ) from None
     try:  # the PID is for the refusal message only: a full disk must not stop the run here

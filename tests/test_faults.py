@@ -3273,3 +3273,22 @@ def test_a_signal_to_the_tool_process_alone_stops_the_run_as_ctrl_c_does(
     assert "Traceback" not in err, err[-3000:]
     assert not (cells_dir(tmp_path) / f"{GOOD}.json").exists()  # interrupted: no half verdict
     assert_no_orphans(tmp_path, pids)
+
+
+# Issue 45: `ecosystem run --python /nonexistent/python3` ran anyway and filed every project
+# same-fail (each side's venv failed). The interpreter is checked first: one line, exit 2.
+@pytest.mark.parametrize(
+    "python", ["/nonexistent/python3", "python-that-is-not-on-path", "/bin/false"]
+)
+def test_ecosystem_run_with_a_missing_interpreter_is_one_line_before_any_work(tmp_path, python):
+    projects = tmp_path / "projects.toml"
+    (tmp_path / "src").mkdir()
+    projects.write_text('[[project]]\nname = "a"\npath = "src"\ncommand = "true"\n')
+    out = tmp_path / "eco"
+    env = env_for(tmp_path, tmp_path / "matrix.toml")
+    args = ["--baseline", "2.5.1", "--candidate", "2.6.0", "--python", python, "--out", str(out)]
+    done = cli(tmp_path, env, "ecosystem", "run", *args, str(projects))
+    assert done.returncode == 2, done.stdout + done.stderr
+    one_error(done.stderr, f"--python {python}")
+    assert "--python" in hint_of(done.stderr)
+    assert not out.exists()  # nothing run, nothing filed

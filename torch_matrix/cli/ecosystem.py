@@ -150,6 +150,35 @@ def _check_paths(projects: list, path: str) -> None:
         )
 
 
+def _check_python(given: str) -> str:
+    """The venvs' interpreter (``--python``), checked before any work: a path or a name on PATH
+    that runs. A missing one made every venv fail, and every project 'same-fail'."""
+    import shutil
+    import subprocess
+
+    found = given if os.sep in given else shutil.which(given)
+    hint = "give an interpreter that exists, e.g. --python python3.11 or --python /usr/bin/python3"
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise UserError("no such Python interpreter", where=f"--python {given}", hint=hint)
+    try:
+        done = subprocess.run(
+            [found, "-c", "import sys; print(sys.version_info[0])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise UserError(f"cannot run it: {error}", where=f"--python {given}", hint=hint) from None
+    if done.returncode != 0 or done.stdout.strip() != "3":
+        raise UserError(
+            f"it is not a working Python 3 (exit {done.returncode})",
+            where=f"--python {given}",
+            hint=hint,
+        )
+    return found
+
+
 def run_main(args: argparse.Namespace) -> int:
     from torch_matrix.edges import console, locks
     from torch_matrix.plan.shards import parse_shard
@@ -186,6 +215,7 @@ def run_main(args: argparse.Namespace) -> int:
         )
     k, n = parse_shard(args.shard)
     _check_paths(projects, args.projects)
+    _check_python(args.python)
     default = args.index or os.environ.get("UV_DEFAULT_INDEX", "")
     config = IndexConfig(
         default=default,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from torch_matrix.judge.catalogue import Cause, cause_of
+from torch_matrix.judge.catalogue import Cause, cause_key, cause_of
 from torch_matrix.ecosystem.classify import Classified, classify
 from torch_matrix.ecosystem.records import CLASS_ORDER, RETRIES, EcoClass, Role, SideRun, retry_key
 from torch_matrix.vocab.escaping import md_code, md_text, shell_line
@@ -223,7 +223,9 @@ def groups_of(
     by_key: dict[str, list[str]] = {}
     for test in classified.new_failures:
         message = classified.messages.get(test, "") or "(no message)"
-        by_key.setdefault(message_key(message), []).append(test)
+        text = candidate.texts.get(test, "") if candidate else ""
+        frames = candidate.frames.get(test, ()) if candidate else ()
+        by_key.setdefault(message_key(message) + cause_key(message, text, frames), []).append(test)
     ranked = sorted(by_key.items(), key=lambda item: (-len(item[1]), item[0]))
     groups = []
     for _, tests in ranked:

@@ -402,6 +402,19 @@ def probe_finding(evidence: Mapping[str, Any], text: str) -> Finding | None:
     return dataclasses.replace(found, tests=tuple(t for t in tests if t))
 
 
+def cause_key(message: str, text: str = "", frames: Sequence[Mapping[str, Any]] = ()) -> str:
+    """What besides the message tells two failures' causes apart: for a change of the catalogue,
+    the user's call site and the classes the error names (two torch.load call sites, each refusing
+    its own class, read alike in a message cut before the class); "" otherwise."""
+    change = find_change(f"{message}\n{text}")
+    if change is None:
+        return ""
+    site = _site(change, frames)
+    names = sorted(set(_GLOBAL.findall(f"{message}\n{text}")))
+    where = f" @{site.path}:{site.line}" if site else ""
+    return where + (f" [{', '.join(names)}]" if names else "")
+
+
 def cause_of(message: str, context: str = "", frames: Sequence[Mapping[str, Any]] = ()) -> Cause:
     """The cause of one failure message (tests that fail alike share it): a change of the
     catalogue, with its fix and source; else a torch/torchvision module or name the message shows
@@ -412,10 +425,16 @@ def cause_of(message: str, context: str = "", frames: Sequence[Mapping[str, Any]
     if change is not None:
         text = message if _GLOBAL.search(message) else f"{message}\n{context}"
         site = _site(change, frames)
+        fix = _fix(change, text, site)
+        if change is WEIGHTS_ONLY:
+            fix += (
+                " (not proven: no rerun with it applied; torch names one refused class at a "
+                "time, so the list may be incomplete)"
+            )
         return Cause(
             CauseKind(str(change.kind)),
             f"{change.summary} ({change.package} {change.since})",
-            (f"at {site.path}:{site.line}: " if site else "") + _fix(change, text, site),
+            (f"at {site.path}:{site.line}: " if site else "") + fix,
             change.source,
         )
     missing = _MISSING_MODULE.search(message)

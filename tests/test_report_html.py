@@ -478,3 +478,40 @@ def test_each_cell_links_to_its_own_file_relative_to_the_page(tmp_path):
         assert cell_files(sources, page) == expected
     assert cell_files(sources, tmp_path / "run" / "report.html")["e"] == "e.json"
     assert cell_files(sources, tmp_path / "run" / "report.html")["b b"] == "cells/b%20b.json"
+
+
+def test_the_template_is_compiled_once_and_kept_between_runs(tmp_path, monkeypatch):
+    """``render_html(compiled_dir=...)``: Jinja's compiled template is kept on disk, so the next
+    process does not compile it again (issue 46: 5% of ``report --html``); the page is the same,
+    and a folder that cannot be written costs only the compile."""
+    import jinja2
+
+    from torch_matrix.report import html_page
+
+    compiled = []
+    real = jinja2.Environment.compile
+
+    def counting(self, *args, **kwargs):
+        compiled.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+
+    def fresh_process(**kwargs):
+        html_page._template.cache_clear()
+        return render_html(_grid(), generated="now", **kwargs)
+
+    try:
+        plain = fresh_process()
+        assert len(compiled) == 1
+        first = fresh_process(compiled_dir=str(tmp_path / "templates"))
+        second = fresh_process(compiled_dir=str(tmp_path / "templates"))
+        assert plain == first == second
+        assert len(compiled) == 2  # the second run read what the first kept
+        assert list((tmp_path / "templates").rglob("*.cache"))
+        blocked = tmp_path / "a-file"
+        blocked.write_text("not a folder")
+        assert fresh_process(compiled_dir=str(blocked)) == plain
+        assert len(compiled) == 3
+    finally:
+        html_page._template.cache_clear()

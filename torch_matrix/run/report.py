@@ -260,6 +260,7 @@ def _write_html(
     from datetime import datetime, timezone
 
     from torch_matrix.report.html_page import render_html
+    from torch_matrix.world.indexcache import default_cache_dir
 
     previous, label = (
         previous_verdicts(previous_dir, [item.result for item in judged], results_dir)
@@ -281,6 +282,7 @@ def _write_html(
         spec=spec,
         cell_files=cell_files(sources or {}, target),
         pins=pins,
+        compiled_dir=str(default_cache_dir() / "templates"),
     )
     atomic_write(target, text)
     return target

@@ -17,6 +17,7 @@ from torch_matrix.judge.catalogue import (
     FUNCTIONAL_TENSOR,
     SCHEDULER_VERBOSE,
     TORCH_SIX,
+    TORCH_SIX_SHIMS,
     WEIGHTS_ONLY,
 )
 from torch_matrix.judge.causes import Cause, EnvironmentKind, attribute, code_finding
@@ -201,6 +202,7 @@ def test_the_fix_comes_before_the_window_in_the_pins_and_the_pr_body():
 REAL_CASES = [
     (WEIGHTS_ONLY, "torch2.6-weights_only"),
     (TORCH_SIX, "torch2.6-torch_six"),
+    (TORCH_SIX_SHIMS, "torch1.9-torch_six_shims"),
     (FUNCTIONAL_TENSOR, "torch2.6-tv0.21-functional_tensor"),
     (SCHEDULER_VERBOSE, "torch2.13-scheduler_verbose"),  # removed in 2.7.0 (INTRODUCED below)
     (CUDA_AMP, "torch2.6-cuda_amp"),
@@ -224,6 +226,7 @@ def test_each_entry_recognises_its_real_failure_and_names_the_replacement(change
 INTRODUCED = [
     (WEIGHTS_ONLY, "torch2.6-weights_only", "torch2.5-weights_only"),
     (TORCH_SIX, "torch2.0-torch_six", "torch1.13-torch_six"),
+    (TORCH_SIX_SHIMS, "torch1.9-torch_six_shims", "torch1.8-torch_six_shims"),
     (FUNCTIONAL_TENSOR, "torch2.2-tv0.17-functional_tensor", "torch2.1-tv0.16-functional_tensor"),
     (SCHEDULER_VERBOSE, "torch2.7-scheduler_verbose", "torch2.6-scheduler_verbose"),
     (CUDA_AMP, "torch2.4-cuda_amp", "torch2.2-cuda_amp"),

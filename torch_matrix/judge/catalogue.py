@@ -66,6 +66,24 @@ TORCH_SIX = Change(
     "`container_abcs` -> `collections.abc`, `int_classes` -> `int`",
     source="https://github.com/pytorch/pytorch/pull/94709",
 )
+# timm's ``from torch._six import container_abcs`` broke at 1.9, when torch._six lost its Python 2
+# shims (``container_abcs``, ``int_classes``); the module itself went in 2.0. Code that imports one
+# of them fails on every release from 1.9: the fix is framed on 1.9, wherever torch._six is gone.
+TORCH_SIX_SHIMS = Change(
+    key="torch._six-shims",
+    kind=ChangeKind.REMOVED_API,
+    package="torch",
+    since="1.9.0",
+    summary="torch._six.container_abcs and int_classes were removed; torch._six itself went in 2.0.0",
+    patterns=(
+        r"cannot import name '(?:container_abcs|int_classes)' from 'torch\._six'",
+        r"module 'torch\._six' has no attribute '(?:container_abcs|int_classes)'",
+    ),
+    call=r"container_abcs|int_classes",
+    fix="`from torch._six import container_abcs` -> `import collections.abc as container_abcs`, "
+    "`int_classes` -> `int`",
+    source="https://github.com/pytorch/pytorch/releases/tag/v1.9.0",
+)
 FUNCTIONAL_TENSOR = Change(
     key="torchvision.transforms.functional_tensor",
     kind=ChangeKind.REMOVED_API,
@@ -112,6 +130,7 @@ CUDA_AMP = Change(
 )
 CATALOGUE: tuple[Change, ...] = (
     WEIGHTS_ONLY,
+    TORCH_SIX_SHIMS,
     TORCH_SIX,
     FUNCTIONAL_TENSOR,
     SCHEDULER_VERBOSE,
@@ -181,8 +200,19 @@ def diagnose(
     change = find_change(text)
     if change is None:
         return None
+    change = _framed(change, frames)
     site = _site(change, frames)
     return Finding(change, _fix(change, text, site), site, tuple(tests))
+
+
+def _framed(change: Change, frames: Sequence[Mapping[str, Any]]) -> Change:
+    """``change`` framed on the release that broke the user's call: ``No module named
+    'torch._six'`` raised by ``from torch._six import container_abcs`` is the 1.9 break."""
+    if change is TORCH_SIX and any(
+        re.search(TORCH_SIX_SHIMS.call, str(s.code)) for s in user_frames(frames)
+    ):
+        return TORCH_SIX_SHIMS
+    return change
 
 
 def _site(change: Change, frames: Sequence[Mapping[str, Any]]) -> CallSite | None:
@@ -423,6 +453,7 @@ def cause_of(message: str, context: str = "", frames: Sequence[Mapping[str, Any]
     project's own code) give the fix its call site."""
     change = find_change(message)
     if change is not None:
+        change = _framed(change, frames)
         text = message if _GLOBAL.search(message) else f"{message}\n{context}"
         site = _site(change, frames)
         fix = _fix(change, text, site)

@@ -290,7 +290,9 @@ def test_a_zero_config_run_records_its_discovery_and_a_tree_without_tests_is_no_
     tree = _tree(tmp_path / "tree")
     commands = []
     monkeypatch.setattr(runner, "fetch", lambda *args: tree)
-    monkeypatch.setattr(sides, "isolation", lambda *args: sides.Isolation((), "on (test)", ""))
+    monkeypatch.setattr(
+        sides, "isolation", lambda *args, **kw: sides.Isolation((), "on (test)", "")
+    )
     monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
 
     def run_tests(work, python, **kw):

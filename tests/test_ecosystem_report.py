@@ -565,3 +565,16 @@ def test_a_same_fail_project_says_why_its_tests_fail_on_both_sides() -> None:
     page = html_page(report)
     assert "_optimizer_state_dict_pre_hooks" in page and "cause: unknown" not in page
     assert report.to_json()["projects"]["p0000"]["groups"][0]["tests"] == ids[:3]
+
+
+def test_the_fix_lines_render_their_code_as_code_on_github() -> None:
+    """The catalogue writes its fixes with `code` spans; summary.md escaped their backticks, so
+    GitHub showed them as literal backticks ("\\`torch.load(...)\\`") in each cause's fix line."""
+    from tests.test_markdown_rendered import rendered
+
+    text = markdown(build(*_world(6, failing=4)))
+    fixes = [line for line in text.splitlines() if "fix: " in line]
+    assert fixes
+    html = rendered("\n".join(fixes))
+    assert "<code>" in html
+    assert "\\`" not in "\n".join(fixes) and "`" not in html.replace("<code>", "")

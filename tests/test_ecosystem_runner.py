@@ -553,3 +553,61 @@ def test_bisect_judges_a_command_that_is_not_pytest_by_its_exit(status: str, exp
 
     result = SideRun(project="b", role=Role.CANDIDATE, torch="2.5.1", status=SideStatus(status))
     assert bisect_outcome(result, (WHOLE,))[0] == expected
+
+
+def test_the_run_is_one_line_a_project_and_the_tail_of_a_failing_side_on_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The console echoed both sides' test output by default (433 KB for 7 projects); now one
+    line a project, its class and time, and with --tail the end of each side that did not pass."""
+    from torch_matrix.cli import main
+    from torch_matrix.ecosystem import runner
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
+    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
+    monkeypatch.setattr(
+        sides, "isolation", lambda *args, **kw: sides.Isolation((), "on (test)", "")
+    )
+    monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
+
+    def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:
+        echo = kw.get("echo")
+        if callable(echo):
+            echo("PASSED tests/test_a.py::test_a (the test output)")
+        bad = work.side.role == "candidate" and work.project.name == "bad"
+        return SideRun(
+            project=work.project.name,
+            role=Role(work.side.role),
+            torch=work.side.torch,
+            status=SideStatus.FAILED if bad else SideStatus.PASSED,
+            tests={"t::a": "failed" if bad else "passed"},
+            output_tail="line 1\nE   RuntimeError: boom\n1 failed" if bad else "1 passed",
+        )
+
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    projects = tmp_path / "p.toml"
+    projects.write_text(
+        '[[project]]\nname = "good"\npath = "tree"\ncommand = "pytest"\n'
+        '[[project]]\nname = "bad"\npath = "tree"\ncommand = "pytest"\n'
+    )
+    args = ["ecosystem", "run", str(projects), "--baseline", "2.5.1", "--candidate", "2.6.0"]
+    assert main([*args, "--out", str(tmp_path / "quiet")]) == 0
+    out, err = capsys.readouterr()
+    assert "the test output" not in out + err
+    progress = [line for line in err.splitlines() if line.strip().startswith("[")]
+    assert (
+        len(progress) == 2 and "good: same-pass" in progress[0] and "bad: regressed" in progress[1]
+    )
+    assert "RuntimeError" not in err
+
+    assert main([*args, "--out", str(tmp_path / "tail"), "--tail", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "  candidate (failed, torch 2.6.0):" in err
+    assert "    E   RuntimeError: boom" in err and "line 1" not in err
+    assert "baseline (" not in err  # it passed: no tail
+
+    assert main([*args, "--out", str(tmp_path / "echo"), "--echo"]) == 0
+    assert "the test output" in capsys.readouterr().out

@@ -71,7 +71,21 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "sandbox; refused where the machine offers none)",
     )
     run.add_argument("--keep-venvs", action="store_true", help="keep work/ (venvs, source copies)")
-    run.add_argument("--quiet", action="store_true", help="do not echo the tests' output")
+    run.add_argument(
+        "--echo",
+        action="store_true",
+        help="echo both sides' test output (default: one line a project)",
+    )
+    run.add_argument(
+        "--tail",
+        type=int,
+        nargs="?",
+        const=20,
+        default=0,
+        metavar="LINES",
+        help="after each project, the last LINES (20) lines of each side that did not pass",
+    )
+    run.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)  # the default now
     run.add_argument(
         "--sides-in-turn",
         action="store_true",
@@ -238,7 +252,8 @@ def run_main(args: argparse.Namespace) -> int:
         keep_venvs=args.keep_venvs,
         bisect=args.bisect,
         parallel_sides=not args.sides_in_turn,
-        echo=None if args.quiet else (lambda line: print(line, flush=True)),
+        echo=(lambda line: print(line, flush=True)) if args.echo and not args.quiet else None,
+        tail_lines=max(0, args.tail),
     )
     # one run per --out: the second is refused before it writes anything (run.json included)
     locks.hold(out, "--out directory", hint="wait for it to finish, or give this run its own --out")

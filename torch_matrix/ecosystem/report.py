@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from torch_matrix.judge.catalogue import Cause, cause_key, cause_of
 from torch_matrix.ecosystem.classify import Classified, classify
 from torch_matrix.ecosystem.records import CLASS_ORDER, RETRIES, EcoClass, Role, SideRun, retry_key
-from torch_matrix.vocab.escaping import md_code, md_text, shell_line
+from torch_matrix.vocab.escaping import md_code, md_prose, md_text, shell_line
 
 GITHUB_ISSUE_CHARS = 65_536
 REPORT_SCHEMA = 1
@@ -369,8 +369,8 @@ def _project_block(row: Row, report: Report) -> str:
         ]
         if c.eco_class == EcoClass.REGRESSED or group.cause.kind != "unknown":
             lines += [
-                f"  - cause: {group.cause.kind}: {md_text(group.cause.what)}; "
-                f"fix: {md_text(group.cause.fix)}"
+                f"  - cause: {group.cause.kind}: {md_prose(group.cause.what)}; "
+                f"fix: {md_prose(group.cause.fix)}"
                 + (f" ({md_text(group.cause.source)})" if group.cause.source else "")
             ]
     if c.flipped and c.eco_class == EcoClass.REGRESSED:

@@ -67,6 +67,7 @@ class EcosystemRun:
     bisect: bool = False  # a regressed project: its first bad torch between the sides, and its pin
     parallel_sides: bool = True  # the two sides of a project at once
     echo: Callable[[str], None] | None = None  # each test output line (None: quiet)
+    tail_lines: int = 0  # after each project: the last lines of each side that did not pass
 
 
 def result_path(out: Path, project: str, role: str, retry: int = 0) -> Path:
@@ -388,17 +389,40 @@ def _both(
             raise
 
 
+def failing_tails(out: Path, project: str, lines: int) -> list[str]:
+    """The last ``lines`` lines of the output of each side of ``project`` that did not pass (or
+    its one-line reason where it has no output), indented under a header naming the side."""
+    shown: list[str] = []
+    for role in Role:
+        path = result_path(out, project, str(role))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or data.get("status") in ("passed", "skipped"):
+            continue
+        tail = str(data.get("output_tail") or data.get("detail") or "").splitlines()[-lines:]
+        shown.append(f"  {role} ({data.get('status')}, torch {data.get('torch')}):")
+        shown += [f"    {line}" for line in tail]
+    return shown
+
+
 def run_all(run: EcosystemRun, index: PackageIndex | None) -> int:
-    """Every project of the shard; a progress line each, with its class and wall time."""
+    """Every project of the shard: one line each, its class and wall time (with ``echo``, a
+    line when it starts too; with ``tail_lines``, the end of each side that did not pass)."""
     mine = plan_run(run, index)
     started = time.monotonic()
     for number, project in enumerate(mine, 1):
         began = time.monotonic()
-        console.note(f"[{number}/{len(mine)}] {project.name}: running")
+        if run.echo is not None:
+            console.note(f"[{number}/{len(mine)}] {project.name}: running")
         outcome = run_project(run, project, index)
         console.note(
             f"[{number}/{len(mine)}] {project.name}: {outcome} ({time.monotonic() - began:.0f} s)"
         )
+        if run.tail_lines:
+            for line in failing_tails(run.out, project.name, run.tail_lines):
+                console.note(line)
     console.note(f"ecosystem: {len(mine)} project(s) in {time.monotonic() - started:.0f} s")
     if not run.keep_venvs:
         shutil.rmtree(run.out / "work", ignore_errors=True)

@@ -29,8 +29,8 @@ def test_every_variable_the_code_names_is_declared_once() -> None:
     }
     assert sorted(set(named) - set(BY_NAME)) == []
     assert (
-        len(BY_NAME) == len(VARIABLES) == 25
-    )  # RERUN_ALWAYS left, the ecosystem's PYTEST_ONLY came, RUN_URL (pins --pr-body) came, DISK_BUDGET and KEEP_VENVS came (#32), PROBE_NOW (the heartbeat, #42)
+        len(BY_NAME) == len(VARIABLES) == 26
+    )  # RERUN_ALWAYS left, the ecosystem's PYTEST_ONLY came, RUN_URL (pins --pr-body) came, DISK_BUDGET and KEEP_VENVS came (#32), PROBE_NOW (the heartbeat, #42), SAFE_GLOBALS (a fix's proof, #42)
     assert "TORCH_MATRIX_RERUN_ALWAYS" not in named  # a benchmark-only switch: not in the product
 
 
@@ -38,6 +38,9 @@ def test_the_probe_suite_reads_the_declared_names() -> None:
     """The probe suite imports nothing of ours (stdlib only): its own spelling must match."""
     assert pytest_outcomes.OUT_ENV == settings.PYTEST_OUT_ENV
     assert pytest_select.ONLY_ENV == settings.PYTEST_ONLY_ENV
+    from torch_matrix.probes import safe_globals
+
+    assert safe_globals.GLOBALS_ENV == settings.SAFE_GLOBALS_ENV
     install_check = (PACKAGE / "probes" / "installcheck.py").read_text(encoding="utf-8")
     assert f'"{settings.VERIFIED_DB_ENV}"' in install_check
 

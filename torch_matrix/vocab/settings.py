@@ -48,6 +48,7 @@ CELL_ENV = "TORCH_MATRIX_CELL"
 PYTEST_OUT_ENV = "TORCH_MATRIX_PYTEST_OUT"
 PYTEST_ONLY_ENV = "TORCH_MATRIX_PYTEST_ONLY"
 PROBE_NOW_ENV = "TORCH_MATRIX_PROBE_NOW"
+SAFE_GLOBALS_ENV = "TORCH_MATRIX_SAFE_GLOBALS"
 RUN_URL_ENV = "TORCH_MATRIX_RUN_URL"
 
 # Who sets a variable: the user, or torch-matrix for its own children (documented, not parsed).
@@ -429,6 +430,15 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "where the probe runner names the probe it runs (and a command's pytest its test), "
         "for the cell's heartbeat",
+        "set by torch-matrix",
+        setter=INTERNAL,
+        parsed=IN_CELL,
+    ),
+    Variable(
+        SAFE_GLOBALS_ENV,
+        "list",
+        "",
+        "a fix's proof: the classes a rerun's pytest allows torch.load (dotted paths, commas)",
         "set by torch-matrix",
         setter=INTERNAL,
         parsed=IN_CELL,

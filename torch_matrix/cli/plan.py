@@ -233,7 +233,9 @@ def main(
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """``torch-matrix plan``'s options (the command registry: ``torch_matrix.cli.COMMANDS``)."""
     parser.add_argument(
-        "--spec", help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, built-in)"
+        "--spec",
+        help="spec file (default: $TORCH_MATRIX_SPEC, ./matrix.toml, [tool.torch-matrix] in "
+        "./pyproject.toml; none found: an error, unless --default)",
     )
     parser.add_argument(
         "--default",

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from torch_matrix.vocab.errors import UserError
 
@@ -99,6 +100,11 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "(running only its regressed tests) and the proven pin",
     )
 
+    _add_report_discover_diff(verbs)
+
+
+def _add_report_discover_diff(verbs: Any) -> None:
+    """``torch-matrix ecosystem report``, ``discover`` and ``diff``, with their options."""
     report = verbs.add_parser("report", help="merge a run's shards and write its reports")
     report.add_argument(
         "dirs", nargs="+", metavar="DIR", help="run directories (shards of one run)"

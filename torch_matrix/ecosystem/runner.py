@@ -33,7 +33,7 @@ from torch_matrix.edges.fileio import atomic_write
 from packaging.version import Version
 
 from torch_matrix.ecosystem.bisection import bisect_estimate, bisect_project
-from torch_matrix.ecosystem.classify import classify, to_retry
+from torch_matrix.ecosystem.classify import Classified, classify, to_retry
 from torch_matrix.ecosystem.plan import estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.ecosystem.projects import Project, Side
@@ -261,38 +261,12 @@ def _run_project(
             if discovered is not None:
                 staged[logs / DISCOVERY_FILE] = json.dumps(discovered.to_json(), indent=1) + "\n"
         except (SourceError, OSError) as error:
-            for role in Role:
-                side = _side_for(run, role)
-                _write(
-                    staged,
-                    paths[role],
-                    SideRun(
-                        project=project.name,
-                        role=role,
-                        torch=side.torch,
-                        status=SideStatus.BROKEN,
-                        detail=f"source: {error}",
-                    ),
-                )
+            _no_source(run, project, paths, staged, error)
             return "no source"
         isolation = side_isolation(run)
         results: dict[Role, SideRun] = {}
         pythons: dict[Role, str] = {}
-        for role in Role:
-            side = _side_for(run, role)
-            log = logs / f"{role}.log"
-            log.write_text(f"# {project.name} with torch {side.torch}\n", encoding="utf-8")
-            works[role] = sides.SideWork(
-                project=project,
-                side=side,
-                tree=tree,
-                folder=work / str(role),
-                log=log,
-                log_name=str(log.relative_to(out)),
-                python=run.python,
-                index=run.index,
-                isolation=isolation,
-            )
+        works.update(_side_works(run, project, tree, work, out, isolation))
 
         def one_side(role: Role) -> tuple[SideRun, str]:
             began, started = time.time(), time.monotonic()
@@ -315,35 +289,7 @@ def _run_project(
         first = classify(results[Role.BASELINE], results[Role.CANDIDATE])
         again = to_retry(first)
         if again and len(pythons) == 2:
-            retries: dict[Role, list[SideRun]] = {role: [] for role in Role}
-            final = first
-            for attempt in range(1, RETRIES + 1):  # until a regressed test flips
-                retried = dict(
-                    zip(
-                        Role,
-                        _both(
-                            run,
-                            works,
-                            lambda role: _timed(
-                                lambda: sides.run_tests(
-                                    works[role], pythons[role], only=again, echo=run.echo
-                                )
-                            ),
-                        ),
-                    )
-                )
-                for role in Role:
-                    retries[role].append(retried[role])
-                    path = result_path(out, project.name, str(role), retry=attempt)
-                    _write(staged, path, retried[role])
-                final = classify(
-                    results[Role.BASELINE],
-                    results[Role.CANDIDATE],
-                    retry_baseline=retries[Role.BASELINE],
-                    retry_candidate=retries[Role.CANDIDATE],
-                )
-                if final.eco_class != EcoClass.REGRESSED:
-                    break
+            final = _retry(run, project, works, pythons, results, first, staged)
             if run.bisect and final.eco_class == EcoClass.REGRESSED and index is not None:
                 began = time.time()
                 bisected = bisect_project(run, project, tree, isolation, final.new_failures, index)
@@ -358,6 +304,99 @@ def _run_project(
             for item in works.values():
                 item.cleanup()
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _no_source(
+    run: EcosystemRun, project: Project, paths: dict[Role, Path], staged: Staged, error: Exception
+) -> None:
+    """Both sides broken: the project's source could not be had."""
+    for role in Role:
+        side = _side_for(run, role)
+        _write(
+            staged,
+            paths[role],
+            SideRun(
+                project=project.name,
+                role=role,
+                torch=side.torch,
+                status=SideStatus.BROKEN,
+                detail=f"source: {error}",
+            ),
+        )
+
+
+def _side_works(
+    run: EcosystemRun,
+    project: Project,
+    tree: Path,
+    work: Path,
+    out: Path,
+    isolation: sides.Isolation,
+) -> dict[Role, sides.SideWork]:
+    """Where each side of the project works, each with its log begun."""
+    logs = out / "projects" / project.name
+    works: dict[Role, sides.SideWork] = {}
+    for role in Role:
+        side = _side_for(run, role)
+        log = logs / f"{role}.log"
+        log.write_text(f"# {project.name} with torch {side.torch}\n", encoding="utf-8")
+        works[role] = sides.SideWork(
+            project=project,
+            side=side,
+            tree=tree,
+            folder=work / str(role),
+            log=log,
+            log_name=str(log.relative_to(out)),
+            python=run.python,
+            index=run.index,
+            isolation=isolation,
+        )
+    return works
+
+
+def _retry(
+    run: EcosystemRun,
+    project: Project,
+    works: dict[Role, sides.SideWork],
+    pythons: dict[Role, str],
+    results: dict[Role, SideRun],
+    first: Classified,
+    staged: Staged,
+) -> Classified:
+    """The regressed tests rerun on both sides, up to RETRIES times, until one flips; the class
+    the retries give."""
+    out = run.out.resolve()
+    again = to_retry(first)
+    retries: dict[Role, list[SideRun]] = {role: [] for role in Role}
+    final = first
+    for attempt in range(1, RETRIES + 1):  # until a regressed test flips
+        retried = dict(
+            zip(
+                Role,
+                _both(
+                    run,
+                    works,
+                    lambda role: _timed(
+                        lambda: sides.run_tests(
+                            works[role], pythons[role], only=again, echo=run.echo
+                        )
+                    ),
+                ),
+            )
+        )
+        for role in Role:
+            retries[role].append(retried[role])
+            path = result_path(out, project.name, str(role), retry=attempt)
+            _write(staged, path, retried[role])
+        final = classify(
+            results[Role.BASELINE],
+            results[Role.CANDIDATE],
+            retry_baseline=retries[Role.BASELINE],
+            retry_candidate=retries[Role.CANDIDATE],
+        )
+        if final.eco_class != EcoClass.REGRESSED:
+            break
+    return final
 
 
 T = TypeVar("T")

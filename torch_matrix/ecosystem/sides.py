@@ -374,20 +374,9 @@ def freeze(venv_python: str) -> dict[str, str]:
     return parse_freeze(out) if code == 0 else {}
 
 
-def run_tests(
-    work: SideWork,
-    venv_python: str,
-    *,
-    only: Sequence[str] = (),
-    install_seconds: float = 0.0,
-    echo: Callable[[str], None] | None = None,
-    purpose: str = "retry",
-) -> SideRun:
-    """The project's command in a fresh copy of its tree; ``only``: the node ids a retry (or a
-    bisection: ``purpose``, as the log says it) keeps."""
-    if work.stopping.is_set():
-        return _broken(work, "interrupted before its tests ran", time.monotonic())
-    suffix = "-retry" if only else ""
+def _fresh_tree(work: SideWork, suffix: str) -> tuple[Path, Path, Path]:
+    """A fresh copy of the project's tree in the side's box, pytest's stop file, our two plugins,
+    and the place of pytest's records (none yet): (tree, plugins, records)."""
     box = work.box
     box.mkdir(parents=True, exist_ok=True)
     tree = box / f"src{suffix}"
@@ -406,6 +395,19 @@ def run_tests(
     records = box / f"outcomes{suffix}.jsonl"
     if records.is_symlink() or records.exists():
         records.unlink()
+    return tree, plugins, records
+
+
+def _test_command(
+    work: SideWork,
+    venv_python: str,
+    tree: Path,
+    plugins: Path,
+    records: Path,
+    only: Sequence[str],
+) -> tuple[list[str], dict[str, str]]:
+    """The project's test command and its environment: in the side's sandbox when it has one,
+    else behind the isolation's prefix (network, memory)."""
     bin_dir = str(Path(venv_python).parent)
     confined = work.isolation.sandbox.on
     ours = {
@@ -437,7 +439,7 @@ def run_tests(
             ["bash", "-c", work.project.command],
             cwd=tree,
             env=env,
-            writable=[box],
+            writable=[work.box],
             readable=[*iso.readable, work.folder, Path(bin_dir).parent],
             hidden=iso.hidden,
             network=iso.tests_network,
@@ -452,6 +454,58 @@ def run_tests(
             "-c",
             work.project.command,
         ]
+    return command, env
+
+
+def _status(
+    work: SideWork, done: Any, found: Sequence[Mapping[str, Any]], summary: str
+) -> tuple[SideStatus, str]:
+    """What the test command's end says about the side, and why when it did not pass or fail."""
+    code = done.returncode
+    detail = ""
+    if done.timed_out:
+        status = SideStatus.TIMEOUT
+        detail = f"past its time budget of {work.project.budget_s:g} s ({summary})"
+    elif found and pytest_outcomes.runs_pytest(work.project.command):
+        state, message, _ = pytest_outcomes.judge(code, found, done.output)
+        status = {
+            "pass": SideStatus.PASSED,
+            "fail": SideStatus.FAILED,
+            "skip": SideStatus.BROKEN,
+        }.get(state, SideStatus.BROKEN)
+        if status == SideStatus.BROKEN:
+            detail = message
+    elif code == 0:
+        status = SideStatus.PASSED
+    elif pytest_outcomes.runs_pytest(work.project.command) and code in (2, 3, 4, 5):
+        status = SideStatus.BROKEN
+        detail = f"the tests did not run (pytest exit {code})"
+    elif code < 0 or code in (137,):
+        status = SideStatus.BROKEN
+        detail = f"killed (exit {code})"
+    else:
+        status = SideStatus.FAILED
+    collect = [r for r in found if r.get("when") == "collect"]
+    if collect and not detail and status == SideStatus.BROKEN:
+        detail = f"collection error in {collect[0]['nodeid']}: {collect[0].get('message', '')}"
+    return status, detail
+
+
+def run_tests(
+    work: SideWork,
+    venv_python: str,
+    *,
+    only: Sequence[str] = (),
+    install_seconds: float = 0.0,
+    echo: Callable[[str], None] | None = None,
+    purpose: str = "retry",
+) -> SideRun:
+    """The project's command in a fresh copy of its tree; ``only``: the node ids a retry (or a
+    bisection: ``purpose``, as the log says it) keeps."""
+    if work.stopping.is_set():
+        return _broken(work, "interrupted before its tests ran", time.monotonic())
+    tree, plugins, records = _fresh_tree(work, "-retry" if only else "")
+    command, env = _test_command(work, venv_python, tree, plugins, records, only)
     _write(
         work.log,
         f"\n$ {work.project.command}{f'  # {purpose} of {len(only)} test(s)' if only else ''}\n",
@@ -482,32 +536,7 @@ def run_tests(
     messages, texts, frames = failure_details(found)
     summary = pytest_outcomes.counts_text(outcomes) if found else f"exit {done.returncode}"
     code = done.returncode
-    detail = ""
-    if done.timed_out:
-        status = SideStatus.TIMEOUT
-        detail = f"past its time budget of {work.project.budget_s:g} s ({summary})"
-    elif found and pytest_outcomes.runs_pytest(work.project.command):
-        state, message, _ = pytest_outcomes.judge(code, found, done.output)
-        status = {
-            "pass": SideStatus.PASSED,
-            "fail": SideStatus.FAILED,
-            "skip": SideStatus.BROKEN,
-        }.get(state, SideStatus.BROKEN)
-        if status == SideStatus.BROKEN:
-            detail = message
-    elif code == 0:
-        status = SideStatus.PASSED
-    elif pytest_outcomes.runs_pytest(work.project.command) and code in (2, 3, 4, 5):
-        status = SideStatus.BROKEN
-        detail = f"the tests did not run (pytest exit {code})"
-    elif code < 0 or code in (137,):
-        status = SideStatus.BROKEN
-        detail = f"killed (exit {code})"
-    else:
-        status = SideStatus.FAILED
-    collect = [r for r in found if r.get("when") == "collect"]
-    if collect and not detail and status == SideStatus.BROKEN:
-        detail = f"collection error in {collect[0]['nodeid']}: {collect[0].get('message', '')}"
+    status, detail = _status(work, done, found, summary)
     return SideRun(
         project=work.project.name,
         role=Role(work.side.role),

@@ -100,9 +100,74 @@ def test_the_readme_is_for_users() -> None:
         assert detail not in prose and detail in contributing, detail
 
 
-def test_the_benchmarks_readme_is_current_figures_and_no_machine_paths() -> None:
-    for page in sorted((REPO / "benchmarks").glob("*.md")):
-        assert not re.search(r"/work/|/root/", page.read_text(encoding="utf-8")), page.name
+# A path of the machine a page was written on: a reader has none of them.
+MACHINE_PATH = re.compile(r"/work/|/root/|/home/[A-Za-z0-9_.-]+/")
+# Not pages: a checkout's own tools, and the goldens, which are rendered from a recorded run's
+# data byte for byte (tests/test_report_golden.py).
+NOT_PAGES = {".git", ".venv", ".nox", "node_modules", "build", "dist", "golden"}
+
+
+def _every_page() -> list[Path]:
+    return [
+        path
+        for path in sorted(REPO.rglob("*.md"))
+        if not NOT_PAGES & set(path.relative_to(REPO).parts)
+        and not any(part.endswith(".egg-info") for part in path.parts)
+    ]
+
+
+def test_no_page_names_a_machine_path() -> None:
+    pages = _every_page()
+    names = {path.relative_to(REPO).as_posix() for path in pages}
+    assert {"README.md", "CONTRIBUTING.md", "docs/ecosystem.md", "benchmarks/README.md"} <= names
+    assert any(name.startswith("examples/") for name in names)
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {match.group()}"
+        for path in pages
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in [MACHINE_PATH.search(line)]
+        if match
+    ]
+    assert found == [], (
+        "say it by role (~/.cache/uv, <venv>, the project), not by this machine's path"
+    )
+
+
+def test_the_machine_path_rule_sees_a_path() -> None:
+    assert MACHINE_PATH.search("under `/work/locks/rw`") and MACHINE_PATH.search("/home/ann/x")
+    assert not MACHINE_PATH.search("~/.cache/uv and /opt/python3.12/bin/python")
+
+
+def test_the_benchmarks_readme_is_current_figures() -> None:
     text = (REPO / "benchmarks" / "README.md").read_text(encoding="utf-8")
     assert "## Current figures" in text and "## Reproduce" in text
     assert "TORCH_MATRIX_RERUN_ALWAYS" not in text
+
+
+def _code_names(text: str) -> list[str]:
+    return re.findall(r"`([a-z_]+)`", text)
+
+
+def test_the_docs_list_exactly_the_standard_probes() -> None:
+    """One list of the standard probes (``probes.discovery.STANDARD_PROBES``, a module each in
+    probes/standard/); the contracts name them in that order and the catalog (with probes.md for
+    the two it leaves to that page) describes each: none missing, none extra."""
+    from torch_matrix.probes.discovery import STANDARD_PROBES
+
+    modules = {
+        path.stem
+        for path in (REPO / "torch_matrix" / "probes" / "standard").glob("*.py")
+        if not path.stem.startswith("_")
+    }
+    assert set(STANDARD_PROBES) == modules and len(STANDARD_PROBES) == len(modules)
+    contracts = (DOCS / "contracts.md").read_text(encoding="utf-8")
+    section = contracts.split("### Standard probe names", 1)[1].split("\n### ", 1)[0]
+    listed = [name for name in _code_names(section) if name != "torch_matrix"]
+    assert listed[: len(STANDARD_PROBES)] == list(STANDARD_PROBES), "docs/contracts.md"
+    assert not set(listed[len(STANDARD_PROBES) :]) & modules
+    catalog = (DOCS / "probe-catalog.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_]+)` \|", catalog, re.M)
+    elsewhere = {"install_sanity", "lazy_cuda_init"}  # documented in probes.md, as the catalog says
+    assert sorted(rows) == sorted(set(STANDARD_PROBES) - elsewhere), "docs/probe-catalog.md"
+    probes_md = (DOCS / "probes.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in probes_md for name in elsewhere), "docs/probes.md"

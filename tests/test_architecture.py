@@ -243,6 +243,25 @@ def test_the_map_lists_the_layers_in_order():
     listed = re.findall(r"^\| `(\w+)/` \|", text, re.M)
     assert tuple(listed) == LAYERS, "docs/ARCHITECTURE.md: one row per layer, bottom first"
     assert len(text.splitlines()) <= 40
+    long = [line[:60] + "..." for line in text.splitlines() if len(line) > 160]
+    assert long == [], "docs/ARCHITECTURE.md: one short line a package, at most 160 characters"
+
+
+def test_each_package_names_its_modules():
+    """The map's rows stay short; a package's ``__init__.py`` names each of its modules (and
+    sub-packages) and what it holds, so a newcomer finds every module from the map."""
+    unnamed = []
+    for layer in LAYERS:
+        package = PACKAGE / layer
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+        names = [p.stem for p in package.glob("*.py") if not p.stem.startswith("_")]
+        names += [p.parent.name for p in package.glob("*/__init__.py")]
+        unnamed += [
+            f"{layer}/{name}"
+            for name in sorted(names)
+            if not re.search(rf"`+{re.escape(name)}[`/]", doc or "")
+        ]
+    assert unnamed == [], "name each module in its package's docstring, with what it holds"
 
 
 def test_every_warning_goes_through_the_console():

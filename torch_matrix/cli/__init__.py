@@ -7,6 +7,10 @@ imported alone, adds its options (``add_arguments(parser, command)``) and does t
 (``main(args)``). A new command is one line in ``COMMANDS`` and a module with those two functions.
 This file only parses arguments and turns ``UserError`` into its error and hint lines on stderr
 with exit code 2.
+
+One module per command: `plan`, `run`, `check`, `report`, `repro`, `pins`, `history`, `bisection`,
+`ecosystem` and `ecosystem_report`, `reference` (``help``); `rundir` is the run an argument-less
+``report`` or ``pins`` means.
 """
 
 from __future__ import annotations

@@ -36,6 +36,12 @@ The package, one job per module:
 - ``coverage``: released versions admitted or excluded without a test;
 - ``suggest``: the ``Suggestion`` that ``torch-matrix pins`` prints;
 - ``render``: its text forms (report, constraints.txt, requirements snippet, pins.json).
+
+Its modules: `vocabulary`, `specifiers`, `evidence`, `model`, `masks` (the evidence as bit masks),
+`search` (the covers, ``find_pins``), `answers` (atoms -> pins, ranked), `tradeoffs`, `coverage`,
+`suggest`, `render`, `pr_body` (the nightly pull request's body), `windows` (each break's releases
+and the proof of its edges), `untested` (releases after the evidence), `targets` (pins per
+hardware target), `wheelbounds` (a target's bounds from each release's wheel), `target_render`.
 """
 
 from __future__ import annotations

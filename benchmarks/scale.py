@@ -29,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from torch_matrix.probes.discovery import STANDARD_PROBES
 from torch_matrix.vocab.records import (
     FAIL,
     INSTALL_ERROR,
@@ -55,25 +56,6 @@ GOALS = {
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 NUMPY = ("<2", ">=2")
 NUMPY_TOKENS = {"<2": "lt2", ">=2": "ge2", "==1.26.*": "1.26", "==2.0.*": "2.0", "==2.1.*": "2.1"}
-STANDARD_PROBES = (
-    "install_sanity",
-    "lazy_cuda_init",
-    "cuda_devices",
-    "determinism",
-    "training_step",
-    "numpy_interop",
-    "checkpoint_roundtrip",
-    "dataloader_workers",
-    "distributed_gloo",
-    "mixed_precision",
-    "torchscript",
-    "torch_compile",
-    "torch_export",
-    "onnx_export",
-    "torchvision_transforms",
-    "torchvision_model",
-    "torchvision_ops",
-)
 
 
 def released_torch(count: int) -> list[str]:

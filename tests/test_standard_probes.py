@@ -12,27 +12,13 @@ import threading
 import pytest
 
 from torch_matrix.probes.api import Context, Fail, Skip
+from torch_matrix.probes.discovery import STANDARD_PROBES
 from torch_matrix.probes.standard import _util
 from torch_matrix.probes.standard.cuda_devices import arch_supported
 from tests import realwheels
 
-MY_PROBES = [
-    "cuda_devices",
-    "determinism",
-    "training_step",
-    "numpy_interop",
-    "checkpoint_roundtrip",
-    "dataloader_workers",
-    "distributed_gloo",
-    "mixed_precision",
-    "torchscript",
-    "torch_compile",
-    "torch_export",
-    "onnx_export",
-    "torchvision_transforms",
-    "torchvision_model",
-    "torchvision_ops",
-]
+# The standard probes this file runs on real wheels (install_sanity and lazy_cuda_init have files of their own).
+MY_PROBES = [name for name in STANDARD_PROBES if name not in ("install_sanity", "lazy_cuda_init")]
 
 
 def suite_for(env, tmp_path_factory, names=MY_PROBES):

@@ -16,8 +16,10 @@ import traceback
 
 from torch_matrix.probes import api
 
-# The order of docs/contracts.md ("Standard probe names"); other standard modules follow alphabetically.
-STANDARD_ORDER = (
+# The standard probes, in the order they run and are shown: the one list (a module per name in
+# probes/standard/; docs/contracts.md and docs/probe-catalog.md list them, tests/test_docs.py holds
+# them equal). A standard module missing here would follow alphabetically; a test forbids it.
+STANDARD_PROBES = (
     "install_sanity",
     "lazy_cuda_init",
     "cuda_devices",
@@ -120,7 +122,7 @@ def standard_sources():
     import torch_matrix.probes.standard as standard
 
     names = [m.name for m in pkgutil.iter_modules(standard.__path__) if not m.name.startswith("_")]
-    order = {name: index for index, name in enumerate(STANDARD_ORDER)}
+    order = {name: index for index, name in enumerate(STANDARD_PROBES)}
     names.sort(key=lambda n: (order.get(n, len(order)), n))
     return ["module:torch_matrix.probes.standard." + name for name in names]
 

@@ -2,7 +2,9 @@
 Rust's crater: a torch release against many downstream projects' own tests.
 
 - `projects`: the input, the projects file and the two sides (baseline, candidate torch);
-- `discover`: what an unpacked sdist implies about running its tests (a zero-config entry; pure);
+- `discover`: what an unpacked sdist implies about running its tests (a zero-config entry; pure),
+  from what its configuration says (`testconfig`: pytest's, a tox/nox test session's) and what its
+  tests need (`testneeds`: extras, groups, requirement files, plugins, imports);
 - `plan`: which projects a shard runs, and what the run will cost;
 - `source`: a project's source on disk (sdist, git, path);
 - `sides`: one project on one side (venv, install, its own tests, isolated);

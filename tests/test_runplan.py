@@ -185,10 +185,16 @@ def test_the_report_and_pins_leave_stale_results_out(tmp_path: Path, capsys) -> 
     write_result(
         make_result(edge, probes=failing, fingerprint=edge.fingerprint(index, suite)), run / "cells"
     )
-    write_plan(run, RunPlan(cells=(new,), spec=None, index=index, suite=suite))
+    # a planned cell whose file holds its earlier definition: listed as missing, saying why
+    old_five, new_five = _grid("2.5.0", "sha256:old"), _grid("2.5.0", "sha256:new")
+    write_result(
+        make_result(old_five, fingerprint=old_five.fingerprint(index, suite)), run / "cells"
+    )
+    write_plan(run, RunPlan(cells=(new, new_five), spec=None, index=index, suite=suite))
     assert cli.main(["report", str(run)]) == 0
     out, err = capsys.readouterr()
     assert "1 cell: 1 compatible, 0 incompatible" in out, out
+    assert "its result is stale (the spec plans this cell with another definition" in out, out
     assert "t2.3.0-py3.11-edge" not in out and "stale, not counted" in err, err
     assert cli.main(["pins", str(run), "--no-coverage", "--out", str(tmp_path / "pins")]) == 0
     out, err = capsys.readouterr()

@@ -357,6 +357,13 @@ def _missing(args: ReportRequest, loaded: Any) -> tuple[Any, list[Cell | str], d
         # why; a result deleted on purpose does not come back as "missing".
         missing, reasons = planned_but_missing(run_plan, log, present)
     listed = set(planned_ids(missing))
+    for item in run_plan.cells if run_plan is not None else ():
+        cell_id = planned_ids([item])[0]
+        stale = getattr(loaded, "stale", {}).get(cell_id)
+        if stale and cell_id not in listed:  # its file holds an earlier definition's result
+            missing.append(item)
+            reasons[cell_id] = f"its result is stale ({stale})"
+            listed.add(cell_id)
     for item, why in unreadable_cells(run_plan, loaded.skipped, loaded.problems, present):
         cell_id = planned_ids([item])[0]
         if cell_id not in listed:

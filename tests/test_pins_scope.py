@@ -161,3 +161,18 @@ def test_the_same_evidence_in_any_order_gives_the_same_pins(data):
         assert render_json(suggest_pins(shuffled, released, wheel_pythons=wheels)) == render_json(
             suggest_pins(results, released, wheel_pythons=wheels)
         )
+
+
+def test_the_pins_line_names_only_the_lines_the_files_pin(tmp_path, capsys):
+    """The floor run's pins line read ``pins: torch; python_version < "3.12", torch>=2.4; ...``: a
+    Python line the marker leaves unpinned is no pin."""
+    from torch_matrix import cli
+    from torch_matrix.world.results import write_result
+
+    run = tmp_path / "run"
+    for result in floor_run():
+        write_result(result, run / "cells")
+    assert cli.main(["pins", str(run), "--no-coverage", "--out", str(tmp_path / "p")]) == 0
+    out, _ = capsys.readouterr()
+    (line,) = [line for line in out.splitlines() if line.startswith("pins: ")]
+    assert not line.startswith('pins: torch; python_version < "3.12"'), line

@@ -372,7 +372,8 @@ def summary_lines(
     untested release and each trade-off under it, then the per-target files."""
     from torch_matrix.pins import requirement_lines
 
-    pins = [line.text() for line in requirement_lines(suggestion.recommended)]
+    # the lines constraints.txt holds: a Python line a marker leaves unpinned is no pin
+    pins = [line.text() for line in requirement_lines(suggestion.recommended) if line.specifiers]
     open_breaks = len(
         {t.interaction for t in suggestion.tradeoffs}
         - {t.interaction for t in suggestion.tradeoffs if suggestion.pinned(t)}

@@ -4,6 +4,7 @@ table, ``torch-matrix help env`` and the spec reference's environment section ag
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -235,3 +236,92 @@ def test_a_value_out_of_range_stops_every_command_with_one_line(
         assert len(err) == 2, (argv, err)
     assert main(["help", "env"]) == 0  # the table of variables prints whatever they hold
     assert name in capsys.readouterr().out
+
+
+def _env_names(tree: ast.Module) -> dict[str, str]:
+    """The identifiers a module binds to a ``TORCH_MATRIX_*`` name (the table's constants, under
+    any alias, and its own ``X = "TORCH_MATRIX_..."``), with the name each stands for."""
+    known = {k: v for k, v in vars(settings).items() if isinstance(v, str) and NAME.fullmatch(v)}
+    names = dict(known)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name in known:
+                    names[alias.asname or alias.name] = known[alias.name]
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and _variable(value, names):
+                names[target.id] = _variable(value, names)
+    return names
+
+
+def _variable(node: ast.AST, names: dict[str, str]) -> str:
+    """The TORCH_MATRIX_* name ``node`` stands for ("" none)."""
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and NAME.fullmatch(node.value)
+    ):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id, "")
+    if isinstance(node, ast.Attribute):
+        return names.get(node.attr, "")
+    return ""
+
+
+def _reads(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """(line, text, variable) of each lookup of a TORCH_MATRIX_* name in a mapping or the
+    process's environment: ``m.get(NAME)``, ``m[NAME]``, ``NAME in m``, ``os.getenv(NAME)``."""
+    names = _env_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr in ("get", "pop", "getenv")) or (
+                isinstance(func, ast.Name) and func.id == "getenv"
+            ):
+                key = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            key = node.left
+        if key is not None and _variable(key, names):
+            found.append((node.lineno, ast.unparse(node), _variable(key, names)))
+    return found
+
+
+def test_only_the_resolver_reads_a_torch_matrix_variable_from_the_environment() -> None:
+    """Issue 41: a setting is resolved in one place (vocab/settings.py: ``parse`` at the start of
+    every command and nox session, ``read``/``given``/``shard_text`` where a value is used), so a
+    bad value is found before any work and a default is written once. Two kinds of variable
+    cross a process boundary and are read on the other side, each by one rule:
+    - read in the cell (``parsed=IN_CELL``): by the probe suite under probes/, which runs in the
+      cell's interpreter and imports nothing of ours;
+    - set by torch-matrix for its own children (``INTERNAL``): by the edge module that sets them.
+    A parent hands a child resolved values as variables of the child's environment, and the
+    child's resolver reads them again, ranges and all (the noxfile's sessions, the -j workers)."""
+    in_cell = {v.name for v in VARIABLES if v.parsed != settings.HERE}
+    owners = {settings.LOCK_OWNER_ENV: "edges/locks.py", settings.CELL_ENV: "edges/proc.py"}
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE))
+        if where == "vocab/settings.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, text, variable in _reads(tree):
+            cell_side = variable in in_cell and where.startswith("probes/")
+            if not cell_side and owners.get(variable) != where:
+                wrong.append(f"{where}:{line}: {text}")
+    assert wrong == [], "read it through vocab/settings.py:\n" + "\n".join(wrong)
+
+
+def test_the_reads_test_sees_a_read() -> None:
+    """The check above is not blind: each way of reading a variable is caught."""
+    source = (
+        "import os\nfrom torch_matrix.vocab.settings import SHARD_ENV as S\nX = 'TORCH_MATRIX_REDO'\n"
+        "a = os.environ.get(S)\nb = os.getenv('TORCH_MATRIX_GPUS')\nc = env[X]\nd = X in env\n"
+        "env[X] = '1'\n"
+    )
+    assert [line for line, _text, _name in _reads(ast.parse(source))] == [4, 5, 6, 7]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_matrix.edges import console
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.edges.fileio import atomic_write, cyclic_gc_paused
 from torch_matrix.vocab.layout import PINS_DIR
@@ -127,7 +128,9 @@ def _write(
     text = [line + "\n" for line in summary_lines(outcome.suggestion, paths, per_target, out_dir)]
     if getattr(args, "pr_body", None):  # the nightly's pull request body: fix first
         body = Path(args.pr_body)
-        atomic_write(body, render_pr_body(outcome.suggestion, os.environ.get(RUN_URL_ENV, "")))
+        atomic_write(
+            body, render_pr_body(outcome.suggestion, settings.read(os.environ, RUN_URL_ENV) or "")
+        )
         text.append(f"wrote {body}\n")
     return text
 

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from torch_matrix.plan.cost import PlanCost, cell_note, summary_lines
 from torch_matrix.run.disk import plan_cost, refuse_unless_fits
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.vocab.sizes import format_size
 from torch_matrix.vocab.layout import SHARD_ENV
@@ -162,7 +163,7 @@ def main(
     spec = load_spec(getattr(args, "spec", None), environ)
     planned = plan_spec(spec, environ)
     cells = planned.cells
-    shard_text = getattr(args, "shard", None) or environ.get(SHARD_ENV, "")
+    shard_text = getattr(args, "shard", None) or settings.shard_text(environ)
     where = "--shard" if getattr(args, "shard", None) else SHARD_ENV
     n_shards = getattr(args, "shards", None)
     if n_shards is not None and n_shards < 1:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from torch_matrix.edges.fileio import cyclic_gc_paused
+from torch_matrix.vocab import settings
 from torch_matrix.vocab.settings import SHARD_ENV
 
 EXIT_OK = 0
@@ -73,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     if report.strict:
         print(report.strict, file=sys.stderr)
         return EXIT_STRICT
-    if report.no_evidence and not os.environ.get(SHARD_ENV):
+    if report.no_evidence and not settings.given(os.environ, SHARD_ENV):
         # --pins: no cell was seen working or failing (said in the pins line). A CI shard's cells
         # are part of a run: the merged report decides.
         return EXIT_NO_EVIDENCE

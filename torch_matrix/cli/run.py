@@ -76,10 +76,9 @@ def run_environment(
 def main(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     env = run_environment(args.spec, args.results, cwd, default=getattr(args, "default", False))
-    command = nox_command(args.nox_args, args.posargs, cwd, load_spec(env[SPEC_ENV], env).name)
-    print(
-        f"torch-matrix run: spec {env[SPEC_ENV]}, results under {env[RESULTS_ENV]}", file=sys.stderr
-    )
+    spec_file, results_root = settings.read(env, SPEC_ENV), settings.read(env, RESULTS_ENV)
+    command = nox_command(args.nox_args, args.posargs, cwd, load_spec(spec_file, env).name)
+    print(f"torch-matrix run: spec {spec_file}, results under {results_root}", file=sys.stderr)
     return proc.call(command, env=env, cwd=cwd)  # an interrupt: 130 (SIGTERM 143), cli.main
 
 

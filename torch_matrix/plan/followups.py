@@ -81,8 +81,7 @@ def cap_from(environ: Mapping[str, str], spec_value: int | None = None) -> int:
     """The most follow-up cells a run may add (``0``: off): ``$TORCH_MATRIX_FOLLOWUPS`` (or its
     older name) in ``environ``, else the spec's ``followups = N``, else the default; a bad value
     is a ``UserError`` naming it (vocab/settings.py)."""
-    names = (FOLLOWUPS_ENV, settings.LEGACY_FOLLOWUPS_ENV)
-    if spec_value is not None and not any(environ.get(name, "").strip() for name in names):
+    if spec_value is not None and not settings.given(environ, FOLLOWUPS_ENV):
         return spec_value
     cap: int = settings.read(environ, FOLLOWUPS_ENV)
     return cap

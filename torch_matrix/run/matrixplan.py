@@ -271,7 +271,7 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
             missing.append(name)
         else:
             interpreters[interpreter.minor] = os.path.abspath(interpreter.path)
-    cells = shard_cells(planned.cells, environ.get(SHARD_ENV, ""), SHARD_ENV)
+    cells = shard_cells(planned.cells, env_settings.shard_text(environ), SHARD_ENV)
     from torch_matrix.world.probesuite import suite_digest
 
     return MatrixPlan(

@@ -397,7 +397,10 @@ VARIABLES: tuple[Variable, ...] = (
         "URL",
         "",
         "the CI run `pins --pr-body` links the pull request body to (the nightly sets it)",
-        "a URL",
+        "an http(s) URL",
+        _url,
+        "run_url",
+        example="https://github.com/OWNER/REPO/actions/runs/1",
     ),
     Variable(
         LOCK_OWNER_ENV,
@@ -478,6 +481,7 @@ class Settings:
     index_ttl_s: float = DEFAULT_INDEX_TTL_S
     history: str | None = None
     nightly_index: str | None = None
+    run_url: str | None = None
 
     @property
     def results_root(self) -> str:
@@ -522,6 +526,19 @@ def read(environ: Mapping[str, str], name: str) -> Any:
         if older.alias_of == name and environ.get(older.name, "").strip():
             return value_of(older, environ)
     return getattr(Settings(), variable.field)
+
+
+def shard_text(environ: Mapping[str, str]) -> str:
+    """``TORCH_MATRIX_SHARD`` as ``K/N`` ("" when unset), checked."""
+    shard = read(environ, SHARD_ENV)
+    return f"{shard[0]}/{shard[1]}" if shard else ""
+
+
+def given(environ: Mapping[str, str], name: str) -> bool:
+    """Whether ``name`` (or its older name) is set, non-empty, in ``environ``: a value given
+    there wins over the spec's."""
+    names = [name] + [v.name for v in VARIABLES if v.alias_of == name]
+    return any(environ.get(n, "").strip() for n in names)
 
 
 def parse(environ: Mapping[str, str]) -> Settings:

@@ -17,7 +17,11 @@ from .common import Context
 from .stats import targets_for
 
 FIGURE = "4_probe_suite"
-GOALS = {"suite / floor": ("<=", 1.25, "x")}
+GOALS = {
+    "suite / floor": ("<=", 1.25, "x"),
+    # Issue 46: the probe phase of a warm cell within 1.1x of its floor (one import + the work).
+    "suite / floor, issue 46": ("<=", 1.1, "x"),
+}
 QUICK_PROBES = ("install_sanity", "numpy_interop", "torchvision_ops")
 
 
@@ -58,10 +62,11 @@ def measure(ctx: Context) -> dict[str, Any]:
         "targets": targets_for(
             FIGURE,
             GOALS,
-            {"suite / floor": ratio},
+            {"suite / floor": ratio, "suite / floor, issue 46": ratio},
             {
-                "suite / floor": f"median of {repeats} per-run ratios"
+                name: f"median of {repeats} per-run ratios"
                 + (f", probes {','.join(select)}" if select else ", all probes")
+                for name in GOALS
             },
         ),
     }

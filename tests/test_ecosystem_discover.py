@@ -343,3 +343,74 @@ def test_discover_command_on_a_tree_and_its_bad_input(tmp_path, capsys):
     (tree / "tests" / "test_a.py").unlink()
     assert main(["ecosystem", "discover", str(tree)]) == 2
     assert "no tests in the sdist" in capsys.readouterr().err
+
+
+# -- the generated list (examples/ecosystem/build_list.py) --------------------------------------
+
+
+def test_the_generated_list_holds_the_starter_list_and_at_least_100_projects():
+    from pathlib import Path
+
+    from torch_matrix.ecosystem.projects import parse_projects
+
+    folder = Path(__file__).resolve().parent.parent / "examples" / "ecosystem"
+    generated = parse_projects((folder / "projects-generated.toml").read_text(), "generated")
+    starter = parse_projects((folder / "projects.toml").read_text(), "starter")
+    assert len(generated) >= 100
+    by_name = {p.name: p for p in generated}
+    for project in starter:  # verbatim: the same source, command and needs
+        kept = by_name[project.name]
+        assert (kept.source, kept.command, kept.requires, kept.skip) == (
+            project.source,
+            project.command,
+            project.requires,
+            project.skip,
+        )
+    rest = [p for p in generated if p.name not in {s.name for s in starter}]
+    assert rest and all(p.discover and p.source.kind == "sdist" for p in rest)
+
+
+def test_the_list_script_s_filters(monkeypatch):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "ecosystem" / "build_list.py"
+    spec = importlib.util.spec_from_file_location("build_list", path)
+    assert spec and spec.loader
+    build = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "build_list", build)  # its dataclasses look it up
+    spec.loader.exec_module(build)
+    sdist = {"packagetype": "sdist", "upload_time": "2025-01-10T00:00:00", "url": "x.tar.gz"}
+    meta = {
+        "releases": {
+            "1.0": [sdist],
+            "1.1": [{**sdist, "upload_time": "2025-06-01T00:00:00"}],  # after the cutoff
+            "1.1rc1": [sdist],  # a pre-release
+            "0.9": [{**sdist, "yanked": True}],
+        }
+    }
+    assert build.pick_release(meta, "2025-03-15")[0] == "1.0"
+    assert build.pick_release(meta, "2025-03-15", "1.1")[0] == "1.1"  # a pin is taken as given
+    paths = ["PKG-INFO", "tests/test_a.py"]
+
+    def judged(requires, python=""):
+        info = "Metadata-Version: 2.1\nName: demo\n" + "".join(
+            f"Requires-Dist: {r}\n" for r in requires
+        )
+        info += f"Requires-Python: {python}\n" if python else ""
+        return build.judge("demo", "1.0", paths, {"PKG-INFO": info}, ("2.5.1", "2.6.0"), "3.11")
+
+    assert judged(["torch>=2.0"]).kept
+    assert judged(["numpy"]).reason.startswith("no torch requirement")
+    assert judged(['torch; extra == "gpu"']).reason.startswith("no torch requirement")
+    assert "not torch 2.6.0" in judged(["torch<2.6"]).reason
+    assert "not 3.11" in judged(["torch"], python="<3.11").reason
+    assert build.judge(
+        "demo",
+        "1.0",
+        ["PKG-INFO"],
+        {"PKG-INFO": "Requires-Dist: torch\n"},
+        ("2.5.1", "2.6.0"),
+        "3.11",
+    ).reason.startswith("no tests in the sdist")

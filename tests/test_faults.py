@@ -2494,8 +2494,8 @@ def test_a_cut_issue_body_fits_even_when_the_bundle_is_backticks():
 
 def test_the_probe_runner_run_by_hand_shows_control_characters(tmp_path):
     """`python -m torch_matrix.probes --select NAME` is the rerun line every failing probe records; run in a
-    terminal it printed the probe's message raw. Its rule is the tool's (probes cannot import
-    matrix): the same output for every code point."""
+    terminal it printed the probe's message raw. Its rule is the tool's (one copy, probes/visible.py,
+    which vocab.escaping.terminal applies): the same output for every code point."""
     probes = probe_dir(tmp_path, ESCAPING_PROBE)
     done = subprocess.run(
         [

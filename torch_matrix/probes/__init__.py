@@ -10,5 +10,6 @@ its client: `zygoteclient`), `importwatch` (what ``import torch`` does to CUDA),
 interpreter's facts; also a script under ``python -I``), `installcheck` (every installed file
 against its RECORD), `pytest_outcomes` (the plugin that records a command probe's tests),
 `pytest_select` (an ecosystem retry keeps only the listed tests), `fixproof` and `safe_globals`
-(a ``torch.load`` fix proven by rerunning the failing tests), `standard` (the standard probes).
+(a ``torch.load`` fix proven by rerunning the failing tests), `visible` (the terminal rule: control
+characters shown, not sent; vocab.escaping applies it too), `standard` (the standard probes).
 """

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -39,6 +40,7 @@ _dict, _list, _tuple, _bool, _int, _float, _round = dict, list, tuple, bool, int
 _BaseException, _id, _type = BaseException, id, type
 _quote, _float_repr, _isfinite = encode_basestring_ascii, float.__repr__, math.isfinite
 _getpid, _fsync, _replace, _time = os.getpid, os.fsync, os.replace, time.time
+_killpg, _SIGKILL = os.killpg, signal.SIGKILL
 MAX_DEPTH = 64
 
 
@@ -157,6 +159,16 @@ def rerun_command(name, expected=None, variant="default"):
     if variant and variant != "default":
         parts += ["--variant", variant]
     return " ".join(shlex.quote(str(part)) for part in parts)  # printed for pasting: quoted
+
+
+def kill_group(pid):
+    """SIGKILL the process group ``pid`` leads (a probe, a command probe's shell, the zygote: each
+    starts one, so whatever it started goes too); one already gone is no error. The probe side's
+    only process killer."""
+    try:
+        _killpg(pid, _SIGKILL)
+    except OSError:  # gone already (ProcessLookupError), or not ours to kill (PermissionError)
+        pass
 
 
 def write_json_atomic(path, data):

@@ -37,22 +37,13 @@ def wait_process(proc, timeout):
     try:
         code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill_session(proc)
+        execute.kill_group(proc.pid)
         proc.wait()
         return "timeout", None
-    kill_session(proc)
+    execute.kill_group(proc.pid)
     if code < 0:
         return "signaled", -code
     return "exited", code
-
-
-def kill_session(proc):
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def run_pristine(request, imports=None, observations=None):

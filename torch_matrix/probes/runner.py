@@ -21,6 +21,7 @@ import time
 
 from torch_matrix.probes import api, discovery, execute, facts, pytest_outcomes
 from torch_matrix.probes.isolated import child_env, run_command_probe, run_pristine
+from torch_matrix.probes.visible import visible
 
 PROBES_SCHEMA = 1
 ZYGOTE_IMPORTS = ("torch", "torchvision")
@@ -126,21 +127,6 @@ def build_parser():
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
-
-
-# The terminal's rule of torch_matrix.vocab.escaping.terminal, which probes cannot import (a test holds the
-# two equal): a control character in a probe's message is shown as \x1b, never sent to the terminal.
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
-
-
-def visible(text):
-    def shown(match):
-        code = ord(match.group())
-        return "\\x%02x" % code if code <= 0xFF else "\\u%04x" % code
-
-    return text if text.isprintable() else _CONTROL.sub(shown, text)
 
 
 class Progress(object):

@@ -71,14 +71,6 @@ def wait_child(pid, timeout):
             os.close(pidfd)
 
 
-def kill_group(pid):
-    """Kill the probe's process group (the probe and any workers it started)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-
-
 def _enter_child(output_path, close_fds, workdir):
     """Prepare a forked child: own process group, output to a file, no core dumps."""
     try:
@@ -152,11 +144,11 @@ def fork_and_wait(request, body, close_fds=(), on_started=None, check=True):
         on_started(pid)
     status = wait_child(pid, float(request["timeout"]))
     if status is None:
-        kill_group(pid)
+        execute.kill_group(pid)
         os.waitpid(pid, 0)
         how, code = "timeout", None
     else:
-        kill_group(pid)  # leftovers: workers the probe started and did not stop
+        execute.kill_group(pid)  # leftovers: workers the probe started and did not stop
         if os.WIFSIGNALED(status):
             how, code = "signaled", os.WTERMSIG(status)
         else:

@@ -9,13 +9,12 @@ Stdlib only, Python 3.8+."""
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
 
 from torch_matrix.probes import execute
-from torch_matrix.probes.zygote import CHILD_EXIT_GRACE_S, PREWARM, kill_group
+from torch_matrix.probes.zygote import CHILD_EXIT_GRACE_S, PREWARM
 
 
 class ZygoteDied(Exception):
@@ -113,12 +112,9 @@ class Zygote(object):
     def _death(self):
         """Reap a dead (or killed) zygote; describe how it ended."""
         if self.child_pid:
-            kill_group(self.child_pid)
+            execute.kill_group(self.child_pid)
             self.child_pid = None
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        execute.kill_group(self.proc.pid)
         code = self.proc.wait()
         for stream in (self.proc.stdin,):
             try:

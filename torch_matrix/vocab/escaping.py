@@ -24,17 +24,12 @@ import shlex
 from collections.abc import Iterable
 from functools import lru_cache
 
-# C0 controls (but newline and tab where the text is multi-line), DEL, C1 controls, lone
-# surrogates (unprintable, and unencodable in UTF-8), Unicode line/paragraph separators and the
-# bidirectional overrides (they reorder what a terminal shows).
-_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
-_TERMINAL_MULTILINE = re.compile(f"[{_CONTROL}]")
-_TERMINAL_ONE_LINE = re.compile(f"[{_CONTROL}\n\t]")
+from torch_matrix.probes import visible as visible_rule
 
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+# The control characters a terminal must be shown, not sent: the probe runner's rule, the one copy.
+_TERMINAL_MULTILINE = visible_rule.MULTILINE
+_TERMINAL_ONE_LINE = visible_rule.ONE_LINE
+_visible = visible_rule.shown
 
 
 # Select Graphic Rendition (bold, colour, reset: ``\x1b[1m``, ``\x1b[0m``): styling a message carries

@@ -3243,7 +3243,7 @@ def test_a_driver_branch_alone_is_some_driver_of_that_branch_and_the_verdict_say
 # Issue 45: a plain SIGINT to the `torch-matrix run` process (not its group: `kill -INT PID`, a
 # supervisor, a CI runner's cancel) let the run finish and then exited 130; SIGTERM left nox
 # running. Either now stops the run as a terminal's Ctrl-C does: nox winds down, no orphan.
-@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
 def test_a_signal_to_the_tool_process_alone_stops_the_run_as_ctrl_c_does(
     tmp_path, index, signame, code
 ):

@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as interrupt:
         console.note("torch-matrix: interrupted")
-        return 143 if isinstance(interrupt, proc.Terminated) else 130  # 128 + the signal
+        return 128 + (interrupt.signum if isinstance(interrupt, proc.Terminated) else 2)
     except BrokenPipeError:
         # The reader went away (`torch-matrix report ... | head`): files are written before the
         # table is printed, so nothing is lost; no traceback, and no second error at exit.

@@ -91,18 +91,25 @@ CALL_GRACE_S = 60.0
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM to the tool: raised where the signal lands, so it unwinds as Ctrl-C does."""
+    """SIGTERM (or SIGHUP) to the tool: raised where the signal lands, so it unwinds as Ctrl-C
+    does; ``signum`` says which (the exit status is 128 + it)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminated(signum: int, frame: object) -> None:
-    raise Terminated()
+    raise Terminated(signum)
 
 
 def stop_on_sigterm() -> None:
-    """SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread: a command
-    stops as Ctrl-C stops it (its children wound down, its files whole), instead of dying at
-    once with its children left running."""
+    """SIGTERM, and SIGHUP (the terminal closed: the child in a group of its own would not get
+    it), raise ``Terminated`` (a ``KeyboardInterrupt``) in the main thread: a command stops as
+    Ctrl-C stops it (its children wound down, its files whole), instead of dying at once with
+    its children left running."""
     signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGHUP, _terminated)
 
 
 def call(

@@ -611,3 +611,88 @@ def test_the_run_is_one_line_a_project_and_the_tail_of_a_failing_side_on_request
 
     assert main([*args, "--out", str(tmp_path / "echo"), "--echo"]) == 0
     assert "the test output" in capsys.readouterr().out
+
+
+def test_the_estimate_forecasts_from_recorded_durations_and_keeps_the_ceiling() -> None:
+    """The estimate was only the ceiling (4.7 h for a run that took about 9 minutes); now the
+    recorded wall times forecast it, a project without a record at their median."""
+    from torch_matrix.ecosystem.plan import estimate, forecast_seconds, recorded_durations
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+
+    projects = parse_projects(
+        "".join(f'[[project]]\nname = "p{i}"\npath = "/x"\nbudget = 300\n' for i in range(4)), "p"
+    )
+    assert forecast_seconds(projects, {}) == (None, 0)
+    seconds, known = forecast_seconds(projects, {"p0": 10.0, "p1": 30.0, "p2": 5000.0})
+    assert known == 3 and seconds == 10 + 30 + 1200 + 30  # p2 capped at its ceiling, p3 the median
+    cost = estimate(projects, {}, recorded={"p0": 60.0, "p1": 120.0})
+    lines = cost.lines()
+    assert (
+        "estimate: about 6 min (forecast: 2 project(s) at their recorded wall time, 2 at the median of those)"
+        in lines
+    )
+    assert any(line.startswith("estimate: at most 1.3 h of tests") for line in lines)
+    assert cost.to_json()["forecast_seconds"] == 360.0
+
+    def side(role: Role, started: float, ended: float) -> SideRun:
+        return SideRun("p0", role, "2.5.1", SideStatus.PASSED, started=started, ended=ended)
+
+    sides_ = {
+        "p0": {
+            "baseline": side(Role.BASELINE, 100, 150),
+            "candidate": side(Role.CANDIDATE, 101, 170),
+        },
+        "p1": {"baseline": SideRun("p1", Role.BASELINE, "2.5.1", SideStatus.PASSED)},  # no times
+    }
+    assert recorded_durations(sides_) == {"p0": 70.0}
+
+
+def test_a_run_s_estimate_reads_an_earlier_run_s_durations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from torch_matrix.cli import main
+    from torch_matrix.ecosystem import runner
+
+    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
+    projects = tmp_path / "p.toml"
+    projects.write_text('[[project]]\nname = "a"\npath = "."\ncommand = "pytest"\n')
+    earlier = tmp_path / "earlier"
+    (earlier / "projects" / "a").mkdir(parents=True)
+    (earlier / "run.json").write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "baseline": {"torch": "2.5.1"},
+                "candidate": {"torch": "2.6.0"},
+                "projects": [{"name": "a"}],
+            }
+        )
+    )
+    for role, (began, ended) in {"baseline": (0, 90), "candidate": (0, 120)}.items():
+        (earlier / "projects" / "a" / f"{role}.json").write_text(
+            json.dumps(
+                {
+                    "project": "a",
+                    "role": role,
+                    "torch": "2.5.1",
+                    "status": "passed",
+                    "started": began,
+                    "ended": ended,
+                }
+            )
+        )
+    args = ["ecosystem", "run", str(projects), "--baseline", "2.5.1", "--candidate", "2.6.0"]
+    assert main([*args, "--out", str(tmp_path / "new"), "--estimate"]) == 0
+    assert "no recorded durations to forecast from" in capsys.readouterr().err
+    assert (
+        main(
+            [*args, "--out", str(tmp_path / "new"), "--estimate", "--durations-from", str(earlier)]
+        )
+        == 0
+    )
+    assert (
+        "estimate: about 2 min (forecast: 1 project(s) at their recorded wall time)"
+        in capsys.readouterr().err
+    )

@@ -94,6 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     )
     run.add_argument("--estimate", action="store_true", help="print the estimate and stop")
     run.add_argument(
+        "--durations-from",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an earlier run's directory: its recorded durations forecast this run (repeatable; "
+        "the run's own --out directory is always read)",
+    )
+    run.add_argument(
         "--bisect",
         action="store_true",
         help="for each regressed project: the first bad torch release between the sides "
@@ -260,6 +268,7 @@ def run_main(args: argparse.Namespace) -> int:
         parallel_sides=not args.sides_in_turn,
         echo=(lambda line: print(line, flush=True)) if args.echo and not args.quiet else None,
         tail_lines=max(0, args.tail),
+        durations_from=[Path(d) for d in args.durations_from],
     )
     # one run per --out: the second is refused before it writes anything (run.json included)
     locks.hold(out, "--out directory", hint="wait for it to finish, or give this run its own --out")

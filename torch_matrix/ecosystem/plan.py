@@ -9,7 +9,7 @@ each other. A GitHub Actions matrix holds at most 256 jobs, so N <= 256.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Collection, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from torch_matrix.ecosystem.projects import Project
 from torch_matrix.vocab.errors import UserError
@@ -43,6 +43,8 @@ class Estimate:
     download_bytes: int | None = None  # what uv's cache lacks, each file once; None: unknown
     download_known: bool = True  # False: some file uv's cache lacks has no size
     uv_cache: str = ""  # "" where uv's cache was not found (all counted as downloads)
+    forecast_seconds: float | None = None  # from recorded durations; None: none recorded
+    forecast_known: int = 0  # projects whose own recorded duration the forecast uses
 
     def lines(self) -> list[str]:
         sizes = ", ".join(
@@ -67,8 +69,20 @@ class Estimate:
             f"{self.venvs} venvs (one per project per side, each deleted when its result is written)",
             f"estimate: torch with the CUDA wheels it pins: {sizes}; {downloads}; "
             "each project's own dependencies come on top",
+            *self.forecast_lines(),
             f"estimate: at most {_duration(self.worst_seconds)} of tests (every budget used on "
             "both sides, every project's regressed tests retried)",
+        ]
+
+    def forecast_lines(self) -> list[str]:
+        if self.forecast_seconds is None:
+            return ["estimate: no recorded durations to forecast from (the ceiling follows)"]
+        rest = self.projects - self.forecast_known
+        return [
+            f"estimate: about {_duration(self.forecast_seconds)} (forecast: {self.forecast_known} "
+            f"project(s) at their recorded wall time"
+            + (f", {rest} at the median of those" if rest else "")
+            + ")"
         ]
 
     def to_json(self) -> dict[str, object]:
@@ -81,6 +95,8 @@ class Estimate:
             "download_known": self.download_known,
             "uv_cache": self.uv_cache,
             "worst_seconds": self.worst_seconds,
+            "forecast_seconds": self.forecast_seconds,
+            "forecast_known": self.forecast_known,
             "venvs": self.venvs,
         }
 
@@ -90,6 +106,7 @@ def estimate(
     wheels: Mapping[str, Wheels | None],
     cached: Collection[str] = (),
     uv_cache: str = "",
+    recorded: Mapping[str, float] | None = None,
 ) -> Estimate:
     """``wheels``: each side's torch version -> its wheel files and their bytes (None: the index
     could not say); ``cached``: the file names uv's cache holds (``world.wheelset.cached_wheels``).
@@ -107,6 +124,7 @@ def estimate(
         held[version] = sum(size or 0 for name, size in files if name in cached)
         missing.update((name, size) for name, size in files if name not in cached)
     unknown_side = any(files is None for files in wheels.values())
+    forecast, known = forecast_seconds(running, recorded or {})
     return Estimate(
         projects=len(running),
         skipped=len(projects) - len(running),
@@ -119,7 +137,38 @@ def estimate(
         else sum(size or 0 for size in missing.values()),
         download_known=not unknown_side and None not in missing.values(),
         uv_cache=uv_cache,
+        forecast_seconds=forecast,
+        forecast_known=known,
     )
+
+
+def forecast_seconds(
+    projects: Sequence[Project], recorded: Mapping[str, float]
+) -> tuple[float | None, int]:
+    """The wall time the projects will take: each at its recorded wall time (an earlier run's, both
+    sides and any retry), one without a record at the median of the recorded ones, none longer
+    than its ceiling (its budget on both sides and the retries). None where nothing is recorded."""
+    known = [recorded[p.name] for p in projects if p.name in recorded]
+    if not known:
+        return None, 0
+    ordered = sorted(known)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    total = sum(min(recorded.get(p.name, median), p.budget_s * 4) for p in projects)
+    return total, len(known)
+
+
+def recorded_durations(sides: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """Each project's recorded wall time: from its first side's start to its last side's end
+    (``results.load``'s sides: project -> side key -> SideRun); a project without times is left
+    out."""
+    found: dict[str, float] = {}
+    for name, runs in sides.items():
+        starts = [r.started for r in runs.values() if getattr(r, "started", None) is not None]
+        ends = [r.ended for r in runs.values() if getattr(r, "ended", None) is not None]
+        if starts and ends and max(ends) >= min(starts):
+            found[name] = max(ends) - min(starts)
+    return found
 
 
 def _held(total: int, cached: int) -> str:

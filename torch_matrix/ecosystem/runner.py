@@ -34,13 +34,13 @@ from packaging.version import Version
 
 from torch_matrix.ecosystem.bisection import bisect_estimate, bisect_project
 from torch_matrix.ecosystem.classify import Classified, classify, to_retry
-from torch_matrix.ecosystem.plan import estimate, shard_projects
+from torch_matrix.ecosystem.plan import estimate, recorded_durations, shard_projects
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.ecosystem.projects import Project, Side
 from torch_matrix.ecosystem.records import RETRIES, EcoClass, Role, SideRun, SideStatus, retry_key
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.ecosystem import sides
-from torch_matrix.ecosystem.results import read_meta
+from torch_matrix.ecosystem.results import load, read_meta
 from torch_matrix.ecosystem.source import SourceError, fetch, torch_wheels, with_discovery
 from torch_matrix.world.environment import uv_cache_dir
 from torch_matrix.world.index import IndexUnavailable, PackageIndex
@@ -67,6 +67,7 @@ class EcosystemRun:
     bisect: bool = False  # a regressed project: its first bad torch between the sides, and its pin
     parallel_sides: bool = True  # the two sides of a project at once
     echo: Callable[[str], None] | None = None  # each test output line (None: quiet)
+    durations_from: Sequence[Path] = ()  # earlier runs whose recorded durations forecast this one
     tail_lines: int = 0  # after each project: the last lines of each side that did not pass
 
 
@@ -97,6 +98,20 @@ def _skipped(project: Project, side: Side) -> SideRun:
     )
 
 
+def _recorded(run: EcosystemRun) -> dict[str, float]:
+    """The projects' wall times recorded by earlier runs (``durations_from``, then this run's own
+    directory, a later record winning); a directory that cannot be read gives none."""
+    found: dict[str, float] = {}
+    for directory in [*run.durations_from, run.out]:
+        if not (Path(directory) / RUN_FILE).exists():
+            continue
+        try:
+            found.update(recorded_durations(load([Path(directory)]).sides))
+        except (UserError, OSError, ValueError):
+            continue
+    return found
+
+
 def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     """The shard's projects, and run.json with the estimate (printed before anything starts)."""
     mine = shard_projects(run.projects, *run.shard)
@@ -109,7 +124,7 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     }
     names = [name for files in wheels.values() for name, _size in files or ()]
     uv_cache = uv_cache_dir() if names else ""
-    cost = estimate(mine, wheels, cached_wheels(uv_cache, names), uv_cache)
+    cost = estimate(mine, wheels, cached_wheels(uv_cache, names), uv_cache, recorded=_recorded(run))
     for line in cost.lines():
         console.note(line)
     if run.bisect and index is not None and mine:

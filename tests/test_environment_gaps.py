@@ -12,7 +12,7 @@ from torch_matrix.pins import suggest_pins
 from torch_matrix.pins.evidence import environment_advice
 from torch_matrix.pins.render import render_text
 from torch_matrix.plan.counterfactual import parent_counterfactual, plan_counterfactuals
-from torch_matrix.vocab.records import CellResult, Cell
+from torch_matrix.vocab.records import CellResult, Cell, ProbeResult
 from tests.factories import make_cell, make_probe, make_result
 from tests.test_real_messages import real_result
 
@@ -113,3 +113,34 @@ def test_a_counterfactual_that_misses_another_module_gets_one_more_with_both_fix
     assert advice["setuptools"].confirmed_by == (both.id,)
     text = render_text(suggest_pins([original, first, passed]))
     assert "torch!=" not in text
+
+
+@pytest.mark.realwheels
+def test_real_torch_2_2_0_on_3_11_misses_numpy_then_setuptools_and_passes_with_both(tmp_path):
+    """PyPI's torch 2.2.0 in a bare uv venv on Python 3.11: torch.compile misses numpy (advice, not
+    a torch pin); numpy and setuptools added, all else equal, it passes."""
+    from tests import realwheels
+
+    bare = realwheels.WheelEnv("g-torch2.2.0-py3.11-bare", "3.11", ("torch==2.2.0",))
+    fixed = realwheels.WheelEnv(
+        "h-torch2.2.0-py3.11-numpy-setuptools", "3.11", ("torch==2.2.0", "numpy<2", "setuptools")
+    )
+    try:
+        pythons = [realwheels.ensure_env(env) for env in (bare, fixed)]
+    except realwheels.EnvUnavailable as exc:
+        pytest.skip(str(exc))
+    seen = []
+    for python, where in zip(pythons, ("bare", "fixed")):
+        (tmp_path / where).mkdir()
+        document = realwheels.run_suite(python, ["torch_compile"], tmp_path / where)
+        seen.append(document["by_name"]["torch_compile"])
+    probe = ProbeResult.from_json(seen[0])
+    assert probe.status == "fail" and "No module named 'numpy'" in probe.message, seen[0]
+    result = make_result(
+        make_cell("2.2.0", "3.11", torchvision="", probes=("torch_compile",)),
+        probes=[probe],
+        resolved={"torch": "2.2.0"},
+    )
+    assert attribute(result, probe).requirement == "numpy"
+    assert "torch!=" not in render_text(suggest_pins([result]))
+    assert seen[1]["status"] == "pass", seen[1]

@@ -113,6 +113,8 @@ def test_a_counterfactual_that_misses_another_module_gets_one_more_with_both_fix
     assert advice["setuptools"].confirmed_by == (both.id,)
     text = render_text(suggest_pins([original, first, passed]))
     assert "torch!=" not in text
+    # "all else equal" is said of the chain's cell only with the fixes it stacks named
+    assert "confirmed: with the fix applied (and the other fixes its cell names)" in text
 
 
 @pytest.mark.realwheels

@@ -365,6 +365,9 @@ def _advice_lines(suggestion: Suggestion) -> list[str]:
                 "the same torchvision with its own torch passes"
                 if item.kind == "mismatched-pair"
                 else "with the fix applied, all else equal, passes"
+                if not any("-with-" in c.split("-cf-", 1)[-1] for c in item.confirmed_by)
+                # a counterfactual chain (numpy, then setuptools): its cell stacks the fixes
+                else "with the fix applied (and the other fixes its cell names), all else equal, passes"
             )
             out.append(f"      confirmed: {what}: {_listing(item.confirmed_by, 4)}")
         if item.refuted_by:

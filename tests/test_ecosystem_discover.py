@@ -170,12 +170,12 @@ def test_imports_the_metadata_leaves_out_are_added_and_torchvision_pairs():
         ["tests/test_a.py", "tests/conftest.py", "PKG-INFO", "demo/__init__.py"],
         {
             "tests/test_a.py": "import numpy as np\nimport demo\nfrom torchvision import models\n",
-            "tests/conftest.py": "import scipy.stats\nimport yaml\n",
+            "tests/conftest.py": "import scipy.stats\nimport yaml\nimport pkg_resources\n",
             "PKG-INFO": PKG_INFO,
         },
     )
     # numpy is a dependency, scipy comes with the test extra, demo is the project: only yaml
-    assert d.requires == ("pytest", "pyyaml")
+    assert d.requires == ("pytest", "setuptools", "pyyaml")
     assert d.torchvision is True  # imported by the tests: the side pairs it, never unpinned
     assert "torchvision" not in d.requires
 

@@ -696,3 +696,71 @@ def test_a_run_s_estimate_reads_an_earlier_run_s_durations(
         "estimate: about 2 min (forecast: 1 project(s) at their recorded wall time)"
         in capsys.readouterr().err
     )
+
+
+def test_shards_then_the_merge_equal_the_unsharded_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflow's shape, simulated: 3 shard invocations (`--shard K/3`, each its own --out, as
+    each CI job), then `ecosystem report` over the three, equal the unsharded run's report."""
+    import json
+
+    from torch_matrix.cli import main
+    from torch_matrix.ecosystem import runner
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
+    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
+    monkeypatch.setattr(
+        sides, "isolation", lambda *args, **kw: sides.Isolation((), "on (test)", "")
+    )
+    monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
+    outcome = {"p1": ("passed", "failed"), "p2": ("failed", "failed"), "p4": ("failed", "passed")}
+
+    def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:
+        pair = outcome.get(work.project.name, ("passed", "passed"))
+        state = pair[0] if work.side.role == "baseline" else pair[1]
+        return SideRun(
+            project=work.project.name,
+            role=Role(work.side.role),
+            torch=work.side.torch,
+            status=SideStatus.PASSED if state == "passed" else SideStatus.FAILED,
+            tests={"t::a": state},
+            messages={"t::a": "RuntimeError: x"} if state == "failed" else {},
+            retry_of=tuple(kw.get("only") or ()),  # type: ignore[call-overload]
+        )
+
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    projects = tmp_path / "p.toml"
+    projects.write_text(
+        "".join(
+            f'[[project]]\nname = "p{i}"\npath = "tree"\ncommand = "pytest"\n' for i in range(7)
+        )
+        + '[[project]]\nname = "gpu"\npath = "tree"\nskip = "needs a GPU"\n'
+    )
+    args = ["ecosystem", "run", str(projects), "--baseline", "2.5.1", "--candidate", "2.6.0"]
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    for k in (1, 2, 3):
+        assert main([*args, "--out", str(tmp_path / f"shard-{k}"), "--shard", f"{k}/3"]) == 0
+    assert main(["ecosystem", "report", str(tmp_path / "whole")]) == 0
+    shards = [str(tmp_path / f"shard-{k}") for k in (1, 2, 3)]
+    assert main(["ecosystem", "report", *shards, "--out", str(tmp_path / "merged")]) == 0
+
+    def classes(folder: Path) -> dict[str, object]:
+        data = json.loads((folder / "ecosystem.json").read_text())
+        return {
+            name: (row["class"], row.get("new_failures"), sorted(row.get("sides", {})))
+            for name, row in data["projects"].items()
+        }
+
+    whole, merged = classes(tmp_path / "whole"), classes(tmp_path / "merged")
+    assert len(whole) == 8 and merged == whole
+    assert {v[0] for v in whole.values()} >= {
+        "regressed",
+        "fixed",
+        "same-fail",
+        "same-pass",
+        "skipped",
+    }

@@ -69,6 +69,7 @@ KNOWN_IMPORTS = {
     "parameterized": "parameterized",
     "pytest_mock": "pytest-mock",
     "requests": "requests",
+    "pkg_resources": "setuptools",  # uv venvs have none
     "transformers": "transformers",
 }
 EGG_REQUIRES_RE = re.compile(r"^(?:src/)?[^/]+\.egg-info/requires\.txt$")

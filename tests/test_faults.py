@@ -3161,7 +3161,7 @@ def test_a_new_break_in_edited_results_that_is_not_bisected_says_why(tmp_path, i
 
 
 # Issue 45, round 4: `import RUN --name nightly` then `diff RUN` was a StopIteration traceback
-# (cli/history.py `_previous` looked for the stored row among the runs of the layout's name).
+# (run/diff.py `_previous`, then in cli/history.py, looked for the stored row among the runs of the layout's name).
 def test_a_run_imported_under_another_name_diffs_against_its_own_history(tmp_path, finished_run):
     run_dir = copy_run(finished_run, tmp_path)
     env = env_for(tmp_path, tmp_path / "matrix.toml")

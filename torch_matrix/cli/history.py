@@ -49,6 +49,7 @@ def _load_dir(path: Path, args: argparse.Namespace) -> tuple[list, RunRef]:
 
 
 def import_main(args: argparse.Namespace) -> int:
+    from torch_matrix.run.diff import load_run_dir
     from torch_matrix.world.history import db_path, open_history
     from torch_matrix.world.results import cyclic_gc_paused
 
@@ -68,7 +69,7 @@ def import_main(args: argparse.Namespace) -> int:
     # The whole import: the snapshot of 2,500 loaded results makes ~40,000 more objects, and the
     # cyclic collector rescanning the results kept alive cost as much as building them.
     with cyclic_gc_paused():
-        results, ref = _load_dir(Path(args.results_dir), args)
+        results, ref = load_run_dir(Path(args.results_dir), args)
         with open_history(path) as history:
             added = history.import_run(results, ref)
     what = "imported" if added else "already in the history (nothing added):"
@@ -130,9 +131,6 @@ def history_main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(diff_render.render_history_text(shown))
     return 0
-
-
-# ---------------------------------------------------------------------------- diff
 
 
 def _open_if_present(args: argparse.Namespace) -> History | None:
@@ -266,6 +264,7 @@ def _compare(args: argparse.Namespace, refs: list[str]) -> Any:
 
 def diff_main(args: argparse.Namespace) -> int:
     from torch_matrix.report import diff_render
+    from torch_matrix.run.diff import compare, write_issues
 
     refs = list(args.runs)
     if len(refs) > 2:
@@ -275,7 +274,7 @@ def diff_main(args: argparse.Namespace) -> int:
             hint="`torch-matrix diff OLD NEW`, `diff NEW` (against the run before it) or "
             "`diff` (the last two runs)",
         )
-    result = _compare(args, refs)
+    result = compare(args, refs)
     if args.format == "markdown":
         sys.stdout.write(diff_render.render_markdown(result))
     elif args.format == "json":
@@ -290,54 +289,8 @@ def diff_main(args: argparse.Namespace) -> int:
         else:
             console.warn("--github-summary: GITHUB_STEP_SUMMARY is not set")
     if args.issues:
-        _write_issues(args, refs, result)
+        print(write_issues(args, refs, result), file=sys.stderr)
     return 0
-
-
-def _write_issues(args: argparse.Namespace, refs: list[str], result: Any) -> None:
-    """--issues FILE: the issue plan (what to open, what to close) and each new failure's bundle."""
-    from torch_matrix.report import diff_render
-    from torch_matrix.world.results import atomic_write_text
-
-    bundles, fixes = _from_new_run(refs[-1] if refs else None, result.new_failures)
-    plan = diff_render.issue_plan(result, run_url=args.run_url or "", bundles=bundles, fixes=fixes)
-    for (
-        cell,
-        probe,
-    ), text in bundles.items():  # whole, beside the plan: the body may hold them cut
-        atomic_write_text(
-            Path(args.issues).parent / "bundles" / diff_render.bundle_file(cell, probe), text
-        )
-    atomic_write_text(Path(args.issues), json.dumps(plan, indent=1) + "\n")
-    print(
-        f"wrote {args.issues}: {len(plan['open'])} issue(s) to open, {len(plan['close'])} cell+probe "
-        "pair(s) passing",
-        file=sys.stderr,
-    )
-
-
-def _from_new_run(
-    ref: str | None, failures: Any
-) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], str]]:
-    """For each new failure, when the new run is a results directory: its repro bundle
-    (``torch-matrix repro CELL PROBE``) and the code fix its cell's verdict gives (the user's call
-    site; ``Verdict.fixes``). The nightly's issue bodies hold both."""
-    if not failures or ref is None or not Path(ref).is_dir():
-        return {}, {}
-    from torch_matrix.judge.verdict import verdict_of
-    from torch_matrix.report.repro import render_bundle
-    from torch_matrix.world.results import load_results
-
-    results = load_results(Path(ref)).results
-    by_id = {item.cell.id: item for item in results}
-    found = [f for f in failures if f.cell in by_id and by_id[f.cell].probe(f.probe)]
-    bundles = {(f.cell, f.probe): render_bundle(by_id[f.cell], results, f.probe) for f in found}
-    fixes = {}
-    for failure in found:
-        attribution = verdict_of(by_id[failure.cell]).fixes.get(failure.probe)
-        if attribution is not None and attribution.advice:
-            fixes[(failure.cell, failure.probe)] = attribution.advice
-    return bundles, fixes
 
 
 def main(args: argparse.Namespace) -> int:

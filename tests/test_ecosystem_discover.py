@@ -414,3 +414,16 @@ def test_the_list_script_s_filters(monkeypatch):
         ("2.5.1", "2.6.0"),
         "3.11",
     ).reason.startswith("no tests in the sdist")
+
+
+def test_a_tox_session_s_plain_setenv_prefixes_the_command():
+    # torch-kmeans 0.2.0: its tests raise unless PYTORCH_JIT=0, which only its tox.ini sets
+    d = found(
+        ["tox.ini", "tests/test_a.py"],
+        {
+            "tox.ini": "[testenv]\nsetenv =\n    TOXINIDIR = {toxinidir}\n    PYTORCH_JIT = 0\n"
+            "commands = pytest {posargs}\n"
+        },
+    )
+    assert d.command == "PYTORCH_JIT=0 python -m pytest -q -p no:cacheprovider tests"
+    assert "environment: what tox.ini [testenv] sets (setenv)" in d.reasons

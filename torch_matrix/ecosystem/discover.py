@@ -133,7 +133,12 @@ def discover(name: str, paths: Sequence[str], texts: Mapping[str, str]) -> Disco
     requires = unique([r for r in requires if name_of(r) not in TORCH_FAMILY])
     if not any(name_of(r) == "pytest" for r in requires):
         requires.insert(0, "pytest")
-    command = " ".join([PYTEST, *(shlex.quote(a) for a in args), *(shlex.quote(t) for t in tests)])
+    env = [f"{name}={shlex.quote(value)}" for name, value in (session.env if session else ())]
+    if env:
+        reasons.append(f"environment: what {session.where if session else ''} sets (setenv)")
+    command = " ".join(
+        [*env, PYTEST, *(shlex.quote(a) for a in args), *(shlex.quote(t) for t in tests)]
+    )
     return Discovery(
         name=name,
         tests=tuple(tests),

@@ -105,6 +105,7 @@ class Session:
     args: tuple[str, ...]  # what follows "pytest" in its command
     deps: tuple[str, ...]  # requirements, "-r FILE", ".[extra]"
     extras: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()  # what it sets for the tests (tox's setenv)
 
 
 def tox_session(texts: Mapping[str, str]) -> Session | None:
@@ -130,8 +131,21 @@ def tox_session(texts: Mapping[str, str]) -> Session | None:
                         if d.strip() and not d.strip().startswith(("#", "{["))
                     ),
                     extras=tuple(words(values.get("extras", "").replace(",", " "))),
+                    env=_setenv(values.get("setenv", "")),
                 )
     return None
+
+
+def _setenv(text: str) -> tuple[tuple[str, str], ...]:
+    """tox's ``setenv`` lines ``NAME = value``, those with a plain value only (no ``{...}``
+    substitution: a tox path means nothing outside tox)."""
+    found = []
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        name, value = name.strip(), value.strip()
+        if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and "{" not in value:
+            found.append((name, value))
+    return tuple(found)
 
 
 def _substitute(text: str) -> str:

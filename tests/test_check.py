@@ -722,11 +722,14 @@ def test_repro_of_an_existing_environment_says_so_and_reruns_with_check():
         install=existing_install(facts(torch="2.13.0+cpu", numpy=None, prefix="/srv/env")),
     )
     text = render_bundle(env, [env])
+    # issue-ready: the environment is named by its role, never by this machine's path (#42)
     assert (
-        "Probed as found by `torch-matrix check` (existing virtual environment at /srv/env" in text
+        "Probed as found by `torch-matrix check` (existing virtual environment at $CELL_VENV"
+        in text
     )
+    assert "/srv/env" not in text
     assert re.search(r"^uv pip install --python \S+ torch==2\.13\.0\+cpu$", text, re.M)
-    assert "torch-matrix check --python /srv/env/bin/python" in text and "nox -s" not in text
+    assert "torch-matrix check --python $CELL_VENV/bin/python" in text and "nox -s" not in text
 
 
 def test_what_could_not_be_exercised_is_listed_with_its_reason():

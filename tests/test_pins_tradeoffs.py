@@ -469,7 +469,10 @@ def test_the_report_session_pins_the_rules_trade_off_and_prints_each(tmp_path, c
     monkeypatch.setattr(
         torch_matrix.run.pins, "index_facts", lambda packages, spec: (RELEASED, WHEELS)
     )
-    listed = _write_pins(the_numpy_run(), tmp_path, torch_matrix.run.pins.PinsOptions())
+    listed, no_evidence = _write_pins(
+        the_numpy_run(), tmp_path, torch_matrix.run.pins.PinsOptions()
+    )
+    assert no_evidence == ""  # cells gave evidence
     err = capsys.readouterr().err
     assert "pins: numpy<2: " in err and "none needed" not in err
     assert "  trade-off 1 (pinned by the rule): numpy<2: gives up 4 working pairs" in err

@@ -154,7 +154,11 @@ def test_the_rerun_line_of_a_run_of_the_built_in_matrix_works_as_printed(
     assert line in out
     assert line in (run / "summary.md").read_text(encoding="utf-8")
     assert cli.main(["repro", result.cell.id, "--results", str(tmp_path / "results")]) == 0
-    assert line in capsys.readouterr().out
+    # the issue bundle names the spec from the project's directory, never a machine path (#42)
+    portable = "--default" if spec is None else "--spec matrix.toml"
+    bundle = capsys.readouterr().out
+    assert f"torch-matrix run {portable} -s 'matrix({result.cell.id})' -- --redo" in bundle
+    assert "/work/proj" not in bundle
 
 
 def test_a_cell_whose_result_file_cannot_be_read_is_listed_as_missing_with_why(

@@ -12,7 +12,6 @@ probe's evidence (``fix_proofs``); ``torch_matrix.judge.catalogue`` writes the f
 
 import os
 import re
-import subprocess
 import time
 
 from torch_matrix.probes import pytest_outcomes, pytest_select, safe_globals
@@ -69,7 +68,7 @@ def load_failures(records):
     return [groups[key] for key in sorted(groups)]
 
 
-def _rerun(command, cwd, tests, extra, base, timeout, env_of, wait):
+def _rerun(command, cwd, tests, extra, base, timeout, env_of, run):
     """Rerun only ``tests`` with ``extra`` in the environment: (node id -> outcome, records)."""
     only, out = base + ".only", base + ".jsonl"
     with open(only, "w") as handle:
@@ -82,18 +81,7 @@ def _rerun(command, cwd, tests, extra, base, timeout, env_of, wait):
         " -p torch_matrix.probes.pytest_select -p torch_matrix.probes.safe_globals"
     )
     env.update(extra)
-    with open(base + ".out", "wb") as output:
-        proc = subprocess.Popen(
-            command,
-            shell=True,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=cwd or None,
-            env=env,
-        )
-        wait(proc, timeout)
+    run(command, cwd, env, base + ".out", timeout)
     records = pytest_outcomes.read_records(out)
     return pytest_outcomes.per_test(records), records
 
@@ -103,7 +91,7 @@ def _split(tests, outcomes):
     return passed, [t for t in tests if t not in passed]
 
 
-def prove(command, cwd, records, base, timeout, env_of, wait):
+def prove(command, cwd, records, base, timeout, env_of, run):
     """The proofs for the weights_only failures among ``records`` (None when there are none):
     ``{"load_fixes": [group + allowed, rounds, passed, failed], "old_default": {...}}``. Bounded
     by ``timeout`` seconds in all (a group left unproven when it runs out says so)."""
@@ -124,7 +112,7 @@ def prove(command, cwd, records, base, timeout, env_of, wait):
                 "%s-fix%d-%d" % (base, index, rounds),
                 max(1.0, deadline - time.time()),
                 env_of,
-                wait,
+                run,
             )
             passed, failed = _split(group["tests"], outcomes)
             if not failed:
@@ -151,7 +139,7 @@ def prove(command, cwd, records, base, timeout, env_of, wait):
             base + "-old-default",
             max(1.0, deadline - time.time()),
             env_of,
-            wait,
+            run,
         )
         old["passed"], old["failed"] = _split(every, outcomes)
         old["ran"] = True

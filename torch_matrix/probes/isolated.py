@@ -98,6 +98,23 @@ def command_repro(command, cwd=None):
     return "cd %s && %s" % (shlex.quote(cwd), line) if cwd else line
 
 
+def run_shell(command, cwd, env, output_path, timeout):
+    """The one place a user's command line runs through the shell (the spec's command, and its
+    reruns proving a fix): its own session, its output to ``output_path``; (how, code)."""
+    with open(output_path, "wb") as output:
+        proc = subprocess.Popen(
+            command,
+            shell=True,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=cwd or None,
+            env=env,
+        )
+        return wait_process(proc, timeout)
+
+
 def run_command_probe(name, command, timeout, tmpdir, index, cwd=None):
     """A downstream command (e.g. a pytest selection) as a probe, run from ``cwd`` (the project).
 
@@ -109,18 +126,7 @@ def run_command_probe(name, command, timeout, tmpdir, index, cwd=None):
     output_path = base + ".out"
     records_path = base + ".pytest.jsonl"
     started = time.time()
-    with open(output_path, "wb") as output:
-        proc = subprocess.Popen(
-            command,
-            shell=True,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=cwd or None,
-            env=command_env(records_path),
-        )
-        how, code = wait_process(proc, timeout)
+    how, code = run_shell(command, cwd, command_env(records_path), output_path, timeout)
     duration = time.time() - started
     tail = execute.tail_of(output_path)
     result = {
@@ -155,7 +161,7 @@ def run_command_probe(name, command, timeout, tmpdir, index, cwd=None):
         if status == "fail":
             result.update(observed=code, expected=0)
             # A torch.load refused by weights_only: each call site's fix rerun on its tests.
-            proofs = fixproof.prove(command, cwd, records, base, timeout, command_env, wait_process)
+            proofs = fixproof.prove(command, cwd, records, base, timeout, command_env, run_shell)
             if proofs is not None:
                 result["evidence"]["fix_proofs"] = proofs
     elif code == 0:

@@ -2001,7 +2001,7 @@ def test_a_10000_cell_plan_is_planned_whole():
 
 
 def test_no_shell_true_outside_command_probes():
-    allowed = {("torch_matrix/probes/isolated.py", "run_command_probe")}
+    allowed = {("torch_matrix/probes/isolated.py", "run_shell")}
     found = []
     for folder in ("torch_matrix",):
         for path in (REPO / folder).rglob("*.py"):
@@ -2186,12 +2186,45 @@ def outside_fences(markdown: str) -> str:
     return "\n".join(out)
 
 
+def outside_code_spans(markdown: str) -> str:
+    """The text with its inline code spans left out, line by line (CommonMark: a run of N
+    backticks opens a span that the next run of exactly N backticks closes; an unmatched run is
+    literal). A code span shows its characters as they are: HTML, mentions and images in it are
+    inert on GitHub, so only what lies outside counts as rendered."""
+    out = []
+    for line in markdown.splitlines():
+        kept, at = [], 0
+        runs = list(re.finditer(r"`+", line))
+        index = 0
+        while index < len(runs):
+            opener = runs[index]
+            closer = next(
+                (r for r in runs[index + 1 :] if len(r.group()) == len(opener.group())), None
+            )
+            if closer is None:
+                index += 1
+                continue
+            kept.append(line[at : opener.start()])
+            at = closer.end()
+            index = runs.index(closer) + 1
+        kept.append(line[at:])
+        out.append("".join(kept))
+    return "\n".join(out)
+
+
+def test_outside_code_spans_keeps_only_what_renders_as_markdown():
+    assert outside_code_spans("a `</details>` b") == "a  b"
+    assert outside_code_spans("x ``a ` b`` y `open") == "x  y `open"  # unmatched: literal
+    assert outside_code_spans("</details> `c`") == "</details> "
+
+
 def assert_markdown_is_inert(text: str, what: str) -> None:
     """The hostile message renders as the same characters: no heading, no closed <details>, no
-    image, no mention, no raw HTML, no control character; the repro stays inside its fence."""
+    image, no mention, no raw HTML, no control character; the repro stays inside its fence (a
+    block or an inline code span)."""
     for char in CONTROL:
         assert char not in text, (what, char)
-    rendered = outside_fences(text)
+    rendered = outside_code_spans(outside_fences(text))
     assert not re.search(r"^(?:> ?)?\s{0,3}#{1,6} (?:heading|not a heading)", rendered, re.M), (
         what,
         rendered,

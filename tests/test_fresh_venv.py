@@ -125,6 +125,7 @@ def test_a_user_runs_the_matrix_from_a_fresh_venv_in_a_plain_directory(tmp_path)
             ".git",
             ".nox",
             "results",
+            ".torch-matrix",
             "__pycache__",
             "*.egg-info",
             "build",
@@ -175,7 +176,7 @@ def test_a_user_runs_the_matrix_from_a_fresh_venv_in_a_plain_directory(tmp_path)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log
     assert "Traceback" not in log, log
-    run_dir = project / "results" / "ckptkit"
+    run_dir = project / ".torch-matrix" / "results" / "ckptkit"  # the README's default
     cells = {torch: f"t{torch}-py{MINOR}" for torch in ("2.5.0", "2.6.0")}
     for cell in cells.values():
         assert (run_dir / "cells" / f"{cell}.json").is_file()

@@ -73,7 +73,7 @@ def test_built_wheel_runs_a_downstream_matrix_from_a_plain_directory(tmp_path: P
     shutil.copytree(
         REPO / "examples" / "tinytrain",
         project,
-        ignore=shutil.ignore_patterns("results", ".nox", "__pycache__"),
+        ignore=shutil.ignore_patterns("results", ".torch-matrix", ".nox", "__pycache__"),
     )
     env = user_env(tmp_path, venv, index.url)
 
@@ -101,7 +101,7 @@ def test_built_wheel_runs_a_downstream_matrix_from_a_plain_directory(tmp_path: P
     )
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-6000:]
-    run_dir = project / "results" / "tinytrain"
+    run_dir = project / ".torch-matrix" / "results" / "tinytrain"  # the README's default
     assert (run_dir / "report.html").stat().st_size > 0, log[-3000:]
     pins = json.loads((run_dir / "pins" / "pins.json").read_text())
     assert "torch" in json.dumps(pins), pins  # torch 2.6.0 breaks the project's checkpoint test

@@ -82,6 +82,15 @@ _MISSING_TEST_DEPENDENCY = re.compile(
 )
 # ... or a module of the project's own test tree that its source (an sdist) does not ship.
 _MISSING_TEST_FILE = re.compile(r"No module named '(?:conftest|tests?(?:\.[A-Za-z0-9_]+)+)'")
+# A harness gap seen on both sides: (pattern, what is missing, the fix), tried in this order.
+_HARNESS_GAPS = (
+    (
+        _MISSING_TEST_FILE,
+        "the project's source lacks a test module its tests import",
+        "choose tests that do not import it",
+    ),
+    (_MISSING_TEST_DEPENDENCY, "a test dependency is missing", "add it to the project's requires"),
+)
 # A side killed by the kernel's OOM killer or our RLIMIT_AS: SIGKILL (-9, 137) with no other word.
 _KILLED_CODES = (-9, 137)
 
@@ -293,26 +302,17 @@ def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classifie
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
     broken = _collection_errors(baseline, candidate)
     shown = f"; {broken}" if broken else ""  # the collection error itself, as the evidence
-    lacking = [_MISSING_TEST_FILE.search(text) for text in texts]
-    found_lacking = [match for match in lacking if match is not None]
-    if texts and len(found_lacking) == len(lacking):
-        return Classified(
-            project,
-            EcoClass.SPURIOUS,
-            f"both sides: the project's source lacks a test module its tests import "
-            f"({found_lacking[0].group(0)}): choose tests that do not import it{shown}"[:600],
-            spurious=SpuriousKind.HARNESS,
-        )
-    missing = [_MISSING_TEST_DEPENDENCY.search(text) for text in texts]
-    found_missing = [match for match in missing if match is not None]
-    if texts and len(found_missing) == len(missing):
-        return Classified(
-            project,
-            EcoClass.SPURIOUS,
-            f"both sides: a test dependency is missing ({found_missing[0].group(0)}): add it to the "
-            f"project's requires{shown}"[:600],
-            spurious=SpuriousKind.HARNESS,
-        )
+    for pattern, what, fix in _HARNESS_GAPS:
+        found_all = [pattern.search(text) for text in texts]
+        if texts and all(found_all):
+            first = found_all[0]
+            assert first is not None  # all() above
+            return Classified(
+                project,
+                EcoClass.SPURIOUS,
+                f"both sides: {what} ({first.group(0)}): {fix}{shown}"[:600],
+                spurious=SpuriousKind.HARNESS,
+            )
     if broken:
         return Classified(
             project,

@@ -764,3 +764,55 @@ def test_shards_then_the_merge_equal_the_unsharded_run(
         "same-pass",
         "skipped",
     }
+
+
+def test_a_resumed_run_s_estimate_counts_only_the_projects_still_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resuming a 72-project run whose first 22 had results printed `71 project(s) to run` and a
+    forecast of 2.0 h that counted the 22 done ones again (the real run of docs/ecosystem-run.md);
+    the estimate is of what this invocation will run, the done ones said apart (--redo: all)."""
+    import json
+
+    from torch_matrix.cli import main
+    from torch_matrix.ecosystem import runner
+
+    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
+    projects = tmp_path / "p.toml"
+    projects.write_text(
+        "".join(f'[[project]]\nname = "{n}"\npath = "."\ncommand = "pytest"\n' for n in "abc")
+    )
+    out = tmp_path / "run"
+    (out / "projects" / "a").mkdir(parents=True)
+    (out / "run.json").write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "baseline": parse_side("2.5.1", "baseline").to_json(),
+                "candidate": parse_side("2.6.0", "candidate").to_json(),
+                "projects": [{"name": "a"}],
+            }
+        )
+    )
+    for role in ("baseline", "candidate"):
+        (out / "projects" / "a" / f"{role}.json").write_text(
+            json.dumps(
+                {
+                    "project": "a",
+                    "role": role,
+                    "torch": "2.5.1",
+                    "status": "passed",
+                    "started": 0,
+                    "ended": 600,
+                }
+            )
+        )
+    args = ["ecosystem", "run", str(projects), "--baseline", "2.5.1", "--candidate", "2.6.0"]
+    assert main([*args, "--out", str(out), "--estimate"]) == 0
+    err = capsys.readouterr().err
+    assert "estimate: 2 project(s) to run (0 skipped, 1 done before), 4 venvs" in err
+    assert "estimate: about 20 min (forecast: 0 project(s) at their recorded wall time, " in err
+    assert main([*args, "--out", str(out), "--estimate", "--redo"]) == 0
+    err = capsys.readouterr().err
+    assert "estimate: 3 project(s) to run (0 skipped), 6 venvs" in err
+    assert "estimate: about 30 min (forecast: 1 project(s) at their recorded wall time" in err

@@ -45,6 +45,7 @@ class Estimate:
     uv_cache: str = ""  # "" where uv's cache was not found (all counted as downloads)
     forecast_seconds: float | None = None  # from recorded durations; None: none recorded
     forecast_known: int = 0  # projects whose own recorded duration the forecast uses
+    done: int = 0  # a resumed run: projects whose results exist already, not counted above
 
     def lines(self) -> list[str]:
         sizes = ", ".join(
@@ -65,7 +66,9 @@ class Estimate:
                 f"{_gb(self.download_bytes)} once into {where}"
             )
         return [
-            f"estimate: {self.projects} project(s) to run ({self.skipped} skipped), "
+            f"estimate: {self.projects} project(s) to run ({self.skipped} skipped"
+            + (f", {self.done} done before" if self.done else "")
+            + "), "
             f"{self.venvs} venvs (one per project per side, each deleted when its result is written)",
             f"estimate: torch with the CUDA wheels it pins: {sizes}; {downloads}; "
             "each project's own dependencies come on top",
@@ -98,6 +101,7 @@ class Estimate:
             "forecast_seconds": self.forecast_seconds,
             "forecast_known": self.forecast_known,
             "venvs": self.venvs,
+            "done": self.done,
         }
 
 
@@ -107,10 +111,13 @@ def estimate(
     cached: Collection[str] = (),
     uv_cache: str = "",
     recorded: Mapping[str, float] | None = None,
+    done: Sequence[Project] = (),
 ) -> Estimate:
     """``wheels``: each side's torch version -> its wheel files and their bytes (None: the index
     could not say); ``cached``: the file names uv's cache holds (``world.wheelset.cached_wheels``).
-    A file both sides pin is downloaded once."""
+    A file both sides pin is downloaded once. ``projects``: those still to run; ``done``: how many
+    a resumed run has results for already (said, not counted; their recorded durations still give
+    the median a project without a record is forecast at)."""
     running = [p for p in projects if not p.skip]
     totals: dict[str, int | None] = {}
     held: dict[str, int] = {}
@@ -124,7 +131,7 @@ def estimate(
         held[version] = sum(size or 0 for name, size in files if name in cached)
         missing.update((name, size) for name, size in files if name not in cached)
     unknown_side = any(files is None for files in wheels.values())
-    forecast, known = forecast_seconds(running, recorded or {})
+    forecast, known = forecast_seconds(running, recorded or {}, also=done)
     return Estimate(
         projects=len(running),
         skipped=len(projects) - len(running),
@@ -139,19 +146,22 @@ def estimate(
         uv_cache=uv_cache,
         forecast_seconds=forecast,
         forecast_known=known,
+        done=len(done),
     )
 
 
 def forecast_seconds(
-    projects: Sequence[Project], recorded: Mapping[str, float]
+    projects: Sequence[Project], recorded: Mapping[str, float], also: Sequence[Project] = ()
 ) -> tuple[float | None, int]:
     """The wall time the projects will take: each at its recorded wall time (an earlier run's, both
-    sides and any retry), one without a record at the median of the recorded ones, none longer
-    than its ceiling (its budget on both sides and the retries). None where nothing is recorded."""
+    sides and any retry), one without a record at the median of the recorded ones (theirs and
+    ``also``'s: a resumed run's done projects), none longer than its ceiling (its budget on both
+    sides and the retries). None where nothing is recorded."""
     known = [recorded[p.name] for p in projects if p.name in recorded]
-    if not known:
+    pool = known + [recorded[p.name] for p in also if p.name in recorded]
+    if not pool:
         return None, 0
-    ordered = sorted(known)
+    ordered = sorted(pool)
     middle = len(ordered) // 2
     median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
     total = sum(min(recorded.get(p.name, median), p.budget_s * 4) for p in projects)

@@ -124,7 +124,15 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     }
     names = [name for files in wheels.values() for name, _size in files or ()]
     uv_cache = uv_cache_dir() if names else ""
-    cost = estimate(mine, wheels, cached_wheels(uv_cache, names), uv_cache, recorded=_recorded(run))
+    todo = [p for p in mine if run.redo or not _done(run.out, p)]  # a resumed run: the rest
+    cost = estimate(
+        todo,
+        wheels,
+        cached_wheels(uv_cache, names),
+        uv_cache,
+        recorded=_recorded(run),
+        done=[p for p in mine if p not in todo],
+    )
     for line in cost.lines():
         console.note(line)
     if run.bisect and index is not None and mine:
@@ -143,6 +151,11 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
     }
     atomic_write(run.out / RUN_FILE, json.dumps(meta, indent=1) + "\n")
     return mine
+
+
+def _done(out: Path, project: Project) -> bool:
+    """Whether ``out`` holds both of the project's results (``run_project`` skips it then)."""
+    return all(result_path(out, project.name, str(role)).exists() for role in Role)
 
 
 def check_listed(run: EcosystemRun, index: PackageIndex) -> None:

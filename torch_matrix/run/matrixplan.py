@@ -91,7 +91,9 @@ def lock_run(
     locks.hold(envdir_of(argv), "nox env dir (--envdir)", environ)
     from torch_matrix.world.runplan import keep_out_of_vcs
 
-    keep_out_of_vcs(plan.results_root)
+    added = keep_out_of_vcs(plan.results_root)
+    if added:
+        console.note(f"torch-matrix: {added}")
 
 
 def nox_venv_of(envdir: Path, cell_id: str) -> Path:

@@ -130,20 +130,79 @@ def stale_in(run_dir: str | os.PathLike[str], results: Sequence[CellResult]) -> 
     return stale_results(results, plan.cells, plan.index, plan.suite)
 
 
-def keep_out_of_vcs(results_root: Path) -> None:
+# Build backends whose sdist takes every file of the project except those the project's *root*
+# ignore file lists (hatchling: ``.gitignore`` or ``.hgignore`` at the root, never a nested one,
+# and a fixed list of names such as ``.nox``): the folder's own ``.gitignore`` does not reach
+# them. setuptools (flat-layout discovery skips dot names; its sdist takes only the packages and
+# git's files), flit and poetry-core (the package, by the project's name) never take the folder.
+ROOT_IGNORE_BACKENDS = ("hatchling.",)
+ROOT_IGNORE_LINE = "/.torch-matrix/"
+
+
+def build_backend_of(pyproject_text: str) -> str:
+    """``[build-system] build-backend`` of a pyproject.toml's text; "" when absent or unreadable."""
+    from torch_matrix.spec.parse import tomllib
+
+    try:
+        system = tomllib.loads(pyproject_text).get("build-system")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return ""
+    backend = system.get("build-backend") if isinstance(system, dict) else None
+    return backend if isinstance(backend, str) else ""
+
+
+def root_ignores_folder(gitignore_text: str, folder: str) -> bool:
+    """True when a root ``.gitignore`` has a line that ignores ``folder`` (a top-level folder) as
+    a whole: ``folder``, ``folder/``, ``/folder``, ``/folder/``, or ``.*``-style dot patterns
+    (``.*``, ``.*/``). A narrower or negated line is not enough; a redundant line is harmless."""
+    forms = {folder, f"{folder}/", f"/{folder}", f"/{folder}/"}
+    if folder.startswith("."):
+        forms |= {".*", ".*/", "/.*", "/.*/"}
+    lines = [line.strip() for line in gitignore_text.splitlines()]
+    if any(line.startswith("!") and folder in line for line in lines):
+        return False
+    return any(line in forms for line in lines)
+
+
+def keep_out_of_vcs(results_root: Path) -> str:
     """The default results root's hidden folder (``.torch-matrix/``) gets a ``.gitignore`` of ``*``,
     as uv and virtualenv do for a venv: git (and poetry's sdist, which asks git) leaves it out.
+    A hatchling project also gets ``/.torch-matrix/`` in its root ``.gitignore`` (made if
+    absent), the only ignore file hatchling's sdist reads. Returns the line that says so, or "".
     Any other root, named by the user, is theirs: nothing is written."""
     hidden = Path(results_root).parent
     if hidden.name != Path(DEFAULT_RESULTS).parent.name:
-        return
+        return ""
     marker = hidden / ".gitignore"
     try:
         if not marker.exists():
             hidden.mkdir(parents=True, exist_ok=True)
             marker.write_text("# written by torch-matrix: its results, never the project's\n*\n")
     except OSError:
-        pass  # a read-only folder: the run itself says so when it writes its results
+        return ""  # a read-only folder: the run itself says so when it writes its results
+    project = hidden.parent
+    try:
+        backend = build_backend_of((project / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if not backend.startswith(ROOT_IGNORE_BACKENDS):
+        return ""
+    root_ignore = project / ".gitignore"
+    try:
+        before = root_ignore.read_text(encoding="utf-8") if root_ignore.exists() else ""
+        if root_ignores_folder(before, hidden.name):
+            return ""
+        lead = "" if not before or before.endswith("\n") else "\n"
+        with root_ignore.open("a", encoding="utf-8") as out:
+            out.write(f"{lead}# torch-matrix's results (its runs, never the project's)\n")
+            out.write(f"{ROOT_IGNORE_LINE}\n")
+    except (OSError, UnicodeDecodeError):
+        return (
+            f"could not add /.torch-matrix/ to {root_ignore}: {backend}'s sdist will take "
+            f"the results; add that line yourself"
+        )
+    why = "'s sdist reads only the project's root .gitignore, and would take the results"
+    return f"added /.torch-matrix/ to {root_ignore}: {backend}{why}"
 
 
 class CellEvent(StrEnum):

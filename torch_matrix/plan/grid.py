@@ -197,19 +197,22 @@ def _wheel_pythons(files: Iterable[Any]) -> frozenset[str] | None:
     return frozenset(found) if saw_wheel else None
 
 
-@lru_cache(
-    maxsize=4096
-)  # a few dozen (tag, Requires-Python) pairs across every release of a package
+@lru_cache(maxsize=4096)  # hundreds of (tag, Requires-Python) pairs: each half cached apart
 def _tag_pythons(tag_text: str, requires_python: str) -> frozenset[str]:
     """The Python X.Y values one wheel tag serves within its Requires-Python."""
+    found = _allowed_minors(requires_python)  # a few texts per package, dozens of tags
+    return found & frozenset().union(*(_minors(t.interpreter, t.abi) for t in parse_tag(tag_text)))
+
+
+@lru_cache(maxsize=1024)
+def _minors(interpreter: str, abi: str) -> frozenset[str]:
+    return frozenset(minor for minor in _PY_MINORS if _tag_serves(interpreter, abi, minor))
+
+
+@lru_cache(maxsize=1024)
+def _allowed_minors(requires_python: str) -> frozenset[str]:
     allowed = SpecifierSet(requires_python)
-    return frozenset(
-        minor
-        for tag in parse_tag(tag_text)
-        for minor in _PY_MINORS
-        if _tag_serves(tag.interpreter, tag.abi, minor)
-        and allowed.contains(minor + ".0", prereleases=True)
-    )
+    return frozenset(m for m in _PY_MINORS if allowed.contains(m + ".0", prereleases=True))
 
 
 def _tag_serves(interpreter: str, abi: str, minor: str) -> bool:

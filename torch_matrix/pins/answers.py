@@ -49,15 +49,23 @@ def _counterfactual(
     best: tuple[int, int, str, str, Value] | None = None
     positions = {value: i for i, value in enumerate(grid.tested(package))}
     here = positions.get(version)
-    for o in sorted(cells, key=lambda c: c.cell_id):
-        for good in index.get(_axes_key(o, free, grid._value_text), ()):
+    # The failing cells that hold the same other axes share their passing candidates: each such
+    # group is searched once, with its first cell id (the pair a search of every cell would pick).
+    firsts: dict[tuple[tuple[str, str], ...], str] = {}
+    for o in cells:
+        key = _axes_key(o, free, grid._value_text)
+        first = firsts.get(key)
+        if first is None or o.cell_id < first:
+            firsts[key] = o.cell_id
+    for key, first in firsts.items():
+        for good in index.get(key, ()):
             value = good.value(package)
             if value is None or value == version:
                 continue
             position = positions.get(value, 0)
             distance = abs(position - here) if here is not None else 0
             # nearest first; on a tie the newer one (the release that fixed it)
-            candidate = (distance, -position, o.cell_id, good.cell_id, value)
+            candidate = (distance, -position, first, good.cell_id, value)
             if best is None or candidate < best:
                 best = candidate
     if best is None:

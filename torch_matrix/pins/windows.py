@@ -288,10 +288,10 @@ def find_windows(
     why_hole = {Version(v): why for v, why in (holes or {}).items() if _is_release(v)}
     for version in excluded | admitted:
         why_hole.pop(version, None)
-    pythons = sorted(
-        {python_of(o.value(PYTHON)) for o in observations if o.value(PYTHON) is not None},
-        key=Version,
-    )
+    # Each distinct Python value once (a few), not once per observation (thousands, 20 searches)
+    seen = {o.values.get(PYTHON) for o in observations}
+    seen.discard(None)
+    pythons = sorted({python_of(value) for value in seen}, key=Version)
     installable, left_out = admitted_releases(released, wheel_pythons, pythons)
     releases = sorted(({Version(v) for v in installable} - set(why_hole)) | excluded | admitted)
     if not excluded or not releases:
@@ -413,11 +413,20 @@ def _beyond(edge: EdgeProof, count: int, pythons: Sequence[str]) -> EdgeProof:
 def _cells_by_value(
     package: str, observations: Sequence[Observation]
 ) -> dict[Version, list[Observation]]:
-    found: dict[Version, list[Observation]] = {}
+    # Grouped by the value as it is first (hashable, a few dozen), then each group's key made once:
+    # str() and Version() per observation were most of a search's time at 2,000 cells.
+    grouped: dict[Value, list[Observation]] = {}
     for observation in observations:
-        value = observation.value(package)
+        value = observation.values.get(package)
         if value is not None:
-            found.setdefault(_version(str(value)), []).append(observation)
+            grouped.setdefault(value, []).append(observation)
+    found: dict[Version, list[Observation]] = {}
+    for value, members in grouped.items():
+        key = _version(str(value))
+        if key in found:  # two values with one Version (e.g. "2.5" and Version("2.5.0"))
+            found[key].extend(members)
+        else:
+            found[key] = members
     return found
 
 

@@ -38,6 +38,7 @@ FIGURES = (
     ("10_verify_memo", "benchmarks.verify_memo"),
     ("11_budget", "benchmarks.budget"),
     ("12_wheel_facts", "benchmarks.wheel_facts"),
+    ("13_ecosystem", "benchmarks.ecosystem_scale"),
 )
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 RESULTS_SCHEMA = "torch-matrix/bench"
@@ -75,6 +76,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="365x2500",
         metavar="NIGHTSxCELLS",
         help="figure 7's generated history (default 365x2500: a year of a 2,500-cell nightly)",
+    )
+    parser.add_argument(
+        "--ecosystem-results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="figure 13: a real ecosystem run's directory, projected to 1,000 projects too",
     )
     return parser.parse_args(argv)
 
@@ -124,10 +132,19 @@ def _jsonable(value: Any) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     figures = selected_figures(args.only)
+    if args.ecosystem_results is not None and not (args.ecosystem_results / "run.json").is_file():
+        print(
+            f"benchmarks: --ecosystem-results {args.ecosystem_results}: no run.json in it\n"
+            "hint: give an ecosystem run's directory (the --out of `torch-matrix ecosystem run`)",
+            file=sys.stderr,
+        )
+        return 2
     work = (args.work or _default_work()).resolve()
     work.mkdir(parents=True, exist_ok=True)
     ctx = Context(work=work, quick=args.quick, log=lambda line: print(line, flush=True))
     ctx.facts["history_scale"] = args.history_scale
+    if args.ecosystem_results is not None:
+        ctx.facts["ecosystem_results"] = str(args.ecosystem_results.resolve())
     command = "python -m benchmarks.run " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )

@@ -296,3 +296,61 @@ def test_figure_8_lines_say_na_where_no_wheel_bytes_are_known():
     }
     lines = cold_lines(figures, wheels, 120.0, 100.0, 40.0, {"cold": 30.0})
     assert "n/a at link speed" in lines[0] and "no size for torch-x.whl" in lines[0]
+
+
+# ---- figure 13: an ecosystem run at scale (issue 44) ----
+
+
+def test_projected_cycles_the_measured_times_over_the_tool_s_round_robin_shards():
+    from benchmarks.ecosystem_scale import cycled, projected_wall, runner_loads
+
+    assert cycled([10, 30], 5, seed=None) == [10.0, 30.0, 10.0, 30.0, 10.0]
+    shuffled = cycled([1, 2, 3], 300)
+    assert sorted(shuffled) == sorted(cycled([1, 2, 3], 300, seed=None))
+    assert shuffled != cycled([1, 2, 3], 300, seed=None)
+    with pytest.raises(ValueError):
+        cycled([], 3)
+    # runner 1 takes projects 1, 3, 5; runner 2 projects 2, 4; each pays its fixed cost once
+    assert runner_loads([1, 2, 3, 4, 5], 2, setup_s=10) == [19.0, 16.0]
+    assert runner_loads([1, 2, 3], 8) == [1.0, 2.0, 3.0]  # a runner with no project costs nothing
+    got = projected_wall([10, 30], 4, 2, setup_s=5, seed=None)
+    assert got == {
+        "wall_s": 65.0,  # runner 2: 5 + 30 + 30, the slowest
+        "mean_runner_s": 45.0,
+        "ideal_s": 45.0,
+        "runners_used": 2.0,
+        "serial_s": 85.0,
+    }
+    wide = projected_wall([20, 40, 60], 1000, 256)
+    assert wide["runners_used"] == 256.0 and wide["serial_s"] == pytest.approx(39_980.0)
+    assert wide["ideal_s"] == pytest.approx(39_980.0 / 256) and wide["wall_s"] >= wide["ideal_s"]
+
+
+def test_forecast_error_is_a_factor_either_way_and_fixed_cost_never_negative():
+    from benchmarks.ecosystem_scale import fixed_cost, forecast_error
+
+    assert forecast_error(50, 100) == 2.0 and forecast_error(300, 100) == 3.0
+    assert forecast_error(100, 100) == 1.0
+    assert forecast_error(None, 100) is None and forecast_error(0, 100) is None
+    assert fixed_cost(100.0, 93.0) == 7.0 and fixed_cost(90.0, 93.0) == 0.0
+
+
+def test_the_ecosystem_run_s_own_lines_give_each_project_s_time():
+    from benchmarks.ecosystem_scale import parse_run_output
+
+    text = (
+        "estimate: about 2 min (forecast: 2 project(s) at their recorded wall time)\n"
+        "[1/2] pytorch-warmup: same-pass (39 s)\n"
+        "[2/2] torch-ppr: regressed (125 s)\n"
+        "ecosystem: 2 project(s) in 171 s\n"
+    )
+    assert parse_run_output(text) == ({"pytorch-warmup": 39.0, "torch-ppr": 125.0}, 171.0)
+    assert parse_run_output("[1/2] a: same-pass (3 s)\n") == ({"a": 3.0}, None)
+
+
+def test_figure_13_is_listed_and_a_results_dir_without_run_json_is_refused(tmp_path, capsys):
+    assert bench_run.selected_figures("13") == [("13_ecosystem", "benchmarks.ecosystem_scale")]
+    code = bench_run.main(["--only", "13", "--ecosystem-results", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"--ecosystem-results {tmp_path}: no run.json" in err and "hint:" in err

@@ -175,7 +175,7 @@ def test_imports_the_metadata_leaves_out_are_added_and_torchvision_pairs():
         },
     )
     # numpy is a dependency, scipy comes with the test extra, demo is the project: only yaml
-    assert d.requires == ("pytest", "setuptools", "pyyaml")
+    assert d.requires == ("pytest", "setuptools<82", "pyyaml")  # 82 removed pkg_resources
     assert d.torchvision is True  # imported by the tests: the side pairs it, never unpinned
     assert "torchvision" not in d.requires
 
@@ -427,3 +427,29 @@ def test_a_tox_session_s_plain_setenv_prefixes_the_command():
     )
     assert d.command == "PYTORCH_JIT=0 python -m pytest -q -p no:cacheprovider tests"
     assert "environment: what tox.ini [testenv] sets (setenv)" in d.reasons
+
+
+def test_tests_importing_torchaudio_or_a_pypi_test_helper_get_them_and_pkg_resources_a_bound():
+    """Found by discover on real sdists (issue 44): torch-stoi's tests import torchaudio (paired
+    with each side's torch by the install's overrides, never left to the newest), nflows' tests
+    import torchtestcase (on PyPI; the sdist neither ships nor declares it), and a module that
+    imports pkg_resources needs a setuptools that still has it (82 removed it)."""
+    d = found(
+        ["tests/test_a.py", "tests/flows/base_test.py", "PKG-INFO"],
+        {
+            "tests/test_a.py": "import torchaudio\nfrom pkg_resources import resource_filename\n",
+            "tests/flows/base_test.py": "import torchtestcase\n",
+            "PKG-INFO": PKG_INFO,
+        },
+    )
+    assert d.requires == ("pytest", "setuptools<82", "torchaudio", "torchtestcase")
+    assert d.torchvision is False
+    assert "needs: torchtestcase, imported by tests/flows/base_test.py and required nowhere" in (
+        d.reasons
+    )
+    # a requirement the project names already (any bound) is never added twice
+    declared = found(
+        ["tests/test_a.py", "requirements-test.txt"],
+        {"tests/test_a.py": "import torchaudio\n", "requirements-test.txt": "torchaudio>=2\n"},
+    )
+    assert declared.requires == ("pytest", "torchaudio>=2")

@@ -11,7 +11,7 @@ from packaging.version import Version
 from torch_matrix.cli import main as cli
 from torch_matrix.ecosystem.plan import MAX_SHARDS, estimate, shard_projects
 from torch_matrix.spec.model import IndexConfig
-from torch_matrix.ecosystem.projects import parse_projects, parse_side
+from torch_matrix.ecosystem.projects import parse_projects, parse_side, torchaudio_for
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.ecosystem import bisection, sides
 
@@ -42,13 +42,28 @@ def test_a_side_installs_its_torch_its_paired_torchvision_the_project_and_pytest
     wanted = sides.install_args(a, side, Path("/work/a/tree"))
     assert wanted[:2] == ["torch==2.6.0", "torchvision==0.21.0"]
     assert "a[test] @ file:///work/a/tree" in wanted and "scipy" in wanted and "pytest" in wanted
-    assert sides.overrides(a, side) == "torch==2.6.0\ntorchvision==0.21.0\n"
+    assert sides.overrides(a, side) == "torch==2.6.0\ntorchvision==0.21.0\ntorchaudio==2.6.0\n"
     plain = sides.install_args(b, side, Path("/work/b/tree"))
     assert plain == ["torch==2.6.0", "/work/b/tree"], "no pytest for a command that is not pytest"
     pre = parse_side("2.7.0rc3", "candidate", index="https://example.org/whl/test/cpu")
     args = sides.index_args(IndexConfig(default="https://mirror/simple"), pre)
     assert args[:4] == ["--default-index", "https://mirror/simple", "--index", pre.index]
     assert "unsafe-best-match" in args
+
+
+def test_torchaudio_is_pinned_to_the_side_s_torch_wherever_a_requirement_pulls_it() -> None:
+    """torch-stoi's tests imported the newest torchaudio, built for another torch, on both sides
+    (``_torchaudio.so: undefined symbol``): the override pins the paired one; an override adds
+    nothing a requirement does not pull in, so a project without torchaudio gets none."""
+    _a, b, _ = parse_projects(FILE, "p.toml")
+    assert (
+        sides.overrides(b, parse_side("2.5.1", "baseline")) == "torch==2.5.1\ntorchaudio==2.5.1\n"
+    )
+    nightly = parse_side("nightly-2025-03-01:2.7.0", "candidate")
+    assert sides.overrides(b, nightly).splitlines()[1] == "torchaudio==2.7.0.dev20250301"
+    assert torchaudio_for("2.0.1") == "2.0.2" and torchaudio_for("2.0.0") == "2.0.1"
+    assert torchaudio_for("2.7.0rc3") == "2.7.0rc3" and torchaudio_for("1.13.1") == ""
+    assert sides.overrides(b, parse_side("1.13.1", "baseline")) == "torch==1.13.1\n"
 
 
 def test_the_isolation_says_what_it_could_not_do() -> None:

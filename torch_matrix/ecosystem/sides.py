@@ -24,7 +24,7 @@ from torch_matrix.edges.sandbox import Sandbox
 from torch_matrix.judge.catalogue import user_frames
 from torch_matrix.probes import pytest_outcomes, pytest_select
 from torch_matrix.spec.model import IndexConfig
-from torch_matrix.ecosystem.projects import Project, Side
+from torch_matrix.ecosystem.projects import Project, Side, torchaudio_for
 from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 from torch_matrix.world.environment import base_env, parse_freeze, uv_cache_dir, uv_executable
 
@@ -148,9 +148,16 @@ def install_args(project: Project, side: Side, tree: Path) -> list[str]:
 
 
 def overrides(project: Project, side: Side) -> str:
+    """uv's overrides: the side's torch, its torchvision where the project pairs it, and always
+    the paired torchaudio: an override installs nothing by itself, so it pins torchaudio only
+    where a requirement pulls it in (the newest torchaudio, built for another torch, does not
+    load: ``undefined symbol``)."""
     lines = [f"torch=={side.torch}"]
     if project.torchvision:
         lines.append(f"torchvision=={side.torchvision_version()}")
+    audio = torchaudio_for(side.torch)
+    if audio:
+        lines.append(f"torchaudio=={audio}")
     return "\n".join(lines) + "\n"
 
 

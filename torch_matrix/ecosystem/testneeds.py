@@ -69,8 +69,10 @@ KNOWN_IMPORTS = {
     "parameterized": "parameterized",
     "pytest_mock": "pytest-mock",
     "requests": "requests",
-    "pkg_resources": "setuptools",  # uv venvs have none
+    "pkg_resources": "setuptools<82",  # uv venvs have none; setuptools 82 removed it
+    "torchaudio": "torchaudio",  # pinned to the side's torch by the install's overrides
     "transformers": "transformers",
+    "torchtestcase": "torchtestcase",  # nflows' tests: a PyPI helper its sdist does not declare
 }
 EGG_REQUIRES_RE = re.compile(r"^(?:src/)?[^/]+\.egg-info/requires\.txt$")
 IMPORT_RE = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.MULTILINE)
@@ -270,7 +272,7 @@ def imported(
     added: list[str] = []
     for module, path in sorted(modules.items()):
         package = KNOWN_IMPORTS.get(module)
-        if package and package not in have and package not in added:
+        if package and name_of(package) not in have and package not in added:
             added.append(package)
             reasons.append(f"needs: {package}, imported by {path} and required nowhere")
     return added

@@ -71,6 +71,20 @@ def test_nearest_passing_is_none_when_nothing_passes():
     assert "none in this run" in render_bundle(bad[0], bad)
 
 
+def test_a_compatible_cells_bundle_names_the_cell_and_offers_no_nearest_pass():
+    """Seen on a real project's run (examples/corpus, torch-image-interpolation): `repro` of a
+    compatible cell was titled ``torch 2.6.0: `the cell` compatible`` and offered "Nearest passing
+    cell: passes on torch 2.5.1 (here 2.6.0)", next to a cell that passes itself."""
+    good = [make_result(torch=v, probes=[make_probe("tests")]) for v in ("2.5.1", "2.6.0")]
+    text = render_bundle(good[1], good)
+    assert text.splitlines()[0] == f"### torch 2.6.0: cell `{good[1].cell.id}` compatible"
+    assert "Nearest passing" not in text
+    failing = make_result(torch="2.4.1", probes=[make_probe("tests", FAIL)])
+    assert "**Nearest passing cell**: passes on torch 2.5.1" in render_bundle(
+        failing, [failing, *good]
+    )
+
+
 def test_install_lines_drop_the_cells_venv_and_keep_the_index_options():
     result = make_result(torch="2.5.1")
     result = dataclasses.replace(

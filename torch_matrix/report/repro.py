@@ -305,9 +305,11 @@ def _heading(
     result: CellResult, probe: ProbeResult | None, hardware: Any, status: str
 ) -> list[str]:
     """The bundle's title line: the torch version, what failed and how."""
-    what = probe.name if probe is not None else "the cell"
     torch_version = built_versions(result).get("torch", result.cell.torch)
-    title = f"torch {md_text(torch_version)}: {md_code(what)} {md_text(status)}"
+    if probe is not None:
+        title = f"torch {md_text(torch_version)}: {md_code(probe.name)} {md_text(status)}"
+    else:  # about the whole cell: name it (a code span reading `the cell` named nothing)
+        title = f"torch {md_text(torch_version)}: cell {md_code(result.cell.id)} {md_text(status)}"
     if probe is not None and probe.message:
         title += f": {_prose(probe.message, 100)}"
     if hardware is not None and probe is None:
@@ -367,14 +369,19 @@ def _finding_lines(
         cause = verdict.reason if verdict.kind == TIMED_OUT else cause_text(result, probe)
         if cause:
             lines += [f"**Cause** (torch-matrix's reading): {_prose(cause)}", ""]
-    nearest = nearest_passing(result, results, probe.name if probe is not None else None)
-    lines.append(
-        f"**Nearest passing cell**: {nearest.line()}."
-        if nearest
-        else "**Nearest passing cell**: none in this run (no other cell passes "
-        f"{md_code(probe.name) if probe is not None else 'every probe'})."
-    )
-    lines += ["", "#### Environment", "", "| | |", "|---|---|"]
+    # a bundle about a cell that passes (`repro` of a compatible cell) has no nearest passing cell
+    # to offer: the cell itself is one
+    passes_itself = probe is None and _passes(result, None)
+    if not passes_itself:
+        nearest = nearest_passing(result, results, probe.name if probe is not None else None)
+        lines += [
+            f"**Nearest passing cell**: {nearest.line()}."
+            if nearest
+            else "**Nearest passing cell**: none in this run (no other cell passes "
+            f"{md_code(probe.name) if probe is not None else 'every probe'}).",
+            "",
+        ]
+    lines += ["#### Environment", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {_md_cell(value)} |" for key, value in environment_rows(result)]
     return lines
 

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from torch_matrix.edges import httpget
 from torch_matrix.vocab.sizes import format_size
 
 from torch_matrix.edges.zipdir import (
@@ -59,6 +58,8 @@ def http_range(url: str, wanted: str, timeout: float | None = None) -> tuple[int
     """GET one range of ``url``; raises ``RangesUnsupported`` when the answer is not a 206. At
     most the bytes asked for are read, within one read's deadline (``edges.httpget``)."""
     import urllib.error  # imported here: a warm plan never needs http
+
+    from torch_matrix.edges import httpget  # http.client and ssl with it: only when fetching
 
     found: list[re.Match[str]] = []
 

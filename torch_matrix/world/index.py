@@ -31,7 +31,6 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from torch_matrix.edges import httpget
 from torch_matrix.edges.console import warn_once
 from torch_matrix.edges.ranges import (
     RangeFetch,
@@ -83,6 +82,8 @@ def http_fetch(url: str, accept: str) -> tuple[str, bytes] | None:
     """GET over http(s), bounded (``edges.httpget``: a cap, one deadline, a retry on a cut body).
     None for 404/410 (the project or file is not there)."""
     import urllib.error  # imported here: a warm run never needs http, ssl or email
+
+    from torch_matrix.edges import httpget  # http.client and ssl with it: only when fetching
 
     if url.endswith(".whl"):
         limit, what = MAX_WHEEL_BYTES, "a wheel read whole"

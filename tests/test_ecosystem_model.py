@@ -192,6 +192,14 @@ def test_a_test_dependency_missing_on_both_sides_is_a_harness_fault() -> None:
     got = classify(side(B, SideStatus.BROKEN, detail=why), side(C, SideStatus.BROKEN, detail=why))
     assert got.eco_class == EcoClass.SPURIOUS and got.spurious == SpuriousKind.HARNESS
     assert "No module named 'numpy'" in got.evidence
+    assert "add it to the project's requires" in got.evidence
+    # julius (issue 44): its dev extra's resampy imports pkg_resources, which setuptools provides
+    why = "collection error in tests/t.py: ModuleNotFoundError: No module named 'pkg_resources'"
+    gone = classify(side(B, SideStatus.BROKEN, detail=why), side(C, SideStatus.BROKEN, detail=why))
+    assert gone.spurious == SpuriousKind.HARNESS
+    assert "add setuptools<82 to the project's requires (pkg_resources comes from it)" in (
+        gone.evidence
+    )
     torch_gone = "No module named 'torch._six'"
     same = classify(
         side(B, SideStatus.BROKEN, detail=torch_gone), side(C, SideStatus.BROKEN, detail=torch_gone)

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from torch_matrix.ecosystem.testneeds import KNOWN_IMPORTS, name_of
 from torch_matrix.ecosystem.records import (
     EcoClass,
     SideRun,
@@ -93,6 +94,16 @@ _HARNESS_GAPS = (
 )
 # A side killed by the kernel's OOM killer or our RLIMIT_AS: SIGKILL (-9, 137) with no other word.
 _KILLED_CODES = (-9, 137)
+
+
+def _provider_fix(missing: str, fix: str) -> str:
+    """A missing module another distribution provides names that one: ``pkg_resources`` comes
+    from ``setuptools<82``, which no plain "add it" says (no index has a pkg_resources)."""
+    module = missing.split("'")[1].split(".")[0]
+    provider = KNOWN_IMPORTS.get(module, module)
+    if name_of(provider) == module.lower():
+        return fix
+    return f"add {provider} to the project's requires ({module} comes from it)"
 
 
 def spurious_kind(text: str) -> SpuriousKind | None:
@@ -307,6 +318,8 @@ def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classifie
         if texts and all(found_all):
             first = found_all[0]
             assert first is not None  # all() above
+            if pattern is _MISSING_TEST_DEPENDENCY:
+                fix = _provider_fix(first.group(0), fix)
             return Classified(
                 project,
                 EcoClass.SPURIOUS,

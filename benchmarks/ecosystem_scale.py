@@ -238,9 +238,35 @@ def _discovered(out: Path, name: str) -> dict[str, Any]:
     return data
 
 
-def results_times(directory: Path) -> dict[str, Any]:
-    """A real run's directory: each project's recorded wall time, the projects' sum, the span from
-    the first start to the last end, and the forecast its run.json holds (if any)."""
+def forecast_of_finished(
+    listed: Sequence[Mapping[str, Any]],
+    finished: Mapping[str, float],
+    recorded: Mapping[str, float],
+) -> tuple[float | None, int]:
+    """The tool's own forecast (``ecosystem.plan.forecast_seconds``) for the projects of a run
+    (run.json's ``projects``) that finished (``finished``: name -> its wall time), from durations
+    recorded elsewhere; (seconds or None, how many had their own record)."""
+    from torch_matrix.ecosystem.plan import forecast_seconds
+    from torch_matrix.ecosystem.projects import Project, Source, SourceKind
+
+    projects = [
+        Project(
+            name=str(p["name"]),
+            source=Source(SourceKind(p["source"]["kind"]), str(p["source"]["location"])),
+            budget_s=float(p["budget_s"]),
+        )
+        for p in listed
+        if p.get("name") in finished and not p.get("skip")
+    ]
+    return forecast_seconds(projects, recorded)
+
+
+def results_times(directory: Path, durations_from: Path | None = None) -> dict[str, Any]:
+    """A real run's directory: each project's recorded wall time, the projects' sum, the span
+    from the first start to the last end, and the forecast of the finished projects: from
+    ``durations_from`` (an earlier run, as a user gives ``--durations-from``) where given, else
+    the one its run.json holds where every listed project finished (a resumed run's last
+    invocation forecasts from the run's own records too: said in the result)."""
     from torch_matrix.ecosystem.plan import recorded_durations
     from torch_matrix.ecosystem.results import load
 
@@ -249,14 +275,33 @@ def results_times(directory: Path) -> dict[str, Any]:
     starts = [r.started for runs in loaded.sides.values() for r in runs.values() if r.started]
     ends = [r.ended for runs in loaded.sides.values() for r in runs.values() if r.ended]
     meta = json.loads((directory / "run.json").read_text(encoding="utf-8"))
+    listed = [p for p in meta.get("projects", []) if not p.get("skip")]
+    estimate = meta.get("estimate") or {}
+    if durations_from is not None:
+        recorded = recorded_durations(load([durations_from]).sides)
+        forecast, known = forecast_of_finished(listed, times, recorded)
+        source = f"the tool's forecast from {durations_from}'s recorded durations"
+    elif estimate.get("forecast_seconds") is not None and estimate.get("projects") == len(times):
+        forecast, known = estimate["forecast_seconds"], estimate.get("forecast_known", 0)
+        source = "its run.json's forecast (its last invocation's: it reads the run's own records)"
+    else:
+        forecast, known = None, 0
+        source = (
+            f"none: its run.json's forecast is of {estimate.get('projects')} projects (its last "
+            f"invocation's), {len(times)} finished"
+            if estimate.get("forecast_seconds") is not None
+            else "none: its run.json holds no forecast"
+        )
     return {
         "directory": str(directory),
         "projects": len(times),
+        "listed": len(listed),
         "times_s": times,
         "sum_s": sum(times.values()),
         "span_s": (max(ends) - min(starts)) if starts and ends else None,
-        "forecast_s": (meta.get("estimate") or {}).get("forecast_seconds"),
-        "forecast_known": (meta.get("estimate") or {}).get("forecast_known"),
+        "forecast_s": forecast,
+        "forecast_known": known,
+        "forecast_source": source,
     }
 
 
@@ -335,7 +380,8 @@ def measure(ctx: Context) -> dict[str, Any]:
     given = ctx.facts.get("ecosystem_results")
     real_error = None
     if given:
-        real = results_times(Path(given))
+        earlier = ctx.facts.get("ecosystem_durations_from")
+        real = results_times(Path(given), Path(earlier) if earlier else None)
         if real["times_s"]:
             projections["real run"] = _projections(list(real["times_s"].values()), fixed["median"])
             _log_projections(
@@ -346,9 +392,10 @@ def measure(ctx: Context) -> dict[str, Any]:
             f"  {given}: {real['projects']} projects, their wall times add up to "
             f"{real['sum_s']:.0f} s (first start to last end {real['span_s'] or 0:.0f} s); "
             + (
-                f"its forecast {real['forecast_s']:.0f} s"
+                f"forecast {real['forecast_s']:.0f} s ({real['forecast_known']} with a record of "
+                f"their own; {real['forecast_source']})"
                 if real["forecast_s"] is not None
-                else "its run.json holds no forecast"
+                else f"forecast: {real['forecast_source']}"
             )
         )
     value = statistics.median(project_ratios) if project_ratios else None

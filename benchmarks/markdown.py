@@ -117,6 +117,34 @@ def _parallel(f: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _ecosystem(f: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"{name}: ecosystem run {_s(p['ours_s'], 1)}, plain venv + pytest {_s(p['plain_s'], 1)}"
+        for name, p in f["per_project"].items()
+    ]
+    lines.append(
+        f"per-run ratios {[round(r, 2) for r in f['project_ratios']]}; whole invocation / plain "
+        f"{[round(r, 2) for r in f['invocation_ratios']]}; fixed cost {_s(f['fixed_s'], 1)}"
+    )
+    for label, shown in f["projections"].items():
+        lines.append(
+            f"1,000 projects ({label}): "
+            + ", ".join(
+                f"{runners} {p['wall_s'] / 60:.1f} min (ideal {p['ideal_s'] / 60:.1f})"
+                for runners, p in shown.items()
+            )
+        )
+    lines.append(f"forecast / real, the larger way: {[round(e, 2) for e in f['forecast_errors']]}")
+    real = f.get("real_run")
+    if real:
+        lines.append(
+            f"real run {real['projects']} projects, {real['sum_s']:.0f} s of project wall time; "
+            f"forecast {real['forecast_s']} ({real['forecast_source']}) -> "
+            f"{_x(f.get('real_forecast_error'))}"
+        )
+    return lines
+
+
 DETAILS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "1_warm_env": _warm,
     "2_cold_matrix": _cold,
@@ -124,6 +152,7 @@ DETAILS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "4_probe_suite": _probes,
     "5_scale": _scale,
     "6_parallel": _parallel,
+    "13_ecosystem": _ecosystem,
 }
 
 

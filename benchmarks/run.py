@@ -84,6 +84,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="DIR",
         help="figure 13: a real ecosystem run's directory, projected to 1,000 projects too",
     )
+    parser.add_argument(
+        "--ecosystem-durations-from",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="figure 13: an earlier ecosystem run whose recorded durations forecast "
+        "--ecosystem-results' run (as its --durations-from would)",
+    )
     return parser.parse_args(argv)
 
 
@@ -132,19 +140,25 @@ def _jsonable(value: Any) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     figures = selected_figures(args.only)
-    if args.ecosystem_results is not None and not (args.ecosystem_results / "run.json").is_file():
-        print(
-            f"benchmarks: --ecosystem-results {args.ecosystem_results}: no run.json in it\n"
-            "hint: give an ecosystem run's directory (the --out of `torch-matrix ecosystem run`)",
-            file=sys.stderr,
-        )
-        return 2
+    for option, given in (
+        ("--ecosystem-results", args.ecosystem_results),
+        ("--ecosystem-durations-from", args.ecosystem_durations_from),
+    ):
+        if given is not None and not (given / "run.json").is_file():
+            print(
+                f"benchmarks: {option} {given}: no run.json in it\n"
+                "hint: give an ecosystem run's directory (the --out of `torch-matrix ecosystem run`)",
+                file=sys.stderr,
+            )
+            return 2
     work = (args.work or _default_work()).resolve()
     work.mkdir(parents=True, exist_ok=True)
     ctx = Context(work=work, quick=args.quick, log=lambda line: print(line, flush=True))
     ctx.facts["history_scale"] = args.history_scale
     if args.ecosystem_results is not None:
         ctx.facts["ecosystem_results"] = str(args.ecosystem_results.resolve())
+    if args.ecosystem_durations_from is not None:
+        ctx.facts["ecosystem_durations_from"] = str(args.ecosystem_durations_from.resolve())
     command = "python -m benchmarks.run " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )

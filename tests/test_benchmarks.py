@@ -15,6 +15,7 @@ import pytest
 from benchmarks import run as bench_run
 from benchmarks.common import Context
 from torch_matrix.world.environment import link_mode_warning
+from benchmarks.markdown import DETAILS
 from benchmarks.markdown import render as render_markdown
 from benchmarks.stats import (
     MET,
@@ -354,3 +355,35 @@ def test_figure_13_is_listed_and_a_results_dir_without_run_json_is_refused(tmp_p
     assert code == 2
     err = capsys.readouterr().err
     assert f"--ecosystem-results {tmp_path}: no run.json" in err and "hint:" in err
+
+
+def test_a_real_run_s_forecast_is_the_tool_s_own_for_its_finished_projects():
+    from benchmarks.ecosystem_scale import forecast_of_finished
+
+    def listed(name, budget=300.0, skip=""):
+        source = {"kind": "sdist", "location": f"{name}==1"}
+        return {"name": name, "source": source, "budget_s": budget, "skip": skip}
+
+    run = [listed("a"), listed("b"), listed("c", budget=5.0), listed("d"), listed("e", skip="x")]
+    finished = {"a": 50.0, "b": 70.0, "c": 30.0, "e": 1.0}  # d has not finished; e is skipped
+    # a at its record (10), b at the median of the records (10, 30: 20), c at its ceiling (4 x 5)
+    assert forecast_of_finished(run, finished, {"a": 10.0, "c": 30.0, "x": 99.0}) == (50.0, 2)
+    assert forecast_of_finished(run, finished, {}) == (None, 0)
+
+
+def test_figure_13_renders_as_markdown():
+    summary = {"median": 30.0, "n": 3}
+    figure = {
+        "per_project": {"torch-ppr": {"ours_s": summary, "plain_s": {"median": 25.0, "n": 3}}},
+        "project_ratios": [1.2, 1.1],
+        "invocation_ratios": [1.25, 1.15],
+        "fixed_s": {"median": 2.0, "n": 3},
+        "projections": {"bench projects": {"16 runners": {"wall_s": 1920.0, "ideal_s": 1875.0}}},
+        "forecast_errors": [1.3],
+        "real_run": None,
+    }
+    lines = DETAILS["13_ecosystem"](figure)
+    assert lines[0] == (
+        "torch-ppr: ecosystem run 30.0 s (median of 3), plain venv + pytest 25.0 s (median of 3)"
+    )
+    assert "1,000 projects (bench projects): 16 runners 32.0 min (ideal 31.2)" in lines

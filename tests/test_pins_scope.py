@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
 from torch_matrix.pins import requirement_lines, suggest_pins
-from torch_matrix.pins.render import render_json, render_text
+from torch_matrix.pins.render import (
+    render_constraints,
+    render_json,
+    render_requirements,
+    render_text,
+)
 from tests.pins_grids import cell
 
 DYNAMO = "torch.compile failed: RuntimeError: Dynamo is not supported on Python 3.12+"
@@ -176,3 +181,83 @@ def test_the_pins_line_names_only_the_lines_the_files_pin(tmp_path, capsys):
     out, _ = capsys.readouterr()
     (line,) = [line for line in out.splitlines() if line.startswith("pins: ")]
     assert not line.startswith('pins: torch; python_version < "3.12"'), line
+
+
+# ------------------------------------------------------------------- variants (cpu, cu124, ...)
+
+VARIANT_TORCH = ["2.4.0", "2.5.0", "2.6.0", "2.7.0"]
+BOOM = "training_step failed: CUDA error: no kernel image is available for execution"
+
+
+def variant_run():
+    """2.5.0 and 2.6.0 pass on cpu and cu124; 2.4.0 fails on both; an edge cell ran 2.7.0 on cu124
+    only, and it failed there."""
+    out = [cell(t, "3.11", variant=v, torchvision="") for t in ("2.5.0", "2.6.0") for v in VARIANTS]
+    out += [
+        cell("2.4.0", "3.11", variant=v, torchvision="", fail="training_step", message=BOOM)
+        for v in VARIANTS
+    ]
+    out.append(cell("2.7.0", "3.11", variant="cu124", torchvision="", fail="training_step"))
+    return out
+
+
+VARIANTS = ("cpu", "cu124")
+
+
+def test_a_failure_seen_on_one_variant_excludes_nothing_for_another():
+    """torch 2.7.0 ran on cu124 only and failed: the pins read `torch<2.7` for everyone, cpu users
+    included, where no cell ran it. Now no line excludes it; the files say it holds on cu124."""
+    suggestion = suggest_pins(variant_run(), {"torch": VARIANT_TORCH})
+    lines = [line.text() for line in requirement_lines(suggestion.recommended)]
+    assert lines == ["torch>=2.5"], lines  # 2.4.0 failed on both variants: excluded for both
+    assert suggestion.recommended.unresolved == ("t2.7.0-cu124-py3.11",)
+    (held,) = suggestion.variant_only()
+    assert held.describe() == "torch<2.7 (only where variant cu124)"
+    for text in (render_text(suggestion), render_constraints(suggestion)):
+        note = text.split("Held on a variant only", 1)[1]
+        assert "torch<2.7 (only where variant cu124) [t2.7.0-cu124-py3.11]" in note, text
+    assert "Held on a variant only" in render_requirements(suggestion)
+    data = json.loads(render_json(suggestion))
+    assert data["constraints"] == ["torch>=2.5"]
+    assert [pin["condition"]["values"] for pin in data["variant_only"]] == [["cu124"]]
+
+
+def test_a_failure_seen_on_every_variant_is_excluded_and_no_variant_note():
+    both = [r for r in variant_run() if r.cell.torch != "2.7.0"]
+    both += [
+        cell("2.7.0", "3.11", variant=v, torchvision="", fail="training_step") for v in VARIANTS
+    ]
+    suggestion = suggest_pins(both, {"torch": VARIANT_TORCH})
+    lines = [line.text() for line in requirement_lines(suggestion.recommended)]
+    assert lines == ["torch>=2.5,<2.7"], lines
+    assert suggestion.variant_only() == []
+    assert "variant_only" not in json.loads(render_json(suggestion))
+    assert "Held on a variant only" not in render_constraints(suggestion)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(VARIANT_TORCH), st.sampled_from(VARIANTS)),
+        st.booleans(),  # True: the cell passes
+        min_size=1,
+    ),
+    st.booleans(),
+)
+def test_no_line_excludes_a_release_for_a_variant_where_no_cell_ran_it(grid, with_released):
+    """Any grid of torch x {cpu, cu124} cells, each passing or failing, some missing: a release the
+    requirement lines exclude has a failing cell on every variant of the run."""
+    results = [
+        cell(t, "3.11", variant=v, torchvision="", fail="" if good else "training_step")
+        for (t, v), good in sorted(grid.items())
+    ]
+    released = {"torch": VARIANT_TORCH} if with_released else None
+    suggestion = suggest_pins(results, released)
+    run_variants = {v for _, v in grid}
+    for line in requirement_lines(suggestion.recommended):
+        if line.package != "torch" or not line.specifiers:
+            continue
+        for t in {t for t, _ in grid}:
+            if _excludes(line.text(), t, "3.11"):
+                failing_on = {v for (u, v), good in grid.items() if u == t and not good}
+                assert failing_on == run_variants, (line.text(), t, grid)

@@ -40,7 +40,7 @@ The package, one job per module:
 Its modules: `vocabulary`, `specifiers`, `evidence`, `model`, `masks` (the evidence as bit masks),
 `search` (the covers, ``find_pins``), `answers` (atoms -> pins, ranked), `tradeoffs`, `coverage`,
 `suggest`, `render`, `pr_body` (the nightly pull request's body), `windows` (each break's releases
-and the proof of its edges), `untested` (releases after the evidence), `targets` (pins per
+and the proof of its edges), `untested` (releases after the evidence), `variants` (a failure held on some variants only: no line, a note), `targets` (pins per
 hardware target), `wheelbounds` (a target's bounds from each release's wheel), `target_render`.
 """
 

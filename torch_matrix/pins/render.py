@@ -16,6 +16,7 @@ from .evidence import EnvironmentAdvice
 from .model import Answer, Exclusion, RequirementLine, requirement_lines
 from .tradeoffs import TRADEOFF_RULE
 from .suggest import Suggestion
+from .variants import variant_only_lines
 from .vocabulary import PYTHON
 from .windows import LINE
 
@@ -306,6 +307,7 @@ def _pin_lines(suggestion: Suggestion) -> list[str]:
             "seen working; see the interaction):",
             "  " + _listing(recommended.unresolved),
         ]
+    out += variant_only_lines(suggestion.variant_only(), "", lead=("",))
     return out
 
 
@@ -468,6 +470,7 @@ def render_constraints(suggestion: Suggestion) -> str:
         if line.specifiers:
             reason = _inline_reason(line)
             out.append(line.text() + (f"  # {reason}" if reason else ""))
+    out.extend(variant_only_lines(suggestion.variant_only(), "# "))
     if suggestion.tradeoffs and not suggestion.pin_tradeoffs:
         out.append(
             "# A break these pins leave open (no pin closes it without excluding a version seen working):"
@@ -521,6 +524,7 @@ def render_requirements(suggestion: Suggestion) -> str:
             "# Unresolved (no pin excludes them without excluding a working version): "
             + _listing(recommended.unresolved)
         )
+    out.extend(variant_only_lines(suggestion.variant_only(), "# "))
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:
         out.append(f"# Interaction: {diagnosis.describe()} ({_keeps(diagnosis)}).")
@@ -580,6 +584,8 @@ def suggestion_to_json(suggestion: Suggestion) -> dict[str, Any]:
     must = suggestion.must_install()
     if must:  # only when there are some: earlier pins.json files stay the same
         data["must_install"] = must
+    if suggestion.variant_only():  # only when there are some: earlier pins.json files stay the same
+        data["variant_only"] = [pin.to_json() for pin in suggestion.variant_only()]
     if (
         suggestion.not_pinned
     ):  # only when there are some: earlier pins.json files stay byte-identical

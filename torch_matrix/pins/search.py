@@ -68,15 +68,22 @@ def _pure_failures(grid: _Grid) -> list[Atom]:
 
     A failure holds only where it was seen: a value whose cells ran on some of the run's Pythons
     only (an edge cell that ran torch 2.2.0 on 3.12 alone) is excluded on those Pythons, scoped by
-    a marker, never on a Python where no cell ran it."""
+    a marker, never on a Python where no cell ran it. The same for the run's variants (cpu,
+    cu124, ...): a value whose cells ran on some of them only is excluded on those variants, a
+    condition no requirement can say, so it is a diagnosis (the files' interaction note), never a
+    line that would exclude it for the users of a variant where no cell ran it."""
     free: list[Atom] = []
     pythons = set(grid.values(PYTHON)) if PYTHON in grid.axes else set()
+    variants = set(grid.values(VARIANT)) if VARIANT in grid.axes else set()
     for axis in grid.pinnable:
         for value, cells in grid.where(axis).items():
             if value is None or not cells & grid.bad_mask or cells & grid.good_mask:
                 continue
+            on_variants = grid.values(VARIANT, cells) if variants else set()
             seen_on = grid.values(PYTHON, cells) if axis != PYTHON and pythons else set()
-            if seen_on and seen_on != pythons:
+            if on_variants and on_variants != variants:
+                free.extend(Atom(axis, value, VARIANT, w) for w in sorted(on_variants, key=str))
+            elif seen_on and seen_on != pythons:
                 free.extend(Atom(axis, value, PYTHON, q) for q in sorted(seen_on, key=version_key))
             else:
                 free.append(Atom(axis, value))
@@ -84,6 +91,21 @@ def _pure_failures(grid: _Grid) -> list[Atom]:
     for atom in free:
         uncovered |= grid.mask(atom)
     return _greedy(grid, uncovered, free, 0) or []
+
+
+def _held_on_variants(grid: _Grid, atoms: Sequence[Atom]) -> tuple[list[Atom], list[Atom]]:
+    """``atoms`` split: those that hold on every variant of the run, and, for each value whose cells
+    ran on some variants only, one atom per such variant (``_pure_failures``' rule)."""
+    variants = set(grid.values(VARIANT)) if VARIANT in grid.axes else set()
+    plain: list[Atom] = []
+    held: list[Atom] = []
+    for atom in atoms:
+        on = grid.values(VARIANT, grid.mask(atom)) if variants and not atom.cond_axis else set()
+        if on and on != variants:
+            held.extend(Atom(atom.axis, atom.value, VARIANT, w) for w in sorted(on, key=str))
+        else:
+            plain.append(atom)
+    return plain, held
 
 
 def _blame_one(grid: _Grid, remaining: int, axis: str) -> list[Atom] | None:
@@ -203,35 +225,28 @@ def find_pins(
         for axis in pinnable:
             atoms = _blame_one(grid, grid.bad_mask, axis)
             if atoms is not None:
-                return (
-                    [
-                        _answer(
-                            grid,
-                            f"blame {axis} alone",
-                            sorted(atoms, key=Atom.sort_key),
-                            pairs,
-                            policy,
-                        )[0]
-                    ],
-                    [],
-                    None,
-                )
-    pure = _pure_failures(grid)
+                plain, held = _held_on_variants(grid, atoms)
+                label = f"blame {axis} alone"
+                found = [_answer(grid, label, sorted(plain, key=Atom.sort_key), pairs, policy)[0]]
+                if held:
+                    with_held = sorted([*plain, *held], key=Atom.sort_key)
+                    found.insert(0, _answer(grid, label, with_held, pairs, policy)[0])
+                return found, [], None
+    # A failure seen on some variants only is held there: a diagnosis, never a requirement line.
+    pure_all = _pure_failures(grid)
+    held = [atom for atom in pure_all if atom.cond_axis == VARIANT]
+    pure = [atom for atom in pure_all if atom.cond_axis != VARIANT]
     remaining = grid.bad_mask
-    for atom in pure:
+    for atom in pure_all:
         remaining &= ~grid.mask(atom)
     if not remaining:
-        return (
-            [
-                _answer(
-                    grid, "exclude failing versions" if pure else "no failures", pure, pairs, policy
-                )[0]
-            ],
-            [],
-            None,
-        )
+        label = "exclude failing versions" if pure_all else "no failures"
+        found = [_answer(grid, label, pure, pairs, policy)[0]]
+        if held:
+            found.insert(0, _answer(grid, label, pure_all, pairs, policy)[0])
+        return found, [], None
     candidates = _candidates(grid, remaining, pinnable, conditions, pure)
-    answers, atoms_of = _offered(grid, candidates, pure, pairs, policy)
+    answers, atoms_of = _offered(grid, candidates, pure, pairs, policy, held)
     ranked = sorted(answers.values(), key=_rank_key)
     safe = next(answer for answer in ranked if answer.expressible)
     diagnosis = None if ranked[0].expressible else ranked[0]
@@ -316,16 +331,23 @@ def _offered(
     pure: list[Atom],
     pairs: Mapping[Version, set[Version]],
     policy: PinPolicy,
+    held: Sequence[Atom] = (),
 ) -> tuple[dict[tuple[Any, ...], Answer], dict[int, tuple[Atom, ...]]]:
     """The answers worth offering, the best per (unresolved, expressible), each with its atoms (by
     ``id`` of the answer): never one that excludes a version seen working, nor one whose rounding
-    admitted a bad cell; always one expressible (the pure failures alone)."""
+    admitted a bad cell; always one expressible (the pure failures alone). ``held``: the pure
+    failures seen on some variants only, in each answer beside it without them (their cells
+    unresolved), never widened to every variant."""
     # Candidates with the same atoms give the same pins: build each once, under its best label.
     distinct: dict[tuple[Atom, ...], str] = {}
+    held_mask = 0
+    for atom in held:
+        held_mask |= grid.mask(atom)
     for label, atoms in candidates:
         if atoms is not None:
-            chosen = tuple(pure + sorted(set(atoms), key=Atom.sort_key))
-            distinct[chosen] = min(label, distinct.get(chosen, label))
+            for base in ([*pure, *held], pure) if held else (pure,):
+                chosen = tuple(base + sorted(set(atoms), key=Atom.sort_key))
+                distinct[chosen] = min(label, distinct.get(chosen, label))
     answers: dict[tuple[Any, ...], Answer] = {}
     atoms_of: dict[int, tuple[Atom, ...]] = {}  # id(answer) -> its atoms
     for chosen, label in distinct.items():
@@ -333,7 +355,7 @@ def _offered(
         atoms_of[id(answer)] = chosen
         if answer.lost:
             continue  # it would exclude a version seen working there: never offer it
-        if admitted & grid.bad_mask and not label.startswith("exclude only"):
+        if admitted & grid.bad_mask & ~held_mask and not label.startswith("exclude only"):
             continue  # a rounding or grouping admitted a bad cell: never offer it
         key = (answer.unresolved, answer.expressible)
         if key not in answers or _rank_key(answer) < _rank_key(answers[key]):

@@ -29,10 +29,11 @@ from .evidence import (
     version_evidence,
 )
 from torch_matrix.judge.causes import MODULE_PROVIDER, EnvironmentKind, requirement_name
-from .model import Answer, Tradeoff, requirement_lines
+from .model import Answer, Pin, Tradeoff, requirement_lines
 from .search import find_pins
 from .specifiers import PinPolicy
 from .untested import untested_beyond
+from .variants import held_on_variants
 from .vocabulary import PYTHON, CellNote
 from .windows import admitted_releases, python_of
 
@@ -98,6 +99,10 @@ class Suggestion:
         """The best answer overall when it needs a condition no marker can express."""
         best = self.answers[0]
         return None if best.expressible else best
+
+    def variant_only(self) -> list[Pin]:
+        """The exclusions held on some variants only (``pins.variants``): no line, a note."""
+        return held_on_variants(self.diagnosis, self.recommended)
 
 
 def holes(results: Sequence[CellResult], packages: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -62,15 +62,9 @@ from torch_matrix.run.matrixplan import (
     redo_requested,
     refresh_targets,
 )
-from torch_matrix.run.prefetch import PREFETCHER, prefetch_steps, queued_cells, run_prefetcher
-from torch_matrix.run.disk import (
-    budgeted,
-    disk_keeper,
-    followup_keeper,
-    keep_venvs,
-    remove_venv,
-)
-from torch_matrix.run.sizing import cost_line, followup_cost
+# run.prefetch, run.disk and run.sizing (the prefetcher, the disk budget, the cells' sizes: with
+# them world.environment, uv's output patterns, concurrent.futures) are imported by the sessions
+# that run cells: `nox -l`, which imports this module to list them, never needs them.
 
 if TYPE_CHECKING:
     from torch_matrix.run.cellrun import CellSettings
@@ -108,6 +102,7 @@ def _cell_settings(
 ) -> CellSettings:
     """What one matrix cell runs with: its spec's probes and index, the settings of the environment."""
     from torch_matrix.run.cellrun import CellSettings
+    from torch_matrix.run.disk import keep_venvs
     from torch_matrix.world.specfile import project_dir
 
     return CellSettings(
@@ -163,6 +158,8 @@ def run_matrix_cell(
 ) -> None:
     """The body of one ``matrix(<cell-id>)`` session."""
     from torch_matrix.run.cellrun import run_cell
+    from torch_matrix.run.disk import budgeted, disk_keeper, remove_venv
+    from torch_matrix.run.prefetch import PREFETCHER, prefetch_steps, queued_cells
 
     if not getattr(session, "parallel", False):
         with contextlib.suppress(ValueError):  # --no-dependencies: the report is named explicitly
@@ -334,7 +331,9 @@ class _Followups:
         argv: Sequence[str],
         environ: Mapping[str, str],
     ) -> None:
+        from torch_matrix.run.disk import followup_keeper
         from torch_matrix.run.pipeline import wanted_pythons
+        from torch_matrix.run.prefetch import run_prefetcher
         from torch_matrix.world.interpreters import find_interpreters
 
         self.session = session
@@ -361,6 +360,8 @@ class _Followups:
         return interpreter.path if interpreter else sys.executable
 
     def fits(self, cell: Cell) -> str:
+        from torch_matrix.run.sizing import followup_cost
+
         own = followup_cost(self.spec, cell, self.environ)
         return self.keeper.ahead(own) if own is not None else ""
 
@@ -387,7 +388,9 @@ class _Followups:
         from torch_matrix.judge.verdict import NO_EVIDENCE, TIMED_OUT, verdict_of
         from torch_matrix.plan.counterfactual import parent_counterfactual
         from torch_matrix.run.cellrun import CellSteps
+        from torch_matrix.run.disk import budgeted, remove_venv
         from torch_matrix.run.followups import run_in_own_venv
+        from torch_matrix.run.sizing import cost_line, followup_cost
         from torch_matrix.vocab.records import ORIGIN_COUNTERFACTUAL
         from torch_matrix.world.results import has_complete_result, read_result
 
@@ -441,6 +444,7 @@ def run_followups_session(
     own under the env dir, until none is left or the cap is spent; prints what they cost."""
     from torch_matrix.plan.followups import cap_from
     from torch_matrix.run.cellrun import CellSettings
+    from torch_matrix.run.disk import keep_venvs
     from torch_matrix.run.followups import IndexView, run_followups
     from torch_matrix.world.probesuite import suite_digest
     from torch_matrix.world.specfile import project_dir

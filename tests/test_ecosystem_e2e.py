@@ -298,7 +298,8 @@ def test_a_rerun_resumes_and_bad_input_is_one_line(world: dict[str, Any], unshar
         str(unsharded),
         "--quiet",
     )
-    assert again.returncode == 0 and again.stderr.count("done before") == 6
+    assert again.returncode == 0 and again.stderr.count(": done before") == 6, again.stderr
+    assert "6 done before)" in again.stderr  # the estimate's line says it too
     bad = _cli(
         world, "ecosystem", "run", str(world["projects"]), "--baseline", "2.5", "--candidate", "2.5"
     )

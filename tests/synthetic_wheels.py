@@ -167,10 +167,16 @@ def manual_seed(seed):
 # torch.save / torch.load: pickle, and from 2.6 on (``weights_only_default``) a load that refuses
 # every global but a few safe ones unless ``weights_only=False`` -- as the real 2.6 does.
 TORCH_SERIALIZATION = """\
+import os
 import pickle
 
 WEIGHTS_ONLY_DEFAULT = {weights_only_default!r}
 _SAFE = {{("collections", "OrderedDict"), ("torch._tensor", "Tensor")}}
+
+
+def add_safe_globals(classes):
+    for cls in classes:
+        _SAFE.add((cls.__module__, cls.__qualname__))
 
 
 class UnpicklingError(pickle.UnpicklingError):
@@ -193,8 +199,8 @@ def save(obj, f):
 
 
 def load(f, map_location=None, weights_only=None):
-    if weights_only is None:
-        weights_only = WEIGHTS_ONLY_DEFAULT
+    if weights_only is None:  # the old default back, as the real torch >= 2.6 reads it
+        weights_only = WEIGHTS_ONLY_DEFAULT and os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD") != "1"
     with open(f, "rb") as handle:
         return (_WeightsUnpickler(handle) if weights_only else pickle.Unpickler(handle)).load()
 """

@@ -279,6 +279,48 @@ def test_the_cause_names_the_global_and_the_call_site_from_the_failure_s_whole_t
     assert "add_safe_globals([torchvision.models.mobilenetv3.MobileNetV3])" in fix
 
 
+def test_a_weights_only_fix_rerun_on_the_candidate_says_proven_or_how_many_still_fail() -> None:
+    """The ecosystem report said "not proven" for every weights_only fix: the run never reran one.
+    The candidate's side file now carries the reruns (``fix_proofs``, ecosystem/fixproofs.py): the
+    fix names every class the reruns found and says what they showed; without them, not proven."""
+    meta, sides = _world(1)
+    ids = sorted(sides["p0000"]["candidate"].tests)
+    refused = "Weights only load failed. WeightsUnpickler error: Unsupported global: GLOBAL pkg.A"
+    frames = ({"path": "pkg/io.py", "line": 7, "code": "s = torch.load(p)"},)
+    candidate = replace(
+        _side(
+            "p0000",
+            Role.CANDIDATE,
+            SideStatus.FAILED,
+            dict.fromkeys(ids, "failed"),
+            messages=dict.fromkeys(ids, refused),
+        ),
+        frames=dict.fromkeys(ids, frames),
+    )
+    site = {"site": "pkg/io.py:7", "code": "s = torch.load(p)", "tests": ids, "globals": ["pkg.A"]}
+    proofs = {
+        "load_fixes": [{**site, "allowed": ["pkg.A", "pkg.B"], "rounds": 2, "passed": ids[1:],
+                        "failed": ids[:1]}],
+        "old_default": {"env": "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1", "tests": ids, "passed": ids,
+                        "failed": [], "ran": True},
+    }  # fmt: skip
+
+    def fix_of(side: SideRun) -> str:
+        sides["p0000"]["candidate"] = SideRun.from_json(side.to_json())  # via its file
+        (row,) = [r for r in build(meta, sides).rows if r.name == "p0000"]
+        (group,) = row.groups
+        return group.cause.fix
+
+    assert "(not proven: no rerun with it applied" in fix_of(candidate)
+    fix = fix_of(replace(candidate, fix_proofs=proofs))
+    assert fix.startswith("at pkg/io.py:7: `s = torch.load(p)` -> "), fix
+    assert "add_safe_globals([pkg.A, pkg.B])" in fix
+    n = len(ids)
+    assert f"(NOT proven: with it, 1 of {n} tests still fail on a rerun: {ids[0]})" in fix
+    assert f"proven: the {n} failing tests pass with it on a rerun" in fix
+    assert "not proven: no rerun" not in fix
+
+
 @pytest.mark.parametrize(
     "one, other",
     [

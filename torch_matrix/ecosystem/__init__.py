@@ -11,6 +11,7 @@ Rust's crater: a torch release against many downstream projects' own tests.
 - `records`: what a side run wrote (`SideRun`), the classes a project ends in;
 - `runner`: the run itself, every project on both sides, the retry;
 - `bisection`: a regressed project's first bad torch between the sides, and its pin;
+- `fixproofs`: a regression's `torch.load` fixes rerun on the candidate with each applied;
 - `results`: a run's result files read back (one directory or its shards, merged);
 - `classify`: a project's class from its two sides and the retry (pure);
 - `report`: the JSON, Markdown, HTML (`templates/`) and the diff of two runs (pure).

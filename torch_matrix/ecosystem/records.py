@@ -129,6 +129,9 @@ class SideRun:
     # spans its sides, retries and bisection; None in files written before they were recorded
     started: float | None = None
     ended: float | None = None
+    # a regressed candidate: its torch.load fixes rerun with each applied
+    # (``torch_matrix.ecosystem.fixproofs``; ``probes.fixproof``'s shape); {} where none ran
+    fix_proofs: Mapping[str, Any] = field(default_factory=dict)
 
     def failing(self) -> set[str]:
         return {node for node, outcome in self.tests.items() if outcome in ("failed", "error")}
@@ -162,6 +165,8 @@ class SideRun:
             "retry_of": list(self.retry_of),
             "started": self.started,
             "ended": self.ended,
+            # only when a rerun made them: earlier side files stay byte-identical
+            **({"fix_proofs": dict(self.fix_proofs)} if self.fix_proofs else {}),
         }
 
     @classmethod
@@ -201,6 +206,7 @@ class SideRun:
                 retry_of=tuple(str(x) for x in data.get("retry_of") or ()),
                 started=_moment(data.get("started")),
                 ended=_moment(data.get("ended")),
+                fix_proofs=dict(data.get("fix_proofs") or {}),
             )
         except KeyError as error:
             raise ValueError(f"missing key {error.args[0]!r}") from None

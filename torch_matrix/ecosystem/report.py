@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from torch_matrix.judge.catalogue import Cause, cause_key, cause_of
+from torch_matrix.judge.catalogue import Cause, cause_key, cause_of, with_fix_proofs
 from torch_matrix.ecosystem.classify import Classified, classify
 from torch_matrix.ecosystem.records import CLASS_ORDER, RETRIES, EcoClass, Role, SideRun, retry_key
 from torch_matrix.vocab.escaping import md_code, md_prose, md_text, shell_line
@@ -235,6 +235,8 @@ def groups_of(
         text = candidate.texts.get(first, "") if candidate else ""
         frames = candidate.frames.get(first, ()) if candidate else ()
         cause = cause_of(message, f"{text}\n{context}" if text else context, frames)
+        if candidate is not None and candidate.fix_proofs:  # rerun with the fix (``fixproofs``)
+            cause = with_fix_proofs(cause, [{"nodeid": t} for t in tests], candidate.fix_proofs)
         groups.append(FailureGroup(message, tuple(sorted(tests)), cause, variants))
     return tuple(groups)
 

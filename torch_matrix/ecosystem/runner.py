@@ -39,7 +39,7 @@ from torch_matrix.spec.model import IndexConfig
 from torch_matrix.ecosystem.projects import Project, Side
 from torch_matrix.ecosystem.records import RETRIES, EcoClass, Role, SideRun, SideStatus, retry_key
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.ecosystem import sides
+from torch_matrix.ecosystem import fixproofs, sides
 from torch_matrix.ecosystem.results import load, read_meta
 from torch_matrix.ecosystem.source import SourceError, fetch, torch_wheels, with_discovery
 from torch_matrix.world.environment import uv_cache_dir
@@ -318,6 +318,8 @@ def _run_project(
         again = to_retry(first)
         if again and len(pythons) == 2:
             final = _retry(run, project, works, pythons, results, first, staged)
+            if final.eco_class == EcoClass.REGRESSED:
+                _prove_fixes(run, works, pythons, results, final, paths, staged)
             if run.bisect and final.eco_class == EcoClass.REGRESSED and index is not None:
                 began = time.time()
                 bisected = bisect_project(run, project, tree, isolation, final.new_failures, index)
@@ -425,6 +427,31 @@ def _retry(
         if final.eco_class != EcoClass.REGRESSED:
             break
     return final
+
+
+def _prove_fixes(
+    run: EcosystemRun,
+    works: dict[Role, sides.SideWork],
+    pythons: dict[Role, str],
+    results: dict[Role, SideRun],
+    final: Classified,
+    paths: dict[Role, Path],
+    staged: Staged,
+) -> None:
+    """A regression's torch.load fixes rerun on the candidate (``fixproofs``): the proofs go to
+    its side file."""
+    candidate = results[Role.CANDIDATE]
+    began = time.time()
+    proofs = fixproofs.prove(
+        works[Role.CANDIDATE], pythons[Role.CANDIDATE], candidate, final.new_failures, run.echo
+    )
+    if proofs:
+        ended = max(candidate.ended or 0.0, time.time())  # the project's wall time spans them
+        found = replace(
+            candidate, fix_proofs=proofs, started=candidate.started or began, ended=ended
+        )
+        results[Role.CANDIDATE] = found
+        _write(staged, paths[Role.CANDIDATE], found)
 
 
 T = TypeVar("T")

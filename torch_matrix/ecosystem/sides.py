@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 from torch_matrix.edges import indexgate, proc, sandbox
 from torch_matrix.edges.sandbox import Sandbox
 from torch_matrix.judge.catalogue import user_frames
-from torch_matrix.probes import pytest_outcomes, pytest_select
+from torch_matrix.probes import pytest_outcomes, pytest_select, safe_globals
 from torch_matrix.spec.model import IndexConfig
 from torch_matrix.ecosystem.projects import Project, Side, torchaudio_for
 from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
@@ -38,6 +38,7 @@ GIB = 1 << 30
 PLUGINS = {
     "torch_matrix_pytest_outcomes": pytest_outcomes,
     "torch_matrix_pytest_select": pytest_select,
+    "torch_matrix_safe_globals": safe_globals,  # a fix proof's allow-list (``fixproofs``)
 }
 
 
@@ -412,9 +413,11 @@ def _test_command(
     plugins: Path,
     records: Path,
     only: Sequence[str],
+    extra: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The project's test command and its environment: in the side's sandbox when it has one,
-    else behind the isolation's prefix (network, memory)."""
+    else behind the isolation's prefix (network, memory). ``extra``: a fix proof's variables (the
+    safe globals, which load their plugin, or the old ``torch.load`` default)."""
     bin_dir = str(Path(venv_python).parent)
     confined = work.isolation.sandbox.on
     ours = {
@@ -434,6 +437,10 @@ def _test_command(
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
         proc.MARKER: work.marker,
     }
+    for name, value in (extra or {}).items():
+        ours[name] = value
+        if name == safe_globals.GLOBALS_ENV:
+            ours["PYTEST_ADDOPTS"] += " -p torch_matrix_safe_globals"
     if only:
         selected = work.folder / "retry-ids.txt"
         selected.write_text("\n".join(only) + "\n", encoding="utf-8")
@@ -506,16 +513,21 @@ def run_tests(
     install_seconds: float = 0.0,
     echo: Callable[[str], None] | None = None,
     purpose: str = "retry",
+    extra: Mapping[str, str] | None = None,
+    budget_s: float | None = None,
 ) -> SideRun:
     """The project's command in a fresh copy of its tree; ``only``: the node ids a retry (or a
-    bisection: ``purpose``, as the log says it) keeps."""
+    bisection, a fix proof: ``purpose``, as the log says it) keeps; ``extra``: a fix proof's
+    variables; ``budget_s``: less than the project's budget."""
     if work.stopping.is_set():
         return _broken(work, "interrupted before its tests ran", time.monotonic())
     tree, plugins, records = _fresh_tree(work, "-retry" if only else "")
-    command, env = _test_command(work, venv_python, tree, plugins, records, only)
+    command, env = _test_command(work, venv_python, tree, plugins, records, only, extra)
+    shown = " ".join(f"{k}={v}" for k, v in sorted((extra or {}).items()))
     _write(
         work.log,
-        f"\n$ {work.project.command}{f'  # {purpose} of {len(only)} test(s)' if only else ''}\n",
+        f"\n$ {shown + ' ' if shown else ''}{work.project.command}"
+        f"{f'  # {purpose} of {len(only)} test(s)' if only else ''}\n",
     )
     started = time.monotonic()
     with open(work.log, "a", encoding="utf-8", errors="replace") as log:
@@ -530,7 +542,7 @@ def run_tests(
                 command,
                 cwd=tree,
                 env=env,
-                timeout_s=work.project.budget_s,
+                timeout_s=min(work.project.budget_s, budget_s or work.project.budget_s),
                 echo=echo_line,
                 keep_chars=TAIL_CHARS,
             )

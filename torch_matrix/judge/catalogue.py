@@ -335,6 +335,42 @@ def weights_only_fix(
     return "; ".join(parts)
 
 
+NOT_PROVEN = (
+    " (not proven: no rerun with it applied; torch names one refused class at a "
+    "time, so the list may be incomplete)"
+)
+
+
+def with_fix_proofs(
+    cause: Cause, failures: Sequence[Mapping[str, Any]], proofs: Mapping[str, Any] | None
+) -> Cause:
+    """``cause`` (a ``weights_only`` one, not proven) with its fix rewritten from the reruns that
+    proved it (``fixproof``'s shape: ``load_fixes``, ``old_default``), kept to the call sites and
+    tests of ``failures`` (one group of a report); unchanged where no rerun covers them."""
+    if not cause.fix.endswith(NOT_PROVEN) or not isinstance(proofs, Mapping):
+        return cause
+    tests = {str(f.get("nodeid")) for f in failures}
+    sites = [
+        g
+        for g in proofs.get("load_fixes") or ()
+        if isinstance(g, Mapping) and tests & set(g.get("tests") or ())
+    ]
+    if not sites:
+        return cause
+    old = proofs.get("old_default")
+    mine: dict[str, Any] = {"load_fixes": sites}
+    if isinstance(old, Mapping):
+        mine["old_default"] = {
+            **old,
+            **{
+                k: [t for t in old.get(k) or () if t in tests]
+                for k in ("tests", "passed", "failed")
+            },
+        }
+    where = cause.fix.split(": ", 1)[0] + ": " if cause.fix.startswith("at ") else ""
+    return dataclasses.replace(cause, fix=where * (len(sites) == 1) + weights_only_fix([], mine))
+
+
 def _with_weights_only_false(code: str) -> str:
     """``torch.load(path)`` -> ``torch.load(path, weights_only=False)`` (the call's last paren)."""
     start = code.find("torch.load(")
@@ -458,10 +494,7 @@ def cause_of(message: str, context: str = "", frames: Sequence[Mapping[str, Any]
         site = _site(change, frames)
         fix = _fix(change, text, site)
         if change is WEIGHTS_ONLY:
-            fix += (
-                " (not proven: no rerun with it applied; torch names one refused class at a "
-                "time, so the list may be incomplete)"
-            )
+            fix += NOT_PROVEN
         return Cause(
             CauseKind(str(change.kind)),
             f"{change.summary} ({change.package} {change.since})",

@@ -95,6 +95,18 @@ def prove(command, cwd, records, base, timeout, env_of, run):
     """The proofs for the weights_only failures among ``records`` (None when there are none):
     ``{"load_fixes": [group + allowed, rounds, passed, failed], "old_default": {...}}``. Bounded
     by ``timeout`` seconds in all (a group left unproven when it runs out says so)."""
+
+    def rerun(tests, extra, label, seconds):
+        return _rerun(command, cwd, tests, extra, base + label, seconds, env_of, run)
+
+    return prove_by(records, rerun, timeout)
+
+
+def prove_by(records, rerun, timeout):
+    """``prove`` with the rerun given: ``rerun(tests, extra_env, label, seconds)`` runs only
+    ``tests`` with ``extra_env`` and returns (node id -> outcome, the rerun's failure records). The
+    ecosystem run reruns a project's tests in its side's sandbox this way
+    (``torch_matrix.ecosystem.fixproofs``)."""
     groups = load_failures(records)
     if not groups:
         return None
@@ -104,15 +116,11 @@ def prove(command, cwd, records, base, timeout, env_of, run):
         rounds, passed, failed = 0, [], list(group["tests"])
         while rounds < MAX_ROUNDS and time.time() < deadline:
             rounds += 1
-            outcomes, found = _rerun(
-                command,
-                cwd,
+            outcomes, found = rerun(
                 group["tests"],
                 {safe_globals.GLOBALS_ENV: ",".join(allowed)},
-                "%s-fix%d-%d" % (base, index, rounds),
+                "-fix%d-%d" % (index, rounds),
                 max(1.0, deadline - time.time()),
-                env_of,
-                run,
             )
             passed, failed = _split(group["tests"], outcomes)
             if not failed:
@@ -131,15 +139,8 @@ def prove(command, cwd, records, base, timeout, env_of, run):
     every = _unique([t for group in groups for t in group["tests"]])
     old = {"env": "%s=1" % OLD_DEFAULT_ENV, "tests": every, "passed": [], "failed": every}
     if time.time() < deadline:
-        outcomes, _found = _rerun(
-            command,
-            cwd,
-            every,
-            {OLD_DEFAULT_ENV: "1"},
-            base + "-old-default",
-            max(1.0, deadline - time.time()),
-            env_of,
-            run,
+        outcomes, _found = rerun(
+            every, {OLD_DEFAULT_ENV: "1"}, "-old-default", max(1.0, deadline - time.time())
         )
         old["passed"], old["failed"] = _split(every, outcomes)
         old["ran"] = True

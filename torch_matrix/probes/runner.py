@@ -425,6 +425,9 @@ def _run_all(args, options, selection, progress, tmpdir):
             say_running(name)
             limit = args.timeout if args.command_timeout is None else args.command_timeout
             record(run_command_probe(name, command, limit, tmpdir, index, args.command_dir))
+        # the probes are done: the heartbeat must not go on naming the last one (and its last
+        # test) while the GPU facts are read, seconds in a fresh interpreter
+        say_running("")
         gpu = _gpu(zygote, tmpdir)
     finally:
         if zygote is not None:

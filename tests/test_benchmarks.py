@@ -366,7 +366,7 @@ def test_a_real_run_s_forecast_is_the_tool_s_own_for_its_finished_projects():
 
     run = [listed("a"), listed("b"), listed("c", budget=5.0), listed("d"), listed("e", skip="x")]
     finished = {"a": 50.0, "b": 70.0, "c": 30.0, "e": 1.0}  # d has not finished; e is skipped
-    # a at its record (10), b at the median of the records (10, 30: 20), c at its ceiling (4 x 5)
+    # a at its record (10), b at the mean of the records (10, 30: 20), c at its ceiling (4 x 5)
     assert forecast_of_finished(run, finished, {"a": 10.0, "c": 30.0, "x": 99.0}) == (50.0, 2)
     assert forecast_of_finished(run, finished, {}) == (None, 0)
 

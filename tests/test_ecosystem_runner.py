@@ -630,7 +630,8 @@ def test_the_run_is_one_line_a_project_and_the_tail_of_a_failing_side_on_request
 
 def test_the_estimate_forecasts_from_recorded_durations_and_keeps_the_ceiling() -> None:
     """The estimate was only the ceiling (4.7 h for a run that took about 9 minutes); now the
-    recorded wall times forecast it, a project without a record at their median."""
+    recorded wall times forecast it, a project without a record at their mean (the median
+    forecast a real run's skewed durations 3.3x under)."""
     from torch_matrix.ecosystem.plan import estimate, forecast_seconds, recorded_durations
     from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
@@ -639,11 +640,14 @@ def test_the_estimate_forecasts_from_recorded_durations_and_keeps_the_ceiling() 
     )
     assert forecast_seconds(projects, {}) == (None, 0)
     seconds, known = forecast_seconds(projects, {"p0": 10.0, "p1": 30.0, "p2": 5000.0})
-    assert known == 3 and seconds == 10 + 30 + 1200 + 30  # p2 capped at its ceiling, p3 the median
+    # p2 capped at its ceiling; p3 at the mean (1680: not the median, 30), capped too
+    assert known == 3 and seconds == 10 + 30 + 1200 + 1200
+    seconds, known = forecast_seconds(projects, {"p0": 10.0, "p1": 20.0, "p2": 90.0})
+    assert known == 3 and seconds == 10 + 20 + 90 + 40  # p3 at the mean of 10, 20, 90
     cost = estimate(projects, {}, recorded={"p0": 60.0, "p1": 120.0})
     lines = cost.lines()
     assert (
-        "estimate: about 6 min (forecast: 2 project(s) at their recorded wall time, 2 at the median of those)"
+        "estimate: about 6 min (forecast: 2 project(s) at their recorded wall time, 2 at the mean of those)"
         in lines
     )
     assert any(line.startswith("estimate: at most 1.3 h of tests") for line in lines)

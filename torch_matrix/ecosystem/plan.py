@@ -84,7 +84,7 @@ class Estimate:
         return [
             f"estimate: about {_duration(self.forecast_seconds)} (forecast: {self.forecast_known} "
             f"project(s) at their recorded wall time"
-            + (f", {rest} at the median of those" if rest else "")
+            + (f", {rest} at the mean of those" if rest else "")
             + ")"
         ]
 
@@ -154,17 +154,18 @@ def forecast_seconds(
     projects: Sequence[Project], recorded: Mapping[str, float], also: Sequence[Project] = ()
 ) -> tuple[float | None, int]:
     """The wall time the projects will take: each at its recorded wall time (an earlier run's, both
-    sides and any retry), one without a record at the median of the recorded ones (theirs and
+    sides and any retry), one without a record at the mean of the recorded ones (theirs and
     ``also``'s: a resumed run's done projects), none longer than its ceiling (its budget on both
-    sides and the retries). None where nothing is recorded."""
+    sides and the retries). None where nothing is recorded. The mean, not the median: the sum of
+    n durations one does not know is n times their mean, and durations are skewed (most projects
+    take half a minute, a few ten): the median forecast 1,514 s for 39 projects of a real run
+    that took 4,936 s (3.3x under; the mean: 2,839 s, 1.74x)."""
     known = [recorded[p.name] for p in projects if p.name in recorded]
     pool = known + [recorded[p.name] for p in also if p.name in recorded]
     if not pool:
         return None, 0
-    ordered = sorted(pool)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    total = sum(min(recorded.get(p.name, median), p.budget_s * 4) for p in projects)
+    mean = sum(pool) / len(pool)
+    total = sum(min(recorded.get(p.name, mean), p.budget_s * 4) for p in projects)
     return total, len(known)
 
 

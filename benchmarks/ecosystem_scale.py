@@ -190,10 +190,12 @@ def _plain_side(tree: Path, venv: Path, torch: str, found: Mapping[str, Any]) ->
     wanted = [f"torch=={torch}", project, *(found.get("requires") or [])]
     run_command(["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *wanted])
     path = f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-    # the test command's exit is the project's result, not the floor's: any exit is timed
+    # the test command's exit is the project's result, not the floor's: any exit is timed; the
+    # threads and writes the tool's sides have (sides.py), so both do the same work
+    same = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     run_command(
         ["bash", "-c", found["command"]],
-        env={"PATH": path, "VIRTUAL_ENV": str(venv)},
+        env={"PATH": path, "VIRTUAL_ENV": str(venv), "PYTHONDONTWRITEBYTECODE": "1", **same},
         cwd=tree,
         check=False,
         timeout=900,

@@ -217,6 +217,10 @@ def test_a_failure_seen_on_one_variant_excludes_nothing_for_another():
         note = text.split("Held on a variant only", 1)[1]
         assert "torch<2.7 (only where variant cu124) [t2.7.0-cu124-py3.11]" in note, text
     assert "Held on a variant only" in render_requirements(suggestion)
+    # not "no pin excludes without excluding a version seen working": none would be; no cell ran it
+    held = "Unresolved (incompatible cells held on a variant only, below):"
+    assert held in render_text(suggestion) and held in render_requirements(suggestion)
+    assert "without excluding" not in render_text(suggestion).split("Interaction")[0]
     data = json.loads(render_json(suggestion))
     assert data["constraints"] == ["torch>=2.5"]
     assert [pin["condition"]["values"] for pin in data["variant_only"]] == [["cu124"]]

@@ -16,7 +16,7 @@ from .evidence import EnvironmentAdvice
 from .model import Answer, Exclusion, RequirementLine, requirement_lines
 from .tradeoffs import TRADEOFF_RULE
 from .suggest import Suggestion
-from .variants import variant_only_lines
+from .variants import held_heading, variant_only_lines
 from .vocabulary import PYTHON
 from .windows import LINE
 
@@ -303,7 +303,8 @@ def _pin_lines(suggestion: Suggestion) -> list[str]:
     if recommended.unresolved:
         out += [
             "",
-            "Unresolved (incompatible cells no pin excludes without excluding a version "
+            held_heading(suggestion.variant_only(), recommended.unresolved)
+            or "Unresolved (incompatible cells no pin excludes without excluding a version "
             "seen working; see the interaction):",
             "  " + _listing(recommended.unresolved),
         ]
@@ -441,6 +442,7 @@ def _file_text(out: list[str]) -> str:
     return "\n".join(terminal(line, multiline=False) for line in out) + "\n"
 
 
+UNRESOLVED = "Unresolved (no pin excludes them without excluding a working version):"
 # A pin on a dependency torch does not declare (setuptools for torch 2.1.2) takes effect only where
 # it is installed: constraints restrict versions something else asks for, and install nothing.
 MUST_INSTALL = (
@@ -520,10 +522,8 @@ def render_requirements(suggestion: Suggestion) -> str:
         )
         out.extend(_tradeoff_lines(suggestion, "# "))
     if recommended.unresolved:
-        out.append(
-            "# Unresolved (no pin excludes them without excluding a working version): "
-            + _listing(recommended.unresolved)
-        )
+        heading = held_heading(suggestion.variant_only(), recommended.unresolved) or UNRESOLVED
+        out.append(f"# {heading} {_listing(recommended.unresolved)}")
     out.extend(variant_only_lines(suggestion.variant_only(), "# "))
     diagnosis = suggestion.diagnosis
     if diagnosis is not None:

@@ -47,3 +47,12 @@ def variant_only_lines(pins: Sequence[Pin], prefix: str, lead: Sequence[str] = (
             listed += f", ... (+{len(cells) - MAX_CELLS} more)"
         out.append(f"{prefix}  {pin.describe()} [{listed}]")
     return out
+
+
+def held_heading(pins: Sequence[Pin], unresolved: Sequence[str]) -> str:
+    """The unresolved cells' heading when every one of them is held on a variant (below): not
+    "without excluding a version seen working", which may not be why; "" otherwise."""
+    held = {cell for pin in pins for e in pin.exclusions for cell in e.cells}
+    if not unresolved or not set(unresolved) <= held:
+        return ""
+    return "Unresolved (incompatible cells held on a variant only, below):"

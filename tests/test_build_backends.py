@@ -2,7 +2,8 @@
 
 A run writes its results under ``.torch-matrix/`` and its venvs under ``.nox/`` in the project's
 root. Real builds (``uv build --sdist --wheel``) of a tiny flat-layout project with each of
-setuptools, hatchling, flit-core and poetry-core, after the tool made its folder as a run does:
+setuptools, hatchling, flit-core, poetry-core and pdm-backend, after the tool made its folder as
+a run does:
 neither the sdist nor the wheel holds a file of either. hatchling's sdist took
 ``.torch-matrix/`` whole (the folder's own ``.gitignore`` is never read: hatchling reads only the
 root's), so for a hatchling project the tool adds the folder to the root ``.gitignore``.
@@ -28,6 +29,7 @@ BACKENDS = {
     "hatchling": ("hatchling", "hatchling.build"),
     "flit": ("flit_core>=3.4", "flit_core.buildapi"),
     "poetry": ("poetry-core>=2", "poetry.core.masonry.api"),
+    "pdm": ("pdm-backend", "pdm.backend"),
 }
 NETWORK = ("Failed to fetch", "failed to lookup address", "Connection refused", "dns error")
 

@@ -134,7 +134,8 @@ def stale_in(run_dir: str | os.PathLike[str], results: Sequence[CellResult]) -> 
 # ignore file lists (hatchling: ``.gitignore`` or ``.hgignore`` at the root, never a nested one,
 # and a fixed list of names such as ``.nox``): the folder's own ``.gitignore`` does not reach
 # them. setuptools (flat-layout discovery skips dot names; its sdist takes only the packages and
-# git's files), flit and poetry-core (the package, by the project's name) never take the folder.
+# git's files), flit, poetry-core and pdm-backend (the package, by the project's name) never take
+# the folder.
 ROOT_IGNORE_BACKENDS = ("hatchling.",)
 ROOT_IGNORE_LINE = "/.torch-matrix/"
 

@@ -453,3 +453,14 @@ def test_tests_importing_torchaudio_or_a_pypi_test_helper_get_them_and_pkg_resou
         {"tests/test_a.py": "import torchaudio\n", "requirements-test.txt": "torchaudio>=2\n"},
     )
     assert declared.requires == ("pytest", "torchaudio>=2")
+
+
+def test_the_mock_backport_the_tests_import_is_added():
+    """torchbearer 0.5.5's 28 test files import ``mock`` (the backport of unittest.mock), which it
+    declares nowhere: every file failed to collect on both sides of the real run
+    (docs/ecosystem-run.md)."""
+    d = found(
+        ["tests/test_a.py", "PKG-INFO", "demo/__init__.py"],
+        {"tests/test_a.py": "import mock\nfrom mock import Mock\n", "PKG-INFO": PKG_INFO},
+    )
+    assert "mock" in d.requires

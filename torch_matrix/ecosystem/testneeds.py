@@ -68,6 +68,7 @@ KNOWN_IMPORTS = {
     "einops": "einops",
     "parameterized": "parameterized",
     "pytest_mock": "pytest-mock",
+    "mock": "mock",  # the backport of unittest.mock (torchbearer)
     "requests": "requests",
     "pkg_resources": "setuptools<82",  # uv venvs have none; setuptools 82 removed it
     "torchaudio": "torchaudio",  # pinned to the side's torch by the install's overrides

@@ -464,3 +464,37 @@ def test_the_mock_backport_the_tests_import_is_added():
         {"tests/test_a.py": "import mock\nfrom mock import Mock\n", "PKG-INFO": PKG_INFO},
     )
     assert "mock" in d.requires
+
+
+def test_a_test_helper_the_sdist_leaves_out_is_said_and_nothing_else_is():
+    """tntorch, torch-lr-finder and torchgeometry (issue 44's real run): their tests import a
+    helper (``util``, ``task``, ``utils``) that their sdist does not ship; the run could only say
+    'a test dependency is missing'. discover names it; a module of the tree, the standard
+    library's, torch's or pytest's own, or a requirement's, is never named."""
+    d = found(
+        ["tests/test_cross.py", "tests/common.py", "demo/__init__.py", "PKG-INFO"],
+        {
+            "tests/test_cross.py": (
+                "import os\nimport pytest\nimport torch\nimport numpy\nimport demo\n"
+                "import common\nimport scipy\nimport packaging\nfrom util import random_format\n"
+            ),
+            "PKG-INFO": PKG_INFO,
+        },
+    )
+    said = [r for r in d.reasons if r.startswith("unshipped:")]
+    assert said == [
+        "unshipped: tests/test_cross.py imports util, which the sdist does not ship and no "
+        "requirement names (a test helper left out of the sdist: choose tests that do not import "
+        "it; or a dependency under another name: add it to requires)"
+    ]
+    assert "util" not in d.requires  # never installed on a guess
+
+
+def test_a_module_deep_in_the_package_is_not_what_a_test_s_import_reaches():
+    d = found(
+        ["test/test_a.py", "torchgeometry/utils.py", "torchgeometry/__init__.py", "setup.py"],
+        {"test/test_a.py": "import utils\nimport torchgeometry\n"},
+        name="torchgeometry",
+    )
+    said = [r for r in d.reasons if r.startswith("unshipped:")]
+    assert len(said) == 1 and "imports utils," in said[0]

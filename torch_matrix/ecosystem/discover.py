@@ -46,6 +46,7 @@ from torch_matrix.ecosystem.testneeds import (
     needs,
     plugins,
     unique,
+    unshipped,
 )
 
 PYTEST = "python -m pytest -q -p no:cacheprovider"
@@ -125,6 +126,7 @@ def discover(name: str, paths: Sequence[str], texts: Mapping[str, str]) -> Disco
     requires = [*requires, *plugins(ini, args, requires, reasons)]
     own = dependencies(texts, extras)
     requires += imported(name, texts, [*requires, *own], extras, reasons)
+    reasons += unshipped(name, paths, texts, [*requires, *own], extras)
     torchvision = any(name_of(r) == "torchvision" for r in [*requires, *own])
     if torchvision:
         reasons.append(

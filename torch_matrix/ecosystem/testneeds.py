@@ -279,6 +279,64 @@ def imported(
     return added
 
 
+# what torch and pytest bring themselves: a test importing them needs no requirement of its own
+BROUGHT = frozenset(
+    """torch torchvision torchaudio pytest _pytest py pluggy iniconfig packaging pygments
+    filelock typing_extensions sympy networkx jinja2 fsspec triton setuptools conftest""".split()
+)
+
+
+def unshipped(
+    name: str,
+    paths: Iterable[str],
+    texts: Mapping[str, str],
+    found: Sequence[str],
+    extras: Sequence[str],
+) -> list[str]:
+    """What ``discover`` says of the modules the test files import that nothing provides: no
+    ``M.py`` or ``M/`` anywhere in the sdist, not the standard library's, not a requirement's
+    name, not one ``imported`` knows. Real sdists leave test helpers out (tntorch's ``util``,
+    torch-lr-finder's ``task``, torchgeometry's ``utils``): their tests cannot collect on either
+    side, whatever the run installs. Reasons only: it may also be a dependency under another
+    name (``cv2``), which the projects file's ``requires`` then gives."""
+    import sys
+
+    listed = list(paths)
+    # what ``import M`` reaches in a test run: the tree's top (and src/), and each test file's
+    # own folder (pytest puts it on sys.path); a package's inner utils.py is not ``utils``
+    places = {""} | {"src"} | {p.rpartition("/")[0] for p in listed if SCANNED_FILE_RE.search(p)}
+    modules = {
+        rest.split("/")[0].removesuffix(".py")
+        for p in listed
+        for place in places
+        if (rest := p[len(place) + 1 :] if place else p)
+        and (not place or p.startswith(place + "/"))
+    }
+    have = {name_of(r) for r in found} | {_normal(name)}
+    have |= {name_of(r) for r in _extra_requirements(texts, extras)}
+    importers: dict[str, str] = {}
+    for path, text in sorted(texts.items()):
+        if SCANNED_FILE_RE.search(path):
+            for module in IMPORT_RE.findall(text):
+                importers.setdefault(module, path)
+    said: list[str] = []
+    for module, path in sorted(importers.items()):
+        if (
+            module in modules
+            or module in sys.stdlib_module_names
+            or module in BROUGHT
+            or module in KNOWN_IMPORTS
+            or _normal(module) in have
+        ):
+            continue
+        said.append(
+            f"unshipped: {path} imports {module}, which the sdist does not ship and no "
+            "requirement names (a test helper left out of the sdist: choose tests that do not "
+            "import it; or a dependency under another name: add it to requires)"
+        )
+    return said
+
+
 def _extra_requirements(texts: Mapping[str, str], extras: Sequence[str]) -> list[str]:
     wanted_extras = {_normal(e) for e in extras}
     found: list[str] = []

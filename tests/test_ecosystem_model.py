@@ -240,6 +240,23 @@ def test_a_test_command_the_source_cannot_run_is_a_harness_fault(why: str, evide
     assert "add it to the project's requires" not in got.evidence
 
 
+def test_a_configuration_file_pytest_refuses_on_both_sides_is_a_harness_fault() -> None:
+    """sparse_autoencoder 1.10.0 in the real run (docs/ecosystem-run.md): today's pytest refuses
+    its pyproject (exit 4), no test ran on either side; it was classed same-fail, a verdict."""
+    tail = (
+        "ERROR: /run/work/sparse_autoencoder/baseline/box/src/pyproject.toml: Cannot use both "
+        "[tool.pytest] (native TOML types) and [tool.pytest.ini_options] (string-based INI "
+        "format) simultaneously.\n"
+    )
+    why = "the tests did not run (pytest exit 4)"
+    got = classify(
+        side(B, SideStatus.BROKEN, detail=why, exit_code=4, output_tail=tail),
+        side(C, SideStatus.BROKEN, detail=why, exit_code=4, output_tail=tail),
+    )
+    assert got.eco_class == EcoClass.SPURIOUS and got.spurious == SpuriousKind.HARNESS
+    assert "pyproject.toml: Cannot use both [tool.pytest]" in got.evidence
+
+
 def test_tests_that_broke_before_the_budget_ran_out_still_regress() -> None:
     base = side(B, SideStatus.TIMEOUT, {"f[a]": "passed", "f[b]": "passed"}, detail="budget")
     cand = side(

@@ -73,6 +73,9 @@ SPURIOUS_PATTERNS: tuple[tuple[SpuriousKind, re.Pattern[str]], ...] = (
             # the test command itself is wrong: a path the source lacks, an option of a plugin
             # the projects file does not install (setup.cfg's addopts = --cov=...)
             r"|pytest usage error|ERROR: file or directory not found|error: unrecognized arguments"
+            # a configuration file today's pytest refuses (sparse_autoencoder 1.10.0's pyproject has
+            # both [tool.pytest] and [tool.pytest.ini_options]: pytest 9 stops, exit 4)
+            r"|(?:^|\n)ERROR: \S*(?:pyproject\.toml|setup\.cfg|tox\.ini|pytest\.ini): "
         ),
     ),
 )

@@ -312,3 +312,27 @@ def test_a_dropped_module_keeps_the_newest_providers_when_more_than_five_shipped
     found = dropped_provider(here, "pkg_resources", {"pkg_resources": {"setuptools": seen}})
     assert found is not None
     assert [p["version"] for p in found["provided_in"]] == ["11.0", "10.0", "9.0", "8.0", "7.0"]
+
+
+def test_pytest_refusing_its_options_after_an_undeclared_extra_is_the_installs_to_fix():
+    """Seen on a real project (docs/corpus.md): `install = [".[test]"]` copied from
+    torch-fourier-shift's CI, whose 0.6.0 moved `test` to a dependency group. uv warned `does not
+    have an extra named test`, pytest-cov was never installed and pytest refused `--cov` (exit 4).
+    The advice said "fix the test suite"; it names the extra and says to name the packages."""
+    message = (
+        "pytest usage error (bad option or path): pytest: error: unrecognized arguments: --cov "
+        "--cov-report=xml (pytest exit 4): the tests did not run"
+    )
+    probe = make_probe("tests", "error", message, evidence={"pytest_exit": 4}, isolation="command")
+    warned = (
+        " + torch==2.6.0\nwarning: The package `torch-fourier-shift @ file:///p` does not have an "
+        "extra named `test`"
+    )
+    cause = attribute(make_result(torch="2.6.0", probes=[probe], message=warned), probe)
+    assert cause.cause == Cause.ENVIRONMENT and cause.kind == EnvironmentKind.TESTS_DID_NOT_RUN
+    assert "the extra `test`, which the project does not declare" in cause.advice, cause.advice
+    assert "fix the test suite" not in cause.advice
+    assert "unrecognized arguments: --cov" in cause.advice
+    # without uv's warning the suite is still the one to fix
+    plain = attribute(make_result(torch="2.6.0", probes=[probe]), probe)
+    assert "fix the test suite" in plain.advice

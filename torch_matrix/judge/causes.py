@@ -438,12 +438,36 @@ def _recorded_cause(probe: ProbeResult) -> Attribution | None:
     return None
 
 
+_UNDECLARED_EXTRA = re.compile(r"does not have an extra named `([^`]+)`")
+
+
+def _undeclared_extra(result: CellResult, probe: ProbeResult) -> Attribution | None:
+    """pytest refused the command's options (exit 4) and uv warned, installing the cell, that the
+    project declares no such extra: the tools the command needs (pytest-cov for ``--cov``) were
+    never installed. Seen on a real project (docs/corpus.md): ``install = [".[test]"]`` copied from
+    a CI whose ``test`` extra had become a dependency group. The install's to fix, not the suite."""
+    if probe.evidence.get("pytest_exit") != 4:
+        return None
+    found = _UNDECLARED_EXTRA.search(result.install.message or "")
+    if found is None:
+        return None
+    return Attribution(
+        Cause.ENVIRONMENT,
+        EnvironmentKind.TESTS_DID_NOT_RUN,
+        f"{probe.name}: the tests did not run (pytest exit 4): the install asks for the extra "
+        f"`{found.group(1)}`, which the project does not declare (uv: {found.group(0)}), so what "
+        "the command needs was not installed: name its packages in `install`; "
+        + probe.message.split(" (exit ")[0].split(" (pytest exit ")[0][:160],
+        detail=probe.message[:120],
+    )
+
+
 def _tests_not_run(result: CellResult, probe: ProbeResult) -> Attribution | None:
     """A command probe whose pytest ran no test: the environment before collection, an import the
-    axis under test broke, or the test suite itself."""
+    axis under test broke, an extra the install named that the project lacks, or the suite."""
     if not (probe.status == ERROR and probe.evidence.get("pytest_exit") in _PYTEST_NOT_RUN):
         return None
-    environment = _environment_before_collection(result, probe)
+    environment = _environment_before_collection(result, probe) or _undeclared_extra(result, probe)
     if environment is not None:
         return environment
     if not probe.evidence.get(COLLECTED_NOWHERE):

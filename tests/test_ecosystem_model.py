@@ -257,6 +257,25 @@ def test_a_configuration_file_pytest_refuses_on_both_sides_is_a_harness_fault() 
     assert "pyproject.toml: Cannot use both [tool.pytest]" in got.evidence
 
 
+def test_no_test_collected_on_either_side_is_a_harness_fault() -> None:
+    """ctgan, deepecho and deepctr-torch in the real run (docs/ecosystem-run.md): the command
+    selected no test (pytest exit 5) on both sides, and the project was classed same-fail,
+    a verdict on a project whose tests never ran."""
+    why = "0 passed, 0 skipped: no evidence (pytest collected no tests)"
+    got = classify(
+        side(B, SideStatus.BROKEN, detail=why, exit_code=5),
+        side(C, SideStatus.BROKEN, detail=why, exit_code=5),
+    )
+    assert got.eco_class == EcoClass.SPURIOUS and got.spurious == SpuriousKind.HARNESS
+    assert "collected no tests" in got.evidence and "choose a command" in got.evidence
+    # a side that ran its tests is not covered by it
+    ran = classify(
+        side(B, SideStatus.PASSED, {"t[a]": "passed"}),
+        side(C, SideStatus.BROKEN, detail=why, exit_code=5),
+    )
+    assert "both sides: pytest collected no tests" not in ran.evidence
+
+
 def test_tests_that_broke_before_the_budget_ran_out_still_regress() -> None:
     base = side(B, SideStatus.TIMEOUT, {"f[a]": "passed", "f[b]": "passed"}, detail="budget")
     cand = side(

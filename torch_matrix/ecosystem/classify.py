@@ -95,6 +95,8 @@ _HARNESS_GAPS = (
     ),
     (_MISSING_TEST_DEPENDENCY, "a test dependency is missing", "add it to the project's requires"),
 )
+# pytest's exit status when the command selected no test: no evidence on that side.
+_NO_TESTS_COLLECTED = 5
 # A side killed by the kernel's OOM killer or our RLIMIT_AS: SIGKILL (-9, 137) with no other word.
 _KILLED_CODES = (-9, 137)
 
@@ -306,6 +308,14 @@ def _unchanged(project: str, baseline: SideRun, candidate: SideRun) -> Classifie
     if baseline.status == SideStatus.PASSED and candidate_passes:
         return Classified(
             project, EcoClass.SAME_PASS, f"{candidate.summary or 'passed'} on both sides"
+        )
+    if all(s.exit_code == _NO_TESTS_COLLECTED and not s.tests for s in (baseline, candidate)):
+        return Classified(
+            project,
+            EcoClass.SPURIOUS,
+            "both sides: pytest collected no tests (the harness, not torch: choose a command "
+            "that selects the project's tests)",
+            spurious=SpuriousKind.HARNESS,
         )
     texts = _failure_texts(baseline, baseline.failing()) + _failure_texts(
         candidate, candidate.failing()

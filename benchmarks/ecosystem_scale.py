@@ -34,11 +34,9 @@ import re
 import shutil
 import statistics
 import sys
-import tarfile
 import threading
 import time
 import urllib.request
-import zipfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -165,6 +163,8 @@ def _ours(listing: Path, out: Path, previous: Path | None) -> dict[str, Any]:
 
 def _sdist_tree(requirement: str, dest: Path) -> Path:
     """The sdist from PyPI's JSON API, unpacked (what a user does by hand)."""
+    from torch_matrix.ecosystem.source import unpack
+
     name, version = requirement.split("==")
     with urllib.request.urlopen(f"https://pypi.org/pypi/{name}/json", timeout=60) as got:
         files = json.load(got)["releases"][version]
@@ -172,15 +172,7 @@ def _sdist_tree(requirement: str, dest: Path) -> Path:
     archive = dest / item["filename"]
     with urllib.request.urlopen(item["url"], timeout=120) as got:
         archive.write_bytes(got.read())
-    unpacked = dest / "tree"
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as handle:
-            handle.extractall(unpacked)
-    else:
-        with tarfile.open(archive) as handle:
-            handle.extractall(unpacked, filter="data")
-    tops = list(unpacked.iterdir())
-    return tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
+    return unpack(archive, dest / "tree")
 
 
 def _plain_side(tree: Path, venv: Path, torch: str, found: Mapping[str, Any]) -> None:

@@ -576,17 +576,9 @@ def test_the_run_is_one_line_a_project_and_the_tail_of_a_failing_side_on_request
     """The console echoed both sides' test output by default (433 KB for 7 projects); now one
     line a project, its class and time, and with --tail the end of each side that did not pass."""
     from torch_matrix.cli import main
-    from torch_matrix.ecosystem import runner
     from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
-    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
-    monkeypatch.setattr(
-        sides, "isolation", lambda *args, **kw: sides.Isolation((), "on (test)", "")
-    )
-    monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
+    _no_fetch_no_install(monkeypatch, tmp_path)
 
     def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:
         echo = kw.get("echo")
@@ -725,17 +717,9 @@ def test_shards_then_the_merge_equal_the_unsharded_run(
     import json
 
     from torch_matrix.cli import main
-    from torch_matrix.ecosystem import runner
     from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
 
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
-    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
-    monkeypatch.setattr(
-        sides, "isolation", lambda *args, **kw: sides.Isolation((), "on (test)", "")
-    )
-    monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
+    _no_fetch_no_install(monkeypatch, tmp_path)
     outcome = {"p1": ("passed", "failed"), "p2": ("failed", "failed"), "p4": ("failed", "passed")}
 
     def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:
@@ -835,3 +819,18 @@ def test_a_resumed_run_s_estimate_counts_only_the_projects_still_to_run(
     err = capsys.readouterr().err
     assert "estimate: 3 project(s) to run (0 skipped), 6 venvs" in err
     assert "estimate: about 30 min (forecast: 1 project(s) at their recorded wall time" in err
+
+
+def _no_fetch_no_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The runner with no source fetched (an empty tree), no torch wheels sized, no sandbox and
+    no venv made: what a test of the console or the classes alone needs."""
+    from torch_matrix.ecosystem import runner
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
+    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
+    monkeypatch.setattr(
+        sides, "isolation", lambda *args, **kw: sides.Isolation((), "on (test)", "")
+    )
+    monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))

@@ -146,14 +146,20 @@ class Side:
         }
 
 
-def torchaudio_for(torch: str) -> str:
-    """The torchaudio released with a torch: since 2.1 the same version (2.6.0 -> 2.6.0, a
-    nightly or pre-release alike); 2.0.x -> 2.0.(x+1). "" when unknown (torch 1.x)."""
+def _torch2(torch: str) -> Version | None:
+    """A torch 2.x.y version, the only line whose companions follow a rule; None otherwise."""
     try:
         version = Version(torch)
     except InvalidVersion:
-        return ""
-    if version.major != 2 or len(version.release) < 2:
+        return None
+    return version if version.major == 2 and len(version.release) >= 2 else None
+
+
+def torchaudio_for(torch: str) -> str:
+    """The torchaudio released with a torch: since 2.1 the same version (2.6.0 -> 2.6.0, a
+    nightly or pre-release alike); 2.0.x -> 2.0.(x+1). "" when unknown (torch 1.x)."""
+    version = _torch2(torch)
+    if version is None:
         return ""
     if version.release[1] == 0 and version.pre is None and version.dev is None:
         patch = version.release[2] if len(version.release) > 2 else 0
@@ -164,11 +170,8 @@ def torchaudio_for(torch: str) -> str:
 def torchvision_for(torch: str) -> str:
     """The torchvision released with a torch: 2.x.y pairs with 0.(x+15).y (2.6.0 -> 0.21.0); a
     nightly with the nightly of the same date. "" when unknown (torch 1.x: give it)."""
-    try:
-        version = Version(torch)
-    except InvalidVersion:
-        return ""
-    if version.major != 2 or len(version.release) < 2:
+    version = _torch2(torch)
+    if version is None:
         return ""
     minor = version.release[1] + 15
     patch = version.release[2] if len(version.release) > 2 else 0

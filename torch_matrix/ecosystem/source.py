@@ -165,17 +165,22 @@ def _sdist(requirement_text: str, dest: Path, index: PackageIndex | None) -> Pat
         if got is None:
             raise SourceError(f"{item.url}: not found")
         archive.write_bytes(got[1])
-    unpacked = dest / "tree"
+    return unpack(archive, dest / "tree")
+
+
+def unpack(archive: Path, unpacked: Path) -> Path:
+    """An sdist (.tar.gz or .zip) unpacked into ``unpacked``: its one top folder, or the folder
+    itself when the archive has several tops. SourceError when it cannot be unpacked."""
     try:
-        if item.filename.endswith(".zip"):
+        if archive.name.endswith(".zip"):
             with zipfile.ZipFile(archive) as handle:
                 handle.extractall(unpacked)
         else:
             with tarfile.open(archive) as handle:
                 handle.extractall(unpacked, filter="data")
     except (OSError, tarfile.TarError, zipfile.BadZipFile) as error:
-        raise SourceError(f"cannot unpack {item.filename}: {error}") from None
-    tops = [p for p in unpacked.iterdir()]
+        raise SourceError(f"cannot unpack {archive.name}: {error}") from None
+    tops = list(unpacked.iterdir())
     return tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
 
 

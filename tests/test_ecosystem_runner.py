@@ -709,6 +709,42 @@ def test_a_run_s_estimate_reads_an_earlier_run_s_durations(
     )
 
 
+def test_an_only_or_shard_invocation_s_forecast_reads_the_rest_of_the_list_s_durations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real run of docs/ecosystem-run.md resumed with `--only` its 10 new projects and
+    `--durations-from` a run that recorded 70 others: `no recorded durations to forecast from`,
+    since the mean a project without a record is forecast at was taken over the --only (or
+    --shard) selection alone. The rest of the list's records give it now."""
+    import json
+
+    from torch_matrix.cli import main
+    from torch_matrix.ecosystem import runner
+
+    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
+    projects = tmp_path / "p.toml"
+    projects.write_text(
+        "".join(f'[[project]]\nname = "{n}"\npath = "."\ncommand = "pytest"\n' for n in "ab")
+    )
+    earlier = tmp_path / "earlier"
+    (earlier / "projects" / "a").mkdir(parents=True)
+    meta = {"schema": 1, "baseline": {"torch": "2.5.1"}, "candidate": {"torch": "2.6.0"}}
+    (earlier / "run.json").write_text(json.dumps({**meta, "projects": [{"name": "a"}]}))
+    for role in ("baseline", "candidate"):
+        side = {"project": "a", "role": role, "torch": "2.5.1", "status": "passed"}
+        (earlier / "projects" / "a" / f"{role}.json").write_text(
+            json.dumps({**side, "started": 0, "ended": 120})
+        )
+    args = ["ecosystem", "run", str(projects), "--baseline", "2.5.1", "--candidate", "2.6.0"]
+    args += ["--estimate", "--durations-from", str(earlier)]
+    forecast = "estimate: about 2 min (forecast: 0 project(s) at their recorded wall time, 1 at the mean of those)"
+    for k, narrowed in enumerate((["--only", "b"], ["--shard", "2/2"])):
+        assert main([*args, *narrowed, "--out", str(tmp_path / f"new{k}")]) == 0
+        err = capsys.readouterr().err
+        assert "estimate: 1 project(s) to run (0 skipped), 2 venvs" in err, narrowed
+        assert forecast in err, narrowed
+
+
 def test_shards_then_the_merge_equal_the_unsharded_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

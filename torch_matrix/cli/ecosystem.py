@@ -212,10 +212,11 @@ def run_main(args: argparse.Namespace) -> int:
     from torch_matrix.plan.shards import parse_shard
     from torch_matrix.ecosystem.runner import EcosystemRun, plan_run, run_all
     from torch_matrix.spec.model import IndexConfig
-    from torch_matrix.ecosystem.projects import parse_side
+    from torch_matrix.ecosystem.projects import Project, parse_side
     from torch_matrix.world.index import open_index
 
     projects = _load_projects(args.projects)
+    unselected: list[Project] = []
     if args.only:
         known = {p.name for p in projects}
         for name in args.only:
@@ -225,6 +226,7 @@ def run_main(args: argparse.Namespace) -> int:
                     where="--only",
                     hint="one of: " + ", ".join(sorted(known)),
                 )
+        unselected = [p for p in projects if p.name not in args.only]
         projects = [p for p in projects if p.name in args.only]
     baseline = parse_side(
         args.baseline, "baseline", index=args.baseline_index, torchvision=args.baseline_torchvision
@@ -269,6 +271,7 @@ def run_main(args: argparse.Namespace) -> int:
         echo=(lambda line: print(line, flush=True)) if args.echo and not args.quiet else None,
         tail_lines=max(0, args.tail),
         durations_from=[Path(d) for d in args.durations_from],
+        unselected=unselected,
     )
     # one run per --out: the second is refused before it writes anything (run.json included)
     locks.hold(out, "--out directory", hint="wait for it to finish, or give this run its own --out")

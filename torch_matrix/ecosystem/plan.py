@@ -112,12 +112,14 @@ def estimate(
     uv_cache: str = "",
     recorded: Mapping[str, float] | None = None,
     done: Sequence[Project] = (),
+    listed: Sequence[Project] = (),
 ) -> Estimate:
     """``wheels``: each side's torch version -> its wheel files and their bytes (None: the index
     could not say); ``cached``: the file names uv's cache holds (``world.wheelset.cached_wheels``).
     A file both sides pin is downloaded once. ``projects``: those still to run; ``done``: how many
     a resumed run has results for already (said, not counted; their recorded durations still give
-    the median a project without a record is forecast at)."""
+    the mean a project without a record is forecast at); ``listed``: the rest of the projects
+    file, which ``--only`` or ``--shard`` leave out (their recorded durations give it too)."""
     running = [p for p in projects if not p.skip]
     totals: dict[str, int | None] = {}
     held: dict[str, int] = {}
@@ -131,7 +133,7 @@ def estimate(
         held[version] = sum(size or 0 for name, size in files if name in cached)
         missing.update((name, size) for name, size in files if name not in cached)
     unknown_side = any(files is None for files in wheels.values())
-    forecast, known = forecast_seconds(running, recorded or {}, also=done)
+    forecast, known = forecast_seconds(running, recorded or {}, also=[*done, *listed])
     return Estimate(
         projects=len(running),
         skipped=len(projects) - len(running),
@@ -155,13 +157,15 @@ def forecast_seconds(
 ) -> tuple[float | None, int]:
     """The wall time the projects will take: each at its recorded wall time (an earlier run's, both
     sides and any retry), one without a record at the mean of the recorded ones (theirs and
-    ``also``'s: a resumed run's done projects), none longer than its ceiling (its budget on both
+    ``also``'s: a resumed run's done projects and the rest of its list, each once), none longer than its ceiling (its budget on both
     sides and the retries). None where nothing is recorded. The mean, not the median: the sum of
     n durations one does not know is n times their mean, and durations are skewed (most projects
     take half a minute, a few ten): the median forecast 1,514 s for 39 projects of a real run
     that took 4,936 s (3.3x under; the mean: 2,839 s, 1.74x)."""
     known = [recorded[p.name] for p in projects if p.name in recorded]
-    pool = known + [recorded[p.name] for p in also if p.name in recorded]
+    pool = list(
+        {p.name: recorded[p.name] for p in [*projects, *also] if p.name in recorded}.values()
+    )
     if not pool:
         return None, 0
     mean = sum(pool) / len(pool)

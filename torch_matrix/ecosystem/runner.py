@@ -69,6 +69,8 @@ class EcosystemRun:
     echo: Callable[[str], None] | None = None  # each test output line (None: quiet)
     durations_from: Sequence[Path] = ()  # earlier runs whose recorded durations forecast this one
     tail_lines: int = 0  # after each project: the last lines of each side that did not pass
+    # the projects file's entries --only left out: their recorded durations forecast this run too
+    unselected: Sequence[Project] = ()
 
 
 def result_path(out: Path, project: str, role: str, retry: int = 0) -> Path:
@@ -132,6 +134,7 @@ def plan_run(run: EcosystemRun, index: PackageIndex | None) -> list[Project]:
         uv_cache,
         recorded=_recorded(run),
         done=[p for p in mine if p not in todo],
+        listed=[*run.unselected, *(p for p in run.projects if p not in mine)],
     )
     for line in cost.lines():
         console.note(line)

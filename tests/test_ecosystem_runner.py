@@ -56,14 +56,29 @@ def test_torchaudio_is_pinned_to_the_side_s_torch_wherever_a_requirement_pulls_i
     (``_torchaudio.so: undefined symbol``): the override pins the paired one; an override adds
     nothing a requirement does not pull in, so a project without torchaudio gets none."""
     _a, b, _ = parse_projects(FILE, "p.toml")
-    assert (
-        sides.overrides(b, parse_side("2.5.1", "baseline")) == "torch==2.5.1\ntorchaudio==2.5.1\n"
-    )
+    assert sides.overrides(b, parse_side("2.5.1", "baseline")).endswith("\ntorchaudio==2.5.1\n")
     nightly = parse_side("nightly-2025-03-01:2.7.0", "candidate")
-    assert sides.overrides(b, nightly).splitlines()[1] == "torchaudio==2.7.0.dev20250301"
+    assert sides.overrides(b, nightly).splitlines()[2] == "torchaudio==2.7.0.dev20250301"
     assert torchaudio_for("2.0.1") == "2.0.2" and torchaudio_for("2.0.0") == "2.0.1"
     assert torchaudio_for("2.7.0rc3") == "2.7.0rc3" and torchaudio_for("1.13.1") == ""
     assert sides.overrides(b, parse_side("1.13.1", "baseline")) == "torch==1.13.1\n"
+
+
+def test_torchvision_is_pinned_to_the_side_s_torch_wherever_a_requirement_pulls_it() -> None:
+    """accelerate 1.5.2's tests extra pulls torchvision in (through timm), not the project: the
+    list's baseline check installed the newest torchvision (0.29.2), built for another torch,
+    and every test file importing it failed to collect (``operator torchvision::nms does not
+    exist``) on both sides. The override pins the paired one; it installs nothing by itself."""
+    _a, b, _ = parse_projects(FILE, "p.toml")
+    assert not b.torchvision
+    assert sides.overrides(b, parse_side("2.5.1", "baseline")) == (
+        "torch==2.5.1\ntorchvision==0.20.1\ntorchaudio==2.5.1\n"
+    )
+    assert "torchvision" not in " ".join(
+        sides.install_args(b, parse_side("2.5.1", "baseline"), Path("/b"))
+    )
+    pinned = parse_side("2.6.0", "candidate", torchvision="0.21.0")
+    assert "torchvision==0.21.0" in sides.overrides(b, pinned).splitlines()
 
 
 def test_the_isolation_says_what_it_could_not_do() -> None:

@@ -149,13 +149,15 @@ def install_args(project: Project, side: Side, tree: Path) -> list[str]:
 
 
 def overrides(project: Project, side: Side) -> str:
-    """uv's overrides: the side's torch, its torchvision where the project pairs it, and always
-    the paired torchaudio: an override installs nothing by itself, so it pins torchaudio only
-    where a requirement pulls it in (the newest torchaudio, built for another torch, does not
-    load: ``undefined symbol``)."""
+    """uv's overrides: the side's torch, and always its paired torchvision and torchaudio: an
+    override installs nothing by itself, so it pins them only where the project or a requirement
+    pulls them in (the newest torchaudio, built for another torch, does not load: ``undefined
+    symbol``; the newest torchvision imports, then fails: ``operator torchvision::nms does not
+    exist``)."""
     lines = [f"torch=={side.torch}"]
-    if project.torchvision:
-        lines.append(f"torchvision=={side.torchvision_version()}")
+    vision = side.torchvision_version()
+    if vision:
+        lines.append(f"torchvision=={vision}")
     audio = torchaudio_for(side.torch)
     if audio:
         lines.append(f"torchaudio=={audio}")

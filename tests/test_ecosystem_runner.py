@@ -885,3 +885,71 @@ def _no_fetch_no_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
         sides, "isolation", lambda *args, **kw: sides.Isolation((), "on (test)", "")
     )
     monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
+
+
+def test_collect_baseline_collects_the_discovered_tests_on_the_baseline_side_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list generator's check (examples/ecosystem/build_list.py --check): a zero-config
+    entry's source discovered, only its baseline side installed, its discovered command run with
+    pytest's --collect-only within the budget given; the work folder deleted after. A source
+    that cannot be had is a BROKEN side with the reason (stand-ins for the venv and pytest)."""
+    from torch_matrix.ecosystem import runner
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+
+    (entry,) = parse_projects('[[project]]\nsdist = "demo==1.0"\n', "p.toml")
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_demo.py").write_text("def test_one(): pass\n")
+    monkeypatch.setattr(runner, "fetch", lambda *args: tree)
+    monkeypatch.setattr(
+        sides, "isolation", lambda *args, **kwargs: sides.Isolation((), "on (test)", "")
+    )
+    prepared: list[str] = []
+
+    def prepare(work: sides.SideWork, *args: object) -> tuple[None, str]:
+        prepared.append(work.side.role)
+        return None, "/venv/bin/python"
+
+    seen: dict[str, object] = {}
+
+    def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:
+        seen.update(command=work.project.command, budget=kw.get("budget_s"), box=work.box)
+        return SideRun(
+            project=work.project.name,
+            role=Role(work.side.role),
+            torch=work.side.torch,
+            status=SideStatus.PASSED,
+            exit_code=0,
+            output_tail="tests/test_demo.py::test_one\n\n1 test collected in 0.01s\n",
+        )
+
+    monkeypatch.setattr(sides, "prepare", prepare)
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    run = runner.EcosystemRun(
+        projects=[],
+        baseline=parse_side("2.5.1", "baseline"),
+        candidate=parse_side("2.6.0", "candidate"),
+        out=tmp_path / "check",
+        confine=False,
+    )
+    done = runner.collect_baseline(run, entry, None, 90.0)
+    assert prepared == ["baseline"]
+    assert seen["command"] == "python -m pytest -q -p no:cacheprovider tests --collect-only"
+    assert seen["budget"] == 90.0
+    assert (
+        done.project.command == "python -m pytest -q -p no:cacheprovider tests"
+    )  # as a run has it
+    assert done.side.status == SideStatus.PASSED and done.side.role == Role.BASELINE
+    assert done.tree == str(seen["box"]) + "/src"
+    assert (tmp_path / "check" / "projects" / "demo" / "baseline.log").is_file()
+    assert not (tmp_path / "check" / "work" / "demo").exists()
+
+    def no_source(*args: object) -> Path:
+        raise runner.SourceError("demo==1.0: the index has no such release")
+
+    monkeypatch.setattr(runner, "fetch", no_source)
+    broken = runner.collect_baseline(run, entry, None, 90.0)
+    assert broken.side.status == SideStatus.BROKEN and broken.side.exit_code is None
+    assert broken.side.detail == "source: demo==1.0: the index has no such release"
+    assert prepared == ["baseline"]  # nothing installed

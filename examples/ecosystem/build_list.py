@@ -2,6 +2,7 @@
 candidate that passes every filter, each checked against its own sdist.
 
     python examples/ecosystem/build_list.py [--cutoff 2025-03-15] [--out projects-generated.toml]
+    python examples/ecosystem/build_list.py --check [--baseline 2.5.1] [--check-dir DIR]
 
 Candidates come from ``candidates.txt`` (the starter list and names reasoned about: never a
 registry's name listing). For each, the filters, in order (the first that fails drops it, and the
@@ -17,6 +18,17 @@ output says which):
 5. **tests in the sdist**: ``torch-matrix ecosystem discover``'s own rules find a test location
    (torch_matrix.ecosystem.discover.py), and the folder holds at least one ``test_*.py``.
 
+6. **its tests collect on the baseline** (only with ``--check``; the passes above need no torch):
+   the entry installed on the baseline torch (``--baseline``) exactly as a run's baseline side
+   installs it (the product's own ``ecosystem.runner.collect_baseline``: the sdist from the index,
+   discovery, the side's venv and overrides, the bubblewrap sandbox unless ``--no-sandbox``), then
+   its discovered test command with ``--collect-only``. Kept where pytest collects at least one
+   test with no error; else written with ``skip = "a list fault (baseline check): <why>"`` (the
+   install's error, the missing module, the configuration pytest refuses, ``no test collected``),
+   which the run lists as skipped with that reason. Each entry's verdict is kept in
+   ``--check-dir`` (``projects/<name>/check.json``, beside its install and pytest log): a stopped
+   check resumes where it stopped, a rebuild reuses them (``--recheck`` redoes them).
+
 Each kept project is written as ``sdist = "name==version"`` alone: the run discovers the rest.
 The starter list's 22 projects (``projects.toml``) come first, verbatim with their hand keys
 (checked by hand: their trimmed commands fit a 2-core machine), whatever the filters say of them.
@@ -28,17 +40,21 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
+import shutil
 import sys
 import tarfile
+import time
 import urllib.parse
 import urllib.request
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from email.parser import Parser
+from itertools import takewhile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -49,6 +65,20 @@ from torch_matrix.spec.parse import TOML_ERRORS, tomllib
 
 HERE = Path(__file__).resolve().parent
 JSON_API = "https://pypi.org/pypi/{name}/json"
+DEFAULTS = 'budget = "10m"'  # the generated file's [defaults] (the check parses each entry so)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """Stage 6's verdict on one entry: kept (pytest collected ``tests`` tests on the baseline, no
+    error), or not, with the one-line reason the list's ``skip`` gives."""
+
+    kept: bool
+    tests: int = 0
+    reason: str = ""
+
+    def line(self) -> str:
+        return f"{self.tests} tests collected" if self.kept else self.reason
 
 
 @dataclass(frozen=True)
@@ -57,6 +87,7 @@ class Verdict:
     version: str
     kept: bool
     reason: str  # why dropped, or what discover found
+    check: Collected | None = None  # stage 6, where it ran
 
 
 def pick_release(
@@ -209,6 +240,198 @@ def check(line: str, args: argparse.Namespace) -> Verdict:
     return judge(canonical, version, paths, texts, (args.baseline, args.candidate), args.python)
 
 
+# -- stage 6: the baseline check ----------------------------------------------------------------
+
+SKIP_PREFIX = "a list fault (baseline check): "
+CHECK_FILE = "check.json"
+REASON_CHARS = 240
+# pytest's summary: "2 tests collected", "1/2 tests collected (1 deselected)", "collected 2 items"
+# (verbose), indented under a plugin's own header (pytest-pretty's "Results (2.0s):")
+_COUNT_RE = re.compile(r"(?m)^\s*(?:(\d+)/\d+|(\d+)) tests? collected|^collected (\d+) items?")
+_NONE_COLLECTED_RE = re.compile(r"(?m)^\s*no tests (?:collected|ran)")
+_EXCEPTION_RE = re.compile(r"^\s*(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception): .*)$")
+_SITE_PACKAGES_RE = re.compile(r"/(?:[^\s/'\"`]+/)+(site-packages/)")
+_FILE_URL_RE = re.compile(r"file://[^\s'\"`]+")
+_ABSOLUTE_RE = re.compile(r"(?<![\w.:/])/(?:[^\s/'\"`():]+/)+")
+
+
+def _plain(text: str, root: str) -> str:
+    """``text`` without this machine's paths: the tree's own relative, site-packages' from there,
+    a local file URL as 'the sdist', any other absolute folder dropped (the list is committed)."""
+    if root:
+        text = text.replace(root.rstrip("/") + "/", "").replace(root.rstrip("/"), ".")
+    text = _FILE_URL_RE.sub("the sdist", text)
+    text = _SITE_PACKAGES_RE.sub(r"\1", text)
+    return _ABSOLUTE_RE.sub("", text)
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
+
+
+def tests_collected(output: str) -> int | None:
+    """The number of tests pytest's ``--collect-only`` summary says it selected; None when the
+    output has no summary (pytest never got that far)."""
+    found = _COUNT_RE.findall(output)
+    if found:
+        selected, alone, items = found[-1]
+        return int(selected or alone or items)
+    return 0 if _NONE_COLLECTED_RE.search(output) else None
+
+
+def _install_reason(detail: str, output: str) -> str:
+    """Why the install failed: the build's own exception (a file the sdist lacks, a pyproject
+    setuptools cannot read) or uv's resolution's first 'Because ...', else uv's first error."""
+    lines = output.splitlines()
+    for number, line in enumerate(lines):
+        if line.strip(" ╰─▶").startswith("Because "):  # with the lines uv wrapped it onto
+            rest = takewhile(lambda x: x.startswith("      ") and x.strip(), lines[number + 1 :])
+            return "install failed: " + " ".join([line.strip(" ╰─▶"), *map(str.strip, rest)])
+    raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines) if m]
+    if raised:
+        return f"install failed: {raised[-1]}"
+    return detail
+
+
+def _collect_reason(code: int | None, output: str, messages: Mapping[str, str]) -> str:
+    """Why pytest collected nothing it could run: a test file's collection error (its module
+    missing, ...), a conftest that does not load, a configuration or option pytest refuses."""
+    if messages:
+        where, message = next(iter(messages.items()))
+        more = f" (and {len(messages) - 1} more)" if len(messages) > 1 else ""
+        return f"collection error in {where}: {message}{more}"
+    lines = output.splitlines()
+    failed = [line.split()[1] for line in lines if re.match(r"ERROR \S", line)]
+    if failed:  # the short summary's files, where pytest's records were not read
+        raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines) if m]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return f"collection error in {failed[0]}: {(raised or ['?'])[0]}{more}"
+    for number, line in enumerate(lines):
+        if line.startswith("ImportError while loading conftest"):
+            raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines[number:]) if m]
+            conftest = line.split("'")[1] if "'" in line else "conftest.py"
+            return f"conftest {conftest} does not load: " + (raised or ["ImportError"])[0]
+        if line.startswith("ERROR: usage:"):
+            refused = [x for x in lines[number:] if ": error: " in x]
+            return "pytest refuses the command: " + (
+                refused[0].split(": error: ", 1)[1] if refused else line
+            )
+        if line.startswith("ERROR: "):  # its configuration: the first sentence says what
+            return f"pytest refuses it: {line[len('ERROR: ') :].split('. ')[0]}"
+        if line.startswith("INTERNALERROR>"):
+            raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines[number:]) if m]
+            return "pytest internal error: " + (raised or [line])[-1]
+    if code == 5 or tests_collected(output) == 0:
+        return "no test collected"
+    raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines) if m]
+    last = raised[-1] if raised else next((x for x in reversed(lines) if x.strip()), "")
+    return f"pytest exit {code}: {last}" if last else f"pytest exit {code}"
+
+
+def collect_verdict(
+    status: str,
+    code: int | None,
+    output: str,
+    messages: Mapping[str, str],
+    detail: str,
+    root: str = "",
+) -> Collected:
+    """Stage 6's decision, pure: one baseline side that ran pytest with ``--collect-only``
+    (``status`` and ``detail`` as its ``SideRun`` says, ``code`` pytest's exit, ``messages``
+    the collection errors pytest recorded, by file) -> kept with its test count, or the reason.
+    ``root``: the tree pytest ran in, made relative in the reason."""
+    if status == "timeout":
+        return Collected(False, reason=_one_line(f"collection {_plain(detail, root)}"))
+    if status == "broken" and code is None:  # no pytest: the source or the install
+        why = _install_reason(detail, output) if detail.startswith("install") else detail
+        return Collected(False, reason=_one_line(_plain(why, root)))
+    count = tests_collected(output)
+    if code == 0 and not messages and count:
+        return Collected(True, tests=count)
+    plain = {_plain(k, root): _plain(v, root) for k, v in messages.items()}
+    return Collected(False, reason=_one_line(_collect_reason(code, _plain(output, root), plain)))
+
+
+def check_dir(args: argparse.Namespace) -> Path:
+    return Path(args.check_dir or f"ecosystem/list-check-{args.baseline}")
+
+
+def _verdict_of(side: Any, tree: str) -> Collected:
+    """Stage 6's verdict on a ``SideRun`` that collected (or failed to install)."""
+    return collect_verdict(
+        str(side.status), side.exit_code, side.output_tail, side.messages, side.detail, tree
+    )
+
+
+def _cached(path: Path, sdist: str, baseline: str) -> Collected | None:
+    """The verdict on the evidence ``path`` holds (the side's result), judged again by today's
+    rules; None where it holds none for this entry on this baseline."""
+    from torch_matrix.ecosystem.records import SideRun
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if (data.get("sdist"), data.get("baseline")) != (sdist, baseline):
+            return None
+        return _verdict_of(SideRun.from_json(data["side"]), str(data.get("tree") or ""))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def check_entries(verdicts: list[Verdict], args: argparse.Namespace) -> list[Verdict]:
+    """Stage 6 over the kept entries, one after another (each a baseline install): each verdict
+    with its ``check``. An entry whose verdict ``check_dir`` already holds is not checked again
+    (``--recheck`` does), so a stopped check resumes where it stopped."""
+    from torch_matrix.ecosystem.projects import parse_projects, parse_side
+    from torch_matrix.ecosystem.runner import EcosystemRun, collect_baseline
+    from torch_matrix.edges import sandbox
+    from torch_matrix.edges.fileio import atomic_write
+    from torch_matrix.spec.model import IndexConfig
+    from torch_matrix.world.index import open_index
+
+    if not args.no_sandbox and not sandbox.detect().on:
+        raise SystemExit(
+            f"build_list.py --check: no sandbox for the projects' code: {sandbox.detect().why_none}"
+            "\nhint: install bubblewrap, or check unconfined with --no-sandbox"
+        )
+    config = IndexConfig(default=args.index or os.environ.get("UV_DEFAULT_INDEX", ""))
+    index = open_index(config, prereleases=True)
+    run = EcosystemRun(
+        projects=[],
+        baseline=parse_side(args.baseline, "baseline"),
+        candidate=parse_side(args.candidate, "candidate"),
+        out=check_dir(args),
+        index=config,
+        python=args.check_python,
+        confine=not args.no_sandbox,
+    )
+    todo = [v for v in verdicts if v.kept]
+    checked: dict[str, Collected] = {}
+    for number, verdict in enumerate(todo, 1):
+        sdist = f"{verdict.name}=={verdict.version}"
+        entry = f'[defaults]\n{DEFAULTS}\n[[project]]\nsdist = "{sdist}"\n'
+        (project,) = parse_projects(entry, "build_list.py")
+        record = run.out / "projects" / project.name / CHECK_FILE  # the evidence, kept
+        found = None if args.recheck else _cached(record, sdist, args.baseline)
+        began = time.monotonic()
+        if found is None:
+            done = collect_baseline(run, project, index, args.check_budget)
+            found = _verdict_of(done.side, done.tree)
+            record.parent.mkdir(parents=True, exist_ok=True)
+            fields = {"sdist": sdist, "baseline": args.baseline, "command": done.project.command}
+            evidence = {"tree": done.tree, "side": done.side.to_json()}
+            atomic_write(record, json.dumps({**fields, **asdict(found), **evidence}, indent=1))
+        checked[sdist] = found
+        print(
+            f"[{number}/{len(todo)}] {sdist}: {'kept' if found.kept else 'list fault'}: "
+            f"{found.line()} ({time.monotonic() - began:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    shutil.rmtree(run.out / "work", ignore_errors=True)
+    return [replace(v, check=checked[f"{v.name}=={v.version}"]) if v.kept else v for v in verdicts]
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -240,6 +463,19 @@ def _key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _check_header(kept: list[Verdict], args: argparse.Namespace) -> list[str]:
+    checked = [v.check for v in kept if v.check is not None]
+    if not checked:
+        return [
+            "# Not checked on a torch (build_list.py --check): an entry may not install or collect."
+        ]
+    passed = sum(c.kept for c in checked)
+    return [
+        f"# Baseline check (--check, torch {args.baseline}): {passed} of {len(checked)} collect "
+        f"their tests; {len(checked) - passed} skipped as list faults, each with its reason."
+    ]
+
+
 def render(verdicts: list[Verdict], args: argparse.Namespace) -> str:
     starter, starter_names = starter_entries(Path(args.starter))
     kept = [v for v in verdicts if v.kept and _key(v.name) not in starter_names]
@@ -254,13 +490,21 @@ def render(verdicts: list[Verdict], args: argparse.Namespace) -> str:
         "# The kept entries are zero-config: the run discovers their tests, needs and command",
         "# (`torch-matrix ecosystem discover NAME==VERSION` shows what and why).",
         "",
+        *_check_header(kept, args),
+        "",
         "[defaults]",
-        'budget = "10m"',
+        DEFAULTS,
         "",
         *starter,
     ]
     for v in kept:
-        lines += ["[[project]]", f'sdist = "{v.name}=={v.version}"', f"# {v.reason}", ""]
+        lines += ["[[project]]", f'sdist = "{v.name}=={v.version}"']
+        if v.check is not None and not v.check.kept:
+            lines.append(f"skip = {_toml_value(SKIP_PREFIX + v.check.reason)}")
+        lines.append(f"# {v.reason}")
+        if v.check is not None and v.check.kept:
+            lines.append(f"# baseline check (torch {args.baseline}): {v.check.line()}")
+        lines.append("")
     lines.append("# The starter projects, as the filters see them (kept above by hand either way):")
     lines += [
         f"#   {v.name}=={v.version}: {'passes' if v.kept else v.reason}" for v in starter_filtered
@@ -281,6 +525,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default="3.11")
     parser.add_argument("--max-mb", type=float, default=40.0)
     parser.add_argument("--jobs", type=int, default=8)
+    stage6 = parser.add_argument_group("stage 6, the baseline check")
+    stage6.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="install each kept entry on --baseline and collect its tests (default: no)",
+    )
+    stage6.add_argument(
+        "--check-dir",
+        default="",
+        help="its verdicts and logs (default: ecosystem/list-check-BASELINE)",
+    )
+    stage6.add_argument("--recheck", action="store_true", help="check again what it holds")
+    stage6.add_argument(
+        "--index", default="", help="the run's index (default: $UV_DEFAULT_INDEX or PyPI)"
+    )
+    stage6.add_argument("--check-python", default=sys.executable, help="the venvs' interpreter")
+    stage6.add_argument(
+        "--check-budget", type=float, default=300.0, help="seconds for one collection"
+    )
+    stage6.add_argument("--no-sandbox", action="store_true", help="check unconfined")
     args = parser.parse_args(argv)
     seen: set[str] = set()
     lines: list[str] = []
@@ -292,8 +557,13 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(line)
     with ThreadPoolExecutor(args.jobs) as pool:
         verdicts = list(pool.map(lambda line: check(line, args), lines))
+    if args.check:
+        _, starter = starter_entries(Path(args.starter))
+        verdicts = [v for v in verdicts if _key(v.name) in starter] + check_entries(
+            [v for v in verdicts if _key(v.name) not in starter], args
+        )
     Path(args.out).write_text(render(verdicts, args), encoding="utf-8")
-    kept = sum(v.kept for v in verdicts)
+    kept = sum(v.kept and (v.check is None or v.check.kept) for v in verdicts)
     print(f"{kept} of {len(verdicts)} candidates kept -> {args.out}", file=sys.stderr)
     return 0
 

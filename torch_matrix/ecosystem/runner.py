@@ -339,6 +339,62 @@ def _run_project(
             shutil.rmtree(work, ignore_errors=True)
 
 
+COLLECT_ONLY = "--collect-only"  # appended to a project's pytest command: collect, run nothing
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A project's tests collected on the baseline (``collect_baseline``): the project as the run
+    completes it (discovery applied), its side's result (pytest's exit and output, or BROKEN with
+    the source's or the install's reason), and the tree pytest ran in (its paths in the output)."""
+
+    project: Project
+    side: SideRun
+    tree: str
+
+
+def collect_baseline(
+    run: EcosystemRun, project: Project, index: PackageIndex | None, budget_s: float
+) -> Collection:
+    """One project's tests collected, not run, on ``run``'s baseline alone: the source, discovery,
+    install and confinement of a run's baseline side, then its test command with pytest's
+    ``--collect-only`` (at most ``budget_s``). The list generator's check
+    (examples/ecosystem/build_list.py): an entry that cannot do this cannot give a class. Its
+    log is ``projects/<name>/baseline.log`` in ``run.out``; its venv and copies are deleted."""
+    out = run.out.resolve()
+    work = out / "work" / project.name
+    if work.exists():
+        shutil.rmtree(work)
+    (out / "projects" / project.name).mkdir(parents=True, exist_ok=True)
+    works: dict[Role, sides.SideWork] = {}
+    try:
+        try:
+            tree = fetch(project, work / "source", index)
+            project, _found = with_discovery(project, tree)
+        except (SourceError, OSError) as error:
+            no_source = SideRun(
+                project=project.name,
+                role=Role.BASELINE,
+                torch=run.baseline.torch,
+                status=SideStatus.BROKEN,
+                detail=f"source: {error}",
+            )
+            return Collection(project, no_source, "")
+        collecting = replace(project, command=f"{project.command} {COLLECT_ONLY}")
+        isolation = side_isolation(run)
+        works.update(_side_works(run, collecting, tree, work, out, isolation, (Role.BASELINE,)))
+        item = works[Role.BASELINE]
+        broken, venv_python = sides.prepare(item)
+        if broken is not None:
+            return Collection(project, broken, "")
+        found = sides.run_tests(item, venv_python, budget_s=budget_s)
+        return Collection(project, found, str(item.box / "src"))
+    finally:
+        for item in works.values():
+            item.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _no_source(
     run: EcosystemRun, project: Project, paths: dict[Role, Path], staged: Staged, error: Exception
 ) -> None:
@@ -365,11 +421,12 @@ def _side_works(
     work: Path,
     out: Path,
     isolation: sides.Isolation,
+    roles: Sequence[Role] = tuple(Role),
 ) -> dict[Role, sides.SideWork]:
     """Where each side of the project works, each with its log begun."""
     logs = out / "projects" / project.name
     works: dict[Role, sides.SideWork] = {}
-    for role in Role:
+    for role in roles:
         side = _side_for(run, role)
         log = logs / f"{role}.log"
         log.write_text(f"# {project.name} with torch {side.torch}\n", encoding="utf-8")

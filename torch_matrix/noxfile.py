@@ -30,7 +30,7 @@ sessions.check_settings()  # every TORCH_MATRIX_* variable, for every session (n
 PLAN = matrixplan.MatrixPlan()
 if wants_matrix(sys.argv[1:]):
     try:
-        PLAN = matrixplan.load_plan()
+        PLAN = matrixplan.load_plan(listing=matrixplan.is_listing(sys.argv[1:]))
         matrixplan.lock_run(PLAN, sys.argv[1:])  # one run per results dir and env dir
         matrixplan.prepare_cells(PLAN, sys.argv[1:])  # half-made venvs cleared; planned-cells.json
     except UserError as error:

@@ -42,13 +42,24 @@ def warning_line(message: str) -> str:
 
 
 def warn(message: str, stream: TextIO | None = None) -> None:
+    _warnings[0] += 1
     print(warning_line(message), file=stream or sys.stderr, flush=True)
+
+
+_warnings = [0]  # warnings this process has given (warn_once's repeats counted too)
+
+
+def warnings_printed() -> int:
+    """How many warnings this process has given, repeats that ``warn_once`` kept quiet included
+    (a plan is kept only where planning gave none)."""
+    return _warnings[0]
 
 
 def warn_once(message: str) -> None:
     """``warn``, but each distinct message only once per process (index fallbacks repeat)."""
     with _warn_lock:
         if message in _warned:
+            _warnings[0] += 1  # said before in this process: still one a fresh process would say
             return
         _warned.add(message)
     warn(message)

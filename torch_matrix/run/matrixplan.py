@@ -78,14 +78,19 @@ class MatrixPlan:
 LISTING_FLAGS = ("-l", "--list", "--list-sessions", "--usage", "-h", "--help", "--version")
 
 
+def is_listing(argv: Sequence[str]) -> bool:
+    """Whether nox only lists the sessions (``nox -l``): nothing runs, nothing is locked."""
+    args = list(argv[: argv.index("--")] if "--" in argv else argv)
+    return any(arg in LISTING_FLAGS for arg in args)
+
+
 def lock_run(
     plan: MatrixPlan, argv: Sequence[str], environ: MutableMapping[str, str] = os.environ
 ) -> None:
     """Hold this run's results directory and nox env dir (``torch_matrix.edges.locks``); listing locks nothing."""
     from torch_matrix.edges import locks
 
-    args = list(argv[: argv.index("--")] if "--" in argv else argv)
-    if any(arg in LISTING_FLAGS for arg in args):
+    if is_listing(argv):
         return
     locks.hold(plan.run_dir, "results directory", environ)
     locks.hold(envdir_of(argv), "nox env dir (--envdir)", environ)
@@ -245,8 +250,12 @@ def envdir_of(argv: Sequence[str]) -> Path:
     return Path(envdir).absolute()
 
 
-def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> MatrixPlan:
-    """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard)."""
+def load_plan(
+    environ: Mapping[str, str] = os.environ, *, plan: bool = True, listing: bool = False
+) -> MatrixPlan:
+    """Spec -> cells -> this shard. Raises ``UserError`` for bad input (spec, shard). ``listing``
+    (``nox -l``): the plan kept from the last planning of the same spec where nothing it was
+    planned from changed (``pipeline.plan_spec``); a run plans now."""
     from torch_matrix.world.specfile import load_spec
 
     env_settings.parse(environ)  # every variable: a bad value stops here, before any cell runs
@@ -256,7 +265,7 @@ def load_plan(environ: Mapping[str, str] = os.environ, *, plan: bool = True) -> 
         return MatrixPlan(spec=spec, results_root=root)
     from torch_matrix.run.pipeline import plan_spec, shard_cells
 
-    planned = plan_spec(spec, environ)
+    planned = plan_spec(spec, environ, reuse=listing)
     for note in planned.notes:
         console.note(note)
     if not planned.cells:

@@ -11,11 +11,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from torch_matrix.edges import console
 from torch_matrix.world import probesuite
 from torch_matrix.vocab.errors import UserError
-from torch_matrix.world.index import open_index, open_variant_index
 from torch_matrix.world.interpreters import Interpreter, find_interpreters, installed_pythons
-from torch_matrix.plan.grid import gather_facts, plan_cells
 from torch_matrix.plan.shards import parse_shard, select_shard
 from torch_matrix.vocab.records import Cell
 from torch_matrix.spec.model import DEFAULT_VARIANT, INTERPRETER_SEARCH, Spec
@@ -60,6 +59,8 @@ def resolve_auto(
 
     if AUTO_VARIANT not in spec.variants:
         return spec, ""
+    from torch_matrix.world.index import open_index, open_variant_index
+
     gpu = has_gpu(environ) if gpu is None else gpu
     if gpu:
         chosen = DEFAULT_VARIANT
@@ -103,14 +104,48 @@ def wanted_pythons(spec: Spec) -> list[str]:
     return list(dict.fromkeys(list(spec.python) + [r.values["python"][0] for r in spec.include]))
 
 
-def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
+def plan_spec(
+    spec: Spec, environ: Mapping[str, str] = os.environ, *, reuse: bool = False
+) -> Planned:
     """Check the probe suite, read the indexes and find the interpreters (the edge), then plan (pure).
 
     Everything a cell would otherwise discover only after installing (an unknown probe name,
     a missing probe directory, an unreachable PyTorch variant index, a wrong configured
     interpreter) is a ``UserError`` here, naming the spec file, with a hint.
+
+    ``reuse`` (a listing: ``nox -l``) takes the plan the last listing of this spec kept
+    (``world.plancache``) where nothing it was planned from has changed, else plans now and keeps
+    that plan. A run plans now, always. A spec with ``variant = "auto"`` (it asks the machine for
+    a GPU) is planned now and never kept.
     """
+    from torch_matrix.spec.model import AUTO_VARIANT
+
     probesuite.check(spec)
+    if not reuse or AUTO_VARIANT in spec.variants:
+        return _plan_now(spec, environ)
+    from torch_matrix.world import plancache
+    from torch_matrix.world.indexcache import recording
+
+    try:
+        interpreters = _interpreters(spec, environ)  # part of the key (they say nothing)
+    except UserError:
+        return _plan_now(spec, environ)  # its errors in planning's order (the index's first)
+    key = plancache.plan_key(spec, interpreters, environ)
+    kept = plancache.load(spec.path, key, environ)
+    if kept is not None:
+        return Planned(kept[0], interpreters, kept[1])
+    warnings = console.warnings_printed()
+    with recording() as reads:
+        planned = _plan_now(spec, environ)
+    if console.warnings_printed() == warnings and planned.interpreters == interpreters:
+        plancache.store(spec.path, key, environ, planned.cells, planned.notes, reads)
+    return planned
+
+
+def _plan_now(spec: Spec, environ: Mapping[str, str]) -> Planned:
+    from torch_matrix.plan.grid import gather_facts, plan_cells
+    from torch_matrix.world.index import open_index, open_variant_index
+
     spec, auto_note = resolve_auto(spec, environ)
     index = open_index(spec.index, environ=environ)
     variant_indexes = {
@@ -131,6 +166,15 @@ def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
                 f'{spec.index.pytorch}, or test without it: `variant = "default"`',
             ) from None
     facts = gather_facts(spec, index, variant_indexes=variant_indexes)
+    interpreters = _interpreters(spec, environ)
+    return Planned(
+        plan_cells(spec, facts, interpreters), interpreters, (auto_note,) if auto_note else ()
+    )
+
+
+def _interpreters(spec: Spec, environ: Mapping[str, str]) -> dict[str, Interpreter | None]:
+    """The interpreters of the spec's Pythons; a missing one is a ``UserError`` unless the spec
+    allows it."""
     try:
         interpreters = find_interpreters(wanted_pythons(spec), spec.interpreters, environ)
     except UserError as error:
@@ -143,9 +187,7 @@ def plan_spec(spec: Spec, environ: Mapping[str, str] = os.environ) -> Planned:
         ) from None
     if not spec.allow_missing_interpreters:
         check_interpreters(spec, interpreters, environ)
-    return Planned(
-        plan_cells(spec, facts, interpreters), interpreters, (auto_note,) if auto_note else ()
-    )
+    return interpreters
 
 
 def check_interpreters(

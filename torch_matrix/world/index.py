@@ -43,7 +43,12 @@ from torch_matrix.edges.ranges import (
 )
 from torch_matrix.vocab.errors import UserError
 from torch_matrix.spec.model import PYPI_SIMPLE, IndexConfig
-from torch_matrix.world.indexcache import DiskCache, default_cache_dir, default_ttl
+from torch_matrix.world.indexcache import (
+    DiskCache,
+    default_cache_dir,
+    default_ttl,
+    note_local,
+)
 from torch_matrix.world.listings import (
     DistFile,
     dist_file,
@@ -187,6 +192,7 @@ class PackageIndex:
     def _read_local(self, source: Source, directory: Path, project: str) -> list[DistFile]:
         if source.kind == "simple":
             page = directory / canonicalize_name(project) / "index.html"
+            note_local(page)  # what planning read here, for a kept plan (``world.plancache``)
             if page.is_file():
                 return parse_html_listing(
                     page.read_text(encoding="utf-8", errors="replace"),
@@ -194,9 +200,11 @@ class PackageIndex:
                     project,
                 )
             directory = directory / canonicalize_name(project)
+            note_local(directory)
             if not directory.is_dir():
                 return []
         elif not directory.is_dir():
+            note_local(directory)
             if source.optional:
                 return []
             raise UserError(
@@ -205,14 +213,17 @@ class PackageIndex:
                 hint="fix the path in [index] find_links (or $PIP_FIND_LINKS when the spec "
                 "sets none), or create the directory",
             )
+        note_local(directory)
         files = []
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if entry.is_file():
+                stat = entry.stat()
+                note_local(entry.path, stat)
                 found = dist_file(
                     entry.name,
                     Path(entry.path).resolve().as_uri(),
                     project,
-                    size=entry.stat().st_size,
+                    size=stat.st_size,
                 )
                 if found:
                     files.append(found)

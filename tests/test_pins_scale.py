@@ -292,3 +292,28 @@ def test_the_2000_cell_suggestion_does_not_depend_on_input_order(big_grid):
     shuffled = list(big_grid)
     random.Random(1).shuffle(shuffled)
     assert rendered(shuffled, RELEASED) == rendered(big_grid, RELEASED)
+
+
+def test_a_packages_pins_are_built_once_per_search_and_anew_for_other_atoms():
+    """The answers share atoms, so the grid keeps each package's pins and each exclusion's reason
+    (issue 46). Other atoms, or another grid, must never get the kept ones."""
+    from torch_matrix.pins.answers import _build_pins
+
+    results = scale_grid(TORCHES[:6], PYTHONS[:3], VARIANTS[:2], NUMPYS[:3])
+    grid = _grid_of(results)
+    grid.released = RELEASED
+    torch_atoms = [a for a in grid.atoms_of_cells(grid.bad_mask, grid.axes) if a.axis == "torch"]
+    one, two = torch_atoms[:1], torch_atoms[:2]
+    assert len(two) == 2
+
+    def fresh(atoms):
+        other = _grid_of(results)
+        other.released = RELEASED
+        return _build_pins(other, atoms, {})
+
+    first = _build_pins(grid, one, {})
+    second = _build_pins(grid, two, {})
+    assert first == fresh(one) and second == fresh(two)
+    assert first != second  # another atom: other pins, not the kept ones
+    again = _build_pins(grid, one, {})
+    assert again == first and all(a is b for a, b in zip(again, first))  # kept, not rebuilt

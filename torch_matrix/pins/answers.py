@@ -102,6 +102,16 @@ def _reason(
     )
 
 
+def _reason_in(grid: _Grid, package: str, version: Value, mask: int) -> Exclusion:
+    """``_reason`` for the cells of ``mask``, once per search: the answers ask again for the
+    same exclusions (issue 46)."""
+    key = (package, version, mask)
+    found = grid._reasons.get(key)
+    if found is None:
+        found = grid._reasons[key] = _reason(package, version, grid.cells(mask), grid)
+    return found
+
+
 def _scoped_pins(
     grid: _Grid,
     package: str,
@@ -156,7 +166,7 @@ def _scoped_pins(
                 )
                 specs = merge_specifiers((), [s for w in windows for s in w.specifiers])
             reasons = tuple(
-                _reason(package, v, grid.cells(inside & grid.bad_mask & where.get(v, 0)), grid)
+                _reason_in(grid, package, v, inside & grid.bad_mask & where.get(v, 0))
                 for v in sorted(values)
             )
             pins.append(Pin(package, specs, condition, reasons, windows))
@@ -184,47 +194,69 @@ def _build_pins(
                     paired[tv] = "torch " + ", ".join(str(t) for t in sorted(torches))
         if not mine and not paired:
             continue
-        excluded = base_values | set(paired)
-        where = grid.where(package)
-        # Admit every tested value not excluded here, even one whose cells another pin excludes:
-        # a bound must not exclude a tested version without a reason of its own.
-        goods = grid.values(package)
-        exclusions = [
-            _reason(package, v, grid.cells(grid.bad_mask & where.get(v, 0)), grid)
-            for v in sorted(base_values)
-        ]
-        exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
-        if excluded:
-            specs = build_specifiers(
-                goods - excluded, excluded, python=package == PYTHON, policy=policy
+        # The answers share most of their atoms: a package's pins from the same atoms are built
+        # once per search (issue 46), not once per answer.
+        key = (package, tuple(mine), tuple(paired.items()), policy)
+        built = grid._package_pins.get(key)
+        if built is None:
+            built = grid._package_pins[key] = tuple(
+                _package_pins(grid, package, mine, base_values, paired, policy)
             )
-            windows: tuple[Window, ...] = ()
-            if (
-                policy == PinPolicy.PROVEN
-                and base_values
-                and package != PYTHON
-                and grid.released.get(package)
-            ):
-                windows = tuple(
-                    find_windows(
-                        package,
-                        base_values,
-                        goods - excluded,
-                        grid.observations,
-                        grid.released[package],
-                        grid.origins,
-                        grid.wheel_pythons.get(package),
-                        grid.holes.get(package),
-                    )
+        pins += built
+    return pins
+
+
+def _package_pins(
+    grid: _Grid,
+    package: str,
+    mine: Sequence[Atom],
+    base_values: set[Value],
+    paired: Mapping[Value, str],
+    policy: PinPolicy,
+) -> list[Pin]:
+    """The pins on ``package`` that exclude its atoms ``mine`` (and the torchvision releases
+    ``paired`` with excluded torch releases): the unconditional one, then the scoped ones."""
+    pins: list[Pin] = []
+    excluded = base_values | set(paired)
+    where = grid.where(package)
+    # Admit every tested value not excluded here, even one whose cells another pin excludes:
+    # a bound must not exclude a tested version without a reason of its own.
+    goods = grid.values(package)
+    exclusions = [
+        _reason_in(grid, package, v, grid.bad_mask & where.get(v, 0)) for v in sorted(base_values)
+    ]
+    exclusions += [Exclusion(package, str(v), paired_with=paired[v]) for v in sorted(paired)]
+    if excluded:
+        specs = build_specifiers(
+            goods - excluded, excluded, python=package == PYTHON, policy=policy
+        )
+        windows: tuple[Window, ...] = ()
+        if (
+            policy == PinPolicy.PROVEN
+            and base_values
+            and package != PYTHON
+            and grid.released.get(package)
+        ):
+            windows = tuple(
+                find_windows(
+                    package,
+                    base_values,
+                    goods - excluded,
+                    grid.observations,
+                    grid.released[package],
+                    grid.origins,
+                    grid.wheel_pythons.get(package),
+                    grid.holes.get(package),
                 )
-                paired_specs = build_specifiers(goods - excluded, set(paired))
-                specs = merge_specifiers(
-                    (), [s for w in windows for s in w.specifiers] + list(paired_specs)
-                )
-            pins.append(
-                Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key)), windows)
             )
-        pins += _scoped_pins(grid, package, mine, excluded, policy)
+            paired_specs = build_specifiers(goods - excluded, set(paired))
+            specs = merge_specifiers(
+                (), [s for w in windows for s in w.specifiers] + list(paired_specs)
+            )
+        pins.append(
+            Pin(package, specs, None, tuple(sorted(exclusions, key=_exclusion_key)), windows)
+        )
+    pins += _scoped_pins(grid, package, mine, excluded, policy)
     return pins
 
 

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 
 from .evidence import _axis_rank
-from .model import Answer, Pin, RequirementLine
+from .model import Answer, Exclusion, Pin, RequirementLine
 from .specifiers import _contains
 from torch_matrix.vocab.versions import version_key
 from .vocabulary import PYTHON, Observation, Value, _marker_applies
@@ -69,6 +69,11 @@ class _Grid:
         self._masks: dict[Atom, int] = {}
         self._tested: dict[str, tuple[Value, ...]] = {}
         self._counterfactuals: dict[str, dict[tuple[Any, ...], list[Observation]]] = {}
+        # What the answers share (``pins.answers``), built once per search: (package, version,
+        # mask of the failing cells) -> its exclusion; (package, its atoms, the torchvision
+        # releases paired with excluded torch, policy) -> that package's pins.
+        self._reasons: dict[tuple[str, Value, int], Exclusion] = {}
+        self._package_pins: dict[tuple[Any, ...], tuple[Pin, ...]] = {}
         self._value_text: dict[
             Value, str
         ] = {}  # str(value), once per distinct value (counterfactual keys)

@@ -67,3 +67,41 @@ def test_a_report_searches_for_unbisected_breaks_once_for_its_table_and_summary(
     assert "follow-up cells pass at 2.3.0" in capsys.readouterr().out
     assert "follow-up cells pass at 2.3.0" in (tmp_path / "out" / "summary.md").read_text()
     assert len(calls) == 1
+
+
+def test_a_report_of_grid_cells_only_has_no_unbisected_line_and_runs_no_search(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """Only a follow-up cell (an edge, a counterfactual) can pass where every grid cell fails: a
+    report without one skips the search (issue 46: 0.05 s of a 2,000-cell report) and says the
+    same. With an edge cell beside the grid, the line is there (the test above)."""
+    from torch_matrix import cli
+    from torch_matrix.plan import unbisected as module
+    from torch_matrix.report.rows import judge, unbisected_notes
+    from torch_matrix.world import results
+
+    grid = [_failing("2.1.0"), _failing("2.4.0"), make_result(torch="2.3.0", python="3.12")]
+    assert [f.passing for f in unbisected(grid)] == [()]  # a context, but nothing passes there
+    cells = tmp_path / "run" / "cells"
+    for result in grid:
+        results.write_result(result, cells)
+    calls = []
+    real = module.unbisected
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "unbisected", counted)
+    assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "not bisected" not in out and "Breaks not bisected" not in out
+    assert "not bisected" not in (tmp_path / "out" / "summary.md").read_text()
+    assert calls == []
+    # A counterfactual of an edge cell is a follow-up too: the search runs for it.
+    edge = make_result(torch="2.3.0", python="3.11")
+    edge = dataclasses.replace(
+        edge,
+        cell=dataclasses.replace(edge.cell, id=edge.cell.id + "-edge", origin=ORIGIN_EDGE),
+    )
+    assert unbisected_notes(judge([*grid, edge])) and calls == [1]

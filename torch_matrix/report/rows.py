@@ -332,6 +332,8 @@ def split_followups(judged: Sequence[Judged]) -> tuple[list[Judged], list[Judged
 def unbisected_notes(judged: Sequence[Judged]) -> list[str]:
     """A break the edge search skipped though a release passes in its context (edited or rerun
     results): one line each (``plan.unbisected``). A context where nothing passes is no finding."""
+    if not any(item.cell.is_followup for item in judged):  # no line without one: no search
+        return []
     from torch_matrix.plan.unbisected import unbisected
 
     found = unbisected([item.result for item in judged])

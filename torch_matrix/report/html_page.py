@@ -470,6 +470,8 @@ def _inert(value: Any) -> Any:
     terminal escapes (torch's bold markers, a title or cursor sequence). Colour and bold dropped,
     every other control character shown as ``\\x1b`` (``vocab.escaping.terminal``): the page never
     carries a raw ESC. Markup the template made itself (``tojson``) is left as it is."""
+    if type(value) is str:  # nearly every value (50,000 for 2,000 cells): plain text, no Markup
+        return value if value.isprintable() else terminal(value)
     import markupsafe
 
     if isinstance(value, str) and not isinstance(value, markupsafe.Markup):

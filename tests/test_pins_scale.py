@@ -317,3 +317,23 @@ def test_a_packages_pins_are_built_once_per_search_and_anew_for_other_atoms():
     assert first != second  # another atom: other pins, not the kept ones
     again = _build_pins(grid, one, {})
     assert again == first and all(a is b for a, b in zip(again, first))  # kept, not rebuilt
+
+
+def test_the_distributions_a_failing_probe_needed_are_read_from_its_module_provider():
+    """needed_present reads each probe's module provider (issue 46 skips the ABC check for the
+    probes without one, nearly all): a provider names its distribution, normalized; a provider
+    that is no mapping, or names none, adds nothing."""
+    from torch_matrix.judge.causes import MODULE_PROVIDER
+    from torch_matrix.pins.suggest import needed_present
+    from torch_matrix.vocab.records import FAIL
+
+    def with_evidence(evidence):
+        return make_result(probes=[make_probe("install_sanity", FAIL, "boom", evidence=evidence)])
+
+    results = [
+        make_result(probes=[make_probe("install_sanity")]),
+        with_evidence({MODULE_PROVIDER: {"distribution": "Setup_Tools"}}),
+        with_evidence({MODULE_PROVIDER: "setuptools"}),
+        with_evidence({MODULE_PROVIDER: {"distribution": ""}}),
+    ]
+    assert needed_present(results) == ("setup-tools",)

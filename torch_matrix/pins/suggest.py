@@ -144,7 +144,12 @@ def needed_present(results: Sequence[CellResult]) -> tuple[str, ...]:
     for result in results:
         for probe in result.probes:
             provider = probe.evidence.get(MODULE_PROVIDER)
-            if isinstance(provider, Mapping) and provider.get("distribution"):
+            # None for nearly every probe: no ABC check for it (28,000 probes, issue 46)
+            if (
+                provider is not None
+                and isinstance(provider, Mapping)
+                and provider.get("distribution")
+            ):
                 found.add(canonicalize_name(requirement_name(str(provider["distribution"]))))
         for attribution in verdict_of(result).environment.values():
             if attribution.kind == EnvironmentKind.MISSING_DEPENDENCY and attribution.requirement:

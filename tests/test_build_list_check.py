@@ -71,6 +71,13 @@ python -m pytest: error: unrecognized arguments: --cov
   inifile: None
   rootdir: {ROOT}
 """
+PLUGIN = """Error while loading plugin "pytest11".
+/tmp/uv/torch-matrix-sandbox/0a/venv/lib/python3.11/site-packages/pytest_cases/__init__.py:8: in <module>
+    from .fixture_core1_unions import fixture_union, NOT_USED, unpack_fixture, ignore_unused
+/tmp/uv/torch-matrix-sandbox/0a/venv/lib/python3.11/site-packages/pytest_cases/common_pytest.py:644: in <module>
+    _idval = IdMaker([], [], None, None, None, None, None)._idval
+E   TypeError: IdMaker.__init__() takes 7 positional arguments but 8 were given
+"""  # brevitas 0.11.0's tests extra: pytest-cases, older than today's pytest
 BUILD_FAILED = """Resolved 30 packages in 1.2s
   × Failed to build `poutyne @ file:///tmp/check/work/poutyne/baseline/box/build-src`
   ├─▶ The build backend returned an error
@@ -137,6 +144,15 @@ def test_an_entry_is_kept_where_pytest_collects_tests_with_no_error(build: Modul
             "and [tool.pytest.ini_options] (string-based INI format) simultaneously",
         ),
         ("broken", 4, USAGE, {}, "", "pytest refuses the command: unrecognized arguments: --cov"),
+        (
+            "broken",
+            3,
+            PLUGIN,
+            {},
+            "",
+            "the pytest plugin pytest_cases does not load: "
+            "TypeError: IdMaker.__init__() takes 7 positional arguments but 8 were given",
+        ),
         ("broken", 5, "\nno tests collected in 1.25s\n", {}, "", "no test collected"),
         ("passed", 0, "\nno tests collected in 1.25s\n", {}, "", "no test collected"),
         # no pytest at all: the install (the build's own error, the resolver's), the source

@@ -319,6 +319,15 @@ def _collect_reason(code: int | None, output: str, messages: Mapping[str, str]) 
             )
         if line.startswith("ERROR: "):  # its configuration: the first sentence says what
             return f"pytest refuses it: {line[len('ERROR: ') :].split('. ')[0]}"
+        if (
+            "while loading plugin" in line
+        ):  # a plugin the tests' needs installed, this pytest refuses
+            plugin = re.search(r"site-packages/([\w.-]+)/", "\n".join(lines[number:]))
+            raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines[number:]) if m]
+            return (
+                f"the pytest plugin {plugin.group(1) if plugin else line.split()[-1]} does not load: "
+                + (raised or [line])[-1]
+            )
         if line.startswith("INTERNALERROR>"):
             raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines[number:]) if m]
             return "pytest internal error: " + (raised or [line])[-1]

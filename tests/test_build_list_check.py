@@ -103,6 +103,8 @@ def test_an_entry_is_kept_where_pytest_collects_tests_with_no_error(build: Modul
     # a plugin's own summary (pytest-pretty, torchcam 0.4.0's tests extra)
     pretty = "tests/test_a.py::test_a\n\nResults (19.91s):\n        43 tests collected\n"
     assert build.collect_verdict("passed", 0, pretty, {}, "", ROOT) == build.Collected(True, 43)
+    ruled = "\n======================== 145 tests collected in 21.94s =========================\n"
+    assert build.collect_verdict("passed", 0, ruled, {}, "", ROOT).tests == 145  # no -q
 
 
 @pytest.mark.parametrize(

@@ -246,9 +246,10 @@ SKIP_PREFIX = "a list fault (baseline check): "
 CHECK_FILE = "check.json"
 REASON_CHARS = 240
 # pytest's summary: "2 tests collected", "1/2 tests collected (1 deselected)", "collected 2 items"
-# (verbose), indented under a plugin's own header (pytest-pretty's "Results (2.0s):")
-_COUNT_RE = re.compile(r"(?m)^\s*(?:(\d+)/\d+|(\d+)) tests? collected|^collected (\d+) items?")
-_NONE_COLLECTED_RE = re.compile(r"(?m)^\s*no tests (?:collected|ran)")
+# (verbose), indented under a plugin's own header (pytest-pretty's "Results (2.0s):"), or in
+# a rule of "=" (without -q: torch-kmeans 0.2.0's addopts)
+_COUNT_RE = re.compile(r"(?m)^[\s=]*(?:(\d+)/\d+|(\d+)) tests? collected|^collected (\d+) items?")
+_NONE_COLLECTED_RE = re.compile(r"(?m)^[\s=]*no tests (?:collected|ran)")
 _EXCEPTION_RE = re.compile(r"^\s*(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception): .*)$")
 _SITE_PACKAGES_RE = re.compile(r"/(?:[^\s/'\"`]+/)+(site-packages/)")
 _FILE_URL_RE = re.compile(r"file://[^\s'\"`]+")

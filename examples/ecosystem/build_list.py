@@ -271,14 +271,20 @@ def _one_line(text: str) -> str:
     return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
 
 
+_PER_FILE_RE = re.compile(r"(?m)^\S+\.py: (\d+)$")  # -qq (a -q in addopts too): no summary line
+
+
 def tests_collected(output: str) -> int | None:
-    """The number of tests pytest's ``--collect-only`` summary says it selected; None when the
-    output has no summary (pytest never got that far)."""
+    """The number of tests pytest's ``--collect-only`` summary says it selected (under -qq, the
+    sum of its per-file counts); None when the output has none (pytest never got that far)."""
     found = _COUNT_RE.findall(output)
     if found:
         selected, alone, items = found[-1]
         return int(selected or alone or items)
-    return 0 if _NONE_COLLECTED_RE.search(output) else None
+    if _NONE_COLLECTED_RE.search(output):
+        return 0
+    per_file = _PER_FILE_RE.findall(output)
+    return sum(map(int, per_file)) if per_file else None
 
 
 def _install_reason(detail: str, output: str) -> str:

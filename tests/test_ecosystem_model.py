@@ -136,7 +136,7 @@ def test_a_test_that_passes_on_the_baseline_and_fails_on_the_candidate_is_regres
 
 def test_fixed_same_pass_same_fail() -> None:
     fixed = classify(side(B, FAIL, {"a": "failed"}), side(C, OK, {"a": "passed"}))
-    assert fixed.eco_class == EcoClass.FIXED and to_retry(fixed) == ()
+    assert fixed.eco_class == EcoClass.FIXED and to_retry(fixed) == ("a",)
     both = classify(side(B, OK, {"a": "passed"}), side(C, OK, {"a": "passed"}))
     assert both.eco_class == EcoClass.SAME_PASS
     broken = classify(
@@ -419,6 +419,27 @@ def side_runs(draw: st.DrawFn, role: Role) -> SideRun:
     return side(role, status, tests, messages=messages, detail="collection error")
 
 
+def test_a_fixed_test_is_retried_and_one_that_flips_is_flaky_not_fixed() -> None:
+    """Real run (tntorch 1.1.2, 2.5.1 -> 2.6.0): its unseeded test_cp_tensor failed once on the
+    baseline and the project read as fixed, never retried; by hand it passed on 2.5.1 five times
+    of five. A fixed project's fixed tests are retried as a regressed one's are, sides swapped."""
+    base = side(B, FAIL, {"a": "failed", "b": "failed"}, messages={"a": "x", "b": "y"})
+    cand = side(C, OK, {"a": "passed", "b": "passed"})
+    first = classify(base, cand)
+    assert first.eco_class == EcoClass.FIXED and to_retry(first) == ("a", "b")
+    base_flips = side(B, OK, {"a": "passed", "b": "passed"}, retry_of=("a", "b"))
+    cand_again = side(C, OK, {"a": "passed", "b": "passed"}, retry_of=("a", "b"))
+    flaky = classify(base, cand, retry_baseline=base_flips, retry_candidate=cand_again)
+    assert flaky.eco_class == EcoClass.FLAKY and flaky.flipped == ("a", "b")
+    assert "2 of 2 fixed test(s) flipped on retry" in flaky.evidence
+    cand_fails = side(C, FAIL, {"a": "failed", "b": "failed"}, retry_of=("a", "b"))
+    assert classify(base, cand, retry_candidate=cand_fails).eco_class == EcoClass.FLAKY
+    base_steady = side(B, FAIL, {"a": "passed", "b": "failed"}, retry_of=("a", "b"))
+    got = classify(base, cand, retry_baseline=base_steady, retry_candidate=cand_again)
+    assert got.eco_class == EcoClass.FIXED and got.fixed_tests == ("b",) and got.flipped == ("a",)
+    assert "1 test(s) fail only with torch 2.5.1 (1 more flipped" in got.evidence
+
+
 def swapped(run: SideRun) -> SideRun:
     other = Role.CANDIDATE if run.role == Role.BASELINE else Role.BASELINE
     return SideRun.from_json(run.to_json() | {"role": str(other)})
@@ -447,10 +468,10 @@ def test_a_side_against_itself_is_never_regressed_or_fixed(base: SideRun) -> Non
 
 @settings(max_examples=150, deadline=None)
 @given(side_runs(B), side_runs(C))
-def test_only_a_regressed_project_is_retried(base: SideRun, cand: SideRun) -> None:
+def test_only_a_regressed_or_fixed_project_is_retried(base: SideRun, cand: SideRun) -> None:
     got = classify(base, cand)
-    assert bool(to_retry(got)) == (got.eco_class == EcoClass.REGRESSED)
-    assert set(to_retry(got)) <= set(got.new_failures)
+    assert bool(to_retry(got)) == (got.eco_class in (EcoClass.REGRESSED, EcoClass.FIXED))
+    assert set(to_retry(got)) <= set(got.new_failures) | set(got.fixed_tests)
 
 
 def test_the_ecosystem_modules_sit_in_one_package_and_architecture_names_each() -> None:

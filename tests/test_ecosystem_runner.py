@@ -887,6 +887,43 @@ def _no_fetch_no_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     monkeypatch.setattr(sides, "prepare", lambda work, *args: (None, "/venv/bin/python"))
 
 
+def test_a_fixed_project_s_fixed_tests_are_retried_and_a_flip_makes_it_flaky(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tntorch 1.1.2 in the real run: one unseeded test failed on the baseline once and the project
+    read as fixed, never retried. Its fixed tests are rerun on both sides now; one that passes on
+    a baseline's retry makes the project flaky, the retries written beside the sides."""
+    from torch_matrix.cli import main
+    from torch_matrix.ecosystem.records import Role, SideRun, SideStatus
+
+    _no_fetch_no_install(monkeypatch, tmp_path)
+    calls: list[tuple[str, tuple[str, ...]]] = []
+
+    def run_tests(work: sides.SideWork, python: str, **kw: object) -> SideRun:
+        only = tuple(kw.get("only") or ())  # type: ignore[call-overload]
+        calls.append((work.side.role, only))
+        state = "failed" if work.side.role == "baseline" and not only else "passed"
+        return SideRun(
+            project=work.project.name,
+            role=Role(work.side.role),
+            torch=work.side.torch,
+            status=SideStatus.PASSED if state == "passed" else SideStatus.FAILED,
+            tests={"t::a": state},
+            messages={"t::a": "assert 24.1 < 10.0"} if state == "failed" else {},
+            retry_of=only,
+        )
+
+    monkeypatch.setattr(sides, "run_tests", run_tests)
+    projects = tmp_path / "p.toml"
+    projects.write_text('[[project]]\nname = "p"\npath = "tree"\ncommand = "pytest"\n')
+    out = tmp_path / "run"
+    args = ["ecosystem", "run", str(projects), "--baseline", "2.5.1", "--candidate", "2.6.0"]
+    main([*args, "--out", str(out), "--quiet"])
+    assert "p: flaky" in capsys.readouterr().err
+    assert ("baseline", ("t::a",)) in calls and ("candidate", ("t::a",)) in calls
+    assert (out / "projects" / "p" / "baseline-retry.json").exists()
+
+
 def test_collect_baseline_collects_the_discovered_tests_on_the_baseline_side_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

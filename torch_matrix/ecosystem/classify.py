@@ -17,6 +17,9 @@ The rule, crater's with pytest's granularity:
 - ``flaky`` instead of ``regressed``, when a retry of the regressed tests (only those, on both
   sides; up to ``RETRIES`` times) flips every one of them: each passes on a candidate's retry, or
   fails on a baseline's. Where only some flip, the rest stay ``regressed`` (the flipped ones named).
+  The same for ``fixed``, sides swapped: a fixed test that passes on a baseline's retry, or fails
+  on a candidate's, flipped (tntorch 1.1.2's unseeded ``test_cp_tensor`` failed once on 2.5.1 and
+  read as fixed; it passed on 2.5.1 five times of five by hand).
 
 Swapping the sides swaps ``regressed`` and ``fixed`` (a tested property), except where tests
 both broke and got fixed (``regressed`` wins: a human must look).
@@ -243,13 +246,27 @@ def classify(
         found = _spurious(baseline, _failure_texts(baseline, gone), timeout=False)
         if found:
             return Classified(project, EcoClass.SPURIOUS, found[1], spurious=found[0])
-        first = sorted(gone)[0]
+        # a fixed test flips when it passes on a baseline's retry or fails on a candidate's
+        flipped = _flips(gone, retry_candidate, retry_baseline)
+        steady = gone - set(flipped)
+        if not steady:
+            return Classified(
+                project,
+                EcoClass.FLAKY,
+                f"{len(flipped)} of {len(gone)} fixed test(s) flipped on retry: "
+                + ", ".join(flipped[:3]),
+                fixed_tests=tuple(sorted(gone)),
+                flipped=tuple(flipped),
+            )
+        also = f" ({len(flipped)} more flipped on retry: flaky)" if flipped else ""
+        first = sorted(steady)[0]
         return Classified(
             project,
             EcoClass.FIXED,
-            f"{len(gone)} test(s) fail only with torch {baseline.torch}{budget}: "
+            f"{len(steady)} test(s) fail only with torch {baseline.torch}{budget}{also}: "
             f"{first} -- {_message(baseline, first)}"[:600],
-            fixed_tests=tuple(sorted(gone)),
+            fixed_tests=tuple(sorted(steady)),
+            flipped=tuple(flipped),
         )
     if timed_out:  # nothing changed in what ran: the budget, not torch, ended it
         found = _spurious(timed_out[0], [])
@@ -387,8 +404,8 @@ def _runs(retries: Retries) -> list[SideRun]:
 
 def _flips(new: set[str], retry_baseline: Retries, retry_candidate: Retries) -> list[str]:
     """The regressed tests whose retries say otherwise: passed on any of the candidate's retries,
-    or failed on any of the baseline's. No retry: nothing flipped. A retry that could not run
-    proves nothing either way."""
+    or failed on any of the baseline's (the fixed tests: the sides given swapped). No retry:
+    nothing flipped. A retry that could not run proves nothing either way."""
     flipped: set[str] = set()
     for again in _runs(retry_candidate):
         if _ran(again):
@@ -402,10 +419,13 @@ def _flips(new: set[str], retry_baseline: Retries, retry_candidate: Retries) -> 
 
 
 def to_retry(classified: Classified) -> tuple[str, ...]:
-    """What the runner reruns: only a regressed project's regressed tests."""
-    if classified.eco_class != EcoClass.REGRESSED:
-        return ()
-    return classified.new_failures
+    """What the runner reruns: only a regressed project's regressed tests, or a fixed project's
+    fixed tests."""
+    if classified.eco_class == EcoClass.REGRESSED:
+        return classified.new_failures
+    if classified.eco_class == EcoClass.FIXED:
+        return classified.fixed_tests
+    return ()
 
 
 def bisect_outcome(result: SideRun, tests: Sequence[str]) -> tuple[str, str]:

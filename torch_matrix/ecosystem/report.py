@@ -375,7 +375,7 @@ def _project_block(row: Row, report: Report) -> str:
                 f"fix: {md_prose(group.cause.fix)}"
                 + (f" ({md_text(group.cause.source)})" if group.cause.source else "")
             ]
-    if c.flipped and c.eco_class == EcoClass.REGRESSED:
+    if c.flipped and c.eco_class in (EcoClass.REGRESSED, EcoClass.FIXED):
         lines += [
             f"- flipped on retry (flaky, not counted): {', '.join(md_code(t) for t in c.flipped)}"
         ]

@@ -453,8 +453,8 @@ def _retry(
     first: Classified,
     staged: Staged,
 ) -> Classified:
-    """The regressed tests rerun on both sides, up to RETRIES times, until one flips; the class
-    the retries give."""
+    """The regressed (or fixed) tests rerun on both sides, up to RETRIES times, until one flips;
+    the class the retries give."""
     out = run.out.resolve()
     again = to_retry(first)
     retries: dict[Role, list[SideRun]] = {role: [] for role in Role}
@@ -484,7 +484,7 @@ def _retry(
             retry_baseline=retries[Role.BASELINE],
             retry_candidate=retries[Role.CANDIDATE],
         )
-        if final.eco_class != EcoClass.REGRESSED:
+        if final.eco_class != first.eco_class:
             break
     return final
 

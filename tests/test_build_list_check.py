@@ -157,6 +157,16 @@ def test_an_entry_is_kept_where_pytest_collects_tests_with_no_error(build: Modul
             "the pytest plugin pytest_cases does not load: "
             "TypeError: IdMaker.__init__() takes 7 positional arguments but 8 were given",
         ),
+        (  # curvlinops-for-pytorch 2.0.1: its addopts load a plugin nothing installs
+            "broken",
+            3,
+            'Error while loading plugin "pytest11".\n'
+            "ModuleNotFoundError: No module named 'pytest_optional_tests'\n",
+            {},
+            "",
+            "a pytest plugin does not load: "
+            "ModuleNotFoundError: No module named 'pytest_optional_tests'",
+        ),
         ("broken", 5, "\nno tests collected in 1.25s\n", {}, "", "no test collected"),
         ("passed", 0, "\nno tests collected in 1.25s\n", {}, "", "no test collected"),
         # no pytest at all: the install (the build's own error, the resolver's), the source
@@ -309,6 +319,7 @@ def test_the_check_keeps_an_entry_whose_tests_collect_and_drops_one_whose_do_not
     ]
     checked = {v.name: v.check for v in build.check_entries(verdicts, args)}
     assert checked["good"] == build.Collected(True, 1)
+    assert checked["good"].line() == "1 test collected"
     assert checked["bad"] == build.Collected(
         False,
         0,

@@ -78,7 +78,9 @@ class Collected:
     reason: str = ""
 
     def line(self) -> str:
-        return f"{self.tests} tests collected" if self.kept else self.reason
+        if not self.kept:
+            return self.reason
+        return f"{self.tests} test{'' if self.tests == 1 else 's'} collected"
 
 
 @dataclass(frozen=True)
@@ -326,15 +328,11 @@ def _collect_reason(code: int | None, output: str, messages: Mapping[str, str]) 
             )
         if line.startswith("ERROR: "):  # its configuration: the first sentence says what
             return f"pytest refuses it: {line[len('ERROR: ') :].split('. ')[0]}"
-        if (
-            "while loading plugin" in line
-        ):  # a plugin the tests' needs installed, this pytest refuses
+        if "while loading plugin" in line:  # one the tests' needs installed: this pytest refuses it
             plugin = re.search(r"site-packages/([\w.-]+)/", "\n".join(lines[number:]))
             raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines[number:]) if m]
-            return (
-                f"the pytest plugin {plugin.group(1) if plugin else line.split()[-1]} does not load: "
-                + (raised or [line])[-1]
-            )
+            name = f"the pytest plugin {plugin.group(1)}" if plugin else "a pytest plugin"
+            return f"{name} does not load: " + (raised or [line])[-1]
         if line.startswith("INTERNALERROR>"):
             raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines[number:]) if m]
             return "pytest internal error: " + (raised or [line])[-1]
@@ -581,6 +579,10 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(render(verdicts, args), encoding="utf-8")
     kept = sum(v.kept and (v.check is None or v.check.kept) for v in verdicts)
     print(f"{kept} of {len(verdicts)} candidates kept -> {args.out}", file=sys.stderr)
+    checked = [v.check for v in verdicts if v.check is not None]
+    if checked:
+        passed = sum(c.kept for c in checked)
+        print(f"baseline check: {passed} of {len(checked)} entries collect", file=sys.stderr)
     return 0
 
 

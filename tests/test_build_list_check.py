@@ -105,6 +105,8 @@ def test_an_entry_is_kept_where_pytest_collects_tests_with_no_error(build: Modul
     assert build.collect_verdict("passed", 0, pretty, {}, "", ROOT) == build.Collected(True, 43)
     ruled = "\n======================== 145 tests collected in 21.94s =========================\n"
     assert build.collect_verdict("passed", 0, ruled, {}, "", ROOT).tests == 145  # no -q
+    colored = "\n\x1b[32m357 tests collected\x1b[0m\x1b[32m in 9.1s\x1b[0m\n"  # ultralytics 8.3
+    assert build.collect_verdict("passed", 0, colored, {}, "", ROOT).tests == 357
     per_file = "tests/test_cli.py: 1\ntests/test_integration.py: 2\n\n"  # -qq: matgl 1.1.3
     assert build.collect_verdict("passed", 0, per_file, {}, "", ROOT).tests == 3
 

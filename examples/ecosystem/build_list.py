@@ -254,6 +254,7 @@ _COUNT_RE = re.compile(r"(?m)^[\s=]*(?:(\d+)/\d+|(\d+)) tests? collected|^collec
 _NONE_COLLECTED_RE = re.compile(r"(?m)^[\s=]*no tests (?:collected|ran)")
 _EXCEPTION_RE = re.compile(r"^\s*(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception): .*)$")
 _SITE_PACKAGES_RE = re.compile(r"/(?:[^\s/'\"`]+/)+(site-packages/)")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _FILE_URL_RE = re.compile(r"file://[^\s'\"`]+")
 _ABSOLUTE_RE = re.compile(r"(?<![\w.:/])/(?:[^\s/'\"`():]+/)+")
 
@@ -360,6 +361,7 @@ def collect_verdict(
     if status == "broken" and code is None:  # no pytest: the source or the install
         why = _install_reason(detail, output) if detail.startswith("install") else detail
         return Collected(False, reason=_one_line(_plain(why, root)))
+    output = _ANSI_RE.sub("", output)  # a project's addopts may color it (--color=yes)
     count = tests_collected(output)
     if code == 0 and not messages and count:
         return Collected(True, tests=count)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .floor import traced_modules
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -70,6 +72,15 @@ def run_command(
             f"{' '.join(map(str, cmd))} exited {proc.returncode}: {proc.stdout[-1500:]}"
         )
     return proc
+
+
+def traced_imports(
+    command: Sequence[str], *, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run ``command`` (``[python, ...]``) once, untimed, with ``-X importtime``: the finished
+    process and the modules it imported at the top level, in order (``floor.traced_modules``)."""
+    done = run_command([command[0], "-X", "importtime", *command[1:]], env=env, cwd=REPO_ROOT)
+    return done, traced_modules(done.stdout)
 
 
 def run_nox_matrix(

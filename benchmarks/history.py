@@ -12,7 +12,9 @@ the nightly workflow runs it:
     that year. Target: under 0.25 s (issue 46; it was 1 s).
 (d) The file's size. Target: under 1 GB.
 
-Side by side: a bare ``python -c pass`` (interpreter start, the floor of any fresh process).
+Side by side: a bare ``python -c pass`` (interpreter start, the floor of any fresh process), and
+the import's own floor (benchmarks/floor.py): a fresh ``python -c`` that imports the modules the
+import imports (traced with ``-X importtime``) and reads and decodes the night's files once.
 
 Generating the year takes minutes (365 imports), so the file is built once per scale, generator
 and schema version and reused from ``~/.cache/torch-matrix/bench-history/``
@@ -35,7 +37,8 @@ from typing import Any
 
 from torch_matrix.vocab.records import FAIL, PASS, CellResult, ProbeResult
 
-from .common import REPO_ROOT, BenchError, Context, run_command
+from .common import REPO_ROOT, BenchError, Context, run_command, traced_imports
+from .floor import floor_phrase, floor_record, floor_script
 from .scale import synthetic_results
 from .stats import ratio, summarize, targets_for
 
@@ -176,6 +179,19 @@ def measure(ctx: Context) -> dict[str, Any]:
     env = {"PYTHONDONTWRITEBYTECODE": ""}
     for command in commands.values():  # warm-up: page cache, .pyc files
         run_command(command, cwd=REPO_ROOT, env=env)
+    scratch = work / "import-copy.sqlite"
+    importing = cli + ["import", str(tonight), "--db", str(scratch), "--commit", "bench"]
+    shutil.copyfile(db, scratch)
+    _, modules = traced_imports(importing, env=env)  # warm-up too; the modules for its floor
+    # The import's floor, timed in the same rounds: a fresh interpreter, the import's modules and
+    # one read of the night's result files (context for the target, never part of it).
+    floor = [sys.executable, "-c", floor_script(modules, tonight, cells)]
+    floor_error = None
+    try:  # warm-up, and the check that it reads every file
+        run_command(floor, cwd=REPO_ROOT, env=env)
+        commands["floor of import"] = floor
+    except BenchError as error:
+        floor_error = str(error)[-300:]
     runs: dict[str, list[float]] = {name: [] for name in commands}
     runs["import"] = []
     # The CPU each process used (user + system), beside its wall time: on a machine shared with
@@ -191,7 +207,6 @@ def measure(ctx: Context) -> dict[str, Any]:
         cpu[name].append(_children_cpu() - used)
         return done.stdout
 
-    scratch = work / "import-copy.sqlite"
     for _ in range(repeats):
         for name, command in commands.items():
             timed(name, command)
@@ -199,23 +214,34 @@ def measure(ctx: Context) -> dict[str, Any]:
         # Written back now, untimed: else the import's commit (fsync) writes back the whole fresh
         # copy (tens of MB), which is the benchmark's doing, not the import's.
         os.sync()
-        out = timed(
-            "import", cli + ["import", str(tonight), "--db", str(scratch), "--commit", "bench"]
-        )
+        out = timed("import", importing)
         if "imported run" not in out:
             raise BenchError(f"import did not add the night: {out[-300:]}")
     scratch.unlink(missing_ok=True)
     load = (load_before, os.getloadavg()[0])
     summaries = {name: summarize(values) for name, values in runs.items()}
     cpu_summaries = {name: summarize(values) for name, values in cpu.items()}
-    floor = summaries["python -c pass"]["median"]
+    bare = summaries["python -c pass"]["median"]
+    import_floor = (
+        {"error": floor_error}
+        if floor_error is not None
+        else floor_record(
+            cells,
+            modules,
+            runs["floor of import"],
+            cpu["floor of import"],
+            runs["python -c pass"],
+            cpu["python -c pass"],
+        )
+    )
     ctx.log(f"  load average (1 min): {load[0]:.2f} before, {load[1]:.2f} after")
     for name, summary in summaries.items():
         ctx.log(
             f"  {name}: median {summary['median']:.3f} s over {repeats} fresh processes "
-            f"({ratio(summary['median'], floor):.1f}x bare interpreter start); "
+            f"({ratio(summary['median'], bare):.1f}x bare interpreter start); "
             f"CPU median {cpu_summaries[name]['median']:.3f} s"
         )
+    ctx.log(f"  import: {floor_phrase(import_floor)}")
     scale = f"{nights} nights x {cells} cells"
     goals = goals_for(nights, cells)
     values = {
@@ -233,7 +259,8 @@ def measure(ctx: Context) -> dict[str, Any]:
         "seconds": summaries,
         "cpu_seconds": cpu_summaries,
         "load_average": {"before": load[0], "after": load[1]},
-        "ratio_to_bare_python": {name: ratio(s["median"], floor) for name, s in summaries.items()},
+        "ratio_to_bare_python": {name: ratio(s["median"], bare) for name, s in summaries.items()},
+        "floors": {"import": import_floor},
         "targets": targets_for(
             FIGURE,
             goals,
@@ -246,8 +273,8 @@ def measure(ctx: Context) -> dict[str, Any]:
                 f"import one night of {cells} cells": f"fresh process into a copy of the "
                 f"{nights}-night history, median of {repeats}; CPU "
                 f"{cpu_summaries['import']['median']:.2f} s; "
-                f"{ratio(summaries['import']['median'], floor):.1f}x python -c pass; load "
-                f"{load[0]:.1f}",
+                f"{ratio(summaries['import']['median'], bare):.1f}x python -c pass; load "
+                f"{load[0]:.1f}; {floor_phrase(import_floor)}",
                 f"file size, {scale}": f"{size:,} bytes, one SQLite file",
             },
         ),

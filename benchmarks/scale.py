@@ -15,7 +15,10 @@
 Each figure is wall-clock time; the CPU time (user + system) of the same processes is recorded
 next to it, since a loaded machine stretches wall time and not CPU time, and so is a bare
 ``python -c pass`` timed in the same rounds (interleaved): each figure is also given as a ratio to
-it, which a loaded machine stretches less than either. Bytecode caches are allowed (as for an
+it, which a loaded machine stretches less than either. Beside (b) and (c), in the same rounds, each
+command's floor (benchmarks/floor.py): a fresh ``python -c`` that imports the modules the command
+imports (traced with ``-X importtime``) and reads and decodes the 2,000 result files once; context
+for the target, never part of it. Bytecode caches are allowed (as for an
 installed package), whatever PYTHONDONTWRITEBYTECODE says in the caller.
 """
 
@@ -43,7 +46,8 @@ from torch_matrix.vocab.records import (
     ProbeResult,
 )
 
-from .common import REPO_ROOT, BenchError, Context, run_command
+from .common import REPO_ROOT, BenchError, Context, run_command, traced_imports
+from .floor import floor_phrase, floor_record, floor_script
 from .stats import ratio, summarize, targets_for
 
 FIGURE = "5_scale"
@@ -298,9 +302,38 @@ def measure_reporting(ctx: Context, repeats: int) -> dict[str, Any]:
     }
     commands["python -c pass"] = [sys.executable, "-c", "pass"]  # the floor of a fresh process
     env = {"PYTHONDONTWRITEBYTECODE": ""}  # empty: off; an installed package has its .pyc files
-    for command in commands.values():  # warm-up: bytecode, index metadata for coverage, page cache
-        run_command(command, cwd=REPO_ROOT, env=env)
+    traced: dict[str, list[str]] = {"report --pins": [], "report --html": []}
+    # warm-up: bytecode, index metadata for coverage, page cache
+    for name, command in commands.items():
+        if name in traced:  # the modules it imports, for its floor
+            traced[name] = traced_imports(command, env=env)[1]
+        else:
+            run_command(command, cwd=REPO_ROOT, env=env)
+    # Each command's floor, timed in the same rounds: a fresh interpreter, the command's imports
+    # and one read of the result files (context for the target, never part of it).
+    not_measured: dict[str, str] = {}
+    for name, modules in traced.items():
+        floor_command = [sys.executable, "-c", floor_script(modules, root, len(results))]
+        try:  # warm-up, and the check that it reads every file
+            run_command(floor_command, cwd=REPO_ROOT, env=env)
+        except BenchError as error:
+            not_measured[name] = str(error)[-300:]
+            continue
+        commands[f"floor of {name}"] = floor_command
     runs, cpu = timed_rounds(commands, repeats, env)
+    floors = {
+        name: {"error": not_measured[name]}
+        if name in not_measured
+        else floor_record(
+            len(results),
+            modules,
+            runs[f"floor of {name}"],
+            cpu[f"floor of {name}"],
+            runs["python -c pass"],
+            cpu["python -c pass"],
+        )
+        for name, modules in traced.items()
+    }
     summaries = {name: summarize(values) for name, values in runs.items()}
     cpu_summaries = {name: summarize(values) for name, values in cpu.items()}
     separate = summarize([a + b for a, b in zip(runs["report"], runs["pins"])])
@@ -317,6 +350,8 @@ def measure_reporting(ctx: Context, repeats: int) -> dict[str, Any]:
         f"{ratio(summaries['report --html']['median'], bare):.1f}x, {html_size / 1e6:.1f} MB); "
         f"python -c pass {bare:.3f} s (medians of {repeats}; load {load_now()})"
     )
+    for name, floor in floors.items():
+        ctx.log(f"  {name}: {floor_phrase(floor)}")
     return {
         "results": len(results),
         "report_pins_one_process_s": summaries["report --pins"],
@@ -332,6 +367,7 @@ def measure_reporting(ctx: Context, repeats: int) -> dict[str, Any]:
         "over_bare_python": {
             name: ratio(summary["median"], bare) for name, summary in summaries.items()
         },
+        "floors": floors,
         "load_average": load_now(),
     }
 
@@ -376,9 +412,12 @@ def measure(ctx: Context) -> dict[str, Any]:
             "report --pins, 2000 results": f"one fresh process, median of {repeats}; "
             + _times(reporting["over_bare_python"], "report --pins")
             + f" (two processes, report then pins: "
-            f"{reporting['report_plus_pins_two_processes_s']['median']:.2f} s)",
+            f"{reporting['report_plus_pins_two_processes_s']['median']:.2f} s); "
+            + floor_phrase(reporting["floors"]["report --pins"]),
             "HTML report, 2000 results": f"`report --html`, one fresh process, median of {repeats}; "
-            + _times(reporting["over_bare_python"], "report --html"),
+            + _times(reporting["over_bare_python"], "report --html")
+            + "; "
+            + floor_phrase(reporting["floors"]["report --html"]),
             "HTML page size, 2000 results": "report.html of the same run (MB = 10^6 bytes)",
         },
     )

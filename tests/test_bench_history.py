@@ -37,6 +37,15 @@ def test_figure_7_measures_every_target_at_a_small_scale_and_reuses_its_year(
     assert result["cpu_seconds"]["import"]["n"] == result["seconds"]["import"]["n"]
     assert result["load_average"]["before"] >= 0
     assert any(line.startswith("  load average (1 min): ") for line in lines)
+    # the import's floor, timed in the same rounds: seconds and a ratio to python -c pass, worded
+    # in the import's line; context, not a target
+    floor = result["floors"]["import"]
+    assert floor["files"] == 100 and floor["modules"] > 0
+    assert floor["seconds"]["n"] == result["seconds"]["python -c pass"]["n"]
+    assert 0 < floor["cpu_seconds"]["median"] and floor["over_bare_python"] > 0
+    phrase = "floor (interpreter + imports + one read of the 100 files) "
+    assert phrase in targets["import one night of 100 cells"].note
+    assert any(line.startswith(f"  import: {phrase}") for line in lines)
     # the second run reuses the generated year instead of building it again
     again = figure.measure(ctx)
     assert again["build_s"] is None and again["db_bytes"] == result["db_bytes"]

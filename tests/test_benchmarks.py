@@ -387,3 +387,72 @@ def test_figure_13_renders_as_markdown():
         "torch-ppr: ecosystem run 30.0 s (median of 3), plain venv + pytest 25.0 s (median of 3)"
     )
     assert "1,000 projects (bench projects): 16 runners 32.0 min (ideal 31.2)" in lines
+
+
+_TRACE = """\
+import time: self [us] | cumulative | imported package
+import time:        72 |         72 |   marshal
+import time:       300 |        400 | encodings
+import time:        50 |         50 |     torch_matrix.vocab.layout
+import time:      1009 |       2158 |   torch_matrix.world.resultfiles
+import time:     19612 |     457968 | torch_matrix.cli
+50 cells: 48 compatible
+import time:       120 |        120 | torch_matrix.cli.__main__
+import time:       354 |        354 | json
+import time:       354 |        354 | json
+"""
+
+
+def test_a_floor_imports_the_outermost_traced_modules_in_order_and_never_a_main():
+    from benchmarks.floor import traced_modules
+
+    assert traced_modules(_TRACE) == ["encodings", "torch_matrix.cli", "json"]
+
+
+def _result_files(folder: Path, count: int, text: str = '{"ok": true}') -> Path:
+    cells = folder / "run" / "cells"
+    cells.mkdir(parents=True)
+    for number in range(count):
+        (cells / f"c{number}.json").write_text(text)
+    return folder
+
+
+def test_the_floor_script_reads_every_result_file_once_and_checks_their_number(tmp_path: Path):
+    import subprocess
+    import sys
+
+    from benchmarks.floor import floor_script
+
+    inputs = _result_files(tmp_path / "good", 3)
+    (inputs / "run" / "notes.txt").write_text("not a result file")
+
+    def floor(modules: list[str], folder: Path, files: int) -> subprocess.CompletedProcess[str]:
+        script = floor_script(modules, folder, files)
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+
+    done = floor(["json", "torch_matrix.vocab.layout"], inputs, 3)
+    assert done.returncode == 0, done.stderr
+    wrong_count = floor(["json"], inputs, 2000)
+    assert wrong_count.returncode != 0
+    assert "floor: 3 result files, expected 2000" in wrong_count.stderr
+    # it decodes what it reads: a file that is not JSON stops it
+    broken = floor(["json"], _result_files(tmp_path / "broken", 2, "{not json"), 2)
+    assert broken.returncode != 0 and "JSONDecodeError" in broken.stderr
+    # a module the command imported and this interpreter lacks stops it too
+    missing = floor(["json", "no_such_module_for_a_floor"], inputs, 3)
+    assert missing.returncode != 0 and "no_such_module_for_a_floor" in missing.stderr
+
+
+def test_a_floor_is_stored_and_worded_as_seconds_and_a_ratio_to_python_c_pass():
+    from benchmarks.floor import floor_phrase, floor_record
+
+    floor = floor_record(2000, ["json"], [0.5, 0.4, 0.6], [0.3, 0.35, 0.4], [0.05] * 3, [0.02] * 3)
+    assert floor["files"] == 2000 and floor["modules"] == 1
+    assert floor["seconds"]["median"] == 0.5 and floor["cpu_seconds"]["median"] == 0.35
+    assert floor["over_bare_python"] == pytest.approx(10.0)
+    assert floor["cpu_over_bare_python"] == pytest.approx(17.5)
+    assert floor_phrase(floor) == (
+        "floor (interpreter + imports + one read of the 2,000 files) 0.500 s (cpu 0.350 s) = "
+        "10.0x python -c pass"
+    )
+    assert floor_phrase({"error": "exited 1"}) == "floor NOT MEASURED: exited 1"

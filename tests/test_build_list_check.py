@@ -190,6 +190,17 @@ def test_an_entry_is_kept_where_pytest_collects_tests_with_no_error(build: Modul
             "(e.g., `cp311`) and fastmri==0.3.0 depends on pandas==1.4.2, we can conclude that "
             "fastmri==0.3.0 cannot be used.",
         ),
+        (  # imitation 1.0.1's tests extra, in uv's other style
+            "broken",
+            None,
+            "error: No solution found when resolving dependencies\n"
+            "  cause: Because ray[debug]>=2.0.0,<=2.0.1 has no wheels with a matching Python ABI"
+            " tag (e.g., `cp311`)\n\nhint: You require CPython 3.11\n",
+            {},
+            "install failed: error: No solution found when resolving dependencies",
+            "install failed: Because ray[debug]>=2.0.0,<=2.0.1 has no wheels with a matching "
+            "Python ABI tag (e.g., `cp311`)",
+        ),
         (
             "broken",
             None,

@@ -295,9 +295,10 @@ def _install_reason(detail: str, output: str) -> str:
     setuptools cannot read) or uv's resolution's first 'Because ...', else uv's first error."""
     lines = output.splitlines()
     for number, line in enumerate(lines):
-        if line.strip(" ╰─▶").startswith("Because "):  # with the lines uv wrapped it onto
+        text = line.strip(" ╰─▶").removeprefix("cause: ")  # uv's two styles
+        if text.startswith("Because "):  # with the lines uv wrapped it onto
             rest = takewhile(lambda x: x.startswith("      ") and x.strip(), lines[number + 1 :])
-            return "install failed: " + " ".join([line.strip(" ╰─▶"), *map(str.strip, rest)])
+            return "install failed: " + " ".join([text, *map(str.strip, rest)])
     raised = [m.group(1) for m in map(_EXCEPTION_RE.match, lines) if m]
     if raised:
         return f"install failed: {raised[-1]}"

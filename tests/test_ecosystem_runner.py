@@ -679,11 +679,8 @@ def test_a_run_s_estimate_reads_an_earlier_run_s_durations(
     import json
 
     from torch_matrix.cli import main
-    from torch_matrix.ecosystem import runner
 
-    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
-    projects = tmp_path / "p.toml"
-    projects.write_text('[[project]]\nname = "a"\npath = "."\ncommand = "pytest"\n')
+    projects = _estimate_only(monkeypatch, tmp_path, "a")
     earlier = tmp_path / "earlier"
     (earlier / "projects" / "a").mkdir(parents=True)
     (earlier / "run.json").write_text(
@@ -734,13 +731,8 @@ def test_an_only_or_shard_invocation_s_forecast_reads_the_rest_of_the_list_s_dur
     import json
 
     from torch_matrix.cli import main
-    from torch_matrix.ecosystem import runner
 
-    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
-    projects = tmp_path / "p.toml"
-    projects.write_text(
-        "".join(f'[[project]]\nname = "{n}"\npath = "."\ncommand = "pytest"\n' for n in "ab")
-    )
+    projects = _estimate_only(monkeypatch, tmp_path, "ab")
     earlier = tmp_path / "earlier"
     (earlier / "projects" / "a").mkdir(parents=True)
     meta = {"schema": 1, "baseline": {"torch": "2.5.1"}, "candidate": {"torch": "2.6.0"}}
@@ -829,13 +821,8 @@ def test_a_resumed_run_s_estimate_counts_only_the_projects_still_to_run(
     import json
 
     from torch_matrix.cli import main
-    from torch_matrix.ecosystem import runner
 
-    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
-    projects = tmp_path / "p.toml"
-    projects.write_text(
-        "".join(f'[[project]]\nname = "{n}"\npath = "."\ncommand = "pytest"\n' for n in "abc")
-    )
+    projects = _estimate_only(monkeypatch, tmp_path, "abc")
     out = tmp_path / "run"
     (out / "projects" / "a").mkdir(parents=True)
     (out / "run.json").write_text(
@@ -870,6 +857,19 @@ def test_a_resumed_run_s_estimate_counts_only_the_projects_still_to_run(
     err = capsys.readouterr().err
     assert "estimate: 3 project(s) to run (0 skipped), 6 venvs" in err
     assert "estimate: about 30 min (forecast: 1 project(s) at their recorded wall time" in err
+
+
+def _estimate_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, names: str) -> Path:
+    """A projects file of one-letter projects (each ``path = "."``, ``command = "pytest"``) for a
+    run that only estimates: no torch wheel is looked up."""
+    from torch_matrix.ecosystem import runner
+
+    monkeypatch.setattr(runner, "torch_wheels", lambda *args: None)
+    projects = tmp_path / "p.toml"
+    projects.write_text(
+        "".join(f'[[project]]\nname = "{n}"\npath = "."\ncommand = "pytest"\n' for n in names)
+    )
+    return projects
 
 
 def _no_fetch_no_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -39,13 +39,27 @@ def test_a_break_with_a_passing_grid_cell_is_bisected_so_not_listed() -> None:
     assert unbisected([good]) == []
 
 
+def _count_calls(monkeypatch) -> list[int]:
+    """A list that grows by one at each call of ``plan.unbisected.unbisected`` (still called)."""
+    from torch_matrix.plan import unbisected as module
+
+    calls: list[int] = []
+    real = module.unbisected
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "unbisected", counted)
+    return calls
+
+
 def test_a_report_searches_for_unbisected_breaks_once_for_its_table_and_summary(
     tmp_path, monkeypatch, capsys
 ) -> None:
     """The table and summary.md both list the break; the search over 2,000 results ran once per
     renderer (issue 46: 0.1 s of a report's CPU twice). Now once per report."""
     from torch_matrix import cli
-    from torch_matrix.plan import unbisected as module
     from torch_matrix.world import results
 
     edge = make_result(torch="2.3.0", python="3.11")
@@ -55,14 +69,7 @@ def test_a_report_searches_for_unbisected_breaks_once_for_its_table_and_summary(
     cells = tmp_path / "run" / "cells"
     for result in (_failing("2.1.0"), _failing("2.4.0"), edge):
         results.write_result(result, cells)
-    calls = []
-    real = module.unbisected
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, "unbisected", counted)
+    calls = _count_calls(monkeypatch)
     assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
     assert "follow-up cells pass at 2.3.0" in capsys.readouterr().out
     assert "follow-up cells pass at 2.3.0" in (tmp_path / "out" / "summary.md").read_text()
@@ -76,7 +83,6 @@ def test_a_report_of_grid_cells_only_has_no_unbisected_line_and_runs_no_search(
     report without one skips the search (issue 46: 0.05 s of a 2,000-cell report) and says the
     same. With an edge cell beside the grid, the line is there (the test above)."""
     from torch_matrix import cli
-    from torch_matrix.plan import unbisected as module
     from torch_matrix.report.rows import judge, unbisected_notes
     from torch_matrix.world import results
 
@@ -85,14 +91,7 @@ def test_a_report_of_grid_cells_only_has_no_unbisected_line_and_runs_no_search(
     cells = tmp_path / "run" / "cells"
     for result in grid:
         results.write_result(result, cells)
-    calls = []
-    real = module.unbisected
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, "unbisected", counted)
+    calls = _count_calls(monkeypatch)
     assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "not bisected" not in out and "Breaks not bisected" not in out
